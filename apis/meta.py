@@ -1,0 +1,140 @@
+"""The Kubernetes shapes that Koordinator's API embeds: ObjectMeta, selectors, taints, conditions.
+
+``KoordResource`` is the root of every custom resource model: apiVersion, kind and metadata,
+plus the ``crd`` class attribute that ``apis.crdgen`` renders into a CustomResourceDefinition.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from apis.base import CRDInfo, KoordModel
+from apis.types import Int64, Time
+
+__all__ = [
+    "Condition",
+    "KoordResource",
+    "LabelSelector",
+    "LabelSelectorRequirement",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "ObjectMeta",
+    "ObjectReference",
+    "OwnerReference",
+    "Taint",
+    "Toleration",
+]
+
+
+class OwnerReference(KoordModel):
+    api_version: str
+    kind: str
+    name: str
+    uid: str
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(KoordModel):
+    """The parts of metav1.ObjectMeta that koordinator-py reads or writes."""
+
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: Int64 | None = None
+    creation_timestamp: Time | None = None
+    deletion_timestamp: Time | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+
+
+class ObjectReference(KoordModel):
+    """corev1.ObjectReference; every field optional."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class LabelSelectorRequirement(KoordModel):
+    key: str
+    operator: str
+    """In, NotIn, Exists or DoesNotExist."""
+    values: list[str] | None = None
+
+
+class LabelSelector(KoordModel):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+class NodeSelectorRequirement(KoordModel):
+    key: str
+    operator: str
+    """In, NotIn, Exists, DoesNotExist, Gt or Lt."""
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(KoordModel):
+    match_expressions: list[NodeSelectorRequirement] | None = None
+    match_fields: list[NodeSelectorRequirement] | None = None
+
+
+class Taint(KoordModel):
+    key: str
+    value: str | None = None
+    effect: str
+    """NoSchedule, PreferNoSchedule or NoExecute."""
+    time_added: Time | None = None
+
+
+class Toleration(KoordModel):
+    key: str | None = None
+    operator: str | None = None
+    """Exists or Equal (the default)."""
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: Int64 | None = None
+
+
+class Condition(KoordModel):
+    """metav1.Condition."""
+
+    type: str = Field(max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: Int64 | None = Field(default=None, ge=0)
+    last_transition_time: Time
+    reason: str = Field(max_length=1024)
+    message: str = Field(max_length=32768)
+
+
+class KoordResource(KoordModel):
+    """A root API object. Subclasses set ``crd`` and declare ``spec`` / ``status``."""
+
+    crd: ClassVar[CRDInfo]
+
+    api_version: str | None = None
+    kind: str | None = None
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+    @classmethod
+    def new(cls, name: str, namespace: str | None = None, **fields: object) -> KoordResource:
+        """A fresh object with apiVersion and kind filled in from ``crd``."""
+        return cls.model_validate(
+            {
+                "apiVersion": cls.crd.api_version,
+                "kind": cls.crd.kind,
+                "metadata": {"name": name, "namespace": namespace},
+                **fields,
+            }
+        )

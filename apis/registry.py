@@ -1,0 +1,34 @@
+"""Every root custom resource kind koordinator-py serves; ``apis.crdgen`` renders one CRD each.
+
+NodeResourceTopology (``topology.node.k8s.io``) is the upstream CRD and is not generated here.
+"""
+
+from __future__ import annotations
+
+from apis.config import ClusterColocationProfile
+from apis.meta import KoordResource
+from apis.quota import ElasticQuotaProfile
+from apis.scheduling import (
+    ClusterNetworkTopology,
+    Device,
+    ElasticQuota,
+    PodGroup,
+    PodMigrationJob,
+    Reservation,
+)
+from apis.slo import NodeMetric, NodeSLO
+
+__all__ = ["ALL_RESOURCES"]
+
+ALL_RESOURCES: tuple[type[KoordResource], ...] = (
+    PodGroup,
+    ElasticQuota,
+    Reservation,
+    Device,
+    ClusterNetworkTopology,
+    PodMigrationJob,
+    ElasticQuotaProfile,
+    NodeMetric,
+    NodeSLO,
+    ClusterColocationProfile,
+)

@@ -1,0 +1,83 @@
+"""Custom resources of ``scheduling.sigs.k8s.io`` and ``scheduling.koordinator.sh``."""
+
+from apis.scheduling.device import (
+    Device,
+    DeviceAllocation,
+    DeviceAllocationItem,
+    DeviceInfo,
+    DeviceSpec,
+    DeviceStatus,
+    DeviceTopology,
+    VirtualFunction,
+    VirtualFunctionGroup,
+)
+from apis.scheduling.elasticquota import ElasticQuota, ElasticQuotaSpec, ElasticQuotaStatus
+from apis.scheduling.networktopology import (
+    ClusterNetworkTopology,
+    ClusterNetworkTopologySpec,
+    ClusterNetworkTopologyStatus,
+    NetworkTopologySpec,
+    TopologyInfo,
+    TopologyStatus,
+)
+from apis.scheduling.podgroup import PodGroup, PodGroupSpec, PodGroupStatus
+from apis.scheduling.podmigrationjob import (
+    DeleteOptions,
+    PodMigrateReservationOptions,
+    PodMigrationJob,
+    PodMigrationJobCondition,
+    PodMigrationJobPreemptedReservation,
+    PodMigrationJobSpec,
+    PodMigrationJobStatus,
+    PodMigrationPreemptionOptions,
+    Preconditions,
+)
+from apis.scheduling.reservation import (
+    Reservation,
+    ReservationCondition,
+    ReservationControllerReference,
+    ReservationOwner,
+    ReservationPreAllocationPolicy,
+    ReservationSpec,
+    ReservationStatus,
+)
+
+__all__ = [
+    "ClusterNetworkTopology",
+    "ClusterNetworkTopologySpec",
+    "ClusterNetworkTopologyStatus",
+    "DeleteOptions",
+    "Device",
+    "DeviceAllocation",
+    "DeviceAllocationItem",
+    "DeviceInfo",
+    "DeviceSpec",
+    "DeviceStatus",
+    "DeviceTopology",
+    "ElasticQuota",
+    "ElasticQuotaSpec",
+    "ElasticQuotaStatus",
+    "NetworkTopologySpec",
+    "PodGroup",
+    "PodGroupSpec",
+    "PodGroupStatus",
+    "PodMigrateReservationOptions",
+    "PodMigrationJob",
+    "PodMigrationJobCondition",
+    "PodMigrationJobPreemptedReservation",
+    "PodMigrationJobSpec",
+    "PodMigrationJobStatus",
+    "PodMigrationPreemptionOptions",
+    "Preconditions",
+    "Reservation",
+    "ReservationCondition",
+    "ReservationControllerReference",
+    "ReservationOwner",
+    "ReservationPreAllocationPolicy",
+    "ReservationSpec",
+    "ReservationStatus",
+    "TopologyInfo",
+    "TopologyStatus",
+    "VirtualFunction",
+    "VirtualFunctionGroup",
+]
