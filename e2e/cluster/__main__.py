@@ -1,0 +1,88 @@
+"""``python -m e2e.cluster up|down|status``: the local control plane behind `make cluster` / `make down`.
+
+``up`` starts kube-apiserver, etcd, kube-controller-manager and KWOK, installs the CRDs from
+``crds/`` and creates the fake nodes (and their Device objects) of a cluster description.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from e2e.cluster import description as desc
+from e2e.cluster.controlplane import ControlPlane, repo_root
+
+DEFAULT_DESCRIPTION = repo_root() / "e2e" / "clusters" / "dev.yaml"
+
+
+def install_crds(cp: ControlPlane) -> None:
+    cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root() / "crds"))
+    cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+
+
+def apply_description(cp: ControlPlane, cluster: desc.ClusterDescription) -> None:
+    nodes = cluster.nodes()
+    if nodes:
+        _apply_objects(cp, nodes, "nodes")
+    devices = cluster.devices()
+    if devices:
+        _apply_objects(cp, devices, "devices")
+
+
+def _apply_objects(cp: ControlPlane, objects: list[dict[str, object]], what: str) -> None:
+    batch = 200
+    for start in range(0, len(objects), batch):
+        chunk = objects[start : start + batch]
+        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(chunk))
+        print(f"[cluster] {what}: {min(start + batch, len(objects))}/{len(objects)}", file=sys.stderr)
+
+
+def up(name: str, description_path: Path, default_kubeconfig: bool) -> ControlPlane:
+    cluster = desc.load(description_path)
+    cp = ControlPlane(name=name)
+    cp.start()
+    install_crds(cp)
+    apply_description(cp, cluster)
+    if default_kubeconfig:
+        shutil.copyfile(cp.kubeconfig, repo_root() / ".cluster" / "kubeconfig")
+    return cp
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m e2e.cluster", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up", help="start the cluster, install CRDs, create the described nodes")
+    p_up.add_argument("--name", default="koord-py")
+    p_up.add_argument("-f", "--description", type=Path, default=DEFAULT_DESCRIPTION)
+    p_down = sub.add_parser("down", help="stop the cluster and every process it started")
+    p_down.add_argument("--name", default="koord-py")
+    p_down.add_argument("--all", action="store_true", help="every cluster under .cluster/")
+    p_status = sub.add_parser("status", help="say whether the cluster answers")
+    p_status.add_argument("--name", default="koord-py")
+    args = parser.parse_args(argv)
+
+    if args.command == "up":
+        cp = up(args.name, args.description, default_kubeconfig=args.name == "koord-py")
+        print(f"[cluster] kubeconfig: {cp.kubeconfig}", file=sys.stderr)
+        return 0
+    if args.command == "down":
+        names = [args.name]
+        if args.all:
+            state = repo_root() / ".cluster"
+            names = sorted(p.name for p in state.iterdir() if p.is_dir()) if state.exists() else []
+        for name in names:
+            ControlPlane(name=name).stop()
+        (repo_root() / ".cluster" / "kubeconfig").unlink(missing_ok=True)
+        return 0
+    cp = ControlPlane(name=args.name)
+    running = cp.is_running()
+    print(f"cluster {args.name}: {'running' if running else 'not running'}")
+    return 0 if running else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

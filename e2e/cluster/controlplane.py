@@ -1,0 +1,209 @@
+"""Start and stop the local control plane with ``kwokctl --runtime binary`` and locally built tools.
+
+Everything lives under ``.cluster/<name>/`` in the repository (git-ignored): kwokctl's work
+directory, the generated ``kwokctl.yaml`` with absolute binary paths, and the kubeconfig. The
+cluster named ``koord-py`` (``make cluster``) also writes ``.cluster/kubeconfig``. The daemons
+outlive kwokctl, so ``stop`` (``make down``) must run ``kwokctl delete cluster``; it also kills any
+process left in the cluster's pid files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["ControlPlane", "KubectlError", "ToolsMissing", "repo_root"]
+
+
+class ToolsMissing(RuntimeError):
+    """The Go-built binaries are not in .bin/: run ``make tools``."""
+
+
+class KubectlError(RuntimeError):
+    """kubectl exited non-zero; the message carries the command and its stderr."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.proc = proc
+        args = " ".join(str(a) for a in proc.args[3:])
+        super().__init__(f"kubectl {args} exited {proc.returncode}: {proc.stderr.strip()}")
+
+
+def repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+ROOT = repo_root()
+TOOLS = ("kube-apiserver", "kube-controller-manager", "etcd", "kwok", "kwokctl", "kubectl")
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """One named local cluster and the paths that belong to it."""
+
+    name: str = "koord-py"
+    root: Path = ROOT
+
+    @property
+    def bin_dir(self) -> Path:
+        return self.root / ".bin"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / ".cluster" / self.name
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.state_dir / "kwok"
+
+    def tool(self, name: str) -> str:
+        path = self.bin_dir / name
+        if not path.exists():
+            raise ToolsMissing(f"{path} is missing: run `make tools` (e2e/toolchain/build.sh) first")
+        return str(path)
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KWOK_WORKDIR"] = str(self.kwok_workdir)
+        env["PATH"] = f"{self.bin_dir}:{env.get('PATH', '')}"
+        return env
+
+    def run_kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this cluster; the caller inspects the exit code and both streams."""
+        return subprocess.run(
+            [self.tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            input=input,
+            env=self._env(),
+        )
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
+        """Run kubectl against this cluster and return its stdout; a failure raises with stderr."""
+        proc = self.run_kubectl(*args, input=input)
+        if check and proc.returncode != 0:
+            raise KubectlError(proc)
+        return proc.stdout
+
+    def _write_config(self) -> Path:
+        for tool in TOOLS:
+            self.tool(tool)
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        config = self.state_dir / "kwokctl.yaml"
+        b = self.bin_dir.resolve()
+        config.write_text(
+            "kind: KwokctlConfiguration\n"
+            "apiVersion: config.kwok.x-k8s.io/v1alpha1\n"
+            "options:\n"
+            "  runtime: binary\n"
+            "  bindAddress: 127.0.0.1\n"
+            f"  kubeApiserverBinary: {(b / 'kube-apiserver').resolve()}\n"
+            f"  kubeControllerManagerBinary: {(b / 'kube-controller-manager').resolve()}\n"
+            f"  kubeSchedulerBinary: {(b / 'kube-scheduler').resolve()}\n"
+            f"  kubectlBinary: {(b / 'kubectl').resolve()}\n"
+            f"  etcdBinary: {(b / 'etcd').resolve()}\n"
+            f"  kwokControllerBinary: {(b / 'kwok').resolve()}\n"
+        )
+        return config
+
+    def is_running(self) -> bool:
+        if not self.kubeconfig.exists():
+            return False
+        try:
+            self.kubectl("get", "--raw", "/readyz", check=True)
+        except (KubectlError, ToolsMissing):
+            return False
+        return True
+
+    def start(self, *, wait: str = "3m") -> None:
+        """Create the cluster, or do nothing if it already answers."""
+        if self.is_running():
+            _progress(f"cluster {self.name} already running")
+            return
+        self.stop(quiet=True)
+        config = self._write_config()
+        _progress(f"starting cluster {self.name} (kube-apiserver, etcd, kube-controller-manager, kwok)")
+        began = time.monotonic()
+        proc = subprocess.run(
+            [
+                self.tool("kwokctl"),
+                "-c",
+                str(config),
+                "create",
+                "cluster",
+                "--name",
+                self.name,
+                "--runtime",
+                "binary",
+                "--disable",
+                "kube-scheduler",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--wait",
+                wait,
+            ],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"kwokctl create cluster failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        _progress(f"cluster {self.name} ready in {time.monotonic() - began:.1f}s")
+
+    def stop(self, *, quiet: bool = False) -> None:
+        """Delete the cluster and make sure none of its processes is left running.
+
+        Components started against it (``e2e.components``: koord-manager ...) go first, so that
+        none of them outlives the API server it talks to.
+        """
+        self._stop_components()
+        if (self.kwok_workdir / "clusters" / self.name).exists():
+            kwokctl = self.bin_dir / "kwokctl"
+            if kwokctl.exists():
+                subprocess.run(
+                    [str(kwokctl), "delete", "cluster", "--name", self.name],
+                    env=self._env(),
+                    capture_output=True,
+                    text=True,
+                )
+        self._kill_leftovers()
+        if self.kwok_workdir.exists():
+            shutil.rmtree(self.kwok_workdir, ignore_errors=True)
+        self.kubeconfig.unlink(missing_ok=True)
+        if not quiet:
+            _progress(f"cluster {self.name} stopped")
+
+    def _stop_components(self) -> None:
+        for pid_file in self.state_dir.glob("*.pid") if self.state_dir.exists() else []:
+            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+                os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+            pid_file.unlink(missing_ok=True)
+
+    def _kill_leftovers(self) -> None:
+        pid_dir = self.kwok_workdir / "clusters" / self.name / "pids"
+        for pid_file in pid_dir.glob("*.pid") if pid_dir.exists() else []:
+            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+
+    def server_version(self) -> str:
+        return self.kubectl("version", "-o", "yaml")
+
+    def logs(self, component: str) -> str:
+        log = self.kwok_workdir / "clusters" / self.name / "logs" / f"{component}.log"
+        return log.read_text() if log.exists() else ""
+
+
+def _progress(message: str) -> None:
+    print(f"[cluster] {message}", file=sys.stderr, flush=True)

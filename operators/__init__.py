@@ -1,0 +1,1 @@
+"""koord-manager: Kopf operators and admission webhooks for Koordinator's custom resources."""

@@ -1,0 +1,28 @@
+"""koord-manager's settings: command-line flags validated into one typed model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ManagerConfig"]
+
+
+class ManagerConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kubeconfig: Path | None = None
+    """Kubeconfig to use; None means in-cluster service-account credentials."""
+    webhook_host: str = "127.0.0.1"
+    """Host name or IP the API server uses to reach the admission webhook; also the certificate's SAN."""
+    webhook_bind: str = "127.0.0.1"
+    """Address the webhook server listens on (0.0.0.0 in a pod)."""
+    webhook_port: int = Field(default=9443, ge=1, le=65535)
+    webhook_cert_dir: Path = Path(".cluster/koord-manager")
+    """Where the serving certificate is read from, or created self-signed when absent."""
+    webhook_configuration: str = "koordinator-py.koordinator.sh"
+    """Name of the ValidatingWebhookConfiguration koord-manager keeps up to date."""
+    liveness_port: int | None = Field(default=None, ge=1, le=65535)
+    """Serve /healthz on this port (kopf's liveness probe); None disables it."""
+    verbose: bool = False

@@ -1,0 +1,51 @@
+"""Kopf validating-admission handlers: one per Koordinator kind, each delegating to logic.admission."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+
+from apis.meta import KoordResource
+from apis.registry import ALL_RESOURCES
+from operators.logic import admission
+
+__all__ = ["register"]
+
+
+def _plain(value: Any) -> Any:
+    """Kopf hands bodies over as mapping views; pydantic and the parsers want plain JSON values."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _validator(model: type[KoordResource]) -> Any:
+    kind = model.crd.kind
+
+    def validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
+        result = admission.review(model, _plain(body))
+        warnings.extend(result.warnings)
+        if not result.allowed:
+            name = body.get("metadata", {}).get("name", "")
+            raise kopf.AdmissionError(f"{kind} {name!r} is invalid: {result.message()}", code=422)
+
+    validate.__name__ = f"validate_{model.crd.singular}"
+    return validate
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Register a validating webhook for every kind (CREATE and UPDATE of the main resource)."""
+    for model in ALL_RESOURCES:
+        info = model.crd
+        kopf.on.validate(
+            info.group,
+            info.version,
+            info.plural,
+            id=f"validate-{info.plural}",
+            operations=["CREATE", "UPDATE"],
+            registry=registry,
+        )(_validator(model))

@@ -1,0 +1,90 @@
+"""What makes a Koordinator object invalid at admission: pure functions, no Kopf, no I/O.
+
+The CRD schema already rejects wrong types, unknown enum values and missing required fields.
+What it cannot see is checked here, with messages that name the field:
+
+1. the object validated against its pydantic model (Go duration grammar in ``spec.ttl``,
+   int32 ranges, everything the schema expresses too, so a schema gap cannot let it through);
+2. the JSON- and number-valued annotations Koordinator reads from that kind, parsed with the
+   same typed parsers the scheduler uses (a ``gatherStrategy`` strategy of ``"Sometimes"`` is
+   rejected here, where Koordinator would silently ignore the whole annotation).
+
+Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
+they produce a warning, which kubectl prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from apis.errors import InvalidAnnotation
+from apis.extension import gang, networktopology
+from apis.meta import KoordResource
+
+__all__ = ["AdmissionResult", "review"]
+
+AnnotationParser = Callable[[str], object]
+LenientResolver = Callable[[str | None], Any]
+
+# Gang annotations are honoured on the PodGroup object as well as on pods (api-reference 2.1).
+_PODGROUP_STRICT: dict[str, AnnotationParser] = {
+    networktopology.ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC: networktopology.parse_network_topology_spec,
+    gang.ANNOTATION_GANG_GROUPS: gang.parse_gang_groups,
+}
+_PODGROUP_LENIENT: dict[str, LenientResolver] = {
+    gang.ANNOTATION_GANG_MODE: gang.resolve_gang_mode,
+}
+
+STRICT_ANNOTATIONS: dict[str, dict[str, AnnotationParser]] = {"PodGroup": _PODGROUP_STRICT}
+LENIENT_ANNOTATIONS: dict[str, dict[str, LenientResolver]] = {"PodGroup": _PODGROUP_LENIENT}
+
+
+@dataclass
+class AdmissionResult:
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.errors
+
+    def message(self) -> str:
+        return "; ".join(self.errors)
+
+
+def review(model: type[KoordResource], body: Mapping[str, Any]) -> AdmissionResult:
+    """Every reason to reject ``body`` (a wire object of ``model``'s kind), and every warning."""
+    result = AdmissionResult()
+    try:
+        model.model_validate(dict(body))
+    except ValidationError as exc:
+        result.errors.extend(_describe(error) for error in exc.errors())
+    annotations: Mapping[str, str] = (body.get("metadata") or {}).get("annotations") or {}
+    kind = model.crd.kind
+    for key, parse in STRICT_ANNOTATIONS.get(kind, {}).items():
+        raw = annotations.get(key)
+        if raw is None:
+            continue
+        try:
+            parse(raw)
+        except InvalidAnnotation as exc:
+            result.errors.append(f"metadata.annotations[{key}]: {exc.problem}")
+    for key, resolve in LENIENT_ANNOTATIONS.get(kind, {}).items():
+        if key in annotations:
+            warning = resolve(annotations[key]).warning
+            if warning:
+                result.warnings.append(f"metadata.annotations[{key}]: {warning}")
+    return result
+
+
+def _describe(error: Any) -> str:
+    path = ""
+    for part in error["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    given = error.get("input")
+    shown = f" (got {given!r})" if error["type"] != "missing" and not isinstance(given, dict | list) else ""
+    return f"{path}: {error['msg']}{shown}"
