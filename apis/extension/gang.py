@@ -196,14 +196,16 @@ def parse_gang_waiting_time(raw: str) -> timedelta:
 
 def resolve_gang_waiting_time(raw: str | None) -> Fallback[timedelta | None]:
     """The wait time, or None meaning "use ``CoschedulingArgs.defaultTimeout``" when missing, zero,
-    negative or invalid (an invalid value also yields a warning)."""
+    negative or invalid (a negative or invalid value also yields a warning, as Koordinator logs one)."""
     if not raw:
         return Fallback(None)
     try:
         wait = parse_gang_waiting_time(raw)
     except InvalidAnnotation as error:
         return Fallback(None, f"{error}; using the default timeout")
-    if wait <= timedelta(0):
+    if wait < timedelta(0):
+        return Fallback(None, f"{ANNOTATION_GANG_WAIT_TIME}: {raw!r} is negative; using the default timeout")
+    if wait == timedelta(0):
         return Fallback(None)
     return Fallback(wait)
 
