@@ -1,0 +1,164 @@
+"""What the scheduler needs from a cluster, as one Protocol with two implementations.
+
+``kubernetes.KubernetesBackend`` talks to a real API server (list+watch with resourceVersion,
+bookmarks, relist on 410 Gone, capped backoff); ``memory.MemoryBackend`` keeps the same object
+model in process for unit tests and ``koordctl simulate``. Nothing above this seam knows which
+one it talks to.
+
+Watch semantics (the informer contract the cache relies on):
+
+- a watch starts with one ``REPLACED`` event carrying the complete current list, then streams
+  ``ADDED`` / ``MODIFIED`` / ``DELETED`` events in resourceVersion order;
+- whenever the backend had to relist (410 Gone, a dropped connection it could not resume), it
+  emits ``REPLACED`` again with the complete list, so the consumer can drop objects deleted
+  during the gap: no event is ever lost silently;
+- the stream ends only when the backend is closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from apis.base import KoordModel
+from apis.core import Node, Pod, PodDisruptionBudget
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.podgroup import PodGroup
+
+__all__ = [
+    "NODES",
+    "PDBS",
+    "PODGROUPS",
+    "PODS",
+    "TOPOLOGIES",
+    "BackendError",
+    "ClusterBackend",
+    "Conflict",
+    "EventRecord",
+    "EventType",
+    "NotFound",
+    "ObjectRef",
+    "ResourceType",
+    "WatchEvent",
+]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ResourceType(Generic[T]):
+    """One API resource the scheduler lists and watches, and the model its objects decode into."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    model: type[T]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+PODS = ResourceType("", "v1", "pods", "Pod", True, Pod)
+NODES = ResourceType("", "v1", "nodes", "Node", False, Node)
+PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, PodDisruptionBudget)
+PODGROUPS = ResourceType("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True, PodGroup)
+TOPOLOGIES = ResourceType(
+    "scheduling.koordinator.sh",
+    "v1alpha1",
+    "clusternetworktopologies",
+    "ClusterNetworkTopology",
+    False,
+    ClusterNetworkTopology,
+)
+
+
+class EventType(StrEnum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+    REPLACED = "REPLACED"
+    """The complete current list (first event of a watch, and after every relist)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchEvent(Generic[T]):
+    type: EventType
+    obj: T | None = None
+    """The object for ADDED / MODIFIED / DELETED."""
+    objects: Sequence[T] = field(default_factory=tuple)
+    """Every object, for REPLACED."""
+
+
+class ObjectRef(KoordModel):
+    """The object an Event is about."""
+
+    api_version: str = "v1"
+    kind: str
+    namespace: str | None = None
+    name: str
+    uid: str | None = None
+
+
+class EventRecord(KoordModel):
+    """A Kubernetes Event as kube-scheduler writes them (``Scheduled``, ``FailedScheduling`` ...)."""
+
+    regarding: ObjectRef
+    type: str = "Normal"
+    """Normal or Warning."""
+    reason: str
+    message: str
+    action: str = "Scheduling"
+    reporting_controller: str = "koord-scheduler"
+
+
+class BackendError(RuntimeError):
+    """A call to the cluster failed; ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(BackendError):
+    """The object does not exist (any more)."""
+
+
+class Conflict(BackendError):
+    """The write lost a race: the pod is already bound, the resourceVersion moved on ..."""
+
+
+class ClusterBackend(Protocol):
+    def watch(
+        self, resource: ResourceType[T], *, field_selector: str | None = None
+    ) -> AsyncIterator[WatchEvent[T]]:
+        """List then watch ``resource`` following the contract in the module docstring."""
+        ...
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        """Bind through the pods/binding subresource; Conflict if the pod is bound already."""
+        ...
+
+    async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
+        """JSON merge patch of the pod's metadata or spec (annotations written at PreBind)."""
+        ...
+
+    async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        """Strategic-merge patch of the pods/status subresource (conditions, nominatedNodeName)."""
+        ...
+
+    async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
+        """Evict through the Eviction API (policy/v1); NotFound if the pod is gone."""
+        ...
+
+    async def record_event(self, event: EventRecord) -> None:
+        """Write a Kubernetes Event; failures are logged by the implementation, never raised."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,231 @@
+"""The scheduler's only mutable cluster state: nodes, the pods assigned to them, assumed pods.
+
+Written by ``scheduler.events`` (the informer glue) and by the scheduling loop (assume / forget);
+read by plugins through a ``Snapshot``. Everything runs on one asyncio event loop, and a scheduling
+cycle does not await between taking its snapshot and assuming its pod, so the snapshot is a view
+of this cache rather than a copy (see ``snapshot.py``).
+
+Assumed pods: the loop assumes a pod on its node before binding starts, so the next cycle already
+sees the resources taken. The watch confirms the binding (the pod comes back with that nodeName);
+if binding fails the binder forgets the pod; if the binding finished but no confirmation arrives
+within ``assumed_ttl`` seconds, the assumption expires and the resources are released.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from apis.core import Node
+from apis.meta import Taint
+from apis.resources import to_int_units
+from scheduler.cache.node_table import BoolArray, NodeTable
+from scheduler.cache.pod_info import PodInfo
+
+__all__ = ["Cache", "NodeInfo"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, eq=False)
+class NodeInfo:
+    """One node: its object (None while only pods reference it), row in the table, and its pods."""
+
+    name: str
+    row: int
+    node: Node | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    pods: dict[str, PodInfo] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Assumed:
+    pod: PodInfo
+    node: str
+    deadline: float | None = None
+    """Set when binding finished: expire at this monotonic time unless the watch confirms."""
+
+
+class Cache:
+    def __init__(self, *, assumed_ttl: float = 30.0) -> None:
+        self.table = NodeTable()
+        self.nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, PodInfo] = {}
+        """Every pod assigned to a node (bound or assumed), by uid."""
+        self._pod_node: dict[str, str] = {}
+        self._assumed: dict[str, _Assumed] = {}
+        self.assumed_ttl = assumed_ttl
+        self.generation = 0
+        """Bumped whenever a node's labels, taints, schedulability or allocatable change."""
+        self._label_rows: dict[str, dict[str, set[int]]] = {}
+        self._mask_cache: dict[tuple[int, str, frozenset[str] | None], BoolArray] = {}
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self.nodes.get(name)
+        if info is None:
+            info = NodeInfo(name=name, row=self.table.add_node(name))
+            self.table.active[info.row] = False  # a node only pods know of is not a candidate
+            self.nodes[name] = info
+        return info
+
+    def upsert_node(self, node: Node) -> NodeInfo:
+        name = node.metadata.name or ""
+        info = self._node_info(name)
+        self._unindex_labels(info)
+        info.node = node
+        info.labels = dict(node.metadata.labels or {})
+        info.taints = tuple(node.spec.taints or ())
+        info.unschedulable = bool(node.spec.unschedulable)
+        allocatable = {n: to_int_units(n, q) for n, q in (node.status.allocatable or {}).items()}
+        self.table.set_allocatable(info.row, allocatable)
+        self.table.active[info.row] = True
+        self._index_labels(info)
+        self._bump()
+        return info
+
+    def remove_node(self, name: str) -> None:
+        info = self.nodes.get(name)
+        if info is None:
+            return
+        self._unindex_labels(info)
+        if info.pods:
+            # Pods still reference the node: keep their accounting on a row that is no candidate.
+            info.node = None
+            info.labels, info.taints = {}, ()
+            self.table.set_allocatable(info.row, {})
+            self.table.active[info.row] = False
+        else:
+            self.table.remove_node(name)
+            del self.nodes[name]
+        self._bump()
+
+    def _bump(self) -> None:
+        self.generation += 1
+        self._mask_cache.clear()
+
+    def _index_labels(self, info: NodeInfo) -> None:
+        for key, value in info.labels.items():
+            self._label_rows.setdefault(key, {}).setdefault(value, set()).add(info.row)
+
+    def _unindex_labels(self, info: NodeInfo) -> None:
+        for key, value in info.labels.items():
+            rows = self._label_rows.get(key, {}).get(value)
+            if rows is not None:
+                rows.discard(info.row)
+
+    def label_mask(self, key: str, values: frozenset[str] | None) -> BoolArray:
+        """Rows whose node has label ``key`` with one of ``values`` (any value when None).
+
+        Masks are cached until the next node change, so pods with the same selectors share them.
+        """
+        cache_key = (self.generation, key, values)
+        mask = self._mask_cache.get(cache_key)
+        if mask is None:
+            by_value = self._label_rows.get(key, {})
+            chosen = by_value.values() if values is None else [by_value.get(v, set()) for v in values]
+            mask = np.zeros(self.table.row_count, dtype=np.bool_)
+            for rows in chosen:
+                if rows:
+                    mask[np.fromiter(rows, dtype=np.int64, count=len(rows))] = True
+            self._mask_cache[cache_key] = mask
+        return mask
+
+    def label_values(self, key: str) -> dict[str, set[int]]:
+        return self._label_rows.get(key, {})
+
+    # ---- pods assigned to nodes --------------------------------------------------------------
+
+    def upsert_pod(self, pod: PodInfo) -> None:
+        """A pod the watch reports; accounted on its node while assigned and not terminal."""
+        assumed = self._assumed.pop(pod.uid, None)
+        if assumed is not None and assumed.node != pod.node_name:
+            log.warning("pod %s was assumed on %s but is bound to %s", pod.key, assumed.node, pod.node_name)
+        old = self._pods.get(pod.uid)
+        if old is not None:
+            self._unaccount(old)
+        if pod.node_name and not pod.is_terminal():
+            self._account(pod, pod.node_name)
+        else:
+            self._pods.pop(pod.uid, None)
+
+    def remove_pod(self, uid: str) -> None:
+        self._assumed.pop(uid, None)
+        old = self._pods.get(uid)
+        if old is not None:
+            self._unaccount(old)
+
+    def _account(self, pod: PodInfo, node: str) -> None:
+        info = self._node_info(node)
+        info.pods[pod.uid] = pod
+        self.table.add_requests(info.row, pod.requests)
+        self._pods[pod.uid] = pod
+        self._pod_node[pod.uid] = node
+
+    def _unaccount(self, pod: PodInfo) -> None:
+        node = self._pod_node.pop(pod.uid, None)
+        self._pods.pop(pod.uid, None)
+        if node is None:
+            return
+        info = self.nodes.get(node)
+        if info is None:
+            return
+        counted = info.pods.pop(pod.uid, None)
+        if counted is not None:
+            self.table.add_requests(info.row, counted.requests, sign=-1)
+        if info.node is None and not info.pods:
+            self.table.remove_node(node)
+            del self.nodes[node]
+
+    # ---- assume / forget ---------------------------------------------------------------------
+
+    def assume(self, pod: PodInfo, node: str) -> None:
+        """Take ``pod``'s resources on ``node`` now, before the binding is confirmed."""
+        if pod.uid in self._pods:
+            raise ValueError(f"pod {pod.key} is already assigned to {self._pod_node.get(pod.uid)}")
+        self._account(pod, node)
+        self._assumed[pod.uid] = _Assumed(pod=pod, node=node)
+
+    def finish_binding(self, uid: str, now: float) -> None:
+        """The bind call returned: start the confirmation deadline."""
+        assumed = self._assumed.get(uid)
+        if assumed is not None:
+            assumed.deadline = now + self.assumed_ttl
+
+    def forget(self, uid: str) -> None:
+        """Binding failed or was rejected: release what ``assume`` took."""
+        if self._assumed.pop(uid, None) is not None:
+            old = self._pods.get(uid)
+            if old is not None:
+                self._unaccount(old)
+
+    def is_assumed(self, uid: str) -> bool:
+        return uid in self._assumed
+
+    def expire_assumed(self, now: float) -> list[PodInfo]:
+        """Release assumptions whose binding finished ``assumed_ttl`` ago without confirmation."""
+        expired = [a.pod for a in self._assumed.values() if a.deadline is not None and a.deadline <= now]
+        for pod in expired:
+            log.warning("assumed pod %s expired without the watch confirming its binding", pod.key)
+            self.forget(pod.uid)
+        return expired
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def pod(self, uid: str) -> PodInfo | None:
+        return self._pods.get(uid)
+
+    def node_of(self, uid: str) -> str | None:
+        return self._pod_node.get(uid)
+
+    def assigned_pods(self) -> Iterator[PodInfo]:
+        return iter(self._pods.values())
+
+    def node_count(self) -> int:
+        return sum(1 for info in self.nodes.values() if info.node is not None)

@@ -1,0 +1,119 @@
+"""Every node's allocatable and requested amounts in int64 arrays: one row per node, one column per
+resource name, so that resource Filter and Score run vectorized over all nodes at once.
+
+Units are those of ``apis.resources.to_int_units``: milli-CPU for ``cpu``, whole units (bytes,
+pods, devices) for the rest. Rows of deleted nodes are reused; ``active`` marks the rows in use.
+A column is added the first time a resource name is seen on a node or in a pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["NodeTable"]
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class NodeTable:
+    def __init__(self, node_capacity: int = 64, resource_capacity: int = 8) -> None:
+        self.resources: list[str] = []
+        self.column: dict[str, int] = {}
+        self.names: list[str] = []
+        self.row: dict[str, int] = {}
+        self._free_rows: list[int] = []
+        self.allocatable: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
+        self.requested: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
+        self.active: BoolArray = np.zeros(node_capacity, dtype=np.bool_)
+        self._rows_used = 0
+
+    # ---- shape -------------------------------------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        """Rows ever used (active or free); arrays are valid up to here."""
+        return self._rows_used
+
+    def column_of(self, resource: str) -> int:
+        """The column of ``resource``, added (all zeros) if this is the first time it is seen."""
+        col = self.column.get(resource)
+        if col is not None:
+            return col
+        col = len(self.resources)
+        if col >= self.allocatable.shape[1]:
+            self._grow(cols=max(8, self.allocatable.shape[1] * 2))
+        self.resources.append(resource)
+        self.column[resource] = col
+        return col
+
+    def _grow(self, rows: int | None = None, cols: int | None = None) -> None:
+        new_rows = rows or self.allocatable.shape[0]
+        new_cols = cols or self.allocatable.shape[1]
+        for attr in ("allocatable", "requested"):
+            old: IntArray = getattr(self, attr)
+            grown = np.zeros((new_rows, new_cols), dtype=np.int64)
+            grown[: old.shape[0], : old.shape[1]] = old
+            setattr(self, attr, grown)
+        active = np.zeros(new_rows, dtype=np.bool_)
+        active[: self.active.shape[0]] = self.active
+        self.active = active
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def add_node(self, name: str) -> int:
+        if name in self.row:
+            return self.row[name]
+        if self._free_rows:
+            row = self._free_rows.pop()
+            self.names[row] = name
+        else:
+            row = self._rows_used
+            if row >= self.allocatable.shape[0]:
+                self._grow(rows=max(64, self.allocatable.shape[0] * 2))
+            self._rows_used += 1
+            self.names.append(name)
+        self.row[name] = row
+        self.active[row] = True
+        self.allocatable[row] = 0
+        self.requested[row] = 0
+        return row
+
+    def remove_node(self, name: str) -> None:
+        row = self.row.pop(name, None)
+        if row is None:
+            return
+        self.active[row] = False
+        self.allocatable[row] = 0
+        self.requested[row] = 0
+        self.names[row] = ""
+        self._free_rows.append(row)
+
+    def set_allocatable(self, row: int, allocatable: Mapping[str, int]) -> None:
+        cols = [self.column_of(name) for name in allocatable]
+        self.allocatable[row] = 0
+        self.allocatable[row, cols] = list(allocatable.values())
+
+    def add_requests(self, row: int, requests: Mapping[str, int], sign: int = 1) -> None:
+        for name, amount in requests.items():
+            self.requested[row, self.column_of(name)] += sign * amount
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    def active_rows(self) -> IntArray:
+        return np.flatnonzero(self.active[: self._rows_used]).astype(np.int64)
+
+    def request_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray]:
+        """(columns, amounts) of a pod's requests; unknown resources get a column (all nodes: 0)."""
+        cols = np.fromiter((self.column_of(n) for n in requests), dtype=np.int64, count=len(requests))
+        amounts = np.fromiter(requests.values(), dtype=np.int64, count=len(requests))
+        return cols, amounts
+
+    def free(self, rows: IntArray, cols: IntArray) -> IntArray:
+        """allocatable - requested for those rows and columns (a rows x cols array)."""
+        idx = np.ix_(rows, cols)
+        result: IntArray = self.allocatable[idx] - self.requested[idx]
+        return result

@@ -1,0 +1,80 @@
+"""The read view a scheduling cycle works on.
+
+A cycle runs synchronously from taking its snapshot to assuming its pod (no await in between),
+so the snapshot is the cache itself seen through a narrow interface: O(1) to take, and what a
+plugin reads is exactly what the assume will change. Anything that awaits in the middle of a
+decision (the CP-SAT solver run in a thread) must copy what it needs first.
+
+``simulate_removal`` answers "what if these pods were gone" in place and returns the undo, so
+preemption can try victim sets on one snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from scheduler.cache.cache import Cache, NodeInfo
+from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
+from scheduler.cache.pod_info import PodInfo
+
+__all__ = ["Snapshot"]
+
+
+class Snapshot:
+    __slots__ = ("_cache", "generation")
+
+    def __init__(self, cache: Cache) -> None:
+        self._cache = cache
+        self.generation = cache.generation
+
+    @property
+    def table(self) -> NodeTable:
+        return self._cache.table
+
+    def candidate_rows(self) -> IntArray:
+        """Rows of every node that exists (has a Node object)."""
+        return self._cache.table.active_rows()
+
+    def node_at(self, row: int) -> NodeInfo:
+        return self._cache.nodes[self._cache.table.names[row]]
+
+    def node(self, name: str) -> NodeInfo | None:
+        return self._cache.nodes.get(name)
+
+    def node_count(self) -> int:
+        return self._cache.node_count()
+
+    def label_mask(self, key: str, values: frozenset[str] | None = None) -> BoolArray:
+        """Rows whose node has label ``key`` (with one of ``values``), as a full-length mask."""
+        return self._cache.label_mask(key, values)
+
+    def label_values(self, key: str) -> dict[str, set[int]]:
+        return self._cache.label_values(key)
+
+    def pods_on(self, node: str) -> Iterable[PodInfo]:
+        info = self._cache.nodes.get(node)
+        return info.pods.values() if info is not None else ()
+
+    def simulate_removal(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
+        """Release ``pods``' requests on their nodes; the returned callable puts them back."""
+        removed: list[tuple[int, PodInfo]] = []
+        for pod in pods:
+            node = self._cache.node_of(pod.uid)
+            if node is None:
+                continue
+            row = self._cache.table.row[node]
+            self._cache.table.add_requests(row, pod.requests, sign=-1)
+            removed.append((row, pod))
+
+        def restore() -> None:
+            for row, pod in removed:
+                self._cache.table.add_requests(row, pod.requests)
+
+        return restore
+
+    def full_mask(self, rows: IntArray) -> BoolArray:
+        mask = np.zeros(self._cache.table.row_count, dtype=np.bool_)
+        mask[rows] = True
+        return mask

@@ -1,0 +1,47 @@
+"""Plugin name -> how to build it. Registering a name twice is an error, as in kube-scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import Plugin
+
+__all__ = ["PluginSpec", "Registry"]
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    name: str
+    factory: Callable[[Any, Handle], Plugin]
+    """``new(args, handle)``: args is an instance of ``args_model`` (None when it has none)."""
+    args_model: type[BaseModel] | None = None
+
+
+class Registry:
+    def __init__(self, specs: Iterable[PluginSpec] = ()) -> None:
+        self._specs: dict[str, PluginSpec] = {}
+        for spec in specs:
+            self.register(spec)
+
+    def register(self, spec: PluginSpec) -> None:
+        if spec.name in self._specs:
+            raise ValueError(f"plugin {spec.name!r} is registered twice")
+        self._specs[spec.name] = spec
+
+    def get(self, name: str) -> PluginSpec:
+        try:
+            return self._specs[name]
+        except KeyError:
+            known = ", ".join(sorted(self._specs))
+            raise KeyError(f"unknown plugin {name!r}; registered plugins: {known}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._specs
+
+    def names(self) -> list[str]:
+        return sorted(self._specs)

@@ -1,0 +1,319 @@
+"""Runs a profile's plugins at each extension point; the bookkeeping lives here, not in plugins.
+
+As kube-scheduler's ``runtime/framework.go``: the runtime stamps the plugin's name on a
+rejection, turns an unexpected exception into an Error status naming the plugin, honours
+PreFilter SKIPs, and times every call (``observe`` feeds the Prometheus metrics).
+
+Filter is vectorized: each Filter plugin sees only the rows that every earlier plugin accepted,
+and a rejected node is counted once per reason of the first plugin that rejected it, which is
+what kube-scheduler's "0/50 nodes are available: ..." message counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+
+from scheduler.cache.node_table import IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework import interfaces as fw
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.profile import ExtensionPoint, ResolvedProfile
+from scheduler.framework.registry import Registry
+from scheduler.framework.status import Code, Status
+
+__all__ = ["Framework", "Observer"]
+
+log = logging.getLogger(__name__)
+
+Observer = Callable[[str, str, str, float], None]
+"""(extension point, plugin, status code name, seconds)."""
+
+# The method each extension point needs, checked when the profile is built.
+_METHODS: dict[ExtensionPoint, tuple[str, ...]] = {
+    ExtensionPoint.PRE_ENQUEUE: ("pre_enqueue",),
+    ExtensionPoint.QUEUE_SORT: ("sort_key",),
+    ExtensionPoint.PRE_FILTER: ("pre_filter",),
+    ExtensionPoint.FILTER: ("filter",),
+    ExtensionPoint.POST_FILTER: ("post_filter",),
+    ExtensionPoint.PRE_SCORE: ("pre_score",),
+    ExtensionPoint.SCORE: ("score",),
+    ExtensionPoint.RESERVE: ("reserve", "unreserve"),
+    ExtensionPoint.PERMIT: ("permit",),
+    ExtensionPoint.PRE_BIND: ("pre_bind",),
+    ExtensionPoint.BIND: ("bind",),
+    ExtensionPoint.POST_BIND: ("post_bind",),
+}
+
+
+def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
+    return None
+
+
+class Framework:
+    """The plugins of one profile (one schedulerName), built once."""
+
+    def __init__(
+        self,
+        profile: ResolvedProfile,
+        registry: Registry,
+        handle: Handle,
+        *,
+        observe: Observer = _no_observer,
+    ) -> None:
+        self.profile = profile
+        self.scheduler_name = profile.scheduler_name
+        self.handle = handle
+        self._observe = observe
+        self.plugins: dict[str, Any] = {}
+        for refs in profile.plugins.values():
+            for ref in refs:
+                if ref.name not in self.plugins:
+                    spec = registry.get(ref.name)
+                    raw_args = profile.plugin_args.get(ref.name, {})
+                    args = spec.args_model.model_validate(raw_args) if spec.args_model else None
+                    self.plugins[ref.name] = spec.factory(args, handle)
+        self._points: dict[ExtensionPoint, list[Any]] = {}
+        self.score_weights: dict[str, int] = {}
+        for point, refs in profile.plugins.items():
+            plugins = []
+            for ref in refs:
+                plugin = self.plugins[ref.name]
+                missing = [m for m in _METHODS[point] if not callable(getattr(plugin, m, None))]
+                if missing:
+                    raise TypeError(
+                        f"plugin {ref.name} is enabled at {point} but has no {', '.join(missing)}"
+                    )
+                plugins.append(plugin)
+                if point is ExtensionPoint.SCORE:
+                    self.score_weights[ref.name] = ref.weight
+            self._points[point] = plugins
+        sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
+        if len(sorts) != 1:
+            raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
+        self._queue_sort: fw.QueueSortPlugin = sorts[0]
+
+    def has(self, point: ExtensionPoint) -> bool:
+        return bool(self._points.get(point))
+
+    def plugin(self, name: str) -> Any | None:
+        return self.plugins.get(name)
+
+    # ---- helpers -----------------------------------------------------------------------------
+
+    def _timed(self, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float) -> Status:
+        self._observe(point.value, plugin.name, status.code.name, time.perf_counter() - started)
+        return status.with_plugin(plugin.name) if not status.ok else status
+
+    def _fault(self, point: ExtensionPoint, plugin: fw.Plugin, exc: BaseException) -> Status:
+        log.exception("plugin %s failed at %s", plugin.name, point.value)
+        return Status.error(f"{type(exc).__name__}: {exc}").with_plugin(plugin.name)
+
+    # ---- queue -------------------------------------------------------------------------------
+
+    def queue_sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
+        return self._queue_sort.sort_key(pod)
+
+    def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(ExtensionPoint.PRE_ENQUEUE, [])):
+            started = time.perf_counter()
+            try:
+                status = plugin.pre_enqueue(pod)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.PRE_ENQUEUE, plugin, exc)
+            status = self._timed(ExtensionPoint.PRE_ENQUEUE, plugin, status, started)
+            if not status.ok:
+                return status
+        return Status.success()
+
+    # ---- filtering ---------------------------------------------------------------------------
+
+    def run_pre_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot
+    ) -> tuple[Status, frozenset[str] | None]:
+        allowed: frozenset[str] | None = None
+        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(ExtensionPoint.PRE_FILTER, [])):
+            started = time.perf_counter()
+            try:
+                result = plugin.pre_filter(state, pod, snapshot)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
+            status = self._timed(ExtensionPoint.PRE_FILTER, plugin, result.status, started)
+            if status.code == Code.SKIP:
+                state.skip_filter.add(plugin.name)
+                continue
+            if not status.ok:
+                return status, None
+            if result.node_names is not None:
+                allowed = result.node_names if allowed is None else allowed & result.node_names
+        return Status.success(), allowed
+
+    def run_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray, diagnosis: fw.Diagnosis
+    ) -> tuple[IntArray, Status]:
+        """The rows every Filter accepts; rejections are counted into ``diagnosis``."""
+        for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
+            if plugin.name in state.skip_filter or rows.size == 0:
+                continue
+            started = time.perf_counter()
+            try:
+                result = plugin.filter(state, pod, snapshot, rows)
+            except Exception as exc:
+                return rows[:0], self._fault(ExtensionPoint.FILTER, plugin, exc)
+            if result.error is not None:
+                status = self._timed(ExtensionPoint.FILTER, plugin, Status.error(result.error), started)
+                return rows[:0], status
+            rejected = ~result.feasible
+            code = Code.SUCCESS if not rejected.any() else Code.UNSCHEDULABLE
+            self._observe(ExtensionPoint.FILTER.value, plugin.name, code.name, time.perf_counter() - started)
+            if code == Code.SUCCESS:
+                continue
+            diagnosis.rejecting_plugins.add(plugin.name)
+            for reason, mask in result.rejections:
+                count = int(np.count_nonzero(mask & rejected))
+                if count:
+                    diagnosis.reason_counts[reason] = diagnosis.reason_counts.get(reason, 0) + count
+            if result.unresolvable is not None:
+                diagnosis.unresolvable_rows.update(int(r) for r in rows[result.unresolvable & rejected])
+            rows = rows[result.feasible]
+        return rows, Status.success()
+
+    async def run_post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: fw.Diagnosis
+    ) -> fw.PostFilterResult:
+        last = fw.PostFilterResult(Status.unschedulable("no postFilter plugin made the pod schedulable"))
+        for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(ExtensionPoint.POST_FILTER, [])):
+            started = time.perf_counter()
+            try:
+                result = await plugin.post_filter(state, pod, snapshot, diagnosis)
+            except Exception as exc:
+                return fw.PostFilterResult(self._fault(ExtensionPoint.POST_FILTER, plugin, exc))
+            status = self._timed(ExtensionPoint.POST_FILTER, plugin, result.status, started)
+            if status.ok or status.code == Code.ERROR:
+                return fw.PostFilterResult(status, result.nominated_node)
+            last = fw.PostFilterResult(status)
+        return last
+
+    # ---- scoring -----------------------------------------------------------------------------
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
+        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
+            started = time.perf_counter()
+            try:
+                status = plugin.pre_score(state, pod, snapshot, rows)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
+            status = self._timed(ExtensionPoint.PRE_SCORE, plugin, status, started)
+            if status.code == Code.SKIP:
+                state.skip_score.add(plugin.name)
+            elif not status.ok:
+                return status
+        return Status.success()
+
+    def run_score(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+    ) -> tuple[IntArray, dict[str, IntArray], Status]:
+        """Weighted sum of every Score plugin's (normalized) scores, plus each plugin's scores."""
+        total = np.zeros(rows.size, dtype=np.int64)
+        per_plugin: dict[str, IntArray] = {}
+        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
+            if plugin.name in state.skip_score:
+                continue
+            started = time.perf_counter()
+            try:
+                scores = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+                normalize = getattr(plugin, "normalize_scores", None)
+                if normalize is not None:
+                    scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
+            except Exception as exc:
+                return total, per_plugin, self._fault(ExtensionPoint.SCORE, plugin, exc)
+            self._observe(ExtensionPoint.SCORE.value, plugin.name, "SUCCESS", time.perf_counter() - started)
+            per_plugin[plugin.name] = scores
+            total += scores * self.score_weights.get(plugin.name, 1)
+        return total, per_plugin, Status.success()
+
+    # ---- reserve / permit / bind -------------------------------------------------------------
+
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
+            started = time.perf_counter()
+            try:
+                status = plugin.reserve(state, pod, node)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.RESERVE, plugin, exc)
+            status = self._timed(ExtensionPoint.RESERVE, plugin, status, started)
+            if not status.ok:
+                return status
+        return Status.success()
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, []))):
+            try:
+                plugin.unreserve(state, pod, node)
+            except Exception:
+                log.exception("plugin %s failed to unreserve %s", plugin.name, pod.key)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """SUCCESS, a rejection, or WAIT (the pod is registered in ``handle.waiting_pods``)."""
+        waits: dict[str, float] = {}
+        for plugin in cast("list[fw.PermitPlugin]", self._points.get(ExtensionPoint.PERMIT, [])):
+            started = time.perf_counter()
+            try:
+                status, timeout = plugin.permit(state, pod, node)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.PERMIT, plugin, exc)
+            status = self._timed(ExtensionPoint.PERMIT, plugin, status, started)
+            if status.code == Code.WAIT:
+                waits[plugin.name] = timeout
+            elif not status.ok:
+                return status
+        if waits:
+            self.handle.waiting_pods.add(pod, node, waits)
+            return Status.wait()
+        return Status.success()
+
+    async def wait_on_permit(self, pod: PodInfo) -> Status:
+        waiting = self.handle.waiting_pods.get(pod.uid)
+        if waiting is None:
+            return Status.success()
+        try:
+            return await waiting.wait()
+        finally:
+            self.handle.waiting_pods.remove(pod.uid)
+
+    async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in cast("list[fw.PreBindPlugin]", self._points.get(ExtensionPoint.PRE_BIND, [])):
+            started = time.perf_counter()
+            try:
+                status = await plugin.pre_bind(state, pod, node)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.PRE_BIND, plugin, exc)
+            status = self._timed(ExtensionPoint.PRE_BIND, plugin, status, started)
+            if not status.ok:
+                return status
+        return Status.success()
+
+    async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        for plugin in cast("list[fw.BindPlugin]", self._points.get(ExtensionPoint.BIND, [])):
+            started = time.perf_counter()
+            try:
+                status = await plugin.bind(state, pod, node)
+            except Exception as exc:
+                return self._fault(ExtensionPoint.BIND, plugin, exc)
+            status = self._timed(ExtensionPoint.BIND, plugin, status, started)
+            if status.code != Code.SKIP:
+                return status
+        return Status.error("no bind plugin bound the pod")
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in cast("list[fw.PostBindPlugin]", self._points.get(ExtensionPoint.POST_BIND, [])):
+            try:
+                plugin.post_bind(state, pod, node)
+            except Exception:
+                log.exception("plugin %s failed at postBind for %s", plugin.name, pod.key)

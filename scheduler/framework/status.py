@@ -1,0 +1,86 @@
+"""Results of extension points are values, not exceptions, as in kube-scheduler's framework.
+
+Pick the code by what should happen next:
+
+- ``SUCCESS``: go on.
+- ``UNSCHEDULABLE``: the pod does not fit now; preemption (PostFilter) may help; the pod waits in
+  the unschedulable queue for a cluster event that could change that.
+- ``UNSCHEDULABLE_AND_UNRESOLVABLE``: the pod does not fit and preemption cannot help (a node
+  selector, a taint); PostFilter is skipped for the nodes rejected this way.
+- ``ERROR``: a fault (a bug, a failed call); the pod goes to backoff and the reason is logged.
+- ``WAIT``: Permit only: hold the pod until allowed, rejected or timed out.
+- ``SKIP``: PreFilter/PreScore only: the plugin has nothing to do for this pod this cycle.
+- ``PENDING``: PreEnqueue only: keep the pod out of the active queue (a gang short of members).
+
+The runtime, not the plugin, stamps the failing plugin's name on the status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import IntEnum
+
+__all__ = ["Code", "Status"]
+
+
+class Code(IntEnum):
+    SUCCESS = 0
+    ERROR = 1
+    UNSCHEDULABLE = 2
+    UNSCHEDULABLE_AND_UNRESOLVABLE = 3
+    WAIT = 4
+    SKIP = 5
+    PENDING = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    code: Code = Code.SUCCESS
+    reasons: tuple[str, ...] = ()
+    plugin: str = ""
+
+    @staticmethod
+    def success() -> Status:
+        return _SUCCESS
+
+    @staticmethod
+    def unschedulable(*reasons: str) -> Status:
+        return Status(Code.UNSCHEDULABLE, reasons)
+
+    @staticmethod
+    def unresolvable(*reasons: str) -> Status:
+        return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons)
+
+    @staticmethod
+    def error(message: str) -> Status:
+        return Status(Code.ERROR, (message,))
+
+    @staticmethod
+    def wait(*reasons: str) -> Status:
+        return Status(Code.WAIT, reasons)
+
+    @staticmethod
+    def skip() -> Status:
+        return _SKIP
+
+    @staticmethod
+    def pending(*reasons: str) -> Status:
+        return Status(Code.PENDING, reasons)
+
+    @property
+    def ok(self) -> bool:
+        return self.code == Code.SUCCESS
+
+    @property
+    def rejected(self) -> bool:
+        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+
+    def with_plugin(self, plugin: str) -> Status:
+        return self if self.plugin == plugin else replace(self, plugin=plugin)
+
+    def message(self) -> str:
+        return ", ".join(self.reasons)
+
+
+_SUCCESS = Status()
+_SKIP = Status(Code.SKIP)
