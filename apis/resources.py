@@ -41,7 +41,16 @@ MID_CPU = "kubernetes.io/mid-cpu"
 
 # Printed in binary units when rebuilt from integers, so that they read as "16Gi" rather than "17179869184".
 _BINARY_RESOURCES = frozenset(
-    {"memory", "ephemeral-storage", "storage", "kubernetes.io/batch-memory", "kubernetes.io/mid-memory"}
+    {
+        "memory",
+        "ephemeral-storage",
+        "storage",
+        "kubernetes.io/batch-memory",
+        "kubernetes.io/mid-memory",
+        "koordinator.sh/batch-memory",
+        "koordinator.sh/gpu-memory",
+        "kubernetes.io/gpu-memory",
+    }
 )
 _ZERO = Quantity.from_int(0)
 

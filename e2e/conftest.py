@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster import description as desc
 from e2e.cluster.__main__ import apply_description, install_crds
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
+from scheduler.simulator import description as desc
 
 E2E_DESCRIPTION = repo_root() / "e2e" / "clusters" / "e2e.yaml"
 E2E_WEBHOOK_PORT = 19443  # `make up`'s koord-manager listens on 9443

@@ -15,8 +15,8 @@ EXAMPLES = repo_root() / "docs" / "examples"
 
 
 def example_files() -> list[Path]:
-    """Every applicable example, in release then file order."""
-    return sorted(p for p in EXAMPLES.glob("*/*.yaml") if p.parent.name != "config")
+    """Every example of the release notes (docs/examples/v*/; not config/ or simulate/), in order."""
+    return sorted(EXAMPLES.glob("v*/*.yaml"))
 
 
 def apply(cp: ControlPlane) -> None:

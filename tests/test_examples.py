@@ -20,7 +20,7 @@ MODELS = {(m.crd.api_version, m.crd.kind): m for m in ALL_RESOURCES}
 def _objects() -> list[tuple[str, dict[str, Any]]]:
     return [
         (str(path.relative_to(EXAMPLES)), doc)
-        for path in sorted(EXAMPLES.glob("*/*.yaml"))
+        for path in sorted(EXAMPLES.glob("v*/*.yaml"))
         for doc in yaml.safe_load_all(path.read_text())
         if doc
     ]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import yaml
 
-from e2e.cluster import description as desc
 from e2e.cluster.controlplane import ControlPlane, repo_root
+from scheduler.simulator import description as desc
 
 DEFAULT_DESCRIPTION = repo_root() / "e2e" / "clusters" / "dev.yaml"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from e2e.cluster.controlplane import ControlPlane
-from e2e.cluster.description import ClusterDescription
+from scheduler.simulator.description import ClusterDescription
 
 
 def test_described_nodes_are_ready(

@@ -41,16 +41,20 @@ def pod_requests(pod: Pod) -> dict[str, int]:
     for container in pod.spec.containers:
         _add(total, _container_requests(container))
     sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for init in pod.spec.init_containers or ():
         requests = _container_requests(init)
         if init.restart_policy == "Always":
             _add(sidecars, requests)
-            _add(total, requests)
-            continue
-        peak = dict(sidecars)
-        _add(peak, requests)
-        for name, amount in peak.items():
-            total[name] = max(total.get(name, 0), amount)
+            running = dict(sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, requests)
+        for name, amount in running.items():
+            init_peak[name] = max(init_peak.get(name, 0), amount)
+    _add(total, sidecars)
+    for name, amount in init_peak.items():
+        total[name] = max(total.get(name, 0), amount)
     if pod.spec.overhead:
         _add(total, {name: to_int_units(name, q) for name, q in pod.spec.overhead.items()})
     total[PODS] = 1

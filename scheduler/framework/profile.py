@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["ExtensionPoint", "PluginRef", "ResolvedProfile"]
+__all__ = ["EXTENSION_POINT_METHODS", "ExtensionPoint", "PluginRef", "ResolvedProfile"]
 
 
 class ExtensionPoint(StrEnum):
@@ -26,6 +26,23 @@ class ExtensionPoint(StrEnum):
     PRE_BIND = "preBind"
     BIND = "bind"
     POST_BIND = "postBind"
+
+
+EXTENSION_POINT_METHODS: dict[ExtensionPoint, tuple[str, ...]] = {
+    ExtensionPoint.PRE_ENQUEUE: ("pre_enqueue",),
+    ExtensionPoint.QUEUE_SORT: ("sort_key",),
+    ExtensionPoint.PRE_FILTER: ("pre_filter",),
+    ExtensionPoint.FILTER: ("filter",),
+    ExtensionPoint.POST_FILTER: ("post_filter",),
+    ExtensionPoint.PRE_SCORE: ("pre_score",),
+    ExtensionPoint.SCORE: ("score",),
+    ExtensionPoint.RESERVE: ("reserve", "unreserve"),
+    ExtensionPoint.PERMIT: ("permit",),
+    ExtensionPoint.PRE_BIND: ("pre_bind",),
+    ExtensionPoint.BIND: ("bind",),
+    ExtensionPoint.POST_BIND: ("post_bind",),
+}
+"""The methods a plugin must have to be enabled at each extension point."""
 
 
 @dataclass(frozen=True)

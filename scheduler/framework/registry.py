@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ from pydantic import BaseModel
 
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Plugin
+from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint
 
 __all__ = ["PluginSpec", "Registry"]
 
@@ -45,3 +47,13 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+    def implements(self, name: str) -> set[ExtensionPoint]:
+        """The extension points plugin ``name`` can be enabled at, from its factory's return type
+        (``multiPoint`` in a KubeSchedulerConfiguration expands to these). KeyError if unknown."""
+        plugin_class = typing.get_type_hints(self.get(name).factory).get("return")
+        return {
+            point
+            for point, methods in EXTENSION_POINT_METHODS.items()
+            if all(callable(getattr(plugin_class, m, None)) for m in methods)
+        }

@@ -24,7 +24,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework import interfaces as fw
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
-from scheduler.framework.profile import ExtensionPoint, ResolvedProfile
+from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint, ResolvedProfile
 from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
 
@@ -34,22 +34,6 @@ log = logging.getLogger(__name__)
 
 Observer = Callable[[str, str, str, float], None]
 """(extension point, plugin, status code name, seconds)."""
-
-# The method each extension point needs, checked when the profile is built.
-_METHODS: dict[ExtensionPoint, tuple[str, ...]] = {
-    ExtensionPoint.PRE_ENQUEUE: ("pre_enqueue",),
-    ExtensionPoint.QUEUE_SORT: ("sort_key",),
-    ExtensionPoint.PRE_FILTER: ("pre_filter",),
-    ExtensionPoint.FILTER: ("filter",),
-    ExtensionPoint.POST_FILTER: ("post_filter",),
-    ExtensionPoint.PRE_SCORE: ("pre_score",),
-    ExtensionPoint.SCORE: ("score",),
-    ExtensionPoint.RESERVE: ("reserve", "unreserve"),
-    ExtensionPoint.PERMIT: ("permit",),
-    ExtensionPoint.PRE_BIND: ("pre_bind",),
-    ExtensionPoint.BIND: ("bind",),
-    ExtensionPoint.POST_BIND: ("post_bind",),
-}
 
 
 def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
@@ -85,7 +69,9 @@ class Framework:
             plugins = []
             for ref in refs:
                 plugin = self.plugins[ref.name]
-                missing = [m for m in _METHODS[point] if not callable(getattr(plugin, m, None))]
+                missing = [
+                    m for m in EXTENSION_POINT_METHODS[point] if not callable(getattr(plugin, m, None))
+                ]
                 if missing:
                     raise TypeError(
                         f"plugin {ref.name} is enabled at {point} but has no {', '.join(missing)}"

@@ -1,0 +1,146 @@
+"""``koord-scheduler``: the scheduler process.
+
+    koord-scheduler [--kubeconfig PATH] [--config FILE] [--leader-elect=true|false]
+                    [--lease-namespace NS] [--bind-address ADDR] [--port PORT] [-v N]
+
+Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
+in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
+finish, release the Lease and exit 0; losing the Lease exits 1 so that a standby takes over and
+no two schedulers are ever active.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from scheduler.app import AppSettings, SchedulerApp
+from scheduler.backend.kubernetes import KubernetesBackend
+from scheduler.config import DEFAULT_CONFIG_YAML, SchedulerConfig, load_config
+from scheduler.http import SchedulerHTTPServer
+from scheduler.leader import LeaderElector
+from scheduler.logging_setup import configure_logging
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+
+log = logging.getLogger("koord-scheduler")
+
+EXIT_LOST_LEASE = 1
+
+
+def _bool(text: str) -> bool:
+    if text.lower() in ("true", "1", "yes"):
+        return True
+    if text.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="koord-scheduler", description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
+    parser.add_argument("--config", type=Path, help="KubeSchedulerConfiguration file")
+    parser.add_argument(
+        "--leader-elect", type=_bool, nargs="?", const=True, default=None, help="override leaderElection"
+    )
+    parser.add_argument("--lease-namespace", help="namespace of the koord-scheduler Lease")
+    parser.add_argument("--bind-address", default="127.0.0.1", help="address of the HTTP server")
+    parser.add_argument("--port", type=int, default=10251, help="port of /healthz, /metrics, debug API")
+    parser.add_argument(
+        "-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (klog levels)"
+    )
+    return parser.parse_args(argv)
+
+
+def settings_of(config: SchedulerConfig) -> AppSettings:
+    return AppSettings(
+        profiles=tuple(config.profiles),
+        parallelism=config.parallelism,
+        pod_initial_backoff_seconds=config.pod_initial_backoff_seconds,
+        pod_max_backoff_seconds=config.pod_max_backoff_seconds,
+        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+    )
+
+
+async def run(args: argparse.Namespace) -> int:
+    config = load_config(
+        args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements
+    )
+    election = config.leader_election
+    leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
+    kubeconfig = args.kubeconfig or (Path(config.client_connection.kubeconfig) or None)
+    backend = await KubernetesBackend.connect(kubeconfig, max_concurrency=max(1, config.parallelism))
+    metrics = SchedulerMetrics()
+    app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics)
+    stop = asyncio.Event()
+    lost = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    elector: LeaderElector | None = None
+    if leader_elect:
+        elector = LeaderElector(
+            backend.api_client,
+            lease_name=election.resource_name,
+            namespace=args.lease_namespace or election.resource_namespace,
+            lease_duration=election.lease_duration.total_seconds(),
+            renew_deadline=election.renew_deadline.total_seconds(),
+            retry_period=election.retry_period.total_seconds(),
+        )
+
+    def ready() -> bool:
+        return app.ready and (elector is None or elector.is_leader)
+
+    server = SchedulerHTTPServer(
+        metrics, ready=ready, explain=app.explanations.lookup, host=args.bind_address, port=args.port
+    )
+    try:
+        async with server:
+            log.info("serving /healthz, /readyz, /metrics and the debug API on %s", server.url)
+            if elector is None:
+                await app.run(stop)
+            else:
+                log.info(
+                    "campaigning for lease %s/%s as %s",
+                    elector.namespace,
+                    elector.lease_name,
+                    elector.identity,
+                )
+
+                def stopped_leading() -> None:
+                    lost.set()
+                    stop.set()
+
+                campaign = asyncio.create_task(elector.run(lambda: app.run(stop), stopped_leading))
+                stopping = asyncio.create_task(stop.wait())
+                await asyncio.wait({campaign, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                if not campaign.done():
+                    campaign.cancel()  # releases the lease if we held it
+                with contextlib.suppress(asyncio.CancelledError):
+                    await campaign
+                stopping.cancel()
+    finally:
+        await backend.close()
+    if lost.is_set():
+        log.error("lost the lease: exiting so that another instance takes over")
+        return EXIT_LOST_LEASE
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(args.verbosity)
+    try:
+        return asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""Wiring: backend, cache, queue, one framework per profile, the loop, the binder, the informers.
+
+``koord-scheduler`` (``__main__``) runs a ``SchedulerApp`` on the Kubernetes backend behind
+leader election and an HTTP server; ``koordctl simulate`` runs the same app on the in-memory
+backend. Nothing here knows which backend it has.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.backend.base import ClusterBackend
+from scheduler.binder import Binder
+from scheduler.cache.cache import Cache
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.events import EventHandlers
+from scheduler.explain import ExplanationStore
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.profile import ResolvedProfile
+from scheduler.framework.registry import Registry
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Status
+from scheduler.loop import SchedulingLoop
+from scheduler.metrics import SchedulerMetrics
+from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+
+__all__ = ["AppSettings", "SchedulerApp"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AppSettings:
+    profiles: tuple[ResolvedProfile, ...]
+    parallelism: int = 16
+    pod_initial_backoff_seconds: float = 1.0
+    pod_max_backoff_seconds: float = 10.0
+    percentage_of_nodes_to_score: int | None = None
+    assumed_pod_ttl_seconds: float = 30.0
+
+
+@dataclass
+class SchedulerApp:
+    settings: AppSettings
+    backend: ClusterBackend
+    registry: Registry
+    metrics: SchedulerMetrics
+    clock: Callable[[], float] = time.monotonic
+    on_bound: Callable[[QueuedPodInfo, str], None] | None = None
+    cache: Cache = field(init=False)
+    queue: SchedulingQueue = field(init=False)
+    frameworks: dict[str, Framework] = field(init=False)
+    explanations: ExplanationStore = field(init=False)
+    handlers: EventHandlers = field(init=False)
+    loop: SchedulingLoop = field(init=False)
+    binder: Binder = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
+        self.explanations = ExplanationStore()
+        handle = Handle(backend=self.backend, snapshot=lambda: Snapshot(self.cache), clock=self.clock)
+        self.frameworks = {
+            p.scheduler_name: Framework(p, self.registry, handle, observe=self.metrics.observe_plugin)
+            for p in self.settings.profiles
+        }
+        first = next(iter(self.frameworks.values()))
+        self.queue = SchedulingQueue(
+            sort_key=first.queue_sort_key,
+            pre_enqueue=self._pre_enqueue,
+            plugin_events=self._plugin_events,
+            initial_backoff=self.settings.pod_initial_backoff_seconds,
+            max_backoff=self.settings.pod_max_backoff_seconds,
+            clock=self.clock,
+        )
+        self.binder = Binder(
+            backend=self.backend,
+            cache=self.cache,
+            queue=self.queue,
+            explanations=self.explanations,
+            parallelism=self.settings.parallelism,
+            clock=self.clock,
+            on_bound=self.on_bound,
+        )
+        self.loop = SchedulingLoop(
+            backend=self.backend,
+            cache=self.cache,
+            queue=self.queue,
+            frameworks=self.frameworks,
+            binder=self.binder,
+            metrics=self.metrics,
+            explanations=self.explanations,
+            percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
+        )
+        self.handlers = EventHandlers(
+            backend=self.backend,
+            cache=self.cache,
+            queue=self.queue,
+            scheduler_names=tuple(self.frameworks),
+            on_pod_gone=self._pod_gone,
+        )
+
+    def _pre_enqueue(self, pod: PodInfo) -> Status:
+        fwk = self.frameworks.get(pod.scheduler_name)
+        return fwk.run_pre_enqueue(pod) if fwk is not None else Status.success()
+
+    def _plugin_events(self, name: str) -> ClusterEvent:
+        for fwk in self.frameworks.values():
+            plugin = fwk.plugin(name)
+            if plugin is not None:
+                register = getattr(plugin, "events_to_register", None)
+                return register() if register is not None else ClusterEvent.ALL
+        return ClusterEvent.ALL
+
+    def _pod_gone(self, uid: str) -> None:
+        self.loop.forget_pod(uid)
+
+    @property
+    def ready(self) -> bool:
+        return self.handlers.synced
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Informers first; scheduling starts once nodes and pods are listed; runs until ``stop``."""
+        tasks: list[asyncio.Task[Any]] = [
+            asyncio.create_task(self.handlers.run_nodes(), name="watch nodes"),
+            asyncio.create_task(self.handlers.run_pods(), name="watch pods"),
+            asyncio.create_task(self._housekeeping(), name="housekeeping"),
+        ]
+        try:
+            synced = asyncio.gather(self.handlers.synced_nodes.wait(), self.handlers.synced_pods.wait())
+            await _first(synced, stop.wait())
+            if not stop.is_set():
+                log.info("caches synced: %d nodes; scheduling", self.cache.node_count())
+                tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
+                await _first(stop.wait(), *(t for t in tasks))
+                for task in tasks:
+                    if task.done() and not task.cancelled() and task.exception() is not None:
+                        raise task.exception()  # type: ignore[misc]
+        finally:
+            self.queue.close()
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await self.binder.drain(grace_seconds=10.0)
+
+    async def _housekeeping(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            for expired in self.cache.expire_assumed(self.clock()):
+                self.queue.add(expired)
+            counts = self.queue.counts()
+            self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
+
+
+async def _first(*aws: Awaitable[Any]) -> None:
+    """Wait until the first of ``aws`` completes; cancel what this call wrapped, never a task passed in."""
+    futures = [asyncio.ensure_future(a) for a in aws]
+    wrapped = [f for a, f in zip(aws, futures, strict=True) if f is not a]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for fut in wrapped:
+            fut.cancel()

@@ -1,0 +1,435 @@
+"""``MemoryBackend``: the ClusterBackend as an in-process cluster, for unit tests and ``koordctl simulate``.
+
+It keeps the API server's observable behaviour where the scheduler depends on it, so code tested
+here behaves the same against a real cluster:
+
+- one global, monotonically increasing resourceVersion stamped on every write;
+- watches start with ``REPLACED`` (the complete, field-selected list) and then stream
+  ``ADDED`` / ``MODIFIED`` / ``DELETED`` in write order; an object that stops (starts) matching a
+  watch's field selector is reported ``DELETED`` (``ADDED``), as the API server does;
+- ``bind`` refuses an already bound pod (Conflict) or a pod whose uid changed (Conflict, the
+  Binding's uid precondition) and sets the PodScheduled condition, as pods/binding does;
+- ``patch_pod`` cannot change status and ``patch_pod_status`` can change only status;
+- ``evict`` honours PodDisruptionBudgets by their ``status.disruptionsAllowed`` (429 otherwise).
+
+Objects are stored as wire dicts and re-validated on every write, so every object handed out is a
+fresh model instance the backend never mutates again (consumers must not mutate them either).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import secrets
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from pydantic import BaseModel, ValidationError
+
+from apis.core import Pod
+from scheduler.backend.base import (
+    PDBS,
+    PODS,
+    BackendError,
+    Conflict,
+    EventRecord,
+    EventType,
+    NotFound,
+    ResourceType,
+    WatchEvent,
+)
+
+__all__ = ["FieldSelector", "MemoryBackend", "json_merge_patch", "strategic_merge_patch"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+
+Wire = dict[str, Any]
+
+# Lists that strategic merge patch merges by key in pods/status (the rest are replaced).
+_MERGE_KEYS: dict[str, str] = {
+    "conditions": "type",
+    "containerStatuses": "name",
+    "initContainerStatuses": "name",
+    "ephemeralContainerStatuses": "name",
+    "podIPs": "ip",
+    "hostIPs": "ip",
+    "resourceClaimStatuses": "name",
+}
+
+
+def json_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result: Wire = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = json_merge_patch(result.get(key), value)
+    return result
+
+
+def strategic_merge_patch(target: Any, patch: Any) -> Any:
+    """The part of Kubernetes' strategic merge patch that pod status needs: a merge patch, except
+    that lists with a patch merge key (``conditions`` by ``type`` ...) merge element by element."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result: Wire = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):  # directives ($patch, $setElementOrder ...) are not modelled
+            continue
+        if value is None:
+            result.pop(key, None)
+        elif key in _MERGE_KEYS and isinstance(value, list) and isinstance(result.get(key), list):
+            merge_key = _MERGE_KEYS[key]
+            merged: list[Any] = list(result[key])
+            for item in value:
+                index = next(
+                    (
+                        i
+                        for i, old in enumerate(merged)
+                        if isinstance(old, dict)
+                        and isinstance(item, dict)
+                        and old.get(merge_key) == item.get(merge_key)
+                    ),
+                    None,
+                )
+                if index is None:
+                    merged.append(copy.deepcopy(item))
+                else:
+                    merged[index] = strategic_merge_patch(merged[index], item)
+            result[key] = merged
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value)
+    return result
+
+
+def _field(wire: Wire, path: str) -> str:
+    value: Any = wire
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class FieldSelector:
+    """A parsed field selector (``spec.nodeName=,status.phase!=Failed``): terms ANDed, ``=``, ``==``
+    and ``!=`` on dotted wire paths, a missing field reading as the empty string."""
+
+    terms: tuple[tuple[str, bool, str], ...] = ()
+    """(path, equal?, value)."""
+
+    @classmethod
+    def parse(cls, selector: str | None) -> FieldSelector:
+        terms: list[tuple[str, bool, str]] = []
+        for term in (selector or "").split(","):
+            term = term.strip()
+            if not term:
+                continue
+            if "!=" in term:
+                path, value = term.split("!=", 1)
+                equal = False
+            elif "==" in term:
+                path, value = term.split("==", 1)
+                equal = True
+            elif "=" in term:
+                path, value = term.split("=", 1)
+                equal = True
+            else:
+                raise ValueError(f"invalid field selector term {term!r} in {selector!r}")
+            terms.append((path.strip(), equal, value.strip()))
+        return cls(tuple(terms))
+
+    def matches(self, wire: Wire) -> bool:
+        return all((_field(wire, path) == value) == equal for path, equal, value in self.terms)
+
+
+def _selector_matches(selector: Wire | None, labels: dict[str, str]) -> bool:
+    """metav1.LabelSelector semantics; a null selector matches nothing, an empty one everything."""
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for req in selector.get("matchExpressions") or ():
+        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+@dataclass(eq=False)
+class _Watcher:
+    selector: FieldSelector
+    queue: asyncio.Queue[WatchEvent[Any] | None] = field(default_factory=asyncio.Queue)
+
+
+@dataclass
+class _Entry:
+    wire: Wire
+    obj: BaseModel
+
+
+class MemoryBackend:
+    """An in-process cluster behind the ClusterBackend protocol.
+
+    ``apply`` / ``delete`` / ``get`` / ``list`` are the test and simulator side of it; everything the
+    scheduler calls is the protocol. ``events`` collects recorded EventRecords, ``bindings`` every
+    successful bind as ``(namespace/name, node)``; ``bind_latency`` delays each bind to simulate the
+    API server's round trip.
+    """
+
+    def __init__(self, *, bind_latency: float = 0.0) -> None:
+        self.bind_latency = bind_latency
+        self.events: list[EventRecord] = []
+        self.bindings: list[tuple[str, str]] = []
+        self._rv = 0
+        self._store: dict[ResourceType[Any], dict[str, _Entry]] = {}
+        self._watchers: dict[ResourceType[Any], list[_Watcher]] = {}
+        self._closed = False
+
+    # ------------------------------------------------------------------ test / simulator side
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion of the latest write."""
+        return str(self._rv)
+
+    def apply(self, resource: ResourceType[T], obj: T | Wire) -> T:
+        """Create or replace an object (a model or a wire dict); returns the stored version with
+        resourceVersion, uid and creationTimestamp filled in. Watchers see ADDED or MODIFIED."""
+        wire = self._to_wire(obj)
+        meta = wire.setdefault("metadata", {})
+        if not meta.get("name"):
+            if not meta.get("generateName"):
+                raise ValueError("the object has neither metadata.name nor metadata.generateName")
+            meta["name"] = meta["generateName"] + secrets.token_hex(3)[:5]
+        if resource.namespaced:
+            meta.setdefault("namespace", "default")
+        else:
+            meta.pop("namespace", None)
+        wire.setdefault("apiVersion", resource.api_version)
+        wire.setdefault("kind", resource.kind)
+        key = self._key(resource, meta.get("namespace"), meta["name"])
+        old = self._objects(resource).get(key)
+        if old is not None:
+            meta.setdefault("uid", old.wire["metadata"].get("uid"))
+            meta.setdefault("creationTimestamp", old.wire["metadata"].get("creationTimestamp"))
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        return self._put(resource, key, wire)
+
+    def delete(self, resource: ResourceType[T], namespace: str | None, name: str) -> T:
+        """Remove an object; watchers see DELETED with its last state. NotFound if it is missing."""
+        key = self._key(resource, namespace, name)
+        entry = self._objects(resource).pop(key, None)
+        if entry is None:
+            raise NotFound(f"{resource.plural} {key} not found", status=404)
+        self._rv += 1
+        wire = copy.deepcopy(entry.wire)
+        wire["metadata"]["resourceVersion"] = str(self._rv)
+        obj = resource.model.model_validate(wire)
+        self._notify(resource, entry.wire, None, obj)
+        return obj
+
+    def get(self, resource: ResourceType[T], namespace: str | None, name: str) -> T | None:
+        entry = self._objects(resource).get(self._key(resource, namespace, name))
+        return cast(T, entry.obj) if entry is not None else None
+
+    def list(self, resource: ResourceType[T]) -> list[T]:
+        return [cast(T, entry.obj) for entry in self._objects(resource).values()]
+
+    def force_relist(self, resource: ResourceType[Any]) -> None:
+        """Send every watcher of ``resource`` a REPLACED, as a relist after 410 Gone would."""
+        for watcher in self._watchers.get(resource, ()):
+            watcher.queue.put_nowait(self._replaced(resource, watcher.selector))
+
+    # ------------------------------------------------------------------ ClusterBackend
+
+    def watch(
+        self, resource: ResourceType[T], *, field_selector: str | None = None
+    ) -> AsyncIterator[WatchEvent[T]]:
+        selector = FieldSelector.parse(field_selector)  # a bad selector fails here, not at the first event
+        return self._watch(resource, selector)
+
+    async def _watch(
+        self, resource: ResourceType[T], selector: FieldSelector
+    ) -> AsyncIterator[WatchEvent[T]]:
+        if self._closed:
+            return
+        # The snapshot and the registration happen without an await in between: no write can fall
+        # between the REPLACED list and the first queued event.
+        watcher = _Watcher(selector)
+        self._watchers.setdefault(resource, []).append(watcher)
+        try:
+            yield self._replaced(resource, selector)
+            while True:
+                event = await watcher.queue.get()
+                if event is None:
+                    return
+                yield event
+        finally:
+            watchers = self._watchers.get(resource, [])
+            if watcher in watchers:
+                watchers.remove(watcher)
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        if self.bind_latency > 0:
+            await asyncio.sleep(self.bind_latency)
+        namespace, name = _pod_key(pod)
+        key = self._key(PODS, namespace, name)
+        entry = self._require(PODS, key, pod.metadata.uid)
+        bound = entry.wire.get("spec", {}).get("nodeName")
+        if bound:
+            raise Conflict(f"pod {key} is already assigned to node {bound!r}", status=409)
+        wire = copy.deepcopy(entry.wire)
+        wire.setdefault("spec", {})["nodeName"] = node_name
+        scheduled = {
+            "type": "PodScheduled",
+            "status": "True",
+            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        wire["status"] = strategic_merge_patch(wire.get("status") or {}, {"conditions": [scheduled]})
+        self._put(PODS, key, wire)
+        self.bindings.append((key, node_name))
+
+    async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
+        namespace, name = _pod_key(pod)
+        key = self._key(PODS, namespace, name)
+        entry = self._require(PODS, key, None)
+        wire = json_merge_patch(entry.wire, {k: v for k, v in patch.items() if k != "status"})
+        # Identity fields are immutable; the main resource cannot change status.
+        for immutable in ("name", "namespace", "uid", "creationTimestamp"):
+            wire["metadata"][immutable] = entry.wire["metadata"].get(immutable)
+        wire["status"] = copy.deepcopy(entry.wire.get("status"))
+        self._put(PODS, key, wire)
+
+    async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
+        namespace, name = _pod_key(pod)
+        key = self._key(PODS, namespace, name)
+        entry = self._require(PODS, key, None)
+        wire = copy.deepcopy(entry.wire)
+        wire["status"] = strategic_merge_patch(wire.get("status") or {}, patch.get("status") or {})
+        self._put(PODS, key, wire)
+
+    async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
+        """Delete the pod at once (the grace period is not simulated) unless a PodDisruptionBudget
+        selecting it allows no disruption (BackendError 429, as the Eviction API answers)."""
+        namespace, name = _pod_key(pod)
+        key = self._key(PODS, namespace, name)
+        entry = self._require(PODS, key, pod.metadata.uid)
+        labels = entry.wire["metadata"].get("labels") or {}
+        budgets = [
+            (pdb_key, pdb)
+            for pdb_key, pdb in self._objects(PDBS).items()
+            if pdb.wire["metadata"].get("namespace") == namespace
+            and _selector_matches(pdb.wire.get("spec", {}).get("selector"), labels)
+        ]
+        for pdb_key, pdb in budgets:
+            if int((pdb.wire.get("status") or {}).get("disruptionsAllowed") or 0) <= 0:
+                raise BackendError(
+                    f"evict pod {key}: Cannot evict pod as it would violate the pod's disruption budget "
+                    f"{pdb_key}",
+                    status=429,
+                )
+        for pdb_key, pdb in budgets:
+            wire = copy.deepcopy(pdb.wire)
+            wire["status"]["disruptionsAllowed"] = int(wire["status"]["disruptionsAllowed"]) - 1
+            self._put(PDBS, pdb_key, wire)
+        self.delete(PODS, namespace, name)
+
+    async def record_event(self, event: EventRecord) -> None:
+        self.events.append(event)
+
+    async def close(self) -> None:
+        """End every watch stream."""
+        self._closed = True
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.queue.put_nowait(None)
+
+    # ------------------------------------------------------------------ internals
+
+    def _objects(self, resource: ResourceType[Any]) -> dict[str, _Entry]:
+        return self._store.setdefault(resource, {})
+
+    @staticmethod
+    def _key(resource: ResourceType[Any], namespace: str | None, name: str) -> str:
+        return f"{namespace or 'default'}/{name}" if resource.namespaced else name
+
+    @staticmethod
+    def _to_wire(obj: BaseModel | Wire) -> Wire:
+        if isinstance(obj, BaseModel):
+            return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
+        return copy.deepcopy(obj)
+
+    def _require(self, resource: ResourceType[Any], key: str, uid: str | None) -> _Entry:
+        entry = self._objects(resource).get(key)
+        if entry is None:
+            raise NotFound(f"{resource.plural} {key} not found", status=404)
+        if uid and entry.wire["metadata"].get("uid") != uid:
+            raise Conflict(
+                f"{resource.plural} {key}: precondition failed: uid {uid} (the object was recreated)",
+                status=409,
+            )
+        return entry
+
+    def _put(self, resource: ResourceType[T], key: str, wire: Wire) -> T:
+        self._rv += 1
+        wire["metadata"]["resourceVersion"] = str(self._rv)
+        try:
+            obj = resource.model.model_validate(wire)
+        except ValidationError as exc:
+            self._rv -= 1
+            raise BackendError(f"{resource.kind} {key} is invalid: {exc}", status=422) from exc
+        objects = self._objects(resource)
+        old = objects.get(key)
+        objects[key] = _Entry(wire, obj)
+        self._notify(resource, old.wire if old else None, wire, obj)
+        return obj
+
+    def _notify(
+        self, resource: ResourceType[Any], old: Wire | None, new: Wire | None, obj: BaseModel
+    ) -> None:
+        """Queue the event for every watcher, translated through its field selector."""
+        for watcher in self._watchers.get(resource, ()):
+            was = old is not None and watcher.selector.matches(old)
+            now = new is not None and watcher.selector.matches(new)
+            if was and now:
+                kind = EventType.MODIFIED
+            elif now:
+                kind = EventType.ADDED
+            elif was:
+                kind = EventType.DELETED
+            else:
+                continue
+            watcher.queue.put_nowait(WatchEvent(kind, obj=obj))
+
+    def _replaced(self, resource: ResourceType[T], selector: FieldSelector) -> WatchEvent[T]:
+        objects = tuple(
+            cast(T, entry.obj) for entry in self._objects(resource).values() if selector.matches(entry.wire)
+        )
+        return WatchEvent(EventType.REPLACED, objects=objects)
+
+
+def _pod_key(pod: Pod) -> tuple[str, str]:
+    if not pod.metadata.name:
+        raise ValueError("the pod has no name")
+    return pod.metadata.namespace or "default", pod.metadata.name

@@ -1,0 +1,120 @@
+"""The binding cycle, run concurrently with later scheduling cycles: WaitOnPermit -> PreBind ->
+Bind -> PostBind, with at most ``parallelism`` bindings talking to the API server at once.
+
+On success the cache starts the confirmation deadline of the assumed pod and a ``Scheduled``
+event is written; on failure the pod is unreserved, forgotten by the cache (its resources come
+back) and sent to backoff, with a FailedScheduling event saying why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.cache.cache import Cache
+from scheduler.explain import Explanation, ExplanationStore
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Status
+from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+
+__all__ = ["Binder"]
+
+log = logging.getLogger(__name__)
+
+
+class Binder:
+    def __init__(
+        self,
+        *,
+        backend: ClusterBackend,
+        cache: Cache,
+        queue: SchedulingQueue,
+        explanations: ExplanationStore,
+        parallelism: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+        on_bound: Callable[[QueuedPodInfo, str], None] | None = None,
+    ) -> None:
+        self._backend = backend
+        self._cache = cache
+        self._queue = queue
+        self._explanations = explanations
+        self._limit = asyncio.Semaphore(parallelism)
+        self._clock = clock
+        self._on_bound = on_bound
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def submit(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
+        task = asyncio.create_task(self._bind(fwk, state, qp, node), name=f"bind {qp.pod.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def drain(self, grace_seconds: float) -> None:
+        """Let bindings in flight finish (graceful shutdown)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace_seconds)
+
+    async def _bind(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
+        pod = qp.pod
+        status = await fwk.wait_on_permit(pod)
+        if status.ok:
+            async with self._limit:
+                status = await fwk.run_pre_bind(state, pod, node)
+                if status.ok:
+                    status = await fwk.run_bind(state, pod, node)
+        if not status.ok:
+            self._failed(fwk, state, qp, node, status)
+            return
+        self._cache.finish_binding(pod.uid, self._clock())
+        self._queue.done(pod.uid)
+        fwk.run_post_bind(state, pod, node)
+        if self._on_bound is not None:
+            self._on_bound(qp, node)
+        await self._backend.record_event(
+            EventRecord(
+                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                reason="Scheduled",
+                message=f"Successfully assigned {pod.key} to {node}",
+                action="Binding",
+            )
+        )
+
+    def _failed(
+        self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str, status: Status
+    ) -> None:
+        pod = qp.pod
+        fwk.run_unreserve(state, pod, node)
+        self._cache.forget(pod.uid)
+        reason = status.message()
+        message = f"binding rejected: {reason}" if status.plugin else reason
+        log.info("binding %s to %s failed: %s", pod.key, node, message)
+        self._explanations.put(
+            Explanation(pod.namespace, pod.name, "unschedulable", message, attempts=qp.attempts)
+        )
+        if status.rejected:
+            self._queue.add_unschedulable(qp, {status.plugin} - {""})
+        else:
+            self._queue.add_backoff(qp)
+        self._spawn(
+            self._backend.record_event(
+                EventRecord(
+                    regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                    type="Warning",
+                    reason="FailedScheduling",
+                    message=message,
+                )
+            )
+        )
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,156 @@
+"""Informer glue: backend watch events -> cache mutations and queue moves.
+
+- Nodes go to the cache; a node change that can affect scheduling (allocatable, labels, taints,
+  schedulability) is a cluster event for the queue, a heartbeat is not.
+- A pod with a node is accounted in the cache (this is also how a binding is confirmed); its
+  deletion or completion releases resources and is a cluster event.
+- A pod without a node whose schedulerName one of our profiles serves is pending: it enters the
+  queue, or is updated there. Pods of other schedulers are never touched.
+- ``REPLACED`` (first list and every relist) is reconciled against what we hold, so an object
+  deleted while the watch was down is removed here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+from apis.core import Node, Pod
+from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, WatchEvent
+from scheduler.cache.cache import Cache
+from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.queue.scheduling_queue import SchedulingQueue
+
+__all__ = ["EventHandlers"]
+
+log = logging.getLogger(__name__)
+
+
+def _node_signature(node: Node) -> tuple[object, ...]:
+    """What of a node matters to scheduling; heartbeats change none of it."""
+    return (
+        tuple(sorted((node.metadata.labels or {}).items())),
+        tuple((t.key, t.value, t.effect) for t in node.spec.taints or ()),
+        bool(node.spec.unschedulable),
+        tuple(sorted((k, str(v)) for k, v in (node.status.allocatable or {}).items())),
+    )
+
+
+@dataclass
+class EventHandlers:
+    backend: ClusterBackend
+    cache: Cache
+    queue: SchedulingQueue
+    scheduler_names: Collection[str]
+    on_pod_gone: Callable[[str], None] = lambda uid: None
+    synced_nodes: asyncio.Event = field(default_factory=asyncio.Event)
+    synced_pods: asyncio.Event = field(default_factory=asyncio.Event)
+    _node_signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    _pending: dict[str, PodInfo] = field(default_factory=dict)
+    """Pending pods we queued, by uid (to reconcile a relist)."""
+
+    @property
+    def synced(self) -> bool:
+        return self.synced_nodes.is_set() and self.synced_pods.is_set()
+
+    async def run_nodes(self) -> None:
+        async for event in self.backend.watch(NODES):
+            self.handle_node_event(event)
+
+    async def run_pods(self) -> None:
+        async for event in self.backend.watch(PODS):
+            self.handle_pod_event(event)
+
+    # ---- nodes -------------------------------------------------------------------------------
+
+    def handle_node_event(self, event: WatchEvent[Node]) -> None:
+        if event.type is EventType.REPLACED:
+            seen = set()
+            for node in event.objects:
+                seen.add(node.metadata.name or "")
+                self._upsert_node(node)
+            for name in [
+                n for n, info in self.cache.nodes.items() if info.node is not None and n not in seen
+            ]:
+                self._delete_node(name)
+            self.synced_nodes.set()
+            return
+        assert event.obj is not None
+        if event.type is EventType.DELETED:
+            self._delete_node(event.obj.metadata.name or "")
+        else:
+            self._upsert_node(event.obj)
+
+    def _upsert_node(self, node: Node) -> None:
+        name = node.metadata.name or ""
+        signature = _node_signature(node)
+        previous = self._node_signatures.get(name)
+        if previous == signature:
+            return  # a heartbeat: nothing the scheduler reads changed
+        self._node_signatures[name] = signature
+        self.cache.upsert_node(node)
+        self.queue.on_event(ClusterEvent.NODE_ADD if previous is None else ClusterEvent.NODE_UPDATE)
+
+    def _delete_node(self, name: str) -> None:
+        self._node_signatures.pop(name, None)
+        self.cache.remove_node(name)
+        self.queue.on_event(ClusterEvent.NODE_DELETE)
+
+    # ---- pods --------------------------------------------------------------------------------
+
+    def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.REPLACED:
+            self._replace_pods(event.objects)
+            self.synced_pods.set()
+            return
+        assert event.obj is not None
+        if event.type is EventType.DELETED:
+            self._delete_pod(PodInfo.of(event.obj))
+        else:
+            self._upsert_pod(PodInfo.of(event.obj))
+
+    def _replace_pods(self, pods: Collection[Pod]) -> None:
+        infos = [PodInfo.of(p) for p in pods]
+        present = {p.uid for p in infos}
+        for uid in [uid for uid in self._pending if uid not in present]:
+            self._delete_pod(self._pending[uid])
+        for assigned in [p for p in self.cache.assigned_pods() if p.uid not in present]:
+            if not self.cache.is_assumed(assigned.uid):
+                self._delete_pod(assigned)
+        for info in infos:
+            self._upsert_pod(info)
+
+    def _responsible(self, pod: PodInfo) -> bool:
+        return pod.scheduler_name in self.scheduler_names
+
+    def _upsert_pod(self, pod: PodInfo) -> None:
+        if pod.node_name:
+            if pod.uid in self._pending:
+                del self._pending[pod.uid]
+                self.queue.delete(pod.uid)
+            was_counted = self.cache.pod(pod.uid) is not None
+            self.cache.upsert_pod(pod)
+            if pod.is_terminal() and was_counted:
+                self.queue.on_event(ClusterEvent.POD_DELETE)
+            elif not was_counted:
+                self.queue.on_event(ClusterEvent.POD_ADD)
+            return
+        if not self._responsible(pod) or pod.is_terminal() or pod.pod.metadata.deletion_timestamp:
+            if pod.uid in self._pending:
+                self._delete_pod(pod)
+            return
+        if self.cache.is_assumed(pod.uid):
+            return  # our own binding is in flight; this is an older version of the pod
+        self._pending[pod.uid] = pod
+        self.queue.add(pod)
+
+    def _delete_pod(self, pod: PodInfo) -> None:
+        if self._pending.pop(pod.uid, None) is not None:
+            self.queue.delete(pod.uid)
+        if self.cache.pod(pod.uid) is not None:
+            self.cache.remove_pod(pod.uid)
+            self.queue.on_event(ClusterEvent.POD_DELETE)
+        self.on_pod_gone(pod.uid)

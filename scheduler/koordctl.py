@@ -1,0 +1,111 @@
+"""``koordctl``: koordinator-py's command line, with kubectl's conventions (``-n``, ``-o``).
+
+- ``koordctl simulate --cluster CLUSTER.yaml --workload PODS.yaml [--config SCHED.yaml] [-o wide|json]``
+  runs the real scheduler on the in-memory backend and prints where every pod went, why every
+  pending pod is pending, and a summary (pods/s, utilisation per resource).
+- ``koordctl explain pod NAME [-n NAMESPACE] [--server URL] [-o yaml|json]`` asks a running
+  koord-scheduler why it placed (or could not place) a pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["main"]
+
+
+def _explain(args: argparse.Namespace) -> int:
+    url = f"{args.server.rstrip('/')}/debug/pods/{args.namespace}/{args.name}/explanation"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            explanation: dict[str, Any] = json.load(response)
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            print(f"koord-scheduler has no record of pod {args.namespace}/{args.name}", file=sys.stderr)
+            return 1
+        print(f"error: {url}: HTTP {exc.code}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot reach koord-scheduler at {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(explanation, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(explanation, sort_keys=False), end="")
+    else:
+        print(_render_explanation(explanation))
+    return 0
+
+
+def _render_explanation(e: dict[str, Any]) -> str:
+    lines = [
+        f"Pod:       {e['namespace']}/{e['name']}",
+        f"Result:    {e['result']}",
+        f"Attempts:  {e.get('attempts', 0)}",
+    ]
+    if e.get("node"):
+        lines.append(f"Node:      {e['node']}")
+    if e.get("nominated_node"):
+        lines.append(f"Nominated: {e['nominated_node']}")
+    lines.append(f"Message:   {e['message']}")
+    reasons = e.get("reasons") or {}
+    if reasons:
+        lines.append("Reasons:")
+        lines.extend(
+            f"  {count:>6}  {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
+        )
+    return "\n".join(lines)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from scheduler.simulator.description import load as load_cluster
+    from scheduler.simulator.run import load_workload, render, simulate
+
+    cluster = load_cluster(args.cluster)
+    pods = load_workload(args.workload)
+    config_text = Path(args.config).read_text() if args.config else None
+    result = asyncio.run(simulate(cluster, pods, config_text=config_text))
+    print(render(result, args.output))
+    return 0 if not result.pending or args.allow_pending else 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="koordctl", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    sim = sub.add_parser("simulate", help="schedule a workload on a described cluster, in memory")
+    sim.add_argument("--cluster", required=True, type=Path, help="cluster description YAML")
+    sim.add_argument("--workload", required=True, type=Path, help="Pods (or Deployments/Jobs) YAML")
+    sim.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
+    sim.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
+    sim.add_argument("--allow-pending", action="store_true", help="exit 0 even if some pods stay pending")
+    sim.set_defaults(run=_simulate)
+
+    explain = sub.add_parser("explain", help="why a pod is where it is")
+    explain_sub = explain.add_subparsers(dest="kind", required=True)
+    pod = explain_sub.add_parser("pod", help="a pod's last scheduling outcome")
+    pod.add_argument("name")
+    pod.add_argument("-n", "--namespace", default="default")
+    pod.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
+    pod.add_argument("-o", "--output", choices=["text", "yaml", "json"], default="text")
+    pod.set_defaults(run=_explain)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    result: int = args.run(args)
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,454 @@
+"""Leader election through a coordination.k8s.io/v1 Lease, as client-go's ``leaderelection`` does it.
+
+Several koord-scheduler replicas may run; only the holder of the Lease schedules. The rules that
+keep two replicas from ever scheduling at once:
+
+- **Conditional writes.** The Lease is created (409 if another candidate created it first) or
+  updated with its resourceVersion as a precondition (409 if anyone wrote it since we read it), so
+  of two candidates racing for an expired or released Lease exactly one wins.
+- **Local clocks only.** Expiry is judged from when *this* process last saw the record change
+  (``observed_at`` on the monotonic clock) plus the record's ``leaseDurationSeconds``, never from the
+  ``renewTime`` written by another machine, so clock skew between nodes cannot shorten a lease.
+- **Step down before the lease can expire.** The leader renews every ``retry_period``; if no
+  renewal has succeeded for ``renew_deadline`` (measured from when the last successful renewal was
+  *sent*), it stops leading. A standby can only take over ``lease_duration`` after it saw that
+  renewal, so ``lease_duration - renew_deadline`` is the safety margin for stopping the work.
+- **Release on graceful shutdown.** The leader clears ``holderIdentity`` (and sets a 1 s duration)
+  when it is cancelled, so a standby takes over at its next retry instead of waiting for expiry.
+
+The Lease I/O sits behind the small ``LeaseStore`` protocol and time behind ``Clock``, so the
+election logic is unit tested with ``InMemoryLeaseStore`` and a fake clock;
+``KubernetesLeaseStore`` is the real one. The default namespace is ``koordinator-system`` (the
+Helm chart's); it must exist, ``kube-system`` is a fine alternative.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final, Protocol
+from urllib.parse import quote
+
+from kubernetes_asyncio import client as k8s_client
+
+from scheduler.backend.base import BackendError, Conflict, NotFound
+from scheduler.backend.kubernetes import request_json
+
+__all__ = [
+    "Clock",
+    "InMemoryLeaseStore",
+    "KubernetesLeaseStore",
+    "LeaderElectionError",
+    "LeaderElector",
+    "LeaseConflict",
+    "LeaseRecord",
+    "LeaseStore",
+    "SystemClock",
+    "default_identity",
+]
+
+log = logging.getLogger(__name__)
+
+JITTER_FACTOR: Final = 1.2
+"""As client-go: acquisition retries wait ``retry_period * (1 + rand * 1.2)``."""
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """The Lease's spec (client-go's LeaderElectionRecord) plus the store's version for preconditions."""
+
+    holder_identity: str = ""
+    lease_duration_seconds: int = 15
+    acquire_time: datetime | None = None
+    renew_time: datetime | None = None
+    lease_transitions: int = 0
+    resource_version: str | None = None
+    """Opaque; ``LeaseStore.update`` succeeds only if the stored Lease still has this version."""
+
+
+class LeaseConflict(Exception):
+    """The create or update lost a race: the Lease exists already, or changed since it was read."""
+
+
+class LeaderElectionError(RuntimeError):
+    """A problem retrying cannot fix (the Lease's namespace does not exist)."""
+
+
+class LeaseStore(Protocol):
+    """Where the Lease lives; every method may raise BackendError / OSError on transport failures."""
+
+    async def get(self) -> LeaseRecord | None:
+        """The current record, or None if there is no Lease."""
+        ...
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        """Create the Lease; LeaseConflict if it exists. Returns the stored record (new version)."""
+        ...
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        """Replace the Lease if its version is still ``record.resource_version``, else LeaseConflict."""
+        ...
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float:
+        """Seconds on a clock that never jumps (expiry and deadlines)."""
+        ...
+
+    def now(self) -> datetime:
+        """Wall time, only written into the Lease for humans (``kubectl get lease``)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class InMemoryLeaseStore:
+    """A LeaseStore in process (unit tests, ``koordctl simulate``), with the API server's
+    create / conditional-update semantics."""
+
+    def __init__(self) -> None:
+        self.record: LeaseRecord | None = None
+        self._version = 0
+
+    async def get(self) -> LeaseRecord | None:
+        return self.record
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        if self.record is not None:
+            raise LeaseConflict("the lease already exists")
+        return self._store(record)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        if self.record is None:
+            raise LeaseConflict("the lease does not exist")
+        if record.resource_version != self.record.resource_version:
+            raise LeaseConflict(
+                f"the lease changed: version {self.record.resource_version}, not {record.resource_version}"
+            )
+        return self._store(record)
+
+    def _store(self, record: LeaseRecord) -> LeaseRecord:
+        self._version += 1
+        self.record = replace(record, resource_version=str(self._version))
+        return self.record
+
+
+def _micro_time(value: datetime | None) -> str | None:
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value is not None else None
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+class KubernetesLeaseStore:
+    """The Lease ``namespace/name`` on the API server, through raw JSON requests on a shared ApiClient
+    (kubernetes_asyncio's V1Lease serializes MicroTime without the fraction the server requires)."""
+
+    def __init__(self, api_client: k8s_client.ApiClient, namespace: str, name: str) -> None:
+        self._api = api_client
+        self.namespace = namespace
+        self.name = name
+        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
+        self._path = f"{self._collection}/{quote(name, safe='')}"
+        self._last_raw: dict[str, Any] | None = None
+
+    def _record(self, raw: dict[str, Any]) -> LeaseRecord:
+        self._last_raw = raw
+        spec = raw.get("spec") or {}
+        return LeaseRecord(
+            holder_identity=spec.get("holderIdentity") or "",
+            lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+            acquire_time=_parse_time(spec.get("acquireTime")),
+            renew_time=_parse_time(spec.get("renewTime")),
+            lease_transitions=int(spec.get("leaseTransitions") or 0),
+            resource_version=(raw.get("metadata") or {}).get("resourceVersion"),
+        )
+
+    def _body(self, record: LeaseRecord) -> dict[str, Any]:
+        # Start from the object last read so labels and annotations others set survive the PUT.
+        raw = dict(self._last_raw or {})
+        meta = dict(raw.get("metadata") or {})
+        meta.update(name=self.name, namespace=self.namespace)
+        if record.resource_version:
+            meta["resourceVersion"] = record.resource_version
+        else:
+            meta.pop("resourceVersion", None)
+        spec = {
+            "holderIdentity": record.holder_identity,
+            "leaseDurationSeconds": record.lease_duration_seconds,
+            "acquireTime": _micro_time(record.acquire_time),
+            "renewTime": _micro_time(record.renew_time),
+            "leaseTransitions": record.lease_transitions,
+        }
+        return {
+            **raw,
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": meta,
+            "spec": {**(raw.get("spec") or {}), **{k: v for k, v in spec.items() if v is not None}},
+        }
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            raw = await request_json(self._api, "GET", self._path, what=f"get lease {self}", seconds=10)
+        except NotFound:
+            self._last_raw = None
+            return None
+        return self._record(raw)
+
+    async def create(self, record: LeaseRecord) -> LeaseRecord:
+        self._last_raw = None
+        try:
+            raw = await request_json(
+                self._api,
+                "POST",
+                self._collection,
+                body=self._body(replace(record, resource_version=None)),
+                what=f"create lease {self}",
+                seconds=10,
+            )
+        except Conflict as exc:
+            raise LeaseConflict(str(exc)) from exc
+        except NotFound as exc:
+            raise LeaderElectionError(
+                f"cannot create lease {self}: namespace {self.namespace!r} does not exist; create it "
+                f"(the Helm chart does) or choose another namespace for leader election ({exc})"
+            ) from exc
+        return self._record(raw)
+
+    async def update(self, record: LeaseRecord) -> LeaseRecord:
+        try:
+            raw = await request_json(
+                self._api, "PUT", self._path, body=self._body(record), what=f"update lease {self}", seconds=10
+            )
+        except (Conflict, NotFound) as exc:
+            raise LeaseConflict(str(exc)) from exc
+        return self._record(raw)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def default_identity() -> str:
+    """``<hostname>_<uuid>`` as kube-scheduler: unique even for two replicas on one host or a restart."""
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
+
+
+class LeaderElector:
+    """Campaign for a Lease and run the leader's work only while holding it.
+
+    ``client`` is either a kubernetes_asyncio ApiClient (the Lease ``namespace/lease_name`` on that
+    API server; ``KubernetesBackend.api_client`` shares the scheduler's pool) or any LeaseStore.
+    """
+
+    def __init__(
+        self,
+        client: k8s_client.ApiClient | LeaseStore,
+        *,
+        lease_name: str = "koord-scheduler",
+        namespace: str = "koordinator-system",
+        identity: str | None = None,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+        clock: Clock | None = None,
+        release_on_cancel: bool = True,
+    ) -> None:
+        if lease_duration <= renew_deadline:
+            raise ValueError("lease_duration must be greater than renew_deadline")
+        if renew_deadline <= JITTER_FACTOR * retry_period:
+            raise ValueError(f"renew_deadline must be greater than retry_period * {JITTER_FACTOR}")
+        if retry_period <= 0:
+            raise ValueError("retry_period must be positive")
+        if isinstance(client, k8s_client.ApiClient):
+            self._store: LeaseStore = KubernetesLeaseStore(client, namespace, lease_name)
+        else:
+            self._store = client
+        self.lease_name = lease_name
+        self.namespace = namespace
+        self.identity = identity or default_identity()
+        self.lease_duration = lease_duration
+        self.renew_deadline = renew_deadline
+        self.retry_period = retry_period
+        self.release_on_cancel = release_on_cancel
+        self._clock: Clock = clock or SystemClock()
+        self._observed: LeaseRecord | None = None
+        self._observed_at = 0.0
+        self._last_renew = 0.0
+        self._leading = False
+
+    @property
+    def is_leader(self) -> bool:
+        return self._leading
+
+    @property
+    def observed_record(self) -> LeaseRecord | None:
+        """The Lease as last read or written by this elector."""
+        return self._observed
+
+    async def run(
+        self,
+        on_started_leading: Callable[[], Awaitable[None]],
+        on_stopped_leading: Callable[[], None],
+    ) -> None:
+        """Acquire, run ``on_started_leading`` as a task while renewing, and stop when the lease is
+        lost (the task is cancelled and ``on_stopped_leading`` called; the caller should exit), when
+        the task ends (its exception is re-raised) or when ``run`` is cancelled (the lease is released).
+        ``on_stopped_leading`` is called only if leadership was acquired."""
+        await self._acquire()
+        self._leading = True
+        log.info("%s: became leader of lease %s/%s", self.identity, self.namespace, self.lease_name)
+        leading: asyncio.Future[None] = asyncio.ensure_future(on_started_leading())
+        renewing = asyncio.ensure_future(self._renew_until_lost())
+        lost = False
+        try:
+            await asyncio.wait({leading, renewing}, return_when=asyncio.FIRST_COMPLETED)
+            lost = renewing.done()
+        finally:
+            self._leading = False
+            renewing.cancel()
+            leading.cancel()
+            try:
+                on_stopped_leading()
+            finally:
+                # Give the work a bounded time to wind down before the lease is released.
+                await asyncio.wait(
+                    {leading, renewing}, timeout=max(self.lease_duration - self.renew_deadline, 1)
+                )
+                if renewing.done() and not renewing.cancelled() and renewing.exception() is not None:
+                    log.error("%s: lease renewal failed: %s", self.identity, renewing.exception())
+                if not lost and self.release_on_cancel and leading.done():
+                    await self._release()
+        failure = leading.exception() if leading.done() and not leading.cancelled() else None
+        if failure is not None:
+            raise failure
+
+    async def _acquire(self) -> None:
+        while True:
+            if await self._attempt(self._clock.monotonic() + self.renew_deadline):
+                return
+            await self._clock.sleep(self.retry_period * (1 + random.random() * JITTER_FACTOR))
+
+    async def _renew_until_lost(self) -> None:
+        """Renew every retry_period; return once no renewal succeeded for renew_deadline."""
+        while True:
+            await self._clock.sleep(self.retry_period)
+            deadline = self._last_renew + self.renew_deadline
+            while not await self._attempt(deadline):
+                holder = self._observed.holder_identity if self._observed else ""
+                if holder and holder != self.identity:
+                    log.error("%s: lease taken over by %s; stepping down", self.identity, holder)
+                    return
+                if self._clock.monotonic() + self.retry_period >= deadline:
+                    log.error(
+                        "%s: failed to renew lease %s/%s within %.1fs; stepping down",
+                        self.identity,
+                        self.namespace,
+                        self.lease_name,
+                        self.renew_deadline,
+                    )
+                    return
+                await self._clock.sleep(self.retry_period)
+
+    async def _attempt(self, deadline: float) -> bool:
+        """One tryAcquireOrRenew bounded by ``deadline``; transport failures count as a failed try."""
+        remaining = deadline - self._clock.monotonic()
+        if remaining <= 0:
+            return False
+        try:
+            return await asyncio.wait_for(self._try_acquire_or_renew(), timeout=remaining)
+        except LeaderElectionError:
+            raise
+        except (BackendError, OSError, TimeoutError) as exc:
+            log.warning("%s: lease %s/%s: %s", self.identity, self.namespace, self.lease_name, exc)
+            return False
+        except Exception:
+            # A bug must not kill the renew loop silently: count it as a failed try, so a leader
+            # that keeps failing steps down at the renew deadline.
+            log.exception("%s: lease %s/%s: unexpected error", self.identity, self.namespace, self.lease_name)
+            return False
+
+    async def _try_acquire_or_renew(self) -> bool:
+        sent = self._clock.monotonic()
+        now = self._clock.now()
+        record = await self._store.get()
+        if record is None:
+            fresh = LeaseRecord(
+                holder_identity=self.identity,
+                lease_duration_seconds=max(1, round(self.lease_duration)),
+                acquire_time=now,
+                renew_time=now,
+            )
+            try:
+                created = await self._store.create(fresh)
+            except LeaseConflict:
+                return False
+            self._observe(created)
+            self._last_renew = sent
+            return True
+        if self._observed is None or record.resource_version != self._observed.resource_version:
+            self._observe(record)
+        held_by_other = bool(record.holder_identity) and record.holder_identity != self.identity
+        if held_by_other and self._observed_at + record.lease_duration_seconds > self._clock.monotonic():
+            return False
+        mine = record.holder_identity == self.identity
+        desired = replace(
+            record,
+            holder_identity=self.identity,
+            lease_duration_seconds=max(1, round(self.lease_duration)),
+            renew_time=now,
+            acquire_time=record.acquire_time if mine else now,
+            lease_transitions=record.lease_transitions if mine else record.lease_transitions + 1,
+        )
+        try:
+            updated = await self._store.update(desired)
+        except LeaseConflict:
+            return False
+        self._observe(updated)
+        self._last_renew = sent
+        return True
+
+    def _observe(self, record: LeaseRecord) -> None:
+        self._observed = record
+        self._observed_at = self._clock.monotonic()
+
+    async def _release(self) -> None:
+        """Hand the lease back (empty holder, 1 s duration) if this elector still holds it."""
+        record = self._observed
+        if record is None or record.holder_identity != self.identity:
+            return
+        now = self._clock.now()
+        released = replace(
+            record, holder_identity="", lease_duration_seconds=1, acquire_time=now, renew_time=now
+        )
+        try:
+            self._observe(await asyncio.wait_for(self._store.update(released), timeout=self.renew_deadline))
+            log.info("%s: released lease %s/%s", self.identity, self.namespace, self.lease_name)
+        except (LeaseConflict, BackendError, OSError, TimeoutError) as exc:
+            log.warning(
+                "%s: could not release lease %s/%s: %s", self.identity, self.namespace, self.lease_name, exc
+            )

@@ -1,0 +1,254 @@
+"""The scheduling cycle: one pod per pop, from snapshot to assume, then hand-off to the binder.
+
+Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
+
+1. pick the profile by schedulerName; take the snapshot (a view: no await until step 6);
+2. PreFilter (may narrow the nodes or reject the pod outright);
+3. Filter over every node at once (vectorized);
+4. no feasible node: PostFilter (preemption) may nominate a node; record FailedScheduling with
+   the per-reason node counts and requeue the pod as unschedulable;
+5. sample at most numFeasibleNodesToFind of the feasible nodes (rotating start), PreScore, Score,
+   and take the highest total (ties broken at random);
+6. assume the pod on the node in the cache, Reserve, Permit;
+7. hand the pod to the binder (WaitOnPermit, PreBind, Bind run concurrently with later cycles).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.binder import Binder
+from scheduler.cache.cache import Cache
+from scheduler.cache.node_table import IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.explain import Explanation, ExplanationStore
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import Diagnosis
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code, Status
+from scheduler.metrics import SchedulerMetrics
+from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+
+__all__ = ["SchedulingLoop", "num_feasible_nodes_to_find"]
+
+log = logging.getLogger(__name__)
+
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+EVENT_REPEAT_SECONDS = 60.0
+"""A FailedScheduling event with an unchanged message is written again at most this often."""
+
+
+def num_feasible_nodes_to_find(node_count: int, percentage: int | None) -> int:
+    """kube-scheduler's percentageOfNodesToScore: all of small clusters, an adaptive share of big ones."""
+    if node_count < MIN_FEASIBLE_NODES_TO_FIND:
+        return node_count
+    adaptive = percentage if percentage else 50 - node_count // 125
+    adaptive = max(adaptive, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    if adaptive >= 100:
+        return node_count
+    return max(node_count * adaptive // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass
+class _LastFailure:
+    message: str
+    written_at: float
+
+
+@dataclass
+class SchedulingLoop:
+    backend: ClusterBackend
+    cache: Cache
+    queue: SchedulingQueue
+    frameworks: dict[str, Framework]
+    binder: Binder
+    metrics: SchedulerMetrics
+    explanations: ExplanationStore
+    percentage_of_nodes_to_score: int | None = None
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    _next_start: int = 0
+    _last_failure: dict[str, _LastFailure] = field(default_factory=dict)
+    _background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    async def run(self) -> None:
+        while True:
+            qp = await self.queue.pop()
+            try:
+                await self.schedule_one(qp)
+            except Exception:
+                log.exception("scheduling cycle for %s failed", qp.pod.key)
+                self.queue.add_backoff(qp)
+
+    async def schedule_one(self, qp: QueuedPodInfo) -> None:
+        pod = qp.pod
+        fwk = self.frameworks.get(pod.scheduler_name)
+        if fwk is None:  # its profile vanished (config reload); nothing of ours
+            self.queue.done(pod.uid)
+            return
+        started = time.perf_counter()
+        state = CycleState()
+        snapshot = Snapshot(self.cache)
+        diagnosis = Diagnosis(node_count=snapshot.node_count())
+
+        status, allowed = fwk.run_pre_filter(state, pod, snapshot)
+        if not status.ok:
+            if status.rejected:
+                diagnosis.pre_filter_message = status.message()
+                diagnosis.rejecting_plugins.add(status.plugin)
+            await self._fail(fwk, qp, status, diagnosis, started)
+            return
+        rows = snapshot.candidate_rows()
+        if allowed is not None:
+            names = snapshot.table.names
+            keep = np.fromiter((names[r] in allowed for r in rows), dtype=np.bool_, count=rows.size)
+            if (~keep).any():
+                reason = "node(s) didn't satisfy plugin(s) PreFilter result"
+                diagnosis.reason_counts[reason] = int(np.count_nonzero(~keep))
+                diagnosis.unresolvable_rows.update(int(r) for r in rows[~keep])
+            rows = rows[keep]
+
+        feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
+        if not status.ok:
+            await self._fail(fwk, qp, status, diagnosis, started)
+            return
+        if feasible.size == 0:
+            result = await fwk.run_post_filter(state, pod, snapshot, diagnosis)
+            failure = Status.unschedulable(diagnosis.message())
+            await self._fail(fwk, qp, failure, diagnosis, started, nominated=result.nominated_node)
+            return
+
+        row = self._select(fwk, state, pod, snapshot, feasible)
+        if row is None:
+            await self._fail(fwk, qp, Status.error("scoring failed"), diagnosis, started)
+            return
+        node = snapshot.table.names[row]
+
+        self.cache.assume(pod, node)
+        status = fwk.run_reserve(state, pod, node)
+        if status.ok:
+            status = fwk.run_permit(state, pod, node)
+        if not status.ok and status.code != Code.WAIT:
+            fwk.run_unreserve(state, pod, node)
+            self.cache.forget(pod.uid)
+            diagnosis.rejecting_plugins.add(status.plugin)
+            await self._fail(fwk, qp, status, diagnosis, started)
+            return
+
+        self._last_failure.pop(pod.uid, None)
+        self.metrics.attempt("scheduled", fwk.scheduler_name, time.perf_counter() - started)
+        self.explanations.put(
+            Explanation(
+                pod.namespace,
+                pod.name,
+                "waiting" if status.code == Code.WAIT else "scheduled",
+                f"assumed on {node}",
+                node=node,
+                attempts=qp.attempts,
+            )
+        )
+        self.binder.submit(fwk, state, qp, node)
+
+    def _select(
+        self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: IntArray
+    ) -> int | None:
+        count = num_feasible_nodes_to_find(feasible.size, self.percentage_of_nodes_to_score or None)
+        if count < feasible.size:
+            start = self._next_start % feasible.size
+            rows = np.roll(feasible, -start)[:count]
+            self._next_start = (start + count) % max(1, feasible.size)
+        else:
+            rows = feasible
+        if rows.size == 1:
+            return int(rows[0])
+        if not fwk.run_pre_score(state, pod, snapshot, rows).ok:
+            return None
+        total, _, status = fwk.run_score(state, pod, snapshot, rows)
+        if not status.ok:
+            return None
+        best = np.flatnonzero(total == total.max())
+        return int(rows[best[self.rng.randrange(best.size)]])
+
+    async def _fail(
+        self,
+        fwk: Framework,
+        qp: QueuedPodInfo,
+        status: Status,
+        diagnosis: Diagnosis,
+        started: float,
+        *,
+        nominated: str | None = None,
+    ) -> None:
+        pod = qp.pod
+        result: Literal["error", "unschedulable"] = "error" if status.code == Code.ERROR else "unschedulable"
+        message = diagnosis.message() if status.rejected and diagnosis.reason_counts else status.message()
+        if status.rejected and diagnosis.pre_filter_message:
+            message = diagnosis.message()
+        if result == "error":
+            message = f"error in plugin {status.plugin}: {status.message()}" if status.plugin else message
+            self.queue.add_backoff(qp)
+        else:
+            self.queue.add_unschedulable(qp, diagnosis.rejecting_plugins | ({status.plugin} - {""}))
+        self.metrics.attempt(result, fwk.scheduler_name, time.perf_counter() - started)
+        self.explanations.put(
+            Explanation(
+                pod.namespace,
+                pod.name,
+                result,
+                message,
+                attempts=qp.attempts,
+                reasons=dict(sorted(diagnosis.reason_counts.items())),
+                rejecting_plugins=sorted(p for p in diagnosis.rejecting_plugins if p),
+                nominated_node=nominated,
+            )
+        )
+        self._report(pod, message, nominated)
+
+    def _report(self, pod: PodInfo, message: str, nominated: str | None) -> None:
+        """FailedScheduling event and PodScheduled=False condition, without flooding the API."""
+        now = time.monotonic()
+        last = self._last_failure.get(pod.uid)
+        if last is not None and last.message == message and now - last.written_at < EVENT_REPEAT_SECONDS:
+            return
+        self._last_failure[pod.uid] = _LastFailure(message, now)
+        event = EventRecord(
+            regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+            type="Warning",
+            reason="FailedScheduling",
+            message=message,
+        )
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        status_patch: dict[str, Any] = {"status": {"conditions": [condition]}}
+        if nominated:
+            status_patch["status"]["nominatedNodeName"] = nominated
+        self._spawn(self.backend.record_event(event))
+        self._spawn(self._patch_status(pod, status_patch))
+
+    async def _patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        try:
+            await self.backend.patch_pod_status(pod.pod, patch)
+        except Exception as exc:  # the pod may be gone; the next attempt writes again
+            log.info("could not update the status of %s: %s", pod.key, exc)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def forget_pod(self, uid: str) -> None:
+        self._last_failure.pop(uid, None)

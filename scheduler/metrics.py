@@ -1,0 +1,266 @@
+"""Prometheus metrics with kube-scheduler's names, plus koord-scheduler's solver metrics.
+
+A leaf module: it imports nothing of ours. Each ``SchedulerMetrics`` owns its own
+``CollectorRegistry`` (never prometheus-client's global one), so a process creates one and
+tests create as many fresh ones as they like. ``scheduler.http`` serves ``exposition()``.
+
+Label values follow kube-scheduler's: extension points are PascalCase (``PreFilter``) and
+statuses are the code names kube prints (``Success``, ``UnschedulableAndUnresolvable``); the
+framework runtime's ``observe`` hook passes ``preFilter``/``UNSCHEDULABLE`` and is converted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+__all__ = [
+    "CONTENT_TYPE",
+    "AttemptResult",
+    "SchedulerMetrics",
+    "exponential_buckets",
+    "extension_point_label",
+    "status_label",
+]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""Content-Type of ``SchedulerMetrics.exposition()`` (Prometheus text format)."""
+
+AttemptResult = Literal["scheduled", "unschedulable", "error"]
+
+
+def exponential_buckets(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """Prometheus' ExponentialBuckets: ``count`` upper bounds ``start * factor**n``."""
+    return tuple(start * factor**n for n in range(count))
+
+
+def extension_point_label(point: str) -> str:
+    """``preFilter`` -> ``PreFilter`` (kube-scheduler's label values); PascalCase is kept."""
+    return point[:1].upper() + point[1:]
+
+
+def status_label(status: str) -> str:
+    """``UNSCHEDULABLE_AND_UNRESOLVABLE`` -> ``UnschedulableAndUnresolvable``; ``Success`` is kept."""
+    if status.isupper() or "_" in status:
+        return "".join(part.capitalize() for part in status.split("_"))
+    return status
+
+
+# Buckets, as kube-scheduler's pkg/scheduler/metrics.
+_ATTEMPT_BUCKETS = exponential_buckets(0.001, 2, 15)
+_EXTENSION_POINT_BUCKETS = exponential_buckets(0.0001, 2, 12)
+_PLUGIN_BUCKETS = exponential_buckets(0.00001, 1.5, 20)
+_VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
+_SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
+_POD_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
+_SOLVER_BUCKETS = exponential_buckets(0.001, 2, 15)
+
+
+class SchedulerMetrics:
+    """Every metric koord-scheduler exports, on one private registry, behind small typed methods."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+
+        # ---- scheduling attempts ----------------------------------------------------------
+        self.schedule_attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod could not "
+            "be scheduled, while 'error' means an internal scheduler problem.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.scheduling_attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding hand-off).",
+            ["result", "profile"],
+            buckets=_ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.pod_scheduling_sli_duration = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue, "
+            "which may include multiple scheduling attempts.",
+            ["attempts"],
+            buckets=_SLI_BUCKETS,
+            registry=r,
+        )
+        self.pod_scheduling_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_POD_ATTEMPTS_BUCKETS,
+            registry=r,
+        )
+
+        # ---- framework ---------------------------------------------------------------------
+        self.extension_point_duration = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=_EXTENSION_POINT_BUCKETS,
+            registry=r,
+        )
+        self.plugin_execution_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point.",
+            ["plugin", "extension_point", "status"],
+            buckets=_PLUGIN_BUCKETS,
+            registry=r,
+        )
+        self.permit_wait_duration = Histogram(
+            "scheduler_permit_wait_duration_seconds",
+            "Duration of waiting on permit (a gang waits here for its members).",
+            ["result"],
+            buckets=_ATTEMPT_BUCKETS,
+            registry=r,
+        )
+        self.binding_duration = Histogram(
+            "scheduler_binding_duration_seconds",
+            "Binding latency in seconds (PreBind + Bind), by result.",
+            ["result"],
+            buckets=_ATTEMPT_BUCKETS,
+            registry=r,
+        )
+
+        # ---- queue and cache ---------------------------------------------------------------
+        self.pending_pods = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in activeQ; "
+            "'backoff' means number of pods in backoffQ; 'unschedulable' means number of pods in "
+            "unschedulablePods; 'gated' means number of pods held by PreEnqueue.",
+            ["queue"],
+            registry=r,
+        )
+        self.queue_incoming_pods = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        self.cache_size = Gauge(
+            "scheduler_scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=r,
+        )
+
+        # ---- preemption --------------------------------------------------------------------
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster till now.",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=_VICTIM_BUCKETS,
+            registry=r,
+        )
+
+        # ---- solver (koordinator-py's own) -------------------------------------------------
+        self.solver_duration = Histogram(
+            "koord_scheduler_solver_duration_seconds",
+            "Wall time of one solver call (CP-SAT or greedy), by solver and outcome status.",
+            ["solver", "status"],
+            buckets=_SOLVER_BUCKETS,
+            registry=r,
+        )
+        self.solver_fallbacks = Counter(
+            "koord_scheduler_solver_fallbacks_total",
+            "Solver calls answered by the greedy fallback instead, by the reason.",
+            ["solver", "reason"],
+            registry=r,
+        )
+        self.solver_model_size = Gauge(
+            "koord_scheduler_solver_model_size",
+            "Size of the last model built by a solver: number of variables or constraints.",
+            ["solver", "kind"],
+            registry=r,
+        )
+        for queue in ("active", "backoff", "unschedulable", "gated"):
+            self.pending_pods.labels(queue=queue).set(0)
+
+    # ---- recording -----------------------------------------------------------------------------
+
+    def attempt(self, result: AttemptResult, profile: str, seconds: float) -> None:
+        """One scheduling attempt of one pod (a gang counts one attempt per member)."""
+        self.schedule_attempts.labels(result=result, profile=profile).inc()
+        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+
+    def pod_scheduled(self, attempts: int, seconds_since_first_enqueue: float) -> None:
+        """A pod was bound after ``attempts`` attempts, this long after it first entered the queue."""
+        self.pod_scheduling_sli_duration.labels(attempts=str(attempts)).observe(seconds_since_first_enqueue)
+        self.pod_scheduling_attempts.observe(attempts)
+
+    def observe_plugin(self, point: str, plugin: str, status: str, seconds: float) -> None:
+        """The framework runtime's ``Observer``: one plugin call at one extension point."""
+        self.plugin_execution_duration.labels(
+            plugin=plugin, extension_point=extension_point_label(point), status=status_label(status)
+        ).observe(seconds)
+
+    def observe_extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
+        """All plugins of one extension point for one pod."""
+        self.extension_point_duration.labels(
+            extension_point=extension_point_label(point), status=status_label(status), profile=profile
+        ).observe(seconds)
+
+    def permit_wait(self, result: str, seconds: float) -> None:
+        self.permit_wait_duration.labels(result=result).observe(seconds)
+
+    def binding(self, result: str, seconds: float) -> None:
+        self.binding_duration.labels(result=result).observe(seconds)
+
+    def set_pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
+        self.pending_pods.labels(queue="active").set(active)
+        self.pending_pods.labels(queue="backoff").set(backoff)
+        self.pending_pods.labels(queue="unschedulable").set(unschedulable)
+        self.pending_pods.labels(queue="gated").set(gated)
+
+    def queue_incoming(self, queue: str, event: str) -> None:
+        """A pod entered ``queue`` (active, backoff, unschedulable, gated) because of ``event``."""
+        self.queue_incoming_pods.labels(queue=queue, event=event).inc()
+
+    def set_unschedulable_pods(self, profile: str, plugin: str, count: int) -> None:
+        self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
+
+    def set_cache_size(self, nodes: int, pods: int, assumed_pods: int) -> None:
+        self.cache_size.labels(type="nodes").set(nodes)
+        self.cache_size.labels(type="pods").set(pods)
+        self.cache_size.labels(type="assumed_pods").set(assumed_pods)
+
+    def preemption(self, victims: int) -> None:
+        """One preemption attempt that selected ``victims`` pods (0 when none would help)."""
+        self.preemption_attempts.inc()
+        self.preemption_victims.observe(victims)
+
+    def solver_solve(self, solver: str, status: str, seconds: float) -> None:
+        """One solver call; ``status`` is OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, or greedy's outcome."""
+        self.solver_duration.labels(solver=solver, status=status).observe(seconds)
+
+    def solver_fallback(self, solver: str, reason: str) -> None:
+        """The greedy answer was used because ``solver`` gave none (``timeout``, ``infeasible``, ...)."""
+        self.solver_fallbacks.labels(solver=solver, reason=reason).inc()
+
+    def solver_model(self, solver: str, variables: int, constraints: int) -> None:
+        self.solver_model_size.labels(solver=solver, kind="variables").set(variables)
+        self.solver_model_size.labels(solver=solver, kind="constraints").set(constraints)
+
+    # ---- exposition ----------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The registry in Prometheus text format (serve with ``CONTENT_TYPE``)."""
+        return generate_latest(self.registry)
+
+    def names(self) -> Sequence[str]:
+        """The metric names this object exports (counters with their ``_total``), sorted."""
+        return sorted({m.name + "_total" if m.type == "counter" else m.name for m in self.registry.collect()})

@@ -1,0 +1,65 @@
+"""koord-scheduler's plugins, one module each, and the default set a profile gets.
+
+``DEFAULT_REGISTRY`` lists every plugin a profile may enable (kube-scheduler's
+``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
+kube-scheduler's default score weights. NodeResourcesFitPlus and ScarceResourceAvoidance are registered
+but, as in Koordinator, enabled only by configuration.
+"""
+
+from __future__ import annotations
+
+from scheduler.framework.profile import ExtensionPoint, PluginRef
+from scheduler.framework.registry import PluginSpec, Registry
+from scheduler.plugins import (
+    default_binder,
+    node_affinity,
+    node_name,
+    node_resources_fit,
+    node_resources_fit_plus,
+    node_unschedulable,
+    queue_sort,
+    scarce_resource_avoidance,
+    taint_toleration,
+)
+
+__all__ = ["DEFAULT_PLUGINS", "DEFAULT_REGISTRY"]
+
+DEFAULT_REGISTRY = Registry(
+    [
+        PluginSpec(queue_sort.NAME, queue_sort.new),
+        PluginSpec(node_resources_fit.NAME, node_resources_fit.new, node_resources_fit.NodeResourcesFitArgs),
+        PluginSpec(
+            node_resources_fit_plus.NAME,
+            node_resources_fit_plus.new,
+            node_resources_fit_plus.NodeResourcesFitPlusArgs,
+        ),
+        PluginSpec(
+            scarce_resource_avoidance.NAME,
+            scarce_resource_avoidance.new,
+            scarce_resource_avoidance.ScarceResourceAvoidanceArgs,
+        ),
+        PluginSpec(node_name.NAME, node_name.new),
+        PluginSpec(node_unschedulable.NAME, node_unschedulable.new),
+        PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
+        PluginSpec(taint_toleration.NAME, taint_toleration.new),
+        PluginSpec(default_binder.NAME, default_binder.new),
+    ]
+)
+
+DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
+    ExtensionPoint.QUEUE_SORT: (PluginRef(queue_sort.NAME),),
+    ExtensionPoint.PRE_FILTER: (PluginRef(node_resources_fit.NAME), PluginRef(node_affinity.NAME)),
+    ExtensionPoint.FILTER: (
+        PluginRef(node_unschedulable.NAME),
+        PluginRef(node_name.NAME),
+        PluginRef(taint_toleration.NAME),
+        PluginRef(node_affinity.NAME),
+        PluginRef(node_resources_fit.NAME),
+    ),
+    ExtensionPoint.SCORE: (
+        PluginRef(node_resources_fit.NAME, weight=1),
+        PluginRef(node_affinity.NAME, weight=2),
+        PluginRef(taint_toleration.NAME, weight=3),
+    ),
+    ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
+}

@@ -1,0 +1,1 @@
+"""The scheduling queue (active / backoff / unschedulable) and the pods in it."""

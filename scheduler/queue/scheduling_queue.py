@@ -1,0 +1,271 @@
+"""The scheduling queue: active (a heap in QueueSort order), backoff, and unschedulable pods.
+
+As kube-scheduler's PriorityQueue:
+
+1. A new pending pod passes PreEnqueue (e.g. a gang short of members stays out) and enters the
+   active heap; a gated pod waits in the unschedulable set marked ``gated``.
+2. ``pop`` hands out the head of the active heap (waiting when it is empty).
+3. A pod that failed its cycle goes to the unschedulable set with the plugins that rejected it;
+   an error or a cluster event seen *during* its cycle sends it to backoff instead, so an event
+   that raced with the cycle is not lost.
+4. A cluster event moves the unschedulable pods whose rejecting plugins registered for it to
+   backoff (if their backoff has not elapsed) or straight to active; a pod stuck unschedulable
+   longer than ``max_unschedulable_seconds`` is retried anyway.
+5. Backoff lasts ``initial_backoff * 2^(attempts-1)``, capped at ``max_backoff``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import heapq
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.status import Status
+
+__all__ = ["QueueCounts", "QueuedPodInfo", "SchedulingQueue"]
+
+
+@dataclass(slots=True, eq=False)
+class QueuedPodInfo:
+    pod: PodInfo
+    attempts: int = 0
+    first_seen: float = 0.0
+    """When the pod first entered the queue (for the scheduling SLI)."""
+    queued_at: float = 0.0
+    unschedulable_plugins: set[str] = field(default_factory=set)
+    gated_by: str | None = None
+    """The PreEnqueue plugin keeping the pod out of the active queue, with its reason."""
+    backoff_until: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    active: int
+    backoff: int
+    unschedulable: int
+    gated: int
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        *,
+        sort_key: Callable[[PodInfo], tuple[Any, ...]],
+        pre_enqueue: Callable[[PodInfo], Status],
+        plugin_events: Callable[[str], ClusterEvent],
+        initial_backoff: float = 1.0,
+        max_backoff: float = 10.0,
+        max_unschedulable_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._sort_key = sort_key
+        self._pre_enqueue = pre_enqueue
+        self._plugin_events = plugin_events
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.max_unschedulable_seconds = max_unschedulable_seconds
+        self._clock = clock
+        self._seq = itertools.count()
+        self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._in_active: dict[str, QueuedPodInfo] = {}
+        self._backoff: dict[str, QueuedPodInfo] = {}
+        self._unschedulable: dict[str, QueuedPodInfo] = {}
+        self._in_flight: dict[str, int] = {}
+        """Pods popped and being scheduled -> the move-request counter when they were popped."""
+        self._move_requests = 0
+        self._wakeup = asyncio.Event()
+        self._closed = False
+
+    # ---- adding ------------------------------------------------------------------------------
+
+    def add(self, pod: PodInfo) -> None:
+        """A new pending pod (or one seen again after a relist)."""
+        if self._known(pod.uid):
+            self.update(pod)
+            return
+        now = self._clock()
+        self._enqueue(QueuedPodInfo(pod=pod, first_seen=now, queued_at=now))
+
+    def _known(self, uid: str) -> bool:
+        return (
+            uid in self._in_active
+            or uid in self._backoff
+            or uid in self._unschedulable
+            or uid in self._in_flight
+        )
+
+    def _enqueue(self, qp: QueuedPodInfo) -> None:
+        """Through PreEnqueue into the active heap, or into the unschedulable set as gated."""
+        status = self._pre_enqueue(qp.pod)
+        if not status.ok:
+            qp.gated_by = f"{status.plugin}: {status.message()}" if status.plugin else status.message()
+            self._unschedulable[qp.pod.uid] = qp
+            return
+        qp.gated_by = None
+        qp.queued_at = self._clock()
+        self._in_active[qp.pod.uid] = qp
+        heapq.heappush(self._active, (self._sort_key(qp.pod), next(self._seq), qp.pod.uid))
+        self._wakeup.set()
+
+    def update(self, pod: PodInfo) -> None:
+        """The pod changed: keep its place, or give an unschedulable pod another try."""
+        uid = pod.uid
+        for where in (self._in_active, self._backoff):
+            qp = where.get(uid)
+            if qp is not None:
+                qp.pod = pod
+                if where is self._in_active:  # its sort key may have changed
+                    heapq.heappush(self._active, (self._sort_key(pod), next(self._seq), uid))
+                return
+        qp = self._unschedulable.pop(uid, None)
+        if qp is not None:
+            qp.pod = pod
+            self._requeue(qp)
+
+    def delete(self, uid: str) -> None:
+        self._in_active.pop(uid, None)  # its heap entry is skipped when popped
+        self._backoff.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+        self._in_flight.pop(uid, None)
+
+    # ---- popping -----------------------------------------------------------------------------
+
+    async def pop(self) -> QueuedPodInfo:
+        """The next pod to schedule; waits while the active queue is empty."""
+        while True:
+            self.flush()
+            qp = self._pop_active()
+            if qp is not None:
+                qp.attempts += 1
+                self._in_flight[qp.pod.uid] = self._move_requests
+                return qp
+            if self._closed:
+                raise asyncio.CancelledError("queue closed")
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), timeout=self._next_wakeup())
+
+    def _pop_active(self) -> QueuedPodInfo | None:
+        while self._active:
+            _, _, uid = heapq.heappop(self._active)
+            qp = self._in_active.pop(uid, None)
+            if qp is not None:
+                return qp
+        return None
+
+    def _next_wakeup(self) -> float:
+        now = self._clock()
+        deadlines = [qp.backoff_until for qp in self._backoff.values()]
+        return max(0.01, min(deadlines) - now) if deadlines else 1.0
+
+    def flush(self) -> None:
+        """Backoff that elapsed -> active; pods unschedulable for too long -> retried."""
+        now = self._clock()
+        for uid, qp in list(self._backoff.items()):
+            if qp.backoff_until <= now:
+                del self._backoff[uid]
+                self._enqueue(qp)
+        for uid, qp in list(self._unschedulable.items()):
+            if now - qp.queued_at >= self.max_unschedulable_seconds:
+                del self._unschedulable[uid]
+                self._requeue(qp)
+
+    # ---- after a cycle -----------------------------------------------------------------------
+
+    def done(self, uid: str) -> None:
+        """The pod was scheduled (assumed): it leaves the queue."""
+        self._in_flight.pop(uid, None)
+
+    def add_unschedulable(self, qp: QueuedPodInfo, rejecting_plugins: set[str]) -> None:
+        """The cycle found no place; wait for an event, unless one happened during the cycle."""
+        popped_at = self._in_flight.pop(qp.pod.uid, None)
+        if popped_at is None and not self._known(qp.pod.uid):
+            return  # deleted while it was being scheduled
+        qp.unschedulable_plugins = set(rejecting_plugins)
+        qp.queued_at = self._clock()
+        if popped_at is not None and self._move_requests > popped_at:
+            self._to_backoff(qp)
+        else:
+            self._unschedulable[qp.pod.uid] = qp
+
+    def add_backoff(self, qp: QueuedPodInfo) -> None:
+        """An error or a lost race (bind conflict): retry after the pod's backoff."""
+        popped_at = self._in_flight.pop(qp.pod.uid, None)
+        if popped_at is None and not self._known(qp.pod.uid):
+            return
+        self._to_backoff(qp)
+
+    def _to_backoff(self, qp: QueuedPodInfo) -> None:
+        qp.backoff_until = self._clock() + self.backoff_duration(qp.attempts)
+        self._backoff[qp.pod.uid] = qp
+        self._wakeup.set()
+
+    def backoff_duration(self, attempts: int) -> float:
+        return float(min(self.initial_backoff * 2 ** max(0, attempts - 1), self.max_backoff))
+
+    def _requeue(self, qp: QueuedPodInfo) -> None:
+        if qp.attempts and qp.backoff_until == 0.0:
+            qp.backoff_until = qp.queued_at + self.backoff_duration(qp.attempts)
+        if qp.attempts and qp.backoff_until > self._clock():
+            self._backoff[qp.pod.uid] = qp
+            self._wakeup.set()
+        else:
+            self._enqueue(qp)
+
+    # ---- cluster events ----------------------------------------------------------------------
+
+    def on_event(self, event: ClusterEvent) -> int:
+        """Move the unschedulable pods this event may help; returns how many moved."""
+        self._move_requests += 1
+        moved = 0
+        for uid, qp in list(self._unschedulable.items()):
+            if self._may_help(qp, event):
+                del self._unschedulable[uid]
+                qp.backoff_until = qp.queued_at + self.backoff_duration(qp.attempts) if qp.attempts else 0.0
+                self._requeue(qp)
+                moved += 1
+        return moved
+
+    def _may_help(self, qp: QueuedPodInfo, event: ClusterEvent) -> bool:
+        if qp.gated_by is not None:
+            return True  # PreEnqueue decides again
+        if not qp.unschedulable_plugins:
+            return True
+        return any(event & self._plugin_events(name) for name in qp.unschedulable_plugins)
+
+    def activate(self, uids: set[str]) -> None:
+        """Move these pods to the active queue now (a gang member made its siblings schedulable)."""
+        for uid in uids:
+            qp = self._unschedulable.pop(uid, None) or self._backoff.pop(uid, None)
+            if qp is not None:
+                self._enqueue(qp)
+
+    # ---- reads -------------------------------------------------------------------------------
+
+    def counts(self) -> QueueCounts:
+        gated = sum(1 for qp in self._unschedulable.values() if qp.gated_by is not None)
+        return QueueCounts(
+            active=len(self._in_active),
+            backoff=len(self._backoff),
+            unschedulable=len(self._unschedulable) - gated,
+            gated=gated,
+        )
+
+    def pending(self) -> Iterator[QueuedPodInfo]:
+        yield from self._in_active.values()
+        yield from self._backoff.values()
+        yield from self._unschedulable.values()
+
+    def get(self, uid: str) -> QueuedPodInfo | None:
+        return self._in_active.get(uid) or self._backoff.get(uid) or self._unschedulable.get(uid)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wakeup.set()

@@ -1,0 +1,178 @@
+"""The default plugin set, run through the real Framework over a snapshot, and DefaultBinder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from apis.core import Pod
+from scheduler.backend.base import BackendError, Conflict, NotFound
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import ClusterEvent, Diagnosis
+from scheduler.framework.profile import ExtensionPoint, PluginRef, ResolvedProfile
+from scheduler.framework.runtime import Framework
+from scheduler.framework.status import Code
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY, default_binder
+from tests.scheduler.builders import make_node, make_pod, make_snapshot
+
+
+class FakeBackend:
+    """Records bindings; ``fail`` makes the next bind raise it."""
+
+    def __init__(self, fail: Exception | None = None) -> None:
+        self.bound: list[tuple[str, str]] = []
+        self.fail = fail
+
+    async def bind(self, pod: Pod, node_name: str) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.bound.append((pod.metadata.name or "", node_name))
+
+
+def framework(snapshot: Snapshot, backend: FakeBackend | None = None) -> Framework:
+    profile = ResolvedProfile(scheduler_name="koord-scheduler", plugins=DEFAULT_PLUGINS)
+    handle = Handle(backend=backend or FakeBackend(), snapshot=lambda: snapshot)  # type: ignore[arg-type]
+    return Framework(profile, DEFAULT_REGISTRY, handle)
+
+
+def schedule(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> tuple[str | None, Diagnosis, dict[str, int]]:
+    """PreFilter -> Filter -> Score as the loop runs them: the best node, the diagnosis, the totals."""
+    state = CycleState()
+    diagnosis = Diagnosis(node_count=snapshot.node_count())
+    status, allowed = fw.run_pre_filter(state, pod, snapshot)
+    assert status.ok, status
+    rows = snapshot.candidate_rows()
+    if allowed is not None:
+        rows = rows[np.isin([snapshot.table.names[r] for r in rows], sorted(allowed))]
+    rows, status = fw.run_filter(state, pod, snapshot, rows, diagnosis)
+    assert status.ok, status
+    if rows.size == 0:
+        return None, diagnosis, {}
+    status = fw.run_pre_score(state, pod, snapshot, rows)
+    assert status.ok, status
+    total, _, status = fw.run_score(state, pod, snapshot, rows)
+    assert status.ok, status
+    totals = {snapshot.table.names[r]: int(t) for r, t in zip(rows.tolist(), total.tolist(), strict=True)}
+    best = max(sorted(totals), key=lambda name: totals[name])
+    return best, diagnosis, totals
+
+
+def test_registry_and_default_set() -> None:
+    assert DEFAULT_REGISTRY.names() == [
+        "DefaultBinder",
+        "NodeAffinity",
+        "NodeName",
+        "NodeResourcesFit",
+        "NodeResourcesFitPlus",
+        "NodeUnschedulable",
+        "PrioritySort",
+        "ScarceResourceAvoidance",
+        "TaintToleration",
+    ]
+    assert DEFAULT_PLUGINS[ExtensionPoint.SCORE] == (
+        PluginRef("NodeResourcesFit", 1),
+        PluginRef("NodeAffinity", 2),
+        PluginRef("TaintToleration", 3),
+    )
+    enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
+    assert "NodeResourcesFitPlus" not in enabled
+    assert "ScarceResourceAvoidance" not in enabled
+
+
+def test_every_plugin_declares_its_events() -> None:
+    fw = framework(make_snapshot([]))
+    for name in ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodeUnschedulable", "NodeName"):
+        events = fw.plugin(name).events_to_register()  # type: ignore[union-attr]
+        assert events & ClusterEvent.NODE_ADD, name
+
+
+def cluster() -> Snapshot:
+    return make_snapshot(
+        [
+            make_node("small").alloc(cpu="2", memory="8Gi").obj(),
+            make_node("infra-1").alloc(cpu="32", memory="64Gi").taint("dedicated", "infra").obj(),
+            make_node("infra-2").alloc(cpu="32", memory="64Gi").taint("dedicated", "infra").obj(),
+            make_node("big-a").alloc(cpu="16", memory="64Gi").obj(),
+            make_node("big-b").alloc(cpu="16", memory="64Gi").label("zone", "b").obj(),
+        ],
+        assigned=[make_pod("resident").req(cpu="8", memory="8Gi").on("big-b").obj()],
+    )
+
+
+def test_default_profile_picks_the_preferred_node() -> None:
+    snapshot = cluster()
+    pod = (
+        make_pod("web")
+        .req(cpu="4", memory="8Gi")
+        .preferred_term(10, {"key": "zone", "operator": "In", "values": ["b"]})
+    )
+    best, diagnosis, totals = schedule(framework(snapshot), pod.info(), snapshot)
+    # big-a: fit (75 + 87) / 2 = 81, affinity 0, taints 100 -> 81 + 0*2 + 100*3 = 381
+    # big-b: fit (25 + 75) / 2 = 50, affinity 100, taints 100 -> 50 + 200 + 300 = 550
+    assert totals == {"big-a": 381, "big-b": 550}
+    assert best == "big-b"
+    assert diagnosis.reason_counts == {
+        "Insufficient cpu": 1,
+        "node(s) had untolerated taint {dedicated: infra}": 2,
+    }
+
+
+def test_diagnosis_message_when_nothing_fits() -> None:
+    snapshot = make_snapshot(
+        [
+            make_node("small").alloc(cpu="2", memory="8Gi").obj(),
+            make_node("infra-1").alloc(cpu="32", memory="64Gi").taint("dedicated", "infra").obj(),
+            make_node("infra-2").alloc(cpu="32", memory="64Gi").taint("dedicated", "infra").obj(),
+        ]
+    )
+    best, diagnosis, _ = schedule(framework(snapshot), make_pod("web").req(cpu="4").info(), snapshot)
+    assert best is None
+    assert diagnosis.message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {dedicated: infra}."
+    )
+    assert diagnosis.rejecting_plugins == {"NodeResourcesFit", "TaintToleration"}
+    assert len(diagnosis.unresolvable_rows) == 2  # preemption can help only on "small"
+
+
+def test_pre_filter_rejection_is_reported_by_the_runtime() -> None:
+    snapshot = cluster()
+    pod = make_pod("bad").required_term({"key": "gen", "operator": "Gt", "values": ["x"]}).info()
+    status, _ = framework(snapshot).run_pre_filter(CycleState(), pod, snapshot)
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.plugin == "NodeAffinity"
+
+
+async def test_default_binder_binds_through_the_backend() -> None:
+    backend = FakeBackend()
+    snapshot = cluster()
+    status = await framework(snapshot, backend).run_bind(CycleState(), make_pod("web").info(), "big-a")
+    assert status.ok
+    assert backend.bound == [("web", "big-a")]
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        pytest.param(
+            Conflict("already bound"), "binding pod default/web to node n1: conflict", id="conflict"
+        ),
+        pytest.param(
+            NotFound('pods "web" not found'), "binding pod default/web to node n1: not found", id="not-found"
+        ),
+        pytest.param(
+            BackendError("boom", status=500),
+            "binding pod default/web to node n1 failed (HTTP 500): boom",
+            id="backend",
+        ),
+    ],
+)
+async def test_default_binder_maps_backend_errors(error: Exception, message: str) -> None:
+    handle: Any = Handle(backend=FakeBackend(fail=error), snapshot=lambda: make_snapshot([]))  # type: ignore[arg-type]
+    status = await default_binder.new(None, handle).bind(CycleState(), make_pod("web").info(), "n1")
+    assert status.code == Code.ERROR
+    assert status.message().startswith(message)

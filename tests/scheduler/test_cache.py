@@ -1,0 +1,141 @@
+"""The cache accounts pods on nodes exactly, and assumed pods are released when binding fails."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from apis.core import Node, Pod
+from scheduler.cache.cache import Cache
+from scheduler.cache.pod_info import PodInfo, pod_requests
+from scheduler.cache.snapshot import Snapshot
+
+
+def node(name: str, cpu: str = "4", memory: str = "8Gi", **labels: str) -> Node:
+    return Node.model_validate(
+        {
+            "metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
+        }
+    )
+
+
+def pod(name: str, cpu: str = "1", node_name: str | None = None, phase: str = "Running") -> PodInfo:
+    return PodInfo.of(
+        Pod.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {
+                    "nodeName": node_name,
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+                },
+                "status": {"phase": phase},
+            }
+        )
+    )
+
+
+def requested(cache: Cache, node_name: str, resource: str) -> int:
+    return int(cache.table.requested[cache.table.row[node_name], cache.table.column_of(resource)])
+
+
+def test_pod_requests_follow_kube_scheduler_rules() -> None:
+    p = Pod.model_validate(
+        {
+            "spec": {
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+                    {"name": "b", "resources": {"requests": {"cpu": "250m"}}},
+                ],
+                "initContainers": [
+                    {"name": "init", "resources": {"requests": {"cpu": "2"}}},
+                    {
+                        "name": "sidecar",
+                        "restartPolicy": "Always",
+                        "resources": {"requests": {"cpu": "100m"}},
+                    },
+                ],
+                "overhead": {"cpu": "10m"},
+            }
+        }
+    )
+    # containers 750m + sidecar 100m = 850m; the init container needs 2000m alone (the sidecar
+    # starts after it); + 10m overhead.
+    assert pod_requests(p) == {"cpu": 2010, "memory": 1024**3, "pods": 1}
+
+
+def test_assigned_pods_are_accounted_and_released() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    cache.upsert_pod(pod("p1", "1", "n1"))
+    cache.upsert_pod(pod("p2", "2", "n1"))
+    assert requested(cache, "n1", "cpu") == 3000
+    assert requested(cache, "n1", "pods") == 2
+    cache.upsert_pod(pod("p2", "2", "n1", phase="Succeeded"))
+    assert requested(cache, "n1", "cpu") == 1000
+    cache.remove_pod("p1")
+    assert requested(cache, "n1", "cpu") == 0
+
+
+def test_assume_then_forget_restores_the_node() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    p = pod("p1", "3")
+    cache.assume(p, "n1")
+    assert requested(cache, "n1", "cpu") == 3000
+    cache.forget("p1")
+    assert requested(cache, "n1", "cpu") == 0
+
+
+def test_watch_confirms_an_assumed_pod_without_double_counting() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    cache.assume(pod("p1", "3"), "n1")
+    cache.finish_binding("p1", now=0.0)
+    cache.upsert_pod(pod("p1", "3", "n1"))
+    assert not cache.is_assumed("p1")
+    assert requested(cache, "n1", "cpu") == 3000
+    assert cache.expire_assumed(now=1e9) == []
+
+
+def test_unconfirmed_assumption_expires() -> None:
+    cache = Cache(assumed_ttl=30)
+    cache.upsert_node(node("n1"))
+    cache.assume(pod("p1", "3"), "n1")
+    cache.finish_binding("p1", now=100.0)
+    assert cache.expire_assumed(now=129.0) == []
+    assert [p.key for p in cache.expire_assumed(now=130.0)] == ["default/p1"]
+    assert requested(cache, "n1", "cpu") == 0
+
+
+def test_pods_of_an_unknown_node_are_kept_until_the_node_arrives() -> None:
+    cache = Cache()
+    cache.upsert_pod(pod("p1", "1", "late"))
+    snapshot = Snapshot(cache)
+    assert snapshot.candidate_rows().size == 0
+    cache.upsert_node(node("late"))
+    assert Snapshot(cache).candidate_rows().size == 1
+    assert requested(cache, "late", "cpu") == 1000
+
+
+def test_label_masks_follow_label_changes() -> None:
+    cache = Cache()
+    cache.upsert_node(node("a", zone="z1"))
+    cache.upsert_node(node("b", zone="z2"))
+    rows = cache.table.row
+    mask = cache.label_mask("zone", frozenset({"z1"}))
+    assert mask[rows["a"]]
+    assert not mask[rows["b"]]
+    cache.upsert_node(node("b", zone="z1"))
+    assert cache.label_mask("zone", frozenset({"z1"}))[rows["b"]]
+    assert np.count_nonzero(cache.label_mask("zone", None)) == 2
+
+
+def test_simulate_removal_returns_an_undo() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    victim = pod("v", "2", "n1")
+    cache.upsert_pod(victim)
+    undo = Snapshot(cache).simulate_removal([victim])
+    assert requested(cache, "n1", "cpu") == 0
+    undo()
+    assert requested(cache, "n1", "cpu") == 2000

@@ -1,0 +1,156 @@
+"""The scheduling queue orders, gates, backs off and moves pods as kube-scheduler's does."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from apis.core import Pod
+from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.status import Status
+from scheduler.queue.scheduling_queue import SchedulingQueue
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pod(name: str, priority: int = 0, created: str = "2026-01-01T00:00:00Z") -> PodInfo:
+    return PodInfo.of(
+        Pod.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": name, "creationTimestamp": created},
+                "spec": {"priority": priority, "schedulerName": "koord-scheduler", "containers": []},
+            }
+        )
+    )
+
+
+def sort_key(p: PodInfo) -> tuple[Any, ...]:
+    return (-p.priority, p.created, p.key)
+
+
+EVENTS = {
+    "NodeResourcesFit": ClusterEvent.NODE_ADD | ClusterEvent.POD_DELETE,
+    "TaintToleration": ClusterEvent.NODE_UPDATE,
+}
+
+
+def make_queue(clock: FakeClock, gate: set[str] | None = None) -> SchedulingQueue:
+    gated = gate if gate is not None else set()
+
+    def pre_enqueue(p: PodInfo) -> Status:
+        return (
+            Status.pending("gang is short of members").with_plugin("Coscheduling")
+            if p.name in gated
+            else Status()
+        )
+
+    return SchedulingQueue(
+        sort_key=sort_key,
+        pre_enqueue=pre_enqueue,
+        plugin_events=lambda name: EVENTS.get(name, ClusterEvent.ALL),
+        clock=clock,
+    )
+
+
+async def test_pops_by_priority_then_creation_time() -> None:
+    q = make_queue(FakeClock())
+    q.add(pod("late", 0, "2026-01-01T00:00:05Z"))
+    q.add(pod("early", 0, "2026-01-01T00:00:01Z"))
+    q.add(pod("important", 100, "2026-01-01T00:00:09Z"))
+    order = [(await q.pop()).pod.name for _ in range(3)]
+    assert order == ["important", "early", "late"]
+
+
+async def test_unschedulable_pod_moves_only_on_an_event_its_plugins_registered() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.add_unschedulable(qp, {"TaintToleration"})
+    assert q.counts().unschedulable == 1
+    assert q.on_event(ClusterEvent.POD_DELETE) == 0
+    assert q.counts().unschedulable == 1
+    assert q.on_event(ClusterEvent.NODE_UPDATE) == 1
+    # The first attempt's backoff (1 s) has not elapsed: the pod waits in backoff.
+    assert q.counts().backoff == 1
+    clock.now += 1.0
+    q.flush()
+    assert q.counts().active == 1
+
+
+async def test_event_during_the_cycle_sends_the_pod_to_backoff_not_unschedulable() -> None:
+    q = make_queue(FakeClock())
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.on_event(ClusterEvent.NODE_ADD)  # arrives while "a" is being scheduled
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    assert q.counts().backoff == 1
+    assert q.counts().unschedulable == 0
+
+
+@pytest.mark.parametrize(
+    ("attempts", "expected"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)]
+)
+def test_backoff_doubles_up_to_the_cap(attempts: int, expected: float) -> None:
+    assert make_queue(FakeClock()).backoff_duration(attempts) == expected
+
+
+async def test_gated_pod_stays_out_until_pre_enqueue_lets_it_in() -> None:
+    gate = {"g"}
+    q = make_queue(FakeClock(), gate)
+    q.add(pod("g"))
+    assert q.counts().gated == 1
+    assert q.counts().active == 0
+    gate.clear()
+    q.on_event(ClusterEvent.POD_ADD)
+    assert q.counts().active == 1
+    assert (await q.pop()).pod.name == "g"
+
+
+async def test_deleted_pod_is_never_popped() -> None:
+    q = make_queue(FakeClock())
+    q.add(pod("a"))
+    q.add(pod("b"))
+    q.delete("a")
+    assert (await q.pop()).pod.name == "b"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(q.pop(), timeout=0.05)
+
+
+async def test_pop_waits_for_a_pod() -> None:
+    q = make_queue(FakeClock())
+    waiter = asyncio.create_task(q.pop())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    q.add(pod("a"))
+    assert (await asyncio.wait_for(waiter, 1)).pod.name == "a"
+
+
+async def test_long_unschedulable_pods_are_retried_anyway() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    q.add_unschedulable(await q.pop(), {"TaintToleration"})
+    clock.now += 301
+    q.flush()
+    assert q.counts().active == 1
+
+
+async def test_error_goes_to_backoff_then_active() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.add_backoff(qp)
+    assert q.counts().backoff == 1
+    clock.now += 1.0
+    assert (await q.pop()).attempts == 2
