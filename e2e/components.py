@@ -10,11 +10,14 @@ the cluster's kubeconfig, exactly as a user would run it outside the cluster.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +100,17 @@ class LocalComponent:
                     os.killpg(pid, signal.SIGKILL)
         self.pid_file.unlink(missing_ok=True)
 
+    def stop_now(self, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` to the process group at once (no grace), then reap it."""
+        pid = self.pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, sig)
+            child = _CHILDREN.pop(pid, None)
+            if child is not None:
+                child.wait()
+        self.pid_file.unlink(missing_ok=True)
+
     def log_tail(self, lines: int = 40) -> str:
         if not self.log_file.exists():
             return ""
@@ -119,6 +133,57 @@ def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalCompo
         ),
         cluster=cluster,
     )
+
+
+def koord_scheduler(
+    cluster: ControlPlane,
+    *,
+    kubeconfig: Path,
+    port: int,
+    name: str = "koord-scheduler",
+    config: Path | None = None,
+    leader_elect: bool = True,
+    lease_namespace: str = "koordinator-system",
+) -> LocalComponent:
+    argv = [
+        sys.executable,
+        "-m",
+        "scheduler",
+        "--kubeconfig",
+        str(kubeconfig),
+        f"--leader-elect={str(leader_elect).lower()}",
+        "--lease-namespace",
+        lease_namespace,
+        "--port",
+        str(port),
+    ]
+    if config is not None:
+        argv += ["--config", str(config)]
+    return LocalComponent(name=name, argv=tuple(argv), cluster=cluster)
+
+
+def http_status(url: str) -> int:
+    """The HTTP status of GET ``url`` (0 when nothing answers)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            status: int = response.status
+            return status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def wait_until_ready(component: LocalComponent, port: int, timeout: float = 60.0) -> None:
+    """Return once ``http://127.0.0.1:<port>/readyz`` answers 200 (caches synced, lease held)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if component.pid() is None:
+            raise RuntimeError(f"{component.name} exited:\n{component.log_tail()}")
+        if http_status(f"http://127.0.0.1:{port}/readyz") == 200:
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{component.name} was not ready in {timeout}s:\n{component.log_tail()}")
 
 
 def wait_for_admission(cluster: ControlPlane, component: LocalComponent, timeout: float = 60.0) -> None:

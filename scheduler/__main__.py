@@ -79,9 +79,15 @@ async def run(args: argparse.Namespace) -> int:
     app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics)
     stop = asyncio.Event()
     lost = asyncio.Event()
+    signalled = asyncio.Event()
+
+    def on_signal() -> None:
+        signalled.set()
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
 
     elector: LeaderElector | None = None
     if leader_elect:
@@ -114,7 +120,8 @@ async def run(args: argparse.Namespace) -> int:
                 )
 
                 def stopped_leading() -> None:
-                    lost.set()
+                    if not signalled.is_set():  # not our own shutdown: the lease was lost
+                        lost.set()
                     stop.set()
 
                 campaign = asyncio.create_task(elector.run(lambda: app.run(stop), stopped_leading))

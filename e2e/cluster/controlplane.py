@@ -197,12 +197,35 @@ class ControlPlane:
             with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
                 os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
 
+    def restart_apiserver(self) -> None:
+        """Kill kube-apiserver (SIGKILL) and start it again with the same command line and pid file:
+        clients see their connections drop and must reconnect; etcd keeps the data."""
+        pid_file = self.kwok_workdir / "clusters" / self.name / "pids" / "kube-apiserver.pid"
+        pid = int(pid_file.read_text().strip())
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+            time.sleep(0.05)
+        log = open(self.kwok_workdir / "clusters" / self.name / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115
+        proc = subprocess.Popen(
+            [a.decode() for a in argv], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        log.close()
+        pid_file.write_text(str(proc.pid))
+        _RESTARTED.append(proc)
+
     def server_version(self) -> str:
         return self.kubectl("version", "-o", "yaml")
 
     def logs(self, component: str) -> str:
         log = self.kwok_workdir / "clusters" / self.name / "logs" / f"{component}.log"
         return log.read_text() if log.exists() else ""
+
+
+# Processes this module restarted; kept so they are not reaped as garbage while running.
+_RESTARTED: list[subprocess.Popen[bytes]] = []
 
 
 def _progress(message: str) -> None:

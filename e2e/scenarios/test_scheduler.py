@@ -1,0 +1,390 @@
+"""koord-scheduler as a real process, with the chart's ServiceAccount, against the real API server.
+
+The scheduler runs with a token of the ``koord-scheduler`` ServiceAccount bound by the chart's
+RBAC (rendered with helm), so a missing permission fails these tests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.credentials import service_account_kubeconfig
+from e2e.components import LocalComponent, http_status, koord_scheduler, wait_until_ready
+from e2e.workloads import apply, make_pod, node_overcommit, pods, wait_for
+
+CHART = repo_root() / "charts" / "koordinator-py"
+NAMESPACE = "koordinator-system"
+# Lease timings shorter than the defaults (15s/10s/2s) so that a takeover happens within seconds,
+# yet long enough to ride out an API server restart (it answers 403 for a moment while its RBAC
+# cache fills); a leader that cannot renew in time exits, as kube-scheduler does.
+CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 1s
+  resourceName: koord-scheduler
+  resourceNamespace: koordinator-system
+profiles:
+- schedulerName: koord-scheduler
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Scheduler:
+    component: LocalComponent
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+@pytest.fixture(scope="module")
+def scheduler_kubeconfig(control_plane: ControlPlane) -> Path:
+    control_plane.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
+    control_plane.kubectl(
+        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
+    )
+    rendered = subprocess.run(
+        [
+            control_plane.tool("helm"),
+            "template",
+            "koordinator-py",
+            str(CHART),
+            "--show-only",
+            "templates/scheduler-serviceaccount.yaml",
+            "--show-only",
+            "templates/scheduler-rbac.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    control_plane.kubectl("apply", "-f", "-", input=rendered)
+    return service_account_kubeconfig(
+        control_plane, NAMESPACE, "koord-scheduler", control_plane.state_dir / "koord-scheduler.kubeconfig"
+    )
+
+
+def _start(control_plane: ControlPlane, kubeconfig: Path, name: str) -> Scheduler:
+    config = control_plane.state_dir / "koord-scheduler-config.yaml"
+    config.write_text(CONFIG)
+    port = _free_port()
+    component = koord_scheduler(control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config)
+    component.start()
+    return Scheduler(component, port)
+
+
+@pytest.fixture(scope="module")
+def scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    running = _start(control_plane, scheduler_kubeconfig, "koord-scheduler")
+    wait_until_ready(running.component, running.port)
+    yield running
+    running.component.stop()
+
+
+def _bound(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [p for p in items if p["spec"].get("nodeName")]
+
+
+def _events(cp: ControlPlane, namespace: str, reason: str) -> dict[str, list[str]]:
+    """Pod name -> messages of its events with ``reason``."""
+    out: dict[str, list[str]] = {}
+    raw = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    for event in raw:
+        if event.get("reason") == reason:
+            out.setdefault(event["involvedObject"]["name"], []).append(
+                event.get("message") or event.get("note", "")
+            )
+    return out
+
+
+# ---- a mixed workload on tens of nodes -----------------------------------------------------------
+
+MIXED = "sched-mixed"
+SIZES = [("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi"), ("2", "2Gi")]
+
+
+@pytest.fixture(scope="module")
+def mixed_workload(control_plane: ControlPlane, scheduler: Scheduler) -> list[dict[str, Any]]:
+    control_plane.kubectl("create", "namespace", MIXED)
+    workload = [
+        make_pod(
+            f"web-{i}", MIXED, cpu=SIZES[i % 4][0], memory=SIZES[i % 4][1], node_selector={"node-type": "cpu"}
+        )
+        for i in range(200)
+    ]
+    workload += [
+        make_pod(
+            f"gpu-job-{i}",
+            MIXED,
+            cpu="4",
+            memory="16Gi",
+            extra={"nvidia.com/gpu": "1"},
+            node_selector={"node-type": "gpu"},
+        )
+        for i in range(40)
+    ]
+    toleration = [{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}]
+    on_tainted = {"kubernetes.io/hostname": "tainted-0"}
+    workload += [
+        make_pod(f"infra-{i}", MIXED, node_selector=on_tainted, tolerations=toleration) for i in range(10)
+    ]
+    workload += [make_pod(f"intolerant-{i}", MIXED, node_selector=on_tainted) for i in range(5)]
+    workload += [make_pod(f"huge-{i}", MIXED, cpu="100000") for i in range(3)]
+    workload += [make_pod(f"other-{i}", MIXED, scheduler="other-scheduler") for i in range(5)]
+    # Malformed input the loop must survive: a sub-priority that is no number, an annotation that is no JSON.
+    workload += [make_pod("bad-priority", MIXED, labels={"koordinator.sh/priority": "high"})]
+    workload += [
+        make_pod("bad-annotation", MIXED, annotations={"scheduling.koordinator.sh/reservation-affinity": "{"})
+    ]
+    apply(control_plane, workload)
+    expected_bound = 200 + 32 + 10 + 2
+    wait_for(
+        lambda: len(_bound(pods(control_plane, MIXED))) >= expected_bound,
+        timeout=120,
+        what=f"{expected_bound} pods of {MIXED} bound",
+    )
+    return pods(control_plane, MIXED)
+
+
+def test_every_pod_that_fits_is_bound(mixed_workload: list[dict[str, Any]]) -> None:
+    by_name = {p["metadata"]["name"]: p for p in mixed_workload}
+    bound = {name for name, p in by_name.items() if p["spec"].get("nodeName")}
+    assert {f"web-{i}" for i in range(200)} <= bound
+    assert {f"infra-{i}" for i in range(10)} <= bound
+    assert {"bad-priority", "bad-annotation"} <= bound
+    assert len([n for n in bound if n.startswith("gpu-job-")]) == 32  # 4 nodes x 8 GPUs
+
+
+def test_selectors_and_taints_are_honoured(mixed_workload: list[dict[str, Any]]) -> None:
+    for pod in _bound(mixed_workload):
+        name, node = pod["metadata"]["name"], pod["spec"]["nodeName"]
+        if name.startswith("web-"):
+            assert node.startswith("cpu-"), name
+        elif name.startswith("gpu-job-"):
+            assert node.startswith("gpu-"), name
+        elif name.startswith("infra-"):
+            assert node == "tainted-0", name
+        else:
+            assert node != "tainted-0", f"{name} landed on the tainted node without a toleration"
+
+
+def test_no_node_is_over_its_allocatable(
+    control_plane: ControlPlane, mixed_workload: list[dict[str, Any]]
+) -> None:
+    assert node_overcommit(control_plane) == []
+
+
+def test_pods_that_do_not_fit_stay_pending_with_the_reasons(
+    control_plane: ControlPlane, mixed_workload: list[dict[str, Any]]
+) -> None:
+    node_count = len(json.loads(control_plane.kubectl("get", "nodes", "-o", "json"))["items"])
+    pending_gpu = [
+        p["metadata"]["name"]
+        for p in mixed_workload
+        if p["metadata"]["name"].startswith("gpu-job-") and not p["spec"].get("nodeName")
+    ]
+    assert len(pending_gpu) == 8
+
+    def reported() -> dict[str, list[str]] | None:
+        events = _events(control_plane, MIXED, "FailedScheduling")
+        return events if {"huge-0", "intolerant-0", *pending_gpu} <= set(events) else None
+
+    failed = wait_for(reported, timeout=60, what="FailedScheduling events for every pending pod")
+    # kube-scheduler's semantics: a node is counted once, for the first Filter that rejects it;
+    # the tainted node fails TaintToleration before NodeResourcesFit runs.
+    huge = failed["huge-0"][-1]
+    assert re.match(rf"0/{node_count} nodes are available: ", huge), huge
+    assert "1 node(s) had untolerated taint {dedicated: infra}" in huge
+    assert f"{node_count - 1} Insufficient cpu" in huge
+    intolerant = failed["intolerant-0"][-1]
+    assert "1 node(s) had untolerated taint {dedicated: infra}" in intolerant
+    assert "node(s) didn't match Pod's node affinity/selector" in intolerant
+    messages = [failed[name][-1] for name in pending_gpu]
+    assert all("4 Insufficient nvidia.com/gpu" in m for m in messages), messages
+    huge_pod = next(p for p in pods(control_plane, MIXED) if p["metadata"]["name"] == "huge-0")
+    condition = huge_pod["status"]["conditions"][0]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+    )
+
+
+def test_pods_of_another_scheduler_are_left_alone(
+    control_plane: ControlPlane, mixed_workload: list[dict[str, Any]]
+) -> None:
+    others = [p for p in pods(control_plane, MIXED) if p["metadata"]["name"].startswith("other-")]
+    assert len(others) == 5
+    assert all(not p["spec"].get("nodeName") for p in others)
+    assert all(not p.get("status", {}).get("conditions") for p in others)
+    events = _events(control_plane, MIXED, "FailedScheduling")
+    assert not [name for name in events if name.startswith("other-")]
+
+
+def test_koordctl_explains_a_pending_pod(scheduler: Scheduler, mixed_workload: list[dict[str, Any]]) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler.koordctl",
+            "explain",
+            "pod",
+            "huge-1",
+            "-n",
+            MIXED,
+            "--server",
+            scheduler.url,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Result:    unschedulable" in result.stdout
+    assert "Insufficient cpu" in result.stdout
+    as_json = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scheduler.koordctl",
+            "explain",
+            "pod",
+            "web-0",
+            "-n",
+            MIXED,
+            "--server",
+            scheduler.url,
+            "-o",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(as_json.stdout)["result"] == "scheduled"
+
+
+def test_metrics_count_the_attempts(scheduler: Scheduler, mixed_workload: list[dict[str, Any]]) -> None:
+    assert (
+        scheduler.metric('scheduler_schedule_attempts_total{profile="koord-scheduler",result="scheduled"}')
+        >= 244
+    )
+    assert scheduler.metric("scheduler_schedule_attempts_total") > 0
+
+
+# ---- failures: the scheduler killed, the API server restarted, the leader replaced ----------------
+
+
+def test_sigkill_mid_run_then_restart_binds_everything_once(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler
+) -> None:
+    namespace = "sched-sigkill"
+    control_plane.kubectl("create", "namespace", namespace)
+    apply(
+        control_plane,
+        [
+            make_pod(f"p-{i}", namespace, cpu="100m", memory="64Mi", node_selector={"node-type": "cpu"})
+            for i in range(150)
+        ],
+    )
+    wait_for(
+        lambda: len(_bound(pods(control_plane, namespace))) >= 20,
+        timeout=60,
+        what="the first bindings",
+        interval=0.05,
+    )
+    scheduler.component.stop_now(signal.SIGKILL)
+    restarted = _start(control_plane, scheduler_kubeconfig, "koord-scheduler")
+    scheduler.component, scheduler.port = restarted.component, restarted.port
+    wait_until_ready(scheduler.component, scheduler.port, timeout=60)
+    wait_for(
+        lambda: len(_bound(pods(control_plane, namespace))) == 150, timeout=120, what="all 150 pods bound"
+    )
+    scheduled = _events(control_plane, namespace, "Scheduled")
+    assert all(len(messages) <= 1 for messages in scheduled.values()), {
+        k: v for k, v in scheduled.items() if len(v) > 1
+    }
+    assert node_overcommit(control_plane) == []
+
+
+def test_apiserver_restart_mid_run(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    namespace = "sched-apiserver"
+    control_plane.kubectl("create", "namespace", namespace)
+    apply(
+        control_plane,
+        [
+            make_pod(f"p-{i}", namespace, cpu="100m", memory="64Mi", node_selector={"node-type": "cpu"})
+            for i in range(100)
+        ],
+    )
+    control_plane.restart_apiserver()
+    wait_for(lambda: control_plane.is_running(), timeout=60, what="the API server to answer again")
+    apply(
+        control_plane,
+        [
+            make_pod(f"q-{i}", namespace, cpu="100m", memory="64Mi", node_selector={"node-type": "cpu"})
+            for i in range(50)
+        ],
+    )
+    wait_for(
+        lambda: len(_bound(pods(control_plane, namespace))) == 150, timeout=120, what="all 150 pods bound"
+    )
+    assert scheduler.component.pid() is not None, "the scheduler must survive an API server restart"
+
+
+def test_standby_takes_over_when_the_leader_dies(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler
+) -> None:
+    standby = _start(control_plane, scheduler_kubeconfig, "koord-scheduler-standby")
+    try:
+        wait_for(
+            lambda: http_status(f"{standby.url}/healthz") == 200, timeout=60, what="the standby to serve"
+        )
+        namespace = "sched-leader"
+        control_plane.kubectl("create", "namespace", namespace)
+        apply(control_plane, [make_pod(f"a-{i}", namespace, cpu="100m", memory="64Mi") for i in range(20)])
+        wait_for(
+            lambda: len(_bound(pods(control_plane, namespace))) == 20, timeout=60, what="the leader to bind"
+        )
+        assert http_status(f"{standby.url}/readyz") == 503
+        assert standby.metric("scheduler_schedule_attempts_total{") == 0
+
+        scheduler.component.stop_now(signal.SIGKILL)
+        wait_until_ready(standby.component, standby.port, timeout=60)
+        apply(control_plane, [make_pod(f"b-{i}", namespace, cpu="100m", memory="64Mi") for i in range(20)])
+        wait_for(
+            lambda: len(_bound(pods(control_plane, namespace))) == 40, timeout=60, what="the standby to bind"
+        )
+        assert standby.metric("scheduler_schedule_attempts_total{") >= 20
+    finally:
+        standby.component.stop()

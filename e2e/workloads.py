@@ -1,0 +1,97 @@
+"""Pods for scenario tests, submitted and read back with kubectl as a user would."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import yaml
+
+from apis.quantity import Quantity
+from e2e.cluster.controlplane import ControlPlane
+
+__all__ = ["apply", "make_pod", "node_overcommit", "pods", "wait_for"]
+
+T = TypeVar("T")
+
+
+def make_pod(
+    name: str,
+    namespace: str,
+    *,
+    cpu: str = "500m",
+    memory: str = "512Mi",
+    extra: Mapping[str, str] | None = None,
+    scheduler: str = "koord-scheduler",
+    node_selector: Mapping[str, str] | None = None,
+    tolerations: list[dict[str, Any]] | None = None,
+    labels: Mapping[str, str] | None = None,
+    annotations: Mapping[str, str] | None = None,
+    priority_class: str | None = None,
+) -> dict[str, Any]:
+    requests = {"cpu": cpu, "memory": memory, **(extra or {})}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler,
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": requests, "limits": requests}}
+        ],
+    }
+    if node_selector:
+        spec["nodeSelector"] = dict(node_selector)
+    if tolerations:
+        spec["tolerations"] = tolerations
+    if priority_class:
+        spec["priorityClassName"] = priority_class
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def apply(cp: ControlPlane, objects: Iterable[Mapping[str, Any]], batch: int = 100) -> None:
+    items = list(objects)
+    for start in range(0, len(items), batch):
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items[start : start + batch]))
+
+
+def pods(cp: ControlPlane, namespace: str | None = None) -> list[dict[str, Any]]:
+    scope = ["-n", namespace] if namespace else ["-A"]
+    items: list[dict[str, Any]] = json.loads(cp.kubectl("get", "pods", *scope, "-o", "json"))["items"]
+    return items
+
+
+def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval: float = 0.5) -> T:
+    """Poll ``check`` until it returns something truthy; fail naming ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+def node_overcommit(cp: ControlPlane) -> list[str]:
+    """Nodes whose bound, non-terminal pods request more than the node's allocatable."""
+    nodes = json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
+    used: dict[str, dict[str, Quantity]] = {}
+    for pod in pods(cp):
+        node = pod["spec"].get("nodeName")
+        if not node or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        total = used.setdefault(node, {"pods": Quantity.parse(0)})
+        total["pods"] = total["pods"] + Quantity.parse(1)
+        for container in pod["spec"]["containers"]:
+            for resource, amount in (container.get("resources", {}).get("requests") or {}).items():
+                total[resource] = total.get(resource, Quantity.parse(0)) + Quantity.parse(amount)
+    problems = []
+    for node in nodes:
+        name = node["metadata"]["name"]
+        allocatable = {k: Quantity.parse(v) for k, v in (node["status"].get("allocatable") or {}).items()}
+        for resource, amount in used.get(name, {}).items():
+            if amount > allocatable.get(resource, Quantity.parse(0)):
+                problems.append(f"{name}: {resource} {amount} > {allocatable.get(resource)}")
+    return problems
