@@ -74,7 +74,10 @@ async def run(args: argparse.Namespace) -> int:
     election = config.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
     kubeconfig = args.kubeconfig or (Path(config.client_connection.kubeconfig) or None)
-    backend = await KubernetesBackend.connect(kubeconfig, max_concurrency=max(1, config.parallelism))
+    connection = config.client_connection
+    backend = await KubernetesBackend.connect(
+        kubeconfig, max_concurrency=max(1, config.parallelism), qps=connection.qps, burst=connection.burst
+    )
     metrics = SchedulerMetrics()
     app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics)
     stop = asyncio.Event()

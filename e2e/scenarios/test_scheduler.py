@@ -40,6 +40,9 @@ leaderElection:
   retryPeriod: 1s
   resourceName: koord-scheduler
   resourceNamespace: koordinator-system
+clientConnection:
+  qps: 500
+  burst: 1000
 profiles:
 - schedulerName: koord-scheduler
 """

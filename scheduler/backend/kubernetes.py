@@ -51,6 +51,7 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
+from scheduler.backend.ratelimit import TokenBucket
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
@@ -234,11 +235,18 @@ class KubernetesBackend:
         backoff_initial: float = 0.2,
         backoff_max: float = 10.0,
         reporting_instance: str | None = None,
+        qps: float = 0.0,
+        burst: int = 1,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self._api = api_client
         self._writes = asyncio.Semaphore(max_concurrency)
+        self._limiter = TokenBucket(qps, max(1, burst))
+        """client-go's QPS/burst (clientConnection in the scheduler config); 0 QPS: unlimited."""
+        self._event_limiter = TokenBucket(qps, max(1, burst))
+        """Events have a limiter of their own, as kube-scheduler's separate event client has, so a
+        burst of FailedScheduling events never delays a binding."""
         self._watch_timeout = watch_timeout_seconds
         self._page_size = page_size
         self._request_timeout = request_timeout
@@ -260,6 +268,8 @@ class KubernetesBackend:
         watch_timeout_seconds: int = 300,
         request_timeout: float = 30.0,
         reporting_instance: str | None = None,
+        qps: float = 0.0,
+        burst: int = 1,
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
@@ -282,6 +292,8 @@ class KubernetesBackend:
             watch_timeout_seconds=watch_timeout_seconds,
             request_timeout=request_timeout,
             reporting_instance=reporting_instance,
+            qps=qps,
+            burst=burst,
         )
 
     @property
@@ -366,6 +378,7 @@ class KubernetesBackend:
                 query.append(("continue", cont))
             if field_selector:
                 query.append(("fieldSelector", field_selector))
+            await self._limiter.acquire()
             try:
                 page = await request_json(
                     self._api, "GET", path, what=f"list {resource.plural}", query=query, seconds=120.0
@@ -477,8 +490,16 @@ class KubernetesBackend:
     # ------------------------------------------------------------------ writes
 
     async def _write(
-        self, method: str, path: str, body: Any, *, what: str, content_type: str = _JSON
+        self,
+        method: str,
+        path: str,
+        body: Any,
+        *,
+        what: str,
+        content_type: str = _JSON,
+        limiter: TokenBucket | None = None,
     ) -> dict[str, Any]:
+        await (limiter or self._limiter).acquire()
         async with self._writes:
             return await request_json(
                 self._api,
@@ -580,6 +601,7 @@ class KubernetesBackend:
                 f"/apis/events.k8s.io/v1/namespaces/{quote(namespace, safe='')}/events",
                 body,
                 what=f"record event {event.reason} for {ref.kind} {namespace}/{ref.name}",
+                limiter=self._event_limiter,
             )
         except BackendError as exc:
             log.warning("could not record event: %s", exc)

@@ -1,0 +1,54 @@
+"""The client rate limiter lets a burst through, then spaces requests at 1/qps."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.backend import ratelimit
+from scheduler.backend.ratelimit import TokenBucket
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch) -> FakeTime:
+    fake = FakeTime()
+    monkeypatch.setattr(ratelimit.asyncio, "sleep", fake.sleep)
+    return fake
+
+
+async def test_burst_then_one_request_per_interval(fake: FakeTime) -> None:
+    bucket = TokenBucket(qps=10, burst=3, clock=fake.clock)
+    for _ in range(5):
+        await bucket.acquire()
+    assert fake.sleeps == [0.1, 0.1]
+
+
+async def test_idle_time_refills_up_to_the_burst(fake: FakeTime) -> None:
+    bucket = TokenBucket(qps=10, burst=2, clock=fake.clock)
+    await bucket.acquire()
+    await bucket.acquire()
+    fake.now += 60
+    for _ in range(2):
+        await bucket.acquire()
+    assert fake.sleeps == []
+    await bucket.acquire()
+    assert fake.sleeps == [0.1]
+
+
+async def test_zero_qps_is_unlimited(fake: FakeTime) -> None:
+    bucket = TokenBucket(qps=0, burst=1, clock=fake.clock)
+    for _ in range(100):
+        await bucket.acquire()
+    assert fake.sleeps == []
