@@ -12,7 +12,7 @@ framework runtime's ``observe`` hook passes ``preFilter``/``UNSCHEDULABLE`` and 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -65,6 +65,7 @@ class SchedulerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        self._plugin_children: dict[tuple[str, str, str], Any] = {}
 
         # ---- scheduling attempts ----------------------------------------------------------
         self.schedule_attempts = Counter(
@@ -203,10 +204,17 @@ class SchedulerMetrics:
         self.pod_scheduling_attempts.observe(attempts)
 
     def observe_plugin(self, point: str, plugin: str, status: str, seconds: float) -> None:
-        """The framework runtime's ``Observer``: one plugin call at one extension point."""
-        self.plugin_execution_duration.labels(
-            plugin=plugin, extension_point=extension_point_label(point), status=status_label(status)
-        ).observe(seconds)
+        """The framework runtime's ``Observer``: one plugin call at one extension point.
+
+        Called about ten times per pod, so the labelled child is looked up once per label set."""
+        key = (point, plugin, status)
+        child = self._plugin_children.get(key)
+        if child is None:
+            child = self.plugin_execution_duration.labels(
+                plugin=plugin, extension_point=extension_point_label(point), status=status_label(status)
+            )
+            self._plugin_children[key] = child
+        child.observe(seconds)
 
     def observe_extension_point(self, point: str, status: str, profile: str, seconds: float) -> None:
         """All plugins of one extension point for one pod."""

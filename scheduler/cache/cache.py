@@ -60,6 +60,8 @@ class Cache:
         self._pod_node: dict[str, str] = {}
         self._assumed: dict[str, _Assumed] = {}
         self.assumed_ttl = assumed_ttl
+        self._node_objects = 0
+        """Nodes that exist (have a Node object); kept as a count because every cycle asks."""
         self.generation = 0
         """Bumped whenever a node's labels, taints, schedulability or allocatable change."""
         self._label_rows: dict[str, dict[str, set[int]]] = {}
@@ -79,6 +81,8 @@ class Cache:
         name = node.metadata.name or ""
         info = self._node_info(name)
         self._unindex_labels(info)
+        if info.node is None:
+            self._node_objects += 1
         info.node = node
         info.labels = dict(node.metadata.labels or {})
         info.taints = tuple(node.spec.taints or ())
@@ -95,6 +99,8 @@ class Cache:
         if info is None:
             return
         self._unindex_labels(info)
+        if info.node is not None:
+            self._node_objects -= 1
         if info.pods:
             # Pods still reference the node: keep their accounting on a row that is no candidate.
             info.node = None
@@ -228,4 +234,4 @@ class Cache:
         return iter(self._pods.values())
 
     def node_count(self) -> int:
-        return sum(1 for info in self.nodes.values() if info.node is not None)
+        return self._node_objects

@@ -114,6 +114,6 @@ class NodeTable:
 
     def free(self, rows: IntArray, cols: IntArray) -> IntArray:
         """allocatable - requested for those rows and columns (a rows x cols array)."""
-        idx = np.ix_(rows, cols)
-        result: IntArray = self.allocatable[idx] - self.requested[idx]
+        # Column slices first (contiguous copies of a few columns), then the rows: cheaper than np.ix_.
+        result: IntArray = (self.allocatable[:, cols] - self.requested[:, cols])[rows]
         return result
