@@ -204,14 +204,23 @@ def wait_for_admission(cluster: ControlPlane, component: LocalComponent, timeout
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.components", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["start", "stop"])
-    parser.add_argument("component", choices=["koord-manager"])
+    parser.add_argument("component", choices=["koord-manager", "koord-scheduler"])
     parser.add_argument("--cluster", default="koord-py")
+    parser.add_argument("--port", type=int, default=10251, help="koord-scheduler's HTTP port")
     args = parser.parse_args(argv)
     cluster = ControlPlane(name=args.cluster)
-    component = koord_manager(cluster)
+    if args.component == "koord-manager":
+        component = koord_manager(cluster)
+    else:
+        component = koord_scheduler(
+            cluster, kubeconfig=cluster.kubeconfig, port=args.port, leader_elect=False
+        )
     if args.action == "start":
         component.start()
-        wait_for_admission(cluster, component)
+        if args.component == "koord-manager":
+            wait_for_admission(cluster, component)
+        else:
+            wait_until_ready(component, args.port)
         print(f"[components] {component.name} running (pid {component.pid()}, log {component.log_file})")
     else:
         component.stop()

@@ -19,24 +19,30 @@ def example_files() -> list[Path]:
     return sorted(EXAMPLES.glob("v*/*.yaml"))
 
 
+SAMPLE_WORKLOAD = EXAMPLES / "simulate" / "workload.yaml"
+
+
 def apply(cp: ControlPlane) -> None:
-    files = example_files()
+    files = [*example_files(), SAMPLE_WORKLOAD]
     for i, path in enumerate(files, 1):
         cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
         print(f"[samples] {i}/{len(files)} applied {path.relative_to(repo_root())}", file=sys.stderr)
 
 
 NEXT_STEPS = """
-koordinator-py's local cluster is up.
+koordinator-py's local cluster is up: kube-apiserver, etcd, KWOK nodes, koord-manager (admission
+webhooks) and koord-scheduler (binding pods whose schedulerName is koord-scheduler).
 
-  export KUBECONFIG=$PWD/.cluster/kubeconfig PATH=$PWD/.bin:$PATH
+  export KUBECONFIG=$PWD/.cluster/kubeconfig PATH=$PWD/.bin:$PWD/.venv/bin:$PATH
   kubectl get nodes -L network.topology.nvidia.com/spine,network.topology.nvidia.com/block
-  kubectl get crd | grep -E 'koordinator|sigs.k8s.io'
+  kubectl get pods -o wide                       # the sample Deployment `web` and Job `train`, bound
+  kubectl get events --field-selector reason=FailedScheduling
+  koordctl explain pod hp-worker-1               # why a pod is where it is
   kubectl get pg,eq,reservations,devices -A
-  kubectl explain podgroup.spec
+  curl -s localhost:10251/metrics | grep scheduler_schedule_attempts_total
 
-The examples from the release notes (docs/examples/) are applied. The scheduler, operators and
-node agent are not part of this build yet (see docs/features.md), so pods stay Pending.
+The examples from the release notes (docs/examples/) are applied too; the features they use that
+are not built yet are listed in docs/features.md. Logs: .cluster/koord-py/*.log.
 `make down` stops everything.
 """
 

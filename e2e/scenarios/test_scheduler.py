@@ -391,3 +391,32 @@ def test_standby_takes_over_when_the_leader_dies(
         assert standby.metric("scheduler_schedule_attempts_total{") >= 20
     finally:
         standby.component.stop()
+
+
+def test_gated_pod_waits_until_its_gates_are_removed(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    namespace = "sched-gates"
+    control_plane.kubectl("create", "namespace", namespace)
+    gated = make_pod("gated", namespace, cpu="100m", memory="64Mi")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/quota-check"}]
+    apply(control_plane, [gated, make_pod("free", namespace, cpu="100m", memory="64Mi")])
+    wait_for(
+        lambda: len(_bound(pods(control_plane, namespace))) == 1, timeout=60, what="the ungated pod bound"
+    )
+    assert not next(p for p in pods(control_plane, namespace) if p["metadata"]["name"] == "gated")[
+        "spec"
+    ].get("nodeName")
+    control_plane.kubectl(
+        "patch",
+        "pod",
+        "gated",
+        "-n",
+        namespace,
+        "--type=json",
+        "-p",
+        '[{"op": "remove", "path": "/spec/schedulingGates"}]',
+    )
+    wait_for(
+        lambda: len(_bound(pods(control_plane, namespace))) == 2, timeout=60, what="the ungated pod bound"
+    )

@@ -19,6 +19,7 @@ from scheduler.plugins import (
     node_unschedulable,
     queue_sort,
     scarce_resource_avoidance,
+    scheduling_gates,
     taint_toleration,
 )
 
@@ -43,10 +44,12 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
         PluginSpec(taint_toleration.NAME, taint_toleration.new),
         PluginSpec(default_binder.NAME, default_binder.new),
+        PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
     ]
 )
 
 DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
+    ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME),),
     ExtensionPoint.QUEUE_SORT: (PluginRef(queue_sort.NAME),),
     ExtensionPoint.PRE_FILTER: (PluginRef(node_resources_fit.NAME), PluginRef(node_affinity.NAME)),
     ExtensionPoint.FILTER: (

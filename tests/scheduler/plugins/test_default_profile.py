@@ -72,8 +72,10 @@ def test_registry_and_default_set() -> None:
         "NodeUnschedulable",
         "PrioritySort",
         "ScarceResourceAvoidance",
+        "SchedulingGates",
         "TaintToleration",
     ]
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_ENQUEUE] == (PluginRef("SchedulingGates"),)
     assert DEFAULT_PLUGINS[ExtensionPoint.SCORE] == (
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),

@@ -85,3 +85,18 @@ def test_events() -> None:
         node_unschedulable.new(None, None).events_to_register()
         == ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE
     )  # type: ignore[arg-type]
+
+
+def test_scheduling_gates_keep_a_gated_pod_out_of_the_queue() -> None:
+    from apis.core import Pod
+    from scheduler.cache.pod_info import PodInfo
+    from scheduler.framework.status import Code
+    from scheduler.plugins.scheduling_gates import SchedulingGates
+
+    gated = Pod.model_validate(
+        {"metadata": {"name": "g"}, "spec": {"schedulingGates": [{"name": "b"}, {"name": "a"}]}}
+    )
+    status = SchedulingGates().pre_enqueue(PodInfo.of(gated))
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert status.reasons == ("waiting for scheduling gates: [a, b]",)
+    assert SchedulingGates().pre_enqueue(PodInfo.of(Pod.model_validate({"metadata": {"name": "free"}}))).ok

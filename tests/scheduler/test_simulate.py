@@ -1,0 +1,57 @@
+"""koordctl simulate: the real scheduler on the in-memory backend, through the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scheduler import koordctl
+from scheduler.simulator.description import ClusterDescription
+from scheduler.simulator.run import load_workload, simulate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "simulate"
+
+
+def test_example_workload_is_placed_as_its_constraints_say(capsys: pytest.CaptureFixture[str]) -> None:
+    code = koordctl.main(
+        [
+            "simulate",
+            "--cluster",
+            str(EXAMPLES / "cluster.yaml"),
+            "--workload",
+            str(EXAMPLES / "workload.yaml"),
+            "-o",
+            "json",
+        ]
+    )
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["scheduled"], report["pending"]) == (15, 0)
+    nodes = {p["name"]: p["node"] for p in report["placements"]}
+    assert all(nodes[f"train-{i}"].startswith("gpu-") for i in range(3))
+    assert all(nodes[f"web-{i}"].startswith("cpu-") for i in range(12))
+    assert report["utilisation"]["nvidia.com/gpu"]["requested"] == "12"
+
+
+async def test_pods_that_do_not_fit_are_reported_with_the_reason(tmp_path: Path) -> None:
+    cluster = ClusterDescription.model_validate(
+        {"nodePools": [{"name": "n", "count": 2, "cpu": "4", "memory": "8Gi"}]}
+    )
+    workload = tmp_path / "pods.yaml"
+    workload.write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: big}\nspec:\n  replicas: 5\n  template:\n"
+        "    spec:\n      containers: [{name: c, image: x, resources: {requests: {cpu: '3'}}}]\n"
+    )
+    result = await simulate(cluster, load_workload(workload))
+    assert len(result.scheduled) == 2
+    assert len(result.pending) == 3
+    assert result.pending[0].reason == "0/2 nodes are available: 2 Insufficient cpu."
+
+
+def test_unknown_kind_is_a_clear_error(tmp_path: Path) -> None:
+    workload = tmp_path / "pods.yaml"
+    workload.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    with pytest.raises(ValueError, match="unsupported kind 'ConfigMap'"):
+        load_workload(workload)
