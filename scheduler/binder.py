@@ -76,7 +76,9 @@ class Binder:
         self._cache.finish_binding(pod.uid, self._clock())
         self._queue.done(pod.uid)
         self._explanations.put(
-            Explanation(pod.namespace, pod.name, "scheduled", f"bound to {node}", node=node, attempts=qp.attempts)
+            Explanation(
+                pod.namespace, pod.name, "scheduled", f"bound to {node}", node=node, attempts=qp.attempts
+            )
         )
         fwk.run_post_bind(state, pod, node)
         if self._on_bound is not None:
