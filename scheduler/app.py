@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.backend.base import ClusterBackend
+from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
@@ -58,6 +58,7 @@ class SchedulerApp:
     cache: Cache = field(init=False)
     queue: SchedulingQueue = field(init=False)
     frameworks: dict[str, Framework] = field(init=False)
+    handles: list[Handle] = field(init=False)
     explanations: ExplanationStore = field(init=False)
     handlers: EventHandlers = field(init=False)
     loop: SchedulingLoop = field(init=False)
@@ -66,11 +67,20 @@ class SchedulerApp:
     def __post_init__(self) -> None:
         self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
         self.explanations = ExplanationStore()
-        handle = Handle(backend=self.backend, snapshot=lambda: Snapshot(self.cache), clock=self.clock)
-        self.frameworks = {
-            p.scheduler_name: Framework(p, self.registry, handle, observe=self.metrics.observe_plugin)
-            for p in self.settings.profiles
-        }
+        self.handles = []
+        self.frameworks = {}
+        for profile in self.settings.profiles:
+            handle = Handle(
+                backend=self.backend,
+                snapshot=lambda: Snapshot(self.cache),
+                clock=self.clock,
+                scheduler_name=profile.scheduler_name,
+                activate=lambda uids: self.queue.activate(uids),
+            )
+            self.handles.append(handle)
+            self.frameworks[profile.scheduler_name] = Framework(
+                profile, self.registry, handle, observe=self.metrics.observe_plugin
+            )
         first = next(iter(self.frameworks.values()))
         self.queue = SchedulingQueue(
             sort_key=first.queue_sort_key,
@@ -105,7 +115,30 @@ class SchedulerApp:
             queue=self.queue,
             scheduler_names=tuple(self.frameworks),
             on_pod_gone=self._pod_gone,
+            pod_listeners=self._listeners(PODS),
         )
+        self._custom_watches = {
+            resource: self._listeners(resource) for h in self.handles for resource in h.subscriptions
+        }
+        for watched in (PODS, NODES):
+            self._custom_watches.pop(watched, None)
+        self._custom_synced = {resource: asyncio.Event() for resource in self._custom_watches}
+
+    def _listeners(self, resource: ResourceType[Any]) -> list[Callable[[WatchEvent[Any]], None]]:
+        return [fn for h in self.handles for fn in h.subscriptions.get(resource, ())]
+
+    async def _watch_custom(self, resource: ResourceType[Any]) -> None:
+        """Feed a custom resource's events to the plugins that subscribed; each change is a cluster
+        event that may make rejected pods schedulable."""
+        async for event in self.backend.watch(resource):
+            for listener in self._custom_watches[resource]:
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("a %s listener failed", resource.kind)
+            if event.type is EventType.REPLACED:
+                self._custom_synced[resource].set()
+            self.queue.on_event(ClusterEvent.CUSTOM_RESOURCE)
 
     def _pre_enqueue(self, pod: PodInfo) -> Status:
         fwk = self.frameworks.get(pod.scheduler_name)
@@ -124,7 +157,7 @@ class SchedulerApp:
 
     @property
     def ready(self) -> bool:
-        return self.handlers.synced
+        return self.handlers.synced and all(e.is_set() for e in self._custom_synced.values())
 
     async def run(self, stop: asyncio.Event) -> None:
         """Informers first; scheduling starts once nodes and pods are listed; runs until ``stop``."""
@@ -133,8 +166,16 @@ class SchedulerApp:
             asyncio.create_task(self.handlers.run_pods(), name="watch pods"),
             asyncio.create_task(self._housekeeping(), name="housekeeping"),
         ]
+        tasks += [
+            asyncio.create_task(self._watch_custom(resource), name=f"watch {resource.plural}")
+            for resource in self._custom_watches
+        ]
         try:
-            synced = asyncio.gather(self.handlers.synced_nodes.wait(), self.handlers.synced_pods.wait())
+            synced = asyncio.gather(
+                self.handlers.synced_nodes.wait(),
+                self.handlers.synced_pods.wait(),
+                *(e.wait() for e in self._custom_synced.values()),
+            )
             await _first(synced, stop.wait())
             if not stop.is_set():
                 log.info("caches synced: %d nodes; scheduling", self.cache.node_count())

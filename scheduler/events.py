@@ -46,6 +46,8 @@ class EventHandlers:
     queue: SchedulingQueue
     scheduler_names: Collection[str]
     on_pod_gone: Callable[[str], None] = lambda uid: None
+    pod_listeners: list[Callable[[WatchEvent[Pod]], None]] = field(default_factory=list)
+    """Plugins' pod informers (Coscheduling's gang state), told before the queue sees the pod."""
     synced_nodes: asyncio.Event = field(default_factory=asyncio.Event)
     synced_pods: asyncio.Event = field(default_factory=asyncio.Event)
     _node_signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
@@ -102,6 +104,11 @@ class EventHandlers:
     # ---- pods --------------------------------------------------------------------------------
 
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
+        for listener in self.pod_listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("a pod listener failed")
         if event.type is EventType.REPLACED:
             self._replace_pods(event.objects)
             self.synced_pods.set()

@@ -318,7 +318,10 @@ class MemoryBackend:
         # Identity fields are immutable; the main resource cannot change status.
         for immutable in ("name", "namespace", "uid", "creationTimestamp"):
             wire["metadata"][immutable] = entry.wire["metadata"].get(immutable)
-        wire["status"] = copy.deepcopy(entry.wire.get("status"))
+        if "status" in entry.wire:
+            wire["status"] = copy.deepcopy(entry.wire["status"])
+        else:
+            wire.pop("status", None)
         self._put(PODS, key, wire)
 
     async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:

@@ -6,8 +6,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from scheduler.backend.base import ClusterBackend
+from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.waiting_pods import WaitingPods
 
@@ -21,3 +22,13 @@ class Handle:
     waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     clock: Callable[[], float] = time.monotonic
     scheduler_name: str = "koord-scheduler"
+    activate: Callable[[set[str]], None] = lambda uids: None
+    """Move these pending pods into the active queue now (a gang became complete)."""
+    subscriptions: dict[ResourceType[Any], list[Callable[[WatchEvent[Any]], None]]] = field(
+        default_factory=dict
+    )
+
+    def subscribe(self, resource: ResourceType[Any], callback: Callable[[WatchEvent[Any]], None]) -> None:
+        """Receive every watch event of ``resource`` (pods before the queue sees them), as a plugin's
+        own informer would in kube-scheduler."""
+        self.subscriptions.setdefault(resource, []).append(callback)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from scheduler.framework.profile import ExtensionPoint, PluginRef
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
+    coscheduling,
     default_binder,
     node_affinity,
     node_name,
@@ -45,13 +46,23 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(taint_toleration.NAME, taint_toleration.new),
         PluginSpec(default_binder.NAME, default_binder.new),
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
+        PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs),
     ]
 )
 
 DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
-    ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME),),
+    ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.QUEUE_SORT: (PluginRef(queue_sort.NAME),),
-    ExtensionPoint.PRE_FILTER: (PluginRef(node_resources_fit.NAME), PluginRef(node_affinity.NAME)),
+    ExtensionPoint.PRE_FILTER: (
+        PluginRef(node_resources_fit.NAME),
+        PluginRef(node_affinity.NAME),
+        PluginRef(coscheduling.NAME),
+    ),
+    ExtensionPoint.POST_FILTER: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.RESERVE: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.PRE_BIND: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.POST_BIND: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.FILTER: (
         PluginRef(node_unschedulable.NAME),
         PluginRef(node_name.NAME),

@@ -64,6 +64,7 @@ def schedule(fw: Framework, pod: PodInfo, snapshot: Snapshot) -> tuple[str | Non
 
 def test_registry_and_default_set() -> None:
     assert DEFAULT_REGISTRY.names() == [
+        "Coscheduling",
         "DefaultBinder",
         "NodeAffinity",
         "NodeName",
@@ -75,7 +76,11 @@ def test_registry_and_default_set() -> None:
         "SchedulingGates",
         "TaintToleration",
     ]
-    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_ENQUEUE] == (PluginRef("SchedulingGates"),)
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_ENQUEUE] == (
+        PluginRef("SchedulingGates"),
+        PluginRef("Coscheduling"),
+    )
+    assert DEFAULT_PLUGINS[ExtensionPoint.PERMIT] == (PluginRef("Coscheduling"),)
     assert DEFAULT_PLUGINS[ExtensionPoint.SCORE] == (
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),

@@ -1,0 +1,5 @@
+"""Coscheduling: gang scheduling (PodGroup CRs and lightweight gang annotations); see plugin.py."""
+
+from scheduler.plugins.coscheduling.plugin import NAME, Coscheduling, CoschedulingArgs, new
+
+__all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]

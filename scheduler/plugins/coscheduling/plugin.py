@@ -1,0 +1,262 @@
+"""Coscheduling: all-or-nothing gangs (PodGroup CRs and Koordinator's lightweight gang annotations).
+
+The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per member:
+
+1. PreEnqueue keeps a member out of the active queue until its whole gang group is ready (every
+   gang known, initialized, with at least minMember pods), and lets it straight in once the group
+   has been satisfied (``once-satisfied``).
+2. PreFilter rejects a member whose group is not ready (UnschedulableAndUnresolvable: preemption
+   cannot create missing pods), and restricts a member to the node its group's placement chose.
+3. Permit holds each assumed member (WAIT, with the gang's wait time) until every gang of the
+   group counts minMember members by its match policy, then releases them all together. No member
+   is bound before that.
+4. A member that finds no node, or a waiting member that times out or is rejected, rolls back
+   every waiting member of the group in Strict mode (NonStrict members keep their places).
+5. PreBind writes the gang-group id and member count annotations Koordinator writes (both the
+   internal and the deprecated keys); PostBind marks the group satisfied.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from apis.core import Pod
+from apis.duration import parse_go_duration_ns
+from apis.extension import gang as gang_ext
+from apis.scheduling.podgroup import PodGroup
+from scheduler.backend.base import PODGROUPS, PODS, EventType, WatchEvent
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import (
+    ClusterEvent,
+    Diagnosis,
+    EnqueueExtensions,
+    PermitPlugin,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from scheduler.framework.status import Status
+from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of
+
+__all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
+
+NAME = "Coscheduling"
+log = logging.getLogger(__name__)
+
+
+class CoschedulingArgs(BaseModel):
+    """CoschedulingArgs with Koordinator's defaults (api-reference section 3)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    default_timeout: str = "600s"
+    """Permit wait of a gang that sets none (Go duration); must be >= 0."""
+    controller_workers: int = Field(default=1, ge=1)
+    skip_check_schedule_cycle: bool = False
+    enable_preemption: bool = False
+    """Job-level preemption (PostFilter); not supported yet."""
+    aware_network_topology: bool = False
+    """Network-topology-aware placement of gangs with a network-topology-spec."""
+    default_match_policy: gang_ext.GangMatchPolicy = gang_ext.DEFAULT_GANG_MATCH_POLICY
+
+    def default_timeout_seconds(self) -> float:
+        ns = parse_go_duration_ns(self.default_timeout)
+        if ns < 0:
+            raise ValueError("defaultTimeout must be >= 0")
+        return ns / 1e9
+
+
+class Coscheduling(
+    PreEnqueuePlugin,
+    PreFilterPlugin,
+    PostFilterPlugin,
+    ReservePlugin,
+    PermitPlugin,
+    PreBindPlugin,
+    PostBindPlugin,
+    EnqueueExtensions,
+):
+    def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.default_timeout = args.default_timeout_seconds()
+        self.gangs = Gangs(default_match_policy=args.default_match_policy)
+        handle.subscribe(PODS, self._on_pod_event)
+        handle.subscribe(PODGROUPS, self._on_pod_group_event)
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def events_to_register(self) -> ClusterEvent:
+        return (
+            ClusterEvent.POD_ADD
+            | ClusterEvent.POD_DELETE
+            | ClusterEvent.CUSTOM_RESOURCE
+            | ClusterEvent.NODE_ADD
+        )
+
+    # ---- informers ---------------------------------------------------------------------------
+
+    def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.REPLACED:
+            for obj in event.objects:
+                self.gangs.on_pod(PodInfo.of(obj))
+            return
+        assert event.obj is not None
+        info = PodInfo.of(event.obj)
+        gang = self.gangs.on_pod_deleted(info) if event.type is EventType.DELETED else self.gangs.on_pod(info)
+        if gang is not None and event.type is EventType.ADDED:
+            self._activate_if_ready(gang)
+
+    def _on_pod_group_event(self, event: WatchEvent[PodGroup]) -> None:
+        if event.type is EventType.REPLACED:
+            self.gangs.replace_pod_groups(event.objects)
+            return
+        assert event.obj is not None
+        if event.type is EventType.DELETED:
+            self.gangs.on_pod_group_deleted(event.obj)
+        else:
+            self._activate_if_ready(self.gangs.on_pod_group(event.obj))
+
+    def _activate_if_ready(self, gang: Gang) -> None:
+        if self.gangs.check(gang) is None:
+            self.handle.activate({p.uid for g in self.gangs.members_of_group(gang) for p in g.pending()})
+
+    # ---- queue -------------------------------------------------------------------------------
+
+    def pre_enqueue(self, pod: PodInfo) -> Status:
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            return (
+                Status.success() if self._not_a_gang(pod) else Status.pending(f"gang of {pod.key} not found")
+            )
+        if self.gangs.group(gang).once_satisfied:
+            return Status.success()
+        problem = self.gangs.check(gang)
+        return Status.pending(problem) if problem else Status.success()
+
+    def _not_a_gang(self, pod: PodInfo) -> bool:
+        return gang_name_of(pod) is None
+
+    # ---- filtering ---------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            if self._not_a_gang(pod):
+                return PreFilterResult(Status.skip())
+            return PreFilterResult(Status.unresolvable(f"gang of {pod.key} not found"))
+        group = self.gangs.group(gang)
+        if group.once_satisfied:
+            return PreFilterResult(Status.skip())
+        problem = self.gangs.check(gang)
+        if problem:
+            return PreFilterResult(Status.unresolvable(problem))
+        planned = group.plan.get(pod.uid)
+        if planned is not None:
+            return PreFilterResult(node_names=frozenset({planned}))
+        return PreFilterResult()
+
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        gang = self.gangs.gang_of(pod)
+        if gang is None or self.gangs.group(gang).once_satisfied:
+            return PostFilterResult(Status.unschedulable())
+        group = self.gangs.group(gang)
+        waiting = sum(len(g.waiting) for g in self.gangs.members_of_group(gang))
+        group.failure = (
+            f"gang group {group.id} rejected because member {pod.key} is unschedulable: "
+            f"{diagnosis.message()} (members already waiting: {waiting})"
+        )
+        group.plan.clear()
+        if gang.mode == gang_ext.GANG_MODE_STRICT:
+            self._reject_waiting(gang, group.failure)
+        return PostFilterResult(Status.unschedulable(group.failure))
+
+    # ---- reserve / permit --------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            return
+        gang.waiting.discard(pod.uid)
+        group = self.gangs.group(gang)
+        group.plan.pop(pod.uid, None)
+        if not group.once_satisfied and gang.mode == gang_ext.GANG_MODE_STRICT:
+            self._reject_waiting(
+                gang, f"gang group {group.id} rolled back: member {pod.key} could not be bound"
+            )
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
+        gang = self.gangs.gang_of(pod)
+        if gang is None or self.gangs.group(gang).once_satisfied:
+            return Status.success(), 0.0
+        gang.waiting.add(pod.uid)
+        if not self.gangs.satisfied(gang):
+            timeout = gang.wait_time.total_seconds() if gang.wait_time else self.default_timeout
+            return Status.wait(f"waiting for gang group {gang.group_id}"), timeout
+        # The group is complete: release every member waiting at Permit (this one is not yet).
+        for member in self.gangs.members_of_group(gang):
+            for uid in member.waiting:
+                waiting = self.handle.waiting_pods.get(uid)
+                if waiting is not None:
+                    waiting.allow(NAME)
+        self.gangs.group(gang).failure = None
+        return Status.success(), 0.0
+
+    def _reject_waiting(self, gang: Gang, reason: str) -> None:
+        for member in self.gangs.members_of_group(gang):
+            for uid in list(member.waiting):
+                waiting = self.handle.waiting_pods.get(uid)
+                if waiting is not None:
+                    waiting.reject(NAME, reason)
+
+    # ---- binding -----------------------------------------------------------------------------
+
+    async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            return Status.success()
+        members = self.gangs.members_of_group(gang)
+        count = sum(len(g.waiting) + len(g.bound) for g in members)
+        if count <= 1:
+            return Status.success()
+        annotations = {
+            gang_ext.ANNOTATION_BIND_GANG_GROUP_ID: gang.group_id,
+            gang_ext.ANNOTATION_BIND_GANG_MEMBER_COUNT: str(count),
+            gang_ext.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: gang.group_id,
+            gang_ext.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: str(count),
+        }
+        try:
+            await self.handle.backend.patch_pod(pod.pod, {"metadata": {"annotations": annotations}})
+        except Exception as exc:
+            return Status.error(f"writing the gang annotations of {pod.key}: {exc}")
+        return Status.success()
+
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            return
+        gang.waiting.discard(pod.uid)
+        gang.bound.add(pod.uid)
+        self.gangs.group(gang).once_satisfied = True
+
+
+def new(args: CoschedulingArgs | None, handle: Handle) -> Coscheduling:
+    return Coscheduling(args or CoschedulingArgs(), handle)

@@ -1,0 +1,180 @@
+"""Gangs end to end on the in-memory backend: nothing of a gang is bound before minMember members
+have a place, Strict rolls back, gang groups go together."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest_asyncio
+
+from scheduler.app import AppSettings, SchedulerApp
+from scheduler.backend.base import NODES, PODGROUPS, PODS
+from scheduler.backend.memory import MemoryBackend
+from scheduler.config import DEFAULT_CONFIG_YAML, load_config
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+
+
+def node(name: str, cpu: str = "4") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu, "memory": "16Gi", "pods": "110"}},
+    }
+
+
+def member(
+    name: str, *, group: str | None = None, cpu: str = "2", annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
+    labels = {"pod-group.scheduling.sigs.k8s.io": group} if group else {}
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": labels,
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+        },
+    }
+
+
+def pod_group(
+    name: str, min_member: int, annotations: dict[str, str] | None = None, timeout: int = 0
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"minMember": min_member}
+    if timeout:
+        spec["scheduleTimeoutSeconds"] = timeout
+    return {
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations or {}},
+        "spec": spec,
+    }
+
+
+@pytest_asyncio.fixture(loop_scope="function")
+async def cluster() -> AsyncIterator[tuple[MemoryBackend, SchedulerApp]]:
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+    backend = MemoryBackend()
+    for i in range(3):
+        backend.apply(NODES, node(f"n{i}"))
+    settings = AppSettings(
+        profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
+    )
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    await app.handlers.synced_nodes.wait()
+    await app.handlers.synced_pods.wait()
+    await asyncio.sleep(0.05)  # the PodGroup informer's first list
+    yield backend, app
+    stop.set()
+    await task
+
+
+def bound(backend: MemoryBackend) -> dict[str, str]:
+    return {p.metadata.name or "": p.spec.node_name for p in backend.list(PODS) if p.spec.node_name}
+
+
+async def settle(seconds: float = 0.3) -> None:
+    await asyncio.sleep(seconds)
+
+
+async def test_gang_waits_for_min_member_pods_then_binds_all(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    backend, _ = cluster
+    backend.apply(PODGROUPS, pod_group("train", 4))
+    for i in range(3):
+        backend.apply(PODS, member(f"w{i}", group="train", cpu="1"))
+    await settle()
+    assert bound(backend) == {}
+    backend.apply(PODS, member("w3", group="train", cpu="1"))
+    for _ in range(100):
+        if len(bound(backend)) == 4:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(bound(backend)) == ["w0", "w1", "w2", "w3"]
+
+
+async def test_gang_that_cannot_fit_binds_nothing(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    backend, _ = cluster
+    backend.apply(PODGROUPS, pod_group("big", 4, timeout=1))
+    for i in range(4):
+        backend.apply(PODS, member(f"b{i}", group="big", cpu="3"))  # 3 nodes x 4 CPU: only 3 fit
+    await settle(1.5)
+    assert bound(backend) == {}
+    messages = {e.message for e in backend.events if e.reason == "FailedScheduling"}
+    assert any("gang group default/big rejected" in m or "Insufficient cpu" in m for m in messages), messages
+
+
+async def test_pods_wait_for_their_pod_group(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    backend, app = cluster
+    backend.apply(PODS, member("early", group="late-pg", cpu="1"))
+    await settle()
+    assert bound(backend) == {}
+    assert app.queue.counts().gated == 1
+    backend.apply(PODGROUPS, pod_group("late-pg", 1))
+    for _ in range(100):
+        if bound(backend):
+            break
+        await asyncio.sleep(0.02)
+    assert list(bound(backend)) == ["early"]
+
+
+async def test_lightweight_gang_from_annotations(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    backend, _ = cluster
+    annotations = {
+        "gang.scheduling.koordinator.sh/name": "light",
+        "gang.scheduling.koordinator.sh/min-available": "2",
+    }
+    backend.apply(PODS, member("l0", cpu="1", annotations=annotations))
+    await settle()
+    assert bound(backend) == {}
+    backend.apply(PODS, member("l1", cpu="1", annotations=annotations))
+    for _ in range(100):
+        if len(bound(backend)) == 2:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(bound(backend)) == ["l0", "l1"]
+    annotations_written = backend.get(PODS, "default", "l0").metadata.annotations  # type: ignore[union-attr]
+    assert annotations_written is not None
+    assert annotations_written["internal.scheduling.koordinator.sh/bind-gang-group-id"] == "default/light"
+    assert annotations_written["scheduling.koordinator.sh/bind-gang-member-count"] == "2"
+
+
+async def test_gang_group_binds_together(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    backend, _ = cluster
+    groups = '["default/master", "default/worker"]'
+    backend.apply(PODGROUPS, pod_group("master", 1, {"gang.scheduling.koordinator.sh/groups": groups}))
+    backend.apply(PODS, member("m0", group="master", cpu="1"))
+    await settle()
+    assert bound(backend) == {}, "the master waits for its group's workers"
+    backend.apply(PODGROUPS, pod_group("worker", 2, {"gang.scheduling.koordinator.sh/groups": groups}))
+    backend.apply(PODS, member("w0", group="worker", cpu="1"))
+    backend.apply(PODS, member("w1", group="worker", cpu="1"))
+    for _ in range(100):
+        if len(bound(backend)) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(bound(backend)) == ["m0", "w0", "w1"]
+
+
+async def test_malformed_gang_annotation_keeps_the_pod_pending_and_the_loop_alive(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    backend, app = cluster
+    bad = {
+        "gang.scheduling.koordinator.sh/name": "bad",
+        "gang.scheduling.koordinator.sh/min-available": "many",
+    }
+    backend.apply(PODS, member("bad", cpu="1", annotations=bad))
+    backend.apply(PODS, member("plain", cpu="1"))
+    for _ in range(100):
+        if bound(backend):
+            break
+        await asyncio.sleep(0.02)
+    assert list(bound(backend)) == ["plain"]
+    assert app.queue.counts().gated == 1
