@@ -17,6 +17,7 @@ import pytest
 from e2e.cluster.__main__ import apply_description, install_crds
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
+from e2e.scheduler_process import Scheduler, install_scheduler_rbac, start_scheduler
 from scheduler.simulator import description as desc
 
 E2E_DESCRIPTION = repo_root() / "e2e" / "clusters" / "e2e.yaml"
@@ -54,6 +55,27 @@ def control_plane(
         if os.environ.get("KOORD_E2E_KEEP") != "1":
             manager.stop()
             cp.stop()
+
+
+@pytest.fixture(scope="session")
+def scheduler_kubeconfig(control_plane: ControlPlane) -> Path:
+    return install_scheduler_rbac(control_plane)
+
+
+@pytest.fixture(scope="session")
+def _scheduler_process(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    running = start_scheduler(control_plane, scheduler_kubeconfig, "koord-scheduler")
+    yield running
+    running.component.stop()
+
+
+@pytest.fixture
+def scheduler(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, _scheduler_process: Scheduler
+) -> Scheduler:
+    """koord-scheduler running (restarted if an earlier test killed it) and ready."""
+    _scheduler_process.ensure_running(control_plane, scheduler_kubeconfig)
+    return _scheduler_process
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:

@@ -154,6 +154,10 @@ class SchedulerApp:
 
     def _pod_gone(self, uid: str) -> None:
         self.loop.forget_pod(uid)
+        for handle in self.handles:  # a deleted pod stops waiting at Permit at once
+            waiting = handle.waiting_pods.get(uid)
+            if waiting is not None:
+                waiting.reject("", "the pod was deleted")
 
     @property
     def ready(self) -> bool:

@@ -9,109 +9,17 @@ from __future__ import annotations
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
-import urllib.request
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.cluster.controlplane import ControlPlane, repo_root
-from e2e.cluster.credentials import service_account_kubeconfig
-from e2e.components import LocalComponent, http_status, koord_scheduler, wait_until_ready
+from e2e.cluster.controlplane import ControlPlane
+from e2e.components import http_status, wait_until_ready
+from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, make_pod, node_overcommit, pods, wait_for
-
-CHART = repo_root() / "charts" / "koordinator-py"
-NAMESPACE = "koordinator-system"
-# Lease timings shorter than the defaults (15s/10s/2s) so that a takeover happens within seconds,
-# yet long enough to ride out an API server restart (it answers 403 for a moment while its RBAC
-# cache fills); a leader that cannot renew in time exits, as kube-scheduler does.
-CONFIG = """
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: true
-  leaseDuration: 8s
-  renewDeadline: 6s
-  retryPeriod: 1s
-  resourceName: koord-scheduler
-  resourceNamespace: koordinator-system
-clientConnection:
-  qps: 500
-  burst: 1000
-profiles:
-- schedulerName: koord-scheduler
-"""
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@dataclass
-class Scheduler:
-    component: LocalComponent
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def metric(self, name: str) -> float:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
-            text = response.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
-
-
-@pytest.fixture(scope="module")
-def scheduler_kubeconfig(control_plane: ControlPlane) -> Path:
-    control_plane.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
-    control_plane.kubectl(
-        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
-    )
-    rendered = subprocess.run(
-        [
-            control_plane.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--show-only",
-            "templates/scheduler-serviceaccount.yaml",
-            "--show-only",
-            "templates/scheduler-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    control_plane.kubectl("apply", "-f", "-", input=rendered)
-    return service_account_kubeconfig(
-        control_plane, NAMESPACE, "koord-scheduler", control_plane.state_dir / "koord-scheduler.kubeconfig"
-    )
-
-
-def _start(control_plane: ControlPlane, kubeconfig: Path, name: str) -> Scheduler:
-    config = control_plane.state_dir / "koord-scheduler-config.yaml"
-    config.write_text(CONFIG)
-    port = _free_port()
-    component = koord_scheduler(control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config)
-    component.start()
-    return Scheduler(component, port)
-
-
-@pytest.fixture(scope="module")
-def scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
-    running = _start(control_plane, scheduler_kubeconfig, "koord-scheduler")
-    wait_until_ready(running.component, running.port)
-    yield running
-    running.component.stop()
 
 
 def _bound(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -137,7 +45,10 @@ SIZES = [("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi"), ("2", "2Gi")]
 
 
 @pytest.fixture(scope="module")
-def mixed_workload(control_plane: ControlPlane, scheduler: Scheduler) -> list[dict[str, Any]]:
+def mixed_workload(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, _scheduler_process: Scheduler
+) -> list[dict[str, Any]]:
+    _scheduler_process.ensure_running(control_plane, scheduler_kubeconfig)
     control_plane.kubectl("create", "namespace", MIXED)
     workload = [
         make_pod(
@@ -327,7 +238,7 @@ def test_sigkill_mid_run_then_restart_binds_everything_once(
         interval=0.05,
     )
     scheduler.component.stop_now(signal.SIGKILL)
-    restarted = _start(control_plane, scheduler_kubeconfig, "koord-scheduler")
+    restarted = start_scheduler(control_plane, scheduler_kubeconfig, "koord-scheduler")
     scheduler.component, scheduler.port = restarted.component, restarted.port
     wait_until_ready(scheduler.component, scheduler.port, timeout=60)
     wait_for(
@@ -368,7 +279,7 @@ def test_apiserver_restart_mid_run(control_plane: ControlPlane, scheduler: Sched
 def test_standby_takes_over_when_the_leader_dies(
     control_plane: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler
 ) -> None:
-    standby = _start(control_plane, scheduler_kubeconfig, "koord-scheduler-standby")
+    standby = start_scheduler(control_plane, scheduler_kubeconfig, "koord-scheduler-standby")
     try:
         wait_for(
             lambda: http_status(f"{standby.url}/healthz") == 200, timeout=60, what="the standby to serve"

@@ -1,0 +1,164 @@
+"""Gangs on the real API server: no member is bound before minMember members have a place."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import ControlPlane
+from e2e.scheduler_process import Scheduler
+from e2e.workloads import apply, make_pod, pods, wait_for
+
+SMALL = {"gang-test": "small"}
+SMALL_NODES = ("cpu-22", "cpu-23")
+
+
+def pod_group(name: str, namespace: str, min_member: int, **extra: Any) -> dict[str, Any]:
+    annotations = extra.pop("annotations", {})
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations},
+        "spec": {"minMember": min_member, **extra},
+    }
+
+
+def member(name: str, namespace: str, group: str, **kwargs: Any) -> dict[str, Any]:
+    labels = {"pod-group.scheduling.sigs.k8s.io": group}
+    return make_pod(name, namespace, labels=labels, **kwargs)
+
+
+def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods(cp, namespace) if p["spec"].get("nodeName")
+    }
+
+
+def explanation(scheduler: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(
+            f"{scheduler.url}/debug/pods/{namespace}/{name}/explanation", timeout=5
+        ) as r:
+            result: dict[str, Any] = json.load(r)
+            return result
+    except urllib.error.HTTPError:
+        return None
+
+
+@pytest.fixture(scope="module")
+def small_nodes(control_plane: ControlPlane) -> Iterator[None]:
+    """Two 16-CPU nodes labelled gang-test=small: room for two 12-CPU members, not three."""
+    for node in SMALL_NODES:
+        control_plane.kubectl("label", "node", node, "gang-test=small", "--overwrite")
+    yield
+    for node in SMALL_NODES:
+        control_plane.kubectl("label", "node", node, "gang-test-")
+
+
+def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    ns = "gang-wait"
+    control_plane.kubectl("create", "namespace", ns)
+    apply(control_plane, [pod_group("train", ns, 4)])
+    apply(control_plane, [member(f"w{i}", ns, "train", cpu="1", memory="1Gi") for i in range(3)])
+    time.sleep(3)  # give the scheduler every chance to (wrongly) bind a partial gang
+    assert bound(control_plane, ns) == {}
+    gated = explanation(scheduler, ns, "w0")
+    assert gated is None or gated["result"] != "scheduled"
+    apply(control_plane, [member("w3", ns, "train", cpu="1", memory="1Gi")])
+    placed = wait_for(
+        lambda: (b := bound(control_plane, ns)) and len(b) == 4 and b, timeout=60, what="4 members bound"
+    )
+    assert sorted(placed) == ["w0", "w1", "w2", "w3"]
+    annotations = next(p for p in pods(control_plane, ns) if p["metadata"]["name"] == "w0")["metadata"][
+        "annotations"
+    ]
+    assert annotations["internal.scheduling.koordinator.sh/bind-gang-group-id"] == f"{ns}/train"
+    assert annotations["internal.scheduling.koordinator.sh/bind-gang-member-count"] == "4"
+
+
+def test_gang_group_of_master_and_workers_is_bound_together(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    ns = "gang-group"
+    control_plane.kubectl("create", "namespace", ns)
+    groups = json.dumps([f"{ns}/master", f"{ns}/worker"])
+    group_annotation = {"gang.scheduling.koordinator.sh/groups": groups}
+    apply(control_plane, [pod_group("master", ns, 1, annotations=group_annotation)])
+    apply(control_plane, [member("master-0", ns, "master", cpu="1", memory="1Gi")])
+    time.sleep(3)
+    assert bound(control_plane, ns) == {}, "the master must wait for the workers of its gang group"
+    apply(control_plane, [pod_group("worker", ns, 2, annotations=group_annotation)])
+    apply(control_plane, [member(f"worker-{i}", ns, "worker", cpu="1", memory="1Gi") for i in range(2)])
+    placed = wait_for(
+        lambda: (b := bound(control_plane, ns)) and len(b) == 3 and b, timeout=60, what="3 bound"
+    )
+    assert sorted(placed) == ["master-0", "worker-0", "worker-1"]
+
+
+@pytest.mark.parametrize(("mode", "expected_waiting"), [("Strict", False), ("NonStrict", True)])
+def test_strict_rolls_back_and_non_strict_keeps_places(
+    control_plane: ControlPlane, scheduler: Scheduler, small_nodes: None, mode: str, expected_waiting: bool
+) -> None:
+    ns = f"gang-{mode.lower()}"
+    control_plane.kubectl("create", "namespace", ns)
+    apply(control_plane, [pod_group("job", ns, 3, annotations={"gang.scheduling.koordinator.sh/mode": mode})])
+    apply(
+        control_plane,
+        [member(f"m{i}", ns, "job", cpu="12", memory="1Gi", node_selector=SMALL) for i in range(3)],
+    )
+
+    def member_results() -> dict[str, str] | None:
+        results = {n: (explanation(scheduler, ns, n) or {}).get("result", "") for n in ("m0", "m1", "m2")}
+        return results if "unschedulable" in results.values() else None
+
+    results = wait_for(member_results, timeout=60, what="a member of the gang to fail")
+    time.sleep(2)
+    results = {n: (explanation(scheduler, ns, n) or {}).get("result", "") for n in ("m0", "m1", "m2")}
+    assert bound(control_plane, ns) == {}, "never a partial gang"
+    waiting = [n for n, r in results.items() if r == "waiting"]
+    if expected_waiting:
+        assert len(waiting) == 2, results  # NonStrict: the two placed members keep their places
+    else:
+        assert waiting == [], results  # Strict: the failure rolled every waiting member back
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_permit_timeout_releases_the_members(
+    control_plane: ControlPlane, scheduler: Scheduler, small_nodes: None
+) -> None:
+    ns = "gang-timeout"
+    control_plane.kubectl("create", "namespace", ns)
+    apply(
+        control_plane,
+        [
+            pod_group(
+                "slow",
+                ns,
+                3,
+                scheduleTimeoutSeconds=2,
+                annotations={"gang.scheduling.koordinator.sh/mode": "NonStrict"},
+            )
+        ],
+    )
+    apply(
+        control_plane,
+        [member(f"s{i}", ns, "slow", cpu="12", memory="1Gi", node_selector=SMALL) for i in range(3)],
+    )
+
+    def timed_out() -> list[str] | None:
+        raw = json.loads(control_plane.kubectl("get", "events", "-n", ns, "-o", "json"))["items"]
+        messages = [e.get("message", "") for e in raw if e.get("reason") == "FailedScheduling"]
+        hits = [m for m in messages if "timeout" in m]
+        return hits or None
+
+    messages = wait_for(timed_out, timeout=60, what="a Permit timeout to be reported")
+    assert any("waiting at permit" in m for m in messages), messages
+    assert bound(control_plane, ns) == {}
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false")

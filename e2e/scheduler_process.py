@@ -1,0 +1,102 @@
+"""koord-scheduler for the e2e suite: a real process authenticated as the chart's ServiceAccount."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.credentials import service_account_kubeconfig
+from e2e.components import LocalComponent, koord_scheduler, wait_until_ready
+
+__all__ = ["CONFIG", "Scheduler", "install_scheduler_rbac", "start_scheduler"]
+
+CHART = repo_root() / "charts" / "koordinator-py"
+NAMESPACE = "koordinator-system"
+# Lease timings shorter than the defaults (15s/10s/2s) so that a takeover happens within seconds,
+# yet long enough to ride out an API server restart (it answers 403 for a moment while its RBAC
+# cache fills); a leader that cannot renew in time exits, as kube-scheduler does.
+CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  leaseDuration: 8s
+  renewDeadline: 6s
+  retryPeriod: 1s
+  resourceName: koord-scheduler
+  resourceNamespace: koordinator-system
+clientConnection:
+  qps: 500
+  burst: 1000
+profiles:
+- schedulerName: koord-scheduler
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Scheduler:
+    component: LocalComponent
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def ensure_running(self, control_plane: ControlPlane, kubeconfig: Path) -> None:
+        """Start it again if a test killed it."""
+        if self.component.pid() is None:
+            restarted = start_scheduler(control_plane, kubeconfig, self.component.name)
+            self.component, self.port = restarted.component, restarted.port
+        wait_until_ready(self.component, self.port)
+
+    def metric(self, name: str) -> float:
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+
+def install_scheduler_rbac(control_plane: ControlPlane) -> Path:
+    """Apply the chart's ServiceAccount and RBAC for koord-scheduler; a kubeconfig with its token."""
+    control_plane.kubectl("create", "namespace", NAMESPACE, "--dry-run=client", "-o", "yaml")
+    control_plane.kubectl(
+        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
+    )
+    rendered = subprocess.run(
+        [
+            control_plane.tool("helm"),
+            "template",
+            "koordinator-py",
+            str(CHART),
+            "--show-only",
+            "templates/scheduler-serviceaccount.yaml",
+            "--show-only",
+            "templates/scheduler-rbac.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    control_plane.kubectl("apply", "-f", "-", input=rendered)
+    return service_account_kubeconfig(
+        control_plane, NAMESPACE, "koord-scheduler", control_plane.state_dir / "koord-scheduler.kubeconfig"
+    )
+
+
+def start_scheduler(control_plane: ControlPlane, kubeconfig: Path, name: str) -> Scheduler:
+    config = control_plane.state_dir / "koord-scheduler-config.yaml"
+    config.write_text(CONFIG)
+    port = free_port()
+    component = koord_scheduler(control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config)
+    component.start()
+    return Scheduler(component, port)
