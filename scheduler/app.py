@@ -76,6 +76,7 @@ class SchedulerApp:
                 clock=self.clock,
                 scheduler_name=profile.scheduler_name,
                 activate=lambda uids: self.queue.activate(uids),
+                observe_solver=self._observe_solver,
             )
             self.handles.append(handle)
             self.frameworks[profile.scheduler_name] = Framework(
@@ -123,6 +124,11 @@ class SchedulerApp:
         for watched in (PODS, NODES):
             self._custom_watches.pop(watched, None)
         self._custom_synced = {resource: asyncio.Event() for resource in self._custom_watches}
+
+    def _observe_solver(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
+        self.metrics.solver_solve(solver, status, seconds)
+        if fell_back:
+            self.metrics.solver_fallback(solver, "timeout")
 
     def _listeners(self, resource: ResourceType[Any]) -> list[Callable[[WatchEvent[Any]], None]]:
         return [fn for h in self.handles for fn in h.subscriptions.get(resource, ())]

@@ -38,6 +38,12 @@ def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
     }
 
 
+def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:
+    """The bound pods once there are ``count`` of them (for wait_for)."""
+    placed = bound(cp, namespace)
+    return placed if len(placed) == count else None
+
+
 def explanation(scheduler: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:
     import urllib.error
     import urllib.request

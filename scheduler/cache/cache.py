@@ -64,6 +64,8 @@ class Cache:
         """Nodes that exist (have a Node object); kept as a count because every cycle asks."""
         self.generation = 0
         """Bumped whenever a node's labels, taints, schedulability or allocatable change."""
+        self.version = 0
+        """Bumped on every change of what is free anywhere (node or pod accounting)."""
         self._label_rows: dict[str, dict[str, set[int]]] = {}
         self._mask_cache: dict[tuple[int, str, frozenset[str] | None], BoolArray] = {}
 
@@ -113,6 +115,7 @@ class Cache:
         self._bump()
 
     def _bump(self) -> None:
+        self.version += 1
         self.generation += 1
         self._mask_cache.clear()
 
@@ -170,6 +173,7 @@ class Cache:
     def _account(self, pod: PodInfo, node: str) -> None:
         info = self._node_info(node)
         info.pods[pod.uid] = pod
+        self.version += 1
         self.table.add_requests(info.row, pod.requests)
         self._pods[pod.uid] = pod
         self._pod_node[pod.uid] = node
@@ -183,6 +187,7 @@ class Cache:
         if info is None:
             return
         counted = info.pods.pop(pod.uid, None)
+        self.version += 1
         if counted is not None:
             self.table.add_requests(info.row, counted.requests, sign=-1)
         if info.node is None and not info.pods:

@@ -30,6 +30,11 @@ class Snapshot:
         self.generation = cache.generation
 
     @property
+    def version(self) -> int:
+        """Changes whenever anything free anywhere changes (for results cached across cycles)."""
+        return self._cache.version
+
+    @property
     def table(self) -> NodeTable:
         return self._cache.table
 

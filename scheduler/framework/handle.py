@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
+from scheduler.cache.node_table import IntArray
+from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.waiting_pods import WaitingPods
 
@@ -27,6 +29,11 @@ class Handle:
     subscriptions: dict[ResourceType[Any], list[Callable[[WatchEvent[Any]], None]]] = field(
         default_factory=dict
     )
+    feasible_rows: Callable[[PodInfo, Snapshot], IntArray] | None = None
+    """Rows every PreFilter and Filter of the profile accept for a pod (set by the Framework), for
+    plugins that place several pods at once (gangs)."""
+    observe_solver: Callable[[str, str, float, bool], None] = lambda solver, status, seconds, fallback: None
+    """(solver, status, seconds, fell back to greedy) -> metrics."""
 
     def subscribe(self, resource: ResourceType[Any], callback: Callable[[WatchEvent[Any]], None]) -> None:
         """Receive every watch event of ``resource`` (pods before the queue sees them), as a plugin's

@@ -22,7 +22,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework import interfaces as fw
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint, ResolvedProfile
 from scheduler.framework.registry import Registry
@@ -31,6 +31,9 @@ from scheduler.framework.status import Code, Status
 __all__ = ["Framework", "Observer"]
 
 log = logging.getLogger(__name__)
+
+PLANNING: StateKey[bool] = StateKey("framework/planning")
+"""Written in the CycleState of ``feasible_rows``: the cycle evaluates a pod for a plan, not for real."""
 
 Observer = Callable[[str, str, str, float], None]
 """(extension point, plugin, status code name, seconds)."""
@@ -80,10 +83,26 @@ class Framework:
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
             self._points[point] = plugins
+        handle.feasible_rows = self.feasible_rows
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
         self._queue_sort: fw.QueueSortPlugin = sorts[0]
+
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
+        """The rows every PreFilter and Filter accept for ``pod``, in a CycleState of its own marked
+        ``PLANNING`` (so a plugin that plans several pods does not recurse)."""
+        state = CycleState()
+        state.write(PLANNING, True)
+        status, allowed = self.run_pre_filter(state, pod, snapshot)
+        rows = snapshot.candidate_rows()
+        if not status.ok:
+            return rows[:0]
+        if allowed is not None:
+            names = snapshot.table.names
+            rows = rows[np.fromiter((names[r] in allowed for r in rows), dtype=np.bool_, count=rows.size)]
+        feasible, status = self.run_filter(state, pod, snapshot, rows, fw.Diagnosis())
+        return feasible if status.ok else rows[:0]
 
     def has(self, point: ExtensionPoint) -> bool:
         return bool(self._points.get(point))

@@ -1,0 +1,51 @@
+"""Gang placement solvers: CP-SAT over aggregated counts, and Koordinator's greedy plan.
+
+``solve(problem)`` returns a `Plan` (one node per member) or an `Infeasible` (the binding rule in
+words), dispatching on ``problem.options.strategy``. Inputs and outputs are frozen dataclasses of
+plain values (`problem`), so callers copy what they need out of the scheduler cache first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.solver.gang_placement import solve_cpsat
+from scheduler.solver.greedy import solve_greedy
+from scheduler.solver.problem import (
+    Infeasible,
+    ModelSize,
+    NodeSpec,
+    PlacementProblem,
+    Plan,
+    PodGroupSpec,
+    ResourceVector,
+    SolveOptions,
+    TopologyLayer,
+    objective,
+    violations,
+)
+
+__all__ = [
+    "Infeasible",
+    "ModelSize",
+    "NodeSpec",
+    "PlacementProblem",
+    "Plan",
+    "PodGroupSpec",
+    "ResourceVector",
+    "SolveOptions",
+    "TopologyLayer",
+    "objective",
+    "solve",
+    "violations",
+]
+
+
+def solve(
+    problem: PlacementProblem, *, on_fallback: Callable[[PlacementProblem], None] | None = None
+) -> Plan | Infeasible:
+    """Place a gang. ``on_fallback`` is called when CP-SAT found nothing in time and the greedy
+    plan is returned instead (status GREEDY_FALLBACK), so the caller can count it."""
+    if problem.options.strategy == "greedy":
+        return solve_greedy(problem)
+    return solve_cpsat(problem, on_fallback=on_fallback)

@@ -93,6 +93,8 @@ class GangGroup:
     """Member uid -> node chosen for it by the group's placement."""
     failure: str | None = None
     """Why the group's latest attempt failed (shown on every member)."""
+    failure_version: int = -1
+    """The cache version ``failure`` was computed at; a newer one makes the group worth a new try."""
 
 
 class Gangs:

@@ -19,6 +19,7 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 from __future__ import annotations
 
 import logging
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
@@ -26,8 +27,10 @@ from pydantic.alias_generators import to_camel
 from apis.core import Pod
 from apis.duration import parse_go_duration_ns
 from apis.extension import gang as gang_ext
+from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
-from scheduler.backend.base import PODGROUPS, PODS, EventType, WatchEvent
+from scheduler import solver
+from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
@@ -46,8 +49,11 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
     ReservePlugin,
 )
+from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
-from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of
+from scheduler.plugins.coscheduling.gangs import Gang, GangGroup, Gangs, gang_name_of
+from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
+from scheduler.solver.problem import Infeasible, Plan, SolveOptions
 
 __all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
 
@@ -69,6 +75,11 @@ class CoschedulingArgs(BaseModel):
     aware_network_topology: bool = False
     """Network-topology-aware placement of gangs with a network-topology-spec."""
     default_match_policy: gang_ext.GangMatchPolicy = gang_ext.DEFAULT_GANG_MATCH_POLICY
+    placement_strategy: Literal["cpsat", "greedy"] = "cpsat"
+    """koordinator-py: how a gang group is placed as a whole. ``cpsat`` (CP-SAT, the greedy plan as
+    its hint and fallback) or ``greedy`` (Koordinator's plan algorithm)."""
+    solver_time_limit_seconds: float = Field(default=1.0, gt=0)
+    """koordinator-py: CP-SAT's time limit per gang placement; the greedy plan is used after it."""
 
     def default_timeout_seconds(self) -> float:
         ns = parse_go_duration_ns(self.default_timeout)
@@ -92,8 +103,13 @@ class Coscheduling(
         self.handle = handle
         self.default_timeout = args.default_timeout_seconds()
         self.gangs = Gangs(default_match_policy=args.default_match_policy)
+        self.topology: ClusterNetworkTopology | None = None
+        self.options = SolveOptions(
+            time_limit_seconds=args.solver_time_limit_seconds, strategy=args.placement_strategy
+        )
         handle.subscribe(PODS, self._on_pod_event)
         handle.subscribe(PODGROUPS, self._on_pod_group_event)
+        handle.subscribe(TOPOLOGIES, self._on_topology_event)
 
     @property
     def name(self) -> str:
@@ -130,6 +146,13 @@ class Coscheduling(
         else:
             self._activate_if_ready(self.gangs.on_pod_group(event.obj))
 
+    def _on_topology_event(self, event: WatchEvent[ClusterNetworkTopology]) -> None:
+        """Only the ClusterNetworkTopology named ``default`` is used, as in Koordinator."""
+        if event.type is EventType.REPLACED:
+            self.topology = next((t for t in event.objects if t.metadata.name == "default"), None)
+        elif event.obj is not None and event.obj.metadata.name == "default":
+            self.topology = None if event.type is EventType.DELETED else event.obj
+
     def _activate_if_ready(self, gang: Gang) -> None:
         if self.gangs.check(gang) is None:
             self.handle.activate({p.uid for g in self.gangs.members_of_group(gang) for p in g.pending()})
@@ -153,6 +176,8 @@ class Coscheduling(
     # ---- filtering ---------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
+        if state.get(PLANNING):
+            return PreFilterResult(Status.skip())  # evaluating a member for the group's plan
         gang = self.gangs.gang_of(pod)
         if gang is None:
             if self._not_a_gang(pod):
@@ -165,9 +190,60 @@ class Coscheduling(
         if problem:
             return PreFilterResult(Status.unresolvable(problem))
         planned = group.plan.get(pod.uid)
-        if planned is not None:
-            return PreFilterResult(node_names=frozenset({planned}))
-        return PreFilterResult()
+        if planned is None:
+            failure = self._plan(gang, group, snapshot)
+            if failure is not None:
+                return PreFilterResult(failure)
+            planned = group.plan.get(pod.uid)
+        if planned is None:
+            return PreFilterResult(Status.error(f"the placement of gang group {group.id} left out {pod.key}"))
+        return PreFilterResult(node_names=frozenset({planned}))
+
+    def _plan(self, gang: Gang, group: GangGroup, snapshot: Snapshot) -> Status | None:
+        """Place every pending member of the group at once; None on success (``group.plan`` set).
+
+        An infeasible group is not solved again until something free in the cluster changes
+        (``snapshot.version``), so its members fail fast with the same explanation."""
+        if group.failure is not None and group.failure_version == snapshot.version:
+            return Status.unschedulable(group.failure)
+        members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
+        feasible_rows = self.handle.feasible_rows
+        if not members or feasible_rows is None:
+            return None
+        spec = gang.topology_spec if self.args.aware_network_topology else None
+        if spec is not None and self.topology is None:
+            return Status.unresolvable(
+                f"gang {gang.id} asks for network topology, "
+                "but there is no ClusterNetworkTopology named default"
+            )
+        try:
+            problem = build_problem(
+                group.id,
+                members,
+                snapshot,
+                lambda member: feasible_rows(member, snapshot),
+                topology=self.topology if spec is not None else None,
+                spec=spec,
+                options=self.options,
+            )
+        except TopologyError as exc:
+            return Status.unresolvable(f"gang {gang.id}: {exc}")
+        fell_back = False
+
+        def fallback(_: object) -> None:
+            nonlocal fell_back
+            fell_back = True
+
+        result = solver.solve(problem, on_fallback=fallback)
+        status = result.status if isinstance(result, Plan) else "INFEASIBLE"
+        self.handle.observe_solver(self.options.strategy, status, result.solve_seconds, fell_back)
+        if isinstance(result, Infeasible):
+            group.failure, group.failure_version = result.message, snapshot.version
+            return Status.unschedulable(result.message)
+        group.plan = dict(result.assignment)
+        group.failure = None
+        self.handle.activate(set(group.plan))  # the other members are next in line
+        return None
 
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis

@@ -1,0 +1,154 @@
+"""From the scheduler's view to a solver problem: the pending members of a gang group, the nodes
+each class of identical members passes Filter on, every node's free resources, and (for gangs with
+a network-topology-spec) each node's path in the ClusterNetworkTopology named ``default``.
+
+The tree follows Koordinator (api-reference 1.5): layers ordered by following
+``parentTopologyLayer`` up from ``NodeTopologyLayer``; a node's domain at a layer is the value of the
+first of the layer's ``labelKey`` present on it; a node missing only the label of the layer right
+above the node layer gets a virtual domain named after itself; a node missing any other layer is
+left out (it cannot host a topology gang).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from apis.extension import networktopology as topology_ext
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from scheduler.cache.node_table import IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.solver.problem import (
+    NodeSpec,
+    PlacementProblem,
+    PodGroupSpec,
+    ResourceVector,
+    SolveOptions,
+    TopologyLayer,
+)
+
+__all__ = ["TopologyError", "build_problem", "layer_chain"]
+
+NODE_LAYER = "NodeTopologyLayer"
+CLUSTER_LAYER = "ClusterTopologyLayer"
+
+FeasibleRows = Callable[[PodInfo], IntArray]
+
+
+class TopologyError(ValueError):
+    """The ClusterNetworkTopology does not describe one chain of layers."""
+
+
+def layer_chain(topology: ClusterNetworkTopology) -> list[tuple[str, tuple[str, ...]]]:
+    """(layer, label keys) from the top layer down to the one right above NodeTopologyLayer."""
+    items = {i.topology_layer: i for i in (topology.spec.network_topology_spec if topology.spec else [])}
+    if NODE_LAYER not in items:
+        raise TopologyError(f"ClusterNetworkTopology has no {NODE_LAYER}")
+    chain: list[tuple[str, tuple[str, ...]]] = []
+    current = items[NODE_LAYER].parent_topology_layer
+    seen = {NODE_LAYER}
+    while current and current != CLUSTER_LAYER:
+        if current in seen:
+            raise TopologyError(f"layer {current} appears twice in the chain")
+        seen.add(current)
+        item = items.get(current)
+        if item is None:
+            raise TopologyError(f"layer {current} is named as a parent but not defined")
+        chain.append((current, tuple(item.label_key or ())))
+        current = item.parent_topology_layer
+    if set(items) - seen:
+        raise TopologyError(f"layers {sorted(set(items) - seen)} are not on the chain to {NODE_LAYER}")
+    chain.reverse()
+    return chain
+
+
+def _node_path(
+    labels: dict[str, str], node: str, chain: Sequence[tuple[str, tuple[str, ...]]]
+) -> tuple[str, ...] | None:
+    path: list[str] = []
+    for index, (_, keys) in enumerate(chain):
+        value = next((labels[k] for k in keys if labels.get(k)), None)
+        if value is None:
+            if index == len(chain) - 1:
+                value = node  # a virtual domain keeps every leaf at the same depth
+            else:
+                return None
+        path.append(value)
+    return tuple(path)
+
+
+def build_problem(
+    gang_id: str,
+    members: Sequence[PodInfo],
+    snapshot: Snapshot,
+    feasible_rows: FeasibleRows,
+    *,
+    topology: ClusterNetworkTopology | None,
+    spec: topology_ext.NetworkTopologySpec | None,
+    options: SolveOptions,
+) -> PlacementProblem:
+    """The placement problem of ``members`` (a gang group's pending pods, in rank order)."""
+    table = snapshot.table
+    resources = tuple(sorted({r for m in members for r in m.requests}))
+    cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
+
+    classes: dict[tuple[int, ...], list[PodInfo]] = {}
+    for pod in members:
+        classes.setdefault(tuple(pod.requests.get(r, 0) for r in resources), []).append(pod)
+
+    chain: list[tuple[str, tuple[str, ...]]] = []
+    layers: tuple[TopologyLayer, ...] = ()
+    if topology is not None and spec is not None:
+        chain = layer_chain(topology)
+        rules = {rule.layer: rule for rule in spec.gather_strategy or ()}
+        known = {name for name, _ in chain}
+        unknown = sorted(set(rules) - known - {NODE_LAYER})
+        if unknown:
+            raise TopologyError(
+                f"gatherStrategy names layers {unknown} that the ClusterNetworkTopology lacks"
+            )
+        layers = tuple(
+            TopologyLayer(
+                name,
+                strategy=rules[name].strategy if name in rules else None,
+                pod_count_multiple=(rules[name].pod_count_multiple or 1) if name in rules else 1,
+            )
+            for name, _ in chain
+        )
+
+    pod_groups: list[PodGroupSpec] = []
+    feasible: dict[str, frozenset[str]] = {}
+    candidate_rows: set[int] = set()
+    for request, pods in classes.items():
+        name = pods[0].name if len(pods) == 1 else f"{pods[0].name} and {len(pods) - 1} alike"
+        rows = feasible_rows(pods[0])
+        names = frozenset(table.names[int(r)] for r in rows)
+        feasible[name] = names
+        candidate_rows.update(int(r) for r in rows)
+        pod_groups.append(PodGroupSpec(name, ResourceVector(request), tuple(p.uid for p in pods)))
+
+    nodes: list[NodeSpec] = []
+    ordered = np.array(sorted(candidate_rows), dtype=np.int64)
+    free = table.free(ordered, cols) if ordered.size else np.zeros((0, len(resources)), dtype=np.int64)
+    for row, vector in zip(ordered.tolist(), free.tolist(), strict=True):
+        info = snapshot.node_at(row)
+        path: tuple[str, ...] = ()
+        if chain:
+            found = _node_path(info.labels, info.name, chain)
+            if found is None:
+                continue  # outside the topology tree: cannot host a topology gang
+            path = found
+        nodes.append(NodeSpec(info.name, ResourceVector(tuple(max(0, v) for v in vector)), path))
+    present = {n.name for n in nodes}
+    feasible = {g: frozenset(n for n in names if n in present) for g, names in feasible.items()}
+    return PlacementProblem(
+        gang=gang_id,
+        resources=resources,
+        pod_groups=tuple(pod_groups),
+        nodes=tuple(nodes),
+        feasible_nodes=feasible,
+        layers=layers,
+        options=options,
+    )

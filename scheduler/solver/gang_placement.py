@@ -1,0 +1,529 @@
+"""CP-SAT gang placement over topology layers: MustGather, PreferGather, podCountMultiple, scores.
+
+Problem: give every member of a gang a node so that no node is overcommitted, every member sits
+on a node that passed Filter for it, MustGather layers hold the gang in one domain and every
+domain of a layer with podCountMultiple k holds a multiple of k members; among those placements,
+minimise lexicographically the number of domains used at each PreferGather layer (nearest layer
+to the nodes first), then maximise the sum of node scores over the members.
+
+Formulation (design.md, "Gangs are placed as a whole"):
+
+* Counting first. `aggregate` folds identical pods into pod classes g and identical nodes (same
+  free vector, path, feasibility and score) into node classes c of multiplicity m_c.
+  `explain.diagnose` refutes by counting what counting can refute (capacity, multiples,
+  MustGather). Candidate domains are decided by counting too: if some domain of the nearest
+  PreferGather layer can hold the whole gang, the optimum uses exactly one such domain, so each
+  of those domains is a candidate; otherwise the candidates are the MustGather domains that can
+  hold the gang, or the whole cluster. One small model is solved per candidate, candidates in
+  order of a counting lower bound on their objective, and a candidate whose bound cannot beat
+  the best answer so far is pruned without a solve.
+* Variables: ``x[c, g]`` integer, members of pod class g on the nodes of class c. No variable
+  per member or per node: a 1,024-member gang on 5,000 nodes is a few hundred integers.
+* Capacity is per node. A class with one pod class fitting is bounded by ``m_c * cap(c, g)``.
+  A class where several pod classes fit counts its nodes per maximal packing pattern p,
+  ``y[c, p]`` with ``sum_p y[c, p] <= m_c`` and ``x[c, g] <= sum_p k[p, g] * y[c, p]``, which is
+  exact; a node with too many patterns is a class of its own and gets one linear constraint per
+  resource instead.
+* Topology: per domain d below the candidate, ``n_d`` = members inside. PreferGather layers get
+  ``used[d]`` with ``n_d <= bound_d * used[d]``; layers with podCountMultiple k get
+  ``n_d = k * z[d]``.
+* Objective: one weighted sum whose weights provably dominate: each term's weight exceeds the
+  whole range of every later term, so minimising the sum is minimising the tuple
+  (domains used per PreferGather layer nearest first, minus the weighted score).
+* Ranks: members of a class are laid onto the chosen nodes in rank order along the topology
+  (path, then node name), so consecutive ranks share the lowest domain except at the fewest
+  boundaries that the chosen domain counts allow; minimising domains at the nearest layer is
+  what keeps pipeline neighbours close.
+* Search: Koordinator's greedy plan (`greedy.plan`) on the candidate is the complete hint; the
+  time limit covers all candidates together; seed and worker count are fixed and the search is
+  interleaved, so the same input gives the same plan. FEASIBLE is accepted. If no CP-SAT solve
+  returns a solution in time, the greedy placement is returned as GREEDY_FALLBACK (the caller
+  counts it; ``on_fallback`` is called too). A proven infeasibility is explained with
+  assumptions (one literal per pod class demand and per podCountMultiple layer) and
+  ``sufficient_assumptions_for_infeasibility``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+
+from ortools.sat.python import cp_model
+
+from scheduler.solver import explain, greedy
+from scheduler.solver.aggregate import Aggregate, DomainCapacity, NodeClass, aggregate
+from scheduler.solver.problem import (
+    Infeasible,
+    ModelSize,
+    PlacementProblem,
+    Plan,
+    PlanStatus,
+    domain_key,
+    domains_used,
+    objective,
+    violations,
+)
+
+__all__ = ["solve_cpsat"]
+
+Domain = tuple[str, ...]
+Objective = tuple[int, ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Outcome:
+    status: str  # OPTIMAL | FEASIBLE | INFEASIBLE | UNKNOWN
+    assignment: dict[str, str] | None
+    variables: int
+    constraints: int
+    core: tuple[str, ...] = ()
+
+
+class _Context:
+    """Problem-wide data shared by the candidate models."""
+
+    def __init__(self, problem: PlacementProblem) -> None:
+        self.problem = problem
+        self.agg: Aggregate = aggregate(problem)
+        self.cap = DomainCapacity.build(problem, self.agg)
+        self.counts = tuple(pc.count for pc in self.agg.pod_classes)
+        self.total = problem.member_count
+        self.class_of_group = {gi: pc.index for pc in self.agg.pod_classes for gi in pc.groups}
+        members = greedy.members_in_rank_order(problem)
+        self.members_by_class: dict[int, list[str]] = defaultdict(list)
+        for member, gi in members:
+            self.members_by_class[self.class_of_group[gi]].append(member)
+        self.class_of_member = {m: self.class_of_group[gi] for m, gi in members}
+        self.path_of = {n.name: n.path for n in problem.nodes}
+
+        self._classes_in: dict[Domain, list[NodeClass]] = defaultdict(list)
+        for c in self.agg.node_classes:
+            for depth in range(len(c.path) + 1):
+                self._classes_in[c.path[:depth]].append(c)
+
+    def classes_in(self, cand: Domain) -> list[NodeClass]:
+        return self._classes_in.get(cand, [])
+
+    def lower_bound(self, cand: Domain) -> Objective:
+        """Componentwise lower bound of the objective of any placement inside ``cand``."""
+        bounds: list[int] = []
+        for i in self.problem.prefer_gather_order:
+            if i < len(cand):
+                bounds.append(1)
+                continue
+            keys = [k for k in self.cap.holds if len(k) == i + 1 and k[: len(cand)] == cand]
+            need = 0
+            for which in range(-1, len(self.counts)):
+                if which < 0:
+                    sizes, want = [self.cap.holds[k] for k in keys], self.total
+                else:
+                    sizes, want = [self.cap.per_class[k][which] for k in keys], self.counts[which]
+                sizes.sort(reverse=True)
+                got, used = 0, 0
+                while got < want and used < len(sizes):
+                    got += sizes[used]
+                    used += 1
+                need = max(need, used)
+            bounds.append(need)
+        best = 0
+        classes = sorted(self.classes_in(cand), key=lambda c: -c.score)
+        for pc in self.agg.pod_classes:
+            left = pc.count
+            for c in classes:
+                take = min(left, c.caps[pc.index] * c.multiplicity)
+                best += take * c.score
+                left -= take
+                if left == 0:
+                    break
+        bounds.append(-self.problem.options.score_weight * best)
+        return tuple(bounds)
+
+
+def _candidate_tiers(ctx: _Context) -> list[list[Domain]]:
+    problem = ctx.problem
+    tiers: list[list[Domain]] = []
+    order = problem.prefer_gather_order
+    if order:
+        nearest = order[0]
+        keys = sorted(k for k in ctx.cap.per_class if len(k) == nearest + 1)
+        fit = [k for k in keys if ctx.cap.can_hold(k, ctx.counts)]
+        if fit:
+            tiers.append(fit)
+    must = problem.must_gather_index
+    if must is not None:
+        keys = sorted(k for k in ctx.cap.per_class if len(k) == must + 1)
+        tiers.append([k for k in keys if ctx.cap.can_hold(k, ctx.counts)])
+    else:
+        tiers.append([()])
+    return tiers
+
+
+def _solve_candidate(
+    ctx: _Context,
+    cand: Domain,
+    bound: Objective,
+    hint: Mapping[str, str] | None,
+    seconds: float,
+    *,
+    decided: Objective | None = None,
+    explain_mode: bool = False,
+) -> _Outcome:
+    problem, agg = ctx.problem, ctx.agg
+    options = problem.options
+    n_layers = len(problem.layers)
+
+    # Data.
+    classes = ctx.classes_in(cand)
+    pods = agg.pod_classes
+
+    # Model and variables.
+    model = cp_model.CpModel()
+    x: dict[tuple[int, int], cp_model.IntVar] = {}
+    x_ub: dict[tuple[int, int], int] = {}
+    for c in classes:
+        for pc in pods:
+            if c.caps[pc.index] > 0:
+                ub = min(pc.count, c.caps[pc.index] * c.multiplicity)
+                x_ub[c.index, pc.index] = ub
+                x[c.index, pc.index] = model.new_int_var(0, ub, f"x[{c.index},{pc.name}]")
+
+    # Each node class stays within its nodes' free resources, node by node.
+    y: dict[tuple[int, int], cp_model.IntVar] = {}
+    for c in classes:
+        active = [pc for pc in pods if (c.index, pc.index) in x]
+        if len(active) < 2:
+            continue  # one pod class: the bound m_c * cap(c, g) on x is exact
+        if not c.patterns:  # a single node with too many packings: one constraint per resource
+            for r in range(len(problem.resources)):
+                if any(pc.request.values[r] for pc in active):
+                    model.add(
+                        sum(pc.request.values[r] * x[c.index, pc.index] for pc in active) <= c.free.values[r]
+                    )
+            continue
+        for p, _ in enumerate(c.patterns):
+            y[c.index, p] = model.new_int_var(0, c.multiplicity, f"y[{c.index},{p}]")
+        model.add(sum(y[c.index, p] for p in range(len(c.patterns))) <= c.multiplicity)
+        for pc in active:
+            model.add(
+                x[c.index, pc.index]
+                <= sum(pat[pc.index] * y[c.index, p] for p, pat in enumerate(c.patterns) if pat[pc.index])
+            )
+
+    # Every member of every pod class is placed (one assumption literal per class when explaining).
+    assumptions: dict[str, cp_model.IntVar] = {}
+    for pc in pods:
+        demand = model.add(sum(x[k] for k in x if k[1] == pc.index) == pc.count)
+        if explain_mode:
+            lit = model.new_bool_var(f"demand[{pc.name}]")
+            demand.only_enforce_if(lit)
+            assumptions[f"group:{pc.name}"] = lit
+
+    # Members per domain below the candidate: used flags for PreferGather, multiples where asked.
+    used: dict[Domain, cp_model.IntVar] = {}
+    z: dict[Domain, cp_model.IntVar] = {}
+    members_in: dict[Domain, list[cp_model.IntVar]] = defaultdict(list)
+    for depth in range(len(cand) + 1, n_layers + 1):
+        for (ci, _g), var in x.items():
+            members_in[agg.node_classes[ci].path[:depth]].append(var)
+    domain_count: dict[int, cp_model.LinearExprT] = {}
+    for i in range(len(cand), n_layers):
+        layer = problem.layers[i]
+        keys = sorted(k for k in members_in if len(k) == i + 1)
+        if i in problem.prefer_gather_order:
+            for key in keys:
+                used[key] = model.new_bool_var(f"used[{'/'.join(key)}]")
+                cap_d = min(ctx.total, ctx.cap.holds.get(key, ctx.total))
+                model.add(sum(members_in[key]) <= cap_d * used[key])
+            domain_count[i] = sum(used[k] for k in keys)
+        k_mult = layer.pod_count_multiple
+        if k_mult > 1:
+            mult_lit = model.new_bool_var(f"multiple[{layer.name}]") if explain_mode else None
+            for key in keys:
+                z[key] = model.new_int_var(0, ctx.total // k_mult, f"z[{'/'.join(key)}]")
+                ct = model.add(sum(members_in[key]) == k_mult * z[key])
+                if mult_lit is not None:
+                    ct.only_enforce_if(mult_lit)
+            if mult_lit is not None:
+                assumptions[f"multiple:{layer.name}"] = mult_lit
+
+    # Redundant: a member sits in a used domain at the nearest PreferGather layer, class by class
+    # (a much tighter relaxation than the per-domain bound alone), and a used domain's parent is used.
+    modelled = [i for i in problem.prefer_gather_order if i in domain_count]
+    if modelled:
+        nearest = modelled[0]
+        for (ci, g), var in x.items():
+            model.add(var <= x_ub[ci, g] * used[agg.node_classes[ci].path[: nearest + 1]])
+        for key in used:
+            parent = key[:-1]
+            if parent in used:
+                model.add_implication(used[key], used[parent])
+
+    # Redundant: the counting lower bound on domains used at each PreferGather layer. Where the
+    # answer in hand already reaches that bound, the term is decided by counting: fix it.
+    objective_layers: list[int] = []
+    deciding = True
+    for pos, i in enumerate(problem.prefer_gather_order):
+        if i not in domain_count:
+            continue
+        if deciding and decided is not None and decided[pos] == bound[pos]:
+            model.add(domain_count[i] == bound[pos])
+        else:
+            deciding = False
+            model.add(domain_count[i] >= bound[pos])
+            objective_layers.append(i)
+
+    # Objective: domains used per PreferGather layer (nearest first), then minus the score sum,
+    # with each weight larger than the whole range of the terms after it.
+    terms: list[tuple[cp_model.LinearExprT, int]] = []
+    for i in objective_layers:
+        terms.append((domain_count[i], len([k for k in used if len(k) == i + 1])))
+    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
+    if options.score_weight and not isinstance(score_expr, int):
+        terms.append((-options.score_weight * score_expr, options.score_weight * 100 * ctx.total))
+    if terms and not explain_mode:
+        weight, weights = 1, []
+        for _, span in reversed(terms):
+            weights.append(weight)
+            weight = weight * (span + 1)
+        weights.reverse()
+        model.minimize(sum(w * expr for w, (expr, _) in zip(weights, terms, strict=True)))
+
+    # Hint: the greedy placement restricted to this candidate, every variable set.
+    if hint is not None and not explain_mode:
+        _add_hint(ctx, model, classes, x, y, used, z, hint)
+
+    # Solve.
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(seconds, 0.001)
+    solver.parameters.num_workers = 1 if explain_mode else max(options.workers, 1)
+    solver.parameters.random_seed = options.seed
+    if options.workers > 1 and not explain_mode:
+        solver.parameters.interleave_search = True
+    if explain_mode:
+        model.add_assumptions(list(assumptions.values()))
+    status = solver.solve(model)
+    n_vars, n_cons = len(model.proto.variables), len(model.proto.constraints)
+
+    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        counts = {k: solver.value(v) for k, v in x.items()}
+        patterns = {k: solver.value(v) for k, v in y.items()}
+        assignment = _layout(ctx, classes, counts, patterns)
+        return _Outcome("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons)
+    if status == cp_model.INFEASIBLE:
+        core: tuple[str, ...] = ()
+        if explain_mode:
+            names = {v.index: name for name, v in assumptions.items()}
+            core = tuple(sorted(names[i] for i in solver.sufficient_assumptions_for_infeasibility()))
+        return _Outcome("INFEASIBLE", None, n_vars, n_cons, core)
+    return _Outcome("UNKNOWN", None, n_vars, n_cons)
+
+
+def _add_hint(
+    ctx: _Context,
+    model: cp_model.CpModel,
+    classes: list[NodeClass],
+    x: dict[tuple[int, int], cp_model.IntVar],
+    y: dict[tuple[int, int], cp_model.IntVar],
+    used: dict[Domain, cp_model.IntVar],
+    z: dict[Domain, cp_model.IntVar],
+    hint: Mapping[str, str],
+) -> None:
+    class_of_node = {name: c for c in classes for name in c.nodes}
+    per_node: dict[str, list[int]] = {}
+    n_pods = len(ctx.agg.pod_classes)
+    for member, node in hint.items():
+        if node not in class_of_node:
+            return  # the hint lies outside this candidate
+        per_node.setdefault(node, [0] * n_pods)[ctx.class_of_member[member]] += 1
+    xv: dict[tuple[int, int], int] = dict.fromkeys(x, 0)
+    yv: dict[tuple[int, int], int] = dict.fromkeys(y, 0)
+    for node, vec in per_node.items():
+        c = class_of_node[node]
+        for g, n in enumerate(vec):
+            if n:
+                xv[c.index, g] += n
+        if c.patterns and sum(1 for g in range(n_pods) if (c.index, g) in x) > 1:
+            for p, pat in enumerate(c.patterns):
+                if all(a <= b for a, b in zip(vec, pat, strict=True)):
+                    yv[c.index, p] += 1
+                    break
+    for k, var in x.items():
+        model.add_hint(var, xv[k])
+    for k, var in y.items():
+        model.add_hint(var, yv[k])
+    inside: dict[Domain, int] = defaultdict(int)
+    for (ci, _g), n in xv.items():
+        path = ctx.agg.node_classes[ci].path
+        for depth in range(len(path) + 1):
+            inside[path[:depth]] += n
+    for key, var in used.items():
+        model.add_hint(var, 1 if inside[key] > 0 else 0)
+    for key, var in z.items():
+        k_mult = ctx.problem.layers[len(key) - 1].pod_count_multiple
+        model.add_hint(var, inside[key] // k_mult)
+
+
+def _layout(
+    ctx: _Context,
+    classes: list[NodeClass],
+    counts: Mapping[tuple[int, int], int],
+    patterns: Mapping[tuple[int, int], int],
+) -> dict[str, str]:
+    """Turn class counts into one node per member: nodes of a class filled in name order, then
+    each pod class's members laid in rank order along (path, node name)."""
+    slots: dict[int, list[tuple[tuple[str, ...], str]]] = defaultdict(list)
+    n_pods = len(ctx.agg.pod_classes)
+    for c in classes:
+        left = [counts.get((c.index, g), 0) for g in range(n_pods)]
+        if not any(left):
+            continue
+        per_node: list[tuple[int, ...]]
+        if any((c.index, p) in patterns for p in range(len(c.patterns))):
+            per_node = [pat for p, pat in enumerate(c.patterns) for _ in range(patterns.get((c.index, p), 0))]
+        elif c.multiplicity == 1:
+            per_node = [tuple(left)]
+        else:
+            per_node = [c.caps] * c.multiplicity
+        for name, pat in zip(c.nodes, per_node, strict=False):
+            for g in range(n_pods):
+                take = min(pat[g], left[g])
+                left[g] -= take
+                slots[g].extend([(c.path, name)] * take)
+        if any(left):
+            raise AssertionError(f"layout left members unplaced on node class {c.index}")
+    assignment: dict[str, str] = {}
+    for g, members in ctx.members_by_class.items():
+        for member, (_, node) in zip(members, sorted(slots[g]), strict=True):
+            assignment[member] = node
+    return assignment
+
+
+def solve_cpsat(
+    problem: PlacementProblem, *, on_fallback: Callable[[PlacementProblem], None] | None = None
+) -> Plan | Infeasible:
+    """Place the gang with CP-SAT, the greedy plan as hint and as fallback."""
+    start = time.perf_counter()
+    deadline = start + problem.options.time_limit_seconds
+    if problem.member_count == 0:
+        return _plan(problem, {}, "OPTIMAL", start, ModelSize())
+    ctx = _Context(problem)
+    reason = explain.diagnose(problem, ctx.agg, ctx.cap)
+    if reason is not None:
+        return dataclasses.replace(reason, solve_seconds=time.perf_counter() - start)
+
+    greedy_assignment = greedy.plan(problem)
+    best: dict[str, str] | None = greedy_assignment
+    best_obj: Objective | None = objective(problem, best) if best is not None else None
+    best_from_cpsat = False
+    proved = True
+    size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
+    infeasible_cands: list[Domain] = []
+
+    for tier in _candidate_tiers(ctx):
+        depth = len(tier[0]) if tier else 0
+        home = None
+        if greedy_assignment:
+            homes = {
+                domain_key(ctx.path_of[n], depth - 1) if depth else () for n in greedy_assignment.values()
+            }
+            home = next(iter(homes)) if len(homes) == 1 else None
+        bounds = {cand: ctx.lower_bound(cand) for cand in tier}
+        capacity = {cand: ctx.cap.holds.get(cand, 0) for cand in tier}
+        ordered = sorted(tier, key=lambda d: (d != home, bounds[d], capacity[d], d))
+        size["candidates"] += len(ordered)
+        found_in_tier = best is not None and home is not None and home in bounds
+        tier_proved = True
+        for cand in ordered:
+            if best_obj is not None and bounds[cand] >= best_obj and (best_from_cpsat or cand != home):
+                continue  # pruned: cannot beat the answer in hand
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0.001:
+                tier_proved = False
+                break
+            hint: Mapping[str, str] | None = greedy_assignment if cand == home else None
+            if hint is None:
+                sub = dataclasses.replace(
+                    problem, nodes=tuple(n for n in problem.nodes if n.path[: len(cand)] == cand)
+                )
+                hint = greedy.plan(sub)
+            out = _solve_candidate(ctx, cand, bounds[cand], hint, remaining, decided=best_obj)
+            size["variables"] += out.variables
+            size["constraints"] += out.constraints
+            size["solved"] += 1
+            if out.assignment is not None:
+                violated = violations(problem, out.assignment)
+                if violated:
+                    raise AssertionError(f"CP-SAT plan breaks rules: {violated[:3]}")
+                obj = objective(problem, out.assignment)
+                if best_obj is None or obj < best_obj or (obj == best_obj and not best_from_cpsat):
+                    best, best_obj, best_from_cpsat = out.assignment, obj, True
+                found_in_tier = True
+                if out.status != "OPTIMAL":
+                    tier_proved = False
+            elif out.status == "INFEASIBLE":
+                infeasible_cands.append(cand)
+            else:
+                tier_proved = False
+        proved = proved and tier_proved
+        if found_in_tier or not tier_proved:
+            break
+
+    model_size = ModelSize(
+        variables=size["variables"],
+        constraints=size["constraints"],
+        node_classes=len(ctx.agg.node_classes),
+        candidates=size["candidates"],
+        solved_candidates=size["solved"],
+    )
+    if best is not None:
+        status: PlanStatus
+        if best_from_cpsat:
+            status = "OPTIMAL" if proved else "FEASIBLE"
+        elif proved and size["solved"] > 0:
+            status = "OPTIMAL"
+        else:
+            status = "GREEDY_FALLBACK"
+            if on_fallback is not None:
+                on_fallback(problem)
+        return _plan(problem, best, status, start, model_size)
+    if not proved or not infeasible_cands:
+        return dataclasses.replace(
+            explain.timeout(problem, problem.options.time_limit_seconds),
+            solve_seconds=time.perf_counter() - start,
+        )
+    return dataclasses.replace(_explain(ctx, infeasible_cands), solve_seconds=time.perf_counter() - start)
+
+
+def _explain(ctx: _Context, cands: list[Domain]) -> Infeasible:
+    """Name the constraint families that clash in the roomiest proven-infeasible candidate."""
+    problem = ctx.problem
+    cand = sorted(cands, key=lambda d: (-ctx.cap.holds.get(d, 0), d))[0]
+    out = _solve_candidate(ctx, cand, ctx.lower_bound(cand), None, 5.0, explain_mode=True)
+    layer = problem.layers[len(cand) - 1].name if cand else None
+    groups = [name.split(":", 1)[1] for name in out.core if name.startswith("group:")]
+    multiples = sorted(name.split(":", 1)[1] for name in out.core if name.startswith("multiple:"))
+    if multiples:
+        reason = explain.packing(problem, groups, layer)
+        return dataclasses.replace(
+            reason,
+            reason="POD_COUNT_MULTIPLE",
+            message=reason.message + f" with podCountMultiple at {', '.join(multiples)}",
+            layer=multiples[-1],
+        )
+    return explain.packing(problem, groups, layer)
+
+
+def _plan(
+    problem: PlacementProblem, assignment: dict[str, str], status: PlanStatus, start: float, size: ModelSize
+) -> Plan:
+    return Plan(
+        assignment=dict(sorted(assignment.items())),
+        strategy="cpsat",
+        status=status,
+        domains_used=domains_used(problem, assignment),
+        objective=objective(problem, assignment),
+        solve_seconds=time.perf_counter() - start,
+        model_size=size,
+    )

@@ -1,0 +1,315 @@
+"""The gang placement problem, its answers, and the checks every answer must pass.
+
+Problem: a gang (one PodGroup or a GangGroup) must be placed as a whole. Its members come grouped
+by identical requests (`PodGroupSpec`); each group may only use the nodes that passed Filter for
+it; each node has a free resource vector and a path in the network topology tree (one domain name
+per layer, top-down, e.g. ``("s0", "b3")`` for SpineLayer > BlockLayer). Layers carry the gang's
+gather strategy: MustGather (every member inside one domain of that layer), PreferGather (as few
+domains as possible at that layer, nearest layer to the nodes first) and podCountMultiple (the
+number of members inside each domain of that layer is a multiple of it). The answer is either one
+node per member (`Plan`) or a typed `Infeasible` naming the binding constraint.
+
+Everything here is a frozen dataclass of plain values (no scheduler cache types), so the solver
+can run in a worker thread on a copy of the cycle's snapshot. `violations` and `objective` are
+the single definition of "valid" and "better" shared by the solvers, the tests and the benchmark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Literal
+
+__all__ = [
+    "Infeasible",
+    "InfeasibleReason",
+    "ModelSize",
+    "NodeSpec",
+    "PlacementProblem",
+    "Plan",
+    "PlanStatus",
+    "PodGroupSpec",
+    "ResourceVector",
+    "SolveOptions",
+    "Strategy",
+    "TopologyLayer",
+    "domain_key",
+    "domains_used",
+    "objective",
+    "violations",
+]
+
+GatherStrategy = Literal["MustGather", "PreferGather"]
+Strategy = Literal["cpsat", "greedy"]
+PlanStatus = Literal["OPTIMAL", "FEASIBLE", "GREEDY_FALLBACK", "GREEDY"]
+InfeasibleReason = Literal[
+    "INVALID",
+    "NO_FEASIBLE_NODES",
+    "CAPACITY",
+    "MUST_GATHER",
+    "POD_COUNT_MULTIPLE",
+    "PACKING",
+    "TIMEOUT",
+]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ResourceVector:
+    """Integer amounts over the problem's ``resources`` name tuple (millicores, bytes, counts)."""
+
+    values: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __add__(self, other: ResourceVector) -> ResourceVector:
+        return ResourceVector(tuple(a + b for a, b in zip(self.values, other.values, strict=True)))
+
+    def __sub__(self, other: ResourceVector) -> ResourceVector:
+        return ResourceVector(tuple(a - b for a, b in zip(self.values, other.values, strict=True)))
+
+    def scaled(self, k: int) -> ResourceVector:
+        return ResourceVector(tuple(a * k for a in self.values))
+
+    def fits_in(self, free: ResourceVector) -> bool:
+        return all(a <= b for a, b in zip(self.values, free.values, strict=True))
+
+    @staticmethod
+    def zeros(n: int) -> ResourceVector:
+        return ResourceVector((0,) * n)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodGroupSpec:
+    """A class of identical gang members: same request, same feasible nodes.
+
+    ``member_ids`` are in rank order; ``ranks`` (network-topology-index) are optional and, when
+    given, align with ``member_ids``.
+    """
+
+    name: str
+    request: ResourceVector
+    member_ids: tuple[str, ...]
+    ranks: tuple[int, ...] | None = None
+
+    @property
+    def count(self) -> int:
+        return len(self.member_ids)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """A node after Filter: its free resources and its topology path (one name per layer, top-down)."""
+
+    name: str
+    free: ResourceVector
+    path: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TopologyLayer:
+    """One topology layer between the cluster root and the nodes, with the gang's rule for it."""
+
+    name: str
+    strategy: GatherStrategy | None = None
+    pod_count_multiple: int = 1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SolveOptions:
+    """How to solve. Defaults keep a gang decision inside one scheduling cycle's budget."""
+
+    time_limit_seconds: float = 1.0
+    """Wall-clock limit for all CP-SAT solves of one problem; the greedy answer is used past it."""
+    workers: int = 2
+    """CP-SAT subsolvers. The search is interleaved (deterministic) for a fixed count and seed."""
+    seed: int = 0
+    """CP-SAT random seed."""
+    strategy: Strategy = "cpsat"
+    """``cpsat`` (the model, greedy as hint and fallback) or ``greedy`` (Koordinator's plan only)."""
+    score_weight: int = 1
+    """Weight of the node-score term; it always ranks after the topology terms. 0 ignores scores."""
+    max_patterns_per_class: int = 64
+    """Per-node packing patterns kept for a node class before it is split into single nodes."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PlacementProblem:
+    """One gang to place. ``feasible_nodes[group]`` lists the nodes that passed Filter for a group
+    (a group absent from the mapping may use every node). ``node_scores`` are the configured
+    score plugins' sums per node, 0..100 (absent = 0). ``layers`` run top-down and exclude the
+    cluster root and the node layer; every node's path has one name per layer."""
+
+    gang: str
+    resources: tuple[str, ...]
+    pod_groups: tuple[PodGroupSpec, ...]
+    nodes: tuple[NodeSpec, ...]
+    feasible_nodes: Mapping[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    layers: tuple[TopologyLayer, ...] = ()
+    node_scores: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    options: SolveOptions = SolveOptions()
+
+    def __post_init__(self) -> None:
+        n = len(self.resources)
+        for g in self.pod_groups:
+            if len(g.request) != n:
+                raise ValueError(f"pod group {g.name}: request has {len(g.request)} values, want {n}")
+            if any(v < 0 for v in g.request.values):
+                raise ValueError(f"pod group {g.name}: negative request")
+            if g.ranks is not None and len(g.ranks) != g.count:
+                raise ValueError(f"pod group {g.name}: {len(g.ranks)} ranks for {g.count} members")
+        for node in self.nodes:
+            if len(node.free) != n:
+                raise ValueError(f"node {node.name}: free has {len(node.free)} values, want {n}")
+            if len(node.path) != len(self.layers):
+                raise ValueError(
+                    f"node {node.name}: path {node.path} does not match {len(self.layers)} layers"
+                )
+        if len({g.name for g in self.pod_groups}) != len(self.pod_groups):
+            raise ValueError("pod group names must be unique")
+        if len({node.name for node in self.nodes}) != len(self.nodes):
+            raise ValueError("node names must be unique")
+        members = [m for g in self.pod_groups for m in g.member_ids]
+        if len(set(members)) != len(members):
+            raise ValueError("member ids must be unique")
+        for layer in self.layers:
+            if layer.pod_count_multiple < 1:
+                raise ValueError(f"layer {layer.name}: podCountMultiple must be >= 1")
+
+    @property
+    def member_count(self) -> int:
+        return sum(g.count for g in self.pod_groups)
+
+    def feasible(self, group: PodGroupSpec, node: NodeSpec) -> bool:
+        allowed = self.feasible_nodes.get(group.name)
+        return allowed is None or node.name in allowed
+
+    def score(self, node_name: str) -> int:
+        return self.node_scores.get(node_name, 0)
+
+    @property
+    def must_gather_index(self) -> int | None:
+        """The deepest MustGather layer (MustGather at a block implies it at its spine)."""
+        found = [i for i, layer in enumerate(self.layers) if layer.strategy == "MustGather"]
+        return max(found) if found else None
+
+    @property
+    def prefer_gather_order(self) -> tuple[int, ...]:
+        """PreferGather layers below the MustGather layer, nearest to the nodes first."""
+        must = self.must_gather_index
+        return tuple(
+            i
+            for i in reversed(range(len(self.layers)))
+            if self.layers[i].strategy == "PreferGather" and (must is None or i > must)
+        )
+
+    @property
+    def has_topology_spec(self) -> bool:
+        return any(layer.strategy is not None or layer.pod_count_multiple > 1 for layer in self.layers)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ModelSize:
+    """How big the solved models were (summed over candidate domains)."""
+
+    variables: int = 0
+    constraints: int = 0
+    node_classes: int = 0
+    candidates: int = 0
+    solved_candidates: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One node per member. ``objective`` is `objective(problem, assignment)`."""
+
+    assignment: Mapping[str, str]
+    strategy: Strategy
+    status: PlanStatus
+    domains_used: tuple[tuple[str, int], ...]
+    objective: tuple[int, ...]
+    solve_seconds: float
+    model_size: ModelSize = ModelSize()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Infeasible:
+    """No placement: the reason code, a human message and the binding constraint."""
+
+    reason: InfeasibleReason
+    message: str
+    layer: str | None = None
+    groups: tuple[str, ...] = ()
+    solve_seconds: float = 0.0
+    strategy: Strategy = "cpsat"
+
+
+def domain_key(path: tuple[str, ...], layer_index: int) -> tuple[str, ...]:
+    """Domains are path prefixes, so equal names under different parents stay distinct."""
+    return path[: layer_index + 1]
+
+
+def domains_used(problem: PlacementProblem, assignment: Mapping[str, str]) -> tuple[tuple[str, int], ...]:
+    """Number of domains holding at least one member, per layer (top-down)."""
+    by_name = {n.name: n for n in problem.nodes}
+    out = []
+    for i, layer in enumerate(problem.layers):
+        used = {domain_key(by_name[node].path, i) for node in assignment.values()}
+        out.append((layer.name, len(used)))
+    return tuple(out)
+
+
+def objective(problem: PlacementProblem, assignment: Mapping[str, str]) -> tuple[int, ...]:
+    """The lexicographic cost of an assignment (smaller is better): domains used at each
+    PreferGather layer, nearest to the nodes first, then minus the weighted node-score sum."""
+    by_name = {n.name: n for n in problem.nodes}
+    costs = []
+    for i in problem.prefer_gather_order:
+        costs.append(len({domain_key(by_name[node].path, i) for node in assignment.values()}))
+    score = sum(problem.score(node) for node in assignment.values())
+    costs.append(-problem.options.score_weight * score)
+    return tuple(costs)
+
+
+def violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list[str]:
+    """Every rule an assignment breaks (empty = valid): completeness, feasibility, capacity,
+    MustGather and podCountMultiple."""
+    out: list[str] = []
+    by_name = {n.name: n for n in problem.nodes}
+    used: dict[str, ResourceVector] = {}
+    for group in problem.pod_groups:
+        for member in group.member_ids:
+            node_name = assignment.get(member)
+            if node_name is None:
+                out.append(f"member {member} has no node")
+                continue
+            node = by_name.get(node_name)
+            if node is None:
+                out.append(f"member {member} on unknown node {node_name}")
+                continue
+            if not problem.feasible(group, node):
+                out.append(f"member {member} on node {node_name} that failed Filter for {group.name}")
+            used[node_name] = (
+                used.get(node_name, ResourceVector.zeros(len(problem.resources))) + group.request
+            )
+    known = {m for g in problem.pod_groups for m in g.member_ids}
+    out.extend(f"unknown member {m}" for m in sorted(set(assignment) - known))
+    for node_name in sorted(used):
+        if not used[node_name].fits_in(by_name[node_name].free):
+            out.append(
+                f"node {node_name} overcommitted: {used[node_name].values} > {by_name[node_name].free.values}"
+            )
+    placed = [by_name[n] for n in assignment.values() if n in by_name]
+    for i, layer in enumerate(problem.layers):
+        counts: dict[tuple[str, ...], int] = {}
+        for node in placed:
+            key = domain_key(node.path, i)
+            counts[key] = counts.get(key, 0) + 1
+        must = problem.must_gather_index
+        if must is not None and i <= must and len(counts) > 1:
+            out.append(f"MustGather {layer.name}: members in {len(counts)} domains")
+        k = layer.pod_count_multiple
+        for key in sorted(counts):
+            if counts[key] % k:
+                out.append(f"podCountMultiple {k} at {layer.name}: {'/'.join(key)} holds {counts[key]}")
+    return out
