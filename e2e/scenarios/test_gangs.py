@@ -78,8 +78,8 @@ def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler
     gated = explanation(scheduler, ns, "w0")
     assert gated is None or gated["result"] != "scheduled"
     apply(control_plane, [member("w3", ns, "train", cpu="1", memory="1Gi")])
-    placed = wait_for(
-        lambda: (b := bound(control_plane, ns)) and len(b) == 4 and b, timeout=60, what="4 members bound"
+    placed: dict[str, str] = wait_for(
+        lambda: bound_count(control_plane, ns, 4), timeout=60, what="4 members bound"
     )
     assert sorted(placed) == ["w0", "w1", "w2", "w3"]
     annotations = next(p for p in pods(control_plane, ns) if p["metadata"]["name"] == "w0")["metadata"][
@@ -102,9 +102,7 @@ def test_gang_group_of_master_and_workers_is_bound_together(
     assert bound(control_plane, ns) == {}, "the master must wait for the workers of its gang group"
     apply(control_plane, [pod_group("worker", ns, 2, annotations=group_annotation)])
     apply(control_plane, [member(f"worker-{i}", ns, "worker", cpu="1", memory="1Gi") for i in range(2)])
-    placed = wait_for(
-        lambda: (b := bound(control_plane, ns)) and len(b) == 3 and b, timeout=60, what="3 bound"
-    )
+    placed: dict[str, str] = wait_for(lambda: bound_count(control_plane, ns, 3), timeout=60, what="3 bound")
     assert sorted(placed) == ["master-0", "worker-0", "worker-1"]
 
 
