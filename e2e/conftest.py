@@ -21,7 +21,10 @@ from e2e.scheduler_process import Scheduler, install_scheduler_rbac, start_sched
 from scheduler.simulator import description as desc
 
 E2E_DESCRIPTION = repo_root() / "e2e" / "clusters" / "e2e.yaml"
-E2E_WEBHOOK_PORT = 19443  # `make up`'s koord-manager listens on 9443
+# `make up`'s koord-manager listens on 9443. Both can be moved so that two e2e sessions (two
+# clones, or a developer beside CI) do not collide.
+E2E_CLUSTER = os.environ.get("KOORD_E2E_CLUSTER", "e2e")
+E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
 _SERVER_VERSION = pytest.StashKey[str]()
 
 
@@ -41,7 +44,7 @@ def cluster_description() -> desc.ClusterDescription:
 def control_plane(
     request: pytest.FixtureRequest, cluster_description: desc.ClusterDescription
 ) -> Iterator[ControlPlane]:
-    cp = ControlPlane(name="e2e")
+    cp = ControlPlane(name=E2E_CLUSTER)
     manager = koord_manager(cp, webhook_port=E2E_WEBHOOK_PORT)
     cp.start()
     try:

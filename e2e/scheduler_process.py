@@ -34,6 +34,12 @@ clientConnection:
   burst: 1000
 profiles:
 - schedulerName: koord-scheduler
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      apiVersion: kubescheduler.config.k8s.io/v1
+      kind: CoschedulingArgs
+      awareNetworkTopology: true
 """
 
 
