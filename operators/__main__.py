@@ -1,9 +1,13 @@
 """``koord-manager``: Koordinator's manager as one Kopf process.
 
-For now it serves the validating admission webhooks of every Koordinator kind (see
-``operators.logic.admission``) and keeps their ValidatingWebhookConfiguration current; the
-lifecycle operators (ElasticQuota, Reservation, PodGroup, ClusterNetworkTopology) plug into the
-same process.
+It serves the validating admission webhooks of every Koordinator kind (see
+``operators.logic.admission``) and keeps their ValidatingWebhookConfiguration current, and runs the
+lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``) and
+the ClusterNetworkTopology tree (``operators.handlers.networktopology``).
+
+Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
+the replica with the highest priority handles objects, the others pause until its keep-alive
+lapses. Admission webhooks are served by every replica. ``--standalone`` turns peering off.
 """
 
 from __future__ import annotations
@@ -11,14 +15,17 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import random
 import sys
 from pathlib import Path
 from typing import Any
 
 import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
 
 from operators.config import ManagerConfig
-from operators.handlers import admission
+from operators.handlers import admission, networktopology, podgroup
 from operators.webhook_certs import ensure_self_signed
 
 
@@ -30,6 +37,10 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--webhook-port", type=int, default=9443)
     parser.add_argument("--webhook-cert-dir", type=Path, default=Path(".cluster/koord-manager"))
     parser.add_argument("--liveness-port", type=int, default=None)
+    parser.add_argument("--peering", dest="peering_name", help="Kopf peering name (default koord-manager)")
+    parser.add_argument("--standalone", action="store_true", help="run without peering")
+    parser.add_argument("--peering-priority", type=int, help="peering priority (default: random)")
+    parser.add_argument("--resync-seconds", type=float, help="status recompute interval (default 2)")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     return ManagerConfig(**{k: v for k, v in vars(args).items() if v is not None})
@@ -38,6 +49,8 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
 def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     admission.register(registry)
+    podgroup.register(registry, config)
+    networktopology.register(registry, config)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -58,7 +71,46 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
         settings.admission.managed = config.webhook_configuration
         settings.posting.level = logging.WARNING
 
+    if not config.standalone:
+
+        @kopf.on.startup(registry=registry)
+        async def create_peering_object(logger: kopf.Logger, **_: Any) -> None:
+            await ensure_peering_object(config, logger)
+
     return registry
+
+
+async def ensure_peering_object(config: ManagerConfig, logger: kopf.Logger) -> None:
+    """Create the ClusterKopfPeering object if absent: Kopf only patches it, and with peering on it
+    keeps the operator paused until the object exists."""
+    configuration = client.Configuration()
+    if config.kubeconfig is None:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await k8s_config.load_kube_config(
+            config_file=str(config.kubeconfig), client_configuration=configuration, persist_config=False
+        )
+    body = {
+        "apiVersion": "kopf.dev/v1",
+        "kind": "ClusterKopfPeering",
+        "metadata": {"name": config.peering_name},
+    }
+    async with client.ApiClient(configuration) as api:
+        try:
+            await client.CustomObjectsApi(api).create_cluster_custom_object(
+                "kopf.dev", "v1", "clusterkopfpeerings", body
+            )
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return
+            if exc.status == 404:
+                logger.warning(
+                    "the ClusterKopfPeering CRD (kopf.dev) is not installed: operators stay paused until it "
+                    "is (install the chart's manager-peering-crd.yaml, or run with --standalone)"
+                )
+                return
+            raise
+        logger.info(f"created ClusterKopfPeering {config.peering_name!r}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,10 +119,17 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["KUBECONFIG"] = str(config.kubeconfig.resolve())
     kopf.configure(verbose=config.verbose, log_format=kopf.LogFormat.JSON)
     liveness = f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None
+    priority = config.peering_priority
+    if priority is None:
+        priority = random.SystemRandom().randint(1, 2**31 - 1)
     kopf.run(
         registry=build_registry(config),
         clusterwide=True,
-        standalone=True,
+        standalone=config.standalone,
+        # A peering name makes peering mandatory; with --standalone it must stay unset, or Kopf waits
+        # for a peering that standalone mode never watches.
+        peering_name=None if config.standalone else config.peering_name,
+        priority=priority,
         liveness_endpoint=liveness,
     )
     return 0

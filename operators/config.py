@@ -26,3 +26,18 @@ class ManagerConfig(BaseModel):
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve /healthz on this port (kopf's liveness probe); None disables it."""
     verbose: bool = False
+    peering_name: str = "koord-manager"
+    """Kopf peering object (cluster-wide ClusterKopfPeering) shared by the replicas: the one with the
+    highest priority acts, the others pause until its keep-alive lapses. koord-manager creates the
+    object at startup; the ClusterKopfPeering CRD must be installed (the chart does)."""
+    standalone: bool = False
+    """Run without peering (one replica, or a developer's copy that must act regardless)."""
+    peering_priority: int | None = Field(default=None, ge=0)
+    """This replica's peering priority; None picks a random one at start, so two replicas never tie
+    (Kopf freezes every operator of a tie) and the newest replica is as likely as any to lead."""
+    resync_seconds: float = Field(default=2.0, gt=0)
+    """How often PodGroup and ClusterNetworkTopology status is recomputed from the indexed pods and
+    nodes, in seconds (Koordinator rebuilds the topology every 10s); writes happen only on change."""
+    default_schedule_timeout_seconds: int = Field(default=600, gt=0)
+    """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
+    ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""

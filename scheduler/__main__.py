@@ -76,7 +76,7 @@ async def run(args: argparse.Namespace) -> int:
     kubeconfig = args.kubeconfig or (Path(config.client_connection.kubeconfig) or None)
     connection = config.client_connection
     backend = await KubernetesBackend.connect(
-        kubeconfig, max_concurrency=max(1, config.parallelism), qps=connection.qps, burst=connection.burst
+        kubeconfig, max_concurrency=AppSettings.bind_concurrency, qps=connection.qps, burst=connection.burst
     )
     metrics = SchedulerMetrics()
     app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics)

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 class AppSettings:
     profiles: tuple[ResolvedProfile, ...]
     parallelism: int = 16
+    bind_concurrency: int = 128
+    """Bindings talking to the API server at once. kube-scheduler binds each pod in a goroutine of
+    its own (no cap); ours are asyncio tasks capped here, since each needs an HTTP/1.1 connection."""
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     percentage_of_nodes_to_score: int | None = None
@@ -96,7 +99,7 @@ class SchedulerApp:
             cache=self.cache,
             queue=self.queue,
             explanations=self.explanations,
-            parallelism=self.settings.parallelism,
+            parallelism=self.settings.bind_concurrency,
             clock=self.clock,
             on_bound=self.on_bound,
         )

@@ -10,8 +10,10 @@ Method
    etcd, kube-controller-manager and KWOK, ``.cluster/bench/``) is started fresh, the CRDs are
    installed, and ``--nodes`` KWOK nodes are created from a cluster description (four node pools,
    one per zone label, 32 CPU / 128Gi / 110 pods each by default). The run waits until every node is
-   Ready and carries no taint (the API server's admission adds ``node.kubernetes.io/not-ready``
-   until KWOK reports the node Ready). The cluster is stopped at the end, also on errors or ^C.
+   Ready and carries no taint: the API server's admission taints new nodes
+   ``node.kubernetes.io/not-ready``, and the harness lifts that taint itself from the nodes KWOK has
+   marked Ready (kube-controller-manager does it at only ~5 nodes/s). The cluster is stopped at the
+   end, also on errors or ^C; its logs are kept in ``.cluster/bench/cluster-logs/``.
 2. **Workload.** ``--pods`` pods with mixed requests (cpu cycling 250m/500m/1/2, memory cycling
    256Mi/512Mi/768Mi/1Gi/2Gi, no limits) are created *pending* in namespace ``bench-koord``
    (``schedulerName: koord-scheduler``) and the same pods in ``bench-kube`` (``schedulerName:
@@ -54,13 +56,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import math
 import os
+import shutil
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,6 +104,7 @@ SIMULATE = "koordctl simulate"
 KOORD_NAMESPACE = "bench-koord"
 KUBE_NAMESPACE = "bench-kube"
 KUBE_PROFILE = "kube-bench"
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 CPU_SIZES = ("250m", "500m", "1", "2")
 MEMORY_SIZES = ("256Mi", "512Mi", "768Mi", "1Gi", "2Gi")
 ZONES = ("a", "b", "c", "d")
@@ -127,6 +132,8 @@ class Options:
     pods: int = 10000
     qps: float = 1000.0
     burst: int = 2000
+    parallelism: int | None = None
+    """KubeSchedulerConfiguration.parallelism of both schedulers; None: their default (16)."""
     skip_upstream: bool = False
     skip_simulate: bool = False
     cluster_name: str = "bench"
@@ -170,6 +177,7 @@ class Report:
     pods: int
     qps: float
     burst: int
+    parallelism: int | None = None
     results: list[RunResult] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -209,6 +217,7 @@ class Report:
             "pods": self.pods,
             "qps": self.qps,
             "burst": self.burst,
+            "parallelism": self.parallelism,
             "results": [asdict(r) for r in self.results],
             "ratio": self.ratio,
             "sustainedRatio": self.sustained_ratio,
@@ -299,7 +308,9 @@ def check_fits(opts: Options, workloads: int) -> None:
             )
 
 
-def koord_config(opts: Options, kubeconfig: Path) -> str:
+def scheduler_config(opts: Options, kubeconfig: Path, scheduler_name: str) -> str:
+    """The KubeSchedulerConfiguration both schedulers run with, but for the profile's name."""
+    parallelism = "" if opts.parallelism is None else f"parallelism: {opts.parallelism}\n"
     return (
         "apiVersion: kubescheduler.config.k8s.io/v1\n"
         "kind: KubeSchedulerConfiguration\n"
@@ -309,23 +320,9 @@ def koord_config(opts: Options, kubeconfig: Path) -> str:
         f"  kubeconfig: {kubeconfig}\n"
         f"  qps: {opts.qps:g}\n"
         f"  burst: {opts.burst}\n"
+        f"{parallelism}"
         "profiles:\n"
-        f"- schedulerName: {KOORD}\n"
-    )
-
-
-def kube_config(opts: Options, kubeconfig: Path) -> str:
-    return (
-        "apiVersion: kubescheduler.config.k8s.io/v1\n"
-        "kind: KubeSchedulerConfiguration\n"
-        "leaderElection:\n"
-        "  leaderElect: false\n"
-        "clientConnection:\n"
-        f"  kubeconfig: {kubeconfig}\n"
-        f"  qps: {opts.qps:g}\n"
-        f"  burst: {opts.burst}\n"
-        "profiles:\n"
-        f"- schedulerName: {KUBE_PROFILE}\n"
+        f"- schedulerName: {scheduler_name}\n"
     )
 
 
@@ -438,20 +435,55 @@ async def create_all(
     _progress(f"{what}: {len(objects)} created in {elapsed:.1f}s ({len(objects) / max(elapsed, 1e-9):.0f}/s)")
 
 
-async def wait_nodes_schedulable(api: Api, expected: int, within: float = 600.0) -> None:
-    """Until ``expected`` nodes are Ready and untainted (KWOK marks them Ready, then the node
-    lifecycle controller removes the not-ready taint the API server's admission added)."""
+async def wait_nodes_schedulable(api: Api, expected: int, concurrency: int, within: float = 900.0) -> None:
+    """Until ``expected`` nodes are Ready and untainted.
+
+    The API server's admission taints every new node ``node.kubernetes.io/not-ready:NoSchedule``;
+    KWOK marks the nodes Ready within seconds, but kube-controller-manager's node lifecycle controller
+    lifts the taint at only about 5 nodes/s (its client QPS is 20). So the harness lifts it itself
+    from the nodes that are Ready and carry no other taint, as that controller would.
+    """
     deadline = time.monotonic() + within
     while True:
         nodes, _ = await api.list("/api/v1/nodes")
-        ready = sum(1 for n in nodes if _node_ready(n) and not (n.get("spec") or {}).get("taints"))
-        if ready >= expected:
-            _progress(f"nodes: {ready}/{expected} Ready and untainted")
+        ready = [n for n in nodes if _node_ready(n)]
+        schedulable = sum(1 for n in ready if not (n.get("spec") or {}).get("taints"))
+        _progress(f"nodes: {len(ready)}/{expected} Ready, {schedulable}/{expected} untainted")
+        if schedulable >= expected:
             return
         if time.monotonic() > deadline:
-            raise BenchError(f"only {ready}/{expected} nodes Ready and untainted after {within:.0f}s")
-        _progress(f"nodes: {ready}/{expected} Ready and untainted")
-        await asyncio.sleep(2)
+            raise BenchError(f"only {schedulable}/{expected} nodes Ready and untainted after {within:.0f}s")
+        tainted = [n["metadata"]["name"] for n in ready if _only_not_ready_taint(n)]
+        if tainted:
+            await _run_all([functools.partial(_untaint, api, name) for name in tainted], concurrency)
+        else:
+            await asyncio.sleep(2)
+
+
+def _only_not_ready_taint(node: dict[str, Any]) -> bool:
+    taints = (node.get("spec") or {}).get("taints") or []
+    return bool(taints) and all(t.get("key") == NOT_READY_TAINT for t in taints)
+
+
+async def _untaint(api: Api, name: str) -> None:
+    await request_json(
+        api.client,
+        "PATCH",
+        f"/api/v1/nodes/{name}",
+        what=f"untaint node {name}",
+        body={"spec": {"taints": None}},
+        content_type="application/merge-patch+json",
+    )
+
+
+async def _run_all(calls: Sequence[Callable[[], Awaitable[None]]], concurrency: int) -> None:
+    pending = iter(calls)
+
+    async def worker() -> None:
+        for call in pending:
+            await call()
+
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 
 
 def _node_ready(node: dict[str, Any]) -> bool:
@@ -641,6 +673,7 @@ async def measure_scheduler(
     component: LocalComponent,
     ready_url: str,
     namespace: str,
+    metrics_url: str | None = None,
 ) -> RunResult:
     result = RunResult(scheduler=scheduler, nodes=opts.nodes, pods=opts.pods, log=str(component.log_file))
     watcher = BindWatcher(api, namespace, opts.pods)
@@ -684,6 +717,8 @@ async def measure_scheduler(
             result.pods_per_second = round(result.bound / max(max(times) - clock, 1e-9), 1)
             sustained = sustained_rate(times)
             result.sustained_pods_per_second = None if sustained is None else round(sustained, 1)
+        if metrics_url is not None:
+            await _save_metrics(metrics_url, cp.state_dir / f"{component.name}-metrics.txt")
     finally:
         component.stop()
         await watcher.close()
@@ -692,6 +727,19 @@ async def measure_scheduler(
         f"({result.pods_per_second:.0f} pods/s, sustained {result.sustained_pods_per_second or 0:.0f})"
     )
     return result
+
+
+async def _save_metrics(url: str, path: Path) -> None:
+    """Keep the scheduler's /metrics at the end of its run, for looking into where its time went."""
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.get(url, timeout=aiohttp.ClientTimeout(total=10)) as r,
+        ):
+            data = await r.read()
+        await asyncio.to_thread(path.write_bytes, data)
+    except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        _progress(f"could not save {url}: {exc}")
 
 
 def kube_scheduler(cp: ControlPlane, config: Path, port: int) -> LocalComponent:
@@ -746,12 +794,14 @@ def _phase(report: Report, name: str) -> Iterator[None]:
 
 async def run_benchmark(opts: Options) -> Report:
     """Run every phase; a failure is recorded in ``report.errors`` and the cluster is still stopped."""
-    report = Report(nodes=opts.nodes, pods=opts.pods, qps=opts.qps, burst=opts.burst)
+    report = Report(
+        nodes=opts.nodes, pods=opts.pods, qps=opts.qps, burst=opts.burst, parallelism=opts.parallelism
+    )
     check_fits(opts, 1 if opts.skip_upstream else 2)
     description = bench_description(opts)
     koord_pods = workload(KOORD_NAMESPACE, KOORD, opts.pods)
     cp = ControlPlane(name=opts.cluster_name)
-    config_text = koord_config(opts, cp.kubeconfig)
+    config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
     api: Api | None = None
     try:
         with _phase(report, "cluster start"):
@@ -761,7 +811,7 @@ async def run_benchmark(opts: Options) -> Report:
         api = await Api.connect(cp.kubeconfig, opts.concurrency)
         with _phase(report, "create nodes"):
             await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
-            await wait_nodes_schedulable(api, opts.nodes)
+            await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
         namespaces = [KOORD_NAMESPACE] + ([] if opts.skip_upstream else [KUBE_NAMESPACE])
         with _phase(report, "create pods"):
             for namespace in namespaces:
@@ -787,12 +837,13 @@ async def run_benchmark(opts: Options) -> Report:
                     component=component,
                     ready_url=f"http://127.0.0.1:{port}/readyz",
                     namespace=KOORD_NAMESPACE,
+                    metrics_url=f"http://127.0.0.1:{port}/metrics",
                 )
             )
         if not opts.skip_upstream:
             with _phase(report, KUBE):
                 config = cp.state_dir / "kube-scheduler-bench.yaml"
-                config.write_text(kube_config(opts, cp.kubeconfig))
+                config.write_text(scheduler_config(opts, cp.kubeconfig, KUBE_PROFILE))
                 port = _free_port()
                 report.results.append(
                     await measure_scheduler(
@@ -813,6 +864,7 @@ async def run_benchmark(opts: Options) -> Report:
             await api.close()
         if not opts.keep:
             with _phase(report, "cluster stop"):
+                _keep_cluster_logs(cp)
                 cp.stop()
     if not opts.skip_simulate:
         with _phase(report, "simulate"):
@@ -822,6 +874,15 @@ async def run_benchmark(opts: Options) -> Report:
                 report.errors.append(f"simulate: {type(exc).__name__}: {exc}")
     report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)
     return report
+
+
+def _keep_cluster_logs(cp: ControlPlane) -> None:
+    """Copy the control plane's logs to ``.cluster/<name>/cluster-logs/`` (stopping deletes them)."""
+    logs = cp.kwok_workdir / "clusters" / cp.name / "logs"
+    if logs.exists():
+        target = cp.state_dir / "cluster-logs"
+        shutil.rmtree(target, ignore_errors=True)
+        shutil.copytree(logs, target)
 
 
 def _pods_path(pod: dict[str, Any]) -> str:
@@ -872,7 +933,8 @@ def render(report: Report, output: str = "table") -> str:
         "   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]
     ]
     lines.append("")
-    lines.append(f"client qps/burst: {report.qps:g}/{report.burst}")
+    parallelism = "default" if report.parallelism is None else str(report.parallelism)
+    lines.append(f"client qps/burst: {report.qps:g}/{report.burst}, parallelism: {parallelism}")
     lines.append(
         f"ratio koord-scheduler/kube-scheduler: {_fmt(report.ratio, 2)} "
         f"(sustained: {_fmt(report.sustained_ratio, 2)})"
@@ -915,6 +977,9 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
     parser.add_argument("--pods", type=int, default=10000, help="pods per scheduler")
     parser.add_argument("--qps", type=float, default=1000.0, help="clientConnection.qps of both schedulers")
     parser.add_argument("--burst", type=int, default=2000, help="clientConnection.burst of both schedulers")
+    parser.add_argument(
+        "--parallelism", type=int, help="parallelism of both schedulers' configurations (default: theirs, 16)"
+    )
     parser.add_argument("--skip-upstream", action="store_true", help="do not run kube-scheduler")
     parser.add_argument("--skip-simulate", action="store_true", help="do not run koordctl simulate")
     parser.add_argument("--concurrency", type=int, default=32, help="create requests in flight")
@@ -932,6 +997,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
         pods=args.pods,
         qps=args.qps,
         burst=args.burst,
+        parallelism=args.parallelism,
         skip_upstream=args.skip_upstream,
         skip_simulate=args.skip_simulate,
         cluster_name=args.cluster_name,

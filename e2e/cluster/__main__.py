@@ -1,7 +1,8 @@
 """``python -m e2e.cluster up|down|status``: the local control plane behind `make cluster` / `make down`.
 
 ``up`` starts kube-apiserver, etcd, kube-controller-manager and KWOK, installs the CRDs from
-``crds/`` and creates the fake nodes (and their Device objects) of a cluster description.
+``crds/`` (and Kopf's peering CRD, for koord-manager) and creates the fake nodes (and their Device
+objects) of a cluster description.
 """
 
 from __future__ import annotations
@@ -9,19 +10,30 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
-from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.controlplane import ControlPlane, KubectlError, repo_root
 from scheduler.simulator import description as desc
 
 DEFAULT_DESCRIPTION = repo_root() / "e2e" / "clusters" / "dev.yaml"
+# Kopf's ClusterKopfPeering CRD, which koord-manager's peering needs (plain YAML in the chart).
+PEERING_CRD = repo_root() / "charts" / "koordinator-py" / "templates" / "manager-peering-crd.yaml"
 
 
 def install_crds(cp: ControlPlane) -> None:
-    cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(repo_root() / "crds"))
-    cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+    crds = ("-f", str(repo_root() / "crds"), "-f", str(PEERING_CRD))
+    cp.kubectl("apply", "--server-side", "--force-conflicts", *crds)
+    for attempt in range(5):  # kubectl wait fails, not waits, on a CRD whose status is not written yet
+        try:
+            cp.kubectl("wait", "--for=condition=Established", "crd", "--all", "--timeout=60s")
+            break
+        except KubectlError:
+            if attempt == 4:
+                raise
+            time.sleep(0.5)
 
 
 def apply_description(cp: ControlPlane, cluster: desc.ClusterDescription) -> None:

@@ -7,7 +7,9 @@ What it cannot see is checked here, with messages that name the field:
    int32 ranges, everything the schema expresses too, so a schema gap cannot let it through);
 2. the JSON- and number-valued annotations Koordinator reads from that kind, parsed with the
    same typed parsers the scheduler uses (a ``gatherStrategy`` strategy of ``"Sometimes"`` is
-   rejected here, where Koordinator would silently ignore the whole annotation).
+   rejected here, where Koordinator would silently ignore the whole annotation);
+3. per-kind rules across fields of a valid object (``SPEC_CHECKS``): a ClusterNetworkTopology
+   whose layers do not form one chain ending at NodeTopologyLayer.
 
 Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
 they produce a warning, which kubectl prints.
@@ -24,6 +26,8 @@ from pydantic import ValidationError
 from apis.errors import InvalidAnnotation
 from apis.extension import gang, networktopology
 from apis.meta import KoordResource
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from operators.logic import topology_tree
 
 __all__ = ["AdmissionResult", "review"]
 
@@ -42,6 +46,17 @@ _PODGROUP_LENIENT: dict[str, LenientResolver] = {
 STRICT_ANNOTATIONS: dict[str, dict[str, AnnotationParser]] = {"PodGroup": _PODGROUP_STRICT}
 LENIENT_ANNOTATIONS: dict[str, dict[str, LenientResolver]] = {"PodGroup": _PODGROUP_LENIENT}
 
+SpecCheck = Callable[[KoordResource], list[str]]
+
+
+def _network_topology_chain(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, ClusterNetworkTopology)
+    return topology_tree.validate_chain(obj.spec) if obj.spec is not None else []
+
+
+SPEC_CHECKS: dict[str, list[SpecCheck]] = {"ClusterNetworkTopology": [_network_topology_chain]}
+"""Per-kind checks over an object that passed its model; each returns its problems."""
+
 
 @dataclass
 class AdmissionResult:
@@ -59,12 +74,15 @@ class AdmissionResult:
 def review(model: type[KoordResource], body: Mapping[str, Any]) -> AdmissionResult:
     """Every reason to reject ``body`` (a wire object of ``model``'s kind), and every warning."""
     result = AdmissionResult()
+    kind = model.crd.kind
     try:
-        model.model_validate(dict(body))
+        obj = model.model_validate(dict(body))
     except ValidationError as exc:
         result.errors.extend(_describe(error) for error in exc.errors())
+    else:
+        for check in SPEC_CHECKS.get(kind, []):
+            result.errors.extend(check(obj))
     annotations: Mapping[str, str] = (body.get("metadata") or {}).get("annotations") or {}
-    kind = model.crd.kind
     for key, parse in STRICT_ANNOTATIONS.get(kind, {}).items():
         raw = annotations.get(key)
         if raw is None:

@@ -69,6 +69,8 @@ T = TypeVar("T", bound=BaseModel)
 DEFAULT_MAX_CONCURRENCY: Final = 32
 """Write calls (bind, patch, evict, event) in flight at once."""
 DEFAULT_WATCH_CONNECTIONS: Final = 16
+EVENT_CONCURRENCY: Final = 8
+"""Event writes in flight at once, apart from the other writes."""
 """Connections reserved for long-running watches on top of ``max_concurrency``."""
 
 _JSON: Final = "application/json"
@@ -242,6 +244,9 @@ class KubernetesBackend:
             raise ValueError("max_concurrency must be at least 1")
         self._api = api_client
         self._writes = asyncio.Semaphore(max_concurrency)
+        self._event_writes = asyncio.Semaphore(EVENT_CONCURRENCY)
+        """Events never take a slot a binding could use (kube-scheduler's events go through their
+        own broadcaster); a few connections suffice for them."""
         self._limiter = TokenBucket(qps, max(1, burst))
         """client-go's QPS/burst (clientConnection in the scheduler config); 0 QPS: unlimited."""
         self._event_limiter = TokenBucket(qps, max(1, burst))
@@ -283,7 +288,7 @@ class KubernetesBackend:
                 client_configuration=configuration,
                 persist_config=False,
             )
-        configuration.connection_pool_maxsize = max_concurrency + watch_connections
+        configuration.connection_pool_maxsize = max_concurrency + watch_connections + EVENT_CONCURRENCY
         api = k8s_client.ApiClient(configuration)
         api.user_agent = "koord-scheduler/koordinator-py"
         return cls(
@@ -498,9 +503,10 @@ class KubernetesBackend:
         what: str,
         content_type: str = _JSON,
         limiter: TokenBucket | None = None,
+        slots: asyncio.Semaphore | None = None,
     ) -> dict[str, Any]:
         await (limiter or self._limiter).acquire()
-        async with self._writes:
+        async with slots or self._writes:
             return await request_json(
                 self._api,
                 method,
@@ -602,6 +608,7 @@ class KubernetesBackend:
                 body,
                 what=f"record event {event.reason} for {ref.kind} {namespace}/{ref.name}",
                 limiter=self._event_limiter,
+                slots=self._event_writes,
             )
         except BackendError as exc:
             log.warning("could not record event: %s", exc)
