@@ -70,7 +70,7 @@ def pod_manifest(name: str, namespace: str, **labels: str) -> str:
             "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": labels},
             "spec": {
-                "schedulerName": "koord-scheduler",  # nothing else binds it
+                "schedulerName": "unserved-scheduler",  # no scheduler serves it: the test binds it
                 "containers": [
                     {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "100m"}}}
                 ],
@@ -141,7 +141,7 @@ async def test_watch_streams_a_pods_lifecycle(control_plane: ControlPlane, names
         added = await next_event(stream, about("lifecycle"))
         assert added.type is EventType.ADDED
         assert isinstance(added.obj, Pod)
-        assert added.obj.spec.scheduler_name == "koord-scheduler"
+        assert added.obj.spec.scheduler_name == "unserved-scheduler"
         added_version = int(added.obj.metadata.resource_version or 0)
 
         await kubectl(control_plane, "label", "pod", "lifecycle", "-n", namespace, "step=two")

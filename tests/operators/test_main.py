@@ -1,0 +1,28 @@
+"""koord-manager's flags and the handlers it registers."""
+
+from __future__ import annotations
+
+from operators.__main__ import build_registry, parse_args
+
+
+def test_peering_defaults_to_koord_manager() -> None:
+    config = parse_args([])
+    assert config.peering_name == "koord-manager"
+    assert not config.standalone
+    assert config.peering_priority is None
+
+
+def test_peering_flags() -> None:
+    config = parse_args(["--peering", "blue", "--peering-priority", "7", "--resync-seconds", "0.5"])
+    assert (config.peering_name, config.peering_priority, config.resync_seconds) == ("blue", 7, 0.5)
+    assert parse_args(["--standalone"]).standalone
+
+
+def test_registry_holds_the_operators() -> None:
+    registry = build_registry(parse_args(["--standalone"]))
+    indices = {h.id for h in registry._indexing.get_all_handlers()}
+    timers = {h.id for h in registry._spawning.get_all_handlers()}
+    assert indices == {"podgroup_members", "node_topology_labels"}
+    assert timers == {"podgroup_status", "networktopology_detail_status"}
+    startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}
+    assert any("peering" in i for i in startup)
