@@ -140,3 +140,9 @@ def test_must_gather_gang_that_no_block_can_hold_stays_pending_with_the_reason(
     assert "the largest free domain holds 7" in message
     time.sleep(2)
     assert blocks_of(control_plane, namespace, "strict") == {}, "no member of an unplaceable gang is bound"
+    on_pod_group = [
+        e["message"]
+        for e in json.loads(control_plane.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+        if e["involvedObject"]["kind"] == "PodGroup" and e.get("reason") == "FailedScheduling"
+    ]
+    assert any("needs 8 members in one BlockLayer domain" in m for m in on_pod_group), on_pod_group

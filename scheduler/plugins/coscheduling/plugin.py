@@ -18,6 +18,7 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Literal
 
@@ -30,7 +31,7 @@ from apis.extension import gang as gang_ext
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from scheduler import solver
-from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventType, WatchEvent
+from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventRecord, EventType, ObjectRef, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
@@ -104,6 +105,8 @@ class Coscheduling(
         self.default_timeout = args.default_timeout_seconds()
         self.gangs = Gangs(default_match_policy=args.default_match_policy)
         self.topology: ClusterNetworkTopology | None = None
+        self._reported: dict[str, str] = {}
+        self._background: set[asyncio.Task[None]] = set()
         self.options = SolveOptions(
             time_limit_seconds=args.solver_time_limit_seconds, strategy=args.placement_strategy
         )
@@ -239,6 +242,7 @@ class Coscheduling(
         self.handle.observe_solver(self.options.strategy, status, result.solve_seconds, fell_back)
         if isinstance(result, Infeasible):
             group.failure, group.failure_version = result.message, snapshot.version
+            self._report_on_pod_groups(gang, result.message)
             return Status.unschedulable(result.message)
         group.plan = dict(result.assignment)
         group.failure = None
@@ -295,6 +299,26 @@ class Coscheduling(
                     waiting.allow(NAME)
         self.gangs.group(gang).failure = None
         return Status.success(), 0.0
+
+    def _report_on_pod_groups(self, gang: Gang, message: str) -> None:
+        """The group's placement failed: say so on each PodGroup of the group too (once per message),
+        so `kubectl describe podgroup` shows the same reason as the members."""
+        for member in self.gangs.members_of_group(gang):
+            if not member.from_pod_group or self._reported.get(member.id) == message:
+                continue
+            self._reported[member.id] = message
+            namespace, name = member.id.split("/", 1)
+            event = EventRecord(
+                regarding=ObjectRef(
+                    api_version=PODGROUPS.api_version, kind="PodGroup", namespace=namespace, name=name
+                ),
+                type="Warning",
+                reason="FailedScheduling",
+                message=message,
+            )
+            task = asyncio.get_running_loop().create_task(self.handle.backend.record_event(event))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
 
     def _reject_waiting(self, gang: Gang, reason: str) -> None:
         for member in self.gangs.members_of_group(gang):
