@@ -32,6 +32,8 @@ class Handle:
     feasible_rows: Callable[[PodInfo, Snapshot], IntArray] | None = None
     """Rows every PreFilter and Filter of the profile accept for a pod (set by the Framework), for
     plugins that place several pods at once (gangs)."""
+    score_rows: Callable[[PodInfo, Snapshot, IntArray], IntArray] | None = None
+    """The profile's weighted Score totals for a pod on some rows (set by the Framework)."""
     observe_solver: Callable[[str, str, float, bool], None] = lambda solver, status, seconds, fallback: None
     """(solver, status, seconds, fell back to greedy) -> metrics."""
 

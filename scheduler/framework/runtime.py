@@ -84,6 +84,7 @@ class Framework:
                     self.score_weights[ref.name] = ref.weight
             self._points[point] = plugins
         handle.feasible_rows = self.feasible_rows
+        handle.score_rows = self.score_rows
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -103,6 +104,17 @@ class Framework:
             rows = rows[np.fromiter((names[r] in allowed for r in rows), dtype=np.bool_, count=rows.size)]
         feasible, status = self.run_filter(state, pod, snapshot, rows, fw.Diagnosis())
         return feasible if status.ok else rows[:0]
+
+    def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        """The profile's weighted Score total for ``pod`` on ``rows`` (what the cycle would rank by)."""
+        state = CycleState()
+        state.write(PLANNING, True)
+        if rows.size == 0 or not self.run_pre_filter(state, pod, snapshot)[0].ok:
+            return np.zeros(rows.size, dtype=np.int64)
+        if not self.run_pre_score(state, pod, snapshot, rows).ok:
+            return np.zeros(rows.size, dtype=np.int64)
+        total, _, status = self.run_score(state, pod, snapshot, rows)
+        return total if status.ok else np.zeros(rows.size, dtype=np.int64)
 
     def has(self, point: ExtensionPoint) -> bool:
         return bool(self._points.get(point))

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from scheduler.app import AppSettings, SchedulerApp
@@ -179,3 +180,55 @@ async def test_malformed_gang_annotation_keeps_the_pod_pending_and_the_loop_aliv
         await asyncio.sleep(0.02)
     assert list(bound(backend)) == ["plain"]
     assert app.queue.counts().gated == 1
+
+
+MOST_ALLOCATED = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"), [(DEFAULT_CONFIG_YAML, {"n1", "n2"}), (MOST_ALLOCATED, {"n0"})]
+)
+async def test_the_score_plugins_decide_among_equally_good_placements(
+    config: str, expected: set[str]
+) -> None:
+    """After the topology, the solver follows the profile's scores: spread by default
+    (LeastAllocated), binpack onto the busy node with MostAllocated."""
+    profiles = load_config(config, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements).profiles
+    backend = MemoryBackend()
+    for i in range(3):
+        backend.apply(NODES, node(f"n{i}", cpu="8"))
+    busy = member("busy", cpu="4")
+    busy["spec"]["nodeName"] = "n0"
+    backend.apply(PODS, busy)
+    settings = AppSettings(
+        profiles=tuple(profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
+    )
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    try:
+        await app.handlers.synced_pods.wait()
+        await asyncio.sleep(0.05)
+        backend.apply(PODGROUPS, pod_group("pair", 2))
+        for i in range(2):
+            backend.apply(PODS, member(f"p{i}", group="pair", cpu="1"))
+        for _ in range(100):
+            placed = {k: v for k, v in bound(backend).items() if k.startswith("p")}
+            if len(placed) == 2:
+                break
+            await asyncio.sleep(0.02)
+        assert set(placed.values()) <= expected, placed
+    finally:
+        stop.set()
+        await task

@@ -35,6 +35,7 @@ NODE_LAYER = "NodeTopologyLayer"
 CLUSTER_LAYER = "ClusterTopologyLayer"
 
 FeasibleRows = Callable[[PodInfo], IntArray]
+ScoreRows = Callable[[PodInfo, IntArray], IntArray]
 
 
 class TopologyError(ValueError):
@@ -88,6 +89,7 @@ def build_problem(
     topology: ClusterNetworkTopology | None,
     spec: topology_ext.NetworkTopologySpec | None,
     options: SolveOptions,
+    score_rows: ScoreRows | None = None,
 ) -> PlacementProblem:
     """The placement problem of ``members`` (a gang group's pending pods, in rank order)."""
     table = snapshot.table
@@ -142,6 +144,19 @@ def build_problem(
             path = found
         nodes.append(NodeSpec(info.name, ResourceVector(tuple(max(0, v) for v in vector)), path))
     present = {n.name for n in nodes}
+    node_scores: dict[str, int] = {}
+    if score_rows is not None and ordered.size:
+        # The score plugins' view (binpacking, NodeResourcesFitPlus ...) for the largest class of
+        # members, scaled to 0..100: the solver's second objective after the topology.
+        largest = max(classes.values(), key=len)[0]
+        totals = score_rows(largest, ordered)
+        top = int(totals.max()) if totals.size else 0
+        if top > 0:
+            node_scores = {
+                table.names[int(r)]: int(t) * 100 // top
+                for r, t in zip(ordered.tolist(), totals.tolist(), strict=True)
+                if table.names[int(r)] in present
+            }
     feasible = {g: frozenset(n for n in names if n in present) for g, names in feasible.items()}
     return PlacementProblem(
         gang=gang_id,
@@ -150,5 +165,6 @@ def build_problem(
         nodes=tuple(nodes),
         feasible_nodes=feasible,
         layers=layers,
+        node_scores=node_scores,
         options=options,
     )

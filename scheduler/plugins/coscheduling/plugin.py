@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,7 @@ from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from scheduler import solver
 from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventRecord, EventType, ObjectRef, WatchEvent
+from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
@@ -228,6 +230,7 @@ class Coscheduling(
                 topology=self.topology if spec is not None else None,
                 spec=spec,
                 options=self.options,
+                score_rows=self._score_rows(snapshot),
             )
         except TopologyError as exc:
             return Status.unresolvable(f"gang {gang.id}: {exc}")
@@ -299,6 +302,12 @@ class Coscheduling(
                     waiting.allow(NAME)
         self.gangs.group(gang).failure = None
         return Status.success(), 0.0
+
+    def _score_rows(self, snapshot: Snapshot) -> Callable[[PodInfo, IntArray], IntArray] | None:
+        score_rows = self.handle.score_rows
+        if score_rows is None:
+            return None
+        return lambda member, rows: score_rows(member, snapshot, rows)
 
     def _report_on_pod_groups(self, gang: Gang, message: str) -> None:
         """The group's placement failed: say so on each PodGroup of the group too (once per message),
