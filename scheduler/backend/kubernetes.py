@@ -28,6 +28,7 @@ import random
 import socket
 import time
 import uuid
+import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
@@ -260,6 +261,7 @@ class KubernetesBackend:
         self._reporting_instance = (reporting_instance or f"koord-scheduler-{socket.gethostname()}")[:128]
         self._closed = asyncio.Event()
         self._open_streams: set[aiohttp.ClientResponse] = set()
+        self._watches: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
         self.stats = WatchStats()
 
     @classmethod
@@ -316,11 +318,13 @@ class KubernetesBackend:
         self, resource: ResourceType[T], *, field_selector: str | None = None
     ) -> AsyncIterator[WatchEvent[T]]:
         """List then watch ``resource`` (see ``scheduler.backend.base`` for the contract)."""
-        return self._watch(resource, field_selector, None)
+        stream = self._watch(resource, field_selector, None)
+        self._watches.add(stream)
+        return stream
 
     async def _watch(
         self, resource: ResourceType[T], field_selector: str | None, resource_version: str | None
-    ) -> AsyncIterator[WatchEvent[T]]:
+    ) -> AsyncGenerator[WatchEvent[T], None]:
         """The reflector loop. ``resource_version`` starts with a watch instead of a list (tests use a
         too-old one to force the 410 relist path); None lists first."""
         rv = resource_version
@@ -622,6 +626,11 @@ class KubernetesBackend:
         self._closed.set()
         for response in list(self._open_streams):
             response.close()
+        # A consumer that stopped iterating leaves its generator suspended; closing it here runs
+        # its cleanup now instead of when the garbage collector finds it (an unclosed socket).
+        for stream in list(self._watches):
+            with suppress(RuntimeError):  # "already running": that consumer ends it itself
+                await stream.aclose()
         await self._api.close()
 
 
