@@ -68,12 +68,13 @@ def _render_explanation(e: dict[str, Any]) -> str:
 
 def _simulate(args: argparse.Namespace) -> int:
     from scheduler.simulator.description import load as load_cluster
-    from scheduler.simulator.run import load_workload, render, simulate
+    from scheduler.simulator.run import load_custom_resources, load_workload, render, simulate
 
     cluster = load_cluster(args.cluster)
     pods = load_workload(args.workload)
     config_text = Path(args.config).read_text() if args.config else None
-    result = asyncio.run(simulate(cluster, pods, config_text=config_text))
+    custom = load_custom_resources(args.workload)
+    result = asyncio.run(simulate(cluster, pods, config_text=config_text, custom_resources=custom))
     print(render(result, args.output))
     return 0 if not result.pending or args.allow_pending else 2
 
@@ -84,7 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sim = sub.add_parser("simulate", help="schedule a workload on a described cluster, in memory")
     sim.add_argument("--cluster", required=True, type=Path, help="cluster description YAML")
-    sim.add_argument("--workload", required=True, type=Path, help="Pods (or Deployments/Jobs) YAML")
+    sim.add_argument(
+        "--workload",
+        required=True,
+        type=Path,
+        help="Pods, Deployments, Jobs, PodGroups, ClusterNetworkTopology",
+    )
     sim.add_argument("--config", type=Path, help="KubeSchedulerConfiguration YAML")
     sim.add_argument("-o", "--output", choices=["table", "wide", "json"], default="table")
     sim.add_argument("--allow-pending", action="store_true", help="exit 0 even if some pods stay pending")

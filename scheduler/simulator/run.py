@@ -21,7 +21,7 @@ import yaml
 from apis.core import Pod
 from apis.resources import from_int_units
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS
+from scheduler.backend.base import NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.registry import Registry
@@ -29,7 +29,7 @@ from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.simulator.description import ClusterDescription
 
-__all__ = ["Placement", "SimulationResult", "load_workload", "render", "simulate"]
+__all__ = ["Placement", "SimulationResult", "load_custom_resources", "load_workload", "render", "simulate"]
 
 _REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
 
@@ -69,8 +69,23 @@ def load_workload(path: str | Path) -> list[Pod]:
     return [pod for doc in docs for pod in _expand(doc)]
 
 
+_CUSTOM: dict[str, ResourceType[Any]] = {"PodGroup": PODGROUPS, "ClusterNetworkTopology": TOPOLOGIES}
+
+
+def load_custom_resources(path: str | Path) -> list[tuple[ResourceType[Any], Any]]:
+    """The PodGroups and ClusterNetworkTopologies of a workload file (applied before its pods)."""
+    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
+    return [
+        (_CUSTOM[d["kind"]], _CUSTOM[d["kind"]].model.model_validate(d))
+        for d in docs
+        if d.get("kind") in _CUSTOM
+    ]
+
+
 def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
     kind = doc.get("kind")
+    if kind in _CUSTOM:
+        return  # see load_custom_resources
     if kind == "List":
         for item in doc.get("items", []):
             yield from _expand(item)
@@ -98,7 +113,7 @@ def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
         return
     raise ValueError(
         f"unsupported kind {kind!r} in the workload: "
-        "use Pod, List, Deployment, ReplicaSet, StatefulSet or Job"
+        "use Pod, List, Deployment, ReplicaSet, StatefulSet, Job, PodGroup or ClusterNetworkTopology"
     )
 
 
@@ -109,11 +124,14 @@ async def simulate(
     config_text: str | None = None,
     registry: Registry = DEFAULT_REGISTRY,
     settle_seconds: float = 0.05,
+    custom_resources: Iterable[tuple[ResourceType[Any], Any]] = (),
 ) -> SimulationResult:
     config = load_config(config_text or DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, registry.implements)
     backend = MemoryBackend()
     for node in cluster.nodes():
         backend.apply(NODES, node)
+    for resource, obj in custom_resources:
+        backend.apply(resource, obj)
     settings = AppSettings(
         profiles=tuple(config.profiles),
         parallelism=config.parallelism,

@@ -55,3 +55,19 @@ def test_unknown_kind_is_a_clear_error(tmp_path: Path) -> None:
     workload.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     with pytest.raises(ValueError, match="unsupported kind 'ConfigMap'"):
         load_workload(workload)
+
+
+async def test_a_topology_gang_is_simulated_in_one_block() -> None:
+    from scheduler.simulator.description import load as load_cluster
+    from scheduler.simulator.run import load_custom_resources
+
+    workload = EXAMPLES / "gang-workload.yaml"
+    result = await simulate(
+        load_cluster(EXAMPLES / "gang-cluster.yaml"),
+        load_workload(workload),
+        config_text=(EXAMPLES / "topology-config.yaml").read_text(),
+        custom_resources=load_custom_resources(workload),
+    )
+    assert (len(result.scheduled), len(result.pending)) == (16, 0)
+    # 16 members x 4 GPUs fill exactly the 8 nodes of one block (gpu-0 ... gpu-7 are block b0).
+    assert {p.node for p in result.scheduled} == {f"gpu-{i}" for i in range(8)}
