@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.backend.ratelimit import ConcurrencyLimit
 from scheduler.cache.cache import Cache
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
@@ -43,7 +44,7 @@ class Binder:
         self._cache = cache
         self._queue = queue
         self._explanations = explanations
-        self._limit = asyncio.Semaphore(parallelism)
+        self._limit = ConcurrencyLimit(parallelism)
         self._clock = clock
         self._on_bound = on_bound
         self._tasks: set[asyncio.Task[None]] = set()

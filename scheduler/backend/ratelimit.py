@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
-__all__ = ["TokenBucket"]
+__all__ = ["ConcurrencyLimit", "TokenBucket"]
 
 
 class TokenBucket:
@@ -35,3 +35,24 @@ class TokenBucket:
                 await asyncio.sleep((1 - self._tokens) / self.qps)
                 self._refill()
             self._tokens -= 1
+
+
+class ConcurrencyLimit:
+    """At most ``limit`` holders at once, first come first served, O(1) per acquire.
+
+    asyncio.Semaphore.acquire (Python 3.11) scans every waiter on each call; with thousands of
+    bindings or events queued that turns quadratic. A queue of tokens wakes exactly one waiter.
+    """
+
+    def __init__(self, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._tokens: asyncio.Queue[None] = asyncio.Queue()
+        for _ in range(limit):
+            self._tokens.put_nowait(None)
+
+    async def __aenter__(self) -> None:
+        await self._tokens.get()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._tokens.put_nowait(None)

@@ -52,3 +52,33 @@ async def test_zero_qps_is_unlimited(fake: FakeTime) -> None:
     for _ in range(100):
         await bucket.acquire()
     assert fake.sleeps == []
+
+
+async def test_concurrency_limit_admits_at_most_the_limit_in_arrival_order() -> None:
+    import asyncio
+
+    from scheduler.backend.ratelimit import ConcurrencyLimit
+
+    limit = ConcurrencyLimit(2)
+    inside: list[int] = []
+    peak = 0
+    order: list[int] = []
+    release = asyncio.Event()
+
+    async def holder(i: int) -> None:
+        nonlocal peak
+        async with limit:
+            order.append(i)
+            inside.append(i)
+            peak = max(peak, len(inside))
+            await release.wait()
+            inside.remove(i)
+
+    tasks = [asyncio.create_task(holder(i)) for i in range(6)]
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert order == [0, 1]
+    release.set()
+    await asyncio.gather(*tasks)
+    assert peak == 2
+    assert order == [0, 1, 2, 3, 4, 5]
