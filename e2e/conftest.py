@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.cluster.__main__ import apply_description, install_crds
+from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
 from e2e.scheduler_process import Scheduler, install_scheduler_rbac, start_scheduler
@@ -50,6 +50,7 @@ def control_plane(
     try:
         install_crds(cp)
         apply_description(cp, cluster_description)
+        wait_nodes_ready(cp)
         manager.start()
         wait_for_admission(cp, manager)
         request.config.stash[_SERVER_VERSION] = cp.kubectl("version")

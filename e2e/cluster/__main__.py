@@ -8,6 +8,7 @@ objects) of a cluster description.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import time
@@ -45,6 +46,28 @@ def apply_description(cp: ControlPlane, cluster: desc.ClusterDescription) -> Non
         _apply_objects(cp, devices, "devices")
 
 
+NOT_READY_TAINTS = {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}
+
+
+def wait_nodes_ready(cp: ControlPlane, timeout: float = 180.0) -> None:
+    """Wait until kube-controller-manager has lifted the not-ready taints it puts on every new node
+    (it does so once KWOK reports the node Ready, a few nodes per second)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
+        tainted = [
+            n["metadata"]["name"]
+            for n in nodes
+            if any(t["key"] in NOT_READY_TAINTS for t in n.get("spec", {}).get("taints") or ())
+        ]
+        if not tainted:
+            print(f"[cluster] {len(nodes)} nodes ready", file=sys.stderr)
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(tainted)} nodes still not ready after {timeout}s: {tainted[:5]}")
+        time.sleep(1.0)
+
+
 def _apply_objects(cp: ControlPlane, objects: list[dict[str, object]], what: str) -> None:
     batch = 200
     for start in range(0, len(objects), batch):
@@ -59,6 +82,7 @@ def up(name: str, description_path: Path, default_kubeconfig: bool) -> ControlPl
     cp.start()
     install_crds(cp)
     apply_description(cp, cluster)
+    wait_nodes_ready(cp)
     if default_kubeconfig:
         shutil.copyfile(cp.kubeconfig, repo_root() / ".cluster" / "kubeconfig")
     return cp
