@@ -12,7 +12,7 @@ import json
 import secrets
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any, TypeVar
 
 import pytest
@@ -187,8 +187,11 @@ class GoneOnce(KubernetesBackend):
         if not self.injected:
             self.injected = True
             raise _Gone(f"injected by the test at resourceVersion {rv}")
-        async for item in super()._stream(resource, field_selector, rv):
-            yield item
+        # aclosing: when the backend closes this generator, the real stream inside closes at once
+        # too (its connection), instead of whenever the garbage collector finds it.
+        async with aclosing(super()._stream(resource, field_selector, rv)) as inner:
+            async for item in inner:
+                yield item
 
 
 async def test_410_relists_from_the_server_and_reports_replaced(
