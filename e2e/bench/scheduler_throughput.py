@@ -61,7 +61,6 @@ import json
 import math
 import os
 import shutil
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
@@ -78,6 +77,7 @@ from apis.quantity import Quantity
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
+from e2e.scheduler_process import free_port
 from scheduler.backend.base import BackendError, Conflict
 from scheduler.backend.kubernetes import request_json
 from scheduler.simulator.description import ClusterDescription, NodePool
@@ -633,13 +633,6 @@ class CpuMeter:
         return usage
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def _http_ok(session: aiohttp.ClientSession, url: str) -> bool:
     try:
         async with session.get(url, ssl=False, timeout=aiohttp.ClientTimeout(total=2)) as response:
@@ -824,7 +817,7 @@ async def run_benchmark(opts: Options) -> Report:
         with _phase(report, KOORD):
             config = cp.state_dir / "koord-scheduler-bench.yaml"
             config.write_text(config_text)
-            port = _free_port()
+            port = free_port()
             component = koord_scheduler(
                 cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
             )
@@ -844,7 +837,7 @@ async def run_benchmark(opts: Options) -> Report:
             with _phase(report, KUBE):
                 config = cp.state_dir / "kube-scheduler-bench.yaml"
                 config.write_text(scheduler_config(opts, cp.kubeconfig, KUBE_PROFILE))
-                port = _free_port()
+                port = free_port()
                 report.results.append(
                     await measure_scheduler(
                         api,

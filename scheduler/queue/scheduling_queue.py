@@ -180,7 +180,7 @@ class SchedulingQueue:
     # ---- after a cycle -----------------------------------------------------------------------
 
     def done(self, uid: str) -> None:
-        """The pod was scheduled (assumed): it leaves the queue."""
+        """The pod was bound (the binder calls this): it leaves the queue."""
         self._in_flight.pop(uid, None)
 
     def add_unschedulable(self, qp: QueuedPodInfo, rejecting_plugins: set[str]) -> None:
