@@ -51,6 +51,7 @@ def control_plane(
         install_crds(cp)
         apply_description(cp, cluster_description)
         wait_nodes_ready(cp)
+        cp.wait_service_account("default")
         manager.start()
         wait_for_admission(cp, manager)
         request.config.stash[_SERVER_VERSION] = cp.kubectl("version")

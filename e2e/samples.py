@@ -25,7 +25,7 @@ SAMPLE_WORKLOAD = EXAMPLES / "simulate" / "workload.yaml"
 def apply(cp: ControlPlane) -> None:
     files = [*example_files(), SAMPLE_WORKLOAD]
     for i, path in enumerate(files, 1):
-        cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        cp.apply_file(path)
         print(f"[samples] {i}/{len(files)} applied {path.relative_to(repo_root())}", file=sys.stderr)
 
 

@@ -83,6 +83,7 @@ def up(name: str, description_path: Path, default_kubeconfig: bool) -> ControlPl
     install_crds(cp)
     apply_description(cp, cluster)
     wait_nodes_ready(cp)
+    cp.wait_service_account("default")
     if default_kubeconfig:
         shutil.copyfile(cp.kubeconfig, repo_root() / ".cluster" / "kubeconfig")
     return cp

@@ -40,6 +40,7 @@ def repo_root() -> Path:
 
 
 ROOT = repo_root()
+MISSING_SERVICE_ACCOUNT = 'serviceaccount "default" not found'
 TOOLS = ("kube-apiserver", "kube-controller-manager", "etcd", "kwok", "kwokctl", "kubectl")
 
 
@@ -94,6 +95,35 @@ class ControlPlane:
         if check and proc.returncode != 0:
             raise KubectlError(proc)
         return proc.stdout
+
+    def create_namespace(self, name: str, *, timeout: float = 60.0) -> None:
+        """Create a namespace and wait until pods can be created in it (see ``wait_service_account``)."""
+        self.kubectl("create", "namespace", name)
+        self.wait_service_account(name, timeout=timeout)
+
+    def wait_service_account(self, namespace: str, *, timeout: float = 60.0) -> None:
+        """Wait for the namespace's ``default`` ServiceAccount.
+
+        kube-controller-manager creates that account a moment after the namespace; until then the
+        ServiceAccount admission plugin rejects every pod in it ("serviceaccount default not found").
+        """
+        deadline = time.monotonic() + timeout
+        while self.run_kubectl("get", "serviceaccount", "default", "-n", namespace).returncode != 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {namespace}: no default ServiceAccount after {timeout}s")
+            time.sleep(0.2)
+
+    def apply_file(self, path: Path, *, timeout: float = 60.0) -> str:
+        """Server-side apply a manifest file, as a user would; a file that creates a namespace and
+        pods in it is applied again until the namespace's ServiceAccount exists."""
+        deadline = time.monotonic() + timeout
+        while True:
+            proc = self.run_kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+            if proc.returncode == 0:
+                return proc.stdout
+            if MISSING_SERVICE_ACCOUNT not in proc.stderr or time.monotonic() > deadline:
+                raise KubectlError(proc)
+            time.sleep(0.5)
 
     def _write_config(self) -> Path:
         for tool in TOOLS:

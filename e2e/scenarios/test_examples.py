@@ -26,7 +26,7 @@ def test_release_note_examples_exist() -> None:
 def test_example_applies_and_reads_back_unchanged(control_plane: ControlPlane, path: Path) -> None:
     docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
     # Examples stay applied: later files use earlier ones (the PriorityClasses of the v1.7 job).
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    control_plane.apply_file(path)
     returned = json.loads(control_plane.kubectl("get", "-f", str(path), "-o", "json"))
     items = returned["items"] if returned.get("kind") == "List" else [returned]
     assert len(items) == len(docs)

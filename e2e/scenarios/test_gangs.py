@@ -70,7 +70,7 @@ def small_nodes(control_plane: ControlPlane) -> Iterator[None]:
 
 def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler: Scheduler) -> None:
     ns = "gang-wait"
-    control_plane.kubectl("create", "namespace", ns)
+    control_plane.create_namespace(ns)
     apply(control_plane, [pod_group("train", ns, 4)])
     apply(control_plane, [member(f"w{i}", ns, "train", cpu="1", memory="1Gi") for i in range(3)])
     time.sleep(3)  # give the scheduler every chance to (wrongly) bind a partial gang
@@ -93,7 +93,7 @@ def test_gang_group_of_master_and_workers_is_bound_together(
     control_plane: ControlPlane, scheduler: Scheduler
 ) -> None:
     ns = "gang-group"
-    control_plane.kubectl("create", "namespace", ns)
+    control_plane.create_namespace(ns)
     groups = json.dumps([f"{ns}/master", f"{ns}/worker"])
     group_annotation = {"gang.scheduling.koordinator.sh/groups": groups}
     apply(control_plane, [pod_group("master", ns, 1, annotations=group_annotation)])
@@ -113,7 +113,7 @@ def test_gang_that_cannot_fit_reserves_nothing(
     """The group is placed as a whole: when 3 members do not fit, none is assumed or bound, in
     either mode (Koordinator's member-by-member plan would hold two nodes while it waits)."""
     ns = f"gang-{mode.lower()}"
-    control_plane.kubectl("create", "namespace", ns)
+    control_plane.create_namespace(ns)
     apply(control_plane, [pod_group("job", ns, 3, annotations={"gang.scheduling.koordinator.sh/mode": mode})])
     apply(
         control_plane,

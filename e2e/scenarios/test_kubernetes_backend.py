@@ -53,7 +53,7 @@ async def connected(cp: ControlPlane, cls: type[KubernetesBackend] = KubernetesB
 @pytest.fixture
 def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = f"kb-{secrets.token_hex(4)}"
-    control_plane.kubectl("create", "namespace", name)
+    control_plane.create_namespace(name)
     # The service account controller must create `default` before pods can be admitted.
     deadline = time.monotonic() + TIMEOUT
     while control_plane.run_kubectl("get", "serviceaccount", "default", "-n", name).returncode != 0:

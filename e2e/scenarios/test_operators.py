@@ -108,7 +108,7 @@ def test_a_broken_layer_chain_is_rejected_at_admission(control_plane: ControlPla
 @pytest.fixture
 def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = f"pg-{secrets.token_hex(4)}"
-    control_plane.kubectl("create", "namespace", name)
+    control_plane.create_namespace(name)
     deadline = time.monotonic() + TIMEOUT
     while control_plane.run_kubectl("get", "serviceaccount", "default", "-n", name).returncode != 0:
         assert time.monotonic() < deadline, f"namespace {name} never got its default service account"

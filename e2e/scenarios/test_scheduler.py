@@ -49,7 +49,7 @@ def mixed_workload(
     control_plane: ControlPlane, scheduler_kubeconfig: Path, _scheduler_process: Scheduler
 ) -> list[dict[str, Any]]:
     _scheduler_process.ensure_running(control_plane, scheduler_kubeconfig)
-    control_plane.kubectl("create", "namespace", MIXED)
+    control_plane.create_namespace(MIXED)
     workload = [
         make_pod(
             f"web-{i}", MIXED, cpu=SIZES[i % 4][0], memory=SIZES[i % 4][1], node_selector={"node-type": "cpu"}
@@ -223,7 +223,7 @@ def test_sigkill_mid_run_then_restart_binds_everything_once(
     control_plane: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler
 ) -> None:
     namespace = "sched-sigkill"
-    control_plane.kubectl("create", "namespace", namespace)
+    control_plane.create_namespace(namespace)
     apply(
         control_plane,
         [
@@ -253,7 +253,7 @@ def test_sigkill_mid_run_then_restart_binds_everything_once(
 
 def test_apiserver_restart_mid_run(control_plane: ControlPlane, scheduler: Scheduler) -> None:
     namespace = "sched-apiserver"
-    control_plane.kubectl("create", "namespace", namespace)
+    control_plane.create_namespace(namespace)
     apply(
         control_plane,
         [
@@ -285,7 +285,7 @@ def test_standby_takes_over_when_the_leader_dies(
             lambda: http_status(f"{standby.url}/healthz") == 200, timeout=60, what="the standby to serve"
         )
         namespace = "sched-leader"
-        control_plane.kubectl("create", "namespace", namespace)
+        control_plane.create_namespace(namespace)
         apply(control_plane, [make_pod(f"a-{i}", namespace, cpu="100m", memory="64Mi") for i in range(20)])
         wait_for(
             lambda: len(_bound(pods(control_plane, namespace))) == 20, timeout=60, what="the leader to bind"
@@ -308,7 +308,7 @@ def test_gated_pod_waits_until_its_gates_are_removed(
     control_plane: ControlPlane, scheduler: Scheduler
 ) -> None:
     namespace = "sched-gates"
-    control_plane.kubectl("create", "namespace", namespace)
+    control_plane.create_namespace(namespace)
     gated = make_pod("gated", namespace, cpu="100m", memory="64Mi")
     gated["spec"]["schedulingGates"] = [{"name": "example.com/quota-check"}]
     apply(control_plane, [gated, make_pod("free", namespace, cpu="100m", memory="64Mi")])

@@ -81,7 +81,7 @@ def topology(control_plane: ControlPlane) -> None:
 @pytest.fixture
 def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
     ns = f"topo-{request.node.name.split('[')[0].replace('_', '-')[5:40]}".rstrip("-")
-    control_plane.kubectl("create", "namespace", ns)
+    control_plane.create_namespace(ns)
     yield ns
     control_plane.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=60s")
 
