@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from scheduler.solver.gang_placement import solve_cpsat
 from scheduler.solver.greedy import solve_greedy
+from scheduler.solver.preemption_problem import PreemptionProblem, VictimSelection, VictimSpec
 from scheduler.solver.problem import (
     Infeasible,
     ModelSize,
@@ -24,6 +25,8 @@ from scheduler.solver.problem import (
     objective,
     violations,
 )
+from scheduler.solver.victim_cpsat import select_cpsat
+from scheduler.solver.victim_greedy import select_greedy
 
 __all__ = [
     "Infeasible",
@@ -32,10 +35,14 @@ __all__ = [
     "PlacementProblem",
     "Plan",
     "PodGroupSpec",
+    "PreemptionProblem",
     "ResourceVector",
     "SolveOptions",
     "TopologyLayer",
+    "VictimSelection",
+    "VictimSpec",
     "objective",
+    "select_victims",
     "solve",
     "violations",
 ]
@@ -49,3 +56,14 @@ def solve(
     if problem.options.strategy == "greedy":
         return solve_greedy(problem)
     return solve_cpsat(problem, on_fallback=on_fallback)
+
+
+def select_victims(
+    problem: PreemptionProblem, *, on_fallback: Callable[[PreemptionProblem], None] | None = None
+) -> VictimSelection | None:
+    """Choose the victims of a job-level preemption (None: no victims let the whole job fit).
+    ``on_fallback`` is called when CP-SAT found nothing in time and the greedy choice is returned
+    (status GREEDY_FALLBACK)."""
+    if problem.placement.options.strategy == "greedy":
+        return select_greedy(problem)
+    return select_cpsat(problem, on_fallback=on_fallback)

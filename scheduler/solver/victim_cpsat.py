@@ -1,0 +1,271 @@
+"""CP-SAT victim selection for job-level preemption, the greedy selection as hint and fallback.
+
+Formulation (`preemption_problem` states the problem and the objective):
+
+* ``x[g, n]`` integer: members of pod group g placed on candidate node n (only where g passes its
+  Filters once the victims are gone and at least one member fits then). ``v[p]`` boolean: victim
+  p is evicted. Per node and resource the members take at most what is free now plus what the
+  evicted victims release: ``sum_g req[g] * x[g, n] <= free[n] + sum_p req[p] * v[p]``.
+* Every member is placed: ``sum_n x[g, n] = count[g]``.
+* MustGather: one domain ``d[D]`` of the deepest MustGather layer is chosen and members outside it
+  are forbidden; podCountMultiple k: members inside each domain of the layer ``= k * z[D]``.
+* Costs: ``top >= rank(p) * v[p]`` (highest victim priority); per budget ``over[b] >= sum v - allowed``;
+  ``job[j] >= v[p]`` for the victims of job j, a broken job costing ``size(j)`` pods.
+* Lexicographic minimisation by stages: minimise a term, then fix it (``==`` its optimum, or
+  ``<=`` the value found when the stage ran out of time) and go on to the next, every stage hinted
+  with the best selection so far. The time limit covers all stages; seed and worker count are fixed
+  (interleaved search), so the same input gives the same victims. If no stage finds a solution in
+  time, the greedy selection is returned as GREEDY_FALLBACK; a proven infeasibility means that no
+  set of victims lets the job fit, so nothing is evicted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+
+from ortools.sat.python import cp_model
+
+from scheduler.solver.greedy import members_in_rank_order
+from scheduler.solver.preemption_problem import PreemptionProblem, VictimSelection, objective
+from scheduler.solver.problem import domain_key
+from scheduler.solver.victim_greedy import select_greedy
+
+__all__ = ["select_cpsat"]
+
+Domain = tuple[str, ...]
+
+
+class _Model:
+    """The CP-SAT model of one preemption problem and how to read a selection back."""
+
+    def __init__(self, problem: PreemptionProblem) -> None:
+        self.problem = problem
+        placement = problem.placement
+        self.model = cp_model.CpModel()
+        model = self.model
+        by_node = problem.victims_on()
+        self.x: dict[tuple[int, str], cp_model.IntVar] = {}
+        for gi, group in enumerate(placement.pod_groups):
+            for node in placement.nodes:
+                if not placement.feasible(group, node):
+                    continue
+                room = list(node.free.values)
+                for v in by_node.get(node.name, ()):
+                    room = [a + b for a, b in zip(room, v.request.values, strict=True)]
+                cap = group.count
+                for need, have in zip(group.request.values, room, strict=True):
+                    if need > 0:
+                        cap = min(cap, max(have, 0) // need)
+                if cap > 0:
+                    self.x[gi, node.name] = model.new_int_var(0, cap, f"x[{gi},{node.name}]")
+        hosting = {n for _, n in self.x}
+        self.v: dict[str, cp_model.IntVar] = {}
+        for victim in problem.victims:
+            if victim.node in hosting:  # evicting elsewhere never helps
+                self.v[victim.uid] = model.new_bool_var(f"v[{victim.name}]")
+
+        for node in placement.nodes:
+            placed = [(gi, var) for (gi, n), var in self.x.items() if n == node.name]
+            if not placed:
+                continue
+            for r in range(len(placement.resources)):
+                demand = [(placement.pod_groups[gi].request.values[r], var) for gi, var in placed]
+                demand = [(a, var) for a, var in demand if a]
+                if not demand:
+                    continue
+                released = [
+                    (v.request.values[r], self.v[v.uid])
+                    for v in by_node.get(node.name, ())
+                    if v.request.values[r] and v.uid in self.v
+                ]
+                model.add(
+                    sum(a * var for a, var in demand) - sum(a * var for a, var in released)
+                    <= node.free.values[r]
+                )
+        self.placeable = True
+        for gi, group in enumerate(placement.pod_groups):
+            options = [var for (g, _), var in self.x.items() if g == gi]
+            if not options:
+                self.placeable = False  # no node takes this group even with every victim gone
+                continue
+            model.add(sum(options) == group.count)
+
+        path = {n.name: n.path for n in placement.nodes}
+        self.domain: dict[Domain, cp_model.IntVar] = {}
+        must = placement.must_gather_index
+        if must is not None:
+            for key in sorted({domain_key(path[n], must) for _, n in self.x}):
+                self.domain[key] = model.new_bool_var(f"d[{'/'.join(key)}]")
+            model.add_exactly_one(self.domain.values())
+            for (gi, n), var in self.x.items():
+                model.add(var <= placement.pod_groups[gi].count * self.domain[domain_key(path[n], must)])
+        self.multiple: dict[Domain, cp_model.IntVar] = {}
+        total = placement.member_count
+        for i, layer in enumerate(placement.layers):
+            k = layer.pod_count_multiple
+            if k <= 1:
+                continue
+            inside: dict[Domain, list[cp_model.IntVar]] = defaultdict(list)
+            for (_, n), var in self.x.items():
+                inside[domain_key(path[n], i)].append(var)
+            for key, vars_ in sorted(inside.items()):
+                z = model.new_int_var(0, total // k, f"z[{'/'.join(key)}]")
+                self.multiple[key] = z
+                model.add(sum(vars_) == k * z)
+
+        ranks = problem.priority_ranks
+        chosen = [v for v in problem.victims if v.uid in self.v]
+        self.top = model.new_int_var(0, max(ranks.values(), default=0), "top")
+        for victim in chosen:
+            model.add(self.top >= ranks[victim.priority] * self.v[victim.uid])
+        members_of: dict[str, list[str]] = defaultdict(list)
+        for victim in chosen:
+            for pdb in victim.pdbs:
+                members_of[pdb].append(victim.uid)
+        self.over: dict[str, cp_model.IntVar] = {}
+        for pdb, uids in sorted(members_of.items()):
+            over = model.new_int_var(0, len(uids), f"over[{pdb}]")
+            model.add(over >= sum(self.v[u] for u in uids) - problem.pdb_allowed.get(pdb, 0))
+            self.over[pdb] = over
+        self.job: dict[str, cp_model.IntVar] = {}
+        for victim in chosen:
+            if victim.job not in self.job:
+                self.job[victim.job] = model.new_bool_var(f"job[{victim.job}]")
+            model.add_implication(self.v[victim.uid], self.job[victim.job])
+        self.terms: list[cp_model.LinearExprT] = [
+            self.top,
+            sum(self.over.values()),
+            sum(self.job.values()),
+            sum(problem.job_size(j) * var for j, var in self.job.items()),
+            sum(self.v.values()),
+        ]
+
+    def hint(self, victims: set[str], assignment: Mapping[str, str]) -> None:
+        problem, placement = self.problem, self.problem.placement
+        model = self.model
+        model.clear_hints()  # type: ignore[no-untyped-call]
+        group_of = {m: gi for gi, g in enumerate(placement.pod_groups) for m in g.member_ids}
+        counts: dict[tuple[int, str], int] = defaultdict(int)
+        for member, node in assignment.items():
+            counts[group_of[member], node] += 1
+        if any(key not in self.x for key in counts):
+            return  # not expressible in this model (should not happen: same feasibility)
+        for key, var in self.x.items():
+            model.add_hint(var, counts.get(key, 0))
+        for uid, var in self.v.items():
+            model.add_hint(var, 1 if uid in victims else 0)
+        jobs = {v.job for v in problem.victims if v.uid in victims}
+        for job, var in self.job.items():
+            model.add_hint(var, 1 if job in jobs else 0)
+        ranks = problem.priority_ranks
+        top = max((ranks[v.priority] for v in problem.victims if v.uid in victims), default=0)
+        model.add_hint(self.top, top)
+        path = {n.name: n.path for n in placement.nodes}
+        must = placement.must_gather_index
+        if must is not None and assignment:
+            used = {domain_key(path[n], must) for n in assignment.values()}
+            for domain, flag in self.domain.items():
+                model.add_hint(flag, 1 if domain in used else 0)
+        inside: dict[Domain, int] = defaultdict(int)
+        for node in assignment.values():
+            for depth in range(1, len(path[node]) + 1):
+                inside[path[node][:depth]] += 1
+        for domain, z in self.multiple.items():
+            model.add_hint(z, inside[domain] // placement.layers[len(domain) - 1].pod_count_multiple)
+        per_pdb: dict[str, int] = defaultdict(int)
+        for v in problem.victims:
+            if v.uid in victims:
+                for pdb in v.pdbs:
+                    per_pdb[pdb] += 1
+        for pdb, var in self.over.items():
+            model.add_hint(var, max(0, per_pdb[pdb] - problem.pdb_allowed.get(pdb, 0)))
+
+    def read(self, solver: cp_model.CpSolver) -> tuple[set[str], dict[str, str]]:
+        placement = self.problem.placement
+        victims = {uid for uid, var in self.v.items() if solver.value(var)}
+        order = sorted(placement.nodes, key=lambda n: (n.path, n.name))
+        slots: dict[int, list[str]] = defaultdict(list)
+        for node in order:
+            for gi in range(len(placement.pod_groups)):
+                var = self.x.get((gi, node.name))
+                if var is not None:
+                    slots[gi].extend([node.name] * solver.value(var))
+        assignment: dict[str, str] = {}
+        group_of = {m: gi for gi, g in enumerate(placement.pod_groups) for m in g.member_ids}
+        taken: dict[int, int] = defaultdict(int)
+        for member, gi in members_in_rank_order(placement):
+            assignment[member] = slots[gi][taken[gi]]
+            taken[gi] += 1
+        assert len(assignment) == len(group_of)
+        return victims, assignment
+
+
+def select_cpsat(
+    problem: PreemptionProblem, *, on_fallback: Callable[[PreemptionProblem], None] | None = None
+) -> VictimSelection | None:
+    """The cheapest victims by the lexicographic objective, or None when no victims let the job fit."""
+    start = time.perf_counter()
+    options = problem.placement.options
+    deadline = start + options.time_limit_seconds
+    greedy = select_greedy(problem)
+    built = _Model(problem)
+    if not built.placeable:
+        return None
+    best: tuple[set[str], dict[str, str]] | None = (
+        (set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None
+    )
+    found_by_cpsat = False
+    all_optimal = True
+    terms = built.terms
+    for stage, term in enumerate(terms):
+        if isinstance(term, int):
+            continue  # nothing to choose for this term (no budgets, no victims)
+        left = deadline - time.perf_counter()
+        if left <= 0:
+            all_optimal = False
+            break
+        built.model.minimize(term)
+        if best is not None:
+            built.hint(*best)
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(left / (len(terms) - stage), 0.001)
+        solver.parameters.num_workers = max(options.workers, 1)
+        solver.parameters.random_seed = options.seed
+        if options.workers > 1:
+            solver.parameters.interleave_search = True
+        status = solver.solve(built.model)
+        if status == cp_model.INFEASIBLE and stage == 0:
+            return None
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            all_optimal = False
+            break
+        value = round(solver.objective_value)
+        best = built.read(solver)
+        found_by_cpsat = True
+        if status == cp_model.OPTIMAL:
+            built.model.add(term == value)
+        else:
+            all_optimal = False
+            built.model.add(term <= value)
+    seconds = time.perf_counter() - start
+    size = (len(built.model.proto.variables), len(built.model.proto.constraints))
+    if not found_by_cpsat:
+        if greedy is None:
+            return None
+        if on_fallback is not None:
+            on_fallback(problem)
+        return VictimSelection(
+            greedy.victims, greedy.assignment, greedy.objective, "GREEDY_FALLBACK", seconds, *size
+        )
+    assert best is not None
+    victims = tuple(sorted(best[0]))
+    return VictimSelection(
+        victims,
+        best[1],
+        objective(problem, victims),
+        "OPTIMAL" if all_optimal else "FEASIBLE",
+        seconds,
+        *size,
+    )
