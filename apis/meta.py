@@ -6,6 +6,7 @@ plus the ``crd`` class attribute that ``apis.crdgen`` renders into a CustomResou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import ClassVar, Literal
 
 from pydantic import Field
@@ -76,6 +77,28 @@ class LabelSelectorRequirement(KoordModel):
 class LabelSelector(KoordModel):
     match_labels: dict[str, str] | None = None
     match_expressions: list[LabelSelectorRequirement] | None = None
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """metav1.LabelSelector semantics: every matchLabels pair and every expression holds (an
+        empty selector matches everything; an unknown operator matches nothing)."""
+        for key, value in (self.match_labels or {}).items():
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions or ():
+            values = req.values or []
+            if req.operator == "In":
+                ok = labels.get(req.key) in values
+            elif req.operator == "NotIn":
+                ok = req.key not in labels or labels[req.key] not in values
+            elif req.operator == "Exists":
+                ok = req.key in labels
+            elif req.operator == "DoesNotExist":
+                ok = req.key not in labels
+            else:
+                ok = False
+            if not ok:
+                return False
+        return True
 
 
 class NodeSelectorRequirement(KoordModel):

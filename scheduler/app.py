@@ -80,6 +80,9 @@ class SchedulerApp:
                 scheduler_name=profile.scheduler_name,
                 activate=lambda uids: self.queue.activate(uids),
                 observe_solver=self._observe_solver,
+                observe_preemption=self.metrics.preemption,
+                nominate=self.cache.nominate,
+                clear_nomination=self.cache.clear_nomination,
             )
             self.handles.append(handle)
             self.frameworks[profile.scheduler_name] = Framework(

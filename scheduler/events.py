@@ -7,7 +7,9 @@
 - A pod without a node whose schedulerName one of our profiles serves is pending: it enters the
   queue, or is updated there. Pods of other schedulers are never touched.
 - ``REPLACED`` (first list and every relist) is reconciled against what we hold, so an object
-  deleted while the watch was down is removed here too.
+  deleted while the watch was down is removed here too. A pending pod listed with a
+  ``status.nominatedNodeName`` gets its nomination back (a restarted scheduler keeps holding what
+  an earlier preemption freed for it).
 """
 
 from __future__ import annotations
@@ -129,6 +131,9 @@ class EventHandlers:
                 self._delete_pod(assigned)
         for info in infos:
             self._upsert_pod(info)
+            nominated = info.pod.status.nominated_node_name
+            if nominated and info.uid in self._pending and self.cache.nominated_node(info.uid) is None:
+                self.cache.nominate(info, nominated)
 
     def _responsible(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler_names
@@ -155,6 +160,7 @@ class EventHandlers:
         self.queue.add(pod)
 
     def _delete_pod(self, pod: PodInfo) -> None:
+        self.cache.clear_nomination(pod.uid)
         if self._pending.pop(pod.uid, None) is not None:
             self.queue.delete(pod.uid)
         if self.cache.pod(pod.uid) is not None:

@@ -2,11 +2,13 @@
 
 Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
 
-1. pick the profile by schedulerName; take the snapshot (a view: no await until step 6);
+1. pick the profile by schedulerName; take the snapshot (a view: no await until step 6) and lift
+   the nominations that must not block this pod (its own, its job's, lower priorities);
 2. PreFilter (may narrow the nodes or reject the pod outright);
 3. Filter over every node at once (vectorized);
-4. no feasible node: PostFilter (preemption) may nominate a node; record FailedScheduling with
-   the per-reason node counts and requeue the pod as unschedulable;
+4. no feasible node, or an Unschedulable PreFilter (a gang that does not fit as a whole):
+   PostFilter (job-level preemption) may nominate a node; record FailedScheduling with the
+   per-reason node counts and requeue the pod as unschedulable;
 5. sample at most numFeasibleNodesToFind of the feasible nodes (rotating start), PreScore, Score,
    and take the highest total (ties broken at random);
 6. assume the pod on the node in the cache, Reserve, Permit;
@@ -96,16 +98,33 @@ class SchedulingLoop:
             self.queue.done(pod.uid)
             return
         started = time.perf_counter()
-        state = CycleState()
         snapshot = Snapshot(self.cache)
+        job = fwk.handle.job_of(pod)
+        restore = snapshot.lift_nominations(
+            lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority or fwk.handle.job_of(n.pod) == job
+        )
+        try:
+            await self._schedule(fwk, qp, snapshot, started)
+        finally:
+            restore()
+
+    async def _schedule(self, fwk: Framework, qp: QueuedPodInfo, snapshot: Snapshot, started: float) -> None:
+        pod = qp.pod
+        state = CycleState()
         diagnosis = Diagnosis(node_count=snapshot.node_count())
 
         status, allowed = fwk.run_pre_filter(state, pod, snapshot)
         if not status.ok:
+            nominated = None
             if status.rejected:
                 diagnosis.pre_filter_message = status.message()
                 diagnosis.rejecting_plugins.add(status.plugin)
-            await self._fail(fwk, qp, status, diagnosis, started)
+            if status.code == Code.UNSCHEDULABLE:
+                result = await fwk.run_post_filter(state, pod, snapshot, diagnosis)
+                nominated = result.nominated_node
+                if result.status.code == Code.ERROR:
+                    status = result.status
+            await self._fail(fwk, qp, status, diagnosis, started, nominated=nominated)
             return
         rows = snapshot.candidate_rows()
         if allowed is not None:
@@ -123,7 +142,11 @@ class SchedulingLoop:
             return
         if feasible.size == 0:
             result = await fwk.run_post_filter(state, pod, snapshot, diagnosis)
-            failure = Status.unschedulable(diagnosis.message())
+            failure = (
+                result.status
+                if result.status.code == Code.ERROR
+                else Status.unschedulable(diagnosis.message())
+            )
             await self._fail(fwk, qp, failure, diagnosis, started, nominated=result.nominated_node)
             return
 

@@ -26,10 +26,14 @@ from pydantic import BaseModel
 
 from apis.base import KoordModel
 from apis.core import Node, Pod, PodDisruptionBudget
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 
 __all__ = [
+    "ELASTICQUOTAPROFILES",
+    "ELASTICQUOTAS",
     "NODES",
     "PDBS",
     "PODGROUPS",
@@ -76,6 +80,18 @@ TOPOLOGIES = ResourceType(
     "ClusterNetworkTopology",
     False,
     ClusterNetworkTopology,
+)
+
+ELASTICQUOTAS = ResourceType(
+    "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True, ElasticQuota
+)
+ELASTICQUOTAPROFILES = ResourceType(
+    "quota.koordinator.sh",
+    "v1alpha1",
+    "elasticquotaprofiles",
+    "ElasticQuotaProfile",
+    True,
+    ElasticQuotaProfile,
 )
 
 
@@ -153,8 +169,19 @@ class ClusterBackend(Protocol):
         """Strategic-merge patch of the pods/status subresource (conditions, nominatedNodeName)."""
         ...
 
+    async def patch_custom(
+        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> None:
+        """JSON merge patch of any object of ``resource`` through its main resource (metadata, spec,
+        and status when the kind has no status subresource, as ElasticQuota); NotFound if it is gone."""
+        ...
+
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
         """Evict through the Eviction API (policy/v1); NotFound if the pod is gone."""
+        ...
+
+    async def delete_pod(self, pod: Pod) -> None:
+        """Delete the pod with its own grace period (uid precondition); NotFound if it is gone."""
         ...
 
     async def record_event(self, event: EventRecord) -> None:

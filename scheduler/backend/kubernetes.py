@@ -564,6 +564,17 @@ class KubernetesBackend:
             content_type=_STRATEGIC_MERGE_PATCH,
         )
 
+    async def patch_custom(
+        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> None:
+        await self._write(
+            "PATCH",
+            resource_path(resource, namespace, name),
+            patch,
+            what=f"patch {resource.plural} {namespace + '/' if namespace else ''}{name}",
+            content_type=_MERGE_PATCH,
+        )
+
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
         """POST pods/eviction (policy/v1). A PodDisruptionBudget that forbids it answers 429, raised as
         BackendError(status=429); the uid precondition keeps a recreated pod from being evicted."""
@@ -583,6 +594,15 @@ class KubernetesBackend:
         await self._write(
             "POST", _pod_path(namespace, name, "eviction"), body, what=f"evict pod {namespace}/{name}"
         )
+
+    async def delete_pod(self, pod: Pod) -> None:
+        """DELETE the pod (its own grace period applies); the uid precondition keeps a recreated pod
+        safe. Preemption's last resort when a PodDisruptionBudget refuses the eviction."""
+        namespace, name = _pod_key(pod)
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if pod.metadata.uid:
+            body["preconditions"] = {"uid": pod.metadata.uid}
+        await self._write("DELETE", _pod_path(namespace, name), body, what=f"delete pod {namespace}/{name}")
 
     async def record_event(self, event: EventRecord) -> None:
         """Create an events.k8s.io/v1 Event (what kube-scheduler writes; ``kubectl describe`` and

@@ -332,6 +332,19 @@ class MemoryBackend:
         wire["status"] = strategic_merge_patch(wire.get("status") or {}, patch.get("status") or {})
         self._put(PODS, key, wire)
 
+    async def patch_custom(
+        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> None:
+        """A JSON merge patch of the whole object (identity fields stay), as a custom resource
+        without a status subresource takes it."""
+        key = self._key(resource, namespace, name)
+        entry = self._require(resource, key, None)
+        wire = json_merge_patch(entry.wire, patch)
+        for immutable in ("name", "namespace", "uid", "creationTimestamp"):
+            if immutable in entry.wire["metadata"]:
+                wire["metadata"][immutable] = entry.wire["metadata"][immutable]
+        self._put(resource, key, wire)
+
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
         """Delete the pod at once (the grace period is not simulated) unless a PodDisruptionBudget
         selecting it allows no disruption (BackendError 429, as the Eviction API answers)."""
@@ -356,6 +369,12 @@ class MemoryBackend:
             wire = copy.deepcopy(pdb.wire)
             wire["status"]["disruptionsAllowed"] = int(wire["status"]["disruptionsAllowed"]) - 1
             self._put(PDBS, pdb_key, wire)
+        self.delete(PODS, namespace, name)
+
+    async def delete_pod(self, pod: Pod) -> None:
+        """Delete the pod at once (the grace period is not simulated)."""
+        namespace, name = _pod_key(pod)
+        self._require(PODS, self._key(PODS, namespace, name), pod.metadata.uid)
         self.delete(PODS, namespace, name)
 
     async def record_event(self, event: EventRecord) -> None:

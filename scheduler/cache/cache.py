@@ -9,6 +9,13 @@ Assumed pods: the loop assumes a pod on its node before binding starts, so the n
 sees the resources taken. The watch confirms the binding (the pod comes back with that nodeName);
 if binding fails the binder forgets the pod; if the binding finished but no confirmation arrives
 within ``assumed_ttl`` seconds, the assumption expires and the resources are released.
+
+Nominated pods: a preemptor waiting for its victims to terminate is nominated to a node, and its
+requests are held there (counted in the node's requested amounts) so that other pods do not take
+what the preemption frees. A cycle lifts the nominations that must not block its pod (its own,
+its job's, and those of lower priority, as kube-scheduler's nominator does) for the duration of
+the cycle (``Snapshot.lift_nominations``). A nomination ends when the pod is assumed, bound or
+deleted, or when its node goes away.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from apis.resources import to_int_units
 from scheduler.cache.node_table import BoolArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 
-__all__ = ["Cache", "NodeInfo"]
+__all__ = ["Cache", "NodeInfo", "Nomination"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +48,14 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     pods: dict[str, PodInfo] = field(default_factory=dict)
+
+
+@dataclass(slots=True, frozen=True)
+class Nomination:
+    """A pending pod's claim on a node while its preemption victims terminate."""
+
+    pod: PodInfo
+    node: str
 
 
 @dataclass(slots=True)
@@ -59,6 +74,7 @@ class Cache:
         """Every pod assigned to a node (bound or assumed), by uid."""
         self._pod_node: dict[str, str] = {}
         self._assumed: dict[str, _Assumed] = {}
+        self._nominated: dict[str, Nomination] = {}
         self.assumed_ttl = assumed_ttl
         self._node_objects = 0
         """Nodes that exist (have a Node object); kept as a count because every cycle asks."""
@@ -100,6 +116,8 @@ class Cache:
         info = self.nodes.get(name)
         if info is None:
             return
+        for uid in [uid for uid, n in self._nominated.items() if n.node == name]:
+            self.clear_nomination(uid)
         self._unindex_labels(info)
         if info.node is not None:
             self._node_objects -= 1
@@ -154,6 +172,8 @@ class Cache:
     def upsert_pod(self, pod: PodInfo) -> None:
         """A pod the watch reports; accounted on its node while assigned and not terminal."""
         assumed = self._assumed.pop(pod.uid, None)
+        if pod.node_name:
+            self.clear_nomination(pod.uid)
         if assumed is not None and assumed.node != pod.node_name:
             log.warning("pod %s was assumed on %s but is bound to %s", pod.key, assumed.node, pod.node_name)
         old = self._pods.get(pod.uid)
@@ -165,6 +185,7 @@ class Cache:
             self._pods.pop(pod.uid, None)
 
     def remove_pod(self, uid: str) -> None:
+        self.clear_nomination(uid)
         self._assumed.pop(uid, None)
         old = self._pods.get(uid)
         if old is not None:
@@ -200,6 +221,7 @@ class Cache:
         """Take ``pod``'s resources on ``node`` now, before the binding is confirmed."""
         if pod.uid in self._pods:
             raise ValueError(f"pod {pod.key} is already assigned to {self._pod_node.get(pod.uid)}")
+        self.clear_nomination(pod.uid)
         self._account(pod, node)
         self._assumed[pod.uid] = _Assumed(pod=pod, node=node)
 
@@ -226,6 +248,36 @@ class Cache:
             log.warning("assumed pod %s expired without the watch confirming its binding", pod.key)
             self.forget(pod.uid)
         return expired
+
+    # ---- nominations -------------------------------------------------------------------------
+
+    def nominate(self, pod: PodInfo, node: str) -> bool:
+        """Hold ``pod``'s requests on ``node`` until it is assumed, bound or deleted (replacing any
+        earlier nomination of it). False when the node is unknown or the pod already has a node."""
+        self.clear_nomination(pod.uid)
+        info = self.nodes.get(node)
+        if info is None or info.node is None or pod.uid in self._pods:
+            return False
+        self._nominated[pod.uid] = Nomination(pod, node)
+        self.table.add_requests(info.row, pod.requests)
+        self.version += 1
+        return True
+
+    def clear_nomination(self, uid: str) -> None:
+        nomination = self._nominated.pop(uid, None)
+        if nomination is None:
+            return
+        info = self.nodes.get(nomination.node)
+        if info is not None:
+            self.table.add_requests(info.row, nomination.pod.requests, sign=-1)
+        self.version += 1
+
+    def nominated_node(self, uid: str) -> str | None:
+        nomination = self._nominated.get(uid)
+        return nomination.node if nomination is not None else None
+
+    def nominations(self) -> list[Nomination]:
+        return list(self._nominated.values())
 
     # ---- reads -------------------------------------------------------------------------------
 

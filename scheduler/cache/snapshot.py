@@ -6,7 +6,8 @@ plugin reads is exactly what the assume will change. Anything that awaits in the
 decision (the CP-SAT solver run in a thread) must copy what it needs first.
 
 ``simulate_removal`` answers "what if these pods were gone" in place and returns the undo, so
-preemption can try victim sets on one snapshot.
+preemption can try victim sets on one snapshot. ``lift_nominations`` releases, for one cycle, the
+resources held for nominated pods that must not block the pod being scheduled.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from scheduler.cache.cache import Cache, NodeInfo
+from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 
@@ -78,6 +79,46 @@ class Snapshot:
                 self._cache.table.add_requests(row, pod.requests)
 
         return restore
+
+    def lift_nominations(self, lift: Callable[[Nomination], bool]) -> Callable[[], None]:
+        """Release what the nominations ``lift`` selects hold; the returned callable holds it again.
+
+        Additions commute, so a nomination that ends (or a pod that binds) while lifted leaves the
+        accounting right once the lift is undone; a node that went away in between is skipped."""
+        lifted: list[tuple[str, int, PodInfo]] = []
+        table = self._cache.table
+        for nomination in self._cache.nominations():
+            if not lift(nomination):
+                continue
+            row = table.row.get(nomination.node)
+            if row is None:
+                continue
+            table.add_requests(row, nomination.pod.requests, sign=-1)
+            lifted.append((nomination.node, row, nomination.pod))
+
+        def restore() -> None:
+            for node, row, pod in lifted:
+                if table.row.get(node) == row:
+                    table.add_requests(row, pod.requests)
+
+        return restore
+
+    def pod(self, uid: str) -> PodInfo | None:
+        """An assigned (bound or assumed) pod by uid."""
+        return self._cache.pod(uid)
+
+    def node_of(self, uid: str) -> str | None:
+        return self._cache.node_of(uid)
+
+    def assigned_pods(self) -> Iterable[PodInfo]:
+        return self._cache.assigned_pods()
+
+    def nominated_node(self, uid: str) -> str | None:
+        return self._cache.nominated_node(uid)
+
+    def is_assumed(self, uid: str) -> bool:
+        """Assumed (placed by us, binding not yet confirmed by the watch)."""
+        return self._cache.is_assumed(uid)
 
     def full_mask(self, rows: IntArray) -> BoolArray:
         mask = np.zeros(self._cache.table.row_count, dtype=np.bool_)

@@ -36,6 +36,15 @@ class Handle:
     """The profile's weighted Score totals for a pod on some rows (set by the Framework)."""
     observe_solver: Callable[[str, str, float, bool], None] = lambda solver, status, seconds, fallback: None
     """(solver, status, seconds, fell back to greedy) -> metrics."""
+    observe_preemption: Callable[[int], None] = lambda victims: None
+    """One preemption attempt that chose this many victims (0: none would help) -> metrics."""
+    nominate: Callable[[PodInfo, str], bool] = lambda pod, node: False
+    """Hold a pending pod's requests on a node while its preemption victims terminate (the cache's
+    nominator); False when the node is unknown."""
+    clear_nomination: Callable[[str], None] = lambda uid: None
+    job_of: Callable[[PodInfo], str] = lambda pod: pod.uid
+    """The job a pod belongs to (set by Coscheduling: its gang group): nominations of a pod's own
+    job never block it."""
 
     def subscribe(self, resource: ResourceType[Any], callback: Callable[[WatchEvent[Any]], None]) -> None:
         """Receive every watch event of ``resource`` (pods before the queue sees them), as a plugin's

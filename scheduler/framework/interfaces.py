@@ -140,14 +140,21 @@ class Diagnosis:
     unresolvable_rows: set[int] = field(default_factory=set)
     rejecting_plugins: set[str] = field(default_factory=set)
     pre_filter_message: str | None = None
+    post_filter_message: str | None = None
+    """What preemption did or why it could not help, appended as kube-scheduler appends
+    "preemption: ..."."""
 
     def message(self) -> str:
         """kube-scheduler's format: "0/50 nodes are available: 20 Insufficient cpu, 30 node(s) ..."."""
         if self.pre_filter_message:
-            return f"0/{self.node_count} nodes are available: {self.pre_filter_message}."
-        parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
-        detail = ", ".join(parts) if parts else "no nodes available to schedule pods"
-        return f"0/{self.node_count} nodes are available: {detail}."
+            text = f"0/{self.node_count} nodes are available: {self.pre_filter_message}."
+        else:
+            parts = sorted(f"{count} {reason}" for reason, count in self.reason_counts.items())
+            detail = ", ".join(parts) if parts else "no nodes available to schedule pods"
+            text = f"0/{self.node_count} nodes are available: {detail}."
+        if self.post_filter_message:
+            text = f"{text} preemption: {self.post_filter_message}"
+        return text
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,9 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
    every waiting member of the group in Strict mode (NonStrict members keep their places).
 5. PreBind writes the gang-group id and member count annotations Koordinator writes (both the
    internal and the deprecated keys); PostBind marks the group satisfied.
+6. With ``enablePreemption``, PostFilter first tries job-level preemption (``preemption.py``): the
+   whole group, or a pod that belongs to no gang as a job of one, evicts the cheapest victims that
+   let every pending member fit; members are nominated and waiting members keep their places.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.gangs import Gang, GangGroup, Gangs, gang_name_of
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
+from scheduler.plugins.coscheduling.preemption import JobPreemption
 from scheduler.solver.problem import Infeasible, Plan, SolveOptions
 
 __all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
@@ -74,7 +78,12 @@ class CoschedulingArgs(BaseModel):
     controller_workers: int = Field(default=1, ge=1)
     skip_check_schedule_cycle: bool = False
     enable_preemption: bool = False
-    """Job-level preemption (PostFilter); not supported yet."""
+    """Job-level preemption at PostFilter: victims chosen by CP-SAT (``placementStrategy``) so that
+    the whole job fits, then evicted; every member is nominated."""
+    eviction_mode: Literal["Eviction", "SoftEviction"] = "Eviction"
+    """koordinator-py: how preemption victims go. ``Eviction``: the Eviction API (policy/v1) with
+    the pod's grace period. ``SoftEviction``: only the ``scheduling.koordinator.sh/soft-eviction``
+    label and annotation are written, for a custom evictor (Koordinator's soft eviction)."""
     aware_network_topology: bool = False
     """Network-topology-aware placement of gangs with a network-topology-spec."""
     default_match_policy: gang_ext.GangMatchPolicy = gang_ext.DEFAULT_GANG_MATCH_POLICY
@@ -115,6 +124,12 @@ class Coscheduling(
         handle.subscribe(PODS, self._on_pod_event)
         handle.subscribe(PODGROUPS, self._on_pod_group_event)
         handle.subscribe(TOPOLOGIES, self._on_topology_event)
+        handle.job_of = self.job_of
+        self.preemption: JobPreemption | None = None
+        if args.enable_preemption:
+            self.preemption = JobPreemption(
+                handle, self.options, soft_eviction=args.eviction_mode == "SoftEviction"
+            )
 
     @property
     def name(self) -> str:
@@ -157,6 +172,11 @@ class Coscheduling(
             self.topology = next((t for t in event.objects if t.metadata.name == "default"), None)
         elif event.obj is not None and event.obj.metadata.name == "default":
             self.topology = None if event.type is EventType.DELETED else event.obj
+
+    def job_of(self, pod: PodInfo) -> str:
+        """A gang member's job is its gang group; any other pod is a job of its own."""
+        gang = self.gangs.gang_of(pod)
+        return gang.group_id if gang is not None else pod.uid
 
     def _activate_if_ready(self, gang: Gang) -> None:
         if self.gangs.check(gang) is None:
@@ -256,9 +276,28 @@ class Coscheduling(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
         gang = self.gangs.gang_of(pod)
-        if gang is None or self.gangs.group(gang).once_satisfied:
+        if gang is None and not self._not_a_gang(pod):
             return PostFilterResult(Status.unschedulable())
+        if gang is None or self.gangs.group(gang).once_satisfied:
+            # A pod of no gang, or a member after its gang was satisfied: a job of one.
+            if self.preemption is None:
+                return PostFilterResult(Status.unschedulable())
+            outcome = self.preemption.preempt(pod, self.job_of(pod), [pod], snapshot)
+            diagnosis.post_filter_message = outcome.message
+            return PostFilterResult(outcome.status, outcome.nominated_node)
         group = self.gangs.group(gang)
+        if self.preemption is not None:
+            members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
+            spec = gang.topology_spec if self.args.aware_network_topology else None
+            outcome = self.preemption.preempt(
+                pod, group.id, members, snapshot, topology=self.topology if spec else None, spec=spec
+            )
+            diagnosis.post_filter_message = outcome.message
+            if outcome.status.ok or outcome.holds:
+                # Victims are going (now or from an earlier preemption): members keep their
+                # nominations and those waiting at Permit keep their places.
+                group.plan.clear()
+                return PostFilterResult(outcome.status, outcome.nominated_node)
         waiting = sum(len(g.waiting) for g in self.gangs.members_of_group(gang))
         group.failure = (
             f"gang group {group.id} rejected because member {pod.key} is unschedulable: "

@@ -417,3 +417,21 @@ async def test_writes_are_limited_by_the_semaphore(server: tuple[FakeApiServer, 
     await asyncio.gather(*(limited.bind(bound_pod(f"p{i}"), "n1") for i in range(8)))
     assert len(fake.requests) == 8
     assert peak == 2
+
+
+async def test_patch_custom_merge_patches_the_main_resource(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    from scheduler.backend.base import ELASTICQUOTAS
+
+    fake, backend = server
+    patch = {"metadata": {"annotations": {"a": "b"}}, "status": {"used": {"cpu": "1"}}}
+    await backend.patch_custom(ELASTICQUOTAS, "team", "q", patch)
+    assert [(m, p, c, body) for m, p, c, body in fake.requests] == [
+        (
+            "PATCH",
+            "/apis/scheduling.sigs.k8s.io/v1alpha1/namespaces/team/elasticquotas/q",
+            "application/merge-patch+json",
+            patch,
+        )
+    ]

@@ -301,3 +301,34 @@ def test_merge_patch_helpers() -> None:
         "podIPs": [{"ip": "1"}],
         "phase": "Running",
     }
+
+
+async def test_patch_custom_merges_metadata_and_status_of_a_custom_resource() -> None:
+    from scheduler.backend.base import ELASTICQUOTAS, NotFound
+
+    backend = MemoryBackend()
+    quota = {
+        "metadata": {"name": "q", "namespace": "team", "annotations": {"keep": "1"}},
+        "spec": {"max": {"cpu": "4"}},
+    }
+    stored = backend.apply(ELASTICQUOTAS, quota)
+    events = backend.watch(ELASTICQUOTAS)
+    first = await anext(events)
+    assert [q.metadata.name for q in first.objects] == ["q"]
+    await backend.patch_custom(
+        ELASTICQUOTAS,
+        "team",
+        "q",
+        {"metadata": {"annotations": {"new": "2"}, "uid": "forged"}, "status": {"used": {"cpu": "1"}}},
+    )
+    event = await anext(events)
+    assert event.type == EventType.MODIFIED
+    patched = backend.get(ELASTICQUOTAS, "team", "q")
+    assert patched is not None
+    assert patched.status is not None
+    assert patched.status.used is not None
+    assert str(patched.status.used["cpu"]) == "1"
+    assert patched.metadata.annotations == {"keep": "1", "new": "2"}
+    assert patched.metadata.uid == stored.metadata.uid
+    with pytest.raises(NotFound):
+        await backend.patch_custom(ELASTICQUOTAS, "team", "missing", {"status": {}})

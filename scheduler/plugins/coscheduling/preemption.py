@@ -1,0 +1,391 @@
+"""Job-level preemption: evict lower-priority pods only when the whole job fits afterwards.
+
+Run from Coscheduling's PostFilter (``CoschedulingArgs.enablePreemption``) for a gang group, or
+for a single pod as a job of one. As algorithms.md section 3, with CP-SAT choosing the victims:
+
+1. Eligibility. The trigger pod's ``preemptionPolicy: Never`` never preempts. While victims of the
+   job's last preemption still exist, or a member's nominated node still holds a terminating
+   lower-priority pod, the job waits for them instead of preempting again.
+2. Victims: running pods (bound, not terminating) of strictly lower priority than the trigger
+   pod, without ``scheduling.koordinator.sh/disable-preemptible: "true"`` or
+   ``quota.scheduling.koordinator.sh/preemptible: "false"``, and accepted by every extra victim
+   filter (quota reclaim adds its own).
+3. The problem: with every eligible victim removed from the cycle's view, each class of pending
+   members runs the profile's PreFilter and Filter (so every Filter of the members is honoured);
+   the nodes that pass, their free resources before any eviction, their topology paths (MustGather,
+   podCountMultiple) and the victims on them go to the solver (`scheduler.solver.select_victims`),
+   which minimises the highest victim priority, PodDisruptionBudget violations, victim jobs (a gang
+   is one job), the pods of those jobs, and the pods evicted.
+4. Execution: each member is nominated (``status.nominatedNodeName``, and its requests held on that
+   node in the cache so that other pods do not take what the victims free); each victim gets the
+   ``DisruptionTarget`` condition, is evicted through the Eviction API with its own grace period
+   (a PodDisruptionBudget that refuses it leaves a delete as kube-scheduler's preemption does) or,
+   with soft eviction, is only labelled and annotated for a custom evictor; and gets a
+   ``Preempted`` event naming the preemptor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis.core import PodDisruptionBudget
+from apis.extension import preemption as preemption_ext
+from apis.extension import quota as quota_ext
+from apis.extension.networktopology import NetworkTopologySpec
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from scheduler import solver
+from scheduler.backend.base import PDBS, BackendError, EventRecord, EventType, NotFound, ObjectRef, WatchEvent
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.handle import Handle
+from scheduler.framework.status import Status
+from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
+from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSelection, VictimSpec
+
+__all__ = ["JobPreemption", "Outcome", "VictimFilter"]
+
+log = logging.getLogger(__name__)
+
+VictimFilter = Callable[[PodInfo, PodInfo], bool]
+"""(preemptor, candidate victim) -> may the candidate be evicted for it."""
+
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+SOFT_EVICTION_LABEL_VALUE = "true"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the PostFilter answers: a status, the trigger pod's nominated node, and the sentence
+    appended to the FailedScheduling message after "preemption:"."""
+
+    status: Status
+    message: str
+    nominated_node: str | None = None
+    holds: bool = False
+    """Victims of an earlier preemption are still terminating: keep the job's places."""
+
+
+@dataclass
+class _Record:
+    victims: frozenset[str]
+    nominated: dict[str, str]
+
+
+@dataclass
+class JobPreemption:
+    handle: Handle
+    options: SolveOptions
+    soft_eviction: bool = False
+    victim_filters: list[VictimFilter] = field(default_factory=list)
+    _pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    _records: dict[str, _Record] = field(default_factory=dict)
+    _background: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.handle.subscribe(PDBS, self._on_pdb_event)
+
+    def _on_pdb_event(self, event: WatchEvent[PodDisruptionBudget]) -> None:
+        def key(pdb: PodDisruptionBudget) -> str:
+            return f"{pdb.metadata.namespace or 'default'}/{pdb.metadata.name}"
+
+        if event.type is EventType.REPLACED:
+            self._pdbs = {key(p): p for p in event.objects}
+        elif event.obj is not None:
+            if event.type is EventType.DELETED:
+                self._pdbs.pop(key(event.obj), None)
+            else:
+                self._pdbs[key(event.obj)] = event.obj
+
+    # ---- the decision ------------------------------------------------------------------------
+
+    def preempt(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        snapshot: Snapshot,
+        *,
+        topology: ClusterNetworkTopology | None = None,
+        spec: NetworkTopologySpec | None = None,
+    ) -> Outcome:
+        """Choose victims so that every pending member of ``job`` fits, evict them and nominate the
+        members; or explain why not. ``members`` are the job's pending pods (the trigger included)."""
+        if trigger.pod.spec.preemption_policy == "Never":
+            return Outcome(Status.unresolvable(), "not eligible due to preemptionPolicy=Never.")
+        waiting = self._waiting_for_victims(trigger, job, members, snapshot)
+        if waiting is not None:
+            return Outcome(Status.unschedulable(), waiting, snapshot.nominated_node(trigger.uid), holds=True)
+        if not members:
+            return Outcome(Status.unschedulable(), "no pending member to place.")
+
+        candidates = [p for p in snapshot.assigned_pods() if self._eligible(trigger, p, snapshot)]
+        problem = self._problem(job, members, candidates, snapshot, topology, spec)
+        if isinstance(problem, str):
+            return Outcome(Status.unresolvable(), problem)
+        fell_back = False
+
+        def fallback(_: PreemptionProblem) -> None:
+            nonlocal fell_back
+            fell_back = True
+
+        started = time.perf_counter()
+        selection = solver.select_victims(problem, on_fallback=fallback)
+        status = selection.status if selection is not None else "INFEASIBLE"
+        self.handle.observe_solver(
+            f"preemption-{self.options.strategy}", status, time.perf_counter() - started, fell_back
+        )
+        if selection is None:
+            self.handle.observe_preemption(0)
+            what = f"gang group {job}" if len(members) > 1 or job != trigger.uid else f"pod {trigger.key}"
+            return Outcome(
+                Status.unschedulable(),
+                f"evicting every lower-priority pod ({len(candidates)}) would still leave {what} "
+                "without room: nothing was evicted.",
+            )
+        if not selection.victims:
+            self.handle.activate({m.uid for m in members})
+            return Outcome(Status.unschedulable(), "the job fits without evicting anyone; retrying.")
+        self._execute(trigger, job, members, selection, snapshot)
+        return Outcome(
+            Status.success(),
+            self._summary(job, trigger, selection, snapshot),
+            selection.assignment.get(trigger.uid),
+        )
+
+    def _eligible(self, trigger: PodInfo, pod: PodInfo, snapshot: Snapshot) -> bool:
+        if pod.priority >= trigger.priority or snapshot.is_assumed(pod.uid) or pod.is_terminal():
+            return False
+        if pod.pod.metadata.deletion_timestamp is not None:
+            return False  # already going
+        if not preemption_ext.is_pod_preemptible(pod.labels) or not quota_ext.is_preemptible(pod.labels):
+            return False
+        return all(accept(trigger, pod) for accept in self.victim_filters)
+
+    def _waiting_for_victims(
+        self, trigger: PodInfo, job: str, members: Sequence[PodInfo], snapshot: Snapshot
+    ) -> str | None:
+        record = self._records.get(job)
+        if record is not None:
+            left = [uid for uid in record.victims if snapshot.pod(uid) is not None]
+            if left:
+                return f"waiting for {len(left)} victim(s) of the last preemption to terminate."
+            del self._records[job]
+        for member in members:
+            node = snapshot.nominated_node(member.uid) or member.pod.status.nominated_node_name
+            if not node:
+                continue
+            going = [
+                p
+                for p in snapshot.pods_on(node)
+                if p.pod.metadata.deletion_timestamp is not None and p.priority < trigger.priority
+            ]
+            if going:
+                return f"waiting for {len(going)} terminating pod(s) on nominated node {node}."
+        return None
+
+    def _problem(
+        self,
+        job: str,
+        members: Sequence[PodInfo],
+        candidates: Sequence[PodInfo],
+        snapshot: Snapshot,
+        topology: ClusterNetworkTopology | None,
+        spec: NetworkTopologySpec | None,
+    ) -> PreemptionProblem | str:
+        feasible_rows = self.handle.feasible_rows
+        if feasible_rows is None:
+            return "the profile cannot evaluate members (no framework)."
+        restore = snapshot.simulate_removal(candidates)
+        try:
+            placement = build_problem(
+                job,
+                members,
+                snapshot,
+                lambda member: feasible_rows(member, snapshot),
+                topology=topology,
+                spec=spec,
+                options=self.options,
+            )
+        except TopologyError as exc:
+            return f"gang {job}: {exc}"
+        finally:
+            restore()
+        released: dict[str, list[int]] = {}
+        victims: list[VictimSpec] = []
+        nodes = {n.name for n in placement.nodes}
+        pdbs = self._pdbs_of(candidates)
+        for pod in candidates:
+            node = snapshot.node_of(pod.uid)
+            if node is None or node not in nodes:
+                continue
+            request = ResourceVector(tuple(pod.requests.get(r, 0) for r in placement.resources))
+            amounts = released.setdefault(node, [0] * len(placement.resources))
+            for i, amount in enumerate(request.values):
+                amounts[i] += amount
+            victims.append(
+                VictimSpec(
+                    uid=pod.uid,
+                    name=pod.key,
+                    node=node,
+                    request=request,
+                    priority=pod.priority,
+                    job=self.handle.job_of(pod),
+                    pdbs=pdbs.get(pod.uid, ()),
+                )
+            )
+        # build_problem saw the nodes with every candidate gone: put the victims back.
+        nodes_now = tuple(
+            solver.NodeSpec(n.name, n.free - ResourceVector(tuple(released[n.name])), n.path)
+            if n.name in released
+            else n
+            for n in placement.nodes
+        )
+        placement = solver.PlacementProblem(
+            gang=placement.gang,
+            resources=placement.resources,
+            pod_groups=placement.pod_groups,
+            nodes=nodes_now,
+            feasible_nodes=placement.feasible_nodes,
+            layers=placement.layers,
+            options=placement.options,
+        )
+        jobs = {v.job for v in victims}
+        sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.handle.job_of(p)) in jobs)
+        allowed = {name: self._pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
+        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed)
+
+    def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for pod in pods:
+            names = tuple(
+                name
+                for name, pdb in sorted(self._pdbs.items())
+                if (pdb.metadata.namespace or "default") == pod.namespace
+                and pdb.spec.selector is not None
+                and pdb.spec.selector.matches(pod.labels)
+            )
+            if names:
+                out[pod.uid] = names
+        return out
+
+    def _summary(self, job: str, trigger: PodInfo, selection: VictimSelection, snapshot: Snapshot) -> str:
+        nodes = sorted({n for uid in selection.victims if (n := snapshot.node_of(uid))})
+        who = f"gang group {job}" if job != trigger.uid else f"pod {trigger.key}"
+        return (
+            f"evicting {len(selection.victims)} lower-priority pod(s) of {selection.objective[2]} job(s) "
+            f"on {len(nodes)} node(s) ({', '.join(nodes)}) for {who}; every member is nominated."
+        )
+
+    # ---- execution ---------------------------------------------------------------------------
+
+    def _execute(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        selection: VictimSelection,
+        snapshot: Snapshot,
+    ) -> None:
+        self.handle.observe_preemption(len(selection.victims))
+        victims = [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None]
+        placed = dict(selection.assignment)
+        self._records[job] = _Record(frozenset(selection.victims), placed)
+        for member in members:
+            node = placed.get(member.uid)
+            if node is None:
+                continue
+            self.handle.nominate(member, node)
+            if member.uid != trigger.uid:  # the loop writes the trigger pod's status itself
+                self._spawn(self._set_nominated(member, node))
+        for victim in victims:
+            node = snapshot.node_of(victim.uid) or ""
+            self._spawn(self._evict(victim, trigger, node))
+        log.info(
+            "job-level preemption for %s (%s): evicting %s; members nominated to %s",
+            job,
+            selection.status,
+            [v.key for v in victims],
+            sorted(set(placed.values())),
+        )
+
+    async def _set_nominated(self, member: PodInfo, node: str) -> None:
+        try:
+            await self.handle.backend.patch_pod_status(member.pod, {"status": {"nominatedNodeName": node}})
+        except Exception as exc:
+            log.info("could not write the nominated node of %s: %s", member.key, exc)
+
+    async def _evict(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
+        backend = self.handle.backend
+        reason = f"preempted by {preemptor.key} on node {node}"
+        try:
+            if self.soft_eviction:
+                spec = preemption_ext.SoftEvictionSpec.model_validate(
+                    {
+                        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "initiator": self.handle.scheduler_name,
+                        "reason": reason,
+                        "deleteOptions": {},
+                    }
+                )
+                await backend.patch_pod(
+                    victim.pod,
+                    {
+                        "metadata": {
+                            "labels": {preemption_ext.ANNOTATION_SOFT_EVICTION: SOFT_EVICTION_LABEL_VALUE},
+                            "annotations": {
+                                preemption_ext.ANNOTATION_SOFT_EVICTION: json.dumps(
+                                    spec.to_wire(), separators=(",", ":")
+                                )
+                            },
+                        }
+                    },
+                )
+            else:
+                await backend.patch_pod_status(victim.pod, {"status": {"conditions": [_disruption_target()]}})
+                try:
+                    await backend.evict(victim.pod)
+                except NotFound:
+                    return
+                except BackendError as exc:
+                    if exc.status != 429:
+                        raise
+                    # A PodDisruptionBudget refuses; the solver only chose this victim because
+                    # every other choice cost more, so delete it as kube-scheduler's preemption does.
+                    await backend.delete_pod(victim.pod)
+        except NotFound:
+            return
+        except Exception as exc:
+            log.warning("could not evict %s (%s): %s", victim.key, reason, exc)
+            return
+        await backend.record_event(
+            EventRecord(
+                regarding=ObjectRef(kind="Pod", namespace=victim.namespace, name=victim.name, uid=victim.uid),
+                type="Normal",
+                reason="Preempted",
+                action="Preempting",
+                message=f"Preempted by pod {preemptor.key} ({preemptor.uid}) on node {node}",
+            )
+        )
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
+def _disruption_target() -> dict[str, str]:
+    return {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": PREEMPTION_BY_SCHEDULER,
+        "message": "koord-scheduler: preempting to accommodate a higher priority job",
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
