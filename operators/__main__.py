@@ -2,8 +2,11 @@
 
 It serves the validating admission webhooks of every Koordinator kind (see
 ``operators.logic.admission``) and keeps their ValidatingWebhookConfiguration current, and runs the
-lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``) and
-the ClusterNetworkTopology tree (``operators.handlers.networktopology``).
+lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``),
+the ClusterNetworkTopology tree (``operators.handlers.networktopology``), ElasticQuota tree
+admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
+(``operators.handlers.builtin_quotas``) and each ElasticQuotaProfile's tree root
+(``operators.handlers.elasticquotaprofile``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -22,10 +25,17 @@ from typing import Any
 
 import kopf
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
+from operators.clients import QuotaClient, load_configuration
 from operators.config import ManagerConfig
-from operators.handlers import admission, networktopology, podgroup
+from operators.handlers import (
+    admission,
+    builtin_quotas,
+    elasticquota,
+    elasticquotaprofile,
+    networktopology,
+    podgroup,
+)
 from operators.webhook_certs import ensure_self_signed
 
 
@@ -41,6 +51,9 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--standalone", action="store_true", help="run without peering")
     parser.add_argument("--peering-priority", type=int, help="peering priority (default: random)")
     parser.add_argument("--resync-seconds", type=float, help="status recompute interval (default 2)")
+    parser.add_argument(
+        "--quota-group-namespace", help="namespace of the built-in quotas (default koordinator-system)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     return ManagerConfig(**{k: v for k, v in vars(args).items() if v is not None})
@@ -51,6 +64,10 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     admission.register(registry)
     podgroup.register(registry, config)
     networktopology.register(registry, config)
+    quotas = QuotaClient(config)
+    elasticquota.register(registry, quotas)
+    builtin_quotas.register(registry, config, quotas)
+    elasticquotaprofile.register(registry, config, quotas)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
@@ -83,13 +100,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
 async def ensure_peering_object(config: ManagerConfig, logger: kopf.Logger) -> None:
     """Create the ClusterKopfPeering object if absent: Kopf only patches it, and with peering on it
     keeps the operator paused until the object exists."""
-    configuration = client.Configuration()
-    if config.kubeconfig is None:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await k8s_config.load_kube_config(
-            config_file=str(config.kubeconfig), client_configuration=configuration, persist_config=False
-        )
+    configuration = await load_configuration(config)
     body = {
         "apiVersion": "kopf.dev/v1",
         "kind": "ClusterKopfPeering",

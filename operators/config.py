@@ -38,6 +38,8 @@ class ManagerConfig(BaseModel):
     resync_seconds: float = Field(default=2.0, gt=0)
     """How often PodGroup and ClusterNetworkTopology status is recomputed from the indexed pods and
     nodes, in seconds (Koordinator rebuilds the topology every 10s); writes happen only on change."""
+    quota_group_namespace: str = "koordinator-system"
+    """``ElasticQuotaArgs.quotaGroupNamespace``: where the root, system and default quotas live."""
     default_schedule_timeout_seconds: int = Field(default=600, gt=0)
     """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
     ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""

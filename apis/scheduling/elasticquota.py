@@ -48,6 +48,13 @@ class ElasticQuota(KoordResource):
         printer_columns=(
             PrinterColumn(name="MIN", type="string", json_path=".spec.min"),
             PrinterColumn(name="MAX", type="string", json_path=".spec.max"),
+            # Written by the scheduler: status.used and the runtime annotation (a JSON ResourceList).
+            PrinterColumn(name="USED", type="string", json_path=".status.used"),
+            PrinterColumn(
+                name="RUNTIME",
+                type="string",
+                json_path=r".metadata.annotations.quota\.scheduling\.koordinator\.sh/runtime",
+            ),
             PrinterColumn(
                 name="PARENT",
                 type="string",

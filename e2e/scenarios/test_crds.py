@@ -52,7 +52,8 @@ metadata:
   name: columns-child
   namespace: default
   labels: {quota.scheduling.koordinator.sh/parent: columns-parent}
-spec: {min: {cpu: "5"}, max: {cpu: "10"}}
+# A child's max names the same resources as its parent's (koord-manager's webhook, algorithms 4.9 rule 9).
+spec: {min: {cpu: "5"}, max: {cpu: "10", memory: 20Gi}}
 """
 RESERVATION = """
 apiVersion: scheduling.koordinator.sh/v1alpha1
@@ -97,9 +98,14 @@ def test_kubectl_get_shows_printer_columns(control_plane: ControlPlane) -> None:
     }
 
     eq = control_plane.kubectl("get", "eq", "columns-child", "-n", "default")
-    assert _header(eq) == ["NAME", "MIN", "MAX", "PARENT", "AGE"]
+    # USED and RUNTIME are what koord-scheduler writes (status.used, the runtime annotation).
+    assert _header(eq) == ["NAME", "MIN", "MAX", "USED", "RUNTIME", "PARENT", "AGE"]
     row = _row(eq)
-    assert (row["MIN"], row["MAX"], row["PARENT"]) == ('{"cpu":"5"}', '{"cpu":"10"}', "columns-parent")
+    assert (row["MIN"], row["MAX"], row["PARENT"]) == (
+        '{"cpu":"5"}',
+        '{"cpu":"10","memory":"20Gi"}',
+        "columns-parent",
+    )
 
     rsv = control_plane.kubectl("get", "reservations", "columns-reservation")
     assert _header(rsv) == ["NAME", "PHASE", "AGE", "NODE", "TTL", "EXPIRES"]

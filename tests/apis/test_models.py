@@ -1064,7 +1064,7 @@ def test_camel_case_spellings_of_irregular_names_are_ignored() -> None:
             "Namespaced",
             ("eq", "eqs"),
             False,
-            ("MIN", "MAX", "PARENT", "AGE"),
+            ("MIN", "MAX", "USED", "RUNTIME", "PARENT", "AGE"),
             id="ElasticQuota",
         ),
         pytest.param(

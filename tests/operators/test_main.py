@@ -16,13 +16,22 @@ def test_peering_flags() -> None:
     config = parse_args(["--peering", "blue", "--peering-priority", "7", "--resync-seconds", "0.5"])
     assert (config.peering_name, config.peering_priority, config.resync_seconds) == ("blue", 7, 0.5)
     assert parse_args(["--standalone"]).standalone
+    assert parse_args([]).quota_group_namespace == "koordinator-system"
+    assert parse_args(["--quota-group-namespace", "quotas"]).quota_group_namespace == "quotas"
 
 
 def test_registry_holds_the_operators() -> None:
     registry = build_registry(parse_args(["--standalone"]))
     indices = {h.id for h in registry._indexing.get_all_handlers()}
     timers = {h.id for h in registry._spawning.get_all_handlers()}
-    assert indices == {"podgroup_members", "node_topology_labels"}
-    assert timers == {"podgroup_status", "networktopology_detail_status"}
+    assert indices == {"podgroup_members", "node_topology_labels", "elastic_quotas", "node_capacity"}
+    assert timers == {
+        "podgroup_status",
+        "networktopology_detail_status",
+        "root_quota_total",
+        "elasticquotaprofile_tree_root",
+    }
+    webhooks = {h.id for h in registry._webhooks.get_all_handlers()}
+    assert {"validate-elasticquota-tree", "default-elasticquotas"} <= webhooks
     startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}
     assert any("peering" in i for i in startup)

@@ -1,0 +1,85 @@
+"""The few API calls koord-manager makes outside Kopf's own patching, over kubernetes-asyncio.
+
+Kopf patches the object a handler runs for; creating and patching other objects (the built-in
+quotas, a profile's tree root) and reading a quota the index has not seen yet go through here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
+
+from apis.scheduling.elasticquota import ElasticQuota
+from operators.config import ManagerConfig
+
+__all__ = ["QuotaClient", "load_configuration"]
+
+_MERGE_PATCH = "application/merge-patch+json"
+_EQ = ElasticQuota.crd
+
+
+async def load_configuration(config: ManagerConfig) -> client.Configuration:
+    """The kubeconfig's credentials, or the pod's service account when there is none."""
+    configuration = client.Configuration()
+    if config.kubeconfig is None:
+        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await k8s_config.load_kube_config(
+            config_file=str(config.kubeconfig), client_configuration=configuration, persist_config=False
+        )
+    return configuration
+
+
+class QuotaClient:
+    """ElasticQuota reads and writes; the connection opens on first use and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CustomObjectsApi | None = None
+
+    async def _objects(self) -> client.CustomObjectsApi:
+        if self._api is None:
+            self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def get(self, namespace: str, name: str) -> ElasticQuota | None:
+        api = await self._objects()
+        try:
+            raw = await api.get_namespaced_custom_object(_EQ.group, _EQ.version, namespace, _EQ.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return ElasticQuota.model_validate(raw)
+
+    async def find(self, name: str) -> ElasticQuota | None:
+        """The quota called ``name`` in any namespace (quota names are unique across namespaces)."""
+        api = await self._objects()
+        listed: dict[str, Any] = await api.list_cluster_custom_object(
+            _EQ.group, _EQ.version, _EQ.plural, field_selector=f"metadata.name={name}"
+        )
+        items = listed.get("items") or []
+        return ElasticQuota.model_validate(items[0]) if items else None
+
+    async def create(self, quota: ElasticQuota) -> bool:
+        """Create ``quota``; False when one of that name already exists."""
+        api = await self._objects()
+        body = quota.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            await api.create_namespaced_custom_object(
+                _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
+            )
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        api = await self._objects()
+        # The stubs leave out the generated client's documented ``_content_type`` keyword.
+        await api.patch_namespaced_custom_object(  # type: ignore[call-arg]
+            _EQ.group, _EQ.version, namespace, _EQ.plural, name, patch, _content_type=_MERGE_PATCH
+        )

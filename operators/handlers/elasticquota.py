@@ -1,0 +1,152 @@
+"""ElasticQuota admission: the tree rules and the defaults, against an in-memory index of quotas.
+
+Kopf indexes every ElasticQuota by name (one watch) and every node's allocatable; the admission
+handlers read the quota index, the quota-total timers (``builtin_quotas``, ``elasticquotaprofile``)
+the node index. The rules live in ``operators.logic.quota_tree`` and ``quota_defaults``.
+
+The index trails the API server by one watch event. A parent written a moment ago (a parent and
+its child in one ``kubectl apply``) may not be in it yet, so a parent the index lacks is read from
+the API server before the child is judged. Siblings written within the same moment can still
+escape the min-sum check, as in Koordinator, whose webhook also judges from an informer cache.
+
+Every replica serves admission, but only the peering leader's indexes follow the watch: a
+standby replica judges from what it saw before it was paused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from pydantic import ValidationError
+
+from apis.core import Node
+from apis.extension import quota as keys
+from apis.scheduling.elasticquota import ElasticQuota
+from operators.clients import QuotaClient
+from operators.logic import quota_defaults, quota_tree
+from operators.logic.quota_totals import NodeCapacity
+
+__all__ = ["NodeIndex", "QuotaIndex", "indexed_quotas", "register"]
+
+QuotaIndex = kopf.Index[str, ElasticQuota]
+NodeIndex = kopf.Index[str, NodeCapacity]
+_EQ = ElasticQuota.crd
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _quota(body: Mapping[str, Any] | None) -> ElasticQuota | None:
+    """The model, or None for a body the schema webhook (``admission``) rejects anyway."""
+    if body is None:
+        return None
+    try:
+        return ElasticQuota.model_validate(_plain(body))
+    except ValidationError:
+        return None
+
+
+def elastic_quotas(name: str, body: kopf.Body, **_: Any) -> dict[str, ElasticQuota]:
+    """Index: quota name -> the quota (one per name unless two namespaces reuse a name)."""
+    quota = _quota(body)
+    return {name: quota} if quota is not None else {}
+
+
+def node_capacity(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeCapacity]:
+    """Index: node name -> its labels, allocatable and schedulability."""
+    return {name: NodeCapacity.from_node(Node.model_validate(_plain(body)))}
+
+
+def indexed_quotas(index: QuotaIndex) -> list[ElasticQuota]:
+    return [quota for store in index.values() for quota in store]
+
+
+class QuotaAdmission:
+    """The validating and mutating handlers, sharing a client for the index's blind spot."""
+
+    def __init__(self, quotas: QuotaClient) -> None:
+        self._client = quotas
+
+    async def _known_quotas(self, candidate: ElasticQuota, index: QuotaIndex) -> list[ElasticQuota]:
+        known = indexed_quotas(index)
+        parent = keys.parent_quota_name(candidate.metadata.name or "", candidate.metadata.labels)
+        if parent and parent != keys.ROOT_QUOTA_NAME and parent not in index:
+            found = await self._client.find(parent)
+            if found is not None:
+                known.append(found)
+        return known
+
+    async def validate(
+        self,
+        body: kopf.Body,
+        old: kopf.Body | None,
+        operation: str,
+        elastic_quotas: QuotaIndex,
+        **_: Any,
+    ) -> None:
+        candidate = _quota(body)
+        if candidate is None:
+            return
+        name = candidate.metadata.name or ""
+        if operation == "DELETE":
+            problems = quota_tree.validate_delete(candidate, indexed_quotas(elastic_quotas))
+            if problems:
+                raise kopf.AdmissionError(
+                    f"ElasticQuota {name!r} cannot be deleted: {'; '.join(problems)}", code=422
+                )
+            return
+        known = await self._known_quotas(candidate, elastic_quotas)
+        problems = quota_tree.validate(candidate, _quota(old) if operation == "UPDATE" else None, known)
+        if problems:
+            raise kopf.AdmissionError(f"ElasticQuota {name!r} is invalid: {'; '.join(problems)}", code=422)
+
+    async def mutate(
+        self,
+        body: kopf.Body,
+        old: kopf.Body | None,
+        operation: str,
+        patch: kopf.Patch,
+        elastic_quotas: QuotaIndex,
+        **_: Any,
+    ) -> None:
+        candidate = _quota(body)
+        if candidate is None:
+            return
+        known = await self._known_quotas(candidate, elastic_quotas)
+        changes = quota_defaults.defaults(candidate, _quota(old) if operation == "UPDATE" else None, known)
+        for key, value in changes["labels"].items():
+            patch.metadata.labels[key] = value
+        for key, value in changes["annotations"].items():
+            patch.metadata.annotations[key] = value
+
+
+def register(registry: kopf.OperatorRegistry, quotas: QuotaClient) -> None:
+    """Index quotas and nodes; validate and default ElasticQuotas at admission."""
+    kopf.index(_EQ.group, _EQ.version, _EQ.plural, id="elastic_quotas", registry=registry)(elastic_quotas)
+    kopf.index("", "v1", "nodes", id="node_capacity", registry=registry)(node_capacity)
+    admission = QuotaAdmission(quotas)
+    validate: Any = admission.validate  # Kopf's WebhookFn protocol does not list index kwargs
+    mutate: Any = admission.mutate
+    kopf.on.validate(
+        _EQ.group,
+        _EQ.version,
+        _EQ.plural,
+        id="validate-elasticquota-tree",
+        operations=["CREATE", "UPDATE", "DELETE"],
+        registry=registry,
+    )(validate)
+    kopf.on.mutate(
+        _EQ.group,
+        _EQ.version,
+        _EQ.plural,
+        id="default-elasticquotas",
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(mutate)
