@@ -42,6 +42,8 @@ class Handle:
     """Hold a pending pod's requests on a node while its preemption victims terminate (the cache's
     nominator); False when the node is unknown."""
     clear_nomination: Callable[[str], None] = lambda uid: None
+    preemption_extensions: list[Any] = field(default_factory=list)
+    """Plugins implementing ``interfaces.PreemptionExtension`` (ElasticQuota's reclaim)."""
     job_of: Callable[[PodInfo], str] = lambda pod: pod.uid
     """The job a pod belongs to (set by Coscheduling: its gang group): nominations of a pod's own
     job never block it."""

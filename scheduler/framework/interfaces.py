@@ -41,6 +41,7 @@ __all__ = [
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "PreemptionExtension",
     "QueueSortPlugin",
     "ReservePlugin",
     "ScoreExtensions",
@@ -169,6 +170,21 @@ class PostFilterPlugin(Plugin, Protocol):
     ) -> PostFilterResult:
         """Make the pod schedulable later (preemption). SUCCESS with a nominated node: victims are
         being evicted for it."""
+        ...
+
+
+class PreemptionExtension(Protocol):
+    """A plugin that widens and budgets the victims of job-level preemption (ElasticQuota's
+    reclaim: a quota claiming its min back from quotas that borrowed it). Registered on the
+    Handle's ``preemption_extensions``."""
+
+    def reclaimable(self, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """``victim`` may be evicted for ``preemptor`` although its priority is not lower."""
+        ...
+
+    def eviction_budget(self, victim: PodInfo) -> tuple[str, Mapping[str, int]] | None:
+        """(key, amounts): victims sharing ``key`` that are evicted only because they are
+        reclaimable may release at most ``amounts`` per resource together; None: no budget."""
         ...
 
 

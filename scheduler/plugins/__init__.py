@@ -2,7 +2,10 @@
 
 ``DEFAULT_REGISTRY`` lists every plugin a profile may enable (kube-scheduler's
 ``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
-kube-scheduler's default score weights. NodeResourcesFitPlus and ScarceResourceAvoidance are registered
+kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
+gang over its quota is rejected with the quota's reason before its placement is planned) and
+Reserve; Koordinator also enables it at PostFilter (quota preemption), which is not implemented
+yet. NodeResourcesFitPlus and ScarceResourceAvoidance are registered
 but, as in Koordinator, enabled only by configuration.
 """
 
@@ -13,6 +16,7 @@ from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
     coscheduling,
     default_binder,
+    elastic_quota,
     node_affinity,
     node_name,
     node_resources_fit,
@@ -47,6 +51,7 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(default_binder.NAME, default_binder.new),
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs),
+        PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs),
     ]
 )
 
@@ -56,10 +61,11 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_FILTER: (
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
+        PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
     ExtensionPoint.POST_FILTER: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.RESERVE: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.RESERVE: (PluginRef(coscheduling.NAME), PluginRef(elastic_quota.NAME)),
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.PRE_BIND: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.POST_BIND: (PluginRef(coscheduling.NAME),),

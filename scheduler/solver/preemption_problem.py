@@ -56,6 +56,8 @@ class VictimSpec:
     """The job the pod belongs to: its gang group's id, else its own uid."""
     pdbs: tuple[str, ...] = ()
     """PodDisruptionBudgets that select it (namespace/name)."""
+    budget: str | None = None
+    """An eviction budget it counts against (quota reclaim: what its quota borrowed)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +68,8 @@ class PreemptionProblem:
     """Running pods per victim job (absent: 1): what breaking the job costs."""
     pdb_allowed: Mapping[str, int] = dataclasses.field(default_factory=dict)
     """``status.disruptionsAllowed`` per PodDisruptionBudget named by a victim."""
+    budgets: Mapping[str, ResourceVector] = dataclasses.field(default_factory=dict)
+    """The most the victims of each budget may release together, per resource (a hard limit)."""
 
     def __post_init__(self) -> None:
         n = len(self.placement.resources)
@@ -78,7 +82,12 @@ class PreemptionProblem:
                 raise ValueError(f"victim {v.name} is on {v.node}, which is not a candidate node")
             if v.uid in uids:
                 raise ValueError(f"victim {v.uid} appears twice")
+            if v.budget is not None and v.budget not in self.budgets:
+                raise ValueError(f"victim {v.name} counts against unknown budget {v.budget}")
             uids.add(v.uid)
+        for key, amount in self.budgets.items():
+            if len(amount) != n:
+                raise ValueError(f"budget {key}: {len(amount)} values, want {n}")
 
     @property
     def priority_ranks(self) -> dict[int, int]:
@@ -134,9 +143,15 @@ def violations(
     known = {v.uid: v for v in problem.victims}
     out.extend(f"unknown victim {uid}" for uid in sorted(set(victims) - set(known)))
     free = {n.name: n.free for n in placement.nodes}
+    spent: dict[str, ResourceVector] = {}
     for uid in set(victims) & set(known):
         v = known[uid]
         free[v.node] = free[v.node] + v.request
+        if v.budget is not None:
+            spent[v.budget] = spent.get(v.budget, ResourceVector.zeros(len(v.request))) + v.request
+    for key, amount in sorted(spent.items()):
+        if not amount.fits_in(problem.budgets[key]):
+            out.append(f"budget {key} exceeded: {amount.values} > {problem.budgets[key].values}")
     used: dict[str, ResourceVector] = {}
     for group in placement.pod_groups:
         for member in group.member_ids:

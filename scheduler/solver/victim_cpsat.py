@@ -9,6 +9,7 @@ Formulation (`preemption_problem` states the problem and the objective):
 * Every member is placed: ``sum_n x[g, n] = count[g]``.
 * MustGather: one domain ``d[D]`` of the deepest MustGather layer is chosen and members outside it
   are forbidden; podCountMultiple k: members inside each domain of the layer ``= k * z[D]``.
+* Eviction budgets (quota reclaim): the victims of one budget release at most its amounts.
 * Costs: ``top >= rank(p) * v[p]`` (highest victim priority); per budget ``over[b] >= sum v - allowed``;
   ``job[j] >= v[p]`` for the victims of job j, a broken job costing ``size(j)`` pods.
 * Lexicographic minimisation by stages: minimise a term, then fix it (``==`` its optimum, or
@@ -114,6 +115,13 @@ class _Model:
                 z = model.new_int_var(0, total // k, f"z[{'/'.join(key)}]")
                 self.multiple[key] = z
                 model.add(sum(vars_) == k * z)
+
+        for budget, limit in sorted(problem.budgets.items()):
+            members = [v for v in problem.victims if v.budget == budget and v.uid in self.v]
+            for r, cap in enumerate(limit.values):
+                spend = [(v.request.values[r], self.v[v.uid]) for v in members if v.request.values[r]]
+                if spend:
+                    model.add(sum(a * var for a, var in spend) <= cap)
 
         ranks = problem.priority_ranks
         chosen = [v for v in problem.victims if v.uid in self.v]

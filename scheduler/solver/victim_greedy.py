@@ -62,6 +62,7 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
     }
     removed: dict[str, VictimSpec] = {}
     broken: set[str] = set()
+    budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
     assignment: dict[str, str] = {}
     for member, gi in members_in_rank_order(placement):
         group = placement.pod_groups[gi]
@@ -73,9 +74,14 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
             room = list(free[node.name])
             new: list[VictimSpec] = []
             if not _fits(request, room):
+                spend = {key: list(left) for key, left in budget_left.items()}
                 for v in order.get(node.name, ()):
                     if v.uid in removed:
                         continue
+                    if v.budget is not None:
+                        if not _fits(v.request.values, spend[v.budget]):
+                            continue
+                        _add(spend[v.budget], v.request.values, -1)
                     new.append(v)
                     _add(room, v.request.values)
                     if _fits(request, room):
@@ -98,6 +104,8 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
             removed[v.uid] = v
             broken.add(v.job)
             _add(free[node_name], v.request.values)
+            if v.budget is not None:
+                _add(budget_left[v.budget], v.request.values, -1)
         _add(free[node_name], request, -1)
         assignment[member] = node_name
     for v in sorted(removed.values(), key=lambda v: (-v.priority, v.name)):
@@ -106,6 +114,8 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
         if all(x >= 0 for x in room):
             free[v.node] = room
             del removed[v.uid]
+            if v.budget is not None:
+                _add(budget_left[v.budget], v.request.values)
     victims = sorted(removed)
     if violations(problem, victims, assignment):
         return None  # podCountMultiple: the member-by-member pass does not count domains

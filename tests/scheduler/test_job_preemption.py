@@ -12,7 +12,7 @@ import pytest_asyncio
 
 from apis.extension import preemption as preemption_ext
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PDBS, PODGROUPS, PODS
+from scheduler.backend.base import ELASTICQUOTAS, NODES, PDBS, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics
@@ -261,6 +261,90 @@ async def test_nominated_resources_are_held_for_the_preemptor_against_lower_prio
 
         backend.apply(PODS, pod("higher", cpu="2", priority=HIGH + 1))
         await until(lambda: "higher" in bound(backend))  # a higher priority ignores the hold
+    finally:
+        stop.set()
+        await task
+
+
+NON_PREEMPTIBLE = "quota.scheduling.koordinator.sh/preemptible"
+
+
+def elastic_quota(name: str, *, min_cpu: str, max_cpu: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"min": {"cpu": min_cpu}, "max": {"cpu": max_cpu}},
+    }
+
+
+def tenant_pod(
+    name: str, quota: str, *, cpu: str, node_name: str | None = None, **labels: str
+) -> dict[str, Any]:
+    return pod(
+        name,
+        cpu=cpu,
+        priority=0,
+        node_name=node_name,
+        labels={"quota.scheduling.koordinator.sh/name": quota, **labels},
+    )
+
+
+async def test_a_lender_takes_its_min_back_from_the_borrower_only() -> None:
+    """team-b borrowed team-a's idle min (all 16 CPU); team-a's job (8 CPU, within its min) evicts
+    just 8 CPU of team-b's pods, never team-c's (within its own min) nor non-preemptible ones."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0", cpu="10"))
+    backend.apply(NODES, node("n1", cpu="10"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="8", max_cpu="20"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-b", min_cpu="8", max_cpu="20"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-c", min_cpu="4", max_cpu="4"))
+    for i in range(3):
+        backend.apply(PODS, tenant_pod(f"b-{i}", "team-b", cpu="4", node_name=f"n{i % 2}"))
+    backend.apply(
+        PODS,
+        tenant_pod(
+            "b-keep",
+            "team-b",
+            cpu="4",
+            node_name="n1",
+            **{"quota.scheduling.koordinator.sh/preemptible": "false"},
+        ),
+    )
+    backend.apply(PODS, tenant_pod("c-0", "team-c", cpu="2", node_name="n0"))
+    backend.apply(PODS, tenant_pod("c-1", "team-c", cpu="2", node_name="n1"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODGROUPS, pod_group("a-job", 2))
+        for i in range(2):
+            member = tenant_pod(f"a-{i}", "team-a", cpu="4")
+            member["metadata"]["labels"]["pod-group.scheduling.sigs.k8s.io"] = "a-job"
+            backend.apply(PODS, member)
+        await until(lambda: {"a-0", "a-1"} <= set(bound(backend)))
+        left = names(backend)
+        assert {"c-0", "c-1", "b-keep"} <= left  # team-c stays within its min; non-preemptible stays
+        assert len({"b-0", "b-1", "b-2"} - left) == 2  # 8 CPU taken back, no more
+    finally:
+        stop.set()
+        await task
+
+
+async def test_no_reclaim_for_a_claim_beyond_the_claimants_min() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0", cpu="8"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="2", max_cpu="8"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-b", min_cpu="2", max_cpu="8"))
+    for i in range(2):
+        backend.apply(PODS, tenant_pod(f"b-{i}", "team-b", cpu="4", node_name="n0"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, tenant_pod("a-big", "team-a", cpu="4"))  # 4 > team-a's min of 2
+        await until(
+            lambda: any(
+                e.regarding.name == "a-big" and e.reason == "FailedScheduling" for e in backend.events
+            )
+        )
+        await asyncio.sleep(0.3)
+        assert {"b-0", "b-1"} <= names(backend)
+        assert "a-big" not in bound(backend)
     finally:
         stop.set()
         await task

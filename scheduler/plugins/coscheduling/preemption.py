@@ -8,8 +8,10 @@ for a single pod as a job of one. As algorithms.md section 3, with CP-SAT choosi
    lower-priority pod, the job waits for them instead of preempting again.
 2. Victims: running pods (bound, not terminating) of strictly lower priority than the trigger
    pod, without ``scheduling.koordinator.sh/disable-preemptible: "true"`` or
-   ``quota.scheduling.koordinator.sh/preemptible: "false"``, and accepted by every extra victim
-   filter (quota reclaim adds its own).
+   ``quota.scheduling.koordinator.sh/preemptible: "false"``. A ``PreemptionExtension`` (ElasticQuota)
+   may add pods of any priority that it deems reclaimable (a quota claiming its min back from
+   quotas that borrowed it); those count against its eviction budget (what their quota borrowed),
+   so reclaim never takes more than was lent.
 3. The problem: with every eligible victim removed from the cycle's view, each class of pending
    members runs the profile's PreFilter and Filter (so every Filter of the members is honoured);
    the nodes that pass, their free resources before any eviction, their topology paths (MustGather,
@@ -31,7 +33,7 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +47,7 @@ from scheduler.backend.base import PDBS, BackendError, EventRecord, EventType, N
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import PreemptionExtension
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
 from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSelection, VictimSpec
@@ -127,7 +130,7 @@ class JobPreemption:
             return Outcome(Status.unschedulable(), "no pending member to place.")
 
         candidates = [p for p in snapshot.assigned_pods() if self._eligible(trigger, p, snapshot)]
-        problem = self._problem(job, members, candidates, snapshot, topology, spec)
+        problem = self._problem(trigger, job, members, candidates, snapshot, topology, spec)
         if isinstance(problem, str):
             return Outcome(Status.unresolvable(), problem)
         fell_back = False
@@ -161,13 +164,30 @@ class JobPreemption:
         )
 
     def _eligible(self, trigger: PodInfo, pod: PodInfo, snapshot: Snapshot) -> bool:
-        if pod.priority >= trigger.priority or snapshot.is_assumed(pod.uid) or pod.is_terminal():
+        if snapshot.is_assumed(pod.uid) or pod.is_terminal() or pod.uid == trigger.uid:
             return False
         if pod.pod.metadata.deletion_timestamp is not None:
             return False  # already going
         if not preemption_ext.is_pod_preemptible(pod.labels) or not quota_ext.is_preemptible(pod.labels):
             return False
-        return all(accept(trigger, pod) for accept in self.victim_filters)
+        if not all(accept(trigger, pod) for accept in self.victim_filters):
+            return False
+        return pod.priority < trigger.priority or self._reclaimable(trigger, pod)
+
+    def _reclaimable(self, trigger: PodInfo, pod: PodInfo) -> bool:
+        extensions: list[PreemptionExtension] = self.handle.preemption_extensions
+        return any(ext.reclaimable(trigger, pod) for ext in extensions)
+
+    def _budget(self, trigger: PodInfo, pod: PodInfo) -> tuple[str, Mapping[str, int]] | None:
+        """A victim that is not of lower priority is only reclaimed: it counts against a budget."""
+        if pod.priority < trigger.priority:
+            return None
+        extensions: list[PreemptionExtension] = self.handle.preemption_extensions
+        for ext in extensions:
+            found = ext.eviction_budget(pod)
+            if found is not None:
+                return found
+        return None
 
     def _waiting_for_victims(
         self, trigger: PodInfo, job: str, members: Sequence[PodInfo], snapshot: Snapshot
@@ -193,6 +213,7 @@ class JobPreemption:
 
     def _problem(
         self,
+        trigger: PodInfo,
         job: str,
         members: Sequence[PodInfo],
         candidates: Sequence[PodInfo],
@@ -222,6 +243,7 @@ class JobPreemption:
         victims: list[VictimSpec] = []
         nodes = {n.name for n in placement.nodes}
         pdbs = self._pdbs_of(candidates)
+        budgets: dict[str, ResourceVector] = {}
         for pod in candidates:
             node = snapshot.node_of(pod.uid)
             if node is None or node not in nodes:
@@ -230,6 +252,11 @@ class JobPreemption:
             amounts = released.setdefault(node, [0] * len(placement.resources))
             for i, amount in enumerate(request.values):
                 amounts[i] += amount
+            budget = self._budget(trigger, pod)
+            if budget is not None:
+                budgets[budget[0]] = ResourceVector(
+                    tuple(budget[1].get(r, 0) if r in budget[1] else 2**62 for r in placement.resources)
+                )
             victims.append(
                 VictimSpec(
                     uid=pod.uid,
@@ -239,6 +266,7 @@ class JobPreemption:
                     priority=pod.priority,
                     job=self.handle.job_of(pod),
                     pdbs=pdbs.get(pod.uid, ()),
+                    budget=budget[0] if budget is not None else None,
                 )
             )
         # build_problem saw the nodes with every candidate gone: put the victims back.
@@ -260,7 +288,7 @@ class JobPreemption:
         jobs = {v.job for v in victims}
         sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.handle.job_of(p)) in jobs)
         allowed = {name: self._pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
-        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed)
+        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets)
 
     def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}

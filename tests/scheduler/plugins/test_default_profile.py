@@ -66,6 +66,7 @@ def test_registry_and_default_set() -> None:
     assert DEFAULT_REGISTRY.names() == [
         "Coscheduling",
         "DefaultBinder",
+        "ElasticQuota",
         "NodeAffinity",
         "NodeName",
         "NodeResourcesFit",

@@ -1,0 +1,392 @@
+"""ElasticQuota on the real API server: koord-scheduler admits pods by their quota's runtime.
+
+Every pod here tolerates the quota pools' taint and selects them (``quota-amd64-*`` and
+``quota-arm64-*``: 8 CPU each), so the other scenarios never see these pods. What a user sees:
+
+- pods beyond a quota's max stay Pending with a FailedScheduling message naming the quota;
+- a tenant borrows the idle min of a sibling, unless the sibling does not lend;
+- a non-preemptible pod is limited to its quota's min;
+- a gang whose total exceeds its quota gets no member bound;
+- ``kubectl get eq -o json`` carries the runtime / request annotations and status.used;
+- ElasticQuotaProfiles split the pools into independent trees: a pod of the arm64 tree lands only
+  on arm64 nodes and is limited by that tree's total.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import ControlPlane
+from e2e.scheduler_process import Scheduler
+from e2e.workloads import apply, make_pod, pods, wait_for
+
+Q = "quota.scheduling.koordinator.sh/"
+AMD64 = {"koord-e2e/quota-tree": "amd64"}
+QUOTA_POOLS = {"node-type": "quota"}
+TOLERATE = [{"key": "koord-e2e/pool", "operator": "Equal", "value": "quota", "effect": "NoSchedule"}]
+
+
+def elastic_quota(
+    name: str,
+    namespace: str,
+    *,
+    min: dict[str, str] | None = None,
+    max: dict[str, str],
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"max": max}
+    if min is not None:
+        spec["min"] = min
+    return {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "ElasticQuota",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": spec,
+    }
+
+
+def quota_pod(
+    name: str,
+    namespace: str,
+    cpu: str,
+    *,
+    quota: str | None = None,
+    selector: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    all_labels = dict(labels or {})
+    if quota:
+        all_labels[Q + "name"] = quota
+    return make_pod(
+        name,
+        namespace,
+        cpu=cpu,
+        memory="256Mi",
+        node_selector=selector or AMD64,
+        tolerations=TOLERATE,
+        labels=all_labels,
+    )
+
+
+def placed(cp: ControlPlane, namespace: str) -> dict[str, str]:
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods(cp, namespace) if p["spec"].get("nodeName")
+    }
+
+
+def placed_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:
+    bound = placed(cp, namespace)
+    return bound if len(bound) >= count else None
+
+
+def failed_scheduling(cp: ControlPlane, namespace: str, pod: str, needle: str) -> str | None:
+    """The latest FailedScheduling message of ``pod`` that contains ``needle``."""
+    raw = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    for event in reversed(raw):
+        message = event.get("message") or event.get("note") or ""
+        if (
+            event.get("reason") == "FailedScheduling"
+            and event["involvedObject"]["name"] == pod
+            and needle in message
+        ):
+            return str(message)
+    return None
+
+
+def get_quota(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    quota: dict[str, Any] = json.loads(cp.kubectl("get", "eq", name, "-n", namespace, "-o", "json"))
+    return quota
+
+
+def test_pods_beyond_max_stay_pending_and_kubectl_shows_the_figures(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    ns = "eq-max"
+    control_plane.create_namespace(ns)
+    # Named like its namespace: the namespace's pods charge it without a label.
+    apply(control_plane, [elastic_quota(ns, ns, min={"cpu": "1"}, max={"cpu": "2"})])
+    apply(control_plane, [quota_pod(f"p{i}", ns, "1") for i in range(3)])
+    bound = wait_for(lambda: placed_count(control_plane, ns, 2), timeout=60, what="2 pods bound")
+    pending = ({"p0", "p1", "p2"} - set(bound)).pop()
+    message = wait_for(
+        lambda: failed_scheduling(control_plane, ns, pending, f"quota {ns}"),
+        timeout=60,
+        what="FailedScheduling naming the quota",
+    )
+    assert f"Insufficient quotas: quota {ns} cpu used 2 + request 1 > runtime 2" in message
+    time.sleep(2)
+    assert len(placed(control_plane, ns)) == 2
+
+    def figures() -> dict[str, Any] | None:
+        quota = get_quota(control_plane, ns, ns)
+        annotations = quota["metadata"].get("annotations", {})
+        used = quota.get("status", {}).get("used")
+        if Q + "runtime" not in annotations or used != {"cpu": "2"}:
+            return None
+        return quota
+
+    quota = wait_for(figures, timeout=30, what="runtime annotation and status.used on the quota")
+    annotations = quota["metadata"]["annotations"]
+    assert json.loads(annotations[Q + "runtime"]) == {"cpu": "2"}
+    assert json.loads(annotations[Q + "request"]) == {"cpu": "2"}  # 3 asked, capped at max
+    assert json.loads(annotations[Q + "non-preemptible-used"]) == {"cpu": "0"}
+    assert quota["status"]["used"] == {"cpu": "2"}
+
+
+def borrowing_tree(cp: ControlPlane, ns: str, *, lends: bool) -> None:
+    """Parent (min = max = 4 cpu) with a lender and a borrower (min 2, max 4 each)."""
+    lender_labels = {Q + "parent": f"{ns}-parent"}
+    if not lends:
+        lender_labels[Q + "allow-lent-resource"] = "false"
+    apply(
+        cp,
+        [
+            elastic_quota(
+                f"{ns}-parent", ns, min={"cpu": "4"}, max={"cpu": "4"}, labels={Q + "is-parent": "true"}
+            ),
+            elastic_quota(f"{ns}-lender", ns, min={"cpu": "2"}, max={"cpu": "4"}, labels=lender_labels),
+            elastic_quota(
+                f"{ns}-borrower",
+                ns,
+                min={"cpu": "2"},
+                max={"cpu": "4"},
+                labels={Q + "parent": f"{ns}-parent"},
+            ),
+        ],
+    )
+
+
+def test_a_tenant_borrows_the_idle_min_of_another(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    ns = "eq-borrow"
+    control_plane.create_namespace(ns)
+    borrowing_tree(control_plane, ns, lends=True)
+    apply(control_plane, [quota_pod(f"b{i}", ns, "1", quota=f"{ns}-borrower") for i in range(3)])
+    # 3 cpu is above the borrower's min of 2: the third runs on the lender's idle min.
+    wait_for(lambda: placed_count(control_plane, ns, 3), timeout=60, what="3 borrower pods bound")
+
+
+def test_a_quota_that_does_not_lend_keeps_its_min(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    ns = "eq-nolend"
+    control_plane.create_namespace(ns)
+    borrowing_tree(control_plane, ns, lends=False)
+    apply(control_plane, [quota_pod(f"b{i}", ns, "1", quota=f"{ns}-borrower") for i in range(3)])
+    bound = wait_for(lambda: placed_count(control_plane, ns, 2), timeout=60, what="2 borrower pods bound")
+    pending = ({"b0", "b1", "b2"} - set(bound)).pop()
+    message = wait_for(
+        lambda: failed_scheduling(control_plane, ns, pending, "Insufficient quotas"),
+        timeout=60,
+        what="FailedScheduling of the third borrower pod",
+    )
+    assert f"quota {ns}-borrower cpu used 2 + request 1 > runtime 2" in message
+    assert len(placed(control_plane, ns)) == 2
+
+
+def test_a_non_preemptible_pod_is_limited_to_min(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    ns = "eq-np"
+    control_plane.create_namespace(ns)
+    apply(control_plane, [elastic_quota(ns, ns, min={"cpu": "1"}, max={"cpu": "4"})])
+    keep = {Q + "preemptible": "false"}
+    apply(control_plane, [quota_pod("np0", ns, "1", labels=keep)])
+    wait_for(lambda: placed_count(control_plane, ns, 1), timeout=60, what="the first non-preemptible pod")
+    apply(control_plane, [quota_pod("np1", ns, "1", labels=keep), quota_pod("free", ns, "1")])
+    bound = wait_for(lambda: placed_count(control_plane, ns, 2), timeout=60, what="the preemptible pod")
+    assert set(bound) == {"np0", "free"}
+    message = wait_for(
+        lambda: failed_scheduling(control_plane, ns, "np1", "non-preemptible"),
+        timeout=60,
+        what="FailedScheduling of the second non-preemptible pod",
+    )
+    assert (
+        f"Insufficient non-preemptible quotas: quota {ns} cpu non-preemptible used 1 + request 1 > min 1"
+        in message
+    )
+    assert "np1" not in placed(control_plane, ns)
+
+
+def test_a_gang_over_its_quota_is_rejected_as_a_whole(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    ns = "eq-gang"
+    control_plane.create_namespace(ns)
+    apply(control_plane, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "2"})])
+    pod_group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": ns},
+        "spec": {"minMember": 3},
+    }
+    members = [
+        quota_pod(f"m{i}", ns, "1", labels={"pod-group.scheduling.sigs.k8s.io": "job"}) for i in range(3)
+    ]
+    apply(control_plane, [pod_group, *members])
+    message = wait_for(
+        lambda: failed_scheduling(control_plane, ns, "m0", f"quota {ns}"),
+        timeout=60,
+        what="FailedScheduling of a gang member naming the quota",
+    )
+    assert f"quota {ns} cpu used 0 + request 3 of gang {ns}/job (3 pending members) > runtime 2" in message
+    time.sleep(3)  # every chance to (wrongly) bind part of the gang
+    assert placed(control_plane, ns) == {}
+
+
+@pytest.fixture
+def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
+    """One ElasticQuotaProfile and tree root per pool: amd64 at full size, arm64 at half (8 cpu)."""
+    ns = "eq-trees"
+    control_plane.create_namespace(ns)
+    objects: list[dict[str, Any]] = []
+    for arch, ratio in (("amd64", "1"), ("arm64", "0.5")):
+        objects.append(
+            {
+                "apiVersion": "quota.koordinator.sh/v1alpha1",
+                "kind": "ElasticQuotaProfile",
+                "metadata": {"name": f"{arch}-profile", "namespace": ns},
+                "spec": {
+                    "quotaName": f"e2e-{arch}-root",
+                    "resourceRatio": ratio,
+                    "nodeSelector": {"matchLabels": {"koord-e2e/quota-tree": arch}},
+                },
+            }
+        )
+        tree = {Q + "tree-id": f"e2e-{arch}"}
+        objects.append(
+            elastic_quota(
+                f"e2e-{arch}-root",
+                ns,
+                min={"cpu": "1000", "memory": "1Ti"},
+                max={"cpu": "1000", "memory": "1Ti"},
+                labels={
+                    **tree,
+                    Q + "is-root": "true",
+                    Q + "is-parent": "true",
+                    Q + "profile": f"{arch}-profile",
+                },
+            )
+        )
+        objects.append(
+            elastic_quota(
+                f"{arch}-team",
+                ns,
+                max={"cpu": "1000", "memory": "1Ti"},
+                labels={**tree, Q + "parent": f"e2e-{arch}-root"},
+            )
+        )
+    apply(control_plane, objects)
+    yield ns
+    control_plane.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false")
+    for kind in ("elasticquotaprofiles", "elasticquotas"):
+        control_plane.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", check=False)
+
+
+def test_quota_trees_keep_amd64_and_arm64_apart(
+    control_plane: ControlPlane, scheduler: Scheduler, quota_trees: str
+) -> None:
+    ns = quota_trees
+    arm = [quota_pod(f"arm-{i}", ns, "3", quota="arm64-team", selector=QUOTA_POOLS) for i in range(3)]
+    amd = [quota_pod(f"amd-{i}", ns, "2", quota="amd64-team", selector=QUOTA_POOLS) for i in range(2)]
+    apply(control_plane, [*arm, *amd])
+    bound = wait_for(lambda: placed_count(control_plane, ns, 4), timeout=60, what="4 pods bound")
+    time.sleep(2)
+    bound = placed(control_plane, ns)
+    arm_bound = {name: node for name, node in bound.items() if name.startswith("arm-")}
+    amd_bound = {name: node for name, node in bound.items() if name.startswith("amd-")}
+    assert len(amd_bound) == 2
+    assert all(node.startswith("quota-amd64-") for node in amd_bound.values()), amd_bound
+    # The arm64 tree has (8 + 8) x 0.5 = 8 cpu: two 3-cpu pods, not three, although both
+    # arm64 nodes would have room for the third.
+    assert len(arm_bound) == 2
+    assert all(node.startswith("quota-arm64-") for node in arm_bound.values()), arm_bound
+    pending = ({"arm-0", "arm-1", "arm-2"} - set(arm_bound)).pop()
+    message = wait_for(
+        lambda: failed_scheduling(control_plane, ns, pending, "quota arm64-team"),
+        timeout=60,
+        what="FailedScheduling naming the arm64 quota",
+    )
+    assert "quota arm64-team cpu used 6 + request 3 > runtime 8" in message
+
+    def root_runtime() -> dict[str, str] | None:
+        annotations = get_quota(control_plane, ns, "e2e-arm64-root")["metadata"].get("annotations", {})
+        raw = annotations.get(Q + "runtime")
+        return json.loads(raw) if raw else None
+
+    runtime = wait_for(root_runtime, timeout=30, what="the arm64 tree root's runtime annotation")
+    assert runtime["cpu"] == "8"
+
+
+ARM64 = {"koord-e2e/quota-tree": "arm64"}
+
+
+def pods_on_arm64(cp: ControlPlane) -> list[str]:
+    return [
+        p["metadata"]["name"]
+        for p in pods(cp)
+        if (p["spec"].get("nodeName") or "").startswith("quota-arm64-")
+        and not p["metadata"].get("deletionTimestamp")
+    ]
+
+
+def test_a_lender_takes_its_min_back_by_preempting_the_borrower_only(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """Quota reclaim: parent (16 cpu, the two arm64 nodes) with lender (min 8), borrower (min 6)
+    and steady (min 2). The borrower runs 12 cpu while the lender is idle; the lender's 2 x 4 cpu
+    job (within its min) then evicts 6 cpu of the borrower's pods (what it holds above its
+    runtime), nothing of the steady quota, although every pod has the same priority."""
+    cp, ns = control_plane, "eq-reclaim"
+    wait_for(lambda: not pods_on_arm64(cp) or None, timeout=90, what="the arm64 pool to be empty")
+    cp.create_namespace(ns)
+    parent = {Q + "parent": f"{ns}-parent"}
+    apply(
+        cp,
+        [
+            elastic_quota(
+                f"{ns}-parent", ns, min={"cpu": "16"}, max={"cpu": "16"}, labels={Q + "is-parent": "true"}
+            ),
+            elastic_quota(f"{ns}-lender", ns, min={"cpu": "8"}, max={"cpu": "16"}, labels=parent),
+            elastic_quota(f"{ns}-borrower", ns, min={"cpu": "6"}, max={"cpu": "16"}, labels=parent),
+            elastic_quota(f"{ns}-steady", ns, min={"cpu": "2"}, max={"cpu": "16"}, labels=parent),
+        ],
+    )
+    apply(cp, [quota_pod("steady-0", ns, "2", quota=f"{ns}-steady", selector=ARM64)])
+    wait_for(lambda: placed_count(cp, ns, 1), timeout=60, what="the steady pod bound")
+    apply(cp, [quota_pod(f"borrow-{i}", ns, "2", quota=f"{ns}-borrower", selector=ARM64) for i in range(6)])
+    wait_for(lambda: placed_count(cp, ns, 7), timeout=60, what="the borrower's 12 cpu bound")
+
+    pod_group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "claim", "namespace": ns},
+        "spec": {"minMember": 2},
+    }
+    members = [
+        quota_pod(
+            f"claim-{i}",
+            ns,
+            "4",
+            quota=f"{ns}-lender",
+            selector=ARM64,
+            labels={"pod-group.scheduling.sigs.k8s.io": "claim"},
+        )
+        for i in range(2)
+    ]
+    apply(cp, [pod_group, *members])
+
+    def claimed() -> dict[str, str] | None:
+        bound = placed(cp, ns)
+        return bound if {"claim-0", "claim-1"} <= set(bound) else None
+
+    wait_for(claimed, timeout=120, what="the lender's job bound")
+    left = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
+    assert "steady-0" in left
+    assert len({f"borrow-{i}" for i in range(6)} - left) == 3
+    preempted = json.loads(
+        cp.kubectl("get", "events", "-n", ns, "--field-selector", "reason=Preempted", "-o", "json")
+    )
+    assert {e["involvedObject"]["name"] for e in preempted["items"]} == {
+        f"borrow-{i}" for i in range(6)
+    } - left

@@ -1,0 +1,12 @@
+"""The ElasticQuota plugin: hierarchical, multi-tree elastic quota at PreFilter and Reserve.
+
+Modules, one job each: ``args`` (ElasticQuotaArgs), ``quotas`` (quota and profile objects, pod ->
+quota), ``ledger`` (per-quota sums of pods), ``forest`` (every tree's total and figures),
+``writer`` (figures written back onto the objects), ``plugin`` (the extension points and the API
+preemption uses). The quota math itself is ``scheduler.quota``.
+"""
+
+from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
+from scheduler.plugins.elastic_quota.plugin import NAME, ElasticQuota, new
+
+__all__ = ["NAME", "ElasticQuota", "ElasticQuotaArgs", "new"]

@@ -1,0 +1,105 @@
+"""Every quota tree at once: the default tree and one tree per ElasticQuotaProfile (algorithms.md 4.8).
+
+A profile's tree is rooted at a quota labelled ``is-root=true``; its total is the allocatable of the
+nodes its profile's ``nodeSelector`` selects, times ``resourceRatio``, taken from the scheduler's own
+node view (a root with no known profile falls back to its ``total-resource`` annotation). The
+default tree (``koordinator-root-quota``) shares the cluster total minus every other tree's total
+(unless that root says ``ignore-default-tree``), less what the system and default quotas use.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+from apis.extension import quota as quota_ext
+from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo, selector_matches
+from scheduler.quota import Figures, TreeInput, Usage, compute_tree
+from scheduler.quota.tree import Resources
+
+__all__ = ["Forest", "NodeView", "compute_forest"]
+
+log = logging.getLogger(__name__)
+
+OUTSIDE = frozenset({quota_ext.SYSTEM_QUOTA_NAME, quota_ext.DEFAULT_QUOTA_NAME})
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    labels: Mapping[str, str]
+    allocatable: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Forest:
+    figures: Mapping[str, Figures]
+    """Every quota in some tree, by name."""
+    tree_of: Mapping[str, str]
+    """Quota name -> the root of its tree."""
+    tree_nodes: Mapping[str, frozenset[str]]
+    """Profile tree root -> the nodes of that tree (the default tree is not listed: all nodes)."""
+    totals: Mapping[str, Resources]
+    """Tree root -> the total it shares."""
+
+
+def _ratio(raw: str | None, where: str) -> Fraction:
+    if not raw:
+        return Fraction(1)
+    try:
+        ratio = Fraction(raw)
+    except (ValueError, ZeroDivisionError):
+        log.warning("%s: resourceRatio %r is not a decimal; using 1", where, raw)
+        return Fraction(1)
+    return ratio if ratio >= 0 else Fraction(1)
+
+
+def _sum(nodes: Sequence[NodeView]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for node in nodes:
+        for name, amount in node.allocatable.items():
+            total[name] = total.get(name, 0) + amount
+    return total
+
+
+def _tree_total(
+    index: QuotaIndex, root: QuotaInfo, nodes: Sequence[NodeView]
+) -> tuple[Resources, frozenset[str] | None]:
+    profile = index.profile_of(root)
+    if profile is None or profile.spec is None:
+        return dict(root.total_resource), None
+    selected = [n for n in nodes if selector_matches(profile.spec.node_selector, n.labels)]
+    ratio = _ratio(profile.spec.resource_ratio, f"ElasticQuotaProfile {profile.metadata.name}")
+    total = {name: math.floor(amount * ratio) for name, amount in _sum(selected).items()}
+    return total, frozenset(n.name for n in selected)
+
+
+def compute_forest(
+    index: QuotaIndex, usage: Mapping[str, Usage], nodes: Sequence[NodeView], *, scale_min: bool = True
+) -> Forest:
+    """The figures of every tree (see the module docstring for the totals)."""
+    specs = {name: info.spec for name, info in index.quotas.items()}
+    default_total = _sum(nodes)
+    trees: list[TreeInput] = []
+    tree_nodes: dict[str, frozenset[str]] = {}
+    for name, info in sorted(index.quotas.items()):
+        if not info.is_tree_root:
+            continue
+        total, selected = _tree_total(index, info, nodes)
+        trees.append(TreeInput(name, total))
+        if selected is not None:
+            tree_nodes[name] = selected
+        if not info.ignore_default_tree:
+            for resource, amount in total.items():
+                default_total[resource] = max(default_total.get(resource, 0) - amount, 0)
+    trees.insert(0, TreeInput(quota_ext.ROOT_QUOTA_NAME, default_total, outside=OUTSIDE))
+    figures: dict[str, Figures] = {}
+    tree_of: dict[str, str] = {}
+    for tree in trees:
+        for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min).items():
+            figures[name] = fig
+            tree_of[name] = tree.root
+    return Forest(figures, tree_of, tree_nodes, {tree.root: tree.total for tree in trees})

@@ -1,0 +1,184 @@
+"""Which pod charges which quota, and the per-quota sums the quota trees start from.
+
+Every pod the scheduler should count is a ``Charge``: pods assigned to a node (by anyone) count in
+request and used; pending pods of this scheduler count in request only (what the quota asks for);
+finished pods count nowhere. Reserve marks a pod assigned before the API server knows it
+(``reserved``), Unreserve takes that back. Non-preemptible pods (label
+``quota.scheduling.koordinator.sh/preemptible: "false"``) also count in the non-preemptible sums.
+
+The sums are kept incrementally, so a pod event costs O(resources of the pod).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from apis.extension import gang as gang_ext
+from apis.extension import quota as quota_ext
+from scheduler.cache.pod_info import PodInfo
+from scheduler.quota import Usage
+
+__all__ = ["Charge", "Ledger", "gang_key"]
+
+
+def gang_key(pod: PodInfo) -> str | None:
+    """``namespace/name`` of the pod's gang, from the same labels and annotation Coscheduling reads
+    (PodGroup label, lightweight label, gang annotation); None for a plain pod."""
+    name = (
+        pod.labels.get(gang_ext.LABEL_POD_GROUP)
+        or pod.labels.get(gang_ext.LABEL_LIGHTWEIGHT_COSCHEDULING_POD_GROUP_NAME)
+        or pod.annotations.get(gang_ext.ANNOTATION_GANG_NAME)
+    )
+    return gang_ext.gang_id(pod.namespace, name) if name else None
+
+
+@dataclass(slots=True)
+class Charge:
+    pod: PodInfo
+    quota: str
+    assigned: bool
+    """On a node (bound, or reserved by this scheduler)."""
+    reserved: bool = False
+    """Assigned by our Reserve, not yet seen bound."""
+
+    @property
+    def non_preemptible(self) -> bool:
+        return not quota_ext.is_preemptible(self.pod.labels)
+
+    @property
+    def gang(self) -> str | None:
+        return gang_key(self.pod)
+
+
+@dataclass
+class _Sums:
+    request: dict[str, int] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+    np_request: dict[str, int] = field(default_factory=dict)
+    np_used: dict[str, int] = field(default_factory=dict)
+
+
+def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
+    for name, amount in amounts.items():
+        into[name] = into.get(name, 0) + sign * amount
+
+
+def _apply(sums: _Sums, charge: Charge, sign: int) -> None:
+    requests = charge.pod.requests
+    _add(sums.request, requests, sign)
+    if charge.assigned:
+        _add(sums.used, requests, sign)
+    if charge.non_preemptible:
+        _add(sums.np_request, requests, sign)
+        if charge.assigned:
+            _add(sums.np_used, requests, sign)
+
+
+class Ledger:
+    def __init__(self, scheduler_name: str) -> None:
+        self.scheduler_name = scheduler_name
+        self._charges: dict[str, Charge] = {}
+        self._by_quota: dict[str, dict[str, Charge]] = {}
+        self._by_gang: dict[tuple[str, str], dict[str, Charge]] = {}
+        self._sums: dict[str, _Sums] = {}
+        self.version = 0
+
+    # ---- bookkeeping -------------------------------------------------------------------------
+
+    def _book(self, charge: Charge, sign: int) -> None:
+        _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign)
+        self.version += 1
+
+    def _put(self, charge: Charge) -> None:
+        self.remove(charge.pod.uid)
+        self._charges[charge.pod.uid] = charge
+        self._by_quota.setdefault(charge.quota, {})[charge.pod.uid] = charge
+        gang = charge.gang
+        if gang is not None:
+            self._by_gang.setdefault((charge.quota, gang), {})[charge.pod.uid] = charge
+        self._book(charge, +1)
+
+    def remove(self, uid: str) -> Charge | None:
+        charge = self._charges.pop(uid, None)
+        if charge is not None:
+            self._by_quota[charge.quota].pop(uid, None)
+            gang = charge.gang
+            if gang is not None:
+                members = self._by_gang.get((charge.quota, gang), {})
+                members.pop(uid, None)
+                if not members:
+                    self._by_gang.pop((charge.quota, gang), None)
+            self._book(charge, -1)
+        return charge
+
+    # ---- informer side -----------------------------------------------------------------------
+
+    def on_pod(self, pod: PodInfo, quota: str) -> None:
+        """A pod was added or changed (or listed)."""
+        if pod.is_terminal():
+            self.remove(pod.uid)
+            return
+        old = self._charges.get(pod.uid)
+        reserved = old is not None and old.reserved and not pod.node_name
+        if not pod.node_name and not reserved and pod.scheduler_name != self.scheduler_name:
+            self.remove(pod.uid)  # pending for another scheduler: not ours to count
+            return
+        self._put(Charge(pod, quota, assigned=bool(pod.node_name) or reserved, reserved=reserved))
+
+    def remap(self, quota_of: Callable[[PodInfo], str]) -> None:
+        """The quotas changed: charge every pod to the quota it maps to now."""
+        for charge in list(self._charges.values()):
+            quota = quota_of(charge.pod)
+            if quota != charge.quota:
+                self._put(Charge(charge.pod, quota, charge.assigned, charge.reserved))
+
+    # ---- scheduler side ----------------------------------------------------------------------
+
+    def reserve(self, pod: PodInfo, quota: str) -> None:
+        self._put(Charge(pod, quota, assigned=True, reserved=True))
+
+    def unreserve(self, pod: PodInfo, quota: str) -> None:
+        old = self._charges.get(pod.uid)
+        if old is None or not old.reserved:
+            return  # deleted, or seen bound meanwhile: nothing of ours to undo
+        self._put(Charge(pod, quota, assigned=False))
+
+    # ---- queries -----------------------------------------------------------------------------
+
+    def charge(self, uid: str) -> Charge | None:
+        return self._charges.get(uid)
+
+    def charges_of(self, quota: str) -> Iterator[Charge]:
+        return iter(self._by_quota.get(quota, {}).values())
+
+    def uids(self) -> list[str]:
+        return list(self._charges)
+
+    def pending_gang_members(self, quota: str, gang: str) -> list[PodInfo]:
+        """The members of ``gang`` charged to ``quota`` that are not on a node yet."""
+        members = self._by_gang.get((quota, gang), {}).values()
+        return sorted((c.pod for c in members if not c.assigned), key=lambda p: p.key)
+
+    def usage_without(
+        self, victims: Iterable[str], extra: Iterable[tuple[PodInfo, str]] = ()
+    ) -> dict[str, Usage]:
+        """``usage()`` as if the ``victims`` (uids) were gone and the ``extra`` (pod, quota) pending."""
+        sums = {
+            q: _Sums(dict(s.request), dict(s.used), dict(s.np_request), dict(s.np_used))
+            for q, s in self._sums.items()
+        }
+        for uid in set(victims):
+            charge = self._charges.get(uid)
+            if charge is not None:
+                _apply(sums.setdefault(charge.quota, _Sums()), charge, -1)
+        for pod, quota in extra:
+            if pod.uid not in self._charges:
+                _apply(sums.setdefault(quota, _Sums()), Charge(pod, quota, assigned=False), +1)
+        return {q: Usage(s.request, s.used, s.np_request, s.np_used) for q, s in sums.items()}
+
+    def usage(self) -> dict[str, Usage]:
+        return {
+            quota: Usage(dict(s.request), dict(s.used), dict(s.np_request), dict(s.np_used))
+            for quota, s in self._sums.items()
+        }

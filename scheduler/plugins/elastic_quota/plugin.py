@@ -1,0 +1,373 @@
+"""ElasticQuota: admit a pod only while its quota's runtime covers it (algorithms.md 4.5).
+
+The plugin is an adapter: ``quotas.QuotaIndex`` holds the quota and profile objects and maps pods to
+quotas, ``ledger.Ledger`` sums what each quota's pods ask for and use, ``forest.compute_forest``
+turns both into every quota's figures (``scheduler.quota``: pure math), and ``writer.FiguresWriter``
+writes the figures back onto the objects. Per pod:
+
+1. PreFilter maps the pod to its quota and refreshes the figures (cached until a quota, a pod or
+   a node changes).
+2. It rejects the pod (Unschedulable, so that preemption may help) unless ``used + request <=
+   runtime`` on every resource of the quota's max (``max`` instead of runtime when
+   ``enableRuntimeQuota`` is false). A gang member brings its whole gang: the request is the sum of
+   the gang's pending members charged to that quota, so a gang never half-fills its quota.
+3. A non-preemptible pod (label ``quota.scheduling.koordinator.sh/preemptible: "false"``) also needs
+   ``non-preemptible used + request <= min`` on every resource of min.
+4. With ``enableCheckParentQuota``, step 2 is repeated for every ancestor below the tree's root.
+5. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
+6. Reserve counts the pod as used at once; Unreserve takes it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+
+from apis.core import Pod
+from apis.extension import quota as quota_ext
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.resources import from_int_units
+from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
+from scheduler.backend.base import ELASTICQUOTAPROFILES, ELASTICQUOTAS, PODS, EventType, WatchEvent
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import (
+    ClusterEvent,
+    EnqueueExtensions,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from scheduler.framework.status import Status
+from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
+from scheduler.plugins.elastic_quota.forest import Forest, NodeView, compute_forest
+from scheduler.plugins.elastic_quota.ledger import Ledger, gang_key
+from scheduler.plugins.elastic_quota.quotas import QuotaIndex
+from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
+from scheduler.quota import Figures, Usage
+from scheduler.quota.tree import Resources
+
+__all__ = ["NAME", "ElasticQuota", "new"]
+
+NAME = "ElasticQuota"
+FIGURES_WRITE_INTERVAL_SECONDS = 1.0
+"""The figures of one quota are patched at most this often."""
+
+log = logging.getLogger(__name__)
+
+
+def _fmt(resource: str, amount: int) -> str:
+    return str(from_int_units(resource, amount))
+
+
+def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str]) -> dict[str, int]:
+    keys = list(names)
+    total = dict.fromkeys(keys, 0)
+    for pod in pods:
+        for name in keys:
+            total[name] += pod.requests.get(name, 0)
+    return total
+
+
+class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
+    """Hierarchical elastic quota at PreFilter and Reserve.
+
+    The API job-level preemption (quota reclaim) uses, all pure reads of the current state:
+
+    - ``quota_of(pod) -> str | None``: the quota the pod charges to (None would mean "no quota";
+      today every pod has one: pods that match nothing go to ``koordinator-default-quota``).
+    - ``quota_figures() -> Mapping[str, Figures]``: every quota's min, max, runtime, used, request
+      (and the rest of ``scheduler.quota.Figures``) per resource, in integer units (milli-CPU,
+      bytes, counts), masked to the resources of the quota's max.
+    - ``fits_after_removal(pods, victims) -> bool``: would every pod of ``pods`` pass this plugin's
+      quota checks at once if ``victims`` were gone (their use and request removed and the
+      runtimes recomputed)?
+    - ``is_borrowing(pod) -> bool``: the pod's quota uses more than its min on some resource.
+
+    Quota reclaim (``interfaces.PreemptionExtension``, used by job-level preemption): a pod whose
+    quota stays within its min with the pod's job admitted may evict pods of any priority from the
+    other quotas of its tree that use more than their min (``reclaimable``), never non-preemptible
+    ones, and only as much as those quotas hold above ``max(min, runtime)`` (``eviction_budget``).
+    """
+
+    def __init__(self, args: ElasticQuotaArgs, handle: Handle) -> None:
+        self.args = args
+        self.handle = handle
+        self.index = QuotaIndex(
+            namespace=args.quota_group_namespace,
+            default_max=args.default_quota_group_max,
+            system_max=args.system_quota_group_max,
+        )
+        self.ledger = Ledger(handle.scheduler_name)
+        self._mapping_version = self.index.mapping_version
+        self._nodes: tuple[int, list[NodeView]] | None = None
+        self._forest: tuple[tuple[int, int, int], Forest] | None = None
+        self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
+        handle.preemption_extensions.append(self)
+        handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
+        handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
+        handle.subscribe(PODS, self._on_pod_event)
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def events_to_register(self) -> ClusterEvent:
+        """Quota freed (a pod gone), quotas or profiles changed, or capacity added."""
+        return (
+            ClusterEvent.POD_DELETE
+            | ClusterEvent.CUSTOM_RESOURCE
+            | ClusterEvent.NODE_ADD
+            | ClusterEvent.NODE_UPDATE
+        )
+
+    # ---- informers ---------------------------------------------------------------------------
+
+    def _on_quota_event(self, event: WatchEvent[ElasticQuotaObject]) -> None:
+        if event.type is EventType.REPLACED:
+            self.index.replace_quotas(event.objects)
+        elif event.obj is not None:
+            if event.type is EventType.DELETED:
+                self.index.on_quota_deleted(event.obj)
+            else:
+                self.index.on_quota(event.obj)
+        if self.index.mapping_version != self._mapping_version:
+            self._mapping_version = self.index.mapping_version
+            self.ledger.remap(self._quota_name)
+        self.writer.changed()
+
+    def _on_profile_event(self, event: WatchEvent[ElasticQuotaProfile]) -> None:
+        if event.type is EventType.REPLACED:
+            self.index.replace_profiles(event.objects)
+        elif event.obj is not None:
+            if event.type is EventType.DELETED:
+                self.index.on_profile_deleted(event.obj)
+            else:
+                self.index.on_profile(event.obj)
+        self.writer.changed()
+
+    def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.REPLACED:
+            infos = [PodInfo.of(p) for p in event.objects]
+            present = {p.uid for p in infos}
+            for uid in self.ledger.uids():
+                charge = self.ledger.charge(uid)
+                if uid not in present and charge is not None and not charge.reserved:
+                    self.ledger.remove(uid)
+            for info in infos:
+                self.ledger.on_pod(info, self._quota_name(info))
+        elif event.obj is not None:
+            info = PodInfo.of(event.obj)
+            if event.type is EventType.DELETED:
+                self.ledger.remove(info.uid)
+            else:
+                self.ledger.on_pod(info, self._quota_name(info))
+        self.writer.changed()
+
+    # ---- figures -----------------------------------------------------------------------------
+
+    def _node_views(self, snapshot: Snapshot) -> list[NodeView]:
+        if self._nodes is not None and self._nodes[0] == snapshot.generation:
+            return self._nodes[1]
+        table = snapshot.table
+        views = []
+        for row in snapshot.candidate_rows().tolist():
+            values = table.allocatable[row]
+            allocatable = {name: int(values[col]) for name, col in table.column.items() if values[col]}
+            views.append(NodeView(table.names[row], snapshot.node_at(row).labels, allocatable))
+        self._nodes = (snapshot.generation, views)
+        return views
+
+    def _current(self, snapshot: Snapshot) -> Forest:
+        key = (self.index.version, self.ledger.version, snapshot.generation)
+        if self._forest is not None and self._forest[0] == key:
+            return self._forest[1]
+        forest = self._compute(self.ledger.usage(), snapshot)
+        self._forest = (key, forest)
+        return forest
+
+    def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
+        return compute_forest(
+            self.index, usage, self._node_views(snapshot), scale_min=self.args.enable_min_quota_scale
+        )
+
+    # ---- filtering ---------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
+        quota = self._quota_name(pod)
+        forest = self._current(snapshot)
+        problem = self._check(forest, quota, self._admitted_with(pod, quota))
+        if problem is not None:
+            return PreFilterResult(Status.unschedulable(problem))
+        nodes = forest.tree_nodes.get(forest.tree_of.get(quota, ""))
+        return PreFilterResult(node_names=nodes)
+
+    def _admitted_with(self, pod: PodInfo, quota: str) -> list[PodInfo]:
+        """The pods admitted together with ``pod``: its gang's pending members in its quota, or itself."""
+        gang = gang_key(pod)
+        if gang is None:
+            return [pod]
+        members = self.ledger.pending_gang_members(quota, gang)
+        if all(m.uid != pod.uid for m in members):
+            members.append(pod)
+        return members
+
+    def _check(self, forest: Forest, quota: str, pods: Sequence[PodInfo]) -> str | None:
+        """Why ``pods`` (all charged to ``quota``) cannot be admitted together; None if they can."""
+        figures = forest.figures.get(quota)
+        if figures is None:
+            return f"quota {quota} is not part of any quota tree"
+        what = self._what(pods)
+        limits, limit_name = (
+            (figures.runtime, "runtime") if self.args.enable_runtime_quota else (figures.max, "max")
+        )
+        problem = _exceeds(figures, figures.used, _masked_sum(pods, limits), limits, limit_name, what)
+        if problem is not None:
+            return f"Insufficient quotas: {problem}"
+        keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
+        if keep_out:
+            np_request = _masked_sum(keep_out, figures.min)
+            problem = _exceeds(
+                figures,
+                figures.non_preemptible_used,
+                np_request,
+                figures.min,
+                "min",
+                what,
+                "non-preemptible ",
+            )
+            if problem is not None:
+                return f"Insufficient non-preemptible quotas: {problem}"
+        if self.args.enable_check_parent_quota:
+            root = forest.tree_of.get(quota)
+            parent = forest.figures.get(figures.parent)
+            while parent is not None and parent.name != root:
+                limits, limit_name = (
+                    (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
+                )
+                problem = _exceeds(parent, parent.used, _masked_sum(pods, limits), limits, limit_name, what)
+                if problem is not None:
+                    return f"Insufficient quotas: parent {problem}"
+                parent = forest.figures.get(parent.parent)
+        return None
+
+    @staticmethod
+    def _what(pods: Sequence[PodInfo]) -> str:
+        gang = gang_key(pods[0]) if pods else None
+        if gang is None:
+            return ""
+        return f" of gang {gang} ({len(pods)} pending members)"
+
+    # ---- reserve -----------------------------------------------------------------------------
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        self.ledger.reserve(pod, self._quota_name(pod))
+        self.writer.changed()
+        return Status.success()
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self.ledger.unreserve(pod, self._quota_name(pod))
+        self.writer.changed()
+
+    # ---- figures on the objects --------------------------------------------------------------
+
+    def _payloads(self) -> list[tuple[Payload, Mapping[str, str]]]:
+        forest = self._current(self.handle.snapshot())
+        out = []
+        for name, info in sorted(self.index.quotas.items()):
+            figures = forest.figures.get(name)
+            if info.exists and figures is not None:
+                out.append((payload_of(figures, info.namespace), info.observed))
+        return out
+
+    async def _write(self, payload: Payload) -> None:
+        await self.handle.backend.patch_custom(
+            ELASTICQUOTAS, payload.namespace, payload.name, payload.patch()
+        )
+
+    async def flush_figures(self) -> int:
+        """Write the figures now (tests; the background writer does it within a second otherwise)."""
+        return await self.writer.flush()
+
+    # ---- API for preemption / quota reclaim ---------------------------------------------------
+
+    def _quota_name(self, pod: PodInfo) -> str:
+        return self.index.quota_for(pod.namespace, pod.labels)
+
+    def quota_of(self, pod: PodInfo) -> str | None:
+        """The quota ``pod`` charges to (see the class docstring)."""
+        return self._quota_name(pod)
+
+    def quota_figures(self) -> Mapping[str, Figures]:
+        """Every quota's figures now, by quota name."""
+        return self._current(self.handle.snapshot()).figures
+
+    def is_borrowing(self, pod: PodInfo) -> bool:
+        """The pod's quota uses more than its min on some resource of its max."""
+        figures = self.quota_figures().get(self._quota_name(pod))
+        if figures is None:
+            return False
+        return any(used > figures.min.get(name, 0) for name, used in figures.used.items())
+
+    def reclaimable(self, preemptor: PodInfo, victim: PodInfo) -> bool:
+        """``victim``'s quota borrows, and ``preemptor``'s quota claims no more than its min."""
+        if not quota_ext.is_preemptible(victim.labels):
+            return False
+        forest = self._current(self.handle.snapshot())
+        mine, theirs = self._quota_name(preemptor), self._quota_name(victim)
+        claimant, lender = forest.figures.get(mine), forest.figures.get(theirs)
+        if mine == theirs or claimant is None or lender is None or not claimant.min:
+            return False
+        if forest.tree_of.get(mine) != forest.tree_of.get(theirs):
+            return False
+        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.min)
+        if any(claimant.used.get(r, 0) + request[r] > claimant.min[r] for r in claimant.min):
+            return False
+        return any(used > lender.min.get(r, 0) for r, used in lender.used.items())
+
+    def eviction_budget(self, victim: PodInfo) -> tuple[str, Mapping[str, int]] | None:
+        """What ``victim``'s quota holds above ``max(min, runtime)``, per resource of its max."""
+        theirs = self._quota_name(victim)
+        figures = self.quota_figures().get(theirs)
+        if figures is None:
+            return None
+        keep = {r: max(figures.min.get(r, 0), figures.runtime.get(r, 0)) for r in figures.max}
+        return f"quota:{theirs}", {r: max(0, figures.used.get(r, 0) - keep[r]) for r in figures.max}
+
+    def fits_after_removal(self, pods: Sequence[PodInfo], victims: Sequence[PodInfo]) -> bool:
+        """Would ``pods`` pass the quota checks together (each quota's share at once) if ``victims``
+        were gone? Runtimes are recomputed without the victims' requests."""
+        quotas = {p.uid: self._quota_name(p) for p in pods}
+        usage = self.ledger.usage_without((v.uid for v in victims), ((p, quotas[p.uid]) for p in pods))
+        forest = self._compute(usage, self.handle.snapshot())
+        by_quota: dict[str, list[PodInfo]] = {}
+        for pod in pods:
+            by_quota.setdefault(quotas[pod.uid], []).append(pod)
+        return all(self._check(forest, quota, members) is None for quota, members in by_quota.items())
+
+
+def _exceeds(
+    figures: Figures,
+    used: Resources,
+    request: Resources,
+    limits: Resources,
+    limit_name: str,
+    what: str,
+    kind: str = "",
+) -> str | None:
+    """The first resource (by name) where used + request > limit, as a message; None when all fit."""
+    for resource in sorted(limits):
+        amount = request.get(resource, 0)
+        have = used.get(resource, 0)
+        if have + amount > limits[resource]:
+            return (
+                f"quota {figures.name} {resource} {kind}used {_fmt(resource, have)} + request "
+                f"{_fmt(resource, amount)}{what} > {limit_name} {_fmt(resource, limits[resource])}"
+            )
+    return None
+
+
+def new(args: ElasticQuotaArgs | None, handle: Handle) -> ElasticQuota:
+    return ElasticQuota(args or ElasticQuotaArgs(), handle)

@@ -1,0 +1,133 @@
+"""Writing the figures back onto the ElasticQuota objects, so that ``kubectl get eq`` shows them.
+
+Koordinator's scheduler writes JSON ResourceList annotations (``runtime``, ``request``,
+``child-request``, ``non-preemptible-request``, ``non-preemptible-used``) and ``status.used``;
+ElasticQuota has no status subresource, so one JSON merge patch of the main resource carries all of
+it. ``FiguresWriter`` runs in a background task: woken by a change, it waits ``interval`` seconds
+(so a burst of pod events makes one patch), asks for the current payloads and patches each quota
+whose payload differs from what the object carries. A failed patch is logged and retried at the
+next change; it never fails a scheduling cycle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from apis.extension import quota as quota_ext
+from apis.resources import from_int_units
+from scheduler.backend.base import NotFound
+from scheduler.quota import Figures
+from scheduler.quota.tree import Resources
+
+__all__ = ["FiguresWriter", "Payload", "payload_of", "resource_json"]
+
+log = logging.getLogger(__name__)
+
+USED_KEY = "status.used"
+"""The payload key of ``status.used`` (the others are annotation keys)."""
+
+ANNOTATIONS = {
+    quota_ext.ANNOTATION_RUNTIME: "runtime",
+    quota_ext.ANNOTATION_REQUEST: "request",
+    quota_ext.ANNOTATION_CHILD_REQUEST: "child_request",
+    quota_ext.ANNOTATION_NON_PREEMPTIBLE_REQUEST: "non_preemptible_request",
+    quota_ext.ANNOTATION_NON_PREEMPTIBLE_USED: "non_preemptible_used",
+}
+
+
+def _strings(amounts: Resources) -> dict[str, str]:
+    return {name: str(from_int_units(name, amount)) for name, amount in sorted(amounts.items())}
+
+
+def resource_json(amounts: Resources) -> str:
+    """A ResourceList as compact JSON with canonical quantities: ``{"cpu":"6","memory":"4Gi"}``."""
+    return json.dumps(_strings(amounts), separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    namespace: str
+    name: str
+    values: Mapping[str, str]
+    """Annotation key (or ``status.used``) -> JSON text."""
+
+    def patch(self) -> dict[str, object]:
+        annotations = {k: v for k, v in self.values.items() if k != USED_KEY}
+        used = json.loads(self.values[USED_KEY])
+        return {"metadata": {"annotations": annotations}, "status": {"used": used}}
+
+
+def payload_of(figures: Figures, namespace: str) -> Payload:
+    values = {key: resource_json(getattr(figures, attr)) for key, attr in ANNOTATIONS.items()}
+    values[USED_KEY] = resource_json(figures.used)
+    return Payload(namespace, figures.name, values)
+
+
+class FiguresWriter:
+    def __init__(
+        self,
+        patch: Callable[[Payload], Awaitable[None]],
+        payloads: Callable[[], list[tuple[Payload, Mapping[str, str]]]],
+        *,
+        interval: float = 1.0,
+    ) -> None:
+        """``payloads()``: every quota object's current payload with the figures it carries now."""
+        self._patch = patch
+        self._payloads = payloads
+        self.interval = interval
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._sent: dict[str, Mapping[str, str]] = {}
+
+    def changed(self) -> None:
+        """Something a figure depends on changed: write within ``interval`` seconds."""
+        self._wake.set()
+        if self._task is None or self._task.done():
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return  # no event loop (a synchronous test): ``flush`` is called by hand
+            self._task = loop.create_task(self._run(), name="ElasticQuota figures writer")
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            await asyncio.sleep(self.interval)
+            self._wake.clear()
+            try:
+                await self.flush()
+            except Exception:
+                log.exception("writing ElasticQuota figures failed")
+
+    async def flush(self) -> int:
+        """Patch every quota whose figures differ from what it carries; returns how many were patched."""
+        written = 0
+        for payload, observed in self._payloads():
+            current = {k: observed.get(k) for k in payload.values}
+            sent = self._sent.get(payload.name)
+            if sent is not None and current == dict(sent):
+                del self._sent[payload.name]  # the watch has caught up with our last patch
+                sent = None
+            if current == dict(payload.values) or sent == payload.values:
+                continue
+            try:
+                await self._patch(payload)
+            except NotFound:
+                continue
+            except Exception as exc:
+                log.warning("patching ElasticQuota %s/%s failed: %s", payload.namespace, payload.name, exc)
+                continue
+            self._sent[payload.name] = payload.values
+            written += 1
+        return written
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task

@@ -1,0 +1,378 @@
+"""The ElasticQuota plugin over the memory backend: pod -> quota mapping, runtime admission, borrowing,
+non-preemptible pods, whole gangs, multi-tree node restriction, Reserve, the figures written back,
+and the API job-level preemption uses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from apis.core import Node, Pod
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
+from scheduler.backend.base import (
+    ELASTICQUOTAPROFILES,
+    ELASTICQUOTAS,
+    PODS,
+    EventType,
+    ResourceType,
+    WatchEvent,
+)
+from scheduler.backend.memory import MemoryBackend
+from scheduler.cache.cache import Cache
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.handle import Handle
+from scheduler.framework.status import Code
+from scheduler.plugins.elastic_quota import ElasticQuota, ElasticQuotaArgs
+from tests.scheduler.builders import make_cache, make_node, make_pod
+
+Q = "quota.scheduling.koordinator.sh/"
+
+
+def quota(
+    name: str,
+    namespace: str = "default",
+    *,
+    min: dict[str, str] | None = None,
+    max: dict[str, str] | None = None,
+    parent: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> ElasticQuotaObject:
+    all_labels = dict(labels or {})
+    if parent:
+        all_labels[Q + "parent"] = parent
+    spec: dict[str, Any] = {}
+    if min is not None:
+        spec["min"] = min
+    if max is not None:
+        spec["max"] = max
+    return ElasticQuotaObject.model_validate(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": all_labels,
+                "annotations": annotations or {},
+            },
+            "spec": spec,
+        }
+    )
+
+
+class World:
+    """A cache with nodes, a memory backend holding the quota objects, and the plugin fed by events."""
+
+    def __init__(self, nodes: list[Node] | None = None, args: ElasticQuotaArgs | None = None) -> None:
+        self.cache: Cache = make_cache(nodes or [make_node("n1").alloc(cpu="64", memory="256Gi").obj()])
+        self.backend = MemoryBackend()
+        self.handle = Handle(backend=self.backend, snapshot=lambda: Snapshot(self.cache))
+        self.plugin = ElasticQuota(args or ElasticQuotaArgs(), self.handle)
+        for resource in (ELASTICQUOTAS, ELASTICQUOTAPROFILES, PODS):
+            self.feed(resource, WatchEvent(EventType.REPLACED, objects=()))
+
+    def feed(self, resource: ResourceType[Any], event: WatchEvent[Any]) -> None:
+        for callback in self.handle.subscriptions[resource]:
+            callback(event)
+
+    def quotas(self, *quotas: ElasticQuotaObject) -> None:
+        for q in quotas:
+            stored = self.backend.apply(ELASTICQUOTAS, q)
+            self.feed(ELASTICQUOTAS, WatchEvent(EventType.ADDED, obj=stored))
+
+    def profile(self, profile: dict[str, Any]) -> None:
+        self.feed(
+            ELASTICQUOTAPROFILES, WatchEvent(EventType.ADDED, obj=ElasticQuotaProfile.model_validate(profile))
+        )
+
+    def pod(self, pod: Pod) -> PodInfo:
+        self.feed(PODS, WatchEvent(EventType.ADDED, obj=pod))
+        info = PodInfo.of(pod)
+        if pod.spec.node_name:
+            self.cache.upsert_pod(info)
+        return info
+
+    def pre_filter(self, pod: PodInfo) -> tuple[Code, str, frozenset[str] | None]:
+        result = self.plugin.pre_filter(CycleState(), pod, Snapshot(self.cache))
+        return result.status.code, result.status.message(), result.node_names
+
+
+def pod(name: str, cpu: str, namespace: str = "default", **labels: str) -> Any:
+    builder = make_pod(name).namespace(namespace).req(cpu=cpu)
+    builder._spec["schedulerName"] = "koord-scheduler"
+    for key, value in labels.items():
+        builder.label(key, value)
+    return builder
+
+
+def test_a_pod_with_no_quota_objects_is_admitted_everywhere() -> None:
+    world = World()
+    assert world.pre_filter(world.pod(pod("p", "60").obj())) == (Code.SUCCESS, "", None)
+    assert world.plugin.quota_of(PodInfo.of(pod("p", "1").obj())) == "koordinator-default-quota"
+
+
+def test_pods_map_to_quotas_in_koordinators_order() -> None:
+    world = World()
+    world.quotas(
+        quota("team-a", "team-a", max={"cpu": "8"}),
+        quota("shared", "other", max={"cpu": "8"}, annotations={Q + "namespaces": '["team-b"]'}),
+        quota("labelled", "other", max={"cpu": "8"}),
+    )
+    quota_of = world.plugin.quota_of
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a").obj())) == "team-a"
+    assert quota_of(PodInfo.of(pod("p", "1", "team-b").obj())) == "shared"
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "labelled"}).obj())) == "labelled"
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "nope"}).obj())) == (
+        "koordinator-default-quota"
+    )
+    assert quota_of(PodInfo.of(pod("p", "1", "team-c").obj())) == "koordinator-default-quota"
+
+
+def test_a_pod_beyond_the_runtime_is_rejected_naming_quota_and_resource() -> None:
+    world = World()
+    world.quotas(quota("team-a", "team-a", min={"cpu": "8"}, max={"cpu": "8"}))
+    world.pod(pod("a1", "6", "team-a").on("n1").obj())
+    code, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > runtime 8"
+    assert world.pre_filter(world.pod(pod("a3", "2", "team-a").obj()))[0] == Code.SUCCESS
+
+
+def test_runtime_quota_off_checks_against_max() -> None:
+    world = World(args=ElasticQuotaArgs(enable_runtime_quota=False))
+    world.quotas(quota("team-a", "team-a", max={"cpu": "8"}))
+    world.pod(pod("a1", "6", "team-a").on("n1").obj())
+    _, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
+    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > max 8"
+
+
+def borrowing_world(lender_lends: bool) -> World:
+    """Parent P (min = max = 8 cpu) with A and B (min 4, max 8 each); B runs 2 x 2 cpu."""
+    world = World()
+    lends = {} if lender_lends else {Q + "allow-lent-resource": "false"}
+    world.quotas(
+        quota("p", "default", min={"cpu": "8"}, max={"cpu": "8"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "4"}, max={"cpu": "8"}, parent="p", labels=lends),
+        quota("b", "b", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+    )
+    world.pod(pod("b1", "2", "b").on("n1").obj())
+    world.pod(pod("b2", "2", "b").on("n1").obj())
+    return world
+
+
+def test_a_tenant_borrows_the_idle_min_of_another() -> None:
+    world = borrowing_world(lender_lends=True)
+    assert world.pre_filter(world.pod(pod("b3", "2", "b").obj()))[0] == Code.SUCCESS
+    assert world.plugin.quota_figures()["b"].runtime == {"cpu": 6000}
+
+
+def test_a_quota_that_does_not_lend_keeps_its_min_from_borrowers() -> None:
+    world = borrowing_world(lender_lends=False)
+    code, message, _ = world.pre_filter(world.pod(pod("b3", "2", "b").obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message == "Insufficient quotas: quota b cpu used 4 + request 2 > runtime 4"
+    assert world.plugin.quota_figures()["a"].runtime == {"cpu": 4000}
+
+
+def test_non_preemptible_pods_are_limited_to_min() -> None:
+    world = World()
+    world.quotas(quota("q", "q", min={"cpu": "2"}, max={"cpu": "8"}))
+    keep = {Q + "preemptible": "false"}
+    world.pod(pod("np1", "2", "q", **keep).on("n1").obj())
+    code, message, _ = world.pre_filter(world.pod(pod("np2", "2", "q", **keep).obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message == (
+        "Insufficient non-preemptible quotas: quota q cpu non-preemptible used 2 + request 2 > min 2"
+    )
+    assert world.pre_filter(world.pod(pod("p3", "2", "q").obj()))[0] == Code.SUCCESS
+
+
+def gang_member(name: str, cpu: str, gang: str) -> Pod:
+    builder = pod(name, cpu, "g")
+    builder._meta.setdefault("annotations", {}).update(
+        {"gang.scheduling.koordinator.sh/name": gang, "gang.scheduling.koordinator.sh/min-available": "1"}
+    )
+    return builder.obj()  # type: ignore[no-any-return]
+
+
+def test_a_gang_is_admitted_as_a_whole_or_not_at_all() -> None:
+    world = World()
+    world.quotas(quota("g", "g", min={"cpu": "4"}, max={"cpu": "4"}))
+    members = [world.pod(gang_member(f"big-{i}", "2", "big")) for i in range(3)]
+    for member in members:
+        code, message, _ = world.pre_filter(member)
+        assert code == Code.UNSCHEDULABLE
+        assert message == (
+            "Insufficient quotas: quota g cpu used 0 + request 6 of gang g/big (3 pending members) "
+            "> runtime 4"
+        )
+    for member in members:
+        world.feed(PODS, WatchEvent(EventType.DELETED, obj=member.pod))
+    small = [world.pod(gang_member(f"small-{i}", "2", "small")) for i in range(2)]
+    assert world.pre_filter(small[0])[0] == Code.SUCCESS
+    world.plugin.reserve(CycleState(), small[0], "n1")
+    assert world.pre_filter(small[1])[0] == Code.SUCCESS  # used 2 + the one still pending
+
+
+def test_reserve_counts_used_and_unreserve_takes_it_back() -> None:
+    world = World()
+    world.quotas(quota("q", "q", min={"cpu": "4"}, max={"cpu": "4"}))
+    p1 = world.pod(pod("p1", "3", "q").obj())
+    p2 = world.pod(pod("p2", "1", "q").obj())
+    world.plugin.reserve(CycleState(), p1, "n1")
+    assert world.plugin.quota_figures()["q"].used == {"cpu": 3000}
+    assert world.pre_filter(p2)[0] == Code.SUCCESS
+    world.plugin.unreserve(CycleState(), p1, "n1")
+    assert world.plugin.quota_figures()["q"].used == {"cpu": 0}
+    # The informer sees the pod bound: unreserve afterwards changes nothing.
+    world.plugin.reserve(CycleState(), p1, "n1")
+    world.pod(pod("p1", "3", "q").on("n1").obj())
+    world.plugin.unreserve(CycleState(), p1, "n1")
+    assert world.plugin.quota_figures()["q"].used == {"cpu": 3000}
+
+
+def multi_tree_world() -> World:
+    nodes = [
+        make_node("amd-0").alloc(cpu="8", memory="16Gi").label("tree", "amd64").obj(),
+        make_node("arm-0").alloc(cpu="8", memory="16Gi").label("tree", "arm64").obj(),
+        make_node("arm-1").alloc(cpu="8", memory="16Gi").label("tree", "arm64").obj(),
+        make_node("cpu-0").alloc(cpu="100", memory="16Gi").obj(),
+    ]
+    world = World(nodes)
+    world.profile(
+        {
+            "metadata": {"name": "arm64", "namespace": "kube-system"},
+            "spec": {
+                "quotaName": "arm64-root",
+                "resourceRatio": "0.5",
+                "nodeSelector": {"matchLabels": {"tree": "arm64"}},
+            },
+        }
+    )
+    root_labels = {Q + "is-root": "true", Q + "tree-id": "arm", Q + "is-parent": "true"}
+    huge = {"cpu": "1000", "memory": "1Ti"}
+    world.quotas(
+        quota("arm64-root", "kube-system", min=huge, max=huge, labels=root_labels),
+        quota("arm-team", "arm-team", max=huge, parent="arm64-root", labels={Q + "tree-id": "arm"}),
+        quota("cpu-team", "cpu-team", max=huge),
+    )
+    return world
+
+
+def test_a_profile_tree_keeps_its_pods_on_its_nodes_and_within_its_total() -> None:
+    world = multi_tree_world()
+    world.pod(pod("arm-1", "6", "arm-team").on("arm-0").obj())
+    code, message, nodes = world.pre_filter(world.pod(pod("arm-small", "2", "arm-team").obj()))
+    assert (code, nodes) == (Code.SUCCESS, frozenset({"arm-0", "arm-1"}))
+    code, message, _ = world.pre_filter(world.pod(pod("arm-big", "3", "arm-team").obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message.startswith("Insufficient quotas: quota arm-team cpu used 6 + request 3")
+    figures = world.plugin.quota_figures()
+    assert figures["arm64-root"].runtime["cpu"] == 8000  # (8 + 8) x 0.5
+    # The default tree shares the rest of the cluster: 124 - 8 cpu.
+    assert figures["koordinator-root-quota"].runtime["cpu"] == 116000
+    code, _, nodes = world.pre_filter(world.pod(pod("c", "50", "cpu-team").obj()))
+    assert (code, nodes) == (Code.SUCCESS, None)
+
+
+async def test_figures_are_written_onto_the_quota_objects() -> None:
+    world = World()
+    world.quotas(quota("team-a", "team-a", min={"cpu": "4"}, max={"cpu": "8", "memory": "8Gi"}))
+    world.pod(pod("a1", "3", "team-a").on("n1").obj())
+    world.pod(pod("a2", "2", "team-a").obj())
+    assert await world.plugin.flush_figures() == 1
+    stored = world.backend.get(ELASTICQUOTAS, "team-a", "team-a")
+    assert stored is not None
+    annotations = stored.metadata.annotations or {}
+    assert json.loads(annotations[Q + "runtime"]) == {"cpu": "5", "memory": "0"}
+    assert json.loads(annotations[Q + "request"]) == {"cpu": "5", "memory": "0"}
+    assert stored.status is not None
+    assert {k: str(v) for k, v in (stored.status.used or {}).items()} == {"cpu": "3", "memory": "0"}
+    world.feed(ELASTICQUOTAS, WatchEvent(EventType.MODIFIED, obj=stored))
+    assert await world.plugin.flush_figures() == 0  # nothing changed since
+
+
+def test_fits_after_removal_and_borrowing() -> None:
+    world = borrowing_world(lender_lends=True)
+    b3 = world.pod(pod("b3", "2", "b").obj())
+    world.plugin.reserve(CycleState(), b3, "n1")
+    b_pod = PodInfo.of(pod("b1", "2", "b").on("n1").obj())
+    assert world.plugin.is_borrowing(b_pod)  # b uses 6 > min 4
+    a_pods = [world.pod(pod(f"a{i}", "2", "a").obj()) for i in range(2)]
+    # a asks for its min (4): b's runtime drops back to 4, a gets 4 but b still holds 6 of p's 8.
+    assert world.pre_filter(a_pods[0])[0] == Code.SUCCESS
+    assert not world.plugin.fits_after_removal([*a_pods, world.pod(pod("a2", "2", "a").obj())], [])
+    assert world.plugin.fits_after_removal(a_pods, [])
+    assert not world.plugin.is_borrowing(a_pods[0])
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_min_scaling_follows_the_args(scale: bool) -> None:
+    world = World(
+        [make_node("n1").alloc(cpu="8", memory="16Gi").obj()], ElasticQuotaArgs(enable_min_quota_scale=scale)
+    )
+    world.quotas(
+        quota("x", "x", min={"cpu": "8"}, max={"cpu": "16"}),
+        quota("y", "y", min={"cpu": "8"}, max={"cpu": "16"}),
+    )
+    world.pod(pod("x1", "16", "x").obj())
+    world.pod(pod("y1", "16", "y").obj())
+    figures = world.plugin.quota_figures()
+    expected = 4000 if scale else 8000
+    assert figures["x"].runtime["cpu"] == expected
+    assert figures["y"].auto_scale_min["cpu"] == expected
+
+
+async def test_the_background_writer_patches_after_a_change_and_survives_failures() -> None:
+    import asyncio
+
+    world = World()
+    world.plugin.writer.interval = 0.01
+    world.quotas(quota("q", "q", min={"cpu": "4"}, max={"cpu": "4"}))
+    world.pod(pod("p1", "1", "q").on("n1").obj())  # a pod event inside the loop starts the writer
+
+    async def used() -> Any:
+        for _ in range(500):
+            stored = world.backend.get(ELASTICQUOTAS, "q", "q")
+            if stored is not None and stored.status is not None and stored.status.used:
+                return {k: str(v) for k, v in stored.status.used.items()}
+            await asyncio.sleep(0.01)
+        return None
+
+    assert await used() == {"cpu": "1"}
+    world.backend.delete(ELASTICQUOTAS, "q", "q")  # the patch now answers NotFound: logged, not raised
+    world.pod(pod("p2", "1", "q").on("n1").obj())
+    assert await world.plugin.flush_figures() == 0
+    await world.plugin.writer.close()
+
+
+def test_pods_seen_before_their_quota_are_charged_to_it_once_it_arrives() -> None:
+    world = World()
+    world.pod(pod("a1", "3", "team-a").on("n1").obj())
+    assert world.plugin.quota_figures()["koordinator-default-quota"].used["cpu"] == 3000
+    world.quotas(quota("team-a", "team-a", min={"cpu": "4"}, max={"cpu": "4"}))
+    figures = world.plugin.quota_figures()
+    assert figures["team-a"].used == {"cpu": 3000}
+    assert figures["koordinator-default-quota"].used["cpu"] == 0
+    # A relist without the pod forgets it; a finished pod counts nowhere.
+    world.feed(PODS, WatchEvent(EventType.REPLACED, objects=()))
+    assert world.plugin.quota_figures()["team-a"].used == {"cpu": 0}
+    done = pod("a2", "3", "team-a").on("n1").obj()
+    done.status.phase = "Succeeded"
+    world.pod(done)
+    assert world.plugin.quota_figures()["team-a"].used == {"cpu": 0}
+
+
+def test_pending_pods_of_other_schedulers_do_not_count() -> None:
+    world = World()
+    world.quotas(quota("team-a", "team-a", min={"cpu": "4"}, max={"cpu": "4"}))
+    other = pod("x", "3", "team-a")
+    other._spec["schedulerName"] = "default-scheduler"
+    world.pod(other.obj())
+    assert world.plugin.quota_figures()["team-a"].request == {"cpu": 0}
+    world.pod(other.on("n1").obj())  # bound by the other scheduler: it uses the quota
+    assert world.plugin.quota_figures()["team-a"].used == {"cpu": 3000}
