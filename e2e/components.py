@@ -201,6 +201,20 @@ def wait_for_admission(cluster: ControlPlane, component: LocalComponent, timeout
     )
 
 
+LOCAL_SCHEDULER_CONFIG = """\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      awareNetworkTopology: true
+      enablePreemption: true
+"""
+"""What `make up` runs: the release notes' v1.7 features (network topology, job-level preemption) on."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.components", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["start", "stop"])
@@ -212,8 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.component == "koord-manager":
         component = koord_manager(cluster)
     else:
+        config = cluster.state_dir / "koord-scheduler-config.yaml"
+        config.parent.mkdir(parents=True, exist_ok=True)
+        config.write_text(LOCAL_SCHEDULER_CONFIG)
         component = koord_scheduler(
-            cluster, kubeconfig=cluster.kubeconfig, port=args.port, leader_elect=False
+            cluster, kubeconfig=cluster.kubeconfig, port=args.port, leader_elect=False, config=config
         )
     if args.action == "start":
         component.start()

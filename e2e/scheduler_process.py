@@ -40,6 +40,7 @@ profiles:
       apiVersion: kubescheduler.config.k8s.io/v1
       kind: CoschedulingArgs
       awareNetworkTopology: true
+      enablePreemption: true
 """
 
 

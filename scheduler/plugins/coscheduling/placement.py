@@ -11,6 +11,7 @@ left out (it cannot host a topology gang).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -80,6 +81,19 @@ def _node_path(
     return tuple(path)
 
 
+def _placement_signature(pod: PodInfo) -> str:
+    """What the Filters read of a pod besides its requests: node name, selector, affinity,
+    tolerations (a member pinned to one node is not interchangeable with one pinned to another)."""
+    spec = pod.pod.spec
+    parts = (
+        spec.node_name or "",
+        json.dumps(spec.node_selector or {}, sort_keys=True),
+        spec.affinity.model_dump_json(exclude_none=True) if spec.affinity else "",
+        json.dumps([t.model_dump(exclude_none=True) for t in spec.tolerations or ()], sort_keys=True),
+    )
+    return "\x00".join(parts)
+
+
 def build_problem(
     gang_id: str,
     members: Sequence[PodInfo],
@@ -96,9 +110,12 @@ def build_problem(
     resources = tuple(sorted({r for m in members for r in m.requests}))
     cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
 
-    classes: dict[tuple[int, ...], list[PodInfo]] = {}
+    # Members are alike when their requests and everything Filter reads of them are equal; one
+    # member per class is evaluated against the nodes.
+    classes: dict[tuple[tuple[int, ...], str], list[PodInfo]] = {}
     for pod in members:
-        classes.setdefault(tuple(pod.requests.get(r, 0) for r in resources), []).append(pod)
+        key = (tuple(pod.requests.get(r, 0) for r in resources), _placement_signature(pod))
+        classes.setdefault(key, []).append(pod)
 
     chain: list[tuple[str, tuple[str, ...]]] = []
     layers: tuple[TopologyLayer, ...] = ()
@@ -129,7 +146,7 @@ def build_problem(
         names = frozenset(table.names[int(r)] for r in rows)
         feasible[name] = names
         candidate_rows.update(int(r) for r in rows)
-        pod_groups.append(PodGroupSpec(name, ResourceVector(request), tuple(p.uid for p in pods)))
+        pod_groups.append(PodGroupSpec(name, ResourceVector(request[0]), tuple(p.uid for p in pods)))
 
     nodes: list[NodeSpec] = []
     ordered = np.array(sorted(candidate_rows), dtype=np.int64)

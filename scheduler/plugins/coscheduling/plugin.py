@@ -275,6 +275,10 @@ class Coscheduling(
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        if diagnosis.pre_filter_message is not None and NAME not in diagnosis.rejecting_plugins:
+            # Another plugin's PreFilter (a quota) rejected the pod for every node: evicting pods
+            # from nodes cannot change that.
+            return PostFilterResult(Status.unschedulable())
         gang = self.gangs.gang_of(pod)
         if gang is None and not self._not_a_gang(pod):
             return PostFilterResult(Status.unschedulable())
@@ -298,6 +302,10 @@ class Coscheduling(
                 # nominations and those waiting at Permit keep their places.
                 group.plan.clear()
                 return PostFilterResult(outcome.status, outcome.nominated_node)
+        if diagnosis.pre_filter_message is not None:
+            # The group's own placement failed at PreFilter: ``group.failure`` already says why, and
+            # members waiting at Permit were never part of that plan's decision to roll back.
+            return PostFilterResult(Status.unschedulable())
         waiting = sum(len(g.waiting) for g in self.gangs.members_of_group(gang))
         group.failure = (
             f"gang group {group.id} rejected because member {pod.key} is unschedulable: "
