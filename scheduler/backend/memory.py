@@ -22,6 +22,7 @@ import asyncio
 import copy
 import logging
 import secrets
+import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -346,8 +347,9 @@ class MemoryBackend:
         self._put(resource, key, wire)
 
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
-        """Delete the pod at once (the grace period is not simulated) unless a PodDisruptionBudget
-        selecting it allows no disruption (BackendError 429, as the Eviction API answers)."""
+        """Delete the pod (the grace period is not simulated; a pod with finalizers terminates until
+        ``finish_termination``) unless a PodDisruptionBudget selecting it allows no disruption
+        (BackendError 429, as the Eviction API answers)."""
         namespace, name = _pod_key(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, pod.metadata.uid)
@@ -369,13 +371,31 @@ class MemoryBackend:
             wire = copy.deepcopy(pdb.wire)
             wire["status"]["disruptionsAllowed"] = int(wire["status"]["disruptionsAllowed"]) - 1
             self._put(PDBS, pdb_key, wire)
+        self._delete_pod(namespace, name)
+
+    def _delete_pod(self, namespace: str, name: str) -> None:
+        """A pod with finalizers only gets its deletionTimestamp (it terminates until they are
+        removed, see ``finish_termination``); any other pod goes at once."""
+        key = self._key(PODS, namespace, name)
+        entry = self._require(PODS, key, None)
+        if not entry.wire["metadata"].get("finalizers"):
+            self.delete(PODS, namespace, name)
+            return
+        if entry.wire["metadata"].get("deletionTimestamp"):
+            return
+        wire = copy.deepcopy(entry.wire)
+        wire["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._put(PODS, key, wire)
+
+    def finish_termination(self, namespace: str, name: str) -> None:
+        """Remove a terminating pod's finalizers: it is gone (tests of pods that take their time)."""
         self.delete(PODS, namespace, name)
 
     async def delete_pod(self, pod: Pod) -> None:
-        """Delete the pod at once (the grace period is not simulated)."""
+        """Delete the pod (the grace period is not simulated; finalizers are, see ``_delete_pod``)."""
         namespace, name = _pod_key(pod)
         self._require(PODS, self._key(PODS, namespace, name), pod.metadata.uid)
-        self.delete(PODS, namespace, name)
+        self._delete_pod(namespace, name)
 
     async def record_event(self, event: EventRecord) -> None:
         self.events.append(event)

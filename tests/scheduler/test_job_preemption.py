@@ -348,3 +348,37 @@ async def test_no_reclaim_for_a_claim_beyond_the_claimants_min() -> None:
     finally:
         stop.set()
         await task
+
+
+async def test_while_victims_terminate_the_job_waits_nominated_and_lower_priorities_stay_out() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("a", cpu="4"))
+    backend.apply(NODES, node("b", cpu="4"))
+    for n in ("a", "b"):
+        victim = pod(f"slow-{n}", cpu="4", priority=LOW, node_name=n)
+        victim["metadata"]["finalizers"] = ["example.com/drain"]  # terminates until removed
+        backend.apply(PODS, victim)
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODGROUPS, pod_group("job", 2))
+        for i in range(2):
+            backend.apply(PODS, pod(f"job-{i}", cpu="4", priority=HIGH, group="job"))
+        await until(lambda: len([e for e in backend.events if e.reason == "Preempted"]) == 2)
+        await until(lambda: any("waiting for 2 victim(s)" in e.message for e in backend.events))
+        # The freed room is held for the job: a lower-priority pod (that would fit once the victims
+        # are gone) is not placed there, and nobody else is preempted.
+        backend.apply(PODS, pod("opportunist", cpu="4", priority=LOW + 1))
+        await asyncio.sleep(0.5)
+        assert set(bound(backend)) == {"slow-a", "slow-b"}
+        assert len([e for e in backend.events if e.reason == "Preempted"]) == 2
+        nominated = {p.metadata.name: p.status.nominated_node_name for p in backend.list(PODS)}
+        assert {nominated["job-0"], nominated["job-1"]} == {"a", "b"}
+
+        for n in ("a", "b"):
+            backend.finish_termination("default", f"slow-{n}")
+        await until(lambda: {"job-0", "job-1"} <= set(bound(backend)))
+        await asyncio.sleep(0.3)
+        assert "opportunist" not in bound(backend)
+    finally:
+        stop.set()
+        await task
