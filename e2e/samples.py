@@ -31,14 +31,16 @@ def apply(cp: ControlPlane) -> None:
 
 NEXT_STEPS = """
 koordinator-py's local cluster is up: kube-apiserver, etcd, KWOK nodes, koord-manager (admission
-webhooks) and koord-scheduler (binding pods whose schedulerName is koord-scheduler).
+webhooks, quota trees) and koord-scheduler (binding pods whose schedulerName is koord-scheduler,
+with network-topology-aware gangs, job-level preemption and elastic quota on).
 
   export KUBECONFIG=$PWD/.cluster/kubeconfig PATH=$PWD/.bin:$PWD/.venv/bin:$PATH
   kubectl get nodes -L network.topology.nvidia.com/spine,network.topology.nvidia.com/block
   kubectl get pods -o wide                       # the sample Deployment `web` and Job `train`, bound
   kubectl get events --field-selector reason=FailedScheduling
   koordctl explain pod hp-worker-1               # why a pod is where it is
-  kubectl get pg,eq,reservations,devices -A
+  kubectl get pg,eq,reservations,devices -A      # eq: MIN, MAX, USED, RUNTIME of every quota
+  kubectl get events -A --field-selector reason=Preempted   # job-level preemption's victims
   curl -s localhost:10251/metrics | grep scheduler_schedule_attempts_total
 
 The examples from the release notes (docs/examples/) are applied too; the features they use that
