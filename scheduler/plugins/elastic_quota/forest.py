@@ -20,7 +20,7 @@ from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo, select
 from scheduler.quota import Figures, TreeInput, Usage, compute_tree
 from scheduler.quota.tree import Resources
 
-__all__ = ["Forest", "NodeView", "compute_forest"]
+__all__ = ["Forest", "NodeView", "Totals", "compute_forest", "compute_totals"]
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +77,17 @@ def _tree_total(
     return total, frozenset(n.name for n in selected)
 
 
-def compute_forest(
-    index: QuotaIndex, usage: Mapping[str, Usage], nodes: Sequence[NodeView], *, scale_min: bool = True
-) -> Forest:
-    """The figures of every tree (see the module docstring for the totals)."""
-    specs = {name: info.spec for name, info in index.quotas.items()}
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What each tree shares and which nodes a profile's tree owns: depends on the nodes and the
+    quota objects only, so it is computed once per node or quota change, not per pod."""
+
+    trees: tuple[TreeInput, ...]
+    tree_nodes: Mapping[str, frozenset[str]]
+
+
+def compute_totals(index: QuotaIndex, nodes: Sequence[NodeView]) -> Totals:
+    """Every tree's total (see the module docstring), the default tree first."""
     default_total = _sum(nodes)
     trees: list[TreeInput] = []
     tree_nodes: dict[str, frozenset[str]] = {}
@@ -96,10 +102,18 @@ def compute_forest(
             for resource, amount in total.items():
                 default_total[resource] = max(default_total.get(resource, 0) - amount, 0)
     trees.insert(0, TreeInput(quota_ext.ROOT_QUOTA_NAME, default_total, outside=OUTSIDE))
+    return Totals(tuple(trees), tree_nodes)
+
+
+def compute_forest(
+    index: QuotaIndex, usage: Mapping[str, Usage], totals: Totals, *, scale_min: bool = True
+) -> Forest:
+    """The figures of every tree over ``totals`` (``compute_totals``)."""
+    specs = {name: info.spec for name, info in index.quotas.items()}
     figures: dict[str, Figures] = {}
     tree_of: dict[str, str] = {}
-    for tree in trees:
+    for tree in totals.trees:
         for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min).items():
             figures[name] = fig
             tree_of[name] = tree.root
-    return Forest(figures, tree_of, tree_nodes, {tree.root: tree.total for tree in trees})
+    return Forest(figures, tree_of, totals.tree_nodes, {tree.root: tree.total for tree in totals.trees})

@@ -177,6 +177,13 @@ class Ledger:
                 _apply(sums.setdefault(quota, _Sums()), Charge(pod, quota, assigned=False), +1)
         return {q: Usage(s.request, s.used, s.np_request, s.np_used) for q, s in sums.items()}
 
+    def usage_of(self, quota: str) -> Usage:
+        """One quota's sums (live views: read, do not keep)."""
+        sums = self._sums.get(quota)
+        if sums is None:
+            return Usage()
+        return Usage(sums.request, sums.used, sums.np_request, sums.np_used)
+
     def usage(self) -> dict[str, Usage]:
         return {
             quota: Usage(dict(s.request), dict(s.used), dict(s.np_request), dict(s.np_used))

@@ -42,7 +42,14 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
-from scheduler.plugins.elastic_quota.forest import Forest, NodeView, compute_forest
+from scheduler.plugins.elastic_quota.forest import (
+    OUTSIDE,
+    Forest,
+    NodeView,
+    Totals,
+    compute_forest,
+    compute_totals,
+)
 from scheduler.plugins.elastic_quota.ledger import Ledger, gang_key
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
@@ -104,6 +111,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
+        self._totals: tuple[tuple[int, int], Totals] | None = None
         self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
         handle.preemption_extensions.append(self)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
@@ -189,14 +197,19 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         return forest
 
     def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
-        return compute_forest(
-            self.index, usage, self._node_views(snapshot), scale_min=self.args.enable_min_quota_scale
-        )
+        key = (self.index.version, snapshot.generation)
+        if self._totals is None or self._totals[0] != key:
+            self._totals = (key, compute_totals(self.index, self._node_views(snapshot)))
+        return compute_forest(self.index, usage, self._totals[1], scale_min=self.args.enable_min_quota_scale)
 
     # ---- filtering ---------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         quota = self._quota_name(pod)
+        outside = self._outside_figures(quota)
+        if outside is not None:
+            problem = self._check_figures(outside, self._admitted_with(pod, quota), parents=())
+            return PreFilterResult(Status.unschedulable(problem) if problem else Status.success())
         forest = self._current(snapshot)
         problem = self._check(forest, quota, self._admitted_with(pod, quota))
         if problem is not None:
@@ -214,11 +227,47 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
             members.append(pod)
         return members
 
+    def _outside_figures(self, quota: str) -> Figures | None:
+        """The figures of the system or default quota under the default root, which stay outside
+        the sharing (their runtime is their max): read from the ledger alone, so that the pods of
+        clusters without quotas of their own never wait for a tree computation."""
+        info = self.index.quotas.get(quota)
+        if quota not in OUTSIDE or info is None or info.spec.parent != quota_ext.ROOT_QUOTA_NAME:
+            return None
+        spec, usage = info.spec, self.ledger.usage_of(quota)
+        keys = list(spec.max)
+        return Figures(
+            name=spec.name,
+            parent=spec.parent,
+            min=dict(spec.min),
+            max=dict(spec.max),
+            auto_scale_min=dict(spec.min),
+            shared_weight=dict(spec.shared_weight),
+            child_request={k: usage.request.get(k, 0) for k in keys},
+            request={k: min(usage.request.get(k, 0), spec.max[k]) for k in keys},
+            used={k: usage.used.get(k, 0) for k in keys},
+            non_preemptible_request={k: usage.non_preemptible_request.get(k, 0) for k in keys},
+            non_preemptible_used={k: usage.non_preemptible_used.get(k, 0) for k in keys},
+            runtime=dict(spec.max),
+        )
+
     def _check(self, forest: Forest, quota: str, pods: Sequence[PodInfo]) -> str | None:
         """Why ``pods`` (all charged to ``quota``) cannot be admitted together; None if they can."""
         figures = forest.figures.get(quota)
         if figures is None:
             return f"quota {quota} is not part of any quota tree"
+        parents: list[Figures] = []
+        if self.args.enable_check_parent_quota:
+            root = forest.tree_of.get(quota)
+            parent = forest.figures.get(figures.parent)
+            while parent is not None and parent.name != root:
+                parents.append(parent)
+                parent = forest.figures.get(parent.parent)
+        return self._check_figures(figures, pods, parents=parents)
+
+    def _check_figures(
+        self, figures: Figures, pods: Sequence[PodInfo], *, parents: Sequence[Figures]
+    ) -> str | None:
         what = self._what(pods)
         limits, limit_name = (
             (figures.runtime, "runtime") if self.args.enable_runtime_quota else (figures.max, "max")
@@ -240,17 +289,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
             )
             if problem is not None:
                 return f"Insufficient non-preemptible quotas: {problem}"
-        if self.args.enable_check_parent_quota:
-            root = forest.tree_of.get(quota)
-            parent = forest.figures.get(figures.parent)
-            while parent is not None and parent.name != root:
-                limits, limit_name = (
-                    (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
-                )
-                problem = _exceeds(parent, parent.used, _masked_sum(pods, limits), limits, limit_name, what)
-                if problem is not None:
-                    return f"Insufficient quotas: parent {problem}"
-                parent = forest.figures.get(parent.parent)
+        for parent in parents:
+            limits, limit_name = (
+                (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
+            )
+            problem = _exceeds(parent, parent.used, _masked_sum(pods, limits), limits, limit_name, what)
+            if problem is not None:
+                return f"Insufficient quotas: parent {problem}"
         return None
 
     @staticmethod

@@ -376,3 +376,30 @@ def test_pending_pods_of_other_schedulers_do_not_count() -> None:
     assert world.plugin.quota_figures()["team-a"].request == {"cpu": 0}
     world.pod(other.on("n1").obj())  # bound by the other scheduler: it uses the quota
     assert world.plugin.quota_figures()["team-a"].used == {"cpu": 3000}
+
+
+def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
+    """Pods of the default quota are checked without a tree computation (its runtime is its max):
+    the answer and the message must be the ones the full figures give."""
+    world = World()
+    world.quotas(
+        quota("koordinator-default-quota", "koordinator-system", min={"cpu": "1"}, max={"cpu": "4"}),
+    )
+    world.pod(pod("d1", "2", "apps").on("n1").obj())
+    figures = world.plugin.quota_figures()["koordinator-default-quota"]
+    assert figures.runtime == {"cpu": 4000}
+    assert figures.used == {"cpu": 2000}
+    assert world.pre_filter(PodInfo.of(pod("d2", "2", "apps").obj()))[0] == Code.SUCCESS
+    code, message, _ = world.pre_filter(PodInfo.of(pod("d3", "3", "apps").obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message == (
+        "Insufficient quotas: quota koordinator-default-quota cpu used 2 + request 3 > runtime 4"
+    )
+    np = {"quota.scheduling.koordinator.sh/preemptible": "false"}
+    world.pod(pod("np0", "1", "apps", **np).on("n1").obj())
+    code, message, _ = world.pre_filter(PodInfo.of(pod("np1", "1", "apps", **np).obj()))
+    assert code == Code.UNSCHEDULABLE
+    assert message == (
+        "Insufficient non-preemptible quotas: "
+        "quota koordinator-default-quota cpu non-preemptible used 1 + request 1 > min 1"
+    )
