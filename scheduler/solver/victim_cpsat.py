@@ -18,10 +18,14 @@ Formulation (`preemption_problem` states the problem and the objective):
   (interleaved search), so the same input gives the same victims. If no stage finds a solution in
   time, the greedy selection is returned as GREEDY_FALLBACK; a proven infeasibility means that no
   set of victims lets the job fit, so nothing is evicted.
+* Big clusters: only the nodes where a member is cheapest to fit (``PRUNE_NODES_PER_MEMBER`` per
+  member and class, at least ``PRUNE_MIN_NODES``, per MustGather domain) and the nodes of the
+  greedy answer enter the model; the answer is then FEASIBLE (optimal among those nodes).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
@@ -31,7 +35,7 @@ from ortools.sat.python import cp_model
 from scheduler.solver.greedy import members_in_rank_order
 from scheduler.solver.preemption_problem import PreemptionProblem, VictimSelection, objective
 from scheduler.solver.problem import domain_key
-from scheduler.solver.victim_greedy import select_greedy
+from scheduler.solver.victim_greedy import cheapest_nodes, select_greedy
 
 __all__ = ["select_cpsat"]
 
@@ -210,6 +214,54 @@ class _Model:
         return victims, assignment
 
 
+PRUNE_MIN_NODES = 64
+PRUNE_NODES_PER_MEMBER = 3
+
+
+def _prune(problem: PreemptionProblem, greedy: VictimSelection | None) -> PreemptionProblem:
+    """Keep the candidate nodes where the members are cheapest to fit (per class and MustGather
+    domain, ``PRUNE_NODES_PER_MEMBER`` per member) and every node the greedy answer uses, so that
+    the model stays small on big clusters and the greedy answer stays a complete hint."""
+    placement = problem.placement
+    per_class = max(PRUNE_MIN_NODES, PRUNE_NODES_PER_MEMBER * placement.member_count)
+    if len(placement.nodes) <= per_class:
+        return problem
+    keep = cheapest_nodes(problem, per_class)
+    if greedy is not None:
+        keep.update(greedy.assignment.values())
+        keep.update(v.node for v in problem.victims if v.uid in set(greedy.victims))
+    if len(keep) >= len(placement.nodes):
+        return problem
+    smaller = dataclasses.replace(
+        placement,
+        nodes=tuple(n for n in placement.nodes if n.name in keep),
+        feasible_nodes={g: frozenset(ns & keep) for g, ns in placement.feasible_nodes.items()},
+        node_scores={n: s for n, s in placement.node_scores.items() if n in keep},
+    )
+    return dataclasses.replace(
+        problem, placement=smaller, victims=tuple(v for v in problem.victims if v.node in keep)
+    )
+
+
+def _fallback(
+    problem: PreemptionProblem,
+    greedy: VictimSelection,
+    start: float,
+    on_fallback: Callable[[PreemptionProblem], None] | None,
+    size: tuple[int, int] = (0, 0),
+) -> VictimSelection:
+    if on_fallback is not None:
+        on_fallback(problem)
+    return VictimSelection(
+        greedy.victims,
+        greedy.assignment,
+        greedy.objective,
+        "GREEDY_FALLBACK",
+        time.perf_counter() - start,
+        *size,
+    )
+
+
 def select_cpsat(
     problem: PreemptionProblem, *, on_fallback: Callable[[PreemptionProblem], None] | None = None
 ) -> VictimSelection | None:
@@ -218,9 +270,10 @@ def select_cpsat(
     options = problem.placement.options
     deadline = start + options.time_limit_seconds
     greedy = select_greedy(problem)
-    built = _Model(problem)
+    pruned = _prune(problem, greedy)
+    built = _Model(pruned)
     if not built.placeable:
-        return None
+        return None if pruned is problem or greedy is None else _fallback(problem, greedy, start, on_fallback)
     best: tuple[set[str], dict[str, str]] | None = (
         (set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None
     )
@@ -238,7 +291,8 @@ def select_cpsat(
         if best is not None:
             built.hint(*best)
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(left / (len(terms) - stage), 0.001)
+        share = 0.6 if stage == 0 else 0.5 if stage < len(terms) - 1 else 1.0
+        solver.parameters.max_time_in_seconds = max(left * share, 0.001)
         solver.parameters.num_workers = max(options.workers, 1)
         solver.parameters.random_seed = options.seed
         if options.workers > 1:
@@ -251,6 +305,8 @@ def select_cpsat(
             break
         value = round(solver.objective_value)
         best = built.read(solver)
+        if pruned is not problem:
+            all_optimal = False  # optimal among the candidate nodes kept, not proven overall
         found_by_cpsat = True
         if status == cp_model.OPTIMAL:
             built.model.add(term == value)
@@ -262,11 +318,7 @@ def select_cpsat(
     if not found_by_cpsat:
         if greedy is None:
             return None
-        if on_fallback is not None:
-            on_fallback(problem)
-        return VictimSelection(
-            greedy.victims, greedy.assignment, greedy.objective, "GREEDY_FALLBACK", seconds, *size
-        )
+        return _fallback(problem, greedy, start, on_fallback, size)
     assert best is not None
     victims = tuple(sorted(best[0]))
     return VictimSelection(

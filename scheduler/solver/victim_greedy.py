@@ -1,10 +1,12 @@
 """Koordinator's greedy job-level preemption (algorithms.md 3.2): the CP-SAT hint and fallback.
 
-1. Members one by one in rank order; for each, every node that passes its Filters once the
-   victims are gone is tried: if the member does not fit in what is free there, the node's
-   remaining victims are removed cheapest first (lowest priority, then smallest job, then name)
-   until it does. The node whose removals cost least (highest priority removed, new jobs broken,
-   pods removed) wins, ties by name; its removals are kept and the member takes its room.
+1. Members one by one in rank order; for each, the nodes that pass its Filters once the victims
+   are gone are weighed: if the member does not fit in what is free there, the node's remaining
+   victims are removed cheapest first (lowest priority, then smallest job, then name) until it
+   does. The node whose removals cost least (highest priority removed, new jobs broken, pods
+   removed) wins, ties by name; its removals are kept and the member takes its room. The costs
+   live in a heap per class of members; a popped node is re-weighed before it is taken, so a
+   member costs a few re-weighings, not a scan of every node.
 2. Reprieve: the chosen victims, most important first, are put back one by one wherever the
    members placed on their node still fit; those stay.
 3. With MustGather, steps 1-2 run inside each domain of that layer and the cheapest answer wins.
@@ -15,6 +17,7 @@ gang victim counts per pod, not per job. That is what the CP-SAT model fixes.
 
 from __future__ import annotations
 
+import heapq
 import time
 from collections.abc import Sequence
 
@@ -26,7 +29,7 @@ from scheduler.solver.preemption_problem import (
     objective,
     violations,
 )
-from scheduler.solver.problem import NodeSpec, domain_key
+from scheduler.solver.problem import domain_key
 
 __all__ = ["select_greedy"]
 
@@ -49,77 +52,125 @@ def _domains(problem: PreemptionProblem) -> list[Domain]:
     return sorted({domain_key(n.path, must) for n in problem.placement.nodes})
 
 
-def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], dict[str, str]] | None:
-    placement = problem.placement
-    ranks = problem.priority_ranks
-    nodes: list[NodeSpec] = sorted(
-        (n for n in placement.nodes if n.path[: len(domain)] == domain), key=lambda n: n.name
-    )
-    free = {n.name: list(n.free.values) for n in nodes}
-    order = {
-        node: sorted(vs, key=lambda v: (v.priority, problem.job_size(v.job), v.name))
-        for node, vs in problem.victims_on().items()
-    }
-    removed: dict[str, VictimSpec] = {}
-    broken: set[str] = set()
-    budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
-    assignment: dict[str, str] = {}
-    for member, gi in members_in_rank_order(placement):
-        group = placement.pod_groups[gi]
-        request = group.request.values
-        best: tuple[tuple[int, int, int], str, list[VictimSpec]] | None = None
-        for node in nodes:
-            if not placement.feasible(group, node):
-                continue
-            room = list(free[node.name])
-            new: list[VictimSpec] = []
-            if not _fits(request, room):
-                spend = {key: list(left) for key, left in budget_left.items()}
-                for v in order.get(node.name, ()):
-                    if v.uid in removed:
-                        continue
-                    if v.budget is not None:
-                        if not _fits(v.request.values, spend[v.budget]):
-                            continue
-                        _add(spend[v.budget], v.request.values, -1)
-                    new.append(v)
-                    _add(room, v.request.values)
-                    if _fits(request, room):
-                        break
-                else:
+Cost = tuple[int, int, int]
+
+
+class _Domain:
+    """The greedy pass inside one domain: every member class keeps a heap of its nodes by the cost
+    of making room there, so a member costs a heap pop instead of a scan over every node."""
+
+    def __init__(self, problem: PreemptionProblem, domain: Domain) -> None:
+        self.problem = problem
+        self.ranks = problem.priority_ranks
+        self.nodes = {n.name: n for n in problem.placement.nodes if n.path[: len(domain)] == domain}
+        self.free = {name: list(n.free.values) for name, n in self.nodes.items()}
+        self.order = {
+            node: sorted(vs, key=lambda v: (v.priority, problem.job_size(v.job), v.name))
+            for node, vs in problem.victims_on().items()
+        }
+        self.removed: dict[str, VictimSpec] = {}
+        self.broken: set[str] = set()
+        self.budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
+        self.heaps: dict[int, list[tuple[Cost, str]]] = {}
+
+    def option(self, gi: int, name: str) -> tuple[Cost, list[VictimSpec]] | None:
+        """What it costs to fit one member of class ``gi`` on ``name`` now (None: it cannot)."""
+        request = self.problem.placement.pod_groups[gi].request.values
+        room = list(self.free[name])
+        new: list[VictimSpec] = []
+        if not _fits(request, room):
+            spend = {key: list(left) for key, left in self.budget_left.items()}
+            for v in self.order.get(name, ()):
+                if v.uid in self.removed:
                     continue
-            cost = (
-                max((ranks[v.priority] for v in new), default=0),
-                len({v.job for v in new} - broken),
-                len(new),
-            )
-            if best is None or (cost, node.name) < (best[0], best[1]):
-                best = (cost, node.name, new)
-            if cost == (0, 0, 0):
-                break  # free room: nothing later can be cheaper
-        if best is None:
+                if v.budget is not None:
+                    if not _fits(v.request.values, spend[v.budget]):
+                        continue
+                    _add(spend[v.budget], v.request.values, -1)
+                new.append(v)
+                _add(room, v.request.values)
+                if _fits(request, room):
+                    break
+            else:
+                return None
+        cost = (
+            max((self.ranks[v.priority] for v in new), default=0),
+            len({v.job for v in new} - self.broken),
+            len(new),
+        )
+        return cost, new
+
+    def heap(self, gi: int) -> list[tuple[Cost, str]]:
+        found = self.heaps.get(gi)
+        if found is None:
+            group = self.problem.placement.pod_groups[gi]
+            found = []
+            for name, node in self.nodes.items():
+                if self.problem.placement.feasible(group, node) and (opt := self.option(gi, name)):
+                    found.append((opt[0], name))
+            heapq.heapify(found)
+            self.heaps[gi] = found
+        return found
+
+    def place(self, gi: int) -> str | None:
+        """The cheapest node for one member of ``gi`` (ties by name), its victims removed."""
+        heap = self.heap(gi)
+        while heap:
+            cost, name = heapq.heappop(heap)
+            opt = self.option(gi, name)  # other placements may have changed this node or the budgets
+            if opt is None:
+                continue
+            if opt[0] != cost:
+                heapq.heappush(heap, (opt[0], name))
+                continue
+            for v in opt[1]:
+                self.removed[v.uid] = v
+                self.broken.add(v.job)
+                _add(self.free[name], v.request.values)
+                if v.budget is not None:
+                    _add(self.budget_left[v.budget], v.request.values, -1)
+            _add(self.free[name], self.problem.placement.pod_groups[gi].request.values, -1)
+            again = self.option(gi, name)
+            if again is not None:
+                heapq.heappush(heap, (again[0], name))
+            return name
+        return None
+
+    def reprieve(self) -> None:
+        for v in sorted(self.removed.values(), key=lambda v: (-v.priority, v.name)):
+            room = list(self.free[v.node])
+            _add(room, v.request.values, -1)
+            if all(x >= 0 for x in room):
+                self.free[v.node] = room
+                del self.removed[v.uid]
+                if v.budget is not None:
+                    _add(self.budget_left[v.budget], v.request.values)
+
+
+def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], dict[str, str]] | None:
+    state = _Domain(problem, domain)
+    assignment: dict[str, str] = {}
+    for member, gi in members_in_rank_order(problem.placement):
+        node = state.place(gi)
+        if node is None:
             return None
-        _, node_name, new = best
-        for v in new:
-            removed[v.uid] = v
-            broken.add(v.job)
-            _add(free[node_name], v.request.values)
-            if v.budget is not None:
-                _add(budget_left[v.budget], v.request.values, -1)
-        _add(free[node_name], request, -1)
-        assignment[member] = node_name
-    for v in sorted(removed.values(), key=lambda v: (-v.priority, v.name)):
-        room = list(free[v.node])
-        _add(room, v.request.values, -1)
-        if all(x >= 0 for x in room):
-            free[v.node] = room
-            del removed[v.uid]
-            if v.budget is not None:
-                _add(budget_left[v.budget], v.request.values)
-    victims = sorted(removed)
+        assignment[member] = node
+    state.reprieve()
+    victims = sorted(state.removed)
     if violations(problem, victims, assignment):
         return None  # podCountMultiple: the member-by-member pass does not count domains
     return victims, assignment
+
+
+def cheapest_nodes(problem: PreemptionProblem, per_class: int) -> set[str]:
+    """The ``per_class`` nodes where one member of each class is cheapest to fit, before any
+    choice, in every MustGather domain: where a good selection lives (a model's candidates)."""
+    keep: set[str] = set()
+    for domain in _domains(problem):
+        state = _Domain(problem, domain)
+        for gi in range(len(problem.placement.pod_groups)):
+            keep.update(name for _, name in heapq.nsmallest(per_class, state.heap(gi)))
+    return keep
 
 
 def select_greedy(problem: PreemptionProblem) -> VictimSelection | None:
