@@ -148,6 +148,8 @@ class JobPreemption:
         if selection is None:
             self.handle.observe_preemption(0)
             what = f"gang group {job}" if len(members) > 1 or job != trigger.uid else f"pod {trigger.key}"
+            if not candidates:
+                return Outcome(Status.unschedulable(), "no pod may be evicted for it: nothing was evicted.")
             return Outcome(
                 Status.unschedulable(),
                 f"evicting every lower-priority pod ({len(candidates)}) would still leave {what} "
