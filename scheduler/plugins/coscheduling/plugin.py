@@ -286,14 +286,14 @@ class Coscheduling(
             # A pod of no gang, or a member after its gang was satisfied: a job of one.
             if self.preemption is None:
                 return PostFilterResult(Status.unschedulable())
-            outcome = self.preemption.preempt(pod, self.job_of(pod), [pod], snapshot)
+            outcome = await self.preemption.preempt(pod, self.job_of(pod), [pod], snapshot)
             diagnosis.post_filter_message = outcome.message
             return PostFilterResult(outcome.status, outcome.nominated_node)
         group = self.gangs.group(gang)
         if self.preemption is not None:
             members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
             spec = gang.topology_spec if self.args.aware_network_topology else None
-            outcome = self.preemption.preempt(
+            outcome = await self.preemption.preempt(
                 pod, group.id, members, snapshot, topology=self.topology if spec else None, spec=spec
             )
             diagnosis.post_filter_message = outcome.message

@@ -109,7 +109,7 @@ class JobPreemption:
 
     # ---- the decision ------------------------------------------------------------------------
 
-    def preempt(
+    async def preempt(
         self,
         trigger: PodInfo,
         job: str,
@@ -140,7 +140,9 @@ class JobPreemption:
             fell_back = True
 
         started = time.perf_counter()
-        selection = solver.select_victims(problem, on_fallback=fallback)
+        # The problem is plain frozen data: solve it off the event loop (CP-SAT releases the GIL),
+        # so watches and bindings go on meanwhile; what changed by then is re-read in _execute.
+        selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
         status = selection.status if selection is not None else "INFEASIBLE"
         self.handle.observe_solver(
             f"preemption-{self.options.strategy}", status, time.perf_counter() - started, fell_back
