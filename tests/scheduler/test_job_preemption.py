@@ -327,24 +327,45 @@ async def test_a_lender_takes_its_min_back_from_the_borrower_only() -> None:
         await task
 
 
-async def test_no_reclaim_for_a_claim_beyond_the_claimants_min() -> None:
+async def test_a_claim_beyond_min_takes_back_only_the_fair_share() -> None:
+    """team-a (min 2) asks 4 of an 8-CPU cluster that team-b (min 2) fills: sharing the spare by
+    weight gives each a runtime of 4, so team-b gives back 4 CPU, not more."""
     backend = MemoryBackend()
     backend.apply(NODES, node("n0", cpu="8"))
     backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="2", max_cpu="8"))
     backend.apply(ELASTICQUOTAS, elastic_quota("team-b", min_cpu="2", max_cpu="8"))
-    for i in range(2):
-        backend.apply(PODS, tenant_pod(f"b-{i}", "team-b", cpu="4", node_name="n0"))
+    for i in range(4):
+        backend.apply(PODS, tenant_pod(f"b-{i}", "team-b", cpu="2", node_name="n0"))
     _app, stop, task = await start(backend)
     try:
-        backend.apply(PODS, tenant_pod("a-big", "team-a", cpu="4"))  # 4 > team-a's min of 2
-        await until(
-            lambda: any(
-                e.regarding.name == "a-big" and e.reason == "FailedScheduling" for e in backend.events
-            )
-        )
-        await asyncio.sleep(0.3)
-        assert {"b-0", "b-1"} <= names(backend)
-        assert "a-big" not in bound(backend)
+        backend.apply(PODS, tenant_pod("a-0", "team-a", cpu="4"))
+        await until(lambda: "a-0" in bound(backend))
+        assert len({f"b-{i}" for i in range(4)} - names(backend)) == 2
+    finally:
+        stop.set()
+        await task
+
+
+async def test_no_reclaim_from_a_quota_within_its_min_nor_from_the_default_quota() -> None:
+    """The node is full: 4 CPU of the default quota (outside the sharing) and team-b's 4 (its
+    min). team-a's pod is within team-a's quota, yet nothing may be taken: team-b holds no more
+    than its min and the default quota is never reclaimed, so the pod waits, nobody is evicted."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0", cpu="8"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="4", max_cpu="8"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-b", min_cpu="4", max_cpu="8"))
+    backend.apply(PODS, pod("other", cpu="4", priority=0, node_name="n0"))
+    for i in range(2):
+        backend.apply(PODS, tenant_pod(f"b-{i}", "team-b", cpu="2", node_name="n0"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, tenant_pod("a-0", "team-a", cpu="2"))
+        await until(lambda: any("nothing was evicted" in e.message for e in backend.events))
+        assert {"b-0", "b-1", "other"} <= names(backend)
+        assert "a-0" not in bound(backend)
+        assert not [e for e in backend.events if e.reason == "Preempted"]
+        quota = app.frameworks["koord-scheduler"].plugins["ElasticQuota"]
+        assert quota.quota_figures()["team-a"].runtime["cpu"] >= 2000  # the quota itself admits it
     finally:
         stop.set()
         await task

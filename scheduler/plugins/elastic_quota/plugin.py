@@ -94,8 +94,9 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
     - ``is_borrowing(pod) -> bool``: the pod's quota uses more than its min on some resource.
 
     Quota reclaim (``interfaces.PreemptionExtension``, used by job-level preemption): a pod whose
-    quota stays within its min with the pod's job admitted may evict pods of any priority from the
-    other quotas of its tree that use more than their min (``reclaimable``), never non-preemptible
+    job stays within its quota's runtime may evict pods of any priority from the other quotas of
+    its tree that use more than ``max(min, runtime)`` (``reclaimable``; their runtime already
+    counts the claim, so a lender claiming its min back always qualifies), never non-preemptible
     ones, and only as much as those quotas hold above ``max(min, runtime)`` (``eviction_budget``).
     """
 
@@ -357,20 +358,23 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         return any(used > figures.min.get(name, 0) for name, used in figures.used.items())
 
     def reclaimable(self, preemptor: PodInfo, victim: PodInfo) -> bool:
-        """``victim``'s quota borrows, and ``preemptor``'s quota claims no more than its min."""
+        """``victim``'s quota uses more than it is entitled to now (above both its min and its
+        runtime, which counts the claim), and ``preemptor``'s job stays within its own runtime."""
         if not quota_ext.is_preemptible(victim.labels):
             return False
         forest = self._current(self.handle.snapshot())
         mine, theirs = self._quota_name(preemptor), self._quota_name(victim)
-        claimant, lender = forest.figures.get(mine), forest.figures.get(theirs)
-        if mine == theirs or claimant is None or lender is None or not claimant.min:
+        claimant, holder = forest.figures.get(mine), forest.figures.get(theirs)
+        if mine == theirs or claimant is None or holder is None:
             return False
-        if forest.tree_of.get(mine) != forest.tree_of.get(theirs):
+        if forest.tree_of.get(mine) != forest.tree_of.get(theirs) or theirs in OUTSIDE:
             return False
-        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.min)
-        if any(claimant.used.get(r, 0) + request[r] > claimant.min[r] for r in claimant.min):
+        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.runtime)
+        if any(claimant.used.get(r, 0) + request[r] > limit for r, limit in claimant.runtime.items()):
             return False
-        return any(used > lender.min.get(r, 0) for r, used in lender.used.items())
+        return any(
+            used > max(holder.min.get(r, 0), holder.runtime.get(r, 0)) for r, used in holder.used.items()
+        )
 
     def eviction_budget(self, victim: PodInfo) -> tuple[str, Mapping[str, int]] | None:
         """What ``victim``'s quota holds above ``max(min, runtime)``, per resource of its max."""
