@@ -139,3 +139,28 @@ def test_simulate_removal_returns_an_undo() -> None:
     assert requested(cache, "n1", "cpu") == 0
     undo()
     assert requested(cache, "n1", "cpu") == 2000
+
+
+def test_a_nomination_holds_room_until_the_pod_is_assumed_and_a_lift_is_undone_exactly() -> None:
+    cache = Cache()
+    cache.upsert_node(node("a", cpu="4"))
+    waiting = pod("preemptor", cpu="3")
+    assert cache.nominate(waiting, "a")
+    assert requested(cache, "a", "cpu") == 3000
+    assert not cache.nominate(pod("ghost", cpu="1"), "nowhere")
+
+    snapshot = Snapshot(cache)
+    restore = snapshot.lift_nominations(lambda n: n.pod.uid == "preemptor")
+    assert requested(cache, "a", "cpu") == 0
+    cache.assume(waiting, "a")  # the nominated pod is placed while its nomination is lifted
+    restore()
+    assert requested(cache, "a", "cpu") == 3000  # counted once, as an assumed pod
+    assert cache.nominated_node("preemptor") is None
+
+    other = pod("other", cpu="1")
+    cache.nominate(other, "a")
+    cache.remove_pod("other")  # deleted while pending
+    assert requested(cache, "a", "cpu") == 3000
+    cache.nominate(other, "a")
+    cache.remove_node("a")
+    assert cache.nominated_node("other") is None

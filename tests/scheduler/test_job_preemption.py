@@ -403,3 +403,23 @@ async def test_while_victims_terminate_the_job_waits_nominated_and_lower_priorit
     finally:
         stop.set()
         await task
+
+
+async def test_a_restarted_scheduler_takes_nominations_back_from_the_pods() -> None:
+    """A pending pod listed with status.nominatedNodeName holds that room again after a restart."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("a", cpu="4"))
+    nominated = pod("preemptor", cpu="3", priority=HIGH)
+    nominated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    nominated["status"] = {"nominatedNodeName": "a"}
+    backend.apply(PODS, nominated)
+    app, stop, task = await start(backend)
+    try:
+        uid = next(p.metadata.uid for p in backend.list(PODS) if p.metadata.name == "preemptor")
+        assert app.cache.nominated_node(uid or "") == "a"
+        backend.apply(PODS, pod("lower", cpu="2", priority=LOW))
+        await until(lambda: any(e.regarding.name == "lower" for e in backend.events))
+        assert "lower" not in bound(backend)
+    finally:
+        stop.set()
+        await task
