@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 
@@ -236,12 +236,15 @@ def test_a_gang_over_its_quota_is_rejected_as_a_whole(
 
 @pytest.fixture
 def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
-    """One ElasticQuotaProfile and tree root per pool: amd64 at full size, arm64 at half (8 cpu)."""
-    ns = "eq-trees"
-    control_plane.create_namespace(ns)
-    objects: list[dict[str, Any]] = []
-    for arch, ratio in (("amd64", "1"), ("arm64", "0.5")):
-        objects.append(
+    """One ElasticQuotaProfile per pool, amd64 at full size, arm64 at half (8 cpu), as a user sets
+    them up: koord-manager creates each tree's root quota, then a team quota goes under it (the
+    admission webhook copies the root's tree-id into it)."""
+    cp, ns = control_plane, "eq-trees"
+    cp.create_namespace(ns)
+    arches = (("amd64", "1"), ("arm64", "0.5"))
+    apply(
+        cp,
+        [
             {
                 "apiVersion": "quota.koordinator.sh/v1alpha1",
                 "kind": "ElasticQuotaProfile",
@@ -252,35 +255,32 @@ def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
                     "nodeSelector": {"matchLabels": {"koord-e2e/quota-tree": arch}},
                 },
             }
-        )
-        tree = {Q + "tree-id": f"e2e-{arch}"}
-        objects.append(
-            elastic_quota(
-                f"e2e-{arch}-root",
-                ns,
-                min={"cpu": "1000", "memory": "1Ti"},
-                max={"cpu": "1000", "memory": "1Ti"},
-                labels={
-                    **tree,
-                    Q + "is-root": "true",
-                    Q + "is-parent": "true",
-                    Q + "profile": f"{arch}-profile",
-                },
-            )
-        )
-        objects.append(
+            for arch, ratio in arches
+        ],
+    )
+
+    def roots_exist() -> bool | None:
+        found = [cp.run_kubectl("get", "eq", f"e2e-{a}-root", "-n", ns).returncode == 0 for a, _ in arches]
+        return all(found) or None
+
+    wait_for(roots_exist, timeout=60, what="koord-manager to create both tree roots")
+    apply(
+        cp,
+        [
             elastic_quota(
                 f"{arch}-team",
                 ns,
                 max={"cpu": "1000", "memory": "1Ti"},
-                labels={**tree, Q + "parent": f"e2e-{arch}-root"},
+                labels={Q + "parent": f"e2e-{arch}-root"},
             )
-        )
-    apply(control_plane, objects)
+            for arch, _ in arches
+        ],
+    )
     yield ns
-    control_plane.kubectl("delete", "pods", "--all", "-n", ns, "--wait=false")
-    for kind in ("elasticquotaprofiles", "elasticquotas"):
-        control_plane.kubectl("delete", kind, "--all", "-n", ns, "--wait=false", check=False)
+    cp.kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+    cp.kubectl("delete", "eq", "amd64-team", "arm64-team", "-n", ns, "--wait=true", check=False)
+    cp.kubectl("delete", "elasticquotaprofiles", "--all", "-n", ns, "--wait=true", check=False)
+    cp.kubectl("delete", "eq", "--all", "-n", ns, "--wait=false", check=False)
 
 
 def test_quota_trees_keep_amd64_and_arm64_apart(
@@ -390,3 +390,25 @@ def test_a_lender_takes_its_min_back_by_preempting_the_borrower_only(
     assert {e["involvedObject"]["name"] for e in preempted["items"]} == {
         f"borrow-{i}" for i in range(6)
     } - left
+
+
+def test_a_pod_its_quota_rejects_preempts_a_lower_priority_pod_of_the_same_quota(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """ElasticQuota preemption: the quota is at its max with low-priority pods; a high-priority pod
+    of the same quota evicts one of them (the nodes have room: only the quota is short)."""
+    cp, ns = control_plane, "eq-preempt"
+    cp.create_namespace(ns)
+    cp.apply_file(repo_root() / "docs" / "examples" / "v1.7" / "04-priority-classes.yaml")
+    apply(cp, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "2"})])
+    lows = [quota_pod(f"low-{i}", ns, "1") for i in range(2)]
+    for low in lows:
+        low["spec"]["priorityClassName"] = "low-priority"
+    apply(cp, lows)
+    wait_for(lambda: placed_count(cp, ns, 2), timeout=60, what="the two low-priority pods bound")
+    urgent = quota_pod("urgent", ns, "1")
+    urgent["spec"]["priorityClassName"] = "high-priority"
+    apply(cp, [urgent])
+    wait_for(lambda: "urgent" in placed(cp, ns) or None, timeout=90, what="the high-priority pod bound")
+    left = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
+    assert len({"low-0", "low-1"} - left) == 1
