@@ -13,7 +13,8 @@ WaitOnPermit -> PreBind -> Bind -> PostBind; Unreserve undoes Reserve on any fai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Flag, auto
 from typing import Any, Protocol
@@ -43,6 +44,7 @@ __all__ = [
     "PreScorePlugin",
     "PreemptionExtension",
     "QueueSortPlugin",
+    "QuotaRelease",
     "ReservePlugin",
     "ScoreExtensions",
     "ScorePlugin",
@@ -173,10 +175,34 @@ class PostFilterPlugin(Plugin, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class QuotaRelease:
+    """What a job's quota must free before the job fits it: at least ``amounts`` (per resource)
+    from pods that ``holds`` (the quota's own pods); ``fits_after(members, victims)`` confirms."""
+
+    key: str
+    amounts: Mapping[str, int]
+    holds: Callable[[PodInfo], bool]
+    fits_after: Callable[[Sequence[PodInfo], Sequence[PodInfo]], bool]
+
+
 class PreemptionExtension(Protocol):
     """A plugin that widens and budgets the victims of job-level preemption (ElasticQuota's
-    reclaim: a quota claiming its min back from quotas that borrowed it). Registered on the
-    Handle's ``preemption_extensions``."""
+    reclaim: a quota claiming its min back from quotas that borrowed it), and lets a job its
+    PreFilter rejected preempt within its own quota. Registered on the Handle's
+    ``preemption_extensions``."""
+
+    @property
+    def name(self) -> str: ...
+
+    def quota_release(self, preemptor: PodInfo, members: Sequence[PodInfo]) -> QuotaRelease | None:
+        """When this plugin's PreFilter rejected the job: what evicting pods would have to free
+        (None: evictions cannot help)."""
+        ...
+
+    def admitting(self, uids: Collection[str]) -> AbstractContextManager[None]:
+        """While open, PreFilter in a planning cycle admits these pods (their quota is being freed)."""
+        ...
 
     def reclaimable(self, preemptor: PodInfo, victim: PodInfo) -> bool:
         """``victim`` may be evicted for ``preemptor`` although its priority is not lower."""

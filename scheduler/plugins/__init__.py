@@ -4,9 +4,10 @@
 ``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
 kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
 gang over its quota is rejected with the quota's reason before its placement is planned) and
-Reserve; Koordinator also enables it at PostFilter (quota preemption), which is not implemented
-yet. NodeResourcesFitPlus and ScarceResourceAvoidance are registered
-but, as in Koordinator, enabled only by configuration.
+Reserve. Koordinator also enables it at PostFilter (quota preemption); here that is Coscheduling's
+job-level preemption, which asks ElasticQuota what a rejected job's quota must free.
+NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
+only by configuration.
 """
 
 from __future__ import annotations

@@ -58,6 +58,8 @@ class VictimSpec:
     """PodDisruptionBudgets that select it (namespace/name)."""
     budget: str | None = None
     """An eviction budget it counts against (quota reclaim: what its quota borrowed)."""
+    release: str | None = None
+    """A release it counts towards (quota preemption: what the preemptor's quota must free)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +72,9 @@ class PreemptionProblem:
     """``status.disruptionsAllowed`` per PodDisruptionBudget named by a victim."""
     budgets: Mapping[str, ResourceVector] = dataclasses.field(default_factory=dict)
     """The most the victims of each budget may release together, per resource (a hard limit)."""
+    releases: Mapping[str, ResourceVector] = dataclasses.field(default_factory=dict)
+    """The least the victims of each release must free together, per resource (a hard floor):
+    a job its quota rejects fits once lower-priority pods of that quota are gone."""
 
     def __post_init__(self) -> None:
         n = len(self.placement.resources)
@@ -84,10 +89,12 @@ class PreemptionProblem:
                 raise ValueError(f"victim {v.uid} appears twice")
             if v.budget is not None and v.budget not in self.budgets:
                 raise ValueError(f"victim {v.name} counts against unknown budget {v.budget}")
+            if v.release is not None and v.release not in self.releases:
+                raise ValueError(f"victim {v.name} counts towards unknown release {v.release}")
             uids.add(v.uid)
-        for key, amount in self.budgets.items():
+        for key, amount in [*self.budgets.items(), *self.releases.items()]:
             if len(amount) != n:
-                raise ValueError(f"budget {key}: {len(amount)} values, want {n}")
+                raise ValueError(f"budget or release {key}: {len(amount)} values, want {n}")
 
     @property
     def priority_ranks(self) -> dict[int, int]:
@@ -152,6 +159,13 @@ def violations(
     for key, amount in sorted(spent.items()):
         if not amount.fits_in(problem.budgets[key]):
             out.append(f"budget {key} exceeded: {amount.values} > {problem.budgets[key].values}")
+    for key, need in sorted(problem.releases.items()):
+        freed = ResourceVector.zeros(len(need))
+        for uid in set(victims) & set(known):
+            if known[uid].release == key:
+                freed = freed + known[uid].request
+        if not need.fits_in(freed):
+            out.append(f"release {key} not met: {freed.values} < {need.values}")
     used: dict[str, ResourceVector] = {}
     for group in placement.pod_groups:
         for member in group.member_ids:

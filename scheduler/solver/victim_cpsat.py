@@ -68,7 +68,7 @@ class _Model:
         hosting = {n for _, n in self.x}
         self.v: dict[str, cp_model.IntVar] = {}
         for victim in problem.victims:
-            if victim.node in hosting:  # evicting elsewhere never helps
+            if victim.node in hosting or victim.release is not None:  # elsewhere only a release helps
                 self.v[victim.uid] = model.new_bool_var(f"v[{victim.name}]")
 
         for node in placement.nodes:
@@ -126,6 +126,17 @@ class _Model:
                 spend = [(v.request.values[r], self.v[v.uid]) for v in members if v.request.values[r]]
                 if spend:
                     model.add(sum(a * var for a, var in spend) <= cap)
+
+        for release, wanted in sorted(problem.releases.items()):
+            members = [v for v in problem.victims if v.release == release and v.uid in self.v]
+            for r, floor in enumerate(wanted.values):
+                if floor <= 0:
+                    continue
+                give = [(v.request.values[r], self.v[v.uid]) for v in members if v.request.values[r]]
+                if sum(a for a, _ in give) < floor:
+                    self.placeable = False  # even every such victim would not free enough
+                    continue
+                model.add(sum(a * var for a, var in give) >= floor)
 
         ranks = problem.priority_ranks
         chosen = [v for v in problem.victims if v.uid in self.v]
@@ -224,8 +235,8 @@ def _prune(problem: PreemptionProblem, greedy: VictimSelection | None) -> Preemp
     the model stays small on big clusters and the greedy answer stays a complete hint."""
     placement = problem.placement
     per_class = max(PRUNE_MIN_NODES, PRUNE_NODES_PER_MEMBER * placement.member_count)
-    if len(placement.nodes) <= per_class:
-        return problem
+    if len(placement.nodes) <= per_class or problem.releases:
+        return problem  # a release may need victims on any node
     keep = cheapest_nodes(problem, per_class)
     if greedy is not None:
         keep.update(greedy.assignment.values())

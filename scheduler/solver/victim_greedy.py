@@ -136,8 +136,42 @@ class _Domain:
             return name
         return None
 
+    def freed(self, release: str) -> list[int]:
+        total = [0] * len(self.problem.placement.resources)
+        for v in self.removed.values():
+            if v.release == release:
+                _add(total, v.request.values)
+        return total
+
+    def meet_releases(self) -> bool:
+        """Evict more of each release's pods (cheapest first, any node) until it frees enough."""
+        for release, need in sorted(self.problem.releases.items()):
+            freed = self.freed(release)
+            candidates = sorted(
+                (v for v in self.problem.victims if v.release == release and v.uid not in self.removed),
+                key=lambda v: (v.priority, self.problem.job_size(v.job), v.name),
+            )
+            for v in candidates:
+                if _fits(need.values, freed):
+                    break
+                self.removed[v.uid] = v
+                self.broken.add(v.job)
+                _add(freed, v.request.values)
+                if v.node in self.free:
+                    _add(self.free[v.node], v.request.values)
+            if not _fits(need.values, freed):
+                return False
+        return True
+
     def reprieve(self) -> None:
         for v in sorted(self.removed.values(), key=lambda v: (-v.priority, v.name)):
+            if v.release is not None:
+                freed = self.freed(v.release)
+                _add(freed, v.request.values, -1)
+                if not _fits(self.problem.releases[v.release].values, freed):
+                    continue  # the release needs it
+            if v.node not in self.free:
+                continue
             room = list(self.free[v.node])
             _add(room, v.request.values, -1)
             if all(x >= 0 for x in room):
@@ -155,6 +189,8 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
         if node is None:
             return None
         assignment[member] = node
+    if not state.meet_releases():
+        return None
     state.reprieve()
     victims = sorted(state.removed)
     if violations(problem, victims, assignment):

@@ -423,3 +423,52 @@ async def test_a_restarted_scheduler_takes_nominations_back_from_the_pods() -> N
     finally:
         stop.set()
         await task
+
+
+async def test_a_pod_its_quota_rejects_preempts_lower_priority_pods_of_that_quota_only() -> None:
+    """Koordinator's ElasticQuota preemption, as a job: team-a is at its max with low-priority
+    pods; a high-priority team-a pod evicts just one of them (the node has room: only the quota
+    was short), never team-b's pods of even lower priority."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0", cpu="16"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="4", max_cpu="4"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-b", min_cpu="4", max_cpu="8"))
+    for i in range(2):
+        low = tenant_pod(f"a-low-{i}", "team-a", cpu="2", node_name="n0")
+        low["spec"]["priority"] = LOW
+        backend.apply(PODS, low)
+    lowest = tenant_pod("b-lowest", "team-b", cpu="2", node_name="n0")
+    lowest["spec"]["priority"] = LOW - 1
+    backend.apply(PODS, lowest)
+    _app, stop, task = await start(backend)
+    try:
+        urgent = tenant_pod("a-urgent", "team-a", cpu="2")
+        urgent["spec"]["priority"] = HIGH
+        backend.apply(PODS, urgent)
+        await until(lambda: "a-urgent" in bound(backend))
+        assert "b-lowest" in names(backend)
+        assert len({"a-low-0", "a-low-1"} - names(backend)) == 1
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_quota_rejection_that_no_eviction_can_fix_evicts_nothing() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0", cpu="16"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", min_cpu="4", max_cpu="4"))
+    low = tenant_pod("a-low", "team-a", cpu="2", node_name="n0")
+    low["spec"]["priority"] = LOW
+    backend.apply(PODS, low)
+    _app, stop, task = await start(backend)
+    try:
+        big = tenant_pod("a-big", "team-a", cpu="6")  # more than team-a's max even alone
+        big["spec"]["priority"] = HIGH
+        backend.apply(PODS, big)
+        await until(lambda: any(e.regarding.name == "a-big" for e in backend.events))
+        await asyncio.sleep(0.3)
+        assert "a-low" in names(backend)
+        assert "a-big" not in bound(backend)
+    finally:
+        stop.set()
+        await task

@@ -50,9 +50,11 @@ from scheduler.framework.interfaces import (
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
+    PreemptionExtension,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    QuotaRelease,
     ReservePlugin,
 )
 from scheduler.framework.runtime import PLANNING
@@ -275,26 +277,46 @@ class Coscheduling(
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
-        if diagnosis.pre_filter_message is not None and NAME not in diagnosis.rejecting_plugins:
-            # Another plugin's PreFilter (a quota) rejected the pod for every node: evicting pods
-            # from nodes cannot change that.
-            return PostFilterResult(Status.unschedulable())
         gang = self.gangs.gang_of(pod)
         if gang is None and not self._not_a_gang(pod):
             return PostFilterResult(Status.unschedulable())
-        if gang is None or self.gangs.group(gang).once_satisfied:
+        solo = gang is None or self.gangs.group(gang).once_satisfied
+        members = (
+            [pod]
+            if solo or gang is None
+            else [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
+        )
+        release: QuotaRelease | None = None
+        admit: PreemptionExtension | None = None
+        if diagnosis.pre_filter_message is not None and NAME not in diagnosis.rejecting_plugins:
+            # Another plugin's PreFilter rejected the job for every node: only a plugin that says
+            # what evictions would free (a quota: its own lower-priority pods) makes preemption help.
+            extensions: list[PreemptionExtension] = self.handle.preemption_extensions
+            admit = next((e for e in extensions if e.name in diagnosis.rejecting_plugins), None)
+            release = admit.quota_release(pod, members) if admit is not None else None
+            if self.preemption is None or release is None:
+                return PostFilterResult(Status.unschedulable())
+        if solo or gang is None:
             # A pod of no gang, or a member after its gang was satisfied: a job of one.
             if self.preemption is None:
                 return PostFilterResult(Status.unschedulable())
-            outcome = await self.preemption.preempt(pod, self.job_of(pod), [pod], snapshot)
+            outcome = await self.preemption.preempt(
+                pod, self.job_of(pod), [pod], snapshot, release=release, admit=admit
+            )
             diagnosis.post_filter_message = outcome.message
             return PostFilterResult(outcome.status, outcome.nominated_node)
         group = self.gangs.group(gang)
         if self.preemption is not None:
-            members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
             spec = gang.topology_spec if self.args.aware_network_topology else None
             outcome = await self.preemption.preempt(
-                pod, group.id, members, snapshot, topology=self.topology if spec else None, spec=spec
+                pod,
+                group.id,
+                members,
+                snapshot,
+                topology=self.topology if spec else None,
+                spec=spec,
+                release=release,
+                admit=admit,
             )
             diagnosis.post_filter_message = outcome.message
             if outcome.status.ok or outcome.holds:

@@ -29,6 +29,7 @@ for a single pod as a job of one. As algorithms.md section 3, with CP-SAT choosi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -36,6 +37,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from apis.core import PodDisruptionBudget
 from apis.extension import preemption as preemption_ext
@@ -47,7 +50,7 @@ from scheduler.backend.base import PDBS, BackendError, EventRecord, EventType, N
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import PreemptionExtension
+from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
 from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSelection, VictimSpec
@@ -118,6 +121,8 @@ class JobPreemption:
         *,
         topology: ClusterNetworkTopology | None = None,
         spec: NetworkTopologySpec | None = None,
+        release: QuotaRelease | None = None,
+        admit: PreemptionExtension | None = None,
     ) -> Outcome:
         """Choose victims so that every pending member of ``job`` fits, evict them and nominate the
         members; or explain why not. ``members`` are the job's pending pods (the trigger included)."""
@@ -129,8 +134,19 @@ class JobPreemption:
         if not members:
             return Outcome(Status.unschedulable(), "no pending member to place.")
 
-        candidates = [p for p in snapshot.assigned_pods() if self._eligible(trigger, p, snapshot)]
-        problem = self._problem(trigger, job, members, candidates, snapshot, topology, spec)
+        if release is None:
+            candidates = [p for p in snapshot.assigned_pods() if self._eligible(trigger, p, snapshot)]
+        else:  # the job's quota rejected it: only its quota's lower-priority pods can free it
+            candidates = [
+                p
+                for p in snapshot.assigned_pods()
+                if p.priority < trigger.priority and release.holds(p) and self._eligible(trigger, p, snapshot)
+            ]
+        admitting = (
+            admit.admitting({m.uid for m in members}) if admit is not None else contextlib.nullcontext()
+        )
+        with admitting:
+            problem = self._problem(trigger, job, members, candidates, snapshot, topology, spec, release)
         if isinstance(problem, str):
             return Outcome(Status.unresolvable(), problem)
         fell_back = False
@@ -160,6 +176,13 @@ class JobPreemption:
         if not selection.victims:
             self.handle.activate({m.uid for m in members})
             return Outcome(Status.unschedulable(), "the job fits without evicting anyone; retrying.")
+        if release is not None:
+            chosen = [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None]
+            if not release.fits_after(members, chosen):
+                return Outcome(
+                    Status.unschedulable(),
+                    "the victims found would not free enough of the quota: nothing was evicted.",
+                )
         self._execute(trigger, job, members, selection, snapshot)
         return Outcome(
             Status.success(),
@@ -224,6 +247,7 @@ class JobPreemption:
         snapshot: Snapshot,
         topology: ClusterNetworkTopology | None,
         spec: NetworkTopologySpec | None,
+        release: QuotaRelease | None = None,
     ) -> PreemptionProblem | str:
         feasible_rows = self.handle.feasible_rows
         if feasible_rows is None:
@@ -248,10 +272,21 @@ class JobPreemption:
         nodes = {n.name for n in placement.nodes}
         pdbs = self._pdbs_of(candidates)
         budgets: dict[str, ResourceVector] = {}
+        extra_nodes: dict[str, solver.NodeSpec] = {}
         for pod in candidates:
             node = snapshot.node_of(pod.uid)
-            if node is None or node not in nodes:
+            if node is None:
                 continue
+            if node not in nodes:
+                # A node no member can use: its victims only count towards a quota release.
+                if release is None or placement.layers:
+                    continue
+                if node not in extra_nodes:
+                    free = snapshot.table.free(
+                        np.array([snapshot.table.row[node]], dtype=np.int64),
+                        np.array([snapshot.table.column_of(r) for r in placement.resources], dtype=np.int64),
+                    )[0]
+                    extra_nodes[node] = solver.NodeSpec(node, ResourceVector(tuple(int(x) for x in free)))
             request = ResourceVector(tuple(pod.requests.get(r, 0) for r in placement.resources))
             amounts = released.setdefault(node, [0] * len(placement.resources))
             for i, amount in enumerate(request.values):
@@ -271,6 +306,7 @@ class JobPreemption:
                     job=self.handle.job_of(pod),
                     pdbs=pdbs.get(pod.uid, ()),
                     budget=budget[0] if budget is not None else None,
+                    release=release.key if release is not None and release.holds(pod) else None,
                 )
             )
         # build_problem saw the nodes with every candidate gone: put the victims back.
@@ -284,7 +320,7 @@ class JobPreemption:
             gang=placement.gang,
             resources=placement.resources,
             pod_groups=placement.pod_groups,
-            nodes=nodes_now,
+            nodes=nodes_now + tuple(extra_nodes.values()),
             feasible_nodes=placement.feasible_nodes,
             layers=placement.layers,
             options=placement.options,
@@ -292,7 +328,12 @@ class JobPreemption:
         jobs = {v.job for v in victims}
         sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.handle.job_of(p)) in jobs)
         allowed = {name: self._pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
-        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets)
+        releases = {}
+        if release is not None:
+            releases[release.key] = ResourceVector(
+                tuple(release.amounts.get(r, 0) for r in placement.resources)
+            )
+        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases)
 
     def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}

@@ -20,8 +20,9 @@ writes the figures back onto the objects. Per pod:
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from apis.core import Pod
 from apis.extension import quota as quota_ext
@@ -38,8 +39,10 @@ from scheduler.framework.interfaces import (
     EnqueueExtensions,
     PreFilterPlugin,
     PreFilterResult,
+    QuotaRelease,
     ReservePlugin,
 )
+from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
@@ -113,6 +116,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         self._nodes: tuple[int, list[NodeView]] | None = None
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
         self._totals: tuple[tuple[int, int], Totals] | None = None
+        self._admitting: frozenset[str] = frozenset()
         self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
         handle.preemption_extensions.append(self)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
@@ -207,6 +211,10 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         quota = self._quota_name(pod)
+        if pod.uid in self._admitting and state.get(PLANNING):
+            # Preemption is planning this job with its quota freed by the victims it will choose.
+            forest = self._current(snapshot)
+            return PreFilterResult(node_names=forest.tree_nodes.get(forest.tree_of.get(quota, "")))
         outside = self._outside_figures(quota)
         if outside is not None:
             problem = self._check_figures(outside, self._admitted_with(pod, quota), parents=())
@@ -384,6 +392,44 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
             return None
         keep = {r: max(figures.min.get(r, 0), figures.runtime.get(r, 0)) for r in figures.max}
         return f"quota:{theirs}", {r: max(0, figures.used.get(r, 0) - keep[r]) for r in figures.max}
+
+    def quota_release(self, preemptor: PodInfo, members: Sequence[PodInfo]) -> QuotaRelease | None:
+        """What lower-priority pods of the job's own quota must free for its quota check to pass
+        (Koordinator's ElasticQuota preemption, as a job): None when the non-preemptible limit or a
+        parent is what fails, since evicting preemptible pods of the quota cannot change those."""
+        quota = self._quota_name(preemptor)
+        figures = self._outside_figures(quota) or self.quota_figures().get(quota)
+        if figures is None:
+            return None
+        pods = [p for p in members if self._quota_name(p) == quota] or [preemptor]
+        keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
+        if keep_out:
+            np_request = _masked_sum(keep_out, figures.min)
+            if any(
+                figures.non_preemptible_used.get(r, 0) + np_request[r] > m for r, m in figures.min.items()
+            ):
+                return None
+        limits = figures.runtime if self.args.enable_runtime_quota else figures.max
+        request = _masked_sum(pods, limits)
+        need = {r: figures.used.get(r, 0) + request[r] - limit for r, limit in limits.items()}
+        need = {r: amount for r, amount in need.items() if amount > 0}
+        if not need:
+            return None
+        return QuotaRelease(
+            key=f"quota:{quota}",
+            amounts=need,
+            holds=lambda pod: self._quota_name(pod) == quota,
+            fits_after=self.fits_after_removal,
+        )
+
+    @contextlib.contextmanager
+    def admitting(self, uids: Collection[str]) -> Iterator[None]:
+        """Planning cycles admit these pods while preemption works out what frees their quota."""
+        self._admitting = frozenset(uids)
+        try:
+            yield
+        finally:
+            self._admitting = frozenset()
 
     def fits_after_removal(self, pods: Sequence[PodInfo], victims: Sequence[PodInfo]) -> bool:
         """Would ``pods`` pass the quota checks together (each quota's share at once) if ``victims``

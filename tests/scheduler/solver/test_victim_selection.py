@@ -3,6 +3,7 @@ scenarios the issue names and on random problems (every answer valid, CP-SAT nev
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -242,3 +243,25 @@ def test_a_job_that_fits_without_victims_evicts_nobody(strategy: str) -> None:
     selection = select_victims(problem)
     assert selection is not None
     assert selection.victims == ()
+
+
+@pytest.mark.parametrize("strategy", ["cpsat", "greedy"])
+def test_a_quota_release_evicts_pods_of_the_quota_wherever_they_run(strategy: str) -> None:
+    # The member fits on a's free room, but its quota needs 2 CPU back: one of the quota's pods
+    # on b goes (the cheapest), although no member lands on b.
+    victims = [
+        victim("q-low", "b", 2000, priority=100),
+        victim("q-mid", "b", 2000, priority=200),
+    ]
+    base = preemption([job(1, 4000)], [node("a", 4000), node("b", 0)], victims, strategy=strategy)
+    marked = tuple(dataclasses.replace(v, release="quota:q") for v in victims)
+
+    def with_release(cpu: int) -> PreemptionProblem:
+        return dataclasses.replace(base, victims=marked, releases={"quota:q": ResourceVector((cpu, 0))})
+
+    problem = with_release(2000)
+    selection = select_victims(problem)
+    assert selection is not None
+    assert selection.victims == ("q-low",)
+    assert violations(problem, selection.victims, selection.assignment) == []
+    assert select_victims(with_release(6000)) is None
