@@ -472,3 +472,27 @@ async def test_a_quota_rejection_that_no_eviction_can_fix_evicts_nothing() -> No
     finally:
         stop.set()
         await task
+
+
+async def test_a_gang_group_preempts_as_one_job(filled: MemoryBackend) -> None:
+    """A master PodGroup and a worker PodGroup in one gang group: victims are chosen so that the
+    whole group fits (1 x 4 CPU master + 2 x 3 CPU workers on four full 4-CPU nodes)."""
+    backend = filled
+    groups = '["default/master", "default/worker"]'
+    _app, stop, task = await start(backend)
+    try:
+        for name, size in (("master", 1), ("worker", 2)):
+            group = pod_group(name, size)
+            group["metadata"]["annotations"] = {"gang.scheduling.koordinator.sh/groups": groups}
+            backend.apply(PODGROUPS, group)
+        backend.apply(PODS, pod("master-0", cpu="4", priority=HIGH, group="master"))
+        for i in range(2):
+            backend.apply(PODS, pod(f"worker-{i}", cpu="3", priority=HIGH, group="worker"))
+        await until(lambda: {"master-0", "worker-0", "worker-1"} <= set(bound(backend)))
+        placed = bound(backend)
+        assert len({placed["master-0"], placed["worker-0"], placed["worker-1"]}) == 3
+        gone = {f"low-{i}-{j}" for i in range(4) for j in range(4)} - names(backend)
+        assert len(gone) == 4 + 3 + 3  # the whole node for the master, three pods per worker
+    finally:
+        stop.set()
+        await task
