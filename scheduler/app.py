@@ -208,6 +208,19 @@ class SchedulerApp:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             await self.binder.drain(grace_seconds=10.0)
+            await self._close_plugins()
+
+    async def _close_plugins(self) -> None:
+        """Stop the plugins' own background work (a plugin with an async ``close``)."""
+        for fwk in self.frameworks.values():
+            for name, plugin in fwk.plugins.items():
+                close = getattr(plugin, "close", None)
+                if close is None or not asyncio.iscoroutinefunction(close):
+                    continue
+                try:
+                    await close()
+                except Exception:
+                    log.exception("closing plugin %s failed", name)
 
     async def _housekeeping(self) -> None:
         while True:

@@ -37,9 +37,9 @@ class ElasticQuotaArgs(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
     delay_evict_time: str = "120s"
-    """How long a quota may stay over its runtime before the revoke controller evicts (not run yet)."""
+    """How long a quota may stay over its runtime before the revoke controller evicts."""
     revoke_pod_interval: str = "1s"
-    """Period of the revoke controller (not run yet)."""
+    """Period of the revoke controller."""
     default_quota_group_max: dict[str, Quantity] = Field(default_factory=_unbounded)
     """Max of ``koordinator-default-quota`` when no such object exists: unbounded by default."""
     system_quota_group_max: dict[str, Quantity] = Field(default_factory=_unbounded)
@@ -47,7 +47,7 @@ class ElasticQuotaArgs(BaseModel):
     quota_group_namespace: str = "koordinator-system"
     """Namespace of the built-in system and default quotas."""
     monitor_all_quotas: bool = False
-    """Run the overuse revoke controller (not run yet)."""
+    """Run the overuse revoke controller (needs ``enableRuntimeQuota``)."""
     enable_check_parent_quota: bool = False
     """Also check every ancestor below the root at PreFilter."""
     enable_runtime_quota: bool = True

@@ -20,16 +20,28 @@ writes the figures back onto the objects. Per pod:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from apis.core import Pod
+from apis.duration import parse_go_duration_ns
 from apis.extension import quota as quota_ext
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.resources import from_int_units
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
-from scheduler.backend.base import ELASTICQUOTAPROFILES, ELASTICQUOTAS, PODS, EventType, WatchEvent
+from scheduler.backend.base import (
+    ELASTICQUOTAPROFILES,
+    ELASTICQUOTAS,
+    PODS,
+    BackendError,
+    EventRecord,
+    EventType,
+    NotFound,
+    ObjectRef,
+    WatchEvent,
+)
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
@@ -55,6 +67,7 @@ from scheduler.plugins.elastic_quota.forest import (
 )
 from scheduler.plugins.elastic_quota.ledger import Ledger, gang_key
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
+from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
 from scheduler.quota import Figures, Usage
 from scheduler.quota.tree import Resources
@@ -118,6 +131,16 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         self._totals: tuple[tuple[int, int], Totals] | None = None
         self._admitting: frozenset[str] = frozenset()
         self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
+        self.revoke: RevokeController | None = None
+        if args.monitor_all_quotas and args.enable_runtime_quota:
+            self.revoke = RevokeController(
+                self.quota_figures,
+                self._running_pods,
+                self._revoke,
+                delay_seconds=parse_go_duration_ns(args.delay_evict_time) / 1e9,
+                interval_seconds=max(parse_go_duration_ns(args.revoke_pod_interval) / 1e9, 0.01),
+                clock=handle.clock,
+            )
         handle.preemption_extensions.append(self)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
@@ -161,7 +184,49 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
                 self.index.on_profile(event.obj)
         self.writer.changed()
 
+    def _start_revoke(self) -> None:
+        if self.revoke is None:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (a synchronous test): ``revoke.tick`` is called by hand
+        self.revoke.start()
+
+    def _running_pods(self, quota: str) -> list[PodInfo]:
+        return [c.pod for c in self.ledger.charges_of(quota) if c.assigned and not c.reserved]
+
+    async def _revoke(self, pod: PodInfo, quota: str) -> None:
+        """Evict one pod of an overused quota (Eviction API: a PodDisruptionBudget may refuse)."""
+        backend = self.handle.backend
+        try:
+            await backend.evict(pod.pod)
+        except NotFound:
+            return
+        except BackendError as exc:
+            log.info("revoking %s of quota %s: %s", pod.key, quota, exc)
+            return
+        log.info(
+            "revoked %s: quota %s used more than its runtime for longer than %s",
+            pod.key,
+            quota,
+            self.args.delay_evict_time,
+        )
+        await backend.record_event(
+            EventRecord(
+                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                type="Warning",
+                reason="QuotaRevoked",
+                action="Evicting",
+                message=(
+                    f"quota {quota} used more than its runtime for longer than "
+                    f"{self.args.delay_evict_time}: evicted to give the quota back"
+                ),
+            )
+        )
+
     def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
+        self._start_revoke()
         if event.type is EventType.REPLACED:
             infos = [PodInfo.of(p) for p in event.objects]
             present = {p.uid for p in infos}
@@ -340,6 +405,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
         await self.handle.backend.patch_custom(
             ELASTICQUOTAS, payload.namespace, payload.name, payload.patch()
         )
+
+    async def close(self) -> None:
+        """Stop the figures writer and the revoke controller (the app calls this at shutdown)."""
+        await self.writer.close()
+        if self.revoke is not None:
+            await self.revoke.close()
 
     async def flush_figures(self) -> int:
         """Write the figures now (tests; the background writer does it within a second otherwise)."""
