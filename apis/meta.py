@@ -101,6 +101,11 @@ class LabelSelector(KoordModel):
         return True
 
 
+def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """Kubernetes' reading of an optional selector: a null one selects nothing, an empty one all."""
+    return selector is not None and selector.matches(labels)
+
+
 class NodeSelectorRequirement(KoordModel):
     key: str
     operator: str

@@ -29,11 +29,11 @@ from pydantic import BaseModel, ConfigDict
 
 from apis.core import Node
 from apis.extension import quota as keys
+from apis.meta import selects
 from apis.quantity import Format, Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.resources import CPU, ResourceList, add, from_int_units
 from apis.scheduling.elasticquota import ElasticQuota, ElasticQuotaSpec
-from operators.logic.label_selector import matches
 
 __all__ = [
     "BUILT_IN_MAX",
@@ -189,7 +189,7 @@ def profile_tree_root(
     """The tree root quota the profile asks for, from the nodes its selector picks."""
     assert profile.spec is not None
     ratio = parse_ratio(profile.spec.resource_ratio)
-    selected = [n for n in nodes if matches(profile.spec.node_selector, n.labels)]
+    selected = [n for n in nodes if selects(profile.spec.node_selector, n.labels)]
     tree_total = scale(total(selected), ratio)
     unschedulable = scale(total(n for n in selected if not n.schedulable), ratio)
     try:

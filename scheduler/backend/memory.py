@@ -31,7 +31,8 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Pod
+from apis.core import Pod, PodDisruptionBudget
+from apis.meta import selects
 from scheduler.backend.base import (
     PDBS,
     PODS,
@@ -154,26 +155,6 @@ class FieldSelector:
 
     def matches(self, wire: Wire) -> bool:
         return all((_field(wire, path) == value) == equal for path, equal, value in self.terms)
-
-
-def _selector_matches(selector: Wire | None, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelector semantics; a null selector matches nothing, an empty one everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for req in selector.get("matchExpressions") or ():
-        key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
-        if op == "In" and labels.get(key) not in values:
-            return False
-        if op == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if op == "Exists" and key not in labels:
-            return False
-        if op == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 @dataclass(eq=False)
@@ -358,7 +339,7 @@ class MemoryBackend:
             (pdb_key, pdb)
             for pdb_key, pdb in self._objects(PDBS).items()
             if pdb.wire["metadata"].get("namespace") == namespace
-            and _selector_matches(pdb.wire.get("spec", {}).get("selector"), labels)
+            and selects(cast(PodDisruptionBudget, pdb.obj).spec.selector, labels)
         ]
         for pdb_key, pdb in budgets:
             if int((pdb.wire.get("status") or {}).get("disruptionsAllowed") or 0) <= 0:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from apis.extension import quota as quota_ext
-from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo, selector_matches
+from apis.meta import selects
+from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo
 from scheduler.quota import Figures, TreeInput, Usage, compute_tree
 from scheduler.quota.tree import Resources
 
@@ -71,7 +72,7 @@ def _tree_total(
     profile = index.profile_of(root)
     if profile is None or profile.spec is None:
         return dict(root.total_resource), None
-    selected = [n for n in nodes if selector_matches(profile.spec.node_selector, n.labels)]
+    selected = [n for n in nodes if selects(profile.spec.node_selector, n.labels)]
     ratio = _ratio(profile.spec.resource_ratio, f"ElasticQuotaProfile {profile.metadata.name}")
     total = {name: math.floor(amount * ratio) for name, amount in _sum(selected).items()}
     return total, frozenset(n.name for n in selected)

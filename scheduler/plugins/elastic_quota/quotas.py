@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from apis.errors import InvalidValue
 from apis.extension import quota as quota_ext
-from apis.meta import LabelSelector
 from apis.quantity import Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.resources import to_int_units
@@ -28,7 +27,7 @@ from scheduler.plugins.elastic_quota.writer import USED_KEY, resource_json
 from scheduler.quota import QuotaSpec
 from scheduler.quota.tree import Resources
 
-__all__ = ["QuotaIndex", "QuotaInfo", "int_units", "selector_matches"]
+__all__ = ["QuotaIndex", "QuotaInfo", "int_units"]
 
 log = logging.getLogger(__name__)
 
@@ -36,27 +35,6 @@ log = logging.getLogger(__name__)
 def int_units(resources: Mapping[str, Quantity] | None) -> dict[str, int]:
     """A ResourceList in the scheduler's integer units (``apis.resources.to_int_units``)."""
     return {name: to_int_units(name, q) for name, q in (resources or {}).items()}
-
-
-def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
-    """metav1.LabelSelector semantics: a missing selector matches nothing, an empty one everything."""
-    if selector is None:
-        return False
-    for key, value in (selector.match_labels or {}).items():
-        if labels.get(key) != value:
-            return False
-    for req in selector.match_expressions or ():
-        values = req.values or []
-        present = req.key in labels
-        if req.operator == "In" and labels.get(req.key) not in values:
-            return False
-        if req.operator == "NotIn" and present and labels[req.key] in values:
-            return False
-        if req.operator == "Exists" and not present:
-            return False
-        if req.operator == "DoesNotExist" and present:
-            return False
-    return True
 
 
 @dataclass(frozen=True, slots=True)

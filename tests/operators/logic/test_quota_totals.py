@@ -8,12 +8,11 @@ from fractions import Fraction
 import pytest
 
 from apis.extension import quota as keys
-from apis.meta import LabelSelector, LabelSelectorRequirement
+from apis.meta import LabelSelector, LabelSelectorRequirement, selects
 from apis.quantity import Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.logic import quota_totals
-from operators.logic.label_selector import matches
 from operators.logic.quota_totals import NodeCapacity
 
 
@@ -174,4 +173,4 @@ def test_merge_patch_removes_resources_no_longer_there() -> None:
     ],
 )
 def test_label_selectors(selector: LabelSelector | None, selected: bool) -> None:
-    assert matches(selector, {"arch": "amd64"}) is selected
+    assert selects(selector, {"arch": "amd64"}) is selected
