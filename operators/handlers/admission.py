@@ -11,15 +11,15 @@ from apis.meta import KoordResource
 from apis.registry import ALL_RESOURCES
 from operators.logic import admission
 
-__all__ = ["register"]
+__all__ = ["plain", "register"]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Kopf hands bodies over as mapping views; pydantic and the parsers want plain JSON values."""
     if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -27,7 +27,7 @@ def _validator(model: type[KoordResource]) -> Any:
     kind = model.crd.kind
 
     def validate(body: kopf.Body, warnings: list[str], **_: Any) -> None:
-        result = admission.review(model, _plain(body))
+        result = admission.review(model, plain(body))
         warnings.extend(result.warnings)
         if not result.allowed:
             name = body.get("metadata", {}).get("name", "")

@@ -25,6 +25,7 @@ from apis.core import Node
 from apis.extension import quota as keys
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.clients import QuotaClient
+from operators.handlers.admission import plain
 from operators.logic import quota_defaults, quota_tree
 from operators.logic.quota_totals import NodeCapacity
 
@@ -35,20 +36,12 @@ NodeIndex = kopf.Index[str, NodeCapacity]
 _EQ = ElasticQuota.crd
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _quota(body: Mapping[str, Any] | None) -> ElasticQuota | None:
     """The model, or None for a body the schema webhook (``admission``) rejects anyway."""
     if body is None:
         return None
     try:
-        return ElasticQuota.model_validate(_plain(body))
+        return ElasticQuota.model_validate(plain(body))
     except ValidationError:
         return None
 
@@ -61,7 +54,7 @@ def elastic_quotas(name: str, body: kopf.Body, **_: Any) -> dict[str, ElasticQuo
 
 def node_capacity(name: str, body: kopf.Body, **_: Any) -> dict[str, NodeCapacity]:
     """Index: node name -> its labels, allocatable and schedulability."""
-    return {name: NodeCapacity.from_node(Node.model_validate(_plain(body)))}
+    return {name: NodeCapacity.from_node(Node.model_validate(plain(body)))}
 
 
 def indexed_quotas(index: QuotaIndex) -> list[ElasticQuota]:

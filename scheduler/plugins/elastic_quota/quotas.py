@@ -13,6 +13,7 @@ in that namespace; a quota whose ``namespaces`` annotation lists the namespace; 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -182,33 +183,11 @@ class QuotaIndex:
 
 def _shape(info: QuotaInfo) -> QuotaInfo:
     """What figures depend on: everything but the observed figures."""
-    return QuotaInfo(
-        info.spec,
-        info.namespace,
-        info.exists,
-        info.is_tree_root,
-        info.tree_id,
-        info.profile,
-        info.ignore_default_tree,
-        info.total_resource,
-        info.namespaces,
-    )
+    return dataclasses.replace(info, observed={})
 
 
 def _with_parent(info: QuotaInfo, parent: str) -> QuotaInfo:
-    spec = info.spec
-    return QuotaInfo(
-        QuotaSpec(spec.name, parent, spec.min, spec.max, spec.shared_weight, spec.lends),
-        info.namespace,
-        info.exists,
-        info.is_tree_root,
-        info.tree_id,
-        info.profile,
-        info.ignore_default_tree,
-        info.total_resource,
-        info.namespaces,
-        info.observed,
-    )
+    return dataclasses.replace(info, spec=dataclasses.replace(info.spec, parent=parent))
 
 
 def _info(quota: ElasticQuota) -> QuotaInfo:
