@@ -17,7 +17,7 @@ Watch semantics (the informer contract the cache relies on):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
@@ -110,6 +110,18 @@ class WatchEvent(Generic[T]):
     """The object for ADDED / MODIFIED / DELETED."""
     objects: Sequence[T] = field(default_factory=tuple)
     """Every object, for REPLACED."""
+
+    def dispatch(
+        self,
+        replaced: Callable[[Sequence[T]], object],
+        upserted: Callable[[T], object],
+        deleted: Callable[[T], object],
+    ) -> None:
+        """Hand the event to the informer callback for its type (ADDED and MODIFIED: ``upserted``)."""
+        if self.type is EventType.REPLACED:
+            replaced(self.objects)
+        elif self.obj is not None:
+            (deleted if self.type is EventType.DELETED else upserted)(self.obj)
 
 
 class ObjectRef(KoordModel):

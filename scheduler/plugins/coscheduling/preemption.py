@@ -46,7 +46,7 @@ from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
-from scheduler.backend.base import PDBS, BackendError, EventRecord, EventType, NotFound, ObjectRef, WatchEvent
+from scheduler.backend.base import PDBS, BackendError, EventRecord, NotFound, ObjectRef, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
@@ -102,13 +102,13 @@ class JobPreemption:
         def key(pdb: PodDisruptionBudget) -> str:
             return f"{pdb.metadata.namespace or 'default'}/{pdb.metadata.name}"
 
-        if event.type is EventType.REPLACED:
-            self._pdbs = {key(p): p for p in event.objects}
-        elif event.obj is not None:
-            if event.type is EventType.DELETED:
-                self._pdbs.pop(key(event.obj), None)
-            else:
-                self._pdbs[key(event.obj)] = event.obj
+        def replace(pdbs: Sequence[PodDisruptionBudget]) -> None:
+            self._pdbs = {key(p): p for p in pdbs}
+
+        def upsert(pdb: PodDisruptionBudget) -> None:
+            self._pdbs[key(pdb)] = pdb
+
+        event.dispatch(replace, upsert, lambda pdb: self._pdbs.pop(key(pdb), None))
 
     # ---- the decision ------------------------------------------------------------------------
 

@@ -162,26 +162,14 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
     # ---- informers ---------------------------------------------------------------------------
 
     def _on_quota_event(self, event: WatchEvent[ElasticQuotaObject]) -> None:
-        if event.type is EventType.REPLACED:
-            self.index.replace_quotas(event.objects)
-        elif event.obj is not None:
-            if event.type is EventType.DELETED:
-                self.index.on_quota_deleted(event.obj)
-            else:
-                self.index.on_quota(event.obj)
+        event.dispatch(self.index.replace_quotas, self.index.on_quota, self.index.on_quota_deleted)
         if self.index.mapping_version != self._mapping_version:
             self._mapping_version = self.index.mapping_version
             self.ledger.remap(self._quota_name)
         self.writer.changed()
 
     def _on_profile_event(self, event: WatchEvent[ElasticQuotaProfile]) -> None:
-        if event.type is EventType.REPLACED:
-            self.index.replace_profiles(event.objects)
-        elif event.obj is not None:
-            if event.type is EventType.DELETED:
-                self.index.on_profile_deleted(event.obj)
-            else:
-                self.index.on_profile(event.obj)
+        event.dispatch(self.index.replace_profiles, self.index.on_profile, self.index.on_profile_deleted)
         self.writer.changed()
 
     def _start_revoke(self) -> None:
