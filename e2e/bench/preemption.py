@@ -47,10 +47,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,6 +69,8 @@ from e2e.bench.scheduler_throughput import (
     _run_all,
     create_all,
     kube_scheduler,
+    lift_not_ready,
+    phase,
     scheduler_config,
     wait_ready,
 )
@@ -480,26 +483,9 @@ async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, wit
         if time.monotonic() > deadline:
             raise BenchError(f"only {len(ready) - len(tainted)}/{expected} nodes ready after {within:.0f}s")
         if tainted:
-            await _run_all([_retaint_call(api, n) for n in tainted], 8)
+            await _run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
         else:
             await asyncio.sleep(1)
-
-
-def _retaint_call(api: Api, node: dict[str, Any]) -> Callable[[], Any]:
-    name = node["metadata"]["name"]
-    taints = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT]
-
-    async def call() -> None:
-        await request_json(
-            api.client,
-            "PATCH",
-            f"/api/v1/nodes/{name}",
-            what=f"untaint node {name}",
-            body={"spec": {"taints": taints}},
-            content_type="application/merge-patch+json",
-        )
-
-    return call
 
 
 def koord_config(cp: ControlPlane) -> str:
@@ -638,17 +624,6 @@ async def _set_up(api: Api, schedulers: list[str], nodes_per_fleet: int) -> None
     await wait_fleets_ready(api, schedulers, nodes_per_fleet, within=90.0)
 
 
-@contextlib.contextmanager
-def _phase(report: Report, name: str) -> Iterator[None]:
-    _progress(f"phase {name} ...")
-    began = time.monotonic()
-    try:
-        yield
-    finally:
-        report.phases[name] = round(time.monotonic() - began, 1)
-        _progress(f"phase {name}: {report.phases[name]:.1f}s")
-
-
 async def run_benchmark(opts: Options) -> Report:
     """Every scenario with both schedulers; failures go to ``report.errors``; the cluster is stopped."""
     if opts.nodes < 1:
@@ -664,13 +639,13 @@ async def run_benchmark(opts: Options) -> Report:
     watchers: dict[str, PodWatcher] = {}
     try:
         for attempt in (1, 2):
-            with _phase(report, "cluster start"):
+            with phase(report.phases, progress=_progress, name="cluster start"):
                 cp.stop(quiet=True)
                 cp.start()
                 install_crds(cp)
             api = await Api.connect(cp.kubeconfig, 16)
             try:
-                with _phase(report, "set-up"):
+                with phase(report.phases, progress=_progress, name="set-up"):
                     await _set_up(api, schedulers, opts.nodes)
                 break
             except BenchError as exc:
@@ -682,11 +657,11 @@ async def run_benchmark(opts: Options) -> Report:
                     raise
                 _progress(f"{exc}; starting the cluster again")
         assert api is not None
-        with _phase(report, "watch"):
+        with phase(report.phases, progress=_progress, name="watch"):
             for scheduler in schedulers:
                 watchers[scheduler] = PodWatcher(api, NAMESPACES[scheduler])
                 await watchers[scheduler].start()
-        with _phase(report, "schedulers start"):
+        with phase(report.phases, progress=_progress, name="schedulers start"):
             config = cp.state_dir / "koord-scheduler-preempt.yaml"
             config.write_text(koord_config(cp))
             port = free_port()
@@ -702,7 +677,7 @@ async def run_benchmark(opts: Options) -> Report:
             components.append(kube)
             await _start(kube, f"https://127.0.0.1:{port}/readyz", opts.ready_timeout)
         for scenario in opts.scenarios:
-            with _phase(report, scenario):
+            with phase(report.phases, progress=_progress, name=scenario):
                 for scheduler in schedulers:
                     try:
                         report.rows.append(
@@ -729,7 +704,7 @@ async def run_benchmark(opts: Options) -> Report:
         if api is not None:
             await api.close()
         if not opts.keep:
-            with _phase(report, "cluster stop"):
+            with phase(report.phases, progress=_progress, name="cluster stop"):
                 _keep_cluster_logs(cp)
                 cp.stop()
     report.errors.extend(f"{r.scenario}/{r.scheduler}: {r.error}" for r in report.rows if r.error)

@@ -453,9 +453,9 @@ async def wait_nodes_schedulable(api: Api, expected: int, concurrency: int, with
             return
         if time.monotonic() > deadline:
             raise BenchError(f"only {schedulable}/{expected} nodes Ready and untainted after {within:.0f}s")
-        tainted = [n["metadata"]["name"] for n in ready if _only_not_ready_taint(n)]
+        tainted = [n for n in ready if _only_not_ready_taint(n)]
         if tainted:
-            await _run_all([functools.partial(_untaint, api, name) for name in tainted], concurrency)
+            await _run_all([functools.partial(lift_not_ready, api, n) for n in tainted], concurrency)
         else:
             await asyncio.sleep(2)
 
@@ -465,13 +465,16 @@ def _only_not_ready_taint(node: dict[str, Any]) -> bool:
     return bool(taints) and all(t.get("key") == NOT_READY_TAINT for t in taints)
 
 
-async def _untaint(api: Api, name: str) -> None:
+async def lift_not_ready(api: Api, node: dict[str, Any]) -> None:
+    """Remove the ``not-ready`` taint from ``node`` and keep its other taints."""
+    name = node["metadata"]["name"]
+    kept = [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT]
     await request_json(
         api.client,
         "PATCH",
         f"/api/v1/nodes/{name}",
         what=f"untaint node {name}",
-        body={"spec": {"taints": None}},
+        body={"spec": {"taints": kept or None}},
         content_type="application/merge-patch+json",
     )
 
@@ -775,14 +778,15 @@ async def measure_simulate(
 
 
 @contextlib.contextmanager
-def _phase(report: Report, name: str) -> Iterator[None]:
-    _progress(f"phase {name} ...")
+def phase(phases: dict[str, float], name: str, progress: Callable[[str], None] = _progress) -> Iterator[None]:
+    """Time one phase of a benchmark run into ``phases`` and say when it starts and ends."""
+    progress(f"phase {name} ...")
     began = time.monotonic()
     try:
         yield
     finally:
-        report.phases[name] = round(time.monotonic() - began, 1)
-        _progress(f"phase {name}: {report.phases[name]:.1f}s")
+        phases[name] = round(time.monotonic() - began, 1)
+        progress(f"phase {name}: {phases[name]:.1f}s")
 
 
 async def run_benchmark(opts: Options) -> Report:
@@ -797,16 +801,16 @@ async def run_benchmark(opts: Options) -> Report:
     config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
     api: Api | None = None
     try:
-        with _phase(report, "cluster start"):
+        with phase(report.phases, "cluster start"):
             cp.stop(quiet=True)
             cp.start()
             install_crds(cp)
         api = await Api.connect(cp.kubeconfig, opts.concurrency)
-        with _phase(report, "create nodes"):
+        with phase(report.phases, "create nodes"):
             await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
             await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
         namespaces = [KOORD_NAMESPACE] + ([] if opts.skip_upstream else [KUBE_NAMESPACE])
-        with _phase(report, "create pods"):
+        with phase(report.phases, "create pods"):
             for namespace in namespaces:
                 body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
                 await api.create("/api/v1/namespaces", body)
@@ -814,7 +818,7 @@ async def run_benchmark(opts: Options) -> Report:
             if not opts.skip_upstream:
                 kube_pods = workload(KUBE_NAMESPACE, KUBE_PROFILE, opts.pods)
                 await create_all(api, _pods_path, kube_pods, f"pods {KUBE_NAMESPACE}", opts.concurrency)
-        with _phase(report, KOORD):
+        with phase(report.phases, KOORD):
             config = cp.state_dir / "koord-scheduler-bench.yaml"
             config.write_text(config_text)
             port = free_port()
@@ -834,7 +838,7 @@ async def run_benchmark(opts: Options) -> Report:
                 )
             )
         if not opts.skip_upstream:
-            with _phase(report, KUBE):
+            with phase(report.phases, KUBE):
                 config = cp.state_dir / "kube-scheduler-bench.yaml"
                 config.write_text(scheduler_config(opts, cp.kubeconfig, KUBE_PROFILE))
                 port = free_port()
@@ -856,11 +860,11 @@ async def run_benchmark(opts: Options) -> Report:
         if api is not None:
             await api.close()
         if not opts.keep:
-            with _phase(report, "cluster stop"):
+            with phase(report.phases, "cluster stop"):
                 _keep_cluster_logs(cp)
                 cp.stop()
     if not opts.skip_simulate:
-        with _phase(report, "simulate"):
+        with phase(report.phases, "simulate"):
             try:
                 report.results.append(await measure_simulate(description, koord_pods, config_text, opts))
             except Exception as exc:
