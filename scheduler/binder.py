@@ -8,7 +8,6 @@ back) and sent to backoff, with a FailedScheduling event saying why.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -16,6 +15,7 @@ from typing import Any
 
 from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
 from scheduler.backend.ratelimit import ConcurrencyLimit
+from scheduler.background import BackgroundTasks
 from scheduler.cache.cache import Cache
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
@@ -47,12 +47,10 @@ class Binder:
         self._limit = ConcurrencyLimit(parallelism)
         self._clock = clock
         self._on_bound = on_bound
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = BackgroundTasks()
 
     def submit(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
-        task = asyncio.create_task(self._bind(fwk, state, qp, node), name=f"bind {qp.pod.key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(self._bind(fwk, state, qp, node), name=f"bind {qp.pod.key}")
 
     @property
     def in_flight(self) -> int:
@@ -60,8 +58,7 @@ class Binder:
 
     async def drain(self, grace_seconds: float) -> None:
         """Let bindings in flight finish (graceful shutdown)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks), timeout=grace_seconds)
+        await self._tasks.drain(grace_seconds)
 
     async def _bind(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
@@ -121,6 +118,4 @@ class Binder:
         )
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(coro)

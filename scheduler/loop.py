@@ -17,7 +17,6 @@ Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
@@ -27,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.background import BackgroundTasks
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import IntArray
@@ -80,7 +80,7 @@ class SchedulingLoop:
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     _next_start: int = 0
     _last_failure: dict[str, _LastFailure] = field(default_factory=dict)
-    _background: set[asyncio.Task[Any]] = field(default_factory=set)
+    _background: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     async def run(self) -> None:
         while True:
@@ -269,9 +269,7 @@ class SchedulingLoop:
             log.info("could not update the status of %s: %s", pod.key, exc)
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(coro)
 
     def forget_pod(self, uid: str) -> None:
         self._last_failure.pop(uid, None)

@@ -21,7 +21,6 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import Literal
@@ -36,6 +35,7 @@ from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from scheduler import solver
 from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventRecord, EventType, ObjectRef, WatchEvent
+from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -119,7 +119,7 @@ class Coscheduling(
         self.gangs = Gangs(default_match_policy=args.default_match_policy)
         self.topology: ClusterNetworkTopology | None = None
         self._reported: dict[str, str] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = BackgroundTasks()
         self.options = SolveOptions(
             time_limit_seconds=args.solver_time_limit_seconds, strategy=args.placement_strategy
         )
@@ -394,9 +394,7 @@ class Coscheduling(
                 reason="FailedScheduling",
                 message=message,
             )
-            task = asyncio.get_running_loop().create_task(self.handle.backend.record_event(event))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._background.spawn(self.handle.backend.record_event(event))
 
     def _reject_waiting(self, gang: Gang, reason: str) -> None:
         for member in self.gangs.members_of_group(gang):

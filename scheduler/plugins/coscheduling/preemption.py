@@ -47,6 +47,7 @@ from apis.extension.networktopology import NetworkTopologySpec
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
 from scheduler.backend.base import PDBS, BackendError, EventRecord, NotFound, ObjectRef, WatchEvent
+from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
@@ -93,7 +94,7 @@ class JobPreemption:
     victim_filters: list[VictimFilter] = field(default_factory=list)
     _pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     _records: dict[str, _Record] = field(default_factory=dict)
-    _background: set[asyncio.Task[None]] = field(default_factory=set)
+    _background: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     def __post_init__(self) -> None:
         self.handle.subscribe(PDBS, self._on_pdb_event)
@@ -449,9 +450,7 @@ class JobPreemption:
         )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(coro)
 
 
 def _disruption_target() -> dict[str, str]:
