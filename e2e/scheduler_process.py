@@ -100,10 +100,20 @@ def install_scheduler_rbac(control_plane: ControlPlane) -> Path:
     )
 
 
-def start_scheduler(control_plane: ControlPlane, kubeconfig: Path, name: str) -> Scheduler:
-    config = control_plane.state_dir / "koord-scheduler-config.yaml"
-    config.write_text(CONFIG)
+def start_scheduler(
+    control_plane: ControlPlane,
+    kubeconfig: Path,
+    name: str,
+    *,
+    config_text: str = CONFIG,
+    leader_elect: bool = True,
+) -> Scheduler:
+    """A koord-scheduler process named ``name`` (its log and pid files) with ``config_text``."""
+    config = control_plane.state_dir / f"{name}-config.yaml"
+    config.write_text(config_text)
     port = free_port()
-    component = koord_scheduler(control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config)
+    component = koord_scheduler(
+        control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config, leader_elect=leader_elect
+    )
     component.start()
     return Scheduler(component, port)

@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
-from e2e.scheduler_process import Scheduler
+from e2e.components import wait_until_ready
+from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 
 Q = "quota.scheduling.koordinator.sh/"
@@ -390,6 +392,7 @@ def test_a_lender_takes_its_min_back_by_preempting_the_borrower_only(
     assert {e["involvedObject"]["name"] for e in preempted["items"]} == {
         f"borrow-{i}" for i in range(6)
     } - left
+    cp.kubectl("delete", "namespace", ns, "--wait=false")  # frees the pool for the next tests
 
 
 def test_a_pod_its_quota_rejects_preempts_a_lower_priority_pod_of_the_same_quota(
@@ -412,3 +415,77 @@ def test_a_pod_its_quota_rejects_preempts_a_lower_priority_pod_of_the_same_quota
     wait_for(lambda: "urgent" in placed(cp, ns) or None, timeout=90, what="the high-priority pod bound")
     left = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
     assert len({"low-0", "low-1"} - left) == 1
+
+
+REVOKE_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler-revoke
+  pluginConfig:
+  - name: ElasticQuota
+    args:
+      monitorAllQuotas: true
+      delayEvictTime: 1s
+      revokePodInterval: 200ms
+"""
+
+
+@pytest.fixture
+def revoke_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    """A second koord-scheduler, ``koord-scheduler-revoke``, running the overuse revoke controller."""
+    name = "koord-scheduler-revoke"
+    running = start_scheduler(
+        control_plane, scheduler_kubeconfig, name, config_text=REVOKE_CONFIG, leader_elect=False
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_an_overused_quota_gives_pods_back_after_delay_evict_time(
+    control_plane: ControlPlane, scheduler: Scheduler, revoke_scheduler: Scheduler
+) -> None:
+    """monitorAllQuotas: a borrower holds 8 CPU of a 8-CPU parent while the lender is idle; the
+    lender's 4 CPU arrive (within its min, and the nodes have room, so no preemption is involved):
+    the borrower's runtime drops to 4 and, a delayEvictTime later, exactly 4 CPU of its pods are
+    evicted with QuotaRevoked events."""
+    cp, ns = control_plane, "eq-revoke"
+    wait_for(lambda: not pods_on_arm64(cp) or None, timeout=90, what="the arm64 pool to be empty")
+    cp.create_namespace(ns)
+    parent = {Q + "parent": f"{ns}-parent"}
+    apply(
+        cp,
+        [
+            elastic_quota(
+                f"{ns}-parent", ns, min={"cpu": "8"}, max={"cpu": "8"}, labels={Q + "is-parent": "true"}
+            ),
+            elastic_quota(f"{ns}-lender", ns, min={"cpu": "4"}, max={"cpu": "8"}, labels=parent),
+            elastic_quota(f"{ns}-borrower", ns, min={"cpu": "4"}, max={"cpu": "8"}, labels=parent),
+        ],
+    )
+    apply(cp, [quota_pod(f"borrow-{i}", ns, "2", quota=f"{ns}-borrower", selector=ARM64) for i in range(4)])
+    wait_for(lambda: placed_count(cp, ns, 4), timeout=60, what="the borrower's 8 CPU bound")
+    lenders = [quota_pod(f"lend-{i}", ns, "2", quota=f"{ns}-lender", selector=ARM64) for i in range(2)]
+    for lender in lenders:
+        lender["spec"]["schedulerName"] = "koord-scheduler-revoke"
+    apply(cp, lenders)
+
+    def revoked() -> list[str] | None:
+        raw = cp.kubectl("get", "events", "-n", ns, "--field-selector", "reason=QuotaRevoked", "-o", "json")
+        names = sorted(e["involvedObject"]["name"] for e in json.loads(raw)["items"])
+        return names or None
+
+    def borrowers_left() -> set[str]:
+        names = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
+        return {n for n in names if n.startswith("borrow-")}
+
+    wait_for(lambda: {"lend-0", "lend-1"} <= set(placed(cp, ns)) or None, timeout=60, what="the lender bound")
+    wait_for(lambda: len(borrowers_left()) <= 2 or None, timeout=60, what="4 CPU of the borrower revoked")
+    time.sleep(3)  # every chance to (wrongly) revoke more
+    gone = {f"borrow-{i}" for i in range(4)} - borrowers_left()
+    assert len(gone) == 2
+    assert set(revoked() or []) == gone
+    cp.kubectl("delete", "namespace", ns, "--wait=false")

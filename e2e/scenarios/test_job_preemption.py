@@ -10,12 +10,14 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
-from e2e.scheduler_process import Scheduler
+from e2e.components import wait_until_ready
+from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 
 PRIORITY_CLASSES = repo_root() / "docs" / "examples" / "v1.7" / "04-priority-classes.yaml"
@@ -358,3 +360,68 @@ def test_a_must_gather_job_preempts_inside_a_single_block(
     placed = wait_for(lambda: bound_all(cp, ns, members), 120, "all four members of the MustGather job bound")
     assert set(placed.values()) == set(nodes(4, 5, 6, 7)), placed
     assert {f"low-preempt-{i}-0" for i in range(4)} <= present(cp, ns)
+
+
+SOFT_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler-soft
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      enablePreemption: true
+      evictionMode: SoftEviction
+"""
+SOFT_EVICTION = "scheduling.koordinator.sh/soft-eviction"
+
+
+@pytest.fixture
+def soft_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    """A second koord-scheduler serving ``koord-scheduler-soft`` with soft eviction."""
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        "koord-scheduler-soft",
+        config_text=SOFT_CONFIG,
+        leader_elect=False,
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_soft_eviction_marks_the_victims_for_a_custom_evictor(
+    control_plane: ControlPlane,
+    scheduler: Scheduler,
+    priority_classes: None,
+    namespace: str,
+    soft_scheduler: Scheduler,
+) -> None:
+    cp, ns = control_plane, namespace
+    pool = nodes(4)
+    fill(cp, ns, {"preempt-4": [("2", "low-priority", {})] * 2})
+    urgent = pool_pod("urgent", ns, cpu="2", nodes=pool, priority_class="high-priority")
+    urgent["spec"]["schedulerName"] = "koord-scheduler-soft"
+    apply(cp, [urgent])
+
+    def marked() -> list[dict[str, Any]] | None:
+        found = [p for p in pods(cp, ns) if SOFT_EVICTION in (p["metadata"].get("annotations") or {})]
+        return found or None
+
+    victims = wait_for(marked, 90, "a victim marked for soft eviction")
+    time.sleep(2)
+    assert len(marked() or []) == 1  # one 2-CPU pod frees room for the 2-CPU preemptor
+    victim = victims[0]
+    assert victim["metadata"]["labels"][SOFT_EVICTION] == "true"
+    spec = json.loads(victim["metadata"]["annotations"][SOFT_EVICTION])
+    assert f"{ns}/urgent" in spec["reason"]
+    assert spec["initiator"] == "koord-scheduler-soft"
+    assert not victim["metadata"].get("deletionTimestamp")  # soft: nothing was evicted by the scheduler
+    assert "urgent" not in bound(cp, ns)
+
+    # The custom evictor acts on the mark; the preemptor then takes the room it was nominated to.
+    cp.kubectl("delete", "pod", victim["metadata"]["name"], "-n", ns, "--wait=true")
+    assert wait_for(lambda: bound(cp, ns).get("urgent"), 90, "the preemptor bound") == "preempt-4"
