@@ -1,5 +1,6 @@
 """Coscheduling: gang scheduling (PodGroup CRs and lightweight gang annotations); see plugin.py."""
 
-from scheduler.plugins.coscheduling.plugin import NAME, Coscheduling, CoschedulingArgs, new
+from scheduler.plugins.coscheduling.args import CoschedulingArgs
+from scheduler.plugins.coscheduling.plugin import NAME, Coscheduling, new
 
 __all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]

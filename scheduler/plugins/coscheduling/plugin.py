@@ -23,13 +23,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
-from pydantic.alias_generators import to_camel
 
 from apis.core import Pod
-from apis.duration import parse_go_duration_ns
 from apis.extension import gang as gang_ext
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
@@ -59,6 +54,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
+from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangGroup, Gangs, gang_name_of
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
 from scheduler.plugins.coscheduling.preemption import JobPreemption
@@ -68,38 +64,6 @@ __all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
 
 NAME = "Coscheduling"
 log = logging.getLogger(__name__)
-
-
-class CoschedulingArgs(BaseModel):
-    """CoschedulingArgs with Koordinator's defaults (api-reference section 3)."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    default_timeout: str = "600s"
-    """Permit wait of a gang that sets none (Go duration); must be >= 0."""
-    controller_workers: int = Field(default=1, ge=1)
-    skip_check_schedule_cycle: bool = False
-    enable_preemption: bool = False
-    """Job-level preemption at PostFilter: victims chosen by CP-SAT (``placementStrategy``) so that
-    the whole job fits, then evicted; every member is nominated."""
-    eviction_mode: Literal["Eviction", "SoftEviction"] = "Eviction"
-    """koordinator-py: how preemption victims go. ``Eviction``: the Eviction API (policy/v1) with
-    the pod's grace period. ``SoftEviction``: only the ``scheduling.koordinator.sh/soft-eviction``
-    label and annotation are written, for a custom evictor (Koordinator's soft eviction)."""
-    aware_network_topology: bool = False
-    """Network-topology-aware placement of gangs with a network-topology-spec."""
-    default_match_policy: gang_ext.GangMatchPolicy = gang_ext.DEFAULT_GANG_MATCH_POLICY
-    placement_strategy: Literal["cpsat", "greedy"] = "cpsat"
-    """koordinator-py: how a gang group is placed as a whole. ``cpsat`` (CP-SAT, the greedy plan as
-    its hint and fallback) or ``greedy`` (Koordinator's plan algorithm)."""
-    solver_time_limit_seconds: float = Field(default=1.0, gt=0)
-    """koordinator-py: CP-SAT's time limit per gang placement; the greedy plan is used after it."""
-
-    def default_timeout_seconds(self) -> float:
-        ns = parse_go_duration_ns(self.default_timeout)
-        if ns < 0:
-            raise ValueError("defaultTimeout must be >= 0")
-        return ns / 1e9
 
 
 class Coscheduling(
