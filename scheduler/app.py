@@ -22,7 +22,8 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.events import EventHandlers
 from scheduler.explain import ExplanationStore
-from scheduler.framework.handle import Handle
+from scheduler.framework.eviction import EvictionService
+from scheduler.framework.handle import Handle, Informers
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.profile import ResolvedProfile
 from scheduler.framework.registry import Registry
@@ -61,6 +62,7 @@ class SchedulerApp:
     cache: Cache = field(init=False)
     queue: SchedulingQueue = field(init=False)
     frameworks: dict[str, Framework] = field(init=False)
+    informers: Informers = field(init=False)
     handles: list[Handle] = field(init=False)
     explanations: ExplanationStore = field(init=False)
     handlers: EventHandlers = field(init=False)
@@ -70,7 +72,7 @@ class SchedulerApp:
     def __post_init__(self) -> None:
         self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
         self.explanations = ExplanationStore()
-        self.handles = []
+        self.informers = Informers()
         self.frameworks = {}
         for profile in self.settings.profiles:
             handle = Handle(
@@ -78,16 +80,20 @@ class SchedulerApp:
                 snapshot=lambda: Snapshot(self.cache),
                 clock=self.clock,
                 scheduler_name=profile.scheduler_name,
+                informers=self.informers,
                 activate=lambda uids: self.queue.activate(uids),
-                observe_solver=self._observe_solver,
-                observe_preemption=self.metrics.preemption,
-                nominate=self.cache.nominate,
-                clear_nomination=self.cache.clear_nomination,
+                nominator=self.cache,
+                evictor=EvictionService(self.backend, profile.scheduler_name),
+                solver_metrics=self.metrics,
             )
-            self.handles.append(handle)
             self.frameworks[profile.scheduler_name] = Framework(
-                profile, self.registry, handle, observe=self.metrics.observe_plugin
+                profile,
+                self.registry,
+                handle,
+                observe=self.metrics.observe_plugin,
+                observe_point=self.metrics.observe_extension_point,
             )
+        self.handles = [fwk.handle for fwk in self.frameworks.values()]
         first = next(iter(self.frameworks.values()))
         self.queue = SchedulingQueue(
             sort_key=first.queue_sort_key,
@@ -125,19 +131,14 @@ class SchedulerApp:
             pod_listeners=self._listeners(PODS),
         )
         self._custom_watches = {
-            resource: self._listeners(resource) for h in self.handles for resource in h.subscriptions
+            resource: self._listeners(resource) for resource in self.informers.resources()
         }
         for watched in (PODS, NODES):
             self._custom_watches.pop(watched, None)
         self._custom_synced = {resource: asyncio.Event() for resource in self._custom_watches}
 
-    def _observe_solver(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
-        self.metrics.solver_solve(solver, status, seconds)
-        if fell_back:
-            self.metrics.solver_fallback(solver, "timeout")
-
     def _listeners(self, resource: ResourceType[Any]) -> list[Callable[[WatchEvent[Any]], None]]:
-        return [fn for h in self.handles for fn in h.subscriptions.get(resource, ())]
+        return list(self.informers.listeners(resource))
 
     async def _watch_custom(self, resource: ResourceType[Any]) -> None:
         """Feed a custom resource's events to the plugins that subscribed; each change is a cluster

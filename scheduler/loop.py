@@ -6,6 +6,7 @@ Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
    the nominations that must not block this pod (its own, its job's, lower priorities);
 2. PreFilter (may narrow the nodes or reject the pod outright);
 3. Filter over every node at once (vectorized);
+   (PENDING: a plugin works on the pod off the cycle and activates it later; it waits quietly);
 4. no feasible node, or an Unschedulable PreFilter (a gang that does not fit as a whole):
    PostFilter (job-level preemption) may nominate a node; record FailedScheduling with the
    per-reason node counts and requeue the pod as unschedulable;
@@ -99,9 +100,9 @@ class SchedulingLoop:
             return
         started = time.perf_counter()
         snapshot = Snapshot(self.cache)
-        job = fwk.handle.job_of(pod)
+        job = fwk.job_of(pod)
         restore = snapshot.lift_nominations(
-            lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority or fwk.handle.job_of(n.pod) == job
+            lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority or fwk.job_of(n.pod) == job
         )
         try:
             await self._schedule(fwk, qp, snapshot, started)
@@ -114,6 +115,14 @@ class SchedulingLoop:
         diagnosis = Diagnosis(node_count=snapshot.node_count())
 
         status, allowed = fwk.run_pre_filter(state, pod, snapshot)
+        if status.code == Code.PENDING:
+            # A plugin is working on the pod off the cycle (a gang's placement being solved) and
+            # activates it when done: wait quietly, nothing is wrong with the pod.
+            self.queue.add_unschedulable(qp, {status.plugin} - {""})
+            self.explanations.put(
+                Explanation(pod.namespace, pod.name, "waiting", status.message(), attempts=qp.attempts)
+            )
+            return
         if not status.ok:
             nominated = None
             if status.rejected:

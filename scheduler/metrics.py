@@ -255,6 +255,12 @@ class SchedulerMetrics:
         """One solver call; ``status`` is OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, or greedy's outcome."""
         self.solver_duration.labels(solver=solver, status=status).observe(seconds)
 
+    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
+        """``framework.handle.SolverMetrics``: one solve, and whether its greedy answer was used."""
+        self.solver_solve(solver, status, seconds)
+        if fell_back:
+            self.solver_fallback(solver, "timeout")
+
     def solver_fallback(self, solver: str, reason: str) -> None:
         """The greedy answer was used because ``solver`` gave none (``timeout``, ``infeasible``, ...)."""
         self.solver_fallbacks.labels(solver=solver, reason=reason).inc()

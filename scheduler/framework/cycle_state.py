@@ -27,10 +27,13 @@ class StateKey(Generic[T]):
 
 
 class CycleState:
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "planning", "skip_filter", "skip_score")
 
-    def __init__(self) -> None:
+    def __init__(self, *, planning: bool = False) -> None:
         self._data: dict[str, Any] = {}
+        self.planning = planning
+        """The cycle evaluates a pod for a plan (a gang's placement, a preemption), not for real:
+        plugins that plan several pods at once skip themselves, so the framework is not re-entered."""
         self.skip_filter: set[str] = set()
         """Plugins whose PreFilter returned SKIP: their Filter does not run this cycle."""
         self.skip_score: set[str] = set()

@@ -1,54 +1,172 @@
-"""What plugins may use besides their args: the cluster backend, the current snapshot, the pods
-waiting at Permit, and the clock. Plugins never reach the cache or the queue directly."""
+"""What a plugin may use besides its args: one frozen ``Handle`` of typed collaborators.
+
+As kube-scheduler's ``framework.Handle``, it is built once per profile and never changed after:
+
+- ``backend``: the cluster (``ClusterBackend``); plugins write annotations and status through it.
+- ``snapshot()``: the current read view of the cache. Plugins never reach the cache or the queue.
+- ``informers``: subscribe to watch events of a resource (a plugin's own informer).
+- ``activate(uids)``: move pending pods into the active queue now (a gang became complete).
+- ``nominator``: hold a pending pod's requests on a node (preemption, planned gangs).
+- ``evictor``: the one eviction service (``scheduler.eviction``).
+- ``solver_metrics``: solve time, status and fallbacks of the solvers plugins call.
+- ``waiting_pods``: the pods of this profile waiting at Permit.
+- ``profile``: what the profile offers other plugins (``ProfileView``): the rows every
+  PreFilter/Filter accept, the Score totals, the job a pod belongs to, and the plugins that take
+  part in preemption. The ``Framework`` binds it to itself when it builds the profile's plugins,
+  so plugins find each other through protocols, never by importing each other.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.eviction import EvictionService, Evictor
 from scheduler.framework.waiting_pods import WaitingPods
 
-__all__ = ["Handle"]
+if TYPE_CHECKING:
+    from scheduler.framework.interfaces import PreemptionExtension
+
+__all__ = [
+    "Handle",
+    "Informers",
+    "Nominator",
+    "ProfileView",
+    "SolverMetrics",
+]
+
+Listener = Callable[[WatchEvent[Any]], None]
 
 
-@dataclass
+class Informers:
+    """Who listens to which resource's watch events. Filled while profiles are built; the app
+    then runs one watch per resource and hands every event to its listeners in order."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[ResourceType[Any], list[Listener]] = {}
+
+    def subscribe(self, resource: ResourceType[Any], listener: Listener) -> None:
+        """Receive every watch event of ``resource`` (pods before the queue sees them), as a
+        plugin's own informer would in kube-scheduler."""
+        self._listeners.setdefault(resource, []).append(listener)
+
+    def resources(self) -> list[ResourceType[Any]]:
+        return list(self._listeners)
+
+    def listeners(self, resource: ResourceType[Any]) -> Sequence[Listener]:
+        return tuple(self._listeners.get(resource, ()))
+
+
+class Nominator(Protocol):
+    def nominate(self, pod: PodInfo, node: str) -> bool:
+        """Hold ``pod``'s requests on ``node`` until it is assumed, bound or deleted (or the
+        nomination is cleared); False when the node is unknown or the pod already has a node."""
+        ...
+
+    def clear_nomination(self, uid: str) -> None: ...
+
+
+class _NoNominator:
+    def nominate(self, pod: PodInfo, node: str) -> bool:
+        return False
+
+    def clear_nomination(self, uid: str) -> None:
+        return None
+
+
+class SolverMetrics(Protocol):
+    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
+        """One solve of ``solver`` (``cpsat``, ``greedy``, ``preemption-cpsat`` ...)."""
+        ...
+
+    def preemption(self, victims: int) -> None:
+        """One preemption attempt that chose this many victims (0: none would help)."""
+        ...
+
+
+class _NoSolverMetrics:
+    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
+        return None
+
+    def preemption(self, victims: int) -> None:
+        return None
+
+
+class ProfileView(Protocol):
+    """What a profile's runtime offers its plugins (implemented by ``runtime.Framework``)."""
+
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
+        """Rows every PreFilter and Filter of the profile accept for ``pod``, evaluated in a
+        planning CycleState (for plugins that place several pods at once: gangs, preemption)."""
+        ...
+
+    def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        """The profile's weighted Score totals for ``pod`` on ``rows``."""
+        ...
+
+    def job_of(self, pod: PodInfo) -> str:
+        """The job ``pod`` belongs to (its gang group, from the profile's ``JobResolver``; else
+        the pod's own uid): nominations of a pod's own job never block it."""
+        ...
+
+    def preemption_extensions(self) -> Sequence[PreemptionExtension]:
+        """The profile's plugins that implement ``interfaces.PreemptionExtension``."""
+        ...
+
+
+class _UnboundProfile:
+    """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
+
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
+        return snapshot.candidate_rows()
+
+    def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        import numpy as np
+
+        return np.zeros(rows.size, dtype=np.int64)
+
+    def job_of(self, pod: PodInfo) -> str:
+        return pod.uid
+
+    def preemption_extensions(self) -> Sequence[PreemptionExtension]:
+        return ()
+
+
+def _no_activation(uids: set[str]) -> None:
+    return None
+
+
+@dataclass(frozen=True)
 class Handle:
     backend: ClusterBackend
     snapshot: Callable[[], Snapshot]
-    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
     clock: Callable[[], float] = time.monotonic
     scheduler_name: str = "koord-scheduler"
-    activate: Callable[[set[str]], None] = lambda uids: None
-    """Move these pending pods into the active queue now (a gang became complete)."""
-    subscriptions: dict[ResourceType[Any], list[Callable[[WatchEvent[Any]], None]]] = field(
-        default_factory=dict
-    )
-    feasible_rows: Callable[[PodInfo, Snapshot], IntArray] | None = None
-    """Rows every PreFilter and Filter of the profile accept for a pod (set by the Framework), for
-    plugins that place several pods at once (gangs)."""
-    score_rows: Callable[[PodInfo, Snapshot, IntArray], IntArray] | None = None
-    """The profile's weighted Score totals for a pod on some rows (set by the Framework)."""
-    observe_solver: Callable[[str, str, float, bool], None] = lambda solver, status, seconds, fallback: None
-    """(solver, status, seconds, fell back to greedy) -> metrics."""
-    observe_preemption: Callable[[int], None] = lambda victims: None
-    """One preemption attempt that chose this many victims (0: none would help) -> metrics."""
-    nominate: Callable[[PodInfo, str], bool] = lambda pod, node: False
-    """Hold a pending pod's requests on a node while its preemption victims terminate (the cache's
-    nominator); False when the node is unknown."""
-    clear_nomination: Callable[[str], None] = lambda uid: None
-    preemption_extensions: list[Any] = field(default_factory=list)
-    """Plugins implementing ``interfaces.PreemptionExtension`` (ElasticQuota's reclaim)."""
-    job_of: Callable[[PodInfo], str] = lambda pod: pod.uid
-    """The job a pod belongs to (set by Coscheduling: its gang group): nominations of a pod's own
-    job never block it."""
+    waiting_pods: WaitingPods = field(default_factory=WaitingPods)
+    informers: Informers = field(default_factory=Informers)
+    activate: Callable[[set[str]], None] = _no_activation
+    nominator: Nominator = field(default_factory=_NoNominator)
+    evictor: Evictor | None = None
+    """None: an ``EvictionService`` over ``backend`` (set at construction)."""
+    solver_metrics: SolverMetrics = field(default_factory=_NoSolverMetrics)
+    profile: ProfileView = field(default_factory=_UnboundProfile)
 
-    def subscribe(self, resource: ResourceType[Any], callback: Callable[[WatchEvent[Any]], None]) -> None:
-        """Receive every watch event of ``resource`` (pods before the queue sees them), as a plugin's
-        own informer would in kube-scheduler."""
-        self.subscriptions.setdefault(resource, []).append(callback)
+    def __post_init__(self) -> None:
+        if self.evictor is None:
+            object.__setattr__(self, "evictor", EvictionService(self.backend, self.scheduler_name))
+
+    @property
+    def eviction(self) -> Evictor:
+        """The evictor (never None after construction)."""
+        assert self.evictor is not None
+        return self.evictor
+
+    def subscribe(self, resource: ResourceType[Any], listener: Listener) -> None:
+        """Shorthand for ``informers.subscribe``."""
+        self.informers.subscribe(resource, listener)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Flag, auto
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -32,6 +32,7 @@ __all__ = [
     "EnqueueExtensions",
     "FilterPlugin",
     "FilterResult",
+    "JobResolver",
     "PermitPlugin",
     "Plugin",
     "PostBindPlugin",
@@ -186,11 +187,12 @@ class QuotaRelease:
     fits_after: Callable[[Sequence[PodInfo], Sequence[PodInfo]], bool]
 
 
+@runtime_checkable
 class PreemptionExtension(Protocol):
     """A plugin that widens and budgets the victims of job-level preemption (ElasticQuota's
     reclaim: a quota claiming its min back from quotas that borrowed it), and lets a job its
-    PreFilter rejected preempt within its own quota. Registered on the Handle's
-    ``preemption_extensions``."""
+    PreFilter rejected preempt within its own quota. The Framework finds these among the
+    profile's plugins (``Handle.profile.preemption_extensions()``)."""
 
     @property
     def name(self) -> str: ...
@@ -211,6 +213,16 @@ class PreemptionExtension(Protocol):
     def eviction_budget(self, victim: PodInfo) -> tuple[str, Mapping[str, int]] | None:
         """(key, amounts): victims sharing ``key`` that are evicted only because they are
         reclaimable may release at most ``amounts`` per resource together; None: no budget."""
+        ...
+
+
+@runtime_checkable
+class JobResolver(Protocol):
+    """A plugin that knows which job a pod belongs to (Coscheduling: its gang group). The
+    Framework finds it among the profile's plugins; ``Handle.profile.job_of`` asks it."""
+
+    def job_of(self, pod: PodInfo) -> str:
+        """The job's id; a pod of no job is a job of its own (its uid)."""
         ...
 
 

@@ -11,10 +11,13 @@ what kube-scheduler's "0/50 nodes are available: ..." message counts.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -22,29 +25,82 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework import interfaces as fw
-from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint, ResolvedProfile
 from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
 
-__all__ = ["Framework", "Observer"]
+__all__ = ["Framework", "Observer", "PointObserver"]
 
 log = logging.getLogger(__name__)
 
-PLANNING: StateKey[bool] = StateKey("framework/planning")
-"""Written in the CycleState of ``feasible_rows``: the cycle evaluates a pod for a plan, not for real."""
-
 Observer = Callable[[str, str, str, float], None]
-"""(extension point, plugin, status code name, seconds)."""
+"""(extension point, plugin, status code name, seconds): one plugin call."""
+
+PointObserver = Callable[[str, str, str, float], None]
+"""(extension point, status code name, profile, seconds): every plugin of one point for one pod
+(``scheduler_framework_extension_point_duration_seconds``)."""
 
 
 def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
+def _status_of(result: Any) -> str:
+    """The status code name in whatever an extension point's runner returns."""
+    if isinstance(result, Status):
+        return result.code.name
+    if isinstance(result, fw.PostFilterResult):
+        return result.status.code.name
+    if isinstance(result, tuple):
+        found = next((r for r in result if isinstance(r, Status)), None)
+        if found is not None:
+            return found.code.name
+    return Code.SUCCESS.name
+
+
+_R = TypeVar("_R")
+
+
+def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
+    """Time all plugins of ``point`` for one pod (extension_point_duration_seconds)."""
+
+    def wrap(run: Callable[..., _R]) -> Callable[..., _R]:
+        if inspect.iscoroutinefunction(run):
+
+            @functools.wraps(run)
+            async def timed_async(self: Framework, *args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                result = await run(self, *args, **kwargs)
+                self._observe_point(
+                    point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
+                )
+                return result
+
+            return cast("Callable[..., _R]", timed_async)
+
+        @functools.wraps(run)
+        def timed(self: Framework, *args: Any, **kwargs: Any) -> _R:
+            started = time.perf_counter()
+            result = run(self, *args, **kwargs)
+            self._observe_point(
+                point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
+            )
+            return result
+
+        return timed
+
+    return wrap
+
+
 class Framework:
-    """The plugins of one profile (one schedulerName), built once."""
+    """The plugins of one profile (one schedulerName), built once.
+
+    The Framework is also what the profile offers its plugins (``handle.ProfileView``): it binds
+    the ``Handle`` it is given to itself before it builds the plugins, and finds the plugins that
+    resolve jobs or take part in preemption by their protocols, so that no plugin assigns into
+    the Handle or imports another."""
 
     def __init__(
         self,
@@ -53,11 +109,13 @@ class Framework:
         handle: Handle,
         *,
         observe: Observer = _no_observer,
+        observe_point: PointObserver = _no_observer,
     ) -> None:
         self.profile = profile
         self.scheduler_name = profile.scheduler_name
-        self.handle = handle
+        self.handle = dataclasses.replace(handle, profile=self)
         self._observe = observe
+        self._observe_point = observe_point
         self.plugins: dict[str, Any] = {}
         for refs in profile.plugins.values():
             for ref in refs:
@@ -65,7 +123,7 @@ class Framework:
                     spec = registry.get(ref.name)
                     raw_args = profile.plugin_args.get(ref.name, {})
                     args = spec.args_model.model_validate(raw_args) if spec.args_model else None
-                    self.plugins[ref.name] = spec.factory(args, handle)
+                    self.plugins[ref.name] = spec.factory(args, self.handle)
         self._points: dict[ExtensionPoint, list[Any]] = {}
         self.score_weights: dict[str, int] = {}
         for point, refs in profile.plugins.items():
@@ -83,18 +141,21 @@ class Framework:
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
             self._points[point] = plugins
-        handle.feasible_rows = self.feasible_rows
-        handle.score_rows = self.score_rows
+        self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, fw.JobResolver)]
+        self._preemption_extensions = tuple(
+            p for p in self.plugins.values() if isinstance(p, fw.PreemptionExtension)
+        )
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
         self._queue_sort: fw.QueueSortPlugin = sorts[0]
 
+    # ---- the ProfileView offered to plugins ---------------------------------------------------
+
     def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
-        """The rows every PreFilter and Filter accept for ``pod``, in a CycleState of its own marked
-        ``PLANNING`` (so a plugin that plans several pods does not recurse)."""
-        state = CycleState()
-        state.write(PLANNING, True)
+        """The rows every PreFilter and Filter accept for ``pod``, in a planning CycleState of its
+        own (so a plugin that plans several pods does not recurse)."""
+        state = CycleState(planning=True)
         status, allowed = self.run_pre_filter(state, pod, snapshot)
         rows = snapshot.candidate_rows()
         if not status.ok:
@@ -107,14 +168,23 @@ class Framework:
 
     def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         """The profile's weighted Score total for ``pod`` on ``rows`` (what the cycle would rank by)."""
-        state = CycleState()
-        state.write(PLANNING, True)
+        state = CycleState(planning=True)
         if rows.size == 0 or not self.run_pre_filter(state, pod, snapshot)[0].ok:
             return np.zeros(rows.size, dtype=np.int64)
         if not self.run_pre_score(state, pod, snapshot, rows).ok:
             return np.zeros(rows.size, dtype=np.int64)
         total, _, status = self.run_score(state, pod, snapshot, rows)
         return total if status.ok else np.zeros(rows.size, dtype=np.int64)
+
+    def job_of(self, pod: PodInfo) -> str:
+        for resolver in self._job_resolvers:
+            return resolver.job_of(pod)
+        return pod.uid
+
+    def preemption_extensions(self) -> Sequence[fw.PreemptionExtension]:
+        return self._preemption_extensions
+
+    # ---- lookup ------------------------------------------------------------------------------
 
     def has(self, point: ExtensionPoint) -> bool:
         return bool(self._points.get(point))
@@ -137,6 +207,7 @@ class Framework:
     def queue_sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
         return self._queue_sort.sort_key(pod)
 
+    @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(ExtensionPoint.PRE_ENQUEUE, [])):
             started = time.perf_counter()
@@ -151,6 +222,7 @@ class Framework:
 
     # ---- filtering ---------------------------------------------------------------------------
 
+    @_point(ExtensionPoint.PRE_FILTER)
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot
     ) -> tuple[Status, frozenset[str] | None]:
@@ -171,6 +243,7 @@ class Framework:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
         return Status.success(), allowed
 
+    @_point(ExtensionPoint.FILTER)
     def run_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray, diagnosis: fw.Diagnosis
     ) -> tuple[IntArray, Status]:
@@ -201,6 +274,7 @@ class Framework:
             rows = rows[result.feasible]
         return rows, Status.success()
 
+    @_point(ExtensionPoint.POST_FILTER)
     async def run_post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: fw.Diagnosis
     ) -> fw.PostFilterResult:
@@ -219,6 +293,7 @@ class Framework:
 
     # ---- scoring -----------------------------------------------------------------------------
 
+    @_point(ExtensionPoint.PRE_SCORE)
     def run_pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
         for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
             started = time.perf_counter()
@@ -233,6 +308,7 @@ class Framework:
                 return status
         return Status.success()
 
+    @_point(ExtensionPoint.SCORE)
     def run_score(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
@@ -257,6 +333,7 @@ class Framework:
 
     # ---- reserve / permit / bind -------------------------------------------------------------
 
+    @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
             started = time.perf_counter()
@@ -269,6 +346,7 @@ class Framework:
                 return status
         return Status.success()
 
+    @_point(ExtensionPoint.RESERVE)
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, []))):
             try:
@@ -276,6 +354,7 @@ class Framework:
             except Exception:
                 log.exception("plugin %s failed to unreserve %s", plugin.name, pod.key)
 
+    @_point(ExtensionPoint.PERMIT)
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """SUCCESS, a rejection, or WAIT (the pod is registered in ``handle.waiting_pods``)."""
         waits: dict[str, float] = {}
@@ -304,6 +383,7 @@ class Framework:
         finally:
             self.handle.waiting_pods.remove(pod.uid)
 
+    @_point(ExtensionPoint.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in cast("list[fw.PreBindPlugin]", self._points.get(ExtensionPoint.PRE_BIND, [])):
             started = time.perf_counter()
@@ -316,6 +396,7 @@ class Framework:
                 return status
         return Status.success()
 
+    @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         for plugin in cast("list[fw.BindPlugin]", self._points.get(ExtensionPoint.BIND, [])):
             started = time.perf_counter()
@@ -328,6 +409,7 @@ class Framework:
                 return status
         return Status.error("no bind plugin bound the pod")
 
+    @_point(ExtensionPoint.POST_BIND)
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         for plugin in cast("list[fw.PostBindPlugin]", self._points.get(ExtensionPoint.POST_BIND, [])):
             try:

@@ -10,7 +10,9 @@ Pick the code by what should happen next:
 - ``ERROR``: a fault (a bug, a failed call); the pod goes to backoff and the reason is logged.
 - ``WAIT``: Permit only: hold the pod until allowed, rejected or timed out.
 - ``SKIP``: PreFilter/PreScore only: the plugin has nothing to do for this pod this cycle.
-- ``PENDING``: PreEnqueue only: keep the pod out of the active queue (a gang short of members).
+- ``PENDING``: at PreEnqueue, keep the pod out of the active queue (a gang short of members); at
+  PreFilter, a plugin works on the pod off the cycle (a gang placement being solved) and will
+  activate it: the pod waits quietly, with no FailedScheduling event.
 
 The runtime, not the plugin, stamps the failing plugin's name on the status.
 """

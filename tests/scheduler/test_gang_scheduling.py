@@ -232,3 +232,69 @@ async def test_the_score_plugins_decide_among_equally_good_placements(
     finally:
         stop.set()
         await task
+
+
+async def test_plain_pods_keep_binding_while_a_gang_placement_is_solved(
+    cluster: tuple[MemoryBackend, SchedulerApp], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gang's solve runs in a worker thread: while it is held open, the scheduling loop goes
+    on binding other pods; the gang's members wait quietly (no FailedScheduling) and bind after."""
+    import threading
+
+    from scheduler import solver
+
+    backend, _ = cluster
+    release = threading.Event()
+    entered = threading.Event()
+    real_solve = solver.solve
+
+    def slow_solve(*args: Any, **kwargs: Any) -> Any:
+        entered.set()
+        release.wait(timeout=10)
+        return real_solve(*args, **kwargs)
+
+    monkeypatch.setattr(solver, "solve", slow_solve)
+    backend.apply(PODGROUPS, pod_group("job", 2))
+    for i in range(2):
+        backend.apply(PODS, member(f"w{i}", group="job", cpu="1"))
+    for _ in range(250):
+        if entered.is_set():
+            break
+        await asyncio.sleep(0.02)
+    assert entered.is_set(), "the gang's placement never started"
+    for i in range(3):
+        backend.apply(PODS, member(f"plain-{i}", cpu="1"))
+    for _ in range(250):
+        if {"plain-0", "plain-1", "plain-2"} <= set(bound(backend)):
+            break
+        await asyncio.sleep(0.02)
+    assert {"plain-0", "plain-1", "plain-2"} <= set(bound(backend)), "the loop waited for the gang's solve"
+    assert not {"w0", "w1"} & set(bound(backend))
+    failed = [
+        e for e in backend.events if e.reason == "FailedScheduling" and e.regarding.name in ("w0", "w1")
+    ]
+    assert not failed, [e.message for e in failed]
+    release.set()
+    for _ in range(250):
+        if {"w0", "w1"} <= set(bound(backend)):
+            break
+        await asyncio.sleep(0.02)
+    assert {"w0", "w1"} <= set(bound(backend))
+
+
+async def test_every_extension_point_of_a_cycle_is_timed(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    """``scheduler_framework_extension_point_duration_seconds`` is observed by the runtime, per
+    extension point and profile, as kube-scheduler observes it."""
+    backend, app = cluster
+    backend.apply(PODS, member("timed", cpu="1"))
+    for _ in range(250):
+        if "timed" in bound(backend):
+            break
+        await asyncio.sleep(0.02)
+    text = app.metrics.exposition().decode()
+    for point in ("PreFilter", "Filter", "Score", "Reserve", "Permit", "PreBind", "Bind"):
+        line = (
+            "scheduler_framework_extension_point_duration_seconds_count"
+            f'{{extension_point="{point}",profile="koord-scheduler",status="Success"}}'
+        )
+        assert line in text, point

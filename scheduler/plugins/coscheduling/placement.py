@@ -12,7 +12,7 @@ left out (it cannot host a topology gang).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from scheduler.solver.problem import (
     TopologyLayer,
 )
 
-__all__ = ["TopologyError", "build_problem", "layer_chain"]
+__all__ = ["TopologyError", "build_problem", "layer_chain", "problem_resources"]
 
 NODE_LAYER = "NodeTopologyLayer"
 CLUSTER_LAYER = "ClusterTopologyLayer"
@@ -94,6 +94,11 @@ def _placement_signature(pod: PodInfo) -> str:
     return "\x00".join(parts)
 
 
+def problem_resources(members: Sequence[PodInfo]) -> tuple[str, ...]:
+    """The resources of a placement problem (and the order of its vectors): what members ask for."""
+    return tuple(sorted({r for m in members for r in m.requests}))
+
+
 def build_problem(
     gang_id: str,
     members: Sequence[PodInfo],
@@ -104,10 +109,18 @@ def build_problem(
     spec: topology_ext.NetworkTopologySpec | None,
     options: SolveOptions,
     score_rows: ScoreRows | None = None,
+    held: Mapping[str, Sequence[int]] | None = None,
+    also_nodes: Sequence[str] = (),
 ) -> PlacementProblem:
-    """The placement problem of ``members`` (a gang group's pending pods, in rank order)."""
+    """The placement problem of ``members`` (a gang group's pending pods, in rank order).
+
+    For preemption, the snapshot has the candidate victims removed (so Filter sees the room they
+    would free) and ``held`` gives, per node, what those victims hold (in ``problem_resources``
+    order): a node's free room in the problem is what it has with the victims still there, and the
+    solver adds back what it evicts. ``also_nodes`` are kept in the problem although no member
+    passes Filter on them (their victims only count towards a quota release); not with layers."""
     table = snapshot.table
-    resources = tuple(sorted({r for m in members for r in m.requests}))
+    resources = problem_resources(members)
     cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
 
     # Members are alike when their requests and everything Filter reads of them are equal; one
@@ -150,8 +163,13 @@ def build_problem(
 
     nodes: list[NodeSpec] = []
     ordered = np.array(sorted(candidate_rows), dtype=np.int64)
-    free = table.free(ordered, cols) if ordered.size else np.zeros((0, len(resources)), dtype=np.int64)
-    for row, vector in zip(ordered.tolist(), free.tolist(), strict=True):
+    extra = (
+        [] if layers else [table.row[n] for n in dict.fromkeys(also_nodes) if table.row.get(n) is not None]
+    )
+    extra = [r for r in extra if r not in candidate_rows]
+    rows_all = np.concatenate([ordered, np.array(extra, dtype=np.int64)])
+    free = table.free(rows_all, cols) if rows_all.size else np.zeros((0, len(resources)), dtype=np.int64)
+    for row, vector in zip(rows_all.tolist(), free.tolist(), strict=True):
         info = snapshot.node_at(row)
         path: tuple[str, ...] = ()
         if chain:
@@ -159,7 +177,10 @@ def build_problem(
             if found is None:
                 continue  # outside the topology tree: cannot host a topology gang
             path = found
-        nodes.append(NodeSpec(info.name, ResourceVector(tuple(max(0, v) for v in vector)), path))
+        values = [max(0, v) for v in vector]
+        if held is not None and info.name in held:
+            values = [v - h for v, h in zip(values, held[info.name], strict=True)]
+        nodes.append(NodeSpec(info.name, ResourceVector(tuple(values)), path))
     present = {n.name for n in nodes}
     node_scores: dict[str, int] = {}
     if score_rows is not None and ordered.size:

@@ -22,16 +22,13 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from apis.core import Pod
 from apis.extension import gang as gang_ext
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
-from scheduler import solver
 from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventRecord, EventType, ObjectRef, WatchEvent
 from scheduler.background import BackgroundTasks
-from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
@@ -40,6 +37,7 @@ from scheduler.framework.interfaces import (
     ClusterEvent,
     Diagnosis,
     EnqueueExtensions,
+    JobResolver,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
@@ -52,13 +50,12 @@ from scheduler.framework.interfaces import (
     QuotaRelease,
     ReservePlugin,
 )
-from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
-from scheduler.plugins.coscheduling.gangs import Gang, GangGroup, Gangs, gang_name_of
-from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
+from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of
+from scheduler.plugins.coscheduling.group_placement import GroupPlanner
 from scheduler.plugins.coscheduling.preemption import JobPreemption
-from scheduler.solver.problem import Infeasible, Plan, SolveOptions
+from scheduler.solver.problem import SolveOptions
 
 __all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
 
@@ -75,6 +72,7 @@ class Coscheduling(
     PreBindPlugin,
     PostBindPlugin,
     EnqueueExtensions,
+    JobResolver,
 ):
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self.args = args
@@ -87,10 +85,16 @@ class Coscheduling(
         self.options = SolveOptions(
             time_limit_seconds=args.solver_time_limit_seconds, strategy=args.placement_strategy
         )
+        self.planner = GroupPlanner(
+            handle,
+            self.options,
+            aware_network_topology=args.aware_network_topology,
+            topology=lambda: self.topology,
+            report=self._report_on_pod_groups,
+        )
         handle.subscribe(PODS, self._on_pod_event)
         handle.subscribe(PODGROUPS, self._on_pod_group_event)
         handle.subscribe(TOPOLOGIES, self._on_topology_event)
-        handle.job_of = self.job_of
         self.preemption: JobPreemption | None = None
         if args.enable_preemption:
             self.preemption = JobPreemption(
@@ -167,7 +171,7 @@ class Coscheduling(
     # ---- filtering ---------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
-        if state.get(PLANNING):
+        if state.planning:
             return PreFilterResult(Status.skip())  # evaluating a member for the group's plan
         gang = self.gangs.gang_of(pod)
         if gang is None:
@@ -182,61 +186,14 @@ class Coscheduling(
             return PreFilterResult(Status.unresolvable(problem))
         planned = group.plan.get(pod.uid)
         if planned is None:
-            failure = self._plan(gang, group, snapshot)
+            members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
+            failure = self.planner.plan(gang, group, members, snapshot)
             if failure is not None:
                 return PreFilterResult(failure)
             planned = group.plan.get(pod.uid)
         if planned is None:
             return PreFilterResult(Status.error(f"the placement of gang group {group.id} left out {pod.key}"))
         return PreFilterResult(node_names=frozenset({planned}))
-
-    def _plan(self, gang: Gang, group: GangGroup, snapshot: Snapshot) -> Status | None:
-        """Place every pending member of the group at once; None on success (``group.plan`` set).
-
-        An infeasible group is not solved again until something free in the cluster changes
-        (``snapshot.version``), so its members fail fast with the same explanation."""
-        if group.failure is not None and group.failure_version == snapshot.version:
-            return Status.unschedulable(group.failure)
-        members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
-        feasible_rows = self.handle.feasible_rows
-        if not members or feasible_rows is None:
-            return None
-        spec = gang.topology_spec if self.args.aware_network_topology else None
-        if spec is not None and self.topology is None:
-            return Status.unresolvable(
-                f"gang {gang.id} asks for network topology, "
-                "but there is no ClusterNetworkTopology named default"
-            )
-        try:
-            problem = build_problem(
-                group.id,
-                members,
-                snapshot,
-                lambda member: feasible_rows(member, snapshot),
-                topology=self.topology if spec is not None else None,
-                spec=spec,
-                options=self.options,
-                score_rows=self._score_rows(snapshot),
-            )
-        except TopologyError as exc:
-            return Status.unresolvable(f"gang {gang.id}: {exc}")
-        fell_back = False
-
-        def fallback(_: object) -> None:
-            nonlocal fell_back
-            fell_back = True
-
-        result = solver.solve(problem, on_fallback=fallback)
-        status = result.status if isinstance(result, Plan) else "INFEASIBLE"
-        self.handle.observe_solver(self.options.strategy, status, result.solve_seconds, fell_back)
-        if isinstance(result, Infeasible):
-            group.failure, group.failure_version = result.message, snapshot.version
-            self._report_on_pod_groups(gang, result.message)
-            return Status.unschedulable(result.message)
-        group.plan = dict(result.assignment)
-        group.failure = None
-        self.handle.activate(set(group.plan))  # the other members are next in line
-        return None
 
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
@@ -255,7 +212,7 @@ class Coscheduling(
         if diagnosis.pre_filter_message is not None and NAME not in diagnosis.rejecting_plugins:
             # Another plugin's PreFilter rejected the job for every node: only a plugin that says
             # what evictions would free (a quota: its own lower-priority pods) makes preemption help.
-            extensions: list[PreemptionExtension] = self.handle.preemption_extensions
+            extensions = self.handle.profile.preemption_extensions()
             admit = next((e for e in extensions if e.name in diagnosis.rejecting_plugins), None)
             release = admit.quota_release(pod, members) if admit is not None else None
             if self.preemption is None or release is None:
@@ -286,7 +243,7 @@ class Coscheduling(
             if outcome.status.ok or outcome.holds:
                 # Victims are going (now or from an earlier preemption): members keep their
                 # nominations and those waiting at Permit keep their places.
-                group.plan.clear()
+                self.planner.drop(group)
                 return PostFilterResult(outcome.status, outcome.nominated_node)
         if diagnosis.pre_filter_message is not None:
             # The group's own placement failed at PreFilter: ``group.failure`` already says why, and
@@ -297,7 +254,7 @@ class Coscheduling(
             f"gang group {group.id} rejected because member {pod.key} is unschedulable: "
             f"{diagnosis.message()} (members already waiting: {waiting})"
         )
-        group.plan.clear()
+        self.planner.drop(group)
         if gang.mode == gang_ext.GANG_MODE_STRICT:
             self._reject_waiting(gang, group.failure)
         return PostFilterResult(Status.unschedulable(group.failure))
@@ -313,7 +270,7 @@ class Coscheduling(
             return
         gang.waiting.discard(pod.uid)
         group = self.gangs.group(gang)
-        group.plan.pop(pod.uid, None)
+        self.planner.drop(group, (pod.uid,))
         if not group.once_satisfied and gang.mode == gang_ext.GANG_MODE_STRICT:
             self._reject_waiting(
                 gang, f"gang group {group.id} rolled back: member {pod.key} could not be bound"
@@ -335,12 +292,6 @@ class Coscheduling(
                     waiting.allow(NAME)
         self.gangs.group(gang).failure = None
         return Status.success(), 0.0
-
-    def _score_rows(self, snapshot: Snapshot) -> Callable[[PodInfo, IntArray], IntArray] | None:
-        score_rows = self.handle.score_rows
-        if score_rows is None:
-            return None
-        return lambda member, rows: score_rows(member, snapshot, rows)
 
     def _report_on_pod_groups(self, gang: Gang, message: str) -> None:
         """The group's placement failed: say so on each PodGroup of the group too (once per message),

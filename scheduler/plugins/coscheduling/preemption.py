@@ -30,15 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from apis.core import PodDisruptionBudget
 from apis.extension import preemption as preemption_ext
@@ -46,15 +42,16 @@ from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
-from scheduler.backend.base import PDBS, BackendError, EventRecord, NotFound, ObjectRef, WatchEvent
+from scheduler.backend.base import PDBS, WatchEvent
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
-from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
-from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSelection, VictimSpec
+from scheduler.plugins.coscheduling.victims import VictimProblemBuilder
+from scheduler.solver import PreemptionProblem, SolveOptions, VictimSelection
 
 __all__ = ["JobPreemption", "Outcome", "VictimFilter"]
 
@@ -146,8 +143,11 @@ class JobPreemption:
         admitting = (
             admit.admitting({m.uid for m in members}) if admit is not None else contextlib.nullcontext()
         )
+        builder = VictimProblemBuilder(self.handle.profile, self.options, self._budget, self._pdbs)
         with admitting:
-            problem = self._problem(trigger, job, members, candidates, snapshot, topology, spec, release)
+            problem = builder.build(
+                trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
+            )
         if isinstance(problem, str):
             return Outcome(Status.unresolvable(), problem)
         fell_back = False
@@ -161,11 +161,11 @@ class JobPreemption:
         # so watches and bindings go on meanwhile; what changed by then is re-read in _execute.
         selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
         status = selection.status if selection is not None else "INFEASIBLE"
-        self.handle.observe_solver(
+        self.handle.solver_metrics.solved(
             f"preemption-{self.options.strategy}", status, time.perf_counter() - started, fell_back
         )
         if selection is None:
-            self.handle.observe_preemption(0)
+            self.handle.solver_metrics.preemption(0)
             what = f"gang group {job}" if len(members) > 1 or job != trigger.uid else f"pod {trigger.key}"
             if not candidates:
                 return Outcome(Status.unschedulable(), "no pod may be evicted for it: nothing was evicted.")
@@ -203,15 +203,13 @@ class JobPreemption:
         return pod.priority < trigger.priority or self._reclaimable(trigger, pod)
 
     def _reclaimable(self, trigger: PodInfo, pod: PodInfo) -> bool:
-        extensions: list[PreemptionExtension] = self.handle.preemption_extensions
-        return any(ext.reclaimable(trigger, pod) for ext in extensions)
+        return any(ext.reclaimable(trigger, pod) for ext in self.handle.profile.preemption_extensions())
 
     def _budget(self, trigger: PodInfo, pod: PodInfo) -> tuple[str, Mapping[str, int]] | None:
         """A victim that is not of lower priority is only reclaimed: it counts against a budget."""
         if pod.priority < trigger.priority:
             return None
-        extensions: list[PreemptionExtension] = self.handle.preemption_extensions
-        for ext in extensions:
+        for ext in self.handle.profile.preemption_extensions():
             found = ext.eviction_budget(pod)
             if found is not None:
                 return found
@@ -239,117 +237,6 @@ class JobPreemption:
                 return f"waiting for {len(going)} terminating pod(s) on nominated node {node}."
         return None
 
-    def _problem(
-        self,
-        trigger: PodInfo,
-        job: str,
-        members: Sequence[PodInfo],
-        candidates: Sequence[PodInfo],
-        snapshot: Snapshot,
-        topology: ClusterNetworkTopology | None,
-        spec: NetworkTopologySpec | None,
-        release: QuotaRelease | None = None,
-    ) -> PreemptionProblem | str:
-        feasible_rows = self.handle.feasible_rows
-        if feasible_rows is None:
-            return "the profile cannot evaluate members (no framework)."
-        restore = snapshot.simulate_removal(candidates)
-        try:
-            placement = build_problem(
-                job,
-                members,
-                snapshot,
-                lambda member: feasible_rows(member, snapshot),
-                topology=topology,
-                spec=spec,
-                options=self.options,
-            )
-        except TopologyError as exc:
-            return f"gang {job}: {exc}"
-        finally:
-            restore()
-        released: dict[str, list[int]] = {}
-        victims: list[VictimSpec] = []
-        nodes = {n.name for n in placement.nodes}
-        pdbs = self._pdbs_of(candidates)
-        budgets: dict[str, ResourceVector] = {}
-        extra_nodes: dict[str, solver.NodeSpec] = {}
-        for pod in candidates:
-            node = snapshot.node_of(pod.uid)
-            if node is None:
-                continue
-            if node not in nodes:
-                # A node no member can use: its victims only count towards a quota release.
-                if release is None or placement.layers:
-                    continue
-                if node not in extra_nodes:
-                    free = snapshot.table.free(
-                        np.array([snapshot.table.row[node]], dtype=np.int64),
-                        np.array([snapshot.table.column_of(r) for r in placement.resources], dtype=np.int64),
-                    )[0]
-                    extra_nodes[node] = solver.NodeSpec(node, ResourceVector(tuple(int(x) for x in free)))
-            request = ResourceVector(tuple(pod.requests.get(r, 0) for r in placement.resources))
-            amounts = released.setdefault(node, [0] * len(placement.resources))
-            for i, amount in enumerate(request.values):
-                amounts[i] += amount
-            budget = self._budget(trigger, pod)
-            if budget is not None:
-                budgets[budget[0]] = ResourceVector(
-                    tuple(budget[1].get(r, 0) if r in budget[1] else 2**62 for r in placement.resources)
-                )
-            victims.append(
-                VictimSpec(
-                    uid=pod.uid,
-                    name=pod.key,
-                    node=node,
-                    request=request,
-                    priority=pod.priority,
-                    job=self.handle.job_of(pod),
-                    pdbs=pdbs.get(pod.uid, ()),
-                    budget=budget[0] if budget is not None else None,
-                    release=release.key if release is not None and release.holds(pod) else None,
-                )
-            )
-        # build_problem saw the nodes with every candidate gone: put the victims back.
-        nodes_now = tuple(
-            solver.NodeSpec(n.name, n.free - ResourceVector(tuple(released[n.name])), n.path)
-            if n.name in released
-            else n
-            for n in placement.nodes
-        )
-        placement = solver.PlacementProblem(
-            gang=placement.gang,
-            resources=placement.resources,
-            pod_groups=placement.pod_groups,
-            nodes=nodes_now + tuple(extra_nodes.values()),
-            feasible_nodes=placement.feasible_nodes,
-            layers=placement.layers,
-            options=placement.options,
-        )
-        jobs = {v.job for v in victims}
-        sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.handle.job_of(p)) in jobs)
-        allowed = {name: self._pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
-        releases = {}
-        if release is not None:
-            releases[release.key] = ResourceVector(
-                tuple(release.amounts.get(r, 0) for r in placement.resources)
-            )
-        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases)
-
-    def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
-        out: dict[str, tuple[str, ...]] = {}
-        for pod in pods:
-            names = tuple(
-                name
-                for name, pdb in sorted(self._pdbs.items())
-                if (pdb.metadata.namespace or "default") == pod.namespace
-                and pdb.spec.selector is not None
-                and pdb.spec.selector.matches(pod.labels)
-            )
-            if names:
-                out[pod.uid] = names
-        return out
-
     def _summary(self, job: str, trigger: PodInfo, selection: VictimSelection, snapshot: Snapshot) -> str:
         nodes = sorted({n for uid in selection.victims if (n := snapshot.node_of(uid))})
         who = f"gang group {job}" if job != trigger.uid else f"pod {trigger.key}"
@@ -368,7 +255,7 @@ class JobPreemption:
         selection: VictimSelection,
         snapshot: Snapshot,
     ) -> None:
-        self.handle.observe_preemption(len(selection.victims))
+        self.handle.solver_metrics.preemption(len(selection.victims))
         victims = [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None]
         placed = dict(selection.assignment)
         self._records[job] = _Record(frozenset(selection.victims), placed)
@@ -376,7 +263,7 @@ class JobPreemption:
             node = placed.get(member.uid)
             if node is None:
                 continue
-            self.handle.nominate(member, node)
+            self.handle.nominator.nominate(member, node)
             if member.uid != trigger.uid:  # the loop writes the trigger pod's status itself
                 self._spawn(self._set_nominated(member, node))
         for victim in victims:
@@ -397,67 +284,18 @@ class JobPreemption:
             log.info("could not write the nominated node of %s: %s", member.key, exc)
 
     async def _evict(self, victim: PodInfo, preemptor: PodInfo, node: str) -> None:
-        backend = self.handle.backend
-        reason = f"preempted by {preemptor.key} on node {node}"
-        try:
-            if self.soft_eviction:
-                spec = preemption_ext.SoftEvictionSpec.model_validate(
-                    {
-                        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                        "initiator": self.handle.scheduler_name,
-                        "reason": reason,
-                        "deleteOptions": {},
-                    }
-                )
-                await backend.patch_pod(
-                    victim.pod,
-                    {
-                        "metadata": {
-                            "labels": {preemption_ext.ANNOTATION_SOFT_EVICTION: SOFT_EVICTION_LABEL_VALUE},
-                            "annotations": {
-                                preemption_ext.ANNOTATION_SOFT_EVICTION: json.dumps(
-                                    spec.to_wire(), separators=(",", ":")
-                                )
-                            },
-                        }
-                    },
-                )
-            else:
-                await backend.patch_pod_status(victim.pod, {"status": {"conditions": [_disruption_target()]}})
-                try:
-                    await backend.evict(victim.pod)
-                except NotFound:
-                    return
-                except BackendError as exc:
-                    if exc.status != 429:
-                        raise
-                    # A PodDisruptionBudget refuses; the solver only chose this victim because
-                    # every other choice cost more, so delete it as kube-scheduler's preemption does.
-                    await backend.delete_pod(victim.pod)
-        except NotFound:
-            return
-        except Exception as exc:
-            log.warning("could not evict %s (%s): %s", victim.key, reason, exc)
-            return
-        await backend.record_event(
-            EventRecord(
-                regarding=ObjectRef(kind="Pod", namespace=victim.namespace, name=victim.name, uid=victim.uid),
-                type="Normal",
+        await self.handle.eviction.evict(
+            EvictionRequest(
+                pod=victim,
                 reason="Preempted",
                 action="Preempting",
                 message=f"Preempted by pod {preemptor.key} ({preemptor.uid}) on node {node}",
+                node=node,
+                disruption_reason=PREEMPTION_BY_SCHEDULER,
+                delete_if_refused=True,
+                soft=self.soft_eviction,
             )
         )
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._background.spawn(coro)
-
-
-def _disruption_target() -> dict[str, str]:
-    return {
-        "type": DISRUPTION_TARGET,
-        "status": "True",
-        "reason": PREEMPTION_BY_SCHEDULER,
-        "message": "koord-scheduler: preempting to accommodate a higher priority job",
-        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }

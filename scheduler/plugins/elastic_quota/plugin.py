@@ -35,26 +35,23 @@ from scheduler.backend.base import (
     ELASTICQUOTAPROFILES,
     ELASTICQUOTAS,
     PODS,
-    BackendError,
-    EventRecord,
     EventType,
-    NotFound,
-    ObjectRef,
     WatchEvent,
 )
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
     EnqueueExtensions,
+    PreemptionExtension,
     PreFilterPlugin,
     PreFilterResult,
     QuotaRelease,
     ReservePlugin,
 )
-from scheduler.framework.runtime import PLANNING
 from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
@@ -94,7 +91,7 @@ def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str]) -> dict[str, int]
     return total
 
 
-class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
+class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, PreemptionExtension):
     """Hierarchical elastic quota at PreFilter and Reserve.
 
     The API job-level preemption (quota reclaim) uses, all pure reads of the current state:
@@ -141,7 +138,6 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
                 interval_seconds=max(parse_go_duration_ns(args.revoke_pod_interval) / 1e9, 0.01),
                 clock=handle.clock,
             )
-        handle.preemption_extensions.append(self)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
         handle.subscribe(PODS, self._on_pod_event)
@@ -186,25 +182,11 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
 
     async def _revoke(self, pod: PodInfo, quota: str) -> None:
         """Evict one pod of an overused quota (Eviction API: a PodDisruptionBudget may refuse)."""
-        backend = self.handle.backend
-        try:
-            await backend.evict(pod.pod)
-        except NotFound:
-            return
-        except BackendError as exc:
-            log.info("revoking %s of quota %s: %s", pod.key, quota, exc)
-            return
-        log.info(
-            "revoked %s: quota %s used more than its runtime for longer than %s",
-            pod.key,
-            quota,
-            self.args.delay_evict_time,
-        )
-        await backend.record_event(
-            EventRecord(
-                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
-                type="Warning",
+        going = await self.handle.eviction.evict(
+            EvictionRequest(
+                pod=pod,
                 reason="QuotaRevoked",
+                event_type="Warning",
                 action="Evicting",
                 message=(
                     f"quota {quota} used more than its runtime for longer than "
@@ -212,6 +194,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
                 ),
             )
         )
+        if going:
+            log.info(
+                "revoked %s: quota %s used more than its runtime for longer than %s",
+                pod.key,
+                quota,
+                self.args.delay_evict_time,
+            )
 
     def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
         self._start_revoke()
@@ -264,7 +253,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions):
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         quota = self._quota_name(pod)
-        if pod.uid in self._admitting and state.get(PLANNING):
+        if pod.uid in self._admitting and state.planning:
             # Preemption is planning this job with its quota freed by the victims it will choose.
             forest = self._current(snapshot)
             return PreFilterResult(node_names=forest.tree_nodes.get(forest.tree_of.get(quota, "")))

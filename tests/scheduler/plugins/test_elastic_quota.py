@@ -76,7 +76,7 @@ class World:
             self.feed(resource, WatchEvent(EventType.REPLACED, objects=()))
 
     def feed(self, resource: ResourceType[Any], event: WatchEvent[Any]) -> None:
-        for callback in self.handle.subscriptions[resource]:
+        for callback in self.handle.informers.listeners(resource):
             callback(event)
 
     def quotas(self, *quotas: ElasticQuotaObject) -> None:

@@ -1,0 +1,129 @@
+"""From the scheduler's view to a victim-selection problem, built once.
+
+With every candidate victim removed from the cycle's view, each class of the job's pending
+members runs the profile's PreFilter and Filter (``ProfileView.feasible_rows``), so every Filter
+of the members is honoured with the room the victims would free. Each node's free room is given as
+it is with the victims still there (``held``), and the victims on each node with their priority,
+job (a gang group is one job), PodDisruptionBudgets, reclaim budget and quota release; the solver
+(``scheduler.solver.select_victims``) then picks which to evict.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from apis.core import PodDisruptionBudget
+from apis.extension.networktopology import NetworkTopologySpec
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.handle import ProfileView
+from scheduler.framework.interfaces import QuotaRelease
+from scheduler.plugins.coscheduling.placement import TopologyError, build_problem, problem_resources
+from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSpec
+
+__all__ = ["BudgetOf", "VictimProblemBuilder"]
+
+BudgetOf = Callable[[PodInfo, PodInfo], tuple[str, Mapping[str, int]] | None]
+"""(preemptor, victim) -> the reclaim budget the victim counts against (None: none)."""
+
+UNLIMITED = 2**62
+
+
+@dataclass(frozen=True)
+class VictimProblemBuilder:
+    profile: ProfileView
+    options: SolveOptions
+    budget_of: BudgetOf
+    pdbs: Mapping[str, PodDisruptionBudget]
+    """Every PodDisruptionBudget by ``namespace/name``."""
+
+    def build(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        candidates: Sequence[PodInfo],
+        snapshot: Snapshot,
+        *,
+        topology: ClusterNetworkTopology | None,
+        spec: NetworkTopologySpec | None,
+        release: QuotaRelease | None,
+    ) -> PreemptionProblem | str:
+        """The problem, or why it cannot be posed (a broken topology)."""
+        resources = problem_resources(members)
+        held: dict[str, list[int]] = {}
+        located: list[tuple[PodInfo, str]] = []
+        for pod in candidates:
+            node = snapshot.node_of(pod.uid)
+            if node is None:
+                continue
+            located.append((pod, node))
+            amounts = held.setdefault(node, [0] * len(resources))
+            for i, resource in enumerate(resources):
+                amounts[i] += pod.requests.get(resource, 0)
+        restore = snapshot.simulate_removal(candidates)
+        try:
+            placement = build_problem(
+                job,
+                members,
+                snapshot,
+                lambda member: self.profile.feasible_rows(member, snapshot),
+                topology=topology,
+                spec=spec,
+                options=self.options,
+                held=held,
+                also_nodes=[node for _, node in located] if release is not None else (),
+            )
+        except TopologyError as exc:
+            return f"gang {job}: {exc}"
+        finally:
+            restore()
+        nodes = {n.name for n in placement.nodes}
+        pdbs = self._pdbs_of([pod for pod, _ in located])
+        budgets: dict[str, ResourceVector] = {}
+        victims: list[VictimSpec] = []
+        for pod, node in located:
+            if node not in nodes:
+                continue  # a node no member can use, and no quota release to count it towards
+            budget = self.budget_of(trigger, pod)
+            if budget is not None:
+                budgets[budget[0]] = ResourceVector(
+                    tuple(budget[1].get(r, 0) if r in budget[1] else UNLIMITED for r in resources)
+                )
+            victims.append(
+                VictimSpec(
+                    uid=pod.uid,
+                    name=pod.key,
+                    node=node,
+                    request=ResourceVector(tuple(pod.requests.get(r, 0) for r in resources)),
+                    priority=pod.priority,
+                    job=self.profile.job_of(pod),
+                    pdbs=pdbs.get(pod.uid, ()),
+                    budget=budget[0] if budget is not None else None,
+                    release=release.key if release is not None and release.holds(pod) else None,
+                )
+            )
+        jobs = {v.job for v in victims}
+        sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.profile.job_of(p)) in jobs)
+        allowed = {name: self.pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
+        releases = {}
+        if release is not None:
+            releases[release.key] = ResourceVector(tuple(release.amounts.get(r, 0) for r in resources))
+        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases)
+
+    def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for pod in pods:
+            names = tuple(
+                name
+                for name, pdb in sorted(self.pdbs.items())
+                if (pdb.metadata.namespace or "default") == pod.namespace
+                and pdb.spec.selector is not None
+                and pdb.spec.selector.matches(pod.labels)
+            )
+            if names:
+                out[pod.uid] = names
+        return out
