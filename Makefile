@@ -15,7 +15,7 @@ define pytest
 endef
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools crds check-crds cluster up down lint unit e2e test clean
+.PHONY: help venv tools crds check-crds rbac cluster up down lint unit e2e test clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ crds: venv ## regenerate crds/ and the chart's crds/ from the pydantic models
 
 check-crds: venv ## fail if crds/ differs from what the models generate
 	$(PY) -m apis.crdgen --check
+
+rbac: venv ## regenerate the chart's koord-scheduler RBAC from the rules declared next to each plugin
+	$(PY) -m scheduler.rbacgen
 
 cluster: venv tools ## start the local control plane with KWOK fake nodes (e2e/clusters/dev.yaml)
 	$(PY) -m e2e.cluster up

@@ -15,15 +15,36 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from apis.extension import preemption as preemption_ext
-from scheduler.backend.base import BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
+from scheduler.backend.base import PODS, BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
 from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.rbac import PolicyRule
 
-__all__ = ["DISRUPTION_TARGET", "EvictionRequest", "EvictionService", "Evictor"]
+__all__ = ["DISRUPTION_TARGET", "EVICTION_RULES", "EvictionRequest", "EvictionService", "Evictor"]
 
 log = logging.getLogger(__name__)
 
 DISRUPTION_TARGET = "DisruptionTarget"
 SOFT_EVICTION_LABEL_VALUE = "true"
+
+EVICTION_RULES = (
+    PolicyRule.on(
+        PODS, "create", subresource="eviction", why="Evictions go through the Eviction API (policy/v1)."
+    ),
+    PolicyRule.on(
+        PODS,
+        "patch",
+        subresource="status",
+        why="The DisruptionTarget condition is written on a victim before it is evicted.",
+    ),
+    PolicyRule.on(
+        PODS,
+        "delete",
+        why="A victim whose PodDisruptionBudget refuses the eviction may be deleted, as kube-scheduler's "
+        "preemption does.",
+    ),
+    PolicyRule.on(PODS, "patch", why="Soft eviction only labels and annotates the pod for a custom evictor."),
+)
+"""What a plugin that evicts through the ``Evictor`` adds to its own ``RBAC``."""
 
 
 @dataclass(frozen=True, slots=True)

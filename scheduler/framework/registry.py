@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Plugin
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint
+from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["PluginSpec", "Registry"]
 
@@ -22,6 +23,9 @@ class PluginSpec:
     factory: Callable[[Any, Handle], Plugin]
     """``new(args, handle)``: args is an instance of ``args_model`` (None when it has none)."""
     args_model: type[BaseModel] | None = None
+    rbac: tuple[PolicyRule, ...] = ()
+    """The API permissions the plugin needs beyond the core's (``scheduler.rbacgen.CORE_RULES``),
+    declared as ``RBAC`` in the plugin's module."""
 
 
 class Registry:
@@ -47,6 +51,9 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._specs)
+
+    def specs(self) -> list[PluginSpec]:
+        return [self._specs[name] for name in sorted(self._specs)]
 
     def implements(self, name: str) -> set[ExtensionPoint]:
         """The extension points plugin ``name`` can be enabled at, from its factory's return type

@@ -49,10 +49,10 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(node_unschedulable.NAME, node_unschedulable.new),
         PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
         PluginSpec(taint_toleration.NAME, taint_toleration.new),
-        PluginSpec(default_binder.NAME, default_binder.new),
+        PluginSpec(default_binder.NAME, default_binder.new, rbac=default_binder.RBAC),
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
-        PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs),
-        PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs),
+        PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
+        PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
     ]
 )
 

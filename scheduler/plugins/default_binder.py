@@ -6,16 +6,18 @@ went wrong, so that the binder forgets the assumed pod and the pod goes to backo
 
 from __future__ import annotations
 
-from scheduler.backend.base import BackendError, Conflict, NotFound
+from scheduler.backend.base import PODS, BackendError, Conflict, NotFound
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import BindPlugin, ClusterEvent
+from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "DefaultBinder", "new"]
+__all__ = ["NAME", "RBAC", "DefaultBinder", "new"]
 
 NAME = "DefaultBinder"
+RBAC = (PolicyRule.on(PODS, "create", subresource="binding", why="Binding: the pods/binding subresource."),)
 
 
 class DefaultBinder(BindPlugin):

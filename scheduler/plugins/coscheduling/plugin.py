@@ -27,11 +27,21 @@ from apis.core import Pod
 from apis.extension import gang as gang_ext
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
-from scheduler.backend.base import PODGROUPS, PODS, TOPOLOGIES, EventRecord, EventType, ObjectRef, WatchEvent
+from scheduler.backend.base import (
+    PDBS,
+    PODGROUPS,
+    PODS,
+    TOPOLOGIES,
+    EventRecord,
+    EventType,
+    ObjectRef,
+    WatchEvent,
+)
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -50,6 +60,7 @@ from scheduler.framework.interfaces import (
     QuotaRelease,
     ReservePlugin,
 )
+from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of
@@ -57,9 +68,16 @@ from scheduler.plugins.coscheduling.group_placement import GroupPlanner
 from scheduler.plugins.coscheduling.preemption import JobPreemption
 from scheduler.solver.problem import SolveOptions
 
-__all__ = ["NAME", "Coscheduling", "CoschedulingArgs", "new"]
+__all__ = ["NAME", "RBAC", "Coscheduling", "CoschedulingArgs", "new"]
 
 NAME = "Coscheduling"
+RBAC = (
+    PolicyRule.watching(PODGROUPS, why="Gangs: PodGroups (Coscheduling's informer)."),
+    PolicyRule.watching(TOPOLOGIES, why="The network topology gangs are placed on."),
+    PolicyRule.on(PODS, "patch", why="PreBind annotations: the gang-group id and member count."),
+    PolicyRule.watching(PDBS, why="Job-level preemption weighs PodDisruptionBudgets when it picks victims."),
+    *EVICTION_RULES,
+)
 log = logging.getLogger(__name__)
 
 

@@ -7,6 +7,6 @@ preemption uses). The quota math itself is ``scheduler.quota``.
 """
 
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
-from scheduler.plugins.elastic_quota.plugin import NAME, ElasticQuota, new
+from scheduler.plugins.elastic_quota.plugin import NAME, RBAC, ElasticQuota, new
 
-__all__ = ["NAME", "ElasticQuota", "ElasticQuotaArgs", "new"]
+__all__ = ["NAME", "RBAC", "ElasticQuota", "ElasticQuotaArgs", "new"]

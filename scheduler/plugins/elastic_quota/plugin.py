@@ -41,7 +41,7 @@ from scheduler.backend.base import (
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.eviction import EvictionRequest
+from scheduler.framework.eviction import EVICTION_RULES, EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -52,6 +52,7 @@ from scheduler.framework.interfaces import (
     QuotaRelease,
     ReservePlugin,
 )
+from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
@@ -69,9 +70,21 @@ from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, paylo
 from scheduler.quota import Figures, Usage
 from scheduler.quota.tree import Resources
 
-__all__ = ["NAME", "ElasticQuota", "new"]
+__all__ = ["NAME", "RBAC", "ElasticQuota", "new"]
 
 NAME = "ElasticQuota"
+RBAC = (
+    PolicyRule.on(
+        ELASTICQUOTAS,
+        "list",
+        "watch",
+        "patch",
+        why="Quota trees are watched; runtime, request and used are written back as Koordinator's "
+        "scheduler writes them (annotations, and status.used through the main resource).",
+    ),
+    PolicyRule.watching(ELASTICQUOTAPROFILES, why="Quota profiles (one tree root each)."),
+    *EVICTION_RULES,
+)
 FIGURES_WRITE_INTERVAL_SECONDS = 1.0
 """The figures of one quota are patched at most this often."""
 
