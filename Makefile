@@ -52,10 +52,11 @@ up: cluster ## cluster + CRDs + koord-manager + koord-scheduler + sample objects
 down: ## stop every local cluster and every process it started
 	@if [ -x $(PY) ]; then $(PY) -m e2e.cluster down --all; fi
 
-lint: venv ## ruff (lint + format check) and mypy --strict
+lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts (.importlinter)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 unit: venv ## unit and property tests (no cluster)
 	$(call pytest,tests)

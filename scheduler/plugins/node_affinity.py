@@ -51,7 +51,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import Status
-from scheduler.plugins.taint_toleration import default_normalize
+from scheduler.plugins.helper.normalize import default_normalize
 
 __all__ = [
     "ERR_REASON_CONFLICT",

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -36,8 +35,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from apis.base import KoordModel
-from apis.core import Container, Pod
-from apis.resources import to_int_units
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -54,6 +51,24 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import Status
+from scheduler.plugins.helper.resources import (
+    CPU,
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    EPHEMERAL_STORAGE,
+    MEMORY,
+    PODS,
+    broken_linear,
+    insufficient_reason,
+    is_accounted,
+    is_extended_resource,
+    is_scalar_resource,
+    least_requested_score,
+    most_requested_score,
+    mul_div,
+    non_zero_requests,
+    scored_request,
+)
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
@@ -76,15 +91,6 @@ __all__ = [
 
 NAME = "NodeResourcesFit"
 
-CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"
-
-DEFAULT_MILLI_CPU_REQUEST = 100
-"""kube-scheduler's ``DefaultMilliCPURequest``: scored cpu of a container that requests none (0.1 core)."""
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""kube-scheduler's ``DefaultMemoryRequest``: scored memory of a container that requests none (200Mi)."""
-
-_INT64_MAX = 2**63 - 1
-
 
 @dataclass(frozen=True, slots=True)
 class FitState:
@@ -104,138 +110,6 @@ class ScoreState:
 
 PRE_FILTER_KEY = StateKey[FitState]("PreFilterNodeResourcesFit")
 PRE_SCORE_KEY = StateKey[ScoreState]("PreScoreNodeResourcesFit")
-
-
-# ---- resource names ---------------------------------------------------------------------------
-
-
-def is_extended_resource(name: str) -> bool:
-    """An extended resource: a domain-prefixed name outside ``kubernetes.io/`` (``nvidia.com/gpu``)."""
-    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
-
-
-def is_scalar_resource(name: str) -> bool:
-    """kube-scheduler's ``IsScalarResourceName``: extended, hugepages, ``kubernetes.io/`` prefixed or
-    attachable volumes. These, with cpu, memory, ephemeral-storage and pods, are the resources the
-    scheduler accounts; any other name is ignored, as kube-scheduler ignores it."""
-    return (
-        is_extended_resource(name)
-        or name.startswith("hugepages-")
-        or "kubernetes.io/" in name
-        or name.startswith("attachable-volumes-")
-    )
-
-
-def is_accounted(name: str) -> bool:
-    return name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_scalar_resource(name)
-
-
-def insufficient_reason(name: str) -> str:
-    return "Too many pods" if name == PODS else f"Insufficient {name}"
-
-
-# ---- the pod's scored request -----------------------------------------------------------------
-
-
-def _container_requests(container: Container, defaults: Mapping[str, int]) -> dict[str, int]:
-    raw = (container.resources.requests if container.resources else None) or {}
-    requests = {name: to_int_units(name, q) for name, q in raw.items()}
-    for name, amount in defaults.items():
-        if name not in raw:  # unset, not explicitly zero
-            requests[name] = amount
-    return requests
-
-
-def non_zero_requests(pod: Pod) -> dict[str, int]:
-    """cpu and memory of ``pod`` as kube-scheduler scores them: like ``PodInfo.requests`` (sidecars
-    summed, regular init containers as a peak, plus overhead), but every container that sets no cpu
-    (memory) request counts ``DEFAULT_MILLI_CPU_REQUEST`` (``DEFAULT_MEMORY_REQUEST``)."""
-    defaults = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
-    total = dict.fromkeys(defaults, 0)
-
-    def add(into: dict[str, int], more: Mapping[str, int]) -> None:
-        for name in defaults:
-            into[name] += more.get(name, 0)
-
-    for container in pod.spec.containers:
-        add(total, _container_requests(container, defaults))
-    sidecars = dict.fromkeys(defaults, 0)
-    init_peak = dict.fromkeys(defaults, 0)
-    for init in pod.spec.init_containers or ():
-        requests = _container_requests(init, defaults)
-        running = dict(sidecars)
-        if init.restart_policy == "Always":  # a sidecar keeps running beside what starts after it
-            add(sidecars, requests)
-            running = dict(sidecars)
-        else:
-            add(running, requests)
-        for name in defaults:
-            init_peak[name] = max(init_peak[name], running[name])
-    add(total, sidecars)
-    for name in defaults:
-        total[name] = max(total[name], init_peak[name])
-    for name, q in (pod.spec.overhead or {}).items():
-        if name in total:
-            total[name] += to_int_units(name, q)
-    return total
-
-
-def scored_request(pod: PodInfo, names: Sequence[str]) -> IntArray:
-    """The pod's request per name in ``names``: non-zero cpu/memory, the plain request otherwise."""
-    non_zero = non_zero_requests(pod.pod) if (CPU in names or MEMORY in names) else {}
-    values = [non_zero[n] if n in non_zero else pod.requests.get(n, 0) for n in names]
-    return np.asarray(values, dtype=np.int64)
-
-
-# ---- per-resource scores (vectorized, integer arithmetic as in Go) ------------------------------
-
-
-def _mul_div(a: IntArray, factor: int, b: IntArray) -> IntArray:
-    """``a * factor // b`` for non-negative ``a`` and positive ``b`` without int64 overflow."""
-    if a.size and int(a.max()) > _INT64_MAX // max(factor, 1):
-        exact = (a.astype(object) * factor) // b.astype(object)
-        return np.asarray(exact, dtype=np.int64)
-    result: IntArray = (a * factor) // b
-    return result
-
-
-def least_requested_score(requested: IntArray, capacity: IntArray) -> IntArray:
-    """``(capacity - requested) * 100 / capacity``; 0 when capacity is 0 or requested exceeds it."""
-    ok = (capacity > 0) & (requested <= capacity)
-    safe = np.where(capacity > 0, capacity, 1)
-    return np.where(ok, _mul_div(np.where(ok, capacity - requested, 0), MAX_NODE_SCORE, safe), 0)
-
-
-def most_requested_score(requested: IntArray, capacity: IntArray) -> IntArray:
-    """``min(requested, capacity) * 100 / capacity``; 0 when capacity is 0."""
-    ok = capacity > 0
-    safe = np.where(ok, capacity, 1)
-    used = np.clip(np.minimum(requested, capacity), 0, None)
-    return np.where(ok, _mul_div(np.where(ok, used, 0), MAX_NODE_SCORE, safe), 0)
-
-
-def _go_div(num: IntArray, den: IntArray | int) -> IntArray:
-    """Go's integer division (truncates toward zero) for a positive denominator."""
-    quotient = np.abs(num) // den
-    result: IntArray = np.where(num < 0, -quotient, quotient).astype(np.int64)
-    return result
-
-
-def broken_linear(utilization: IntArray, shape: Sequence[tuple[int, int]]) -> IntArray:
-    """kube-scheduler's ``BuildBrokenLinearFunction`` over an array of utilizations (0..100)."""
-    points = np.asarray([u for u, _ in shape], dtype=np.int64)
-    scores = np.asarray([s for _, s in shape], dtype=np.int64)
-    i = np.searchsorted(points, utilization, side="left")  # first point with utilization <= point
-    inner = np.clip(i, 1, len(shape) - 1) if len(shape) > 1 else np.zeros_like(i)
-    lo_u, hi_u = points[inner - 1], points[inner]
-    lo_s, hi_s = scores[inner - 1], scores[inner]
-    span = np.where(hi_u > lo_u, hi_u - lo_u, 1)
-    between = lo_s + _go_div((hi_s - lo_s) * (utilization - lo_u), span)
-    result: IntArray = np.where(i == 0, scores[0], np.where(i >= len(shape), scores[-1], between))
-    return result
-
-
-# ---- args ---------------------------------------------------------------------------------------
 
 
 class ResourceSpec(KoordModel):
@@ -420,7 +294,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         safe = np.where(used, allocatable, 1)
         below = used & (requested > 0) & (requested < allocatable)
         utilization = np.where(
-            below, _mul_div(np.where(below, requested, 0), 100, safe), np.where(requested > 0, 100, 0)
+            below, mul_div(np.where(below, requested, 0), 100, safe), np.where(requested > 0, 100, 0)
         )
         utilization = np.where(used & (requested > allocatable), 100, utilization)
         per_resource = broken_linear(utilization, self._shape)

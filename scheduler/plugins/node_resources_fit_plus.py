@@ -28,7 +28,7 @@ from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, PreScorePlugin, ScorePlugin
 from scheduler.framework.status import Status
-from scheduler.plugins.node_resources_fit import (
+from scheduler.plugins.helper.resources import (
     is_accounted,
     least_requested_score,
     most_requested_score,

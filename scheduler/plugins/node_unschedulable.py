@@ -14,7 +14,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterPlugin, FilterResult
-from scheduler.plugins.taint_toleration import node_index, tolerations_tolerate
+from scheduler.plugins.helper.taints import node_index, tolerations_tolerate
 
 __all__ = ["ERR_REASON_UNSCHEDULABLE", "NAME", "NodeUnschedulable", "new"]
 

@@ -21,7 +21,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, ScorePlugin
-from scheduler.plugins.node_resources_fit import is_accounted
+from scheduler.plugins.helper.resources import is_accounted
 
 __all__ = ["NAME", "ScarceResourceAvoidance", "ScarceResourceAvoidanceArgs", "new"]
 

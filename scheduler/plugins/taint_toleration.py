@@ -20,20 +20,18 @@ tolerates nothing (and is logged), so a node with the taint rejects the pod with
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from apis.meta import Taint, Toleration
-from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
+from apis.meta import Toleration
+from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
-    MAX_NODE_SCORE,
     ClusterEvent,
     FilterPlugin,
     FilterResult,
@@ -42,6 +40,18 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import Status
+from scheduler.plugins.helper.normalize import default_normalize
+from scheduler.plugins.helper.taints import (
+    KNOWN_OPERATORS,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    NodeIndex,
+    node_index,
+    parse_decimal,
+    tolerates,
+    tolerations_tolerate,
+)
 
 __all__ = [
     "NAME",
@@ -58,11 +68,6 @@ log = logging.getLogger(__name__)
 
 NAME = "TaintToleration"
 
-NO_SCHEDULE, PREFER_NO_SCHEDULE, NO_EXECUTE = "NoSchedule", "PreferNoSchedule", "NoExecute"
-_KNOWN_OPERATORS = frozenset({"", "Equal", "Exists", "Gt", "Lt"})
-_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
 
 @dataclass(frozen=True, slots=True)
 class _ScoreState:
@@ -76,112 +81,19 @@ PRE_SCORE_KEY = StateKey[_ScoreState]("PreScoreTaintToleration")
 # ---- toleration matching ------------------------------------------------------------------------
 
 
-def _decimal(value: str | None) -> int | None:
-    """``value`` as an int64 in canonical decimal form ("0950" is not), else None."""
-    if value is None or not _DECIMAL.fullmatch(value):
-        return None
-    number = int(value)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
-
-
-def tolerates(toleration: Toleration, taint: Taint) -> bool:
-    """core/v1 ``Toleration.ToleratesTaint``; a malformed toleration tolerates nothing."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    operator = toleration.operator or "Equal"
-    if operator == "Equal":
-        return (toleration.value or "") == (taint.value or "")
-    if operator == "Exists":
-        return True
-    if operator in ("Gt", "Lt"):
-        wanted, actual = _decimal(toleration.value), _decimal(taint.value)
-        if wanted is None or actual is None:
-            return False
-        return actual > wanted if operator == "Gt" else actual < wanted
-    return False
-
-
-def tolerations_tolerate(tolerations: Sequence[Toleration], taint: Taint) -> bool:
-    return any(tolerates(t, taint) for t in tolerations)
-
-
 def _warn_malformed(pod: PodInfo, tolerations: Sequence[Toleration]) -> None:
     for t in tolerations:
-        if (t.operator or "") not in _KNOWN_OPERATORS:
+        if (t.operator or "") not in KNOWN_OPERATORS:
             log.warning(
                 "pod %s: toleration operator %r is not supported; it tolerates nothing", pod.key, t.operator
             )
-        elif t.operator in ("Gt", "Lt") and _decimal(t.value) is None:
+        elif t.operator in ("Gt", "Lt") and parse_decimal(t.value) is None:
             log.warning(
                 "pod %s: toleration %s value %r is not an integer; it tolerates nothing",
                 pod.key,
                 t.operator,
                 t.value,
             )
-
-
-# ---- the per-generation node index ----------------------------------------------------------------
-
-TaintKey = tuple[tuple[str, str, str], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeIndex:
-    """Rows grouped by taint set, and the unschedulable rows, for one cache generation."""
-
-    group_of: IntArray
-    """Full-length: the taint group of each row, -1 for rows without taints."""
-    groups: tuple[tuple[Taint, ...], ...]
-    unschedulable: BoolArray
-    """Full-length: rows whose node has ``spec.unschedulable``."""
-
-
-_index_cache: dict[str, tuple[NodeTable, int, int, NodeIndex]] = {}
-
-
-def node_index(snapshot: Snapshot) -> NodeIndex:
-    """The taint groups of ``snapshot``'s nodes, rebuilt only when the cache generation moved."""
-    table = snapshot.table
-    cached = _index_cache.get("last")
-    if (
-        cached is not None
-        and cached[0] is table
-        and cached[1] == snapshot.generation
-        and cached[2] == table.row_count
-    ):
-        return cached[3]
-    size = table.row_count
-    group_of = np.full(size, -1, dtype=np.int64)
-    unschedulable = np.zeros(size, dtype=np.bool_)
-    ids: dict[TaintKey, int] = {}
-    groups: list[tuple[Taint, ...]] = []
-    for row in snapshot.candidate_rows().tolist():
-        info = snapshot.node_at(row)
-        if info.unschedulable:
-            unschedulable[row] = True
-        if info.taints:
-            key = tuple((t.key, t.value or "", t.effect) for t in info.taints)
-            gid = ids.get(key)
-            if gid is None:
-                gid = ids[key] = len(groups)
-                groups.append(info.taints)
-            group_of[row] = gid
-    index = NodeIndex(group_of=group_of, groups=tuple(groups), unschedulable=unschedulable)
-    _index_cache["last"] = (table, snapshot.generation, size, index)
-    return index
-
-
-def default_normalize(scores: IntArray, *, reverse: bool) -> IntArray:
-    """kube-scheduler's ``DefaultNormalizeScore``: [0, max] -> [0, 100], optionally reversed."""
-    scores = np.asarray(scores, dtype=np.int64)
-    top = int(scores.max()) if scores.size else 0
-    if top <= 0:
-        return np.full(scores.size, MAX_NODE_SCORE, dtype=np.int64) if reverse else scores.copy()
-    normalized = MAX_NODE_SCORE * scores // top
-    result: IntArray = MAX_NODE_SCORE - normalized if reverse else normalized
-    return result
 
 
 # ---- plugin ---------------------------------------------------------------------------------------
