@@ -13,6 +13,8 @@ One module per job:
 - ``load``: YAML text, file or mapping -> wire model -> ``resolve``;
 - ``resolve``: profiles resolved against the default plugin set with kube-scheduler v1's
   semantics (its docstring lists them), and kube-scheduler's validation;
+- ``catalog``: the plugins a configuration may name (the registry), and the ones Koordinator or
+  kube-scheduler has that koord-scheduler does not support yet;
 - ``errors``: ``ConfigError`` listing every problem as ``field.path: what is wrong``;
 - ``default``: the shipped configuration.
 
@@ -22,6 +24,7 @@ profile, which ``scheduler.framework.runtime.Framework`` builds.
 
 from __future__ import annotations
 
+from scheduler.config.catalog import Implements, PluginCatalog
 from scheduler.config.default import DEFAULT_CONFIG_YAML
 from scheduler.config.errors import ConfigError
 from scheduler.config.load import load_config
@@ -40,7 +43,7 @@ from scheduler.config.models import (
     Plugins,
     PluginSet,
 )
-from scheduler.config.resolve import Implements, SchedulerConfig, resolve
+from scheduler.config.resolve import SchedulerConfig, resolve
 
 __all__ = [
     "ACCEPTED_API_VERSIONS",
@@ -56,6 +59,7 @@ __all__ = [
     "KubeSchedulerProfile",
     "LeaderElectionConfiguration",
     "Plugin",
+    "PluginCatalog",
     "PluginConfig",
     "PluginSet",
     "Plugins",

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Sequence
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+
+from scheduler.config.catalog import did_you_mean
 
 __all__ = ["ConfigError", "field_path", "pydantic_problems"]
 
@@ -29,15 +34,61 @@ def field_path(loc: Sequence[int | str]) -> str:
     return out or "<root>"
 
 
-def pydantic_problems(exc: ValidationError) -> list[str]:
+def pydantic_problems(
+    exc: ValidationError, *, model: type[BaseModel] | None = None, prefix: str = ""
+) -> list[str]:
+    """One line per error. ``prefix`` is the path of what ``model`` validated; with ``model``, an
+    unknown field gets the closest known field name as a suggestion."""
     problems = []
     for err in exc.errors():
-        where = field_path(err["loc"])
+        loc = err["loc"]
+        where = field_path([prefix, *loc] if prefix else loc)
         if err["type"] == "extra_forbidden":
-            problems.append(f'unknown field "{where}"')
+            known = _wire_names(_model_at(model, loc[:-1])) if model is not None else []
+            problems.append(f'unknown field "{where}"{did_you_mean(str(loc[-1]), known)}')
         elif err["type"] == "missing":
             problems.append(f"{where}: required field is missing")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            problems.append(f"{where}: {msg} (got {err.get('input')!r})")
+            problems.append(f"{where}: {msg} (got {err.get('input')!r})" if loc else f"{where}: {msg}")
     return problems
+
+
+def _wire_names(model: type[BaseModel] | None) -> list[str]:
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:
+    """The model class at ``loc`` inside ``model`` (through fields, lists, dicts, optionals)."""
+    current: Any = model
+    for part in loc:
+        current = _step(current, part)
+        if current is None:
+            return None
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _step(annotation: Any, part: int | str) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if not isinstance(part, str):
+            return None
+        for name, info in annotation.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return _step(args[0], part)
+    if origin in (typing.Union, types.UnionType):
+        for arg in args:
+            found = _step(arg, part)
+            if found is not None:
+                return found
+        return None
+    if origin is list and isinstance(part, int):
+        return args[0]
+    if origin is dict and isinstance(part, str):
+        return args[1]
+    return None

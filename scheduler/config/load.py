@@ -12,9 +12,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from scheduler.config.catalog import Implements, PluginCatalog
 from scheduler.config.errors import ConfigError, pydantic_problems
 from scheduler.config.models import API_GROUP, KubeSchedulerConfiguration
-from scheduler.config.resolve import Implements, SchedulerConfig, resolve
+from scheduler.config.resolve import SchedulerConfig, resolve
 from scheduler.framework.profile import ExtensionPoint, PluginRef
 
 __all__ = ["load_config"]
@@ -70,7 +71,7 @@ def _read(path_or_text: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[Any
 def load_config(
     path_or_text: str | os.PathLike[str] | Mapping[str, Any],
     default_plugins: Mapping[ExtensionPoint, Sequence[PluginRef]],
-    implements: Implements,
+    plugins: PluginCatalog | Implements,
 ) -> SchedulerConfig:
     """Read, validate and resolve a KubeSchedulerConfiguration.
 
@@ -78,8 +79,10 @@ def load_config(
         path_or_text: a file path (``str`` without a newline, or ``PathLike``), YAML/JSON text, or an
             already-parsed mapping.
         default_plugins: the default plugin set per extension point, in order, with Score weights.
-        implements: the extension points a plugin implements (used to expand ``multiPoint`` and to
-            check that an enabled plugin can run where it is enabled); raises KeyError if unknown.
+        plugins: the plugin registry: which plugins exist, the extension points each implements
+            (to expand ``multiPoint`` and to check that an enabled plugin can run where it is
+            enabled) and each one's args model (to check ``pluginConfig`` args). A bare
+            ``implements(name)`` callable (KeyError if unknown) checks names but not args.
 
     Returns:
         The process settings and one ``ResolvedProfile`` per profile.
@@ -99,8 +102,8 @@ def load_config(
     try:
         cfg = KubeSchedulerConfiguration.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(pydantic_problems(exc), source) from None
+        raise ConfigError(pydantic_problems(exc, model=KubeSchedulerConfiguration), source) from None
     try:
-        return resolve(cfg, default_plugins, implements)
+        return resolve(cfg, default_plugins, plugins)
     except ConfigError as exc:
         raise ConfigError(exc.problems, source) from None

@@ -22,13 +22,15 @@ derived from the interfaces the plugin implements. At each extension point:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from scheduler.config.errors import ConfigError
+from pydantic import ValidationError
+
+from scheduler.config.catalog import Catalog, Implements, PluginCatalog, catalog_of
+from scheduler.config.errors import ConfigError, pydantic_problems
 from scheduler.config.models import (
     ACCEPTED_API_VERSIONS,
     DEFAULT_SCHEDULER_NAME,
@@ -49,9 +51,6 @@ log = logging.getLogger(__name__)
 
 _MAX_NODE_SCORE = 100
 _MAX_TOTAL_SCORE = 2**63 - 1
-
-Implements = Callable[[str], AbstractSet[ExtensionPoint]]
-"""``implements(plugin_name)``: the extension points a plugin implements; raises KeyError if unknown."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,14 @@ class SchedulerConfig:
 def resolve(
     cfg: KubeSchedulerConfiguration,
     default_plugins: Mapping[ExtensionPoint, Sequence[PluginRef]],
-    implements: Implements,
+    plugins: PluginCatalog | Implements,
 ) -> SchedulerConfig:
-    """Validate a parsed configuration as kube-scheduler does and resolve its profiles."""
+    """Validate a parsed configuration as kube-scheduler does and resolve its profiles.
+
+    ``plugins`` is the plugin registry (names and ``pluginConfig`` args are checked against it), or
+    only its ``implements`` (names are checked, args are left to the plugins).
+    """
+    catalog = catalog_of(plugins)
     problems = _validate_settings(cfg)
     profiles_in = list(cfg.profiles)
     if not profiles_in:
@@ -105,14 +109,14 @@ def resolve(
             continue
         seen[name] = i
         plugin_problems: list[str] = []
-        plugins = _resolve_plugins(profile.plugins, default_plugins, implements, where, plugin_problems)
-        args = _plugin_args(profile.plugin_config, where, plugin_problems)
+        enabled = _resolve_plugins(profile.plugins, default_plugins, catalog, where, plugin_problems)
+        args = _plugin_args(profile.plugin_config, catalog, where, plugin_problems)
         problems.extend(plugin_problems)
         if not plugin_problems:
             resolved.append(
                 ResolvedProfile(
                     scheduler_name=name,
-                    plugins=plugins,
+                    plugins=enabled,
                     plugin_args=args,
                     percentage_of_nodes_to_score=profile.percentage_of_nodes_to_score,
                 )
@@ -178,13 +182,11 @@ def _validate_settings(cfg: KubeSchedulerConfiguration) -> list[str]:
     return problems
 
 
-def _implemented(
-    name: str, implements: Implements, where: str, problems: list[str]
-) -> frozenset[ExtensionPoint]:
+def _implemented(name: str, catalog: Catalog, where: str, problems: list[str]) -> frozenset[ExtensionPoint]:
     try:
-        return frozenset(implements(name))
+        return frozenset(catalog.implements(name))
     except KeyError:
-        problems.append(f"{where}: unknown plugin {name!r}")
+        problems.append(f"{where}: {catalog.unknown(name)}")
         return frozenset()
 
 
@@ -195,7 +197,7 @@ def _weight(value: int | None) -> int:
 def _resolve_plugins(
     custom: Plugins | None,
     defaults: Mapping[ExtensionPoint, Sequence[PluginRef]],
-    implements: Implements,
+    catalog: Catalog,
     where: str,
     problems: list[str],
 ) -> dict[ExtensionPoint, tuple[PluginRef, ...]]:
@@ -212,7 +214,7 @@ def _resolve_plugins(
             continue
         _check_weight(entry, f"{mp_where}.enabled[{j}]", problems)
         mp_weight[entry.name] = entry.weight
-        mp_points[entry.name] = _implemented(entry.name, implements, f"{mp_where}.enabled[{j}]", problems)
+        mp_points[entry.name] = _implemented(entry.name, catalog, f"{mp_where}.enabled[{j}]", problems)
 
     result: dict[ExtensionPoint, tuple[PluginRef, ...]] = {}
     for point in ExtensionPoint:
@@ -225,7 +227,7 @@ def _resolve_plugins(
                 problems.append(f"{ewhere}: plugin {entry.name!r} is listed twice")
                 continue
             _check_weight(entry, ewhere, problems)
-            points = _implemented(entry.name, implements, ewhere, problems)
+            points = _implemented(entry.name, catalog, ewhere, problems)
             if points and point not in points:
                 problems.append(f"{ewhere}: plugin {entry.name!r} does not implement {point.value}")
             own[entry.name] = entry
@@ -277,8 +279,10 @@ def _check_weight(entry: Plugin, where: str, problems: list[str]) -> None:
 
 
 def _plugin_args(
-    configs: Sequence[PluginConfig], where: str, problems: list[str]
+    configs: Sequence[PluginConfig], catalog: Catalog, where: str, problems: list[str]
 ) -> dict[str, dict[str, Any]]:
+    """Each plugin's args, raw without ``apiVersion`` and ``kind`` (the framework builds the model),
+    after checking the plugin exists and its args validate against its model."""
     out: dict[str, dict[str, Any]] = {}
     for j, pc in enumerate(configs):
         cwhere = f"{where}.pluginConfig[{j}]"
@@ -297,8 +301,27 @@ def _plugin_args(
                 f"{cwhere}.args.apiVersion: must be one of {', '.join(ACCEPTED_API_VERSIONS)}"
                 f" (got {api_version!r})"
             )
+        try:
+            catalog.implements(pc.name)
+        except KeyError:
+            problems.append(f"{cwhere}.name: {catalog.unknown(pc.name)}")
+            continue
+        problems.extend(_args_problems(catalog, pc.name, args, f"{where}.pluginConfig[{pc.name}].args"))
         out[pc.name] = args
     return out
+
+
+def _args_problems(catalog: Catalog, name: str, args: Mapping[str, Any], where: str) -> list[str]:
+    checkable, model = catalog.args_model(name)
+    if not checkable:
+        return []
+    if model is None:
+        return [f"{where}: plugin {name!r} takes no arguments (got {', '.join(args)})"] if args else []
+    try:
+        model.model_validate(args)
+    except ValidationError as exc:
+        return pydantic_problems(exc, model=model, prefix=where)
+    return []
 
 
 def _common_queue_sort(profiles: Sequence[ResolvedProfile]) -> list[str]:
