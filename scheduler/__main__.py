@@ -22,6 +22,7 @@ from pathlib import Path
 
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.kubernetes import KubernetesBackend
+from scheduler.backend.lease import KubernetesLeaseStore
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.http import SchedulerHTTPServer
 from scheduler.leader import LeaderElector
@@ -98,10 +99,13 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
 
     elector: LeaderElector | None = None
     if leader_elect:
-        elector = LeaderElector(
+        lease = KubernetesLeaseStore(
             backend.api_client,
-            lease_name=election.resource_name,
             namespace=args.lease_namespace or election.resource_namespace,
+            name=election.resource_name,
+        )
+        elector = LeaderElector(
+            lease,
             lease_duration=election.lease_duration.total_seconds(),
             renew_deadline=election.renew_deadline.total_seconds(),
             retry_period=election.retry_period.total_seconds(),
@@ -119,12 +123,7 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
             if elector is None:
                 await app.run(stop)
             else:
-                log.info(
-                    "campaigning for lease %s/%s as %s",
-                    elector.namespace,
-                    elector.lease_name,
-                    elector.identity,
-                )
+                log.info("campaigning for lease %s as %s", elector.lease, elector.identity)
 
                 def stopped_leading() -> None:
                     if not signalled.is_set():  # not our own shutdown: the lease was lost
