@@ -15,6 +15,7 @@ One module per job:
   semantics (its docstring lists them), and kube-scheduler's validation;
 - ``catalog``: the plugins a configuration may name (the registry), and the ones Koordinator or
   kube-scheduler has that koord-scheduler does not support yet;
+- ``strict``: unknown keys inside API types that plugin args embed (they read leniently);
 - ``errors``: ``ConfigError`` listing every problem as ``field.path: what is wrong``;
 - ``default``: the shipped configuration.
 

@@ -10,8 +10,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from scheduler.config.catalog import did_you_mean
+from scheduler.config.strict import UnknownField, wire_names
 
-__all__ = ["ConfigError", "field_path", "pydantic_problems"]
+__all__ = ["ConfigError", "field_path", "pydantic_problems", "unknown_field_problem"]
 
 
 class ConfigError(ValueError):
@@ -44,7 +45,8 @@ def pydantic_problems(
         loc = err["loc"]
         where = field_path([prefix, *loc] if prefix else loc)
         if err["type"] == "extra_forbidden":
-            known = _wire_names(_model_at(model, loc[:-1])) if model is not None else []
+            at = _model_at(model, loc[:-1]) if model is not None else None
+            known = wire_names(at) if at is not None else []
             problems.append(f'unknown field "{where}"{did_you_mean(str(loc[-1]), known)}')
         elif err["type"] == "missing":
             problems.append(f"{where}: required field is missing")
@@ -54,10 +56,9 @@ def pydantic_problems(
     return problems
 
 
-def _wire_names(model: type[BaseModel] | None) -> list[str]:
-    if model is None:
-        return []
-    return [info.alias or name for name, info in model.model_fields.items()]
+def unknown_field_problem(unknown: UnknownField, prefix: str = "") -> str:
+    where = field_path([prefix, *unknown.loc, unknown.key] if prefix else [*unknown.loc, unknown.key])
+    return f'unknown field "{where}"{did_you_mean(unknown.key, unknown.known)}'
 
 
 def _model_at(model: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel] | None:

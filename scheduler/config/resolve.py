@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from scheduler.config.catalog import Catalog, Implements, PluginCatalog, catalog_of
-from scheduler.config.errors import ConfigError, pydantic_problems
+from scheduler.config.errors import ConfigError, pydantic_problems, unknown_field_problem
 from scheduler.config.models import (
     ACCEPTED_API_VERSIONS,
     DEFAULT_SCHEDULER_NAME,
@@ -43,6 +43,7 @@ from scheduler.config.models import (
     PluginConfig,
     Plugins,
 )
+from scheduler.config.strict import unknown_fields
 from scheduler.framework.profile import ExtensionPoint, PluginRef, ResolvedProfile
 
 __all__ = ["Implements", "SchedulerConfig", "resolve"]
@@ -317,11 +318,12 @@ def _args_problems(catalog: Catalog, name: str, args: Mapping[str, Any], where: 
         return []
     if model is None:
         return [f"{where}: plugin {name!r} takes no arguments (got {', '.join(args)})"] if args else []
+    problems = [unknown_field_problem(u, where) for u in unknown_fields(model, args)]
     try:
         model.model_validate(args)
     except ValidationError as exc:
-        return pydantic_problems(exc, model=model, prefix=where)
-    return []
+        problems.extend(pydantic_problems(exc, model=model, prefix=where))
+    return problems
 
 
 def _common_queue_sort(profiles: Sequence[ResolvedProfile]) -> list[str]:

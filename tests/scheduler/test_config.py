@@ -730,6 +730,26 @@ def test_every_args_model_rejects_an_unknown_field_naming_the_plugin(plugin: str
             id="nested-in-a-map",
         ),
         pytest.param(
+            plugin_config(
+                "[{name: NodeAffinity, args: {addedAffinity: "
+                "{requiredDuringSchedulingIgnoredDuringExecutions: {nodeSelectorTerms: []}}}}]"
+            ),
+            'unknown field "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity'
+            '.requiredDuringSchedulingIgnoredDuringExecutions"'
+            ' (did you mean "requiredDuringSchedulingIgnoredDuringExecution"?)',
+            id="nested-in-an-api-type-that-reads-leniently",
+        ),
+        pytest.param(
+            plugin_config(
+                "[{name: NodeAffinity, args: {addedAffinity: {"
+                "preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: "
+                "{matchExpressions: [{key: a, operator: In, valeus: [b]}]}}]}}}]"
+            ),
+            '.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].valeus"'
+            ' (did you mean "values"?)',
+            id="deep-in-an-api-type",
+        ),
+        pytest.param(
             plugin_config("[{name: Coscheduling, args: {enablePreemtion: true}}]"),
             '(did you mean "enablePreemption"?)',
             id="coscheduling-typo",
