@@ -46,7 +46,7 @@ from scheduler.config.models import (
 from scheduler.config.strict import unknown_fields
 from scheduler.framework.profile import ExtensionPoint, PluginRef, ResolvedProfile
 
-__all__ = ["Implements", "SchedulerConfig", "resolve"]
+__all__ = ["SchedulerConfig", "resolve"]
 
 log = logging.getLogger(__name__)
 
