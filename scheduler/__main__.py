@@ -6,7 +6,8 @@
 Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
 in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
 finish, release the Lease and exit 0; losing the Lease exits 1 so that a standby takes over and
-no two schedulers are ever active.
+no two schedulers are ever active. An invalid configuration is reported (every problem, each with
+its field path) before anything starts, and exits 2.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pathlib import Path
 
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.kubernetes import KubernetesBackend
-from scheduler.config import DEFAULT_CONFIG_YAML, SchedulerConfig, load_config
+from scheduler.backend.lease import KubernetesLeaseStore
+from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.http import SchedulerHTTPServer
 from scheduler.leader import LeaderElector
 from scheduler.logging_setup import configure_logging
@@ -31,6 +33,7 @@ from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 log = logging.getLogger("koord-scheduler")
 
 EXIT_LOST_LEASE = 1
+EXIT_INVALID_CONFIG = 2
 
 
 def _bool(text: str) -> bool:
@@ -67,10 +70,12 @@ def settings_of(config: SchedulerConfig) -> AppSettings:
     )
 
 
-async def run(args: argparse.Namespace) -> int:
-    config = load_config(
-        args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements
-    )
+def load(args: argparse.Namespace) -> SchedulerConfig:
+    """The configuration file (or the shipped default), checked against the plugin registry."""
+    return load_config(args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+
+
+async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     election = config.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
     kubeconfig = args.kubeconfig or (Path(config.client_connection.kubeconfig) or None)
@@ -94,10 +99,13 @@ async def run(args: argparse.Namespace) -> int:
 
     elector: LeaderElector | None = None
     if leader_elect:
-        elector = LeaderElector(
+        lease = KubernetesLeaseStore(
             backend.api_client,
-            lease_name=election.resource_name,
             namespace=args.lease_namespace or election.resource_namespace,
+            name=election.resource_name,
+        )
+        elector = LeaderElector(
+            lease,
             lease_duration=election.lease_duration.total_seconds(),
             renew_deadline=election.renew_deadline.total_seconds(),
             retry_period=election.retry_period.total_seconds(),
@@ -115,12 +123,7 @@ async def run(args: argparse.Namespace) -> int:
             if elector is None:
                 await app.run(stop)
             else:
-                log.info(
-                    "campaigning for lease %s/%s as %s",
-                    elector.namespace,
-                    elector.lease_name,
-                    elector.identity,
-                )
+                log.info("campaigning for lease %s as %s", elector.lease, elector.identity)
 
                 def stopped_leading() -> None:
                     if not signalled.is_set():  # not our own shutdown: the lease was lost
@@ -147,7 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.verbosity)
     try:
-        return asyncio.run(run(args))
+        config = load(args)
+    except (ConfigError, OSError) as exc:
+        print(f"koord-scheduler: {exc}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    try:
+        return asyncio.run(run(args, config))
     except KeyboardInterrupt:
         return 0
 

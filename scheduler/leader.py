@@ -16,10 +16,9 @@ keep two replicas from ever scheduling at once:
 - **Release on graceful shutdown.** The leader clears ``holderIdentity`` (and sets a 1 s duration)
   when it is cancelled, so a standby takes over at its next retry instead of waiting for expiry.
 
-The Lease I/O sits behind the small ``LeaseStore`` protocol and time behind ``Clock``, so the
-election logic is unit tested with ``InMemoryLeaseStore`` and a fake clock;
-``KubernetesLeaseStore`` is the real one. The default namespace is ``koordinator-system`` (the
-Helm chart's); it must exist, ``kube-system`` is a fine alternative.
+The Lease I/O sits behind ``scheduler.backend.lease.LeaseStore`` (the Kubernetes one on the
+backend's ApiClient, an in-memory one for tests) and time behind ``Clock``, so the election logic
+here is unit tested with ``InMemoryLeaseStore`` and a fake clock.
 """
 
 from __future__ import annotations
@@ -31,20 +30,22 @@ import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
-from urllib.parse import quote
+from typing import Final, Protocol
 
-from kubernetes_asyncio import client as k8s_client
-
-from scheduler.backend.base import BackendError, Conflict, NotFound
-from scheduler.backend.kubernetes import request_json
+from scheduler.backend.base import BackendError
+from scheduler.backend.lease import (
+    InMemoryLeaseStore,
+    LeaderElectionError,
+    LeaseConflict,
+    LeaseRecord,
+    LeaseStore,
+)
 
 __all__ = [
     "Clock",
     "InMemoryLeaseStore",
-    "KubernetesLeaseStore",
     "LeaderElectionError",
     "LeaderElector",
     "LeaseConflict",
@@ -58,43 +59,6 @@ log = logging.getLogger(__name__)
 
 JITTER_FACTOR: Final = 1.2
 """As client-go: acquisition retries wait ``retry_period * (1 + rand * 1.2)``."""
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """The Lease's spec (client-go's LeaderElectionRecord) plus the store's version for preconditions."""
-
-    holder_identity: str = ""
-    lease_duration_seconds: int = 15
-    acquire_time: datetime | None = None
-    renew_time: datetime | None = None
-    lease_transitions: int = 0
-    resource_version: str | None = None
-    """Opaque; ``LeaseStore.update`` succeeds only if the stored Lease still has this version."""
-
-
-class LeaseConflict(Exception):
-    """The create or update lost a race: the Lease exists already, or changed since it was read."""
-
-
-class LeaderElectionError(RuntimeError):
-    """A problem retrying cannot fix (the Lease's namespace does not exist)."""
-
-
-class LeaseStore(Protocol):
-    """Where the Lease lives; every method may raise BackendError / OSError on transport failures."""
-
-    async def get(self) -> LeaseRecord | None:
-        """The current record, or None if there is no Lease."""
-        ...
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        """Create the Lease; LeaseConflict if it exists. Returns the stored record (new version)."""
-        ...
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        """Replace the Lease if its version is still ``record.resource_version``, else LeaseConflict."""
-        ...
 
 
 class Clock(Protocol):
@@ -120,157 +84,22 @@ class SystemClock:
         await asyncio.sleep(seconds)
 
 
-class InMemoryLeaseStore:
-    """A LeaseStore in process (unit tests, ``koordctl simulate``), with the API server's
-    create / conditional-update semantics."""
-
-    def __init__(self) -> None:
-        self.record: LeaseRecord | None = None
-        self._version = 0
-
-    async def get(self) -> LeaseRecord | None:
-        return self.record
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        if self.record is not None:
-            raise LeaseConflict("the lease already exists")
-        return self._store(record)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        if self.record is None:
-            raise LeaseConflict("the lease does not exist")
-        if record.resource_version != self.record.resource_version:
-            raise LeaseConflict(
-                f"the lease changed: version {self.record.resource_version}, not {record.resource_version}"
-            )
-        return self._store(record)
-
-    def _store(self, record: LeaseRecord) -> LeaseRecord:
-        self._version += 1
-        self.record = replace(record, resource_version=str(self._version))
-        return self.record
-
-
-def _micro_time(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value is not None else None
-
-
-def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-class KubernetesLeaseStore:
-    """The Lease ``namespace/name`` on the API server, through raw JSON requests on a shared ApiClient
-    (kubernetes_asyncio's V1Lease serializes MicroTime without the fraction the server requires)."""
-
-    def __init__(self, api_client: k8s_client.ApiClient, namespace: str, name: str) -> None:
-        self._api = api_client
-        self.namespace = namespace
-        self.name = name
-        self._collection = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace, safe='')}/leases"
-        self._path = f"{self._collection}/{quote(name, safe='')}"
-        self._last_raw: dict[str, Any] | None = None
-
-    def _record(self, raw: dict[str, Any]) -> LeaseRecord:
-        self._last_raw = raw
-        spec = raw.get("spec") or {}
-        return LeaseRecord(
-            holder_identity=spec.get("holderIdentity") or "",
-            lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-            acquire_time=_parse_time(spec.get("acquireTime")),
-            renew_time=_parse_time(spec.get("renewTime")),
-            lease_transitions=int(spec.get("leaseTransitions") or 0),
-            resource_version=(raw.get("metadata") or {}).get("resourceVersion"),
-        )
-
-    def _body(self, record: LeaseRecord) -> dict[str, Any]:
-        # Start from the object last read so labels and annotations others set survive the PUT.
-        raw = dict(self._last_raw or {})
-        meta = dict(raw.get("metadata") or {})
-        meta.update(name=self.name, namespace=self.namespace)
-        if record.resource_version:
-            meta["resourceVersion"] = record.resource_version
-        else:
-            meta.pop("resourceVersion", None)
-        spec = {
-            "holderIdentity": record.holder_identity,
-            "leaseDurationSeconds": record.lease_duration_seconds,
-            "acquireTime": _micro_time(record.acquire_time),
-            "renewTime": _micro_time(record.renew_time),
-            "leaseTransitions": record.lease_transitions,
-        }
-        return {
-            **raw,
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": meta,
-            "spec": {**(raw.get("spec") or {}), **{k: v for k, v in spec.items() if v is not None}},
-        }
-
-    async def get(self) -> LeaseRecord | None:
-        try:
-            raw = await request_json(self._api, "GET", self._path, what=f"get lease {self}", seconds=10)
-        except NotFound:
-            self._last_raw = None
-            return None
-        return self._record(raw)
-
-    async def create(self, record: LeaseRecord) -> LeaseRecord:
-        self._last_raw = None
-        try:
-            raw = await request_json(
-                self._api,
-                "POST",
-                self._collection,
-                body=self._body(replace(record, resource_version=None)),
-                what=f"create lease {self}",
-                seconds=10,
-            )
-        except Conflict as exc:
-            raise LeaseConflict(str(exc)) from exc
-        except NotFound as exc:
-            raise LeaderElectionError(
-                f"cannot create lease {self}: namespace {self.namespace!r} does not exist; create it "
-                f"(the Helm chart does) or choose another namespace for leader election ({exc})"
-            ) from exc
-        return self._record(raw)
-
-    async def update(self, record: LeaseRecord) -> LeaseRecord:
-        try:
-            raw = await request_json(
-                self._api, "PUT", self._path, body=self._body(record), what=f"update lease {self}", seconds=10
-            )
-        except (Conflict, NotFound) as exc:
-            raise LeaseConflict(str(exc)) from exc
-        return self._record(raw)
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-
 def default_identity() -> str:
     """``<hostname>_<uuid>`` as kube-scheduler: unique even for two replicas on one host or a restart."""
     return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 class LeaderElector:
-    """Campaign for a Lease and run the leader's work only while holding it.
+    """Campaign for the Lease in ``store`` and run the leader's work only while holding it.
 
-    ``client`` is either a kubernetes_asyncio ApiClient (the Lease ``namespace/lease_name`` on that
-    API server; ``KubernetesBackend.api_client`` shares the scheduler's pool) or any LeaseStore.
+    ``store`` is a ``scheduler.backend.lease.LeaseStore``: ``KubernetesLeaseStore`` on the
+    scheduler's ``KubernetesBackend.api_client`` in production, ``InMemoryLeaseStore`` in tests.
     """
 
     def __init__(
         self,
-        client: k8s_client.ApiClient | LeaseStore,
+        store: LeaseStore,
         *,
-        lease_name: str = "koord-scheduler",
-        namespace: str = "koordinator-system",
         identity: str | None = None,
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
@@ -284,12 +113,9 @@ class LeaderElector:
             raise ValueError(f"renew_deadline must be greater than retry_period * {JITTER_FACTOR}")
         if retry_period <= 0:
             raise ValueError("retry_period must be positive")
-        if isinstance(client, k8s_client.ApiClient):
-            self._store: LeaseStore = KubernetesLeaseStore(client, namespace, lease_name)
-        else:
-            self._store = client
-        self.lease_name = lease_name
-        self.namespace = namespace
+        self._store = store
+        self.lease = str(store)
+        """The Lease, for logs (``namespace/name`` for the Kubernetes store)."""
         self.identity = identity or default_identity()
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
@@ -321,7 +147,7 @@ class LeaderElector:
         ``on_stopped_leading`` is called only if leadership was acquired."""
         await self._acquire()
         self._leading = True
-        log.info("%s: became leader of lease %s/%s", self.identity, self.namespace, self.lease_name)
+        log.info("%s: became leader of lease %s", self.identity, self.lease)
         leading: asyncio.Future[None] = asyncio.ensure_future(on_started_leading())
         renewing = asyncio.ensure_future(self._renew_until_lost())
         lost = False
@@ -365,10 +191,9 @@ class LeaderElector:
                     return
                 if self._clock.monotonic() + self.retry_period >= deadline:
                     log.error(
-                        "%s: failed to renew lease %s/%s within %.1fs; stepping down",
+                        "%s: failed to renew lease %s within %.1fs; stepping down",
                         self.identity,
-                        self.namespace,
-                        self.lease_name,
+                        self.lease,
                         self.renew_deadline,
                     )
                     return
@@ -384,12 +209,12 @@ class LeaderElector:
         except LeaderElectionError:
             raise
         except (BackendError, OSError, TimeoutError) as exc:
-            log.warning("%s: lease %s/%s: %s", self.identity, self.namespace, self.lease_name, exc)
+            log.warning("%s: lease %s: %s", self.identity, self.lease, exc)
             return False
         except Exception:
             # A bug must not kill the renew loop silently: count it as a failed try, so a leader
             # that keeps failing steps down at the renew deadline.
-            log.exception("%s: lease %s/%s: unexpected error", self.identity, self.namespace, self.lease_name)
+            log.exception("%s: lease %s: unexpected error", self.identity, self.lease)
             return False
 
     async def _try_acquire_or_renew(self) -> bool:
@@ -447,8 +272,6 @@ class LeaderElector:
         )
         try:
             self._observe(await asyncio.wait_for(self._store.update(released), timeout=self.renew_deadline))
-            log.info("%s: released lease %s/%s", self.identity, self.namespace, self.lease_name)
+            log.info("%s: released lease %s", self.identity, self.lease)
         except (LeaseConflict, BackendError, OSError, TimeoutError) as exc:
-            log.warning(
-                "%s: could not release lease %s/%s: %s", self.identity, self.namespace, self.lease_name, exc
-            )
+            log.warning("%s: could not release lease %s: %s", self.identity, self.lease, exc)

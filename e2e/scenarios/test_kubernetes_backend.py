@@ -35,6 +35,7 @@ from scheduler.backend.base import (
     WatchEvent,
 )
 from scheduler.backend.kubernetes import KubernetesBackend, _Gone
+from scheduler.backend.lease import KubernetesLeaseStore
 from scheduler.leader import LeaderElectionError, LeaderElector
 
 TIMEOUT = 30.0
@@ -325,9 +326,7 @@ async def test_leader_election_hands_over_on_release(control_plane: ControlPlane
 
         def elector(identity: str) -> LeaderElector:
             return LeaderElector(
-                backend.api_client,
-                lease_name=lease,
-                namespace="kube-system",
+                KubernetesLeaseStore(backend.api_client, namespace="kube-system", name=lease),
                 identity=identity,
                 lease_duration=4,
                 renew_deadline=3,
@@ -369,7 +368,8 @@ async def test_leader_election_hands_over_on_release(control_plane: ControlPlane
 
 async def test_leader_election_fails_clearly_without_its_namespace(control_plane: ControlPlane) -> None:
     async with connected(control_plane) as backend:
-        elector = LeaderElector(backend.api_client, namespace=f"missing-{secrets.token_hex(4)}")
+        missing = f"missing-{secrets.token_hex(4)}"
+        elector = LeaderElector(KubernetesLeaseStore(backend.api_client, missing, "koord-scheduler"))
 
         async def never() -> None:
             raise AssertionError("must not lead")

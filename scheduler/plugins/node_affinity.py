@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
 from apis.base import KoordModel
 from apis.core import NodeAffinity as NodeAffinitySpec
@@ -278,6 +278,8 @@ PRE_SCORE_KEY = StateKey[_ScoreState]("PreScoreNodeAffinity")
 
 class NodeAffinityArgs(KoordModel):
     """kube-scheduler's ``NodeAffinityArgs``."""
+
+    model_config = ConfigDict(extra="forbid")
 
     added_affinity: NodeAffinitySpec | None = None
     """Node affinity every pod of the profile must also satisfy (required) or prefers (preferred)."""

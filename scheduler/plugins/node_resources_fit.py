@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from apis.base import KoordModel
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
@@ -113,12 +113,16 @@ PRE_SCORE_KEY = StateKey[ScoreState]("PreScoreNodeResourcesFit")
 
 
 class ResourceSpec(KoordModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: str
     weight: int = 1
     """1..100; 0 (unset) means 1, as kube-scheduler's defaulting does."""
 
 
 class UtilizationShapePoint(KoordModel):
+    model_config = ConfigDict(extra="forbid")
+
     utilization: int = Field(ge=0, le=100)
     """Percent of the node's allocatable requested, 0..100."""
     score: int = Field(ge=0, le=10)
@@ -126,6 +130,8 @@ class UtilizationShapePoint(KoordModel):
 
 
 class RequestedToCapacityRatioParam(KoordModel):
+    model_config = ConfigDict(extra="forbid")
+
     shape: list[UtilizationShapePoint] = Field(default_factory=list)
 
 
@@ -134,6 +140,8 @@ def _default_resources() -> list[ResourceSpec]:
 
 
 class ScoringStrategy(KoordModel):
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
     """Scored resources and weights; empty means cpu:1, memory:1."""
@@ -161,6 +169,8 @@ class ScoringStrategy(KoordModel):
 
 class NodeResourcesFitArgs(KoordModel):
     """kube-scheduler's ``NodeResourcesFitArgs`` (kubescheduler.config.k8s.io/v1)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     ignored_resources: list[str] = Field(default_factory=list)
     """Extended resources Filter does not check."""

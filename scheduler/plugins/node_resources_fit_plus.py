@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from apis.base import KoordModel
 from scheduler.cache.node_table import IntArray
@@ -54,6 +54,8 @@ PRE_SCORE_KEY = StateKey[_ScoreState]("PreScoreNodeResourcesFitPlus")
 
 
 class ResourcesType(KoordModel):
+    model_config = ConfigDict(extra="forbid")
+
     type: Literal["MostAllocated", "LeastAllocated"]
     """How this resource is scored."""
     weight: int = Field(ge=0)
@@ -62,6 +64,8 @@ class ResourcesType(KoordModel):
 
 class NodeResourcesFitPlusArgs(KoordModel):
     """Koordinator's ``NodeResourcesFitPlusArgs``; there is no default."""
+
+    model_config = ConfigDict(extra="forbid")
 
     resources: dict[str, ResourcesType] = Field(default_factory=dict)
     """Resource name -> strategy and weight."""

@@ -12,7 +12,7 @@ As Koordinator's ``pkg/scheduler/plugins/scarceresourceavoidance`` scores a node
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from apis.base import KoordModel
 from scheduler.cache.node_table import IntArray
@@ -30,6 +30,8 @@ NAME = "ScarceResourceAvoidance"
 
 class ScarceResourceAvoidanceArgs(KoordModel):
     """Koordinator's ``ScarceResourceAvoidanceArgs``; there is no default."""
+
+    model_config = ConfigDict(extra="forbid")
 
     resources: list[str] = Field(default_factory=list)
     """The scarce resource names (``nvidia.com/gpu`` ...)."""

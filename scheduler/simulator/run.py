@@ -126,7 +126,7 @@ async def simulate(
     settle_seconds: float = 0.05,
     custom_resources: Iterable[tuple[ResourceType[Any], Any]] = (),
 ) -> SimulationResult:
-    config = load_config(config_text or DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, registry.implements)
+    config = load_config(config_text or DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, registry)
     backend = MemoryBackend()
     for node in cluster.nodes():
         backend.apply(NODES, node)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from scheduler import __main__ as koord_scheduler
 from scheduler.config import (
     DEFAULT_CONFIG_YAML,
     ConfigError,
@@ -21,6 +22,7 @@ from scheduler.config import (
 )
 from scheduler.framework.profile import ExtensionPoint as EP
 from scheduler.framework.profile import PluginRef
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 
 DEFAULTS: dict[EP, tuple[PluginRef, ...]] = {
     EP.PRE_ENQUEUE: (PluginRef("Coscheduling"),),
@@ -678,3 +680,238 @@ def test_a_file_error_names_the_file(tmp_path: Path) -> None:
     path.write_text(HEADER + "bogus: 1\n")
     with pytest.raises(ConfigError, match=r"in .*bad\.yaml"):
         load_config(path, DEFAULTS, implements)
+
+
+# ---- strict plugin names and args, against the real registry ----------------------------------
+
+
+def load_real(body: str) -> SchedulerConfig:
+    return load_config(HEADER + textwrap.dedent(body), DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+
+
+def problems_of(body: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load_real(body)
+    return caught.value.problems
+
+
+ARGS_MODELS = [name for name in DEFAULT_REGISTRY.names() if DEFAULT_REGISTRY.get(name).args_model]
+
+
+@pytest.mark.parametrize("plugin", ARGS_MODELS)
+def test_every_args_model_rejects_an_unknown_field_naming_the_plugin(plugin: str) -> None:
+    problems = problems_of(plugin_config(f"[{{name: {plugin}, args: {{noSuchField: 1}}}}]"))
+    assert problems == [f'unknown field "profiles[0].pluginConfig[{plugin}].args.noSuchField"']
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            plugin_config("[{name: ElasticQuota, args: {hookPlugin: []}}]"),
+            'unknown field "profiles[0].pluginConfig[ElasticQuota].args.hookPlugin"'
+            ' (did you mean "hookPlugins"?)',
+            id="typo-suggests-the-field",
+        ),
+        pytest.param(
+            plugin_config(
+                "[{name: NodeResourcesFit, args: {scoringStrategy: {resources: [{name: cpu, wieght: 2}]}}}]"
+            ),
+            'unknown field "profiles[0].pluginConfig[NodeResourcesFit].args.scoringStrategy.resources[0]'
+            '.wieght" (did you mean "weight"?)',
+            id="nested-in-a-list",
+        ),
+        pytest.param(
+            plugin_config(
+                "[{name: NodeResourcesFitPlus, args: {resources: {cpu: {type: MostAllocated, weigth: 1}}}}]"
+            ),
+            'unknown field "profiles[0].pluginConfig[NodeResourcesFitPlus].args.resources.cpu.weigth"'
+            ' (did you mean "weight"?)',
+            id="nested-in-a-map",
+        ),
+        pytest.param(
+            plugin_config(
+                "[{name: NodeAffinity, args: {addedAffinity: "
+                "{requiredDuringSchedulingIgnoredDuringExecutions: {nodeSelectorTerms: []}}}}]"
+            ),
+            'unknown field "profiles[0].pluginConfig[NodeAffinity].args.addedAffinity'
+            '.requiredDuringSchedulingIgnoredDuringExecutions"'
+            ' (did you mean "requiredDuringSchedulingIgnoredDuringExecution"?)',
+            id="nested-in-an-api-type-that-reads-leniently",
+        ),
+        pytest.param(
+            plugin_config(
+                "[{name: NodeAffinity, args: {addedAffinity: {"
+                "preferredDuringSchedulingIgnoredDuringExecution: [{weight: 1, preference: "
+                "{matchExpressions: [{key: a, operator: In, valeus: [b]}]}}]}}}]"
+            ),
+            '.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0].valeus"'
+            ' (did you mean "values"?)',
+            id="deep-in-an-api-type",
+        ),
+        pytest.param(
+            plugin_config("[{name: Coscheduling, args: {enablePreemtion: true}}]"),
+            '(did you mean "enablePreemption"?)',
+            id="coscheduling-typo",
+        ),
+        pytest.param(
+            "leaderElection: {leaderElekt: false}\n",
+            'unknown field "leaderElection.leaderElekt" (did you mean "leaderElect"?)',
+            id="typo-outside-plugin-args",
+        ),
+        pytest.param(
+            plugin_config("[{name: PrioritySort, args: {foo: 1}}]"),
+            "profiles[0].pluginConfig[PrioritySort].args: plugin 'PrioritySort' takes no arguments",
+            id="args-for-a-plugin-without-args",
+        ),
+        pytest.param(
+            plugin_config("[{name: Coscheduling, args: {defaultTimeout: -1s}}]"),
+            "profiles[0].pluginConfig[Coscheduling].args.defaultTimeout: must be >= 0",
+            id="invalid-value",
+        ),
+        pytest.param(
+            plugin_config("[{name: ScarceResourceAvoidance, args: {resources: gpu}}]"),
+            "profiles[0].pluginConfig[ScarceResourceAvoidance].args.resources: Input should be a valid list",
+            id="wrong-type",
+        ),
+    ],
+)
+def test_plugin_args_are_checked_at_load_with_the_plugin_and_field_named(body: str, message: str) -> None:
+    problems = problems_of(body)
+    assert any(message in p for p in problems), problems
+
+
+def test_args_of_a_plugin_the_profile_does_not_enable_are_checked_too() -> None:
+    problems = problems_of(plugin_config("[{name: ScarceResourceAvoidance, args: {resource: [gpu]}}]"))
+    assert problems == [
+        'unknown field "profiles[0].pluginConfig[ScarceResourceAvoidance].args.resource"'
+        ' (did you mean "resources"?)'
+    ]
+
+
+NOT_SUPPORTED_ARGS = [
+    pytest.param("Coscheduling", "controllerWorkers", "4", "1", id="coscheduling-controllerWorkers"),
+    pytest.param("Coscheduling", "skipCheckScheduleCycle", "true", "false", id="coscheduling-skipCheck"),
+    pytest.param(
+        "ElasticQuota", "hookPlugins", "[{key: k, factoryKey: f}]", "[]", id="elasticquota-hookPlugins"
+    ),
+    pytest.param("ElasticQuota", "enableQueueHint", "true", "false", id="elasticquota-enableQueueHint"),
+    pytest.param(
+        "ElasticQuota",
+        "quotaSnapshotUpdateInterval",
+        "60s",
+        "2m",
+        id="elasticquota-quotaSnapshotUpdateInterval",
+    ),
+    pytest.param(
+        "ElasticQuota",
+        "disableDefaultQuotaPreemption",
+        "false",
+        "true",
+        id="elasticquota-disableDefaultQuotaPreemption",
+    ),
+]
+
+
+@pytest.mark.parametrize(("plugin", "field", "value", "default"), NOT_SUPPORTED_ARGS)
+def test_a_koordinator_argument_not_implemented_is_not_supported_yet(
+    plugin: str, field: str, value: str, default: str
+) -> None:
+    problems = problems_of(plugin_config(f"[{{name: {plugin}, args: {{{field}: {value}}}}}]"))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(
+        f"profiles[0].pluginConfig[{plugin}].args.{field}: not supported yet by koord-scheduler: only "
+    ), problems
+    assert "(Koordinator's default) is accepted" in problems[0]
+
+
+@pytest.mark.parametrize(("plugin", "field", "value", "default"), NOT_SUPPORTED_ARGS)
+def test_a_koordinator_argument_not_implemented_is_accepted_at_its_default(
+    plugin: str, field: str, value: str, default: str
+) -> None:
+    config = load_real(plugin_config(f"[{{name: {plugin}, args: {{{field}: {default}}}}}]"))
+    assert field in config.profiles[0].plugin_args[plugin]
+
+
+KNOWN = ", ".join(DEFAULT_REGISTRY.names())
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        pytest.param(
+            plugins("filter", "enabled: [{name: NodeAfinity}]"),
+            "profiles[0].plugins.filter.enabled[0]: unknown plugin 'NodeAfinity' (did you mean "
+            f"'NodeAffinity'?); the plugins koord-scheduler has: {KNOWN}",
+            id="enabled-typo",
+        ),
+        pytest.param(
+            plugins("multiPoint", "enabled: [{name: Nope}]"),
+            f"profiles[0].plugins.multiPoint.enabled[0]: unknown plugin 'Nope'; the plugins koord-scheduler "
+            f"has: {KNOWN}",
+            id="multiPoint-unknown",
+        ),
+        pytest.param(
+            plugin_config("[{name: Cosheduling, args: {enablePreemption: true}}]"),
+            "profiles[0].pluginConfig[0].name: unknown plugin 'Cosheduling' (did you mean 'Coscheduling'?);"
+            f" the plugins koord-scheduler has: {KNOWN}",
+            id="pluginConfig-typo",
+        ),
+    ],
+)
+def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) -> None:
+    assert problems_of(body) == [message]
+
+
+@pytest.mark.parametrize(
+    ("name", "origin"),
+    [
+        pytest.param("Reservation", "Koordinator", id="Reservation"),
+        pytest.param("DeviceShare", "Koordinator", id="DeviceShare"),
+        pytest.param("NodeNUMAResource", "Koordinator", id="NodeNUMAResource"),
+        pytest.param("LoadAwareScheduling", "Koordinator", id="LoadAwareScheduling"),
+        pytest.param("SchedulingHint", "Koordinator", id="SchedulingHint"),
+        pytest.param("DefaultPreBind", "Koordinator", id="DefaultPreBind"),
+        pytest.param("DefaultPreemption", "kube-scheduler", id="DefaultPreemption"),
+        pytest.param("PodTopologySpread", "kube-scheduler", id="PodTopologySpread"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("section", "where"),
+    [
+        pytest.param("plugins", "profiles[0].plugins.multiPoint.enabled[0]", id="in-plugins"),
+        pytest.param("pluginConfig", "profiles[0].pluginConfig[0].name", id="in-pluginConfig"),
+    ],
+)
+def test_a_plugin_we_do_not_implement_yet_is_not_supported_yet_rather_than_unknown(
+    name: str, origin: str, section: str, where: str
+) -> None:
+    body = (
+        plugins("multiPoint", f"enabled: [{{name: {name}}}]")
+        if section == "plugins"
+        else plugin_config(f"[{{name: {name}, args: {{}}}}]")
+    )
+    assert problems_of(body) == [
+        f"{where}: plugin {name!r} is a {origin} plugin that koord-scheduler does not support yet;"
+        f" the plugins koord-scheduler has: {KNOWN}"
+    ]
+
+
+def test_the_shipped_default_config_passes_the_strict_checks() -> None:
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    assert config.profile("koord-scheduler").plugins == {
+        point: DEFAULT_PLUGINS.get(point, ()) for point in EP
+    }
+
+
+def test_koord_scheduler_reports_an_invalid_config_and_exits_2_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(koord_scheduler, "configure_logging", lambda verbosity: None)
+    path = tmp_path / "config.yaml"
+    path.write_text(HEADER + plugin_config("[{name: ElasticQuota, args: {hookPlugin: []}}]"))
+    assert koord_scheduler.main(["--config", str(path)]) == koord_scheduler.EXIT_INVALID_CONFIG == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"koord-scheduler: invalid KubeSchedulerConfiguration in {path}:\n")
+    assert '(did you mean "hookPlugins"?)' in err
+    assert "Traceback" not in err

@@ -3,14 +3,17 @@ release, take-over after expiry, and a leader that cannot renew steps down befor
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import heapq
 import itertools
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from scheduler import leader
 from scheduler.backend.base import BackendError
 from scheduler.leader import (
     InMemoryLeaseStore,
@@ -289,3 +292,16 @@ def test_identity_defaults_to_hostname_and_uuid() -> None:
     a, b = LeaderElector(InMemoryLeaseStore()), LeaderElector(InMemoryLeaseStore())
     assert a.identity != b.identity
     assert "_" in a.identity
+
+
+def test_the_election_talks_to_the_api_server_only_through_the_backend_lease_store() -> None:
+    """The Lease I/O lives in scheduler.backend.lease; the election logic imports no API client."""
+    tree = ast.parse(Path(leader.__file__).read_text(encoding="utf-8"))
+    imported = {
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert not {m for m in imported if m and m.split(".")[0] in ("kubernetes_asyncio", "aiohttp")}
+    assert "scheduler.backend.lease" in imported

@@ -7,6 +7,7 @@ from pydantic.alias_generators import to_camel
 
 from apis.duration import parse_go_duration_ns
 from apis.quantity import Quantity
+from scheduler.plugins.not_supported import only_default
 
 __all__ = ["DEFAULT_QUOTA_GROUP_MAX", "ElasticQuotaArgs", "HookPluginConf"]
 
@@ -22,7 +23,7 @@ def _unbounded() -> dict[str, Quantity]:
 
 
 class HookPluginConf(BaseModel):
-    """A quota hook plugin (v1.7); accepted for compatibility, none is built in."""
+    """A quota hook plugin (v1.7): its shape is checked, but none is built in (see ``hookPlugins``)."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -55,13 +56,40 @@ class ElasticQuotaArgs(BaseModel):
     enable_min_quota_scale: bool = True
     """Scale mins down in proportion when the total is below their sum (4.4)."""
     disable_default_quota_preemption: bool = True
-    """Pods of the default quota are never quota preemption victims."""
+    """Pods of the default quota are never quota preemption victims. Only Koordinator's default
+    true is accepted: turning it off is not supported yet."""
     enable_queue_hint: bool = False
+    """Not supported yet: only Koordinator's default false is accepted (no quota queueing hints)."""
     quota_snapshot_update_interval: str = "120s"
+    """Not supported yet: only Koordinator's default 120s is accepted. Quota figures are computed
+    from the live cache, with no periodic snapshot to tune."""
     hook_plugins: list[HookPluginConf] = Field(default_factory=list)
+    """Not supported yet: only Koordinator's default (none) is accepted; no hook plugin is built in."""
 
     @field_validator("delay_evict_time", "revoke_pod_interval", "quota_snapshot_update_interval")
     @classmethod
     def _duration(cls, value: str) -> str:
         parse_go_duration_ns(value)
         return value
+
+    @field_validator("quota_snapshot_update_interval")
+    @classmethod
+    def _default_snapshot_interval(cls, value: str) -> str:
+        if parse_go_duration_ns(value) == parse_go_duration_ns("120s"):
+            return value
+        return only_default(value, "120s", "quota figures come from the live cache, not a periodic snapshot")
+
+    @field_validator("disable_default_quota_preemption")
+    @classmethod
+    def _default_quota_not_preempted(cls, value: bool) -> bool:
+        return only_default(value, True, "pods of the default quota are never quota preemption victims")
+
+    @field_validator("enable_queue_hint")
+    @classmethod
+    def _no_queue_hint(cls, value: bool) -> bool:
+        return only_default(value, False, "koord-scheduler has no ElasticQuota queueing hints")
+
+    @field_validator("hook_plugins")
+    @classmethod
+    def _no_hook_plugins(cls, value: list[HookPluginConf]) -> list[HookPluginConf]:
+        return only_default(value, [], "no quota hook plugin is built in")

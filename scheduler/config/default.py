@@ -1,0 +1,37 @@
+"""The configuration koord-scheduler runs without ``--config`` (the Helm chart's ConfigMap)."""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_CONFIG_YAML"]
+
+DEFAULT_CONFIG_YAML = """\
+# koord-scheduler's configuration, as shipped in the Helm chart's ConfigMap.
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: true
+  leaseDuration: 15s
+  renewDeadline: 10s
+  retryPeriod: 2s
+  resourceLock: leases
+  resourceName: koord-scheduler
+  resourceNamespace: koordinator-system
+clientConnection:
+  qps: 50
+  burst: 100
+parallelism: 16
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 10
+profiles:
+  # No `plugins` section: the profile runs the default plugin set. Enable or disable against it
+  # per extension point (`disabled: [{name: "*"}]` removes every default there), and set plugin
+  # arguments under `pluginConfig`, e.g.
+  #   pluginConfig:
+  #     - name: Coscheduling
+  #       args:
+  #         apiVersion: kubescheduler.config.k8s.io/v1
+  #         kind: CoschedulingArgs
+  #         enablePreemption: true
+  - schedulerName: koord-scheduler
+"""
+"""The shipped default configuration (the Helm chart's ConfigMap renders the same content)."""
