@@ -8,6 +8,8 @@ e.g. ``gatherStrategy[0].strategy: Input should be 'MustGather' or 'PreferGather
 JSON values are validated in pydantic's *strict* JSON mode, which mirrors Go's ``encoding/json``:
 
 - unknown object fields are ignored (``KoordModel`` uses ``extra="ignore"``);
+- an object key that is not a field's exact JSON name still names the field when it matches it
+  case-insensitively (``"GatherStrategy"``), as Go's decoder does (:func:`apis.base.go_json_keys`);
 - a value of the wrong JSON type is an error (``"1"`` is not an integer, ``1.5`` is not an int);
 - malformed JSON is an error.
 
@@ -20,6 +22,7 @@ quote at most :data:`apis.errors.ECHO_LIMIT` characters of the input.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +31,9 @@ from functools import cache
 from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
+from apis.base import go_json_keys
 from apis.duration import parse_go_duration_ns
 from apis.errors import InvalidAnnotation, InvalidValue, echo
 from apis.quantity import Quantity
@@ -115,6 +120,24 @@ def _describe(error: ValidationError, raw: str) -> str:
     return "; ".join(problems)
 
 
+def _go_keys(adapter: TypeAdapter[Any], raw: str) -> str:
+    """``raw`` with object keys renamed as Go's decoder matches them; ``raw`` itself when none is.
+
+    Malformed JSON is left for the strict validation to report.
+    """
+    try:
+        data = from_json(raw)
+    except ValueError:
+        return raw
+    renamed = go_json_keys(adapter.core_schema, data)
+    if renamed is data:
+        return raw
+    try:
+        return json.dumps(renamed)
+    except ValueError:  # an integer too long to print: let the validation reject it as written
+        return raw
+
+
 @cache
 def _adapter(target: Any) -> TypeAdapter[Any]:
     return TypeAdapter(target)
@@ -131,13 +154,14 @@ def parse_json(key: str, raw: str, target: TypeAdapter[T]) -> T: ...
 def parse_json(key: str, raw: str, target: type[M] | TypeAdapter[T]) -> M | T:
     """Parse the JSON ``raw`` value of ``key`` into ``target`` (a model class or a TypeAdapter).
 
-    Raises InvalidAnnotation naming ``key``, the path inside the value and the offending input.
+    Object keys match fields case-insensitively, as in Go (see the module docstring). Raises
+    InvalidAnnotation naming ``key``, the path inside the value and the offending input.
     """
     if not isinstance(raw, str):
         raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
     adapter: TypeAdapter[Any] = target if isinstance(target, TypeAdapter) else _adapter(target)
     try:
-        return adapter.validate_json(raw, strict=True)  # type: ignore[no-any-return]
+        return adapter.validate_json(_go_keys(adapter, raw), strict=True)  # type: ignore[no-any-return]
     except ValidationError as error:
         raise InvalidAnnotation(key, _describe(error, raw)) from error
 

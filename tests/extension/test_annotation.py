@@ -262,3 +262,57 @@ def test_many_problems_are_counted_not_listed() -> None:
     raw = '{"items": [' + ",".join(['{"someValue": "x"}'] * 20) + "]}"
     with pytest.raises(InvalidAnnotation, match="and 15 more"):
         parse_json(KEY, raw, Outer)
+
+
+# Go's encoding/json matches object keys to fields case-insensitively.
+
+
+class Spec(KoordModel):
+    gather_strategy: list[Inner] | None = None
+    limits: dict[str, Inner] | None = None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param('{"GatherStrategy": [{"someValue": 1}]}', id="capitalised"),
+        pytest.param('{"GATHERSTRATEGY": [{"SOMEVALUE": 1}]}', id="upper-case-nested"),
+        pytest.param('{"gatherstrategy": [{"somevalue": 1}]}', id="lower-case"),
+        pytest.param('{"gatherStrategy": [{"someValue": 1}]}', id="exact"),
+        pytest.param('{"gather_strategy": [{"some_value": 1}]}', id="python-names-still-accepted"),
+    ],
+)
+def test_json_keys_match_fields_case_insensitively_as_go(raw: str) -> None:
+    assert parse_json(KEY, raw, Spec).gather_strategy == [Inner(some_value=1)]
+
+
+def test_the_kelvin_sign_and_long_s_fold_as_in_go() -> None:
+    assert parse_json(KEY, '{"gatherStrategy": [{"\u017fomeValue": 1}]}', Spec).gather_strategy == [
+        Inner(some_value=1)
+    ]
+
+    class Knob(KoordModel):
+        kind: int | None = None
+
+    assert parse_json(KEY, '{"\u212aind": 3}', Knob).kind == 3
+
+
+def test_a_later_key_for_the_same_field_wins_as_in_go() -> None:
+    raw = '{"gatherStrategy": [{"someValue": 1}], "GatherStrategy": [{"someValue": 2}]}'
+    assert parse_json(KEY, raw, Spec).gather_strategy == [Inner(some_value=2)]
+
+
+def test_map_keys_are_data_and_keep_their_case() -> None:
+    spec = parse_json(KEY, '{"Limits": {"CPU": {"SomeValue": 1}}}', Spec)
+    assert spec.limits == {"CPU": Inner(some_value=1)}
+
+
+def test_case_folded_keys_are_still_validated_strictly() -> None:
+    with pytest.raises(InvalidAnnotation, match=r"gatherStrategy\[0\]\.someValue"):
+        parse_json(KEY, '{"GatherStrategy": [{"SomeValue": "1"}]}', Spec)
+
+
+def test_api_objects_decode_with_exact_keys_only() -> None:
+    # CRD objects come from the API server with their exact field names; only annotation
+    # payloads get Go's case-insensitive matching.
+    assert Spec.model_validate({"GatherStrategy": [{"someValue": 1}]}).gather_strategy is None
