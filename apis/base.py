@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 from pydantic_core import CoreSchema
 
-__all__ = ["CRDInfo", "KoordModel", "PrinterColumn", "go_json_keys"]
+__all__ = ["CRDInfo", "KoordModel", "PrinterColumn", "ResourceInfo", "go_json_keys", "resource_info"]
 
 
 class KoordModel(BaseModel):
@@ -58,8 +58,12 @@ class PrinterColumn(BaseModel):
     format: str | None = None
 
 
-class CRDInfo(BaseModel):
-    """What a root API type needs besides its schema to render its CustomResourceDefinition."""
+class ResourceInfo(BaseModel):
+    """Where a kind is served: group (empty for core/v1), version, kind, plural and scope.
+
+    Every root model carries one (``KoordResource.crd``, the core kinds' ``api``), so code that
+    lists or watches a kind reads it from the model instead of spelling it again.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -69,15 +73,32 @@ class CRDInfo(BaseModel):
     plural: str
     singular: str
     scope: str  # "Namespaced" | "Cluster"
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def namespaced(self) -> bool:
+        return self.scope == "Namespaced"
+
+
+def resource_info(model: type[BaseModel]) -> ResourceInfo:
+    """The ResourceInfo a root model declares: ``crd`` on a custom resource, ``api`` on a core kind."""
+    info = getattr(model, "crd", None) or getattr(model, "api", None)
+    if not isinstance(info, ResourceInfo):
+        raise TypeError(f"{model.__name__} declares no ResourceInfo (a crd or api class attribute)")
+    return info
+
+
+class CRDInfo(ResourceInfo):
+    """What a root API type needs besides its schema to render its CustomResourceDefinition."""
+
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ("koordinator",)
     status_subresource: bool = False
     printer_columns: tuple[PrinterColumn, ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
 
     @property
     def crd_name(self) -> str:
