@@ -24,7 +24,7 @@ def chain(layers: int) -> list[dict[str, Any]]:
     return items
 
 
-V17 = [
+V17: list[dict[str, Any]] = [
     {"topologyLayer": "SpineLayer", "labelKey": ["spine"]},
     {"topologyLayer": "BlockLayer", "parentTopologyLayer": "SpineLayer", "labelKey": ["block"]},
     {"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "BlockLayer"},
