@@ -117,8 +117,15 @@ def _fold(name: str) -> str:
     return name.translate(_GO_FOLD).lower()
 
 
+_NAMES: dict[int, tuple[Mapping[str, Any], set[str], dict[str, str], dict[str, Any]]] = {}
+"""``_field_names`` per model-fields schema (keyed by id; the schema is kept so the id stays its own)."""
+
+
 def _field_names(fields: Mapping[str, Any]) -> tuple[set[str], dict[str, str], dict[str, Any]]:
     """Exact names (aliases and, with populate-by-name, Python names), fold -> alias, alias -> schema."""
+    cached = _NAMES.get(id(fields))
+    if cached is not None and cached[0] is fields:
+        return cached[1], cached[2], cached[3]
     exact: set[str] = set()
     folded: dict[str, str] = {}
     schemas: dict[str, Any] = {}
@@ -128,6 +135,7 @@ def _field_names(fields: Mapping[str, Any]) -> tuple[set[str], dict[str, str], d
         exact.update((name, wire))
         folded.setdefault(_fold(wire), wire)
         schemas[wire] = schemas[name] = field["schema"]
+    _NAMES[id(fields)] = (fields, exact, folded, schemas)
     return exact, folded, schemas
 
 
