@@ -6,11 +6,11 @@ server sends, never for writing whole objects back (the scheduler patches and bi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
-from apis.base import KoordModel
+from apis.base import KoordModel, ResourceInfo
 from apis.meta import LabelSelector, NodeSelectorTerm, ObjectMeta, Taint, Toleration
 from apis.quantity import Quantity
 from apis.types import Int32, Int64, Time
@@ -104,6 +104,10 @@ class PodStatus(KoordModel):
 
 
 class Pod(KoordModel):
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="", version="v1", kind="Pod", plural="pods", singular="pod", scope="Namespaced"
+    )
+
     api_version: str | None = "v1"
     kind: str | None = "Pod"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
@@ -129,6 +133,10 @@ class NodeStatus(KoordModel):
 
 
 class Node(KoordModel):
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="", version="v1", kind="Node", plural="nodes", singular="node", scope="Cluster"
+    )
+
     api_version: str | None = "v1"
     kind: str | None = "Node"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
@@ -150,6 +158,15 @@ class PodDisruptionBudgetStatus(KoordModel):
 
 
 class PodDisruptionBudget(KoordModel):
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="policy",
+        version="v1",
+        kind="PodDisruptionBudget",
+        plural="poddisruptionbudgets",
+        singular="poddisruptionbudget",
+        scope="Namespaced",
+    )
+
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
     status: PodDisruptionBudgetStatus = Field(default_factory=PodDisruptionBudgetStatus)

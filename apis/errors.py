@@ -9,15 +9,64 @@ Exception tree::
 
 All of them are ``ValueError`` so that pydantic validators turn them into validation errors
 that name the field.
+
+Input is hostile until parsed: a message never grows with the input. :func:`echo` quotes an
+offending value cut to :data:`ECHO_LIMIT` characters, and every message is cut to
+:data:`MESSAGE_LIMIT` characters however it was built.
 """
 
 from __future__ import annotations
 
-__all__ = ["InvalidAnnotation", "InvalidSpec", "InvalidValue"]
+import reprlib
+
+__all__ = ["ECHO_LIMIT", "MESSAGE_LIMIT", "InvalidAnnotation", "InvalidSpec", "InvalidValue", "echo"]
+
+ECHO_LIMIT = 200
+"""Characters of an offending value quoted in a message."""
+
+MESSAGE_LIMIT = 2000
+"""Characters of a whole message (a key, a path, several problems, each with its echo)."""
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    more = f"... ({len(text) - limit} more characters)"
+    return text[: max(limit - len(more), 0)] + more
+
+
+class _Repr(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:  # str() of a huge int is slow, and refused past 4,300 digits
+            return f"<an integer of about {int(x.bit_length() * 0.30103)} digits>"
+        return super().repr_int(x, level)
+
+
+def _repr() -> reprlib.Repr:
+    r = _Repr()
+    r.maxstring = r.maxother = ECHO_LIMIT
+    r.maxlong = 40
+    r.maxlevel = 3
+    return r
+
+
+_REPR = _repr()
+
+
+def echo(value: object) -> str:
+    """``repr(value)`` cut to :data:`ECHO_LIMIT` characters, for quoting input in a message.
+
+    Long strings and containers are cut before they are rendered (``reprlib``), so a megabyte of
+    input costs no more than its first few hundred characters.
+    """
+    return _cut(_REPR.repr(value), ECHO_LIMIT)
 
 
 class InvalidValue(ValueError):
     """A value that cannot be parsed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(_cut(message, MESSAGE_LIMIT))
 
 
 class InvalidAnnotation(InvalidValue):
@@ -25,8 +74,8 @@ class InvalidAnnotation(InvalidValue):
 
     def __init__(self, key: str, problem: str) -> None:
         self.key = key
-        self.problem = problem
-        super().__init__(f"invalid value for {key}: {problem}")
+        self.problem = _cut(problem, MESSAGE_LIMIT)
+        super().__init__(f"invalid value for {_cut(key, ECHO_LIMIT)}: {self.problem}")
 
 
 class InvalidSpec(InvalidValue):
@@ -34,5 +83,5 @@ class InvalidSpec(InvalidValue):
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
-        self.problem = problem
-        super().__init__(f"{path}: {problem}")
+        self.problem = _cut(problem, MESSAGE_LIMIT)
+        super().__init__(f"{_cut(path, ECHO_LIMIT)}: {self.problem}")

@@ -8,14 +8,21 @@ e.g. ``gatherStrategy[0].strategy: Input should be 'MustGather' or 'PreferGather
 JSON values are validated in pydantic's *strict* JSON mode, which mirrors Go's ``encoding/json``:
 
 - unknown object fields are ignored (``KoordModel`` uses ``extra="ignore"``);
+- an object key that is not a field's exact JSON name still names the field when it matches it
+  case-insensitively (``"GatherStrategy"``), as Go's decoder does (:func:`apis.base.go_json_keys`);
 - a value of the wrong JSON type is an error (``"1"`` is not an integer, ``1.5`` is not an int);
 - malformed JSON is an error.
 
 Scalar helpers mirror Go's ``strconv`` functions that Koordinator uses for the same keys.
+
+Values are hostile until parsed: every failure is an InvalidAnnotation (never a bare ValueError
+or OverflowError), numbers are bounded by their digit count before any arithmetic, and messages
+quote at most :data:`apis.errors.ECHO_LIMIT` characters of the input.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,9 +31,11 @@ from functools import cache
 from typing import Any, Generic, TypeVar, overload
 
 from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
+from pydantic_core import from_json
 
+from apis.base import go_json_keys
 from apis.duration import parse_go_duration_ns
-from apis.errors import InvalidAnnotation, InvalidValue
+from apis.errors import InvalidAnnotation, InvalidValue, echo
 from apis.quantity import Quantity
 
 __all__ = [
@@ -48,7 +57,8 @@ M = TypeVar("M", bound=BaseModel)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
-_INPUT_REPR_LIMIT = 120
+_PROBLEMS_LISTED = 5
+"""Validation problems spelled out in a message; the rest are counted."""
 
 
 def _empty_as_none(value: Any) -> Any:
@@ -92,26 +102,40 @@ def format_loc(loc: tuple[int | str, ...]) -> str:
     return out
 
 
-def _short_repr(value: Any) -> str:
-    text = repr(value)
-    if len(text) > _INPUT_REPR_LIMIT:
-        text = text[: _INPUT_REPR_LIMIT - 3] + "..."
-    return text
-
-
 def _describe(error: ValidationError, raw: str) -> str:
     problems = []
-    for item in error.errors(include_url=False):
+    items = error.errors(include_url=False)
+    for item in items[:_PROBLEMS_LISTED]:
         if item["type"] == "json_invalid":
-            problems.append(f"malformed JSON: {item['ctx']['error']} (got {_short_repr(raw)})")
+            problems.append(f"malformed JSON: {item['ctx']['error']} (got {echo(raw)})")
             continue
         path = format_loc(item["loc"])
         message = item["msg"]
         if message.startswith("Value error, "):
             message = message[len("Value error, ") :]
         text = f"{path}: {message}" if path else message
-        problems.append(f"{text} (got {_short_repr(item['input'])})")
+        problems.append(f"{text} (got {echo(item['input'])})")
+    if len(items) > _PROBLEMS_LISTED:
+        problems.append(f"and {len(items) - _PROBLEMS_LISTED} more")
     return "; ".join(problems)
+
+
+def _go_keys(adapter: TypeAdapter[Any], raw: str) -> str:
+    """``raw`` with object keys renamed as Go's decoder matches them; ``raw`` itself when none is.
+
+    Malformed JSON is left for the strict validation to report.
+    """
+    try:
+        data = from_json(raw)
+    except ValueError:
+        return raw
+    renamed = go_json_keys(adapter.core_schema, data)
+    if renamed is data:
+        return raw
+    try:
+        return json.dumps(renamed)
+    except ValueError:  # an integer too long to print: let the validation reject it as written
+        return raw
 
 
 @cache
@@ -130,13 +154,14 @@ def parse_json(key: str, raw: str, target: TypeAdapter[T]) -> T: ...
 def parse_json(key: str, raw: str, target: type[M] | TypeAdapter[T]) -> M | T:
     """Parse the JSON ``raw`` value of ``key`` into ``target`` (a model class or a TypeAdapter).
 
-    Raises InvalidAnnotation naming ``key``, the path inside the value and the offending input.
+    Object keys match fields case-insensitively, as in Go (see the module docstring). Raises
+    InvalidAnnotation naming ``key``, the path inside the value and the offending input.
     """
     if not isinstance(raw, str):
-        raise InvalidAnnotation(key, f"value must be a string, got {_short_repr(raw)}")
+        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
     adapter: TypeAdapter[Any] = target if isinstance(target, TypeAdapter) else _adapter(target)
     try:
-        return adapter.validate_json(raw, strict=True)  # type: ignore[no-any-return]
+        return adapter.validate_json(_go_keys(adapter, raw), strict=True)  # type: ignore[no-any-return]
     except ValidationError as error:
         raise InvalidAnnotation(key, _describe(error, raw)) from error
 
@@ -166,22 +191,24 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
 
     Base 0 accepts ``0x``/``0o``/``0b`` prefixes, a leading ``0`` for octal and ``_`` digit separators,
     so ``"0x10"`` is 16 and ``"010"`` is 8. Base 10 accepts an optional sign and decimal digits only.
+    A value with more significant digits than int``bits`` can hold is out of range before it is
+    converted, so a 5,000-digit value costs no more than a 20-digit one.
     """
     if not isinstance(raw, str):
-        raise InvalidAnnotation(key, f"value must be a string, got {_short_repr(raw)}")
+        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
     if base not in (0, 10):
         raise ValueError(f"unsupported base {base}")
-    problem = f"{raw!r} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+    problem = f"{echo(raw)} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+    sign, body = 1, raw
+    if body[:1] in ("+", "-"):
+        sign = -1 if body[0] == "-" else 1
+        body = body[1:]
+    radix, prefixed = 10, False
     if base == 10:
         if _DECIMAL.fullmatch(raw) is None:
             raise InvalidAnnotation(key, problem)
-        value = int(raw)
+        digits = body
     else:
-        sign, body = 1, raw
-        if body[:1] in ("+", "-"):
-            sign = -1 if body[0] == "-" else 1
-            body = body[1:]
-        radix, prefixed = 10, False
         lowered = body[:2].lower()
         if lowered in ("0x", "0o", "0b"):
             radix, prefixed, body = {"0x": 16, "0o": 8, "0b": 2}[lowered], True, body[2:]
@@ -194,10 +221,13 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
             or not _underscores_ok(body, prefixed)
         ):
             raise InvalidAnnotation(key, problem)
-        value = sign * int(digits, radix)
+    significant = digits.lstrip("0")
+    if len(significant) > bits:  # no radix packs more than one bit into a digit
+        raise InvalidAnnotation(key, f"{echo(raw)} is out of range for int{bits}")
+    value = sign * int(significant or "0", radix)
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     if not low <= value <= high:
-        raise InvalidAnnotation(key, f"{raw!r} is out of range for int{bits}")
+        raise InvalidAnnotation(key, f"{echo(raw)} is out of range for int{bits}")
     return value
 
 
@@ -211,7 +241,7 @@ def parse_bool(key: str, raw: str) -> bool:
         return True
     if raw in _GO_FALSE:
         return False
-    raise InvalidAnnotation(key, f"{raw!r} is not a boolean (expected true or false)")
+    raise InvalidAnnotation(key, f"{echo(raw)} is not a boolean (expected true or false)")
 
 
 def parse_duration(key: str, raw: str) -> timedelta:

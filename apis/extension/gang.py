@@ -18,7 +18,7 @@ from typing import Literal, get_args
 
 from pydantic import TypeAdapter
 
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, echo
 from apis.extension._annotation import Fallback, lookup, parse_duration, parse_go_int, parse_json
 from apis.extension.networktopology import ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC
 
@@ -130,7 +130,7 @@ def resolve_gang_mode(raw: str | None) -> Fallback[GangMode]:
         return Fallback(raw)
     return Fallback(
         DEFAULT_GANG_MODE,
-        f"{ANNOTATION_GANG_MODE}: unknown gang mode {raw!r} (expected one of {', '.join(GANG_MODES)}); "
+        f"{ANNOTATION_GANG_MODE}: unknown gang mode {echo(raw)} (expected one of {', '.join(GANG_MODES)}); "
         f"using {DEFAULT_GANG_MODE}",
     )
 
@@ -154,7 +154,7 @@ def resolve_gang_match_policy(
         return Fallback(raw)
     return Fallback(
         default,
-        f"{ANNOTATION_GANG_MATCH_POLICY}: unknown match policy {raw!r} "
+        f"{ANNOTATION_GANG_MATCH_POLICY}: unknown match policy {echo(raw)} "
         f"(expected one of {', '.join(GANG_MATCH_POLICIES)}); using {default}",
     )
 
@@ -204,7 +204,9 @@ def resolve_gang_waiting_time(raw: str | None) -> Fallback[timedelta | None]:
     except InvalidAnnotation as error:
         return Fallback(None, f"{error}; using the default timeout")
     if wait < timedelta(0):
-        return Fallback(None, f"{ANNOTATION_GANG_WAIT_TIME}: {raw!r} is negative; using the default timeout")
+        return Fallback(
+            None, f"{ANNOTATION_GANG_WAIT_TIME}: {echo(raw)} is negative; using the default timeout"
+        )
     if wait == timedelta(0):
         return Fallback(None)
     return Fallback(wait)
@@ -221,7 +223,7 @@ def parse_gang_groups(raw: str) -> list[str]:
         if member.count("/") != 1 or not namespace or not name:
             raise InvalidAnnotation(
                 ANNOTATION_GANG_GROUPS,
-                f"[{index}]: a gang group member must be written as namespace/name (got {member!r})",
+                f"[{index}]: a gang group member must be written as namespace/name (got {echo(member)})",
             )
     return groups
 

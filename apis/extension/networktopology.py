@@ -15,6 +15,7 @@ from pydantic import Field
 
 from apis.base import KoordModel
 from apis.extension._annotation import lookup, parse_json
+from apis.scheduling.networktopology import CLUSTER_TOPOLOGY_LAYER, NODE_TOPOLOGY_LAYER
 from apis.types import Int64
 
 __all__ = [
@@ -40,10 +41,6 @@ ANNOTATION_GANG_NETWORK_TOPOLOGY_SPEC = "gang.scheduling.koordinator.sh/network-
 ANNOTATION_POD_NETWORK_TOPOLOGY_SELECTOR = "scheduling.koordinator.sh/network-topology-selector"
 """Opaque string: pods sharing the value count as existing members per node."""
 
-CLUSTER_TOPOLOGY_LAYER = "ClusterTopologyLayer"
-"""Built-in root layer: the whole cluster."""
-NODE_TOPOLOGY_LAYER = "NodeTopologyLayer"
-"""Built-in leaf layer: one Node."""
 
 # Conventional node labels written by NVIDIA topograph; referenced from ClusterNetworkTopology labelKey.
 LABEL_NVIDIA_TOPOLOGY_ACCELERATOR = "network.topology.nvidia.com/accelerator"

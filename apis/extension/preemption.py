@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, echo
 from apis.extension._annotation import lookup, parse_go_int, parse_json
 from apis.extension.quota import LABEL_PREEMPTIBLE
 from apis.types import PreserveUnknownObject, Time
@@ -63,7 +63,7 @@ def parse_eviction_cost(raw: str) -> int:
     """An int32 string. As in Koordinator, a leading ``+`` or a leading zero (``"008"``) is invalid."""
     if not (raw.startswith("-") or raw == "0" or raw[:1] in ("1", "2", "3", "4", "5", "6", "7", "8", "9")):
         raise InvalidAnnotation(
-            ANNOTATION_EVICTION_COST, f"{raw!r} is not a valid int32 (no '+' sign or leading zeros)"
+            ANNOTATION_EVICTION_COST, f"{echo(raw)} is not a valid int32 (no '+' sign or leading zeros)"
         )
     return parse_go_int(ANNOTATION_EVICTION_COST, raw, bits=32)
 

@@ -12,16 +12,16 @@ root: pure functions, no Kopf, no I/O.
   ``is-root: "true"``, ``is-parent: "true"`` (so child quotas can hang below it; ``quotaLabels``
   may override it), then ``quotaLabels``.
 
-The ratio is applied exactly (Koordinator multiplies float64s): milli-CPU and whole units of
-every other resource, truncated. A ratio that is not a number in (0, 1] counts as 1, as in
-Koordinator.
+The ratio is read as koord-scheduler reads it (``apis.quota.elasticquotaprofile.resource_ratio``)
+and applied exactly (Koordinator multiplies float64s): milli-CPU and whole units of every other
+resource, truncated. A number outside (0, 1] counts as 1, as in Koordinator; a ratio that is no
+number at all makes the profile invalid (InvalidSpec), so no tree root is written from a guess.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
@@ -31,7 +31,7 @@ from apis.core import Node
 from apis.extension import quota as keys
 from apis.meta import selects
 from apis.quantity import Format, Quantity
-from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile, resource_ratio
 from apis.resources import CPU, ResourceList, add, from_int_units
 from apis.scheduling.elasticquota import ElasticQuota, ElasticQuotaSpec
 
@@ -144,14 +144,9 @@ def total(nodes: Iterable[NodeCapacity]) -> ResourceList:
 
 
 def parse_ratio(raw: str | None) -> Fraction:
-    """``resourceRatio`` as an exact fraction; 1 when absent, malformed or outside (0, 1]."""
-    if raw is None:
-        return Fraction(1)
-    try:
-        ratio = Fraction(Decimal(raw.strip()))
-    except (InvalidOperation, ValueError):
-        return Fraction(1)
-    return ratio if 0 < ratio <= 1 else Fraction(1)
+    """``resourceRatio`` as an exact fraction; 1 when absent or outside (0, 1]. Raises InvalidSpec
+    naming ``spec.resourceRatio`` when it is no number Go's ParseFloat accepts (or a hostile one)."""
+    return resource_ratio(raw)
 
 
 def scale(resources: Mapping[str, Quantity], ratio: Fraction) -> ResourceList:
@@ -186,7 +181,10 @@ def cluster_root_quota(nodes: Iterable[NodeCapacity]) -> DesiredQuota:
 def profile_tree_root(
     profile: ElasticQuotaProfile, tree_id: str, nodes: Iterable[NodeCapacity]
 ) -> DesiredQuota:
-    """The tree root quota the profile asks for, from the nodes its selector picks."""
+    """The tree root quota the profile asks for, from the nodes its selector picks.
+
+    Raises InvalidSpec when ``spec.resourceRatio`` is malformed: the profile is invalid.
+    """
     assert profile.spec is not None
     ratio = parse_ratio(profile.spec.resource_ratio)
     selected = [n for n in nodes if selects(profile.spec.node_selector, n.labels)]

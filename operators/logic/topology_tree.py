@@ -7,8 +7,8 @@ them the indexed node labels and writes :func:`build_detail_status`'s result int
 Building the tree (algorithms 2.2, the same steps as Koordinator's ``networktopology/tree.go``):
 
 1. Order the layers top-down by walking ``parentTopologyLayer`` from ``NodeTopologyLayer``
-   upwards, exactly as many steps as the spec has items; a layer the walk needs and cannot find
-   means there is no tree (:class:`InvalidChain`).
+   upwards (``ClusterNetworkTopologySpec.layer_chain``, the walk koord-scheduler's placement
+   uses too); layers that do not form one chain mean there is no tree (:class:`InvalidChain`).
 2. The root is a virtual domain of layer ``ClusterTopologyLayer`` with an empty name.
 3. For each node, in name order, compute its path top-down: a layer's domain name is the value of
    the first of its ``labelKey`` that is non-empty on the node; the ``NodeTopologyLayer`` name is
@@ -29,10 +29,14 @@ tooling read this status and must see what Koordinator writes:
   either ``b1`` is counted there. Koordinator sees nodes in lister order; we walk them in name
   order so the result is at least deterministic. Label values should be globally unique per
   layer (NVIDIA topograph's are).
-- Step 1 is lenient: the topmost walked item's own ``parentTopologyLayer`` is never looked at,
-  and a cycle whose length happens to match the item count still yields a chain. The status is
-  built whenever Koordinator would build it; :func:`validate_chain` is the strict check the
-  admission webhook applies, so such specs cannot be created through our API server.
+Not reproduced: Koordinator's step 1 walks exactly as many steps as the spec has items and never
+looks at the topmost item's own ``parentTopologyLayer``, so a dangling top parent, or a cycle whose
+length happens to match the item count, still yields a status there. Here the status is built only
+from a chain the scheduler would place gangs on, so the status never shows a tree the scheduler
+refuses; :func:`validate_chain` (the admission check) rejects the same specs up front.
+
+The tree is emitted without recursion: a chain of hundreds of layers (admission allows any
+number) is as safe as three.
 """
 
 from __future__ import annotations
@@ -41,41 +45,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from apis.core import Node
-from apis.extension.networktopology import CLUSTER_TOPOLOGY_LAYER, NODE_TOPOLOGY_LAYER
 from apis.scheduling.networktopology import (
+    CHAIN_FIELD,
+    CLUSTER_TOPOLOGY_LAYER,
+    NODE_TOPOLOGY_LAYER,
     ClusterNetworkTopologySpec,
+    InvalidTopologyChain,
     NetworkTopologySpec,
     TopologyInfo,
     TopologyStatus,
+    chain_problems,
 )
 
 __all__ = ["InvalidChain", "build_detail_status", "node_path", "sort_layers", "validate_chain"]
 
-_FIELD = "spec.networkTopologySpec"
-
-
-class InvalidChain(ValueError):
-    """The layers do not form a chain the tree can be built from (Koordinator logs and skips it)."""
+InvalidChain = InvalidTopologyChain
+"""The layers do not form a chain the tree can be built from (logged, and no status is written)."""
 
 
 def sort_layers(spec: ClusterNetworkTopologySpec) -> list[NetworkTopologySpec]:
-    """The spec's layers top-down, walked from NodeTopologyLayer upward as Koordinator does (step 1).
-
-    Raises InvalidChain when a layer the walk needs is absent (no NodeTopologyLayer, a dangling
-    parent below the top, or an item that is not on the chain so the walk runs out of layers).
-    """
-    items = spec.network_topology_spec
-    by_layer = {item.topology_layer: item for item in items}  # the last duplicate wins, as upstream
-    ordered: list[NetworkTopologySpec] = []
-    layer: str | None = NODE_TOPOLOGY_LAYER
-    for _ in items:
-        current = by_layer.get(layer or "")
-        if current is None:
-            raise InvalidChain(f"topology layer {layer or '(none)'!r} not found in spec")
-        ordered.append(current)
-        layer = current.parent_topology_layer
-    ordered.reverse()
-    return ordered
+    """The spec's layers top-down, NodeTopologyLayer last (step 1). Raises InvalidChain."""
+    return spec.layer_chain()
 
 
 def node_path(layers: Sequence[NetworkTopologySpec], node: Node) -> list[tuple[str, str]] | None:
@@ -126,82 +116,51 @@ def build_detail_status(spec: ClusterNetworkTopologySpec, nodes: Iterable[Node])
     return out
 
 
-def _emit(domain: _Domain, out: list[TopologyStatus]) -> int:
-    """Append ``domain`` and its subtree depth-first; return its node count (step 5)."""
-    if domain.layer == NODE_TOPOLOGY_LAYER:
-        return 1
-    names = sorted(domain.children)
-    child_layer = domain.children[names[0]].layer if names else None
-    entry = TopologyStatus(
-        topology_info=TopologyInfo(topology_layer=domain.layer, topology_name=domain.name),
-        parent_topology_info=(
-            TopologyInfo(topology_layer=domain.parent.layer, topology_name=domain.parent.name)
-            if domain.parent is not None
-            else None
-        ),
-        child_topology_layer=child_layer,
-        child_topology_names=names if names and child_layer != NODE_TOPOLOGY_LAYER else None,
-        node_num=0,
-    )
-    out.append(entry)
-    entry.node_num = sum(_emit(domain.children[name], out) for name in names)
-    return entry.node_num
+def _emit(root: _Domain, out: list[TopologyStatus]) -> None:
+    """Append ``root`` and its subtree depth-first, children in name order (step 5), with an
+    explicit stack: each entry is appended on the way down, its node count filled on the way up."""
+    counts: dict[int, int] = {}
+    entries: dict[int, TopologyStatus] = {}
+    stack: list[tuple[_Domain, bool]] = [(root, False)]
+    while stack:
+        domain, done = stack.pop()
+        if domain.layer == NODE_TOPOLOGY_LAYER:
+            counts[id(domain)] = 1
+            continue
+        names = sorted(domain.children)
+        if done:
+            entry = entries[id(domain)]
+            entry.node_num = sum(counts.pop(id(domain.children[name])) for name in names)
+            counts[id(domain)] = entry.node_num
+            continue
+        child_layer = domain.children[names[0]].layer if names else None
+        entry = TopologyStatus(
+            topology_info=TopologyInfo(topology_layer=domain.layer, topology_name=domain.name),
+            parent_topology_info=(
+                TopologyInfo(topology_layer=domain.parent.layer, topology_name=domain.parent.name)
+                if domain.parent is not None
+                else None
+            ),
+            child_topology_layer=child_layer,
+            child_topology_names=names if names and child_layer != NODE_TOPOLOGY_LAYER else None,
+            node_num=0,
+        )
+        out.append(entry)
+        entries[id(domain)] = entry
+        stack.append((domain, True))
+        stack.extend((domain.children[name], False) for name in reversed(names))
 
 
 def validate_chain(spec: ClusterNetworkTopologySpec) -> list[str]:
-    """Every reason the layers do not form one linear chain from NodeTopologyLayer up to the root.
-
-    Stricter than :func:`sort_layers` (which mirrors what Koordinator tolerates): every item must
-    lie on the chain, each layer appears once, every parent is a layer of the spec (or empty /
-    ClusterTopologyLayer for the top), there is no cycle, and NodeTopologyLayer is present and
-    has no labelKey (it is named after the node).
-    """
+    """Every reason to reject the layers at admission: those of ``apis`` ``chain_problems`` (the
+    same that stop the tree and placement), plus a labelKey on NodeTopologyLayer, which is named
+    after the node and would be silently ignored."""
+    problems = chain_problems(spec)
     items = spec.network_topology_spec
-    problems: list[str] = []
-    layers = {item.topology_layer for item in items}
-    first_at: dict[str, int] = {}
-    for i, item in enumerate(items):
-        layer = item.topology_layer
-        if layer in first_at:
-            problems.append(
-                f"{_FIELD}[{i}].topologyLayer: duplicate layer {layer!r} (also at [{first_at[layer]}])"
-            )
-            continue
-        first_at[layer] = i
-        if layer == CLUSTER_TOPOLOGY_LAYER:
-            problems.append(
-                f"{_FIELD}[{i}].topologyLayer: {CLUSTER_TOPOLOGY_LAYER} is the implicit root and "
-                "must not be listed"
-            )
-        parent = item.parent_topology_layer
-        if parent and parent != CLUSTER_TOPOLOGY_LAYER and parent not in layers:
-            problems.append(
-                f"{_FIELD}[{i}].parentTopologyLayer: {parent!r} is not a layer of the spec "
-                f"(dangling parent of {layer!r})"
-            )
-    node_at = first_at.get(NODE_TOPOLOGY_LAYER)
-    if node_at is None:
-        problems.append(f"{_FIELD}: {NODE_TOPOLOGY_LAYER} is missing; the chain is walked upward from it")
-        return problems
-    if items[node_at].label_key:
+    node_at = next((i for i, item in enumerate(items) if item.topology_layer == NODE_TOPOLOGY_LAYER), None)
+    if node_at is not None and items[node_at].label_key:
         problems.append(
-            f"{_FIELD}[{node_at}].labelKey: {NODE_TOPOLOGY_LAYER} is named after the node "
+            f"{CHAIN_FIELD}[{node_at}].labelKey: {NODE_TOPOLOGY_LAYER} is named after the node "
             "and takes no labelKey"
         )
-    # Walk up from the node layer; whatever the walk does not reach is off the chain.
-    on_chain: list[str] = []
-    walked: str | None = NODE_TOPOLOGY_LAYER
-    while walked and walked != CLUSTER_TOPOLOGY_LAYER and walked in first_at:
-        if walked in on_chain:
-            cycle = " -> ".join([*on_chain[on_chain.index(walked) :], walked])
-            problems.append(f"{_FIELD}: the parentTopologyLayer links form a cycle ({cycle})")
-            break
-        on_chain.append(walked)
-        walked = items[first_at[walked]].parent_topology_layer
-    for name, i in first_at.items():
-        if name not in on_chain and name != CLUSTER_TOPOLOGY_LAYER:
-            problems.append(
-                f"{_FIELD}[{i}]: layer {name!r} is not on the chain from {NODE_TOPOLOGY_LAYER} up to "
-                f"{CLUSTER_TOPOLOGY_LAYER} ({' -> '.join(on_chain)}); the layers must form one chain"
-            )
     return problems

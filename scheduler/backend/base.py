@@ -24,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from apis.base import KoordModel
+from apis.base import KoordModel, resource_info
 from apis.core import Node, Pod, PodDisruptionBudget
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
@@ -55,7 +55,11 @@ T = TypeVar("T", bound=BaseModel)
 
 @dataclass(frozen=True)
 class ResourceType(Generic[T]):
-    """One API resource the scheduler lists and watches, and the model its objects decode into."""
+    """One API resource the scheduler lists and watches, and the model its objects decode into.
+
+    Build it with :meth:`of` from the model, which declares where its kind is served; a plugin
+    declares the resource it watches in its own module (``ResourceType.of(Device)``).
+    """
 
     group: str
     version: str
@@ -64,35 +68,24 @@ class ResourceType(Generic[T]):
     namespaced: bool
     model: type[T]
 
+    @classmethod
+    def of(cls, model: type[T]) -> ResourceType[T]:
+        """The resource of ``model``'s kind, read from its ``crd`` (or, for core kinds, ``api``)."""
+        info = resource_info(model)
+        return cls(info.group, info.version, info.plural, info.kind, info.namespaced, model)
+
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
-PODS = ResourceType("", "v1", "pods", "Pod", True, Pod)
-NODES = ResourceType("", "v1", "nodes", "Node", False, Node)
-PDBS = ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, PodDisruptionBudget)
-PODGROUPS = ResourceType("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup", True, PodGroup)
-TOPOLOGIES = ResourceType(
-    "scheduling.koordinator.sh",
-    "v1alpha1",
-    "clusternetworktopologies",
-    "ClusterNetworkTopology",
-    False,
-    ClusterNetworkTopology,
-)
-
-ELASTICQUOTAS = ResourceType(
-    "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True, ElasticQuota
-)
-ELASTICQUOTAPROFILES = ResourceType(
-    "quota.koordinator.sh",
-    "v1alpha1",
-    "elasticquotaprofiles",
-    "ElasticQuotaProfile",
-    True,
-    ElasticQuotaProfile,
-)
+PODS = ResourceType.of(Pod)
+NODES = ResourceType.of(Node)
+PDBS = ResourceType.of(PodDisruptionBudget)
+PODGROUPS = ResourceType.of(PodGroup)
+TOPOLOGIES = ResourceType.of(ClusterNetworkTopology)
+ELASTICQUOTAS = ResourceType.of(ElasticQuota)
+ELASTICQUOTAPROFILES = ResourceType.of(ElasticQuotaProfile)
 
 
 class EventType(StrEnum):

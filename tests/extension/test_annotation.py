@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from pydantic import TypeAdapter
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation
+from apis.errors import MESSAGE_LIMIT, InvalidAnnotation
 from apis.extension._annotation import (
     format_loc,
     lookup,
@@ -191,3 +192,127 @@ def test_lookup() -> None:
     assert lookup(None, KEY) is None
     assert lookup({}, KEY) is None
     assert lookup({KEY: ""}, KEY) == ""
+
+
+# Hostile input: bounded before any arithmetic, one error type, bounded messages.
+
+HUGE = "9" * 5000  # past CPython's 4,300-digit int() limit
+
+
+@pytest.mark.parametrize(
+    ("raw", "base"),
+    [
+        pytest.param(HUGE, 10, id="5000-digits"),
+        pytest.param("-" + HUGE, 10, id="5000-digits-negative"),
+        pytest.param("0x" + "f" * 5000, 0, id="5000-hex-digits"),
+        pytest.param("0" * 5000 + "1" * 5000, 0, id="leading-zeros-then-5000-digits"),
+    ],
+)
+def test_parse_go_int_refuses_huge_numbers_as_out_of_range(raw: str, base: int) -> None:
+    with pytest.raises(InvalidAnnotation, match="out of range for int64") as error:
+        parse_go_int(KEY, raw, base=base)
+    assert error.value.key == KEY
+    assert len(str(error.value)) < 400
+
+
+def test_parse_go_int_accepts_leading_zeros_beyond_the_digit_bound() -> None:
+    assert parse_go_int(KEY, "0" * 5000 + "42") == 42
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(HUGE + "s", id="5000-digit-seconds"),
+        pytest.param("1000000h" * 100_000, id="many-terms-overflow"),
+        pytest.param("9223372036854775808ns", id="just-past-int64"),
+    ],
+)
+def test_parse_duration_refuses_overflow_with_the_annotation_error(raw: str) -> None:
+    with pytest.raises(InvalidAnnotation, match="overflows int64") as error:
+        parse_duration(KEY, raw)
+    assert len(str(error.value)) < 400
+
+
+def test_parse_duration_ignores_fraction_digits_far_below_a_nanosecond() -> None:
+    assert parse_duration(KEY, "1." + "5" * 5000 + "s") == timedelta(seconds=1, microseconds=555555)
+    assert parse_duration(KEY, "0" * 5000 + "2m") == timedelta(minutes=2)
+
+
+@pytest.mark.parametrize(
+    ("parse", "raw"),
+    [
+        pytest.param(lambda raw: parse_go_int(KEY, raw), "x" * 1_000_000, id="int"),
+        pytest.param(lambda raw: parse_bool(KEY, raw), "x" * 1_000_000, id="bool"),
+        pytest.param(lambda raw: parse_duration(KEY, raw), "x" * 1_000_000, id="duration"),
+        pytest.param(lambda raw: parse_json(KEY, raw, Outer), "x" * 1_000_000, id="json-malformed"),
+        pytest.param(
+            lambda raw: parse_json(KEY, raw, Outer),
+            '{"items": [' + ",".join(['{"someValue": "' + "x" * 1000 + '"}'] * 1000) + "]}",
+            id="json-1000-bad-items",
+        ),
+    ],
+)
+def test_a_megabyte_of_bad_input_gives_a_short_message(parse: Any, raw: str) -> None:
+    with pytest.raises(InvalidAnnotation) as error:
+        parse(raw)
+    assert len(str(error.value)) <= MESSAGE_LIMIT
+
+
+def test_many_problems_are_counted_not_listed() -> None:
+    raw = '{"items": [' + ",".join(['{"someValue": "x"}'] * 20) + "]}"
+    with pytest.raises(InvalidAnnotation, match="and 15 more"):
+        parse_json(KEY, raw, Outer)
+
+
+# Go's encoding/json matches object keys to fields case-insensitively.
+
+
+class Spec(KoordModel):
+    gather_strategy: list[Inner] | None = None
+    limits: dict[str, Inner] | None = None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param('{"GatherStrategy": [{"someValue": 1}]}', id="capitalised"),
+        pytest.param('{"GATHERSTRATEGY": [{"SOMEVALUE": 1}]}', id="upper-case-nested"),
+        pytest.param('{"gatherstrategy": [{"somevalue": 1}]}', id="lower-case"),
+        pytest.param('{"gatherStrategy": [{"someValue": 1}]}', id="exact"),
+        pytest.param('{"gather_strategy": [{"some_value": 1}]}', id="python-names-still-accepted"),
+    ],
+)
+def test_json_keys_match_fields_case_insensitively_as_go(raw: str) -> None:
+    assert parse_json(KEY, raw, Spec).gather_strategy == [Inner(some_value=1)]
+
+
+def test_the_kelvin_sign_and_long_s_fold_as_in_go() -> None:
+    assert parse_json(KEY, '{"gatherStrategy": [{"\u017fomeValue": 1}]}', Spec).gather_strategy == [
+        Inner(some_value=1)
+    ]
+
+    class Knob(KoordModel):
+        kind: int | None = None
+
+    assert parse_json(KEY, '{"\u212aind": 3}', Knob).kind == 3
+
+
+def test_a_later_key_for_the_same_field_wins_as_in_go() -> None:
+    raw = '{"gatherStrategy": [{"someValue": 1}], "GatherStrategy": [{"someValue": 2}]}'
+    assert parse_json(KEY, raw, Spec).gather_strategy == [Inner(some_value=2)]
+
+
+def test_map_keys_are_data_and_keep_their_case() -> None:
+    spec = parse_json(KEY, '{"Limits": {"CPU": {"SomeValue": 1}}}', Spec)
+    assert spec.limits == {"CPU": Inner(some_value=1)}
+
+
+def test_case_folded_keys_are_still_validated_strictly() -> None:
+    with pytest.raises(InvalidAnnotation, match=r"gatherStrategy\[0\]\.someValue"):
+        parse_json(KEY, '{"GatherStrategy": [{"SomeValue": "1"}]}', Spec)
+
+
+def test_api_objects_decode_with_exact_keys_only() -> None:
+    # CRD objects come from the API server with their exact field names; only annotation
+    # payloads get Go's case-insensitive matching.
+    assert Spec.model_validate({"GatherStrategy": [{"someValue": 1}]}).gather_strategy is None

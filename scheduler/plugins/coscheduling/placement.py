@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from apis.extension import networktopology as topology_ext
-from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.networktopology import ClusterNetworkTopology, InvalidTopologyChain
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -45,25 +45,13 @@ class TopologyError(ValueError):
 
 def layer_chain(topology: ClusterNetworkTopology) -> list[tuple[str, tuple[str, ...]]]:
     """(layer, label keys) from the top layer down to the one right above NodeTopologyLayer."""
-    items = {i.topology_layer: i for i in (topology.spec.network_topology_spec if topology.spec else [])}
-    if NODE_LAYER not in items:
+    if topology.spec is None:
         raise TopologyError(f"ClusterNetworkTopology has no {NODE_LAYER}")
-    chain: list[tuple[str, tuple[str, ...]]] = []
-    current = items[NODE_LAYER].parent_topology_layer
-    seen = {NODE_LAYER}
-    while current and current != CLUSTER_LAYER:
-        if current in seen:
-            raise TopologyError(f"layer {current} appears twice in the chain")
-        seen.add(current)
-        item = items.get(current)
-        if item is None:
-            raise TopologyError(f"layer {current} is named as a parent but not defined")
-        chain.append((current, tuple(item.label_key or ())))
-        current = item.parent_topology_layer
-    if set(items) - seen:
-        raise TopologyError(f"layers {sorted(set(items) - seen)} are not on the chain to {NODE_LAYER}")
-    chain.reverse()
-    return chain
+    try:
+        layers = topology.spec.layer_chain()  # the walk koord-manager's status tree uses too
+    except InvalidTopologyChain as exc:
+        raise TopologyError(str(exc)) from exc
+    return [(item.topology_layer, tuple(item.label_key or ())) for item in layers[:-1]]
 
 
 def _node_path(

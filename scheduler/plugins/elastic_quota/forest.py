@@ -2,7 +2,9 @@
 
 A profile's tree is rooted at a quota labelled ``is-root=true``; its total is the allocatable of the
 nodes its profile's ``nodeSelector`` selects, times ``resourceRatio``, taken from the scheduler's own
-node view (a root with no known profile falls back to its ``total-resource`` annotation). The
+node view (a root with no known profile falls back to its ``total-resource`` annotation, and so
+does a root whose profile is invalid: a malformed ``resourceRatio`` is logged and that profile
+ignored). The
 default tree (``koordinator-root-quota``) shares the cluster total minus every other tree's total
 (unless that root says ``ignore-default-tree``), less what the system and default quotas use.
 """
@@ -13,8 +15,8 @@ import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
+from apis.errors import InvalidSpec
 from apis.extension import quota as quota_ext
 from apis.meta import selects
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo
@@ -47,17 +49,6 @@ class Forest:
     """Tree root -> the total it shares."""
 
 
-def _ratio(raw: str | None, where: str) -> Fraction:
-    if not raw:
-        return Fraction(1)
-    try:
-        ratio = Fraction(raw)
-    except (ValueError, ZeroDivisionError):
-        log.warning("%s: resourceRatio %r is not a decimal; using 1", where, raw)
-        return Fraction(1)
-    return ratio if ratio >= 0 else Fraction(1)
-
-
 def _sum(nodes: Sequence[NodeView]) -> dict[str, int]:
     total: dict[str, int] = {}
     for node in nodes:
@@ -72,8 +63,14 @@ def _tree_total(
     profile = index.profile_of(root)
     if profile is None or profile.spec is None:
         return dict(root.total_resource), None
+    try:
+        ratio = profile.spec.ratio()
+    except InvalidSpec as error:
+        log.warning(
+            "ElasticQuotaProfile %s/%s ignored: %s", profile.metadata.namespace, profile.metadata.name, error
+        )
+        return dict(root.total_resource), None
     selected = [n for n in nodes if selects(profile.spec.node_selector, n.labels)]
-    ratio = _ratio(profile.spec.resource_ratio, f"ElasticQuotaProfile {profile.metadata.name}")
     total = {name: math.floor(amount * ratio) for name, amount in _sum(selected).items()}
     return total, frozenset(n.name for n in selected)
 

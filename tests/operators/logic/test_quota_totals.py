@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from fractions import Fraction
 
 import pytest
 
+from apis.errors import InvalidSpec
 from apis.extension import quota as keys
 from apis.meta import LabelSelector, LabelSelectorRequirement, selects
 from apis.quantity import Quantity
@@ -120,11 +122,21 @@ def test_resource_keys_choose_min_and_max() -> None:
         ("1", Fraction(1)),
         ("0", Fraction(1)),
         ("1.5", Fraction(1)),
-        ("x", Fraction(1)),
+        ("1_0", Fraction(1)),
     ],
 )
 def test_ratio_parsing_follows_koordinator(raw: str | None, ratio: Fraction) -> None:
     assert quota_totals.parse_ratio(raw) == ratio
+
+
+@pytest.mark.parametrize("raw", ["x", "Infinity", "NaN", "1e999999999", "1e9999", "-1"])
+def test_a_malformed_ratio_makes_the_profile_invalid_instead_of_a_guess(raw: str) -> None:
+    # Koordinator would fall back to 1; a ratio that is no number is reported instead (and
+    # "Infinity" used to raise OverflowError, "1e999999999" never to return).
+    started = time.perf_counter()
+    with pytest.raises(InvalidSpec, match=r"^spec\.resourceRatio: "):
+        quota_totals.profile_tree_root(profile(raw), "1", NODES)
+    assert time.perf_counter() - started < 0.5
 
 
 def test_scaling_is_exact_and_truncates() -> None:

@@ -173,13 +173,17 @@ def test_relabelling_a_node_moves_it_between_domains() -> None:
 @pytest.mark.parametrize(
     ("items", "message"),
     [
-        pytest.param(V17[:2], "'NodeTopologyLayer' not found", id="no-node-layer"),
+        pytest.param(V17[:2], "NodeTopologyLayer is missing", id="no-node-layer"),
         pytest.param(
             [V17[0], {**V17[1], "parentTopologyLayer": "Missing"}, V17[2]],
-            "'Missing' not found",
+            "'Missing' is not a layer of the spec",
             id="dangling-parent-below-the-top",
         ),
-        pytest.param([*V17, {"topologyLayer": "Extra", "labelKey": ["x"]}], "not found", id="extra-item"),
+        pytest.param(
+            [*V17, {"topologyLayer": "Extra", "labelKey": ["x"]}],
+            "layer 'Extra' is not on the chain",
+            id="extra-item",
+        ),
     ],
 )
 def test_layers_koordinator_cannot_sort_give_no_tree(items: list[dict[str, Any]], message: str) -> None:
@@ -187,10 +191,48 @@ def test_layers_koordinator_cannot_sort_give_no_tree(items: list[dict[str, Any]]
         topology_tree.build_detail_status(spec(items), V17_NODES)
 
 
-def test_the_top_layers_parent_is_not_looked_at_as_upstream() -> None:
-    lenient = [{**V17[0], "parentTopologyLayer": "Nowhere"}, *V17[1:]]
-    assert wire(lenient, V17_NODES) == V17_STATUS
-    assert topology_tree.validate_chain(spec(lenient))  # but admission rejects it
+def test_a_dangling_top_parent_gives_no_tree_as_the_scheduler_refuses_it_too() -> None:
+    # Koordinator never looks at the topmost item's parent and builds a status anyway; here the
+    # status is built from the chain koord-scheduler places gangs on, so both refuse it.
+    dangling = [{**V17[0], "parentTopologyLayer": "Nowhere"}, *V17[1:]]
+    with pytest.raises(topology_tree.InvalidChain, match="'Nowhere' is not a layer of the spec"):
+        topology_tree.build_detail_status(spec(dangling), V17_NODES)
+    assert topology_tree.validate_chain(spec(dangling))
+
+
+def chain(layers: int) -> list[dict[str, Any]]:
+    """NodeTopologyLayer under L0 under L1 ... under L{layers-2}: ``layers`` items."""
+    items: list[dict[str, Any]] = [{"topologyLayer": "NodeTopologyLayer", "parentTopologyLayer": "L0"}]
+    for i in range(layers - 1):
+        item: dict[str, Any] = {"topologyLayer": f"L{i}", "labelKey": [f"k{i}"]}
+        if i < layers - 2:
+            item["parentTopologyLayer"] = f"L{i + 1}"
+        items.append(item)
+    return items
+
+
+def test_a_480_layer_chain_builds_without_recursion() -> None:
+    # Admission allows any number of layers; the recursive emitter hit RecursionError here.
+    items = chain(480)
+    labels = {f"k{i}": f"v{i}" for i in range(479)}
+    nodes = [Node(metadata=ObjectMeta(name=f"n{j}", labels=labels)) for j in range(2)]
+
+    def deep(frames: int) -> list[dict[str, Any]]:  # as called under Kopf's own stack
+        return deep(frames - 1) if frames else wire(items, nodes)
+
+    status = deep(200)
+    assert len(status) == 480  # the root and 479 layers
+    assert status[0]["nodeNum"] == 2
+    assert status[-1]["topologyInfo"] == {"topologyLayer": "L0", "topologyName": "v0"}
+    assert topology_tree.validate_chain(spec(items)) == []
+
+
+def test_a_long_cycle_is_named_not_walked_forever() -> None:
+    items = chain(480)
+    items[-1]["parentTopologyLayer"] = "L0"
+    with pytest.raises(topology_tree.InvalidChain, match="form a cycle") as error:
+        topology_tree.sort_layers(spec(items))
+    assert len(str(error.value)) <= 2000
 
 
 @pytest.mark.parametrize(
