@@ -151,6 +151,8 @@ def parse_resource_list(key: str, raw: str) -> ResourceList:
 
 _DIGITS = {2: "01", 8: "01234567", 10: "0123456789", 16: "0123456789abcdefABCDEF"}
 _DECIMAL = re.compile(r"[+-]?[0-9]+")
+_MAX_INT_DIGITS = 64
+"""More digits than any int64 needs in any base (64 binary digits); longer is out of range."""
 
 
 def _underscores_ok(body: str, prefixed: bool) -> bool:
@@ -171,11 +173,16 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
         raise InvalidAnnotation(key, f"value must be a string, got {_short_repr(raw)}")
     if base not in (0, 10):
         raise ValueError(f"unsupported base {base}")
-    problem = f"{raw!r} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+    problem = f"{_short_repr(raw)} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+    out_of_range = f"{_short_repr(raw)} is out of range for int{bits}"
     if base == 10:
         if _DECIMAL.fullmatch(raw) is None:
             raise InvalidAnnotation(key, problem)
-        value = int(raw)
+        digits = raw.lstrip("+-").lstrip("0")
+        # int() of more than 4300 digits raises a plain ValueError; no int64 has more than 19.
+        if len(digits) > _MAX_INT_DIGITS:
+            raise InvalidAnnotation(key, out_of_range)
+        value = (-1 if raw[0] == "-" else 1) * int(digits or "0")
     else:
         sign, body = 1, raw
         if body[:1] in ("+", "-"):
@@ -194,10 +201,13 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
             or not _underscores_ok(body, prefixed)
         ):
             raise InvalidAnnotation(key, problem)
-        value = sign * int(digits, radix)
+        digits = digits.lstrip("0")
+        if len(digits) > _MAX_INT_DIGITS:
+            raise InvalidAnnotation(key, out_of_range)
+        value = sign * int(digits or "0", radix)
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
     if not low <= value <= high:
-        raise InvalidAnnotation(key, f"{raw!r} is out of range for int{bits}")
+        raise InvalidAnnotation(key, out_of_range)
     return value
 
 
