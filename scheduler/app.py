@@ -31,6 +31,7 @@ from scheduler.framework.status import Status
 from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from scheduler.reporting import Reporter
 
 __all__ = ["AppSettings", "SchedulerApp"]
 
@@ -70,6 +71,7 @@ class SchedulerApp:
     def __post_init__(self) -> None:
         self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
         self.explanations = ExplanationStore()
+        reporter = Reporter(self.backend, self.explanations)
         self.handles = []
         self.frameworks = {}
         for profile in self.settings.profiles:
@@ -96,6 +98,7 @@ class SchedulerApp:
             initial_backoff=self.settings.pod_initial_backoff_seconds,
             max_backoff=self.settings.pod_max_backoff_seconds,
             clock=self.clock,
+            on_gated=reporter.pod_gated,
         )
         self.binder = Binder(
             backend=self.backend,
@@ -115,6 +118,7 @@ class SchedulerApp:
             metrics=self.metrics,
             explanations=self.explanations,
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
+            reporter=reporter,
         )
         self.handlers = EventHandlers(
             backend=self.backend,
@@ -123,6 +127,7 @@ class SchedulerApp:
             scheduler_names=tuple(self.frameworks),
             on_pod_gone=self._pod_gone,
             pod_listeners=self._listeners(PODS),
+            reporter=reporter,
         )
         self._custom_watches = {
             resource: self._listeners(resource) for h in self.handles for resource in h.subscriptions
