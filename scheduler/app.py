@@ -197,14 +197,19 @@ class SchedulerApp:
                 self.handlers.synced_pods.wait(),
                 *(e.wait() for e in self._custom_synced.values()),
             )
-            await _first(synced, stop.wait())
+            # A watch that fails before the first list ends the run too: waiting for a sync that
+            # cannot come would leave the process alive and never ready.
+            await _first(synced, stop.wait(), *tasks)
+            if not synced.done():
+                synced.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await synced
+            _raise_failed(tasks)
             if not stop.is_set():
                 log.info("caches synced: %d nodes; scheduling", self.cache.node_count())
                 tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
                 await _first(stop.wait(), *(t for t in tasks))
-                for task in tasks:
-                    if task.done() and not task.cancelled() and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+                _raise_failed(tasks)
         finally:
             self.queue.close()
             for task in tasks:
@@ -234,6 +239,12 @@ class SchedulerApp:
                 self.queue.add(expired)
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
+
+
+def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 async def _first(*aws: Awaitable[Any]) -> None:
