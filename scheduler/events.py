@@ -40,10 +40,11 @@ _T = TypeVar("_T")
 
 
 def _describe(obj: object) -> str:
-    meta = getattr(getattr(obj, "metadata", None), "name", None)
     if isinstance(obj, PodInfo):
         return f"pod {obj.key}"
-    return f"{type(obj).__name__} {meta}" if meta is not None else repr(obj)[:80]
+    if isinstance(obj, (Node, Pod)):
+        return f"{type(obj).__name__} {obj.metadata.namespace or ''}/{obj.metadata.name}"
+    return repr(obj)[:80]
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
@@ -125,8 +126,8 @@ class EventHandlers:
         previous = self._node_signatures.get(name)
         if previous == signature:
             return  # a heartbeat: nothing the scheduler reads changed
-        self._node_signatures[name] = signature
         info = self.cache.upsert_node(node)
+        self._node_signatures[name] = signature  # after the update: a failed one is tried again
         if info.problems:
             message = "koord-scheduler places no pod on this node: " + "; ".join(info.problems)
             self._refused(ObjectRef(kind="Node", name=name, uid=node.metadata.uid), message)
