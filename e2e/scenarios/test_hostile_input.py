@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import http_status, wait_until_ready
 from e2e.scheduler_process import Scheduler
@@ -88,6 +89,7 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
     cp.create_namespace(NAMESPACE)
     apply(cp, [_node(FULL_NODE, "64Gi"), _node(HUGE_NODE, "10E")])
     try:
+        wait_nodes_ready(cp)  # else the not-ready taint, not the memory, keeps pods off FULL_NODE
         hostile = [
             _bound_pod("bound-10e", FULL_NODE, "10E"),
             _bound_pod("bound-5e-a", FULL_NODE, "5E"),
@@ -138,8 +140,12 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
             assert condition["status"] == "False"
 
         assert _warnings(cp, "waiting-member") == []  # merely waiting for its gang: no Warning
-        assert not by_name["on-full-node"]["spec"].get("nodeName")
-        assert any("Insufficient memory" in m for m in _warnings(cp, "on-full-node"))
+        wait_for(
+            lambda: any("Insufficient memory" in m for m in _warnings(cp, "on-full-node")) or None,
+            timeout=30,
+            what="on-full-node to be refused for memory",
+        )
+        assert not _by_name(cp)["on-full-node"]["spec"].get("nodeName")
         assert any("status.allocatable.memory: 10E" in m for m in _node_warnings(cp, HUGE_NODE))
         assert any("requests.memory: 5E" in m for m in _warnings(cp, "bound-5e-a"))
 
