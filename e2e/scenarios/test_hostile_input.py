@@ -3,7 +3,8 @@ healthy pods beside them, and tells the owner of each hostile object what is wro
 
 What kube-apiserver accepts decides what can reach the scheduler: it takes ``memory: 10E`` (more
 than int64 holds), ``cpu: 1e999``, a node advertising ``10E`` and any annotation text, so each of
-those must be refused or accounted safely on our side.
+those must be refused or accounted safely on our side. It also keeps ``cpu: 1e1000`` (as
+``10e999``), beyond what our parser reads: the Kubernetes backend decodes it as ``1e999``.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
             _bound_pod("bound-5e-b", FULL_NODE, "5E"),
             make_pod("huge-memory", NAMESPACE, memory="10E"),
             make_pod("infinite-cpu", NAMESPACE, cpu="1e999"),
+            make_pod("beyond-parser", NAMESPACE, cpu="1e1000"),  # kept as 10e999; we read 1e999
             make_pod("bad-gang", NAMESPACE, annotations={GANG_NAME: "bad", GANG_MIN: "many"}),
             make_pod("long-gang", NAMESPACE, annotations={GANG_NAME: "long", GANG_MIN: "9" * 5000}),
             make_pod("waiting-member", NAMESPACE, annotations={GANG_NAME: "w", GANG_MIN: "3"}),
@@ -117,6 +119,7 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
         refused = {
             "huge-memory": "spec.containers[0].resources.requests.memory: 10E is outside the range",
             "infinite-cpu": "spec.containers[0].resources.requests.cpu: 1e999 is outside the range",
+            "beyond-parser": "spec.containers[0].resources.requests.cpu: 1e999 is outside the range",
             "bad-gang": GANG_MIN,
             "long-gang": GANG_MIN,
         }
