@@ -21,7 +21,7 @@ import reprlib
 
 __all__ = ["ECHO_LIMIT", "MESSAGE_LIMIT", "InvalidAnnotation", "InvalidSpec", "InvalidValue", "echo"]
 
-ECHO_LIMIT = 200
+ECHO_LIMIT = 120
 """Characters of an offending value quoted in a message."""
 
 MESSAGE_LIMIT = 2000

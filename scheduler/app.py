@@ -32,6 +32,7 @@ from scheduler.framework.status import Status
 from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from scheduler.reporting import Reporter
 
 __all__ = ["AppSettings", "SchedulerApp"]
 
@@ -73,6 +74,7 @@ class SchedulerApp:
         self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
         self.explanations = ExplanationStore()
         self.informers = Informers()
+        reporter = Reporter(self.backend, self.explanations)
         self.frameworks = {}
         for profile in self.settings.profiles:
             handle = Handle(
@@ -102,6 +104,7 @@ class SchedulerApp:
             initial_backoff=self.settings.pod_initial_backoff_seconds,
             max_backoff=self.settings.pod_max_backoff_seconds,
             clock=self.clock,
+            on_gated=reporter.pod_gated,
         )
         self.binder = Binder(
             backend=self.backend,
@@ -121,6 +124,7 @@ class SchedulerApp:
             metrics=self.metrics,
             explanations=self.explanations,
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
+            reporter=reporter,
         )
         self.handlers = EventHandlers(
             backend=self.backend,
@@ -129,6 +133,7 @@ class SchedulerApp:
             scheduler_names=tuple(self.frameworks),
             on_pod_gone=self._pod_gone,
             pod_listeners=self._listeners(PODS),
+            reporter=reporter,
         )
         self._custom_watches = {
             resource: self._listeners(resource) for resource in self.informers.resources()
@@ -193,14 +198,19 @@ class SchedulerApp:
                 self.handlers.synced_pods.wait(),
                 *(e.wait() for e in self._custom_synced.values()),
             )
-            await _first(synced, stop.wait())
+            # A watch that fails before the first list ends the run too: waiting for a sync that
+            # cannot come would leave the process alive and never ready.
+            await _first(synced, stop.wait(), *tasks)
+            if not synced.done():
+                synced.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await synced
+            _raise_failed(tasks)
             if not stop.is_set():
                 log.info("caches synced: %d nodes; scheduling", self.cache.node_count())
                 tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
                 await _first(stop.wait(), *(t for t in tasks))
-                for task in tasks:
-                    if task.done() and not task.cancelled() and task.exception() is not None:
-                        raise task.exception()  # type: ignore[misc]
+                _raise_failed(tasks)
         finally:
             self.queue.close()
             for task in tasks:
@@ -230,6 +240,12 @@ class SchedulerApp:
                 self.queue.add(expired)
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
+
+
+def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:
+    for task in tasks:
+        if task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 async def _first(*aws: Awaitable[Any]) -> None:

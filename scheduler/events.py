@@ -10,6 +10,10 @@
   deleted while the watch was down is removed here too. A pending pod listed with a
   ``status.nominatedNodeName`` gets its nomination back (a restarted scheduler keeps holding what
   an earlier preemption freed for it).
+- One object never stops a watch: an object whose handling raises is logged and skipped, and
+  amounts outside the range the cache can account (``scheduler.cache.quantity_range``) are
+  reported on the object (a node is then no candidate; a bound pod is accounted clamped).
+- ``synced`` holds only while both watches run: a watch that ended takes readiness with it.
 """
 
 from __future__ import annotations
@@ -18,17 +22,29 @@ import asyncio
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from apis.core import Node, Pod
-from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, WatchEvent
+from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.queue.scheduling_queue import SchedulingQueue
+from scheduler.reporting import Reporter
 
 __all__ = ["EventHandlers"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+def _describe(obj: object) -> str:
+    if isinstance(obj, PodInfo):
+        return f"pod {obj.key}"
+    if isinstance(obj, (Node, Pod)):
+        return f"{type(obj).__name__} {obj.metadata.namespace or ''}/{obj.metadata.name}"
+    return repr(obj)[:80]
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
@@ -52,6 +68,8 @@ class EventHandlers:
     """Plugins' pod informers (Coscheduling's gang state), told before the queue sees the pod."""
     synced_nodes: asyncio.Event = field(default_factory=asyncio.Event)
     synced_pods: asyncio.Event = field(default_factory=asyncio.Event)
+    reporter: Reporter | None = None
+    """Tells nodes and bound pods with out-of-range amounts; None: logged only."""
     _node_signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
     _pending: dict[str, PodInfo] = field(default_factory=dict)
     """Pending pods we queued, by uid (to reconcile a relist)."""
@@ -61,12 +79,18 @@ class EventHandlers:
         return self.synced_nodes.is_set() and self.synced_pods.is_set()
 
     async def run_nodes(self) -> None:
-        async for event in self.backend.watch(NODES):
-            self.handle_node_event(event)
+        try:
+            async for event in self.backend.watch(NODES):
+                self.handle_node_event(event)
+        finally:
+            self.synced_nodes.clear()
 
     async def run_pods(self) -> None:
-        async for event in self.backend.watch(PODS):
-            self.handle_pod_event(event)
+        try:
+            async for event in self.backend.watch(PODS):
+                self.handle_pod_event(event)
+        finally:
+            self.synced_pods.clear()
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -75,7 +99,7 @@ class EventHandlers:
             seen = set()
             for node in event.objects:
                 seen.add(node.metadata.name or "")
-                self._upsert_node(node)
+                self._guarded(self._upsert_node, node)
             for name in [
                 n for n, info in self.cache.nodes.items() if info.node is not None and n not in seen
             ]:
@@ -84,9 +108,17 @@ class EventHandlers:
             return
         assert event.obj is not None
         if event.type is EventType.DELETED:
-            self._delete_node(event.obj.metadata.name or "")
+            self._guarded(self._delete_node, event.obj.metadata.name or "")
         else:
-            self._upsert_node(event.obj)
+            self._guarded(self._upsert_node, event.obj)
+
+    @staticmethod
+    def _guarded(handle: Callable[[_T], None], obj: _T) -> None:
+        """Handle one object; a failure is logged and skipped, so one object cannot stop a watch."""
+        try:
+            handle(obj)
+        except Exception:
+            log.exception("handling %s failed; skipped", _describe(obj))
 
     def _upsert_node(self, node: Node) -> None:
         name = node.metadata.name or ""
@@ -94,8 +126,11 @@ class EventHandlers:
         previous = self._node_signatures.get(name)
         if previous == signature:
             return  # a heartbeat: nothing the scheduler reads changed
-        self._node_signatures[name] = signature
-        self.cache.upsert_node(node)
+        info = self.cache.upsert_node(node)
+        self._node_signatures[name] = signature  # after the update: a failed one is tried again
+        if info.problems:
+            message = "koord-scheduler places no pod on this node: " + "; ".join(info.problems)
+            self._refused(ObjectRef(kind="Node", name=name, uid=node.metadata.uid), message)
         self.queue.on_event(ClusterEvent.NODE_ADD if previous is None else ClusterEvent.NODE_UPDATE)
 
     def _delete_node(self, name: str) -> None:
@@ -117,12 +152,14 @@ class EventHandlers:
             return
         assert event.obj is not None
         if event.type is EventType.DELETED:
-            self._delete_pod(PodInfo.of(event.obj))
+            self._guarded(lambda pod: self._delete_pod(PodInfo.of(pod)), event.obj)
         else:
-            self._upsert_pod(PodInfo.of(event.obj))
+            self._guarded(lambda pod: self._upsert_pod(PodInfo.of(pod)), event.obj)
 
     def _replace_pods(self, pods: Collection[Pod]) -> None:
-        infos = [PodInfo.of(p) for p in pods]
+        infos: list[PodInfo] = []
+        for pod in pods:
+            self._guarded(lambda p: infos.append(PodInfo.of(p)), pod)
         present = {p.uid for p in infos}
         for uid in [uid for uid in self._pending if uid not in present]:
             self._delete_pod(self._pending[uid])
@@ -130,10 +167,19 @@ class EventHandlers:
             if not self.cache.is_assumed(assigned.uid):
                 self._delete_pod(assigned)
         for info in infos:
-            self._upsert_pod(info)
-            nominated = info.pod.status.nominated_node_name
-            if nominated and info.uid in self._pending and self.cache.nominated_node(info.uid) is None:
-                self.cache.nominate(info, nominated)
+            self._guarded(self._relisted_pod, info)
+
+    def _relisted_pod(self, info: PodInfo) -> None:
+        self._upsert_pod(info)
+        nominated = info.pod.status.nominated_node_name
+        if nominated and info.uid in self._pending and self.cache.nominated_node(info.uid) is None:
+            self.cache.nominate(info, nominated)
+
+    def _refused(self, ref: ObjectRef, message: str) -> None:
+        if self.reporter is not None:
+            self.reporter.object_refused(ref, "InvalidResourceQuantity", message)
+        else:
+            log.warning("%s %s: %s", ref.kind, ref.name, message)
 
     def _responsible(self, pod: PodInfo) -> bool:
         return pod.scheduler_name in self.scheduler_names
@@ -145,6 +191,11 @@ class EventHandlers:
                 self.queue.delete(pod.uid)
             was_counted = self.cache.pod(pod.uid) is not None
             self.cache.upsert_pod(pod)
+            if pod.problems and not pod.is_terminal():
+                message = "koord-scheduler accounts this pod's requests clamped: " + "; ".join(pod.problems)
+                self._refused(
+                    ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid), message
+                )
             if pod.is_terminal() and was_counted:
                 self.queue.on_event(ClusterEvent.POD_DELETE)
             elif not was_counted:

@@ -2,18 +2,21 @@
 
 =================================================  ==============================================
 ``GET /healthz``, ``GET /livez``                   ``ok`` while the event loop runs
-``GET /readyz``                                    200 once the caches are synced, else 503
+``GET /readyz``                                    200 while the caches are synced (every watch has
+                                                   listed and still runs), else 503
 ``GET /metrics``                                   Prometheus text from ``SchedulerMetrics``
 ``GET /apis/v1/__services__``                      JSON list of every plugin service path
 ``GET /apis/v1/plugins/{plugin}/{path...}``        a plugin's debug handler (``register_plugin_service``)
 ``PUT /debug/flags/v`` (body ``5``), ``GET``       klog-style log verbosity
-``PUT /debug/flags/s`` (body ``100``), ``GET``     how many top-scored nodes to log per pod (0: off)
+``PUT /debug/flags/s``                             501: Koordinator's score debugging is not built
 ``GET /debug/pods/{namespace}/{name}/explanation`` the last scheduling explanation of a pod
 =================================================  ==============================================
 
-``PUT`` and ``POST`` are both accepted on the flags, as Koordinator's docs show both. Everything the
-server needs comes in through its constructor; ``async with SchedulerHTTPServer(...)`` serves
-until the block ends.
+``PUT`` and ``POST`` are both accepted on the flags, as Koordinator's docs show both. Koordinator's
+``/debug/flags/s`` sets how many top-scored nodes to log per pod; nothing here logs scores, so the
+flag answers 501 rather than storing a number nobody reads (explanations are the place to look).
+Everything the server needs comes in through its constructor; ``async with
+SchedulerHTTPServer(...)`` serves until the block ends.
 """
 
 from __future__ import annotations
@@ -58,8 +61,6 @@ class DebugFlags:
 
     verbosity: int = 0
     """klog-style log verbosity (``--v``); the root logger's level follows it."""
-    debug_top_n_scores: int = 0
-    """Log the scores of this many top nodes for every scheduled pod; 0 turns it off."""
 
 
 @dataclass
@@ -211,7 +212,9 @@ class SchedulerHTTPServer:
             ready = False
         if ready:
             return web.Response(text="ok")
-        return web.Response(status=503, text="not ready: caches are not synced yet")
+        return web.Response(
+            status=503, text="not ready: caches are not synced (a watch has not listed or has stopped)"
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
@@ -248,13 +251,11 @@ class SchedulerHTTPServer:
         return web.Response(text=f"successfully set klog.logging.verbosity to {value}")
 
     async def _flag_s(self, request: web.Request) -> web.Response:
-        if request.method == "GET":
-            return web.Response(text=str(self.flags.debug_top_n_scores))
-        value = await _int_body(request)
-        if value is None:
-            return web.Response(status=400, text="the body must be a non-negative integer number of nodes")
-        self.flags.debug_top_n_scores = value
-        return web.Response(text=f"successfully set debugTopNScores to {value}")
+        return web.Response(
+            status=501,
+            text="score debugging (debugTopNScores) is not implemented by this koord-scheduler; "
+            "see /debug/pods/{namespace}/{name}/explanation for why a pod went where it did",
+        )
 
     async def _explanation(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]

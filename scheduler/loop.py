@@ -21,13 +21,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import InitVar, dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
-from scheduler.background import BackgroundTasks
+from scheduler.backend.base import ClusterBackend
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import IntArray
@@ -40,6 +39,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from scheduler.reporting import Reporter
 
 __all__ = ["SchedulingLoop", "num_feasible_nodes_to_find"]
 
@@ -47,8 +47,6 @@ log = logging.getLogger(__name__)
 
 MIN_FEASIBLE_NODES_TO_FIND = 100
 MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
-EVENT_REPEAT_SECONDS = 60.0
-"""A FailedScheduling event with an unchanged message is written again at most this often."""
 
 
 def num_feasible_nodes_to_find(node_count: int, percentage: int | None) -> int:
@@ -63,12 +61,6 @@ def num_feasible_nodes_to_find(node_count: int, percentage: int | None) -> int:
 
 
 @dataclass
-class _LastFailure:
-    message: str
-    written_at: float
-
-
-@dataclass
 class SchedulingLoop:
     backend: ClusterBackend
     cache: Cache
@@ -79,9 +71,13 @@ class SchedulingLoop:
     explanations: ExplanationStore
     percentage_of_nodes_to_score: int | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    reporter: InitVar[Reporter | None] = None
+    """Writes FailedScheduling events and conditions; one of its own when not given."""
     _next_start: int = 0
-    _last_failure: dict[str, _LastFailure] = field(default_factory=dict)
-    _background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    _reporter: Reporter = field(init=False)
+
+    def __post_init__(self, reporter: Reporter | None) -> None:
+        self._reporter = reporter if reporter is not None else Reporter(self.backend, self.explanations)
 
     async def run(self) -> None:
         while True:
@@ -176,7 +172,7 @@ class SchedulingLoop:
             await self._fail(fwk, qp, status, diagnosis, started)
             return
 
-        self._last_failure.pop(pod.uid, None)
+        self._reporter.scheduled(pod.uid)
         self.metrics.attempt("scheduled", fwk.scheduler_name, time.perf_counter() - started)
         self.explanations.put(
             Explanation(
@@ -243,42 +239,7 @@ class SchedulingLoop:
                 nominated_node=nominated,
             )
         )
-        self._report(pod, message, nominated)
-
-    def _report(self, pod: PodInfo, message: str, nominated: str | None) -> None:
-        """FailedScheduling event and PodScheduled=False condition, without flooding the API."""
-        now = time.monotonic()
-        last = self._last_failure.get(pod.uid)
-        if last is not None and last.message == message and now - last.written_at < EVENT_REPEAT_SECONDS:
-            return
-        self._last_failure[pod.uid] = _LastFailure(message, now)
-        event = EventRecord(
-            regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
-            type="Warning",
-            reason="FailedScheduling",
-            message=message,
-        )
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        }
-        status_patch: dict[str, Any] = {"status": {"conditions": [condition]}}
-        if nominated:
-            status_patch["status"]["nominatedNodeName"] = nominated
-        self._spawn(self.backend.record_event(event))
-        self._spawn(self._patch_status(pod, status_patch))
-
-    async def _patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
-        try:
-            await self.backend.patch_pod_status(pod.pod, patch)
-        except Exception as exc:  # the pod may be gone; the next attempt writes again
-            log.info("could not update the status of %s: %s", pod.key, exc)
-
-    def _spawn(self, coro: Any) -> None:
-        self._background.spawn(coro)
+        self._reporter.pod_failed(pod, message, nominated)
 
     def forget_pod(self, uid: str) -> None:
-        self._last_failure.pop(uid, None)
+        self._reporter.forget(uid)

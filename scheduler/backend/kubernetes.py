@@ -18,11 +18,17 @@ Why it looks the way it does:
   burst of hundreds of binds queues in-process instead of opening hundreds of connections; the
   aiohttp connector limit is sized to that limit plus one connection per long-running watch; events
   have a few connections of their own.
+- **Huge quantities still decode.** The API server keeps ``cpu: 1e1000`` (it answers ``10e999``),
+  which our quantity parser refuses by design. Dropping such a pod would leave a bound one
+  unaccounted and a pending one unanswered, so a pod's or node's resource quantity of 1e1000 or
+  more decodes as ``1e999`` (same sign): as far out of the range the scheduler accounts, so the
+  range check refuses or clamps it and names the field (see ``scheduler.cache.quantity_range``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import os
@@ -488,6 +494,10 @@ class KubernetesBackend:
         try:
             return resource.model.model_validate(raw)
         except ValidationError as exc:
+            stood_in = _huge_quantities_stood_in(resource, raw, exc)
+            if stood_in is not None:
+                with suppress(ValidationError):
+                    return resource.model.model_validate(stood_in)
             self.stats.decode_errors += 1
             meta = raw.get("metadata", {}) if isinstance(raw, dict) else {}
             log.error(
@@ -693,3 +703,34 @@ def _truncate_utf8(text: str, max_bytes: int) -> str:
     if len(encoded) <= max_bytes:
         return text
     return encoded[: max_bytes - 3].decode("utf-8", errors="ignore") + "..."
+
+
+_HUGE = "magnitude of 1e1000 or more"
+_QUANTITY_MAPS = frozenset({"requests", "limits", "overhead", "allocatable", "capacity"})
+
+
+def _huge_quantities_stood_in(resource: ResourceType[Any], raw: Any, exc: ValidationError) -> Any | None:
+    """``raw`` with every resource quantity too large to parse replaced by ``1e999`` (same sign), or
+    None when something else is wrong with it too (then it is dropped as before)."""
+    if resource.kind not in ("Pod", "Node") or not isinstance(raw, dict):
+        return None
+    errors = exc.errors()
+    if not all(_HUGE in e["msg"] and len(e["loc"]) >= 2 and e["loc"][-2] in _QUANTITY_MAPS for e in errors):
+        return None
+    patched = copy.deepcopy(raw)
+    for error in errors:
+        *path, name = error["loc"]
+        parent = patched
+        for key in path:
+            parent = parent[key]
+        value = parent[name]
+        parent[name] = "-1e999" if isinstance(value, str) and value.lstrip().startswith("-") else "1e999"
+        log.warning(
+            "%s %s: %s is %s; read as %s",
+            resource.kind,
+            raw.get("metadata", {}).get("name", "?"),
+            ".".join(str(k) for k in error["loc"]),
+            _HUGE,
+            parent[name],
+        )
+    return patched

@@ -10,7 +10,9 @@ here behaves the same against a real cluster:
 - ``bind`` refuses an already bound pod (Conflict) or a pod whose uid changed (Conflict, the
   Binding's uid precondition) and sets the PodScheduled condition, as pods/binding does;
 - ``patch_pod`` cannot change status and ``patch_pod_status`` can change only status;
-- ``evict`` honours PodDisruptionBudgets by their ``status.disruptionsAllowed`` (429 otherwise).
+- ``evict`` honours PodDisruptionBudgets by their ``status.disruptionsAllowed`` (429 otherwise);
+- a negative quantity in a pod's requests, limits or overhead, or in a node's capacity or
+  allocatable, is refused (422 Invalid), as the API server's validation refuses it.
 
 Objects are stored as wire dicts and re-validated on every write, so every object handed out is a
 fresh model instance the backend never mutates again (consumers must not mutate them either).
@@ -31,8 +33,9 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Pod, PodDisruptionBudget
+from apis.core import Node, Pod, PodDisruptionBudget
 from apis.meta import selects
+from apis.quantity import Quantity
 from scheduler.backend.base import (
     PDBS,
     PODS,
@@ -422,6 +425,14 @@ class MemoryBackend:
         except ValidationError as exc:
             self._rv -= 1
             raise BackendError(f"{resource.kind} {key} is invalid: {exc}", status=422) from exc
+        negative = _negative_quantities(obj)
+        if negative:
+            self._rv -= 1
+            raise BackendError(
+                f"{resource.kind} {key} is invalid: "
+                + "; ".join(f"{f}: must be greater than or equal to 0" for f in negative),
+                status=422,
+            )
         objects = self._objects(resource)
         old = objects.get(key)
         objects[key] = _Entry(wire, obj)
@@ -450,6 +461,24 @@ class MemoryBackend:
             cast(T, entry.obj) for entry in self._objects(resource).values() if selector.matches(entry.wire)
         )
         return WatchEvent(EventType.REPLACED, objects=objects)
+
+
+def _negative_quantities(obj: BaseModel) -> list[str]:
+    """The paths of negative quantities the API server's validation would refuse."""
+    lists: list[tuple[str, dict[str, Quantity] | None]] = []
+    if isinstance(obj, Pod):
+        for kind, containers in (
+            ("containers", obj.spec.containers),
+            ("initContainers", obj.spec.init_containers or []),
+        ):
+            for i, c in enumerate(containers):
+                if c.resources is not None:
+                    lists.append((f"spec.{kind}[{i}].resources.requests", c.resources.requests))
+                    lists.append((f"spec.{kind}[{i}].resources.limits", c.resources.limits))
+        lists.append(("spec.overhead", obj.spec.overhead))
+    elif isinstance(obj, Node):
+        lists += [("status.capacity", obj.status.capacity), ("status.allocatable", obj.status.allocatable)]
+    return [f"{path}.{name}" for path, rl in lists for name, q in (rl or {}).items() if q.sign() < 0]
 
 
 def _pod_key(pod: Pod) -> tuple[str, str]:

@@ -16,6 +16,10 @@ what the preemption frees. A cycle lifts the nominations that must not block its
 its job's, and those of lower priority, as kube-scheduler's nominator does) for the duration of
 the cycle (``Snapshot.lift_nominations``). A nomination ends when the pod is assumed, bound or
 deleted, or when its node goes away.
+
+Out-of-range amounts (``quantity_range``): a node whose allocatable cannot be accounted is kept
+with ``problems`` set and is no candidate (its row is inactive, allocatable zero); a bound pod's
+requests are already clamped in its ``PodInfo``, so it is accounted like any other.
 """
 
 from __future__ import annotations
@@ -28,9 +32,9 @@ import numpy as np
 
 from apis.core import Node
 from apis.meta import Taint
-from apis.resources import to_int_units
 from scheduler.cache.node_table import BoolArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.quantity_range import check_list
 
 __all__ = ["Cache", "NodeInfo", "Nomination"]
 
@@ -48,6 +52,8 @@ class NodeInfo:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     pods: dict[str, PodInfo] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    """Allocatable amounts outside the range the table holds: the node is no candidate."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -105,9 +111,10 @@ class Cache:
         info.labels = dict(node.metadata.labels or {})
         info.taints = tuple(node.spec.taints or ())
         info.unschedulable = bool(node.spec.unschedulable)
-        allocatable = {n: to_int_units(n, q) for n, q in (node.status.allocatable or {}).items()}
-        self.table.set_allocatable(info.row, allocatable)
-        self.table.active[info.row] = True
+        checked = check_list(node.status.allocatable or {}, "status.allocatable")
+        info.problems = checked.problems
+        self.table.set_allocatable(info.row, {} if checked.problems else checked.amounts)
+        self.table.active[info.row] = not checked.problems
         self._index_labels(info)
         self._bump()
         return info
@@ -124,7 +131,7 @@ class Cache:
         if info.pods:
             # Pods still reference the node: keep their accounting on a row that is no candidate.
             info.node = None
-            info.labels, info.taints = {}, ()
+            info.labels, info.taints, info.problems = {}, (), ()
             self.table.set_allocatable(info.row, {})
             self.table.active[info.row] = False
         else:

@@ -4,6 +4,10 @@ resource name, so that resource Filter and Score run vectorized over all nodes a
 Units are those of ``apis.resources.to_int_units``: milli-CPU for ``cpu``, whole units (bytes,
 pods, devices) for the rest. Rows of deleted nodes are reused; ``active`` marks the rows in use.
 A column is added the first time a resource name is seen on a node or in a pod.
+
+No amount written here can wrap (see ``quantity_range``): allocatable and request amounts are
+clamped into ``[0, MAX_UNITS]``, and a node's requested amount saturates at ``REQUESTED_CAP``
+while its exact sum is kept in ``_exact``, so removing the pods again restores it exactly.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
+
+from scheduler.cache.quantity_range import REQUESTED_CAP, clamp
 
 __all__ = ["NodeTable"]
 
@@ -30,6 +36,8 @@ class NodeTable:
         self.requested: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
         self.active: BoolArray = np.zeros(node_capacity, dtype=np.bool_)
         self._rows_used = 0
+        self._exact: dict[tuple[int, int], int] = {}
+        """(row, column) -> the exact requested sum, for the cells saturated at REQUESTED_CAP."""
 
     # ---- shape -------------------------------------------------------------------------------
 
@@ -79,7 +87,7 @@ class NodeTable:
         self.row[name] = row
         self.active[row] = True
         self.allocatable[row] = 0
-        self.requested[row] = 0
+        self._clear_requested(row)
         return row
 
     def remove_node(self, name: str) -> None:
@@ -88,18 +96,41 @@ class NodeTable:
             return
         self.active[row] = False
         self.allocatable[row] = 0
-        self.requested[row] = 0
+        self._clear_requested(row)
         self.names[row] = ""
         self._free_rows.append(row)
+
+    def _clear_requested(self, row: int) -> None:
+        self.requested[row] = 0
+        if self._exact:
+            for key in [k for k in self._exact if k[0] == row]:
+                del self._exact[key]
 
     def set_allocatable(self, row: int, allocatable: Mapping[str, int]) -> None:
         cols = [self.column_of(name) for name in allocatable]
         self.allocatable[row] = 0
-        self.allocatable[row, cols] = list(allocatable.values())
+        self.allocatable[row, cols] = [clamp(amount) for amount in allocatable.values()]
 
     def add_requests(self, row: int, requests: Mapping[str, int], sign: int = 1) -> None:
+        """Add (``sign`` 1) or take away (-1) a pod's requests; each amount is clamped into range."""
         for name, amount in requests.items():
-            self.requested[row, self.column_of(name)] += sign * amount
+            col = self.column_of(name)
+            exact = self._exact.get((row, col))
+            total = (int(self.requested[row, col]) if exact is None else exact) + sign * clamp(amount)
+            if -REQUESTED_CAP <= total <= REQUESTED_CAP:
+                self.requested[row, col] = total
+                if exact is not None:
+                    del self._exact[(row, col)]
+            else:
+                self.requested[row, col] = REQUESTED_CAP if total > 0 else -REQUESTED_CAP
+                self._exact[(row, col)] = total
+
+    def requested_exact(self, row: int, resource: str) -> int:
+        """The exact requested amount of ``resource`` on ``row`` (the table may show it saturated)."""
+        col = self.column.get(resource)
+        if col is None:
+            return 0
+        return self._exact.get((row, col), int(self.requested[row, col]))
 
     # ---- queries -----------------------------------------------------------------------------
 
@@ -109,7 +140,7 @@ class NodeTable:
     def request_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray]:
         """(columns, amounts) of a pod's requests; unknown resources get a column (all nodes: 0)."""
         cols = np.fromiter((self.column_of(n) for n in requests), dtype=np.int64, count=len(requests))
-        amounts = np.fromiter(requests.values(), dtype=np.int64, count=len(requests))
+        amounts = np.fromiter((clamp(a) for a in requests.values()), dtype=np.int64, count=len(requests))
         return cols, amounts
 
     def free(self, rows: IntArray, cols: IntArray) -> IntArray:

@@ -1,4 +1,8 @@
-"""PodInfo: a pod decoded once, with what every cycle needs precomputed (requests in integer units)."""
+"""PodInfo: a pod decoded once, with what every cycle needs precomputed (requests in integer units).
+
+Requests are range-checked here (``quantity_range``): ``PodInfo.problems`` names every field that
+was outside the range and clamped, and a pod with problems is never scheduled.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ from dataclasses import dataclass, field
 
 from apis.core import Container, Pod
 from apis.extension import priority as priority_ext
-from apis.resources import to_int_units
+from apis.quantity import Quantity
+from apis.resources import from_int_units
+from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
 
 __all__ = ["PodInfo", "pod_key", "pod_requests"]
 
@@ -17,10 +23,18 @@ def pod_key(namespace: str | None, name: str | None) -> str:
     return f"{namespace or 'default'}/{name or ''}"
 
 
-def _container_requests(container: Container) -> dict[str, int]:
-    if container.resources is None or not container.resources.requests:
+def _checked(rl: dict[str, Quantity] | None, field: str, problems: list[str]) -> dict[str, int]:
+    if not rl:
         return {}
-    return {name: to_int_units(name, q) for name, q in container.resources.requests.items()}
+    checked = check_list(rl, field)
+    problems.extend(checked.problems)
+    return checked.amounts
+
+
+def _container_requests(container: Container, field: str, problems: list[str]) -> dict[str, int]:
+    if container.resources is None:
+        return {}
+    return _checked(container.resources.requests, f"{field}.resources.requests", problems)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
@@ -29,7 +43,13 @@ def _add(into: dict[str, int], more: dict[str, int]) -> None:
 
 
 def pod_requests(pod: Pod) -> dict[str, int]:
-    """What the pod occupies on a node, as kube-scheduler computes it, plus ``pods: 1``.
+    """What the pod occupies on a node (see ``checked_pod_requests``), each amount in range."""
+    return checked_pod_requests(pod)[0]
+
+
+def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
+    """What the pod occupies on a node, as kube-scheduler computes it, plus ``pods: 1``, and the
+    problems of the amounts that were out of range (each clamped, so the sums stay bounded).
 
     1. the sum over regular containers, plus every sidecar (an init container with
        ``restartPolicy: Always``), since sidecars run beside them;
@@ -37,13 +57,14 @@ def pod_requests(pod: Pod) -> dict[str, int]:
        plus the sidecars started before it);
     3. plus the pod overhead.
     """
+    problems: list[str] = []
     total: dict[str, int] = {}
-    for container in pod.spec.containers:
-        _add(total, _container_requests(container))
+    for i, container in enumerate(pod.spec.containers):
+        _add(total, _container_requests(container, f"spec.containers[{i}]", problems))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
-    for init in pod.spec.init_containers or ():
-        requests = _container_requests(init)
+    for i, init in enumerate(pod.spec.init_containers or ()):
+        requests = _container_requests(init, f"spec.initContainers[{i}]", problems)
         if init.restart_policy == "Always":
             _add(sidecars, requests)
             running = dict(sidecars)
@@ -55,10 +76,14 @@ def pod_requests(pod: Pod) -> dict[str, int]:
     _add(total, sidecars)
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    if pod.spec.overhead:
-        _add(total, {name: to_int_units(name, q) for name, q in pod.spec.overhead.items()})
+    _add(total, _checked(pod.spec.overhead, "spec.overhead", problems))
     total[PODS] = 1
-    return {name: amount for name, amount in total.items() if amount}
+    for name, amount in total.items():
+        if amount > MAX_UNITS:  # each part in range, their sum not
+            sum_text = str(from_int_units(name, amount))
+            problems.append(out_of_range(f"spec (the sum of every {name} request)", name, sum_text))
+            total[name] = MAX_UNITS
+    return {name: amount for name, amount in total.items() if amount}, tuple(problems)
 
 
 @dataclass(slots=True, eq=False)
@@ -76,6 +101,9 @@ class PodInfo:
     """Creation time as a POSIX timestamp (0 when unknown)."""
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    """Fields outside the range the scheduler can account (clamped in ``requests``): such a pod
+    is never scheduled, and is accounted clamped if it is bound by someone else."""
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
@@ -85,16 +113,18 @@ class PodInfo:
             sub_priority = priority_ext.get_pod_sub_priority(labels)
         except ValueError:  # a malformed label orders the pod as if it had none
             sub_priority = 0
+        requests, problems = checked_pod_requests(pod)
         return cls(
             pod=pod,
             key=pod_key(meta.namespace, meta.name),
             uid=meta.uid or pod_key(meta.namespace, meta.name),
-            requests=pod_requests(pod),
+            requests=requests,
             priority=pod.spec.priority or 0,
             sub_priority=sub_priority,
             created=meta.creation_timestamp.timestamp() if meta.creation_timestamp else 0.0,
             labels=labels,
             annotations=meta.annotations or {},
+            problems=problems,
         )
 
     @property

@@ -3,7 +3,10 @@
 As kube-scheduler's PriorityQueue:
 
 1. A new pending pod passes PreEnqueue (e.g. a gang short of members stays out) and enters the
-   active heap; a gated pod waits in the unschedulable set marked ``gated``.
+   active heap; a gated pod waits in the unschedulable set marked ``gated``. A pod with requests
+   outside the range the scheduler can account (``PodInfo.problems``) is gated before any plugin
+   sees it. ``on_gated`` hears of every gate whose reason changed (``scheduler.reporting`` tells
+   the user).
 2. ``pop`` hands out the head of the active heap (waiting when it is empty).
 3. A pod that failed its cycle goes to the unschedulable set with the plugins that rejected it;
    an error or a cluster event seen *during* its cycle sends it to backoff instead, so an event
@@ -64,8 +67,10 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         max_unschedulable_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        on_gated: Callable[[QueuedPodInfo, Status], None] | None = None,
     ) -> None:
         self._sort_key = sort_key
+        self._on_gated = on_gated
         self._pre_enqueue = pre_enqueue
         self._plugin_events = plugin_events
         self.initial_backoff = initial_backoff
@@ -103,10 +108,15 @@ class SchedulingQueue:
 
     def _enqueue(self, qp: QueuedPodInfo) -> None:
         """Through PreEnqueue into the active heap, or into the unschedulable set as gated."""
-        status = self._pre_enqueue(qp.pod)
+        # A pod with out-of-range amounts never reaches a plugin: they would not fit the node table.
+        problems = qp.pod.problems
+        status = Status.unresolvable(*problems) if problems else self._pre_enqueue(qp.pod)
         if not status.ok:
+            previous = qp.gated_by
             qp.gated_by = f"{status.plugin}: {status.message()}" if status.plugin else status.message()
             self._unschedulable[qp.pod.uid] = qp
+            if self._on_gated is not None and qp.gated_by != previous:
+                self._on_gated(qp, status)
             return
         qp.gated_by = None
         qp.queued_at = self._clock()
@@ -119,6 +129,11 @@ class SchedulingQueue:
         uid = pod.uid
         for where in (self._in_active, self._backoff):
             qp = where.get(uid)
+            if qp is not None and pod.problems:
+                del where[uid]  # now out of range: gate it
+                qp.pod = pod
+                self._enqueue(qp)
+                return
             if qp is not None:
                 qp.pod = pod
                 if where is self._in_active:  # its sort key may have changed

@@ -119,6 +119,8 @@ def test_parse_resource_list_rejects(raw: str) -> None:
         pytest.param("1_000", 0, 32, 1000, id="underscore-base0"),
         pytest.param("0", 0, 32, 0, id="zero-base0"),
         pytest.param("9223372036854775807", 10, 64, 2**63 - 1, id="int64-max"),
+        pytest.param("0" * 5000 + "5", 10, 32, 5, id="5000-leading-zeros"),
+        pytest.param("0x" + "0" * 5000 + "f", 0, 32, 15, id="5000-leading-zeros-hex"),
     ],
 )
 def test_parse_go_int(raw: str, base: int, bits: int, expected: int) -> None:
@@ -140,6 +142,9 @@ def test_parse_go_int(raw: str, base: int, bits: int, expected: int) -> None:
         pytest.param("1__0", 0, 32, "not a valid", id="double-underscore"),
         pytest.param("_1", 0, 32, "not a valid", id="leading-underscore"),
         pytest.param("0x80000000", 0, 32, "out of range", id="hex-overflow"),
+        pytest.param("9" * 5000, 10, 32, "out of range for int32", id="5000-digits"),
+        pytest.param("-" + "9" * 5000, 10, 64, "out of range for int64", id="5000-digits-negative"),
+        pytest.param("0b" + "1" * 5000, 0, 64, "out of range for int64", id="5000-binary-digits"),
     ],
 )
 def test_parse_go_int_rejects(raw: str, base: int, bits: int, fragment: str) -> None:
@@ -147,6 +152,7 @@ def test_parse_go_int_rejects(raw: str, base: int, bits: int, fragment: str) -> 
         parse_go_int(KEY, raw, base=base, bits=bits)
     assert caught.value.key == KEY
     assert fragment in caught.value.problem
+    assert len(caught.value.problem) < 200  # a 5000-character value is not echoed whole
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from apis.core import Node, Pod
+from apis.resources import from_int_units
 from scheduler.cache.cache import Cache
+from scheduler.cache.node_table import NodeTable
 from scheduler.cache.pod_info import PodInfo, pod_requests
+from scheduler.cache.quantity_range import MAX_UNITS, REQUESTED_CAP
 from scheduler.cache.snapshot import Snapshot
 
 
@@ -164,3 +168,118 @@ def test_a_nomination_holds_room_until_the_pod_is_assumed_and_a_lift_is_undone_e
     cache.nominate(other, "a")
     cache.remove_node("a")
     assert cache.nominated_node("other") is None
+
+
+# ---- amounts outside the range the int64 table holds ------------------------------------------
+
+
+def raw_pod(name: str, requests: dict[str, str], node_name: str | None = None) -> PodInfo:
+    return PodInfo.of(
+        Pod.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {
+                    "nodeName": node_name,
+                    "containers": [{"name": "c", "resources": {"requests": requests}}],
+                },
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    ("requests", "field"),
+    [
+        ({"memory": "10E"}, "spec.containers[0].resources.requests.memory: 10E is outside"),
+        ({"cpu": "1e999"}, "spec.containers[0].resources.requests.cpu: 1e999 is outside"),
+        ({"cpu": "-2"}, "spec.containers[0].resources.requests.cpu: -2 is outside"),
+        ({"example.com/dev": "5E"}, "requests.example.com/dev: 5E is outside"),
+    ],
+    ids=["memory-10E", "cpu-1e999", "negative-cpu", "extended-5E"],
+)
+def test_an_out_of_range_request_is_clamped_and_named(requests: dict[str, str], field: str) -> None:
+    p = raw_pod("p", requests)
+    assert len(p.problems) == 1
+    assert field in p.problems[0]
+    assert "range koord-scheduler can account (0 to " in p.problems[0]
+    assert all(0 <= amount <= MAX_UNITS for amount in p.requests.values())
+
+
+def test_in_range_parts_whose_sum_is_out_of_range_are_named_too() -> None:
+    half = str(from_int_units("memory", MAX_UNITS // 2 + 1))
+    p = PodInfo.of(
+        Pod.model_validate(
+            {
+                "spec": {
+                    "containers": [
+                        {"name": "a", "resources": {"requests": {"memory": half}}},
+                        {"name": "b", "resources": {"requests": {"memory": half}}},
+                    ]
+                }
+            }
+        )
+    )
+    assert [m.split(":")[0] for m in p.problems] == ["spec (the sum of every memory request)"]
+    assert p.requests["memory"] == MAX_UNITS
+
+
+def test_a_pod_in_range_has_no_problems() -> None:
+    p = raw_pod("p", {"cpu": "64", "memory": "1Pi"})
+    assert p.problems == ()
+    assert p.requests == {"cpu": 64000, "memory": 2**50, "pods": 1}
+
+
+def test_two_bound_5E_pods_make_the_node_full_instead_of_wrapping_negative() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1", memory="8Gi"))
+    cache.upsert_pod(raw_pod("a", {"memory": "5E"}, "n1"))
+    cache.upsert_pod(raw_pod("b", {"memory": "5E"}, "n1"))
+    assert requested(cache, "n1", "memory") == 2 * MAX_UNITS
+    table = cache.table
+    free = table.free(np.asarray([table.row["n1"]]), np.asarray([table.column["memory"]]))
+    assert int(free[0, 0]) < 0  # nothing more fits
+    cache.remove_pod("a")
+    cache.remove_pod("b")
+    assert requested(cache, "n1", "memory") == 0
+
+
+def test_a_node_with_out_of_range_allocatable_is_no_candidate_but_keeps_its_pods() -> None:
+    cache = Cache()
+    cache.upsert_node(node("ok"))
+    info = cache.upsert_node(node("huge", memory="10E"))
+    assert info.problems == (
+        "status.allocatable.memory: 10E is outside the range koord-scheduler can account (0 to 1Pi)",
+    )
+    assert Snapshot(cache).candidate_rows().tolist() == [cache.table.row["ok"]]
+    cache.upsert_pod(pod("p", "1", "huge"))
+    assert requested(cache, "huge", "cpu") == 1000
+    cache.upsert_node(node("huge", memory="8Gi"))  # fixed: a candidate again
+    assert cache.nodes["huge"].problems == ()
+    assert Snapshot(cache).candidate_rows().size == 2
+
+
+def test_requested_saturates_in_the_table_and_comes_back_exactly() -> None:
+    table = NodeTable()
+    row = table.add_node("n")
+    many = 2 * REQUESTED_CAP // MAX_UNITS  # twice what the table can show
+    for _ in range(many):
+        table.add_requests(row, {"memory": MAX_UNITS})
+    col = table.column["memory"]
+    assert int(table.requested[row, col]) == REQUESTED_CAP
+    assert table.requested_exact(row, "memory") == many * MAX_UNITS
+    for _ in range(many - 1):
+        table.add_requests(row, {"memory": MAX_UNITS}, sign=-1)
+    assert int(table.requested[row, col]) == MAX_UNITS
+    table.remove_node("n")
+    assert table.add_node("m") == row
+    assert table.requested_exact(row, "memory") == 0
+
+
+def test_the_table_clamps_what_it_is_given_directly() -> None:
+    table = NodeTable()
+    row = table.add_node("n")
+    table.set_allocatable(row, {"memory": 10**30, "cpu": -5})
+    assert table.allocatable[row, table.column["memory"]] == MAX_UNITS
+    assert table.allocatable[row, table.column["cpu"]] == 0
+    _cols, amounts = table.request_vector({"memory": 10**30})
+    assert amounts.tolist() == [MAX_UNITS]

@@ -181,17 +181,15 @@ async def test_put_debug_flags_v_changes_the_log_level() -> None:
         assert root.level == logging.INFO
 
 
-async def test_debug_flags_s_sets_the_shared_top_n_scores() -> None:
+async def test_debug_flags_s_says_score_debugging_is_not_built_instead_of_storing_it() -> None:
     flags = DebugFlags()
     server = SchedulerHTTPServer(SchedulerMetrics(), ready=lambda: True, flags=flags)
     async with test_utils.TestClient(test_utils.TestServer(server.app)) as client:
-        assert await (await client.get("/debug/flags/s")).text() == "0"
-        resp = await client.put("/debug/flags/s", data="100")
-        assert resp.status == 200
-        assert await resp.text() == "successfully set debugTopNScores to 100"
-        assert flags.debug_top_n_scores == 100
-        assert await (await client.get("/debug/flags/s")).text() == "100"
-        assert (await client.put("/debug/flags/s", data="x")).status == 400
+        for method in ("GET", "PUT", "POST"):
+            resp = await client.request(method, "/debug/flags/s", data="100")
+            assert resp.status == 501
+            assert "not implemented" in await resp.text()
+    assert not hasattr(flags, "debug_top_n_scores")
 
 
 async def test_explanation_is_404_for_an_unknown_pod_and_200_for_a_known_one() -> None:

@@ -10,8 +10,8 @@ import pytest
 from apis.core import Pod
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.interfaces import ClusterEvent
-from scheduler.framework.status import Status
-from scheduler.queue.scheduling_queue import SchedulingQueue
+from scheduler.framework.status import Code, Status
+from scheduler.queue.scheduling_queue import QueueCounts, SchedulingQueue
 
 
 class FakeClock:
@@ -154,3 +154,69 @@ async def test_error_goes_to_backoff_then_active() -> None:
     assert q.counts().backoff == 1
     clock.now += 1.0
     assert (await q.pop()).attempts == 2
+
+
+def out_of_range_pod(name: str) -> PodInfo:
+    return PodInfo.of(
+        Pod.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "containers": [{"name": "c", "resources": {"requests": {"memory": "10E"}}}],
+                },
+            }
+        )
+    )
+
+
+async def test_a_pod_with_out_of_range_requests_is_gated_before_any_plugin_and_reported_once() -> None:
+    seen: list[str] = []
+    gated: list[tuple[str, Status]] = []
+
+    def pre_enqueue(p: PodInfo) -> Status:
+        seen.append(p.name)
+        return Status()
+
+    q = SchedulingQueue(
+        sort_key=sort_key,
+        pre_enqueue=pre_enqueue,
+        plugin_events=lambda name: ClusterEvent.ALL,
+        clock=FakeClock(),
+        on_gated=lambda qp, status: gated.append((qp.pod.name, status)),
+    )
+    q.add(out_of_range_pod("huge"))
+    q.add(pod("fine"))
+    assert seen == ["fine"]
+    assert q.counts().gated == 1
+    assert (await q.pop()).pod.name == "fine"
+    q.on_event(ClusterEvent.NODE_ADD)  # asks the gate again: same reason, not reported again
+    assert [(name, status.code) for name, status in gated] == [("huge", Code.UNSCHEDULABLE_AND_UNRESOLVABLE)]
+    assert "requests.memory: 10E is outside" in gated[0][1].message()
+    queued = q.get("huge")
+    assert queued is not None
+    assert queued.gated_by is not None
+    assert "10E" in queued.gated_by
+
+
+async def test_a_queued_pod_updated_out_of_range_is_gated() -> None:
+    q = make_queue(FakeClock())
+    q.add(pod("p"))
+    q.update(out_of_range_pod("p"))
+    assert q.counts() == QueueCounts(active=0, backoff=0, unschedulable=0, gated=1)
+
+
+async def test_a_gate_is_reported_again_only_when_its_reason_changes() -> None:
+    reasons = iter(["has 1 of 3", "has 1 of 3", "has 2 of 3"])
+    gated: list[str] = []
+    q = SchedulingQueue(
+        sort_key=sort_key,
+        pre_enqueue=lambda p: Status.pending(next(reasons)),
+        plugin_events=lambda name: ClusterEvent.ALL,
+        clock=FakeClock(),
+        on_gated=lambda qp, status: gated.append(status.message()),
+    )
+    q.add(pod("member"))
+    q.on_event(ClusterEvent.POD_ADD)
+    q.on_event(ClusterEvent.POD_ADD)
+    assert gated == ["has 1 of 3", "has 2 of 3"]

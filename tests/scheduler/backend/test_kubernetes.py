@@ -19,6 +19,7 @@ from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
 from apis.core import Pod
+from apis.quantity import Quantity
 from scheduler.backend.base import (
     PODGROUPS,
     PODS,
@@ -33,6 +34,7 @@ from scheduler.backend.base import (
     WatchEvent,
 )
 from scheduler.backend.kubernetes import KubernetesBackend, resource_path
+from scheduler.cache.pod_info import PodInfo
 
 
 def raw_pod(name: str, rv: int, **spec: Any) -> dict[str, Any]:
@@ -280,6 +282,44 @@ async def test_an_object_that_does_not_validate_is_logged_and_skipped(
     assert [names(e) for e in events] == [[], ["good"]]
     assert backend.stats.decode_errors == 1
     assert "dropping Pod default/bad" in caplog.text
+
+
+async def test_a_quantity_too_large_to_parse_decodes_as_1e999_so_the_range_check_names_it(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, backend = server
+    huge = {"requests": {"cpu": "10e999", "memory": "-1e100000"}, "limits": {"cpu": "10e999"}}
+    fake.lists = [(200, page([], 10))]
+    fake.watches = [
+        Watch(
+            [
+                line("ADDED", raw_pod("huge", 11, containers=[{"name": "main", "resources": huge}])),
+                line(
+                    "ADDED",
+                    raw_pod(
+                        "broken",
+                        12,
+                        containers=[{"name": "main", "resources": {"requests": {"cpu": "10e999"}}}],
+                        priority="x",
+                    ),
+                ),
+            ],
+            end="hang",
+        )
+    ]
+    fake.watches[0].lines.append(line("ADDED", raw_pod("good", 13)))
+    events = await take(backend.watch(PODS), 3)
+    assert [names(e) for e in events] == [[], ["huge"], ["good"]]  # "broken" is wrong beyond its size
+    assert backend.stats.decode_errors == 1
+    pod = events[1].obj
+    assert pod is not None
+    requests = pod.spec.containers[0].resources.requests  # type: ignore[union-attr]
+    assert requests == {"cpu": Quantity.parse("1e999"), "memory": Quantity.parse("-1e999")}
+    problems = PodInfo.of(pod).problems
+    assert [p.split(":")[0] for p in problems] == [
+        "spec.containers[0].resources.requests.cpu",
+        "spec.containers[0].resources.requests.memory",
+    ]
 
 
 async def test_close_ends_a_hanging_watch(server: tuple[FakeApiServer, KubernetesBackend]) -> None:

@@ -332,3 +332,17 @@ async def test_patch_custom_merges_metadata_and_status_of_a_custom_resource() ->
     assert patched.metadata.uid == stored.metadata.uid
     with pytest.raises(NotFound):
         await backend.patch_custom(ELASTICQUOTAS, "team", "missing", {"status": {}})
+
+
+def test_negative_quantities_are_refused_as_the_api_server_does() -> None:
+    backend = MemoryBackend()
+    negative = pod("neg")
+    negative["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "-4"}}
+    with pytest.raises(BackendError, match=r"requests.cpu: must be greater than or equal to 0") as caught:
+        backend.apply(PODS, negative)
+    assert caught.value.status == 422
+    with pytest.raises(BackendError, match=r"status.allocatable.cpu"):
+        backend.apply(NODES, {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "-1"}}})
+    assert backend.list(PODS) == []
+    assert backend.list(NODES) == []
+    assert backend.resource_version == "0"

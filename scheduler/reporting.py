@@ -1,0 +1,164 @@
+"""What the user is told about a pod the scheduler did not place, and about objects it refused.
+
+One ``Reporter`` per scheduler, shared by the loop, the queue and the informer glue:
+
+- ``pod_failed``: a scheduling cycle found no place (the loop); a ``FailedScheduling`` Warning
+  event and a ``PodScheduled=False`` condition, written again with an unchanged message at most
+  every ``EVENT_REPEAT_SECONDS``, as kube-scheduler's event recorder would;
+- ``pod_gated``: PreEnqueue kept the pod out of the queue. Malformed input (a pod whose requests
+  are out of range, a malformed gang annotation) is refused: the same event and condition plus an
+  explanation for ``koordctl explain``. A pod merely waiting (for its gang's other members) only
+  gets an explanation: Koordinator does not warn for that either;
+- ``object_refused``: a bound pod or a node with amounts out of range, reported once per message.
+
+Writes run in the background and never fail the caller: without a running event loop (a unit
+test driving the queue synchronously) they are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.background import BackgroundTasks
+from scheduler.cache.pod_info import PodInfo
+from scheduler.explain import Explanation, ExplanationStore
+from scheduler.framework.status import Code, Status
+from scheduler.queue.scheduling_queue import QueuedPodInfo
+
+__all__ = ["EVENT_REPEAT_SECONDS", "Reporter", "is_malformed_input"]
+
+log = logging.getLogger(__name__)
+
+EVENT_REPEAT_SECONDS = 60.0
+"""A FailedScheduling event with an unchanged message is written again at most this often."""
+
+_INVALID_ANNOTATION = "invalid value for "
+"""How ``apis.errors.InvalidAnnotation`` words its message. Coscheduling's PreEnqueue answers
+PENDING both for a gang short of members and for a malformed annotation; until it answers the
+latter with a rejection code, the wording is what tells the two apart."""
+
+
+def is_malformed_input(status: Status) -> bool:
+    """Whether a PreEnqueue gate is the pod's own fault (it will not pass until the pod changes)
+    rather than a wait. Any rejection code from PreEnqueue means malformed input."""
+    if status.rejected:
+        return True
+    return status.code == Code.PENDING and _INVALID_ANNOTATION in status.message()
+
+
+@dataclass
+class _LastFailure:
+    message: str
+    written_at: float
+
+
+class Reporter:
+    def __init__(
+        self,
+        backend: ClusterBackend,
+        explanations: ExplanationStore,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.explanations = explanations
+        self._clock = clock
+        self._last_failure: dict[str, _LastFailure] = {}
+        self._refused: dict[str, str] = {}
+        """Object uid -> the message already reported for it by ``object_refused``."""
+        self._background = BackgroundTasks()
+
+    # ---- pods the scheduler did not place ----------------------------------------------------
+
+    def pod_failed(self, pod: PodInfo, message: str, nominated: str | None = None) -> None:
+        """FailedScheduling event and PodScheduled=False condition, without flooding the API."""
+        now = self._clock()
+        last = self._last_failure.get(pod.uid)
+        if last is not None and last.message == message and now - last.written_at < EVENT_REPEAT_SECONDS:
+            return
+        self._last_failure[pod.uid] = _LastFailure(message, now)
+        event = EventRecord(
+            regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+            type="Warning",
+            reason="FailedScheduling",
+            message=message,
+        )
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        status_patch: dict[str, Any] = {"status": {"conditions": [condition]}}
+        if nominated:
+            status_patch["status"]["nominatedNodeName"] = nominated
+        self._spawn(self.backend.record_event(event))
+        self._spawn(self._patch_status(pod, status_patch))
+
+    def pod_gated(self, qp: QueuedPodInfo, status: Status) -> None:
+        """PreEnqueue (or the queue's own range check) kept the pod out; ``qp.gated_by`` says why."""
+        pod = qp.pod
+        message = qp.gated_by or status.message()
+        if not is_malformed_input(status):
+            self.explanations.put(
+                Explanation(pod.namespace, pod.name, "waiting", message, attempts=qp.attempts)
+            )
+            return
+        self.explanations.put(
+            Explanation(
+                pod.namespace,
+                pod.name,
+                "unschedulable",
+                message,
+                attempts=qp.attempts,
+                rejecting_plugins=[status.plugin] if status.plugin else [],
+            )
+        )
+        self.pod_failed(pod, message)
+
+    def scheduled(self, uid: str) -> None:
+        """The pod was placed: a later failure is reported afresh."""
+        self._last_failure.pop(uid, None)
+
+    def forget(self, uid: str) -> None:
+        """The object is gone."""
+        self._last_failure.pop(uid, None)
+        self._refused.pop(uid, None)
+
+    # ---- objects the scheduler cannot account ------------------------------------------------
+
+    def object_refused(self, ref: ObjectRef, reason: str, message: str) -> None:
+        """A Warning event on ``ref`` (a bound pod, a node), once per message; also logged."""
+        key = ref.uid or f"{ref.kind}/{ref.namespace or ''}/{ref.name}"
+        if self._refused.get(key) == message:
+            return
+        self._refused[key] = message
+        log.warning("%s %s: %s", ref.kind, ref.name, message)
+        self._spawn(
+            self.backend.record_event(
+                EventRecord(regarding=ref, type="Warning", reason=reason, message=message)
+            )
+        )
+
+    # ---- writes ------------------------------------------------------------------------------
+
+    async def _patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        try:
+            await self.backend.patch_pod_status(pod.pod, patch)
+        except Exception as exc:  # the pod may be gone; the next attempt writes again
+            log.info("could not update the status of %s: %s", pod.key, exc)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            coro.close()  # no loop to write from: a synchronous unit test
+            return
+        self._background.spawn(coro)

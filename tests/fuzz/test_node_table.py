@@ -1,0 +1,93 @@
+"""Arbitrary quantities on pods and nodes never wrap the node table nor make the cache raise, and a
+pod never fits a node whose free room is smaller than its request."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apis.core import Node, Pod
+from apis.quantity import Quantity
+from apis.resources import to_int_units
+from scheduler.cache.cache import Cache
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.quantity_range import MAX_UNITS, REQUESTED_CAP
+
+RESOURCES = ("cpu", "memory", "example.com/dev")
+
+# Quantities from tiny to far beyond int64, negative included, in every notation
+# (the parser itself refuses 1e1000 and more).
+quantities = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    st.builds(
+        lambda m, s: f"{m}{s}",
+        st.integers(min_value=-999, max_value=999),
+        st.sampled_from(["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]),
+    ),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(min_value=0, max_value=99), st.integers(-20, 997)),
+)
+resource_lists = st.dictionaries(st.sampled_from(RESOURCES), quantities, max_size=3)
+
+
+def make_node(name: str, allocatable: dict[str, str]) -> Node:
+    allocatable = {"pods": "110", **allocatable}
+    return Node.model_validate({"metadata": {"name": name}, "status": {"allocatable": allocatable}})
+
+
+def make_pod(uid: str, containers: list[dict[str, str]], node: str | None) -> PodInfo:
+    spec = {
+        "nodeName": node,
+        "containers": [{"name": f"c{i}", "resources": {"requests": r}} for i, r in enumerate(containers)],
+    }
+    return PodInfo.of(
+        Pod.model_validate({"metadata": {"name": uid, "namespace": "d", "uid": uid}, "spec": spec})
+    )
+
+
+pods = st.lists(st.lists(resource_lists, min_size=1, max_size=3), max_size=8)
+
+
+def exact_sum(cache: Cache, node: str, resource: str) -> int:
+    return cache.table.requested_exact(cache.table.row[node], resource)
+
+
+@settings(max_examples=150, deadline=None)
+@given(allocatable=resource_lists, bound=pods, pending=st.lists(resource_lists, min_size=1, max_size=3))
+def test_hostile_quantities_never_wrap_and_never_fit_where_they_do_not(
+    allocatable: dict[str, str], bound: list[list[dict[str, str]]], pending: list[dict[str, str]]
+) -> None:
+    cache = Cache()
+    info = cache.upsert_node(make_node("n", allocatable))
+    infos = [make_pod(f"p{i}", containers, "n") for i, containers in enumerate(bound)]
+    for p in infos:
+        cache.upsert_pod(p)
+    table = cache.table
+    row = table.row["n"]
+
+    # Nothing wrapped: every cell in range, every exact sum the sum of the clamped requests.
+    assert (table.allocatable[: table.row_count] >= 0).all()
+    assert (table.allocatable[: table.row_count] <= MAX_UNITS).all()
+    assert (table.requested[: table.row_count] >= 0).all()
+    assert (table.requested[: table.row_count] <= REQUESTED_CAP).all()
+    for resource in table.column:
+        assert exact_sum(cache, "n", resource) == sum(p.requests.get(resource, 0) for p in infos)
+    for p in infos:
+        assert all(0 <= amount <= MAX_UNITS for amount in p.requests.values())
+
+    # A pod fits only where each request is at most the node's true free room.
+    candidate = make_pod("pending", pending, None)
+    cols, amounts = table.request_vector(candidate.requests)
+    free = table.free(np.asarray([row]), cols)[0]
+    fits = bool((amounts <= free).all()) and bool(table.active[row])
+    if fits and not candidate.problems:  # a pod with problems is gated by the queue, never filtered
+        assert not info.problems
+        for resource, amount in candidate.requests.items():
+            raw = {"pods": "110", **allocatable}.get(resource, "0")
+            true_allocatable = to_int_units(resource, Quantity.parse(raw))
+            assert amount + exact_sum(cache, "n", resource) <= true_allocatable
+
+    # Removing every pod gives the node back exactly.
+    for p in infos:
+        cache.remove_pod(p.uid)
+    assert not table.requested[row].any()
