@@ -33,6 +33,7 @@ from operators.handlers import (
     builtin_quotas,
     elasticquota,
     elasticquotaprofile,
+    errors,
     networktopology,
     podgroup,
 )
@@ -53,6 +54,12 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--resync-seconds", type=float, help="status recompute interval (default 2)")
     parser.add_argument(
         "--quota-group-namespace", help="namespace of the built-in quotas (default koordinator-system)"
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        dest="shutdown_timeout_seconds",
+        type=float,
+        help="seconds to exit on SIGTERM (default 5)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -107,21 +114,32 @@ async def ensure_peering_object(config: ManagerConfig, logger: kopf.Logger) -> N
         "metadata": {"name": config.peering_name},
     }
     async with client.ApiClient(configuration) as api:
-        try:
-            await client.CustomObjectsApi(api).create_cluster_custom_object(
-                "kopf.dev", "v1", "clusterkopfpeerings", body
-            )
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return
-            if exc.status == 404:
-                logger.warning(
-                    "the ClusterKopfPeering CRD (kopf.dev) is not installed: operators stay paused until it "
-                    "is (install the chart's manager-peering-crd.yaml, or run with --standalone)"
+        # An unreachable API server is retried (the startup waits); a refusal stops koord-manager.
+        with errors.api_errors(f"create the ClusterKopfPeering {config.peering_name!r}"):
+            try:
+                await client.CustomObjectsApi(api).create_cluster_custom_object(
+                    "kopf.dev", "v1", "clusterkopfpeerings", body
                 )
-                return
-            raise
+            except client.ApiException as exc:
+                if exc.status == 409:
+                    return
+                if exc.status == 404:
+                    logger.warning(
+                        "the ClusterKopfPeering CRD (kopf.dev) is not installed: operators stay paused until "
+                        "it is (install the chart's manager-peering-crd.yaml, or run with --standalone)"
+                    )
+                    return
+                raise
         logger.info(f"created ClusterKopfPeering {config.peering_name!r}")
+
+
+def operator_settings(config: ManagerConfig) -> kopf.OperatorSettings:
+    """Kopf's settings that must hold before the startup handlers run."""
+    settings = kopf.OperatorSettings()
+    # On SIGTERM Kopf cancels its tasks, then writes its peering record and webhook configuration
+    # once more, retrying them for minutes while the API server is gone: bound the whole exit.
+    settings.process.ultimate_exiting_timeout = config.shutdown_timeout_seconds
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         priority = random.SystemRandom().randint(1, 2**31 - 1)
     kopf.run(
         registry=build_registry(config),
+        settings=operator_settings(config),
         clusterwide=True,
         standalone=config.standalone,
         # A peering name makes peering mandatory; with --standalone it must stay unset, or Kopf waits

@@ -40,6 +40,11 @@ class ManagerConfig(BaseModel):
     nodes, in seconds (Koordinator rebuilds the topology every 10s); writes happen only on change."""
     quota_group_namespace: str = "koordinator-system"
     """``ElasticQuotaArgs.quotaGroupNamespace``: where the root, system and default quotas live."""
+    shutdown_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long koord-manager may take to exit after SIGTERM/SIGINT, in seconds, before it kills
+    itself (Kopf's ``settings.process.ultimate_exiting_timeout``, 10 minutes by default). With the
+    API server up it exits in about a second; with it gone, Kopf would retry its last peering and
+    webhook-configuration writes for minutes. Below a pod's 30 s termination grace period."""
     default_schedule_timeout_seconds: int = Field(default=600, gt=0)
     """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
     ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""
