@@ -1,7 +1,8 @@
 """``koord-manager``: Koordinator's manager as one Kopf process.
 
-It serves the validating admission webhooks of every Koordinator kind (see
-``operators.logic.admission``) and keeps their ValidatingWebhookConfiguration current, and runs the
+It serves the admission webhooks of every Koordinator kind (see ``operators.logic.admission``),
+keeping their webhook configurations current when run as a local process (in a cluster the Helm
+chart renders them: ``operators.webhookgen``), and runs the
 lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``),
 the ClusterNetworkTopology tree (``operators.handlers.networktopology``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
@@ -47,6 +48,11 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--webhook-bind", default="127.0.0.1", help="listen address of the webhook server")
     parser.add_argument("--webhook-port", type=int, default=9443)
     parser.add_argument("--webhook-cert-dir", type=Path, default=Path(".cluster/koord-manager"))
+    parser.add_argument(
+        "--manage-webhook-configuration",
+        action=argparse.BooleanOptionalAction,
+        help="create and update the webhook configurations (default; off in the chart, which renders them)",
+    )
     parser.add_argument("--liveness-port", type=int, default=None)
     parser.add_argument("--peering", dest="peering_name", help="Kopf peering name (default koord-manager)")
     parser.add_argument("--standalone", action="store_true", help="run without peering")
@@ -92,7 +98,9 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
             certfile=str(certfile),
             pkeyfile=str(keyfile),
         )
-        settings.admission.managed = config.webhook_configuration
+        settings.admission.managed = (
+            config.webhook_configuration if config.manage_webhook_configuration else None
+        )
         settings.posting.level = logging.WARNING
 
     if not config.standalone:

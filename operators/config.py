@@ -22,7 +22,13 @@ class ManagerConfig(BaseModel):
     webhook_cert_dir: Path = Path(".cluster/koord-manager")
     """Where the serving certificate is read from, or created self-signed when absent."""
     webhook_configuration: str = "koordinator-py.koordinator.sh"
-    """Name of the ValidatingWebhookConfiguration koord-manager keeps up to date."""
+    """Name of the Validating- and MutatingWebhookConfiguration with koord-manager's webhooks."""
+    manage_webhook_configuration: bool = True
+    """Let Kopf create and update the webhook configurations, pointing at ``webhook_host`` (the
+    local-process mode of `make up` and the e2e tests). Kopf removes its webhooks again when the
+    process stops, which in a cluster would leave a rolling update without admission for a moment:
+    there the Helm chart renders them (``operators.webhookgen``) and passes
+    ``--no-manage-webhook-configuration``."""
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve /healthz on this port (kopf's liveness probe); None disables it."""
     verbose: bool = False
