@@ -41,4 +41,6 @@ def test_registry_holds_the_operators() -> None:
 def test_shutdown_is_bounded_even_when_the_api_server_is_gone() -> None:
     """Kopf's own bound is 10 minutes; koord-manager exits within 5 s of SIGTERM (or the flag's)."""
     assert operator_settings(parse_args([])).process.ultimate_exiting_timeout == 5.0
-    assert operator_settings(parse_args(["--shutdown-timeout", "2.5"])).process.ultimate_exiting_timeout == 2.5
+    assert (
+        operator_settings(parse_args(["--shutdown-timeout", "2.5"])).process.ultimate_exiting_timeout == 2.5
+    )
