@@ -24,7 +24,7 @@ import kopf
 from kubernetes_asyncio import client
 from pydantic import ValidationError
 
-__all__ = ["RETRY_DELAY_SECONDS", "api_errors", "invalid_object", "raise_once"]
+__all__ = ["RETRY_DELAY_SECONDS", "admission_api_errors", "api_errors", "invalid_object", "raise_once"]
 
 RETRY_DELAY_SECONDS = 5.0
 """How long a handler waits before trying again when the API server cannot serve it yet, in seconds:
@@ -46,24 +46,44 @@ def _api_message(exc: client.ApiException) -> str:
     return str(message or exc.reason or "no reason given")
 
 
+_API_ERRORS = (client.ApiException, TimeoutError, aiohttp.ClientError, OSError)
+
+
+def _describe(exc: BaseException) -> tuple[bool, str]:
+    """(whether it may pass by itself, what went wrong) for an exception of ``_API_ERRORS``."""
+    if isinstance(exc, client.ApiException):
+        hint = " (koord-manager's ClusterRole lacks this permission)" if exc.status == 403 else ""
+        return exc.status in _TRANSIENT_STATUSES, f"HTTP {exc.status}: {_api_message(exc)}{hint}"
+    return True, f"the API server is unreachable ({exc!r})"
+
+
 @contextmanager
 def api_errors(action: str, *, delay: float = RETRY_DELAY_SECONDS) -> Iterator[None]:
     """Turn the API errors of the calls inside into Kopf's outcomes; ``action`` says what was tried
     ("create the tree root quota team/a")."""
     try:
         yield
-    except client.ApiException as exc:
-        message = _api_message(exc)
-        if exc.status in _TRANSIENT_STATUSES:
+    except _API_ERRORS as exc:
+        transient, reason = _describe(exc)
+        if transient:
             raise kopf.TemporaryError(
-                f"cannot {action} yet (HTTP {exc.status}: {message}); retrying in {delay:g}s", delay=delay
+                f"cannot {action} yet ({reason}); retrying in {delay:g}s", delay=delay
             ) from exc
-        hint = " (koord-manager's ClusterRole lacks this permission)" if exc.status == 403 else ""
-        raise kopf.PermanentError(f"cannot {action}: HTTP {exc.status}: {message}{hint}") from exc
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise kopf.TemporaryError(
-            f"cannot {action} yet: the API server is unreachable ({exc!r}); retrying in {delay:g}s",
-            delay=delay,
+        raise kopf.PermanentError(f"cannot {action}: {reason}") from exc
+
+
+@contextmanager
+def admission_api_errors(action: str) -> Iterator[None]:
+    """The same for admission handlers, where nothing retries: the request is refused with the
+    reason (503 when it may pass, so the client knows to try again)."""
+    try:
+        yield
+    except _API_ERRORS as exc:
+        transient, reason = _describe(exc)
+        retry = "; try again" if transient else ""
+        raise kopf.AdmissionError(
+            f"koord-manager cannot {action} to judge this request: {reason}{retry}",
+            code=503 if transient else 500,
         ) from exc
 
 

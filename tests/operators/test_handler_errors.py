@@ -14,7 +14,14 @@ from kubernetes_asyncio import client
 
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.config import ManagerConfig
-from operators.handlers import builtin_quotas, elasticquotaprofile, errors, networktopology, podgroup
+from operators.handlers import (
+    builtin_quotas,
+    elasticquota,
+    elasticquotaprofile,
+    errors,
+    networktopology,
+    podgroup,
+)
 
 
 def api_exception(status: int, message: str) -> client.ApiException:
@@ -231,3 +238,35 @@ async def test_built_in_quotas_in_the_index_need_no_api_call() -> None:
     }
     await built_in.on_namespace(node_capacity={}, elastic_quotas=index, logger=logging.getLogger("t"))
     assert quotas.calls == 0
+
+
+# ElasticQuota admission ----------------------------------------------------------------------
+
+
+async def test_admission_that_cannot_read_the_parent_refuses_with_a_reason_to_retry() -> None:
+    class Unreachable(FailingQuotas):
+        async def find(self, name: str) -> ElasticQuota | None:
+            self.calls += 1
+            raise aiohttp.ClientConnectionError("connection refused")
+
+    admission = elasticquota.QuotaAdmission(Unreachable(AssertionError()))  # type: ignore[arg-type]
+    body = kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": "child",
+                "namespace": "team",
+                "labels": {"quota.scheduling.koordinator.sh/parent": "team-parent"},
+            },
+            "spec": {"max": {"cpu": "4"}},
+        }
+    )
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(body=body, old=None, operation="CREATE", elastic_quotas={})
+    assert caught.value.code == 503
+    assert str(caught.value).startswith(
+        "koord-manager cannot read the parent quota 'team-parent' to judge this request: "
+        "the API server is unreachable"
+    )
+    assert str(caught.value).endswith("; try again")
