@@ -132,3 +132,27 @@ def test_down_stops_every_process_in_bounded_time_with_the_api_server_gone(clust
     assert not left, f"still running after down: {left}"
     assert took < SHUTDOWN_BOUND + MARGIN + 15.0, f"down took {took:.1f}s"
     assert not Path(cluster.state_dir / "koord-manager.pid").exists()
+
+
+IGNORES_SIGTERM = (
+    "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print(1, flush=True); time.sleep(60)"
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "outcome"),
+    [
+        pytest.param("import time; print(1, flush=True); time.sleep(60)", "stopped", id="exits-on-sigterm"),
+        pytest.param(IGNORES_SIGTERM, "killed", id="ignores-sigterm"),
+    ],
+)
+def test_stop_says_whether_sigterm_was_enough(code: str, outcome: str) -> None:
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    assert child.stdout is not None
+    child.stdout.readline()  # its signal handler is in place
+    stopped = processes.stop_group("sleeper", child.pid, timeout=1.0, child=child)
+    child.stdout.close()
+    assert stopped.outcome == outcome
+    assert child.returncode is not None  # reaped
+    assert str(stopped).startswith(f"{outcome} sleeper (pid {child.pid}) after ")
+    assert stopped.seconds < 1.0 if outcome == "stopped" else 1.0 <= stopped.seconds < 3.0
