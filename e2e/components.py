@@ -21,12 +21,17 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e.cluster import processes
 from e2e.cluster.controlplane import ControlPlane
 
 __all__ = ["LocalComponent", "koord_manager"]
 
 # Children started by this process, so that stop() can reap them (no zombie, no ResourceWarning).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+STOP_TIMEOUT_SECONDS = 10.0
+"""How long a component has to exit on SIGTERM before it is killed (koord-manager bounds its own
+shutdown to ``ManagerConfig.shutdown_timeout_seconds``, 5 s, even with the API server gone)."""
 
 WEBHOOK_CONFIGURATION = "koordinator-py.koordinator.sh"
 # A PodGroup only the admission webhook rejects: the schema accepts it.
@@ -60,10 +65,9 @@ class LocalComponent:
     def pid(self) -> int | None:
         try:
             pid = int(self.pid_file.read_text())
-            os.kill(pid, 0)
-        except (FileNotFoundError, ValueError, ProcessLookupError):
+        except (FileNotFoundError, ValueError):
             return None
-        return pid
+        return pid if processes.alive(pid) else None
 
     def start(self) -> None:
         if self.pid() is not None:
@@ -81,24 +85,14 @@ class LocalComponent:
         _CHILDREN[proc.pid] = proc
         self.pid_file.write_text(str(proc.pid))
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT_SECONDS) -> processes.Stopped:
+        """SIGTERM, up to ``timeout`` s to exit, then SIGKILL; says which it took."""
         pid = self.pid()
-        if pid is not None:
-            os.killpg(pid, signal.SIGTERM)
-            child = _CHILDREN.pop(pid, None)
-            if child is not None:
-                try:
-                    child.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    os.killpg(pid, signal.SIGKILL)
-                    child.wait()
-            else:
-                deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline and self.pid() is not None:
-                    time.sleep(0.1)
-                if self.pid() is not None:
-                    os.killpg(pid, signal.SIGKILL)
+        stopped = processes.stop_group(
+            self.name, pid, timeout=timeout, child=_CHILDREN.pop(pid, None) if pid else None
+        )
         self.pid_file.unlink(missing_ok=True)
+        return stopped
 
     def stop_now(self, sig: signal.Signals = signal.SIGKILL) -> None:
         """Send ``sig`` to the process group at once (no grace), then reap it."""
@@ -240,8 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             wait_until_ready(component, args.port)
         print(f"[components] {component.name} running (pid {component.pid()}, log {component.log_file})")
     else:
-        component.stop()
-        print(f"[components] {component.name} stopped")
+        print(f"[components] {component.stop()}")
     return 0
 
 

@@ -1,7 +1,8 @@
 """``koord-manager``: Koordinator's manager as one Kopf process.
 
-It serves the validating admission webhooks of every Koordinator kind (see
-``operators.logic.admission``) and keeps their ValidatingWebhookConfiguration current, and runs the
+It serves the admission webhooks of every Koordinator kind (see ``operators.logic.admission``),
+keeping their webhook configurations current when run as a local process (in a cluster the Helm
+chart renders them: ``operators.webhookgen``), and runs the
 lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``),
 the ClusterNetworkTopology tree (``operators.handlers.networktopology``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
@@ -33,6 +34,7 @@ from operators.handlers import (
     builtin_quotas,
     elasticquota,
     elasticquotaprofile,
+    errors,
     networktopology,
     podgroup,
 )
@@ -46,6 +48,11 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--webhook-bind", default="127.0.0.1", help="listen address of the webhook server")
     parser.add_argument("--webhook-port", type=int, default=9443)
     parser.add_argument("--webhook-cert-dir", type=Path, default=Path(".cluster/koord-manager"))
+    parser.add_argument(
+        "--manage-webhook-configuration",
+        action=argparse.BooleanOptionalAction,
+        help="create and update the webhook configurations (default; off in the chart, which renders them)",
+    )
     parser.add_argument("--liveness-port", type=int, default=None)
     parser.add_argument("--peering", dest="peering_name", help="Kopf peering name (default koord-manager)")
     parser.add_argument("--standalone", action="store_true", help="run without peering")
@@ -53,6 +60,12 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
     parser.add_argument("--resync-seconds", type=float, help="status recompute interval (default 2)")
     parser.add_argument(
         "--quota-group-namespace", help="namespace of the built-in quotas (default koordinator-system)"
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        dest="shutdown_timeout_seconds",
+        type=float,
+        help="seconds to exit on SIGTERM (default 5)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -85,7 +98,9 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
             certfile=str(certfile),
             pkeyfile=str(keyfile),
         )
-        settings.admission.managed = config.webhook_configuration
+        settings.admission.managed = (
+            config.webhook_configuration if config.manage_webhook_configuration else None
+        )
         settings.posting.level = logging.WARNING
 
     if not config.standalone:
@@ -107,21 +122,32 @@ async def ensure_peering_object(config: ManagerConfig, logger: kopf.Logger) -> N
         "metadata": {"name": config.peering_name},
     }
     async with client.ApiClient(configuration) as api:
-        try:
-            await client.CustomObjectsApi(api).create_cluster_custom_object(
-                "kopf.dev", "v1", "clusterkopfpeerings", body
-            )
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return
-            if exc.status == 404:
-                logger.warning(
-                    "the ClusterKopfPeering CRD (kopf.dev) is not installed: operators stay paused until it "
-                    "is (install the chart's manager-peering-crd.yaml, or run with --standalone)"
+        # An unreachable API server is retried (the startup waits); a refusal stops koord-manager.
+        with errors.api_errors(f"create the ClusterKopfPeering {config.peering_name!r}"):
+            try:
+                await client.CustomObjectsApi(api).create_cluster_custom_object(
+                    "kopf.dev", "v1", "clusterkopfpeerings", body
                 )
-                return
-            raise
+            except client.ApiException as exc:
+                if exc.status == 409:
+                    return
+                if exc.status == 404:
+                    logger.warning(
+                        "the ClusterKopfPeering CRD (kopf.dev) is not installed: operators stay paused until "
+                        "it is (install the chart's manager-peering-crd.yaml, or run with --standalone)"
+                    )
+                    return
+                raise
         logger.info(f"created ClusterKopfPeering {config.peering_name!r}")
+
+
+def operator_settings(config: ManagerConfig) -> kopf.OperatorSettings:
+    """Kopf's settings that must hold before the startup handlers run."""
+    settings = kopf.OperatorSettings()
+    # On SIGTERM Kopf cancels its tasks, then writes its peering record and webhook configuration
+    # once more, retrying them for minutes while the API server is gone: bound the whole exit.
+    settings.process.ultimate_exiting_timeout = config.shutdown_timeout_seconds
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         priority = random.SystemRandom().randint(1, 2**31 - 1)
     kopf.run(
         registry=build_registry(config),
+        settings=operator_settings(config),
         clusterwide=True,
         standalone=config.standalone,
         # A peering name makes peering mandatory; with --standalone it must stay unset, or Kopf waits

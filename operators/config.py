@@ -22,7 +22,13 @@ class ManagerConfig(BaseModel):
     webhook_cert_dir: Path = Path(".cluster/koord-manager")
     """Where the serving certificate is read from, or created self-signed when absent."""
     webhook_configuration: str = "koordinator-py.koordinator.sh"
-    """Name of the ValidatingWebhookConfiguration koord-manager keeps up to date."""
+    """Name of the Validating- and MutatingWebhookConfiguration with koord-manager's webhooks."""
+    manage_webhook_configuration: bool = True
+    """Let Kopf create and update the webhook configurations, pointing at ``webhook_host`` (the
+    local-process mode of `make up` and the e2e tests). Kopf removes its webhooks again when the
+    process stops, which in a cluster would leave a rolling update without admission for a moment:
+    there the Helm chart renders them (``operators.webhookgen``) and passes
+    ``--no-manage-webhook-configuration``."""
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve /healthz on this port (kopf's liveness probe); None disables it."""
     verbose: bool = False
@@ -40,6 +46,11 @@ class ManagerConfig(BaseModel):
     nodes, in seconds (Koordinator rebuilds the topology every 10s); writes happen only on change."""
     quota_group_namespace: str = "koordinator-system"
     """``ElasticQuotaArgs.quotaGroupNamespace``: where the root, system and default quotas live."""
+    shutdown_timeout_seconds: float = Field(default=5.0, gt=0)
+    """How long koord-manager may take to exit after SIGTERM/SIGINT, in seconds, before it kills
+    itself (Kopf's ``settings.process.ultimate_exiting_timeout``, 10 minutes by default). With the
+    API server up it exits in about a second; with it gone, Kopf would retry its last peering and
+    webhook-configuration writes for minutes. Below a pod's 30 s termination grace period."""
     default_schedule_timeout_seconds: int = Field(default=600, gt=0)
     """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
     ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""

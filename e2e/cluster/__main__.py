@@ -113,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
             names = sorted(p.name for p in state.iterdir() if p.is_dir()) if state.exists() else []
         for name in names:
             ControlPlane(name=name).stop()
-        (repo_root() / ".cluster" / "kubeconfig").unlink(missing_ok=True)
+        if "koord-py" in names:  # only `make cluster`'s cluster writes the default kubeconfig
+            (repo_root() / ".cluster" / "kubeconfig").unlink(missing_ok=True)
         return 0
     cp = ControlPlane(name=args.name)
     running = cp.is_running()

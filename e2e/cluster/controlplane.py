@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from e2e.cluster import processes
+
 __all__ = ["ControlPlane", "KubectlError", "ToolsMissing", "repo_root"]
 
 
@@ -192,13 +194,14 @@ class ControlPlane:
             )
         _progress(f"cluster {self.name} ready in {time.monotonic() - began:.1f}s")
 
-    def stop(self, *, quiet: bool = False) -> None:
+    def stop(self, *, quiet: bool = False, component_timeout: float = 10.0) -> None:
         """Delete the cluster and make sure none of its processes is left running.
 
-        Components started against it (``e2e.components``: koord-manager ...) go first, so that
-        none of them outlives the API server it talks to.
+        Components started against it (``e2e.components``: koord-manager ...) go first, each
+        SIGTERMed and given ``component_timeout`` seconds before SIGKILL, so that none of them
+        outlives the API server it talks to (nor meets the next cluster on the same port).
         """
-        self._stop_components()
+        self._stop_components(component_timeout)
         if (self.kwok_workdir / "clusters" / self.name).exists():
             kwokctl = self.bin_dir / "kwokctl"
             if kwokctl.exists():
@@ -215,11 +218,18 @@ class ControlPlane:
         if not quiet:
             _progress(f"cluster {self.name} stopped")
 
-    def _stop_components(self) -> None:
-        for pid_file in self.state_dir.glob("*.pid") if self.state_dir.exists() else []:
-            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
-                os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+    def _stop_components(self, timeout: float) -> None:
+        """Stop each process with a pid file in the state directory (``e2e.components``), each
+        within ``timeout`` seconds, and say how each went."""
+        for pid_file in sorted(self.state_dir.glob("*.pid")) if self.state_dir.exists() else []:
+            try:
+                pid: int | None = int(pid_file.read_text().strip())
+            except ValueError:
+                pid = None
+            stopped = processes.stop_group(pid_file.stem, pid, timeout=timeout)
             pid_file.unlink(missing_ok=True)
+            if stopped.outcome != "not running":
+                _progress(str(stopped))
 
     def _kill_leftovers(self) -> None:
         pid_dir = self.kwok_workdir / "clusters" / self.name / "pids"

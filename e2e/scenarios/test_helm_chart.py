@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import subprocess
+from typing import Any
+
+import pytest
+import yaml
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
+from scheduler.plugins.coscheduling.args import CoschedulingArgs
 
 CHART = repo_root() / "charts" / "koordinator-py"
 
 
 def _helm(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([cp.tool("helm"), *args], capture_output=True, text=True, check=False)
+
+
+NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koordinator-system"}}
+
+
+def _beside_local_webhooks(rendered: str) -> str:
+    """The session's koord-manager manages webhook configurations of the chart's names, pointing
+    at its local URL; a dry run merged into them would hold both a URL and a Service. Dry-run the
+    chart's under other names."""
+    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    for doc in docs:
+        if doc["kind"] in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+            doc["metadata"]["name"] += "-dry-run"
+    return yaml.safe_dump_all(docs)
 
 
 def test_helm_lint(control_plane: ControlPlane) -> None:
@@ -24,7 +43,11 @@ def test_rendered_chart_passes_server_side_dry_run(control_plane: ControlPlane) 
     )
     assert rendered.returncode == 0, rendered.stderr
     assert "kind: CustomResourceDefinition" in rendered.stdout
-    applied = control_plane.run_kubectl("apply", "--dry-run=server", "-f", "-", input=rendered.stdout)
+    # The namespace must exist for a dry run of what goes into it (a dry run creates nothing).
+    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(NAMESPACE))
+    applied = control_plane.run_kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=_beside_local_webhooks(rendered.stdout)
+    )
     assert applied.returncode == 0, applied.stderr
     assert "created (server dry run)" in applied.stdout or "configured (server dry run)" in applied.stdout
 
@@ -35,3 +58,59 @@ def test_chart_crds_are_the_generated_ones() -> None:
     assert generated == in_chart
     for name in generated:
         assert (repo_root() / "crds" / name).read_text() == (CHART / "crds" / name).read_text()
+
+
+def _rendered(cp: ControlPlane, *args: str) -> list[dict[str, Any]]:
+    result = _helm(cp, "template", "koordinator-py", str(CHART), "--kube-version", "1.35.4", *args)
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def test_the_chart_owns_the_webhook_configurations(control_plane: ControlPlane) -> None:
+    """A stopping koord-manager replica must not take admission with it: the chart renders the
+    configurations (operators.webhookgen) and koord-manager leaves them alone."""
+    docs = _rendered(control_plane)
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    validating = by_kind[("ValidatingWebhookConfiguration", "koordinator-py.koordinator.sh")]
+    mutating = by_kind[("MutatingWebhookConfiguration", "koordinator-py.koordinator.sh")]
+    secret = by_kind[("Secret", "koord-manager-webhook-cert")]
+    for webhook in validating["webhooks"] + mutating["webhooks"]:
+        assert webhook["clientConfig"]["service"]["name"] == "koord-manager"
+        assert webhook["clientConfig"]["caBundle"] == secret["data"]["tls.crt"]
+    deployment = by_kind[("Deployment", "koord-manager")]
+    assert (
+        "--no-manage-webhook-configuration"
+        in deployment["spec"]["template"]["spec"]["containers"][0]["command"]
+    )
+    role = by_kind[("ClusterRole", "koord-manager")]
+    assert not [r for r in role["rules"] if "admissionregistration.k8s.io" in r["apiGroups"]]
+
+
+@pytest.mark.parametrize(
+    ("values", "aware", "preempt"),
+    [
+        pytest.param([], False, False, id="koordinator-defaults"),
+        pytest.param(
+            [
+                "--set",
+                "scheduler.coscheduling.awareNetworkTopology=true",
+                "--set",
+                "scheduler.coscheduling.enablePreemption=true",
+            ],
+            True,
+            True,
+            id="v1.7-features-on",
+        ),
+    ],
+)
+def test_the_v17_feature_values_render_into_the_scheduler_config(
+    control_plane: ControlPlane, values: list[str], aware: bool, preempt: bool
+) -> None:
+    docs = _rendered(control_plane, "--show-only", "templates/scheduler-configmap.yaml", *values)
+    config = yaml.safe_load(docs[0]["data"]["config.yaml"])
+    (profile,) = config["profiles"]
+    (entry,) = [p for p in profile["pluginConfig"] if p["name"] == "Coscheduling"]
+    raw = {k: v for k, v in entry["args"].items() if k not in ("apiVersion", "kind")}
+    args = CoschedulingArgs.model_validate(raw)
+    assert (args.aware_network_topology, args.enable_preemption) == (aware, preempt)
+    assert "plugins" not in profile  # the default plugin set stays on

@@ -25,6 +25,7 @@ from apis.core import Node
 from apis.extension import quota as keys
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.clients import QuotaClient
+from operators.handlers import errors
 from operators.handlers.admission import plain
 from operators.logic import quota_defaults, quota_tree
 from operators.logic.quota_totals import NodeCapacity
@@ -71,7 +72,8 @@ class QuotaAdmission:
         known = indexed_quotas(index)
         parent = keys.parent_quota_name(candidate.metadata.name or "", candidate.metadata.labels)
         if parent and parent != keys.ROOT_QUOTA_NAME and parent not in index:
-            found = await self._client.find(parent)
+            with errors.admission_api_errors(f"read the parent quota {parent!r}"):
+                found = await self._client.find(parent)
             if found is not None:
                 known.append(found)
         return known

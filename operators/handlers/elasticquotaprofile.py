@@ -9,8 +9,9 @@ A timer on each profile, every ``ManagerConfig.resync_seconds``:
    (``operators.logic.quota_totals.profile_tree_root``), writing only when it changed.
 
 A node added, removed, relabelled or resized shows in the tree's ``total-resource`` within one
-interval. Deleting a profile leaves its quota (as Koordinator); the timer makes Kopf put its
-finalizer on the profile.
+interval. Deleting a profile leaves its quota (as Koordinator). A write the API server cannot
+take yet is retried after a few seconds (``kopf.TemporaryError``); one it refuses (the quota
+admission, RBAC) is reported once as a permanent error on the profile.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from apis.extension import quota as keys
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from operators.clients import QuotaClient
 from operators.config import ManagerConfig
+from operators.handlers import errors, timers
 from operators.handlers.elasticquota import NodeIndex, QuotaIndex
 from operators.logic import quota_totals
 
@@ -45,13 +48,21 @@ class ProfileTrees:
         elastic_quotas: QuotaIndex,
         **_: Any,
     ) -> None:
-        profile = ElasticQuotaProfile.model_validate(dict(body))
+        try:
+            profile = ElasticQuotaProfile.model_validate(dict(body))
+        except ValidationError as exc:
+            errors.raise_once(memo, "spec", errors.invalid_object("ElasticQuotaProfile", exc))
+            return
+        errors.raise_once(memo, "spec", None)
         if profile.spec is None:
             return
         quota_name = profile.spec.quota_name
         current = next(
             (q for q in elastic_quotas.get(quota_name, []) if q.metadata.namespace == namespace), None
-        ) or await self._client.get(namespace, quota_name)
+        )
+        if current is None:
+            with errors.api_errors(f"read the tree root quota {namespace}/{quota_name}"):
+                current = await self._client.get(namespace, quota_name)
         # A quota that exists already keeps its tree id (tree ids are immutable at admission).
         stamped = (profile.metadata.labels or {}).get(keys.LABEL_QUOTA_TREE_ID)
         existing = (current.metadata.labels or {}).get(keys.LABEL_QUOTA_TREE_ID) if current else None
@@ -62,24 +73,23 @@ class ProfileTrees:
         desired = quota_totals.profile_tree_root(profile, tree_id, nodes)
         try:
             if current is None:
-                await self._client.create(desired.new_quota(quota_name, namespace))
+                with errors.api_errors(f"create the tree root quota {namespace}/{quota_name}"):
+                    await self._client.create(desired.new_quota(quota_name, namespace))
                 logger.info(f"created the tree root quota {namespace}/{quota_name}")
             elif desired.differs_from(current):
-                await self._client.patch(namespace, quota_name, desired.merge_patch(current))
-        except Exception as exc:
-            message = f"cannot write the tree root quota {namespace}/{quota_name}: {exc}"
-            if memo.get("last_error") != message:
-                memo["last_error"] = message
-                logger.warning(message)
+                with errors.api_errors(f"update the tree root quota {namespace}/{quota_name}"):
+                    await self._client.patch(namespace, quota_name, desired.merge_patch(current))
+        except kopf.PermanentError as exc:  # e.g. the quota admission refuses the root: say it once
+            errors.raise_once(memo, "write", exc)
             return
-        memo.pop("last_error", None)
+        errors.raise_once(memo, "write", None)
 
 
 def register(registry: kopf.OperatorRegistry, config: ManagerConfig, quotas: QuotaClient) -> None:
     """Keep each profile's tree root quota (needs the indexes of ``elasticquota``)."""
     info = ElasticQuotaProfile.crd
     sync: Any = ProfileTrees(quotas).sync  # Kopf's TimerFn protocol does not list index kwargs
-    kopf.timer(
+    timers.resync_timer(
         info.group,
         info.version,
         info.plural,

@@ -6,8 +6,9 @@ ClusterNetworkTopology rebuilds ``status.detailStatus`` from that index every
 subresource only when the tree changed. A node added, removed or relabelled therefore shows in
 the status within one interval; the tree itself is built by ``operators.logic.topology_tree``.
 
-A timer makes Kopf put its finalizer on the object (to stop the timer on deletion): deleting a
-ClusterNetworkTopology waits for a running koord-manager.
+The timer puts no finalizer on the object (``operators.handlers.timers``): deleting a
+ClusterNetworkTopology does not wait for koord-manager. A spec whose layers do not chain is a
+permanent error, reported once as a Warning event on the object.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from apis.core import Node
 from apis.meta import ObjectMeta
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from operators.config import ManagerConfig
+from operators.handlers import errors, timers
 from operators.logic import topology_tree
 
 __all__ = ["register"]
@@ -44,22 +47,28 @@ def sync_detail_status(
     body: kopf.Body,
     patch: kopf.Patch,
     memo: Any,
-    logger: kopf.Logger,
     node_topology_labels: NodeLabels,
     **_: Any,
 ) -> None:
-    """Rebuild the tree; patch ``status.detailStatus`` only when it differs from what is stored."""
-    topology = ClusterNetworkTopology.model_validate(dict(body))  # nested values are raw dicts
+    """Rebuild the tree; patch ``status.detailStatus`` only when it differs from what is stored.
+
+    A topology that does not parse or whose layers do not chain is a permanent error (once per
+    distinct problem): nothing is built until the user fixes the spec.
+    """
+    try:
+        topology = ClusterNetworkTopology.model_validate(dict(body))  # nested values are raw dicts
+    except ValidationError as exc:
+        errors.raise_once(memo, "spec", errors.invalid_object("ClusterNetworkTopology", exc))
+        return
     if topology.spec is None:
         return
     try:
         detail = topology_tree.build_detail_status(topology.spec, _nodes(node_topology_labels))
     except topology_tree.InvalidChain as exc:
-        if memo.get("invalid_chain") != str(exc):  # say it once, not every interval
-            memo["invalid_chain"] = str(exc)
-            logger.warning(f"no topology tree: {exc}")
+        problem = kopf.PermanentError(f"no topology tree: {exc}; fix spec.networkTopologySpec")
+        errors.raise_once(memo, "spec", problem)
         return
-    memo.pop("invalid_chain", None)
+    errors.raise_once(memo, "spec", None)
     stored = topology.status.detail_status if topology.status else None
     if stored != detail:
         patch.status["detailStatus"] = [entry.to_wire() for entry in detail]
@@ -70,7 +79,7 @@ def register(registry: kopf.OperatorRegistry, config: ManagerConfig) -> None:
     info = ClusterNetworkTopology.crd
     sync: Any = sync_detail_status  # Kopf's TimerFn protocol does not list index kwargs
     kopf.index("", "v1", "nodes", id="node_topology_labels", registry=registry)(node_topology_labels)
-    kopf.timer(
+    timers.resync_timer(
         info.group,
         info.version,
         info.plural,

@@ -6,9 +6,8 @@ index every ``ManagerConfig.resync_seconds``: pod and PodGroup changes show with
 and so does a passed schedule timeout. The rules live in ``operators.logic.podgroup_phase``.
 
 PodGroup has no status subresource: Kopf patches ``status`` through the main object, together
-with the timeout annotation, and only when something changed. A timer makes Kopf put its
-finalizer on the object (to stop the timer on deletion): deleting a PodGroup waits for a running
-koord-manager.
+with the timeout annotation, and only when something changed. The timer puts no finalizer on
+the object (``operators.handlers.timers``): deleting a PodGroup does not wait for koord-manager.
 """
 
 from __future__ import annotations
@@ -17,11 +16,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
 from apis.core import Pod
 from apis.extension.gang import LABEL_POD_GROUP
 from apis.scheduling.podgroup import PodGroup
 from operators.config import ManagerConfig
+from operators.handlers import errors, timers
 from operators.logic import podgroup_phase
 from operators.logic.podgroup_phase import MemberPod
 
@@ -44,11 +45,19 @@ def make_sync(config: ManagerConfig) -> Any:  # Any: Kopf's TimerFn protocol doe
         namespace: str,
         name: str,
         patch: kopf.Patch,
+        memo: Any,
         podgroup_members: Members,
         **_: Any,
     ) -> None:
-        """Write the status, the timeout mark and the timeout event the group needs now, if any."""
-        group = PodGroup.model_validate(dict(body))  # nested values are raw dicts
+        """Write the status, the timeout mark and the timeout event the group needs now, if any.
+
+        A PodGroup that does not parse is a permanent error (once per distinct problem)."""
+        try:
+            group = PodGroup.model_validate(dict(body))  # nested values are raw dicts
+        except ValidationError as exc:
+            errors.raise_once(memo, "spec", errors.invalid_object("PodGroup", exc))
+            return
+        errors.raise_once(memo, "spec", None)
         members = list(podgroup_members.get((namespace, name), []))
         update = podgroup_phase.plan(
             group, members, datetime.now(UTC), default_timeout=config.default_schedule_timeout_seconds
@@ -69,7 +78,7 @@ def register(registry: kopf.OperatorRegistry, config: ManagerConfig) -> None:
     kopf.index(
         "", "v1", "pods", id="podgroup_members", labels={LABEL_POD_GROUP: kopf.PRESENT}, registry=registry
     )(podgroup_members)
-    kopf.timer(
+    timers.resync_timer(
         info.group,
         info.version,
         info.plural,

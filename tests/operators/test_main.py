@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from operators.__main__ import build_registry, parse_args
+import logging
+
+import kopf
+import pytest
+from kubernetes_asyncio import client
+
+import operators.__main__ as main_module
+from operators.__main__ import build_registry, operator_settings, parse_args
+from operators.config import ManagerConfig
 
 
 def test_peering_defaults_to_koord_manager() -> None:
@@ -30,8 +38,30 @@ def test_registry_holds_the_operators() -> None:
         "networktopology_detail_status",
         "root_quota_total",
         "elasticquotaprofile_tree_root",
+        "builtin_quotas_namespace",
     }
     webhooks = {h.id for h in registry._webhooks.get_all_handlers()}
     assert {"validate-elasticquota-tree", "default-elasticquotas"} <= webhooks
     startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}
     assert any("peering" in i for i in startup)
+
+
+def test_shutdown_is_bounded_even_when_the_api_server_is_gone() -> None:
+    """Kopf's own bound is 10 minutes; koord-manager exits within 5 s of SIGTERM (or the flag's)."""
+    assert operator_settings(parse_args([])).process.ultimate_exiting_timeout == 5.0
+    assert (
+        operator_settings(parse_args(["--shutdown-timeout", "2.5"])).process.ultimate_exiting_timeout == 2.5
+    )
+
+
+async def test_the_peering_object_waits_for_an_unreachable_api_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The startup handler raises TemporaryError, so Kopf retries it instead of failing the start."""
+
+    async def nowhere(config: ManagerConfig) -> client.Configuration:
+        return client.Configuration(host="https://127.0.0.1:1")  # nothing listens on port 1
+
+    monkeypatch.setattr(main_module, "load_configuration", nowhere)
+    with pytest.raises(kopf.TemporaryError, match="cannot create the ClusterKopfPeering 'koord-manager' yet"):
+        await main_module.ensure_peering_object(parse_args([]), logging.getLogger("test"))
