@@ -57,24 +57,12 @@ from typing import Any
 
 import aiohttp
 
-from e2e.bench.scheduler_throughput import (
-    KOORD,
-    KUBE,
-    KUBE_PROFILE,
-    NOT_READY_TAINT,
-    Api,
-    BenchError,
-    _keep_cluster_logs,
-    _node_ready,
-    _run_all,
-    create_all,
-    kube_scheduler,
-    lift_not_ready,
-    phase,
-    scheduler_config,
-    wait_ready,
-)
-from e2e.bench.scheduler_throughput import Options as ThroughputOptions
+from e2e.bench.harness import BenchError, phase
+from e2e.bench.kube_api import Api, create_all, run_all
+from e2e.bench.nodes import NOT_READY_TAINT, lift_not_ready, node_ready
+from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, keep_cluster_logs, kube_scheduler, wait_ready
+from e2e.bench.throughput_model import Options as ThroughputOptions
+from e2e.bench.throughput_workload import scheduler_config
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
@@ -471,7 +459,7 @@ async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, wit
     while True:
         nodes, _ = await api.list("/api/v1/nodes")
         ours = [n for n in nodes if (n["metadata"].get("labels") or {}).get(FLEET_LABEL)]
-        ready = [n for n in ours if _node_ready(n)]
+        ready = [n for n in ours if node_ready(n)]
         tainted = [
             n
             for n in ready
@@ -483,7 +471,7 @@ async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, wit
         if time.monotonic() > deadline:
             raise BenchError(f"only {len(ready) - len(tainted)}/{expected} nodes ready after {within:.0f}s")
         if tainted:
-            await _run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
+            await run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
         else:
             await asyncio.sleep(1)
 
@@ -705,7 +693,7 @@ async def run_benchmark(opts: Options) -> Report:
             await api.close()
         if not opts.keep:
             with phase(report.phases, progress=_progress, name="cluster stop"):
-                _keep_cluster_logs(cp)
+                keep_cluster_logs(cp)
                 cp.stop()
     report.errors.extend(f"{r.scenario}/{r.scheduler}: {r.error}" for r in report.rows if r.error)
     return report
