@@ -14,11 +14,11 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from e2e.bench.harness import log_progress
-from scheduler.backend.base import BackendError, Conflict
+from e2e.bench.harness import BenchError, log_progress
+from scheduler.backend.base import BackendError, Conflict, NotFound
 from scheduler.backend.kubernetes import request_json
 
-__all__ = ["Api", "create_all", "run_all"]
+__all__ = ["Api", "create_all", "create_namespace", "run_all"]
 
 
 class Api:
@@ -127,6 +127,27 @@ async def create_all(
     log_progress(
         f"{what}: {len(objects)} created in {elapsed:.1f}s ({len(objects) / max(elapsed, 1e-9):.0f}/s)"
     )
+
+
+async def create_namespace(api: Api, namespace: str, within: float = 60.0) -> None:
+    """Create ``namespace`` and wait for its default ServiceAccount: until kube-controller-manager has
+    made it, the API server refuses pods there."""
+    await api.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    )
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            await request_json(
+                api.client, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", what="get sa"
+            )
+            return
+        except NotFound:
+            if time.monotonic() > deadline:
+                raise BenchError(
+                    f"namespace {namespace}: no default ServiceAccount after {within:.0f}s"
+                ) from None
+            await asyncio.sleep(0.3)
 
 
 async def run_all(calls: Sequence[Callable[[], Awaitable[None]]], concurrency: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 from apis.core import Pod
 from e2e.bench.bindings import BindWatcher, sustained_rate
 from e2e.bench.harness import BenchError, log_progress, phase
-from e2e.bench.kube_api import Api, create_all
+from e2e.bench.kube_api import Api, create_all, create_namespace
 from e2e.bench.nodes import wait_nodes_schedulable
 from e2e.bench.processes import (
     KOORD,
@@ -149,8 +149,7 @@ async def run_benchmark(opts: Options) -> Report:
         namespaces = [KOORD_NAMESPACE] + ([] if opts.skip_upstream else [KUBE_NAMESPACE])
         with phase(report.phases, "create pods"):
             for namespace in namespaces:
-                body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-                await api.create("/api/v1/namespaces", body)
+                await create_namespace(api, namespace)
             await create_all(api, pods_path, koord_pods, f"pods {KOORD_NAMESPACE}", opts.concurrency)
             if not opts.skip_upstream:
                 kube_pods = workload(KUBE_NAMESPACE, KUBE_PROFILE, opts.pods)
