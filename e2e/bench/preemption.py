@@ -57,29 +57,17 @@ from typing import Any
 
 import aiohttp
 
-from e2e.bench.scheduler_throughput import (
-    KOORD,
-    KUBE,
-    KUBE_PROFILE,
-    NOT_READY_TAINT,
-    Api,
-    BenchError,
-    _keep_cluster_logs,
-    _node_ready,
-    _run_all,
-    create_all,
-    kube_scheduler,
-    lift_not_ready,
-    phase,
-    scheduler_config,
-    wait_ready,
-)
-from e2e.bench.scheduler_throughput import Options as ThroughputOptions
+from e2e.bench.harness import BenchError, phase
+from e2e.bench.kube_api import Api, create_all, create_namespace, run_all
+from e2e.bench.nodes import NOT_READY_TAINT, lift_not_ready, node_ready
+from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, keep_cluster_logs, kube_scheduler, wait_ready
+from e2e.bench.throughput_model import Options as ThroughputOptions
+from e2e.bench.throughput_workload import scheduler_config
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
-from scheduler.backend.base import BackendError, NotFound
+from scheduler.backend.base import BackendError
 from scheduler.backend.kubernetes import request_json
 
 __all__ = [
@@ -444,25 +432,6 @@ class PodWatcher:
 # ---- cluster set-up -----------------------------------------------------------------------------
 
 
-async def _create_namespace(api: Api, namespace: str, within: float = 60.0) -> None:
-    await api.create(
-        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
-    )
-    deadline = time.monotonic() + within
-    while True:  # pods are refused until kube-controller-manager has made the default ServiceAccount
-        try:
-            await request_json(
-                api.client, "GET", f"/api/v1/namespaces/{namespace}/serviceaccounts/default", what="get sa"
-            )
-            return
-        except NotFound:
-            if time.monotonic() > deadline:
-                raise BenchError(
-                    f"namespace {namespace}: no default ServiceAccount after {within:.0f}s"
-                ) from None
-            await asyncio.sleep(0.3)
-
-
 async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, within: float = 300.0) -> None:
     """Until every node is Ready and carries only its fleet taint (the harness replaces the
     ``not-ready`` taint the API server's admission put on new nodes, as in the throughput bench)."""
@@ -471,7 +440,7 @@ async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, wit
     while True:
         nodes, _ = await api.list("/api/v1/nodes")
         ours = [n for n in nodes if (n["metadata"].get("labels") or {}).get(FLEET_LABEL)]
-        ready = [n for n in ours if _node_ready(n)]
+        ready = [n for n in ours if node_ready(n)]
         tainted = [
             n
             for n in ready
@@ -483,7 +452,7 @@ async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, wit
         if time.monotonic() > deadline:
             raise BenchError(f"only {len(ready) - len(tainted)}/{expected} nodes ready after {within:.0f}s")
         if tainted:
-            await _run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
+            await run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
         else:
             await asyncio.sleep(1)
 
@@ -618,7 +587,7 @@ async def _set_up(api: Api, schedulers: list[str], nodes_per_fleet: int) -> None
         }
         await api.create("/apis/scheduling.k8s.io/v1/priorityclasses", body)
     for scheduler in schedulers:
-        await _create_namespace(api, NAMESPACES[scheduler])
+        await create_namespace(api, NAMESPACES[scheduler])
     nodes = [n for s in schedulers for n in fleet(s, nodes_per_fleet)]
     await create_all(api, lambda _: "/api/v1/nodes", nodes, "nodes", 16)
     await wait_fleets_ready(api, schedulers, nodes_per_fleet, within=90.0)
@@ -705,7 +674,7 @@ async def run_benchmark(opts: Options) -> Report:
             await api.close()
         if not opts.keep:
             with phase(report.phases, progress=_progress, name="cluster stop"):
-                _keep_cluster_logs(cp)
+                keep_cluster_logs(cp)
                 cp.stop()
     report.errors.extend(f"{r.scenario}/{r.scheduler}: {r.error}" for r in report.rows if r.error)
     return report

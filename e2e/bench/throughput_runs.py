@@ -1,0 +1,209 @@
+"""The throughput benchmark's runs: the cluster set up once, each scheduler measured on its own
+namespace, then ``koordctl simulate`` in process; the figures land in a ``Report``."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from apis.core import Pod
+from e2e.bench.bindings import BindWatcher, sustained_rate
+from e2e.bench.harness import BenchError, log_progress, phase
+from e2e.bench.kube_api import Api, create_all, create_namespace
+from e2e.bench.nodes import wait_nodes_schedulable
+from e2e.bench.processes import (
+    KOORD,
+    KUBE,
+    KUBE_PROFILE,
+    CpuMeter,
+    cluster_pids,
+    keep_cluster_logs,
+    kube_scheduler,
+    save_metrics,
+    wait_ready,
+)
+from e2e.bench.throughput_model import KOORD_NAMESPACE, KUBE_NAMESPACE, SIMULATE, Options, Report, RunResult
+from e2e.bench.throughput_workload import bench_description, check_fits, pods_path, scheduler_config, workload
+from e2e.cluster.__main__ import install_crds
+from e2e.cluster.controlplane import ControlPlane
+from e2e.components import LocalComponent, koord_scheduler
+from e2e.scheduler_process import free_port
+from scheduler.simulator.description import ClusterDescription
+from scheduler.simulator.run import simulate
+
+__all__ = ["measure_scheduler", "measure_simulate", "run_benchmark"]
+
+
+async def measure_scheduler(
+    api: Api,
+    cp: ControlPlane,
+    opts: Options,
+    *,
+    scheduler: str,
+    component: LocalComponent,
+    ready_url: str,
+    namespace: str,
+    metrics_url: str | None = None,
+) -> RunResult:
+    result = RunResult(scheduler=scheduler, nodes=opts.nodes, pods=opts.pods, log=str(component.log_file))
+    watcher = BindWatcher(api, namespace, opts.pods)
+    await watcher.start()
+    if watcher.bound:
+        raise BenchError(f"{namespace}: {len(watcher.bound)} pods were bound before {scheduler} started")
+    pids = cluster_pids(cp)
+    meter: CpuMeter | None = None
+    component.log_file.unlink(missing_ok=True)
+    started = time.monotonic()
+    component.start()
+    try:
+        pid = component.pid()
+        if pid is not None:
+            pids = {scheduler: pid, **pids, "harness": os.getpid()}
+        ready_at = await wait_ready(component, ready_url, opts.ready_timeout)
+        meter = CpuMeter(pids)
+        meter.start()
+        result.startup_seconds = round(ready_at - started, 2)
+        log_progress(f"{scheduler}: ready {ready_at - started:.1f}s after start; measuring")
+        first = watcher.times[0] if watcher.times else math.inf
+        clock = min(ready_at, first)
+        result.clock_started_at = "readyz" if ready_at <= first else "first binding"
+
+        def progress(count: int) -> None:
+            elapsed = time.monotonic() - clock
+            log_progress(
+                f"{scheduler}: {count}/{opts.pods} bound in {elapsed:.1f}s ({count / elapsed:.0f} pods/s)"
+            )
+
+        try:
+            await watcher.wait(opts.stall_timeout, progress)
+        except BenchError as exc:
+            result.error = str(exc)
+        result.cpu_percent = meter.stop()
+        times = watcher.times
+        result.bound = len(times)
+        if times:
+            clock = min(clock, times[0])
+            result.seconds = round(max(times) - clock, 3)
+            result.pods_per_second = round(result.bound / max(max(times) - clock, 1e-9), 1)
+            sustained = sustained_rate(times)
+            result.sustained_pods_per_second = None if sustained is None else round(sustained, 1)
+        if metrics_url is not None:
+            await save_metrics(metrics_url, cp.state_dir / f"{component.name}-metrics.txt")
+    finally:
+        component.stop()
+        await watcher.close()
+    log_progress(
+        f"{scheduler}: {result.bound}/{opts.pods} bound in {result.seconds:.1f}s "
+        f"({result.pods_per_second:.0f} pods/s, sustained {result.sustained_pods_per_second or 0:.0f})"
+    )
+    return result
+
+
+async def measure_simulate(
+    description: ClusterDescription, pods: Sequence[dict[str, Any]], config_text: str, opts: Options
+) -> RunResult:
+    models = [Pod.model_validate(p) for p in pods]
+    meter = CpuMeter({"harness (simulate)": os.getpid()})
+    meter.start()
+    simulated = await simulate(description, models, config_text=config_text)
+    result = RunResult(
+        scheduler=SIMULATE,
+        nodes=simulated.nodes,
+        pods=opts.pods,
+        bound=len(simulated.scheduled),
+        seconds=round(simulated.seconds, 3),
+        pods_per_second=round(simulated.pods_per_second, 1),
+        clock_started_at="pods submitted",
+        cpu_percent=meter.stop(),
+    )
+    if result.bound < opts.pods:
+        result.error = f"{opts.pods - result.bound} pods left pending"
+    log_progress(f"{SIMULATE}: {result.bound}/{opts.pods} bound in {result.seconds:.1f}s")
+    return result
+
+
+async def run_benchmark(opts: Options) -> Report:
+    """Run every phase; a failure is recorded in ``report.errors`` and the cluster is still stopped."""
+    report = Report(
+        nodes=opts.nodes, pods=opts.pods, qps=opts.qps, burst=opts.burst, parallelism=opts.parallelism
+    )
+    check_fits(opts, 1 if opts.skip_upstream else 2)
+    description = bench_description(opts)
+    koord_pods = workload(KOORD_NAMESPACE, KOORD, opts.pods)
+    cp = ControlPlane(name=opts.cluster_name)
+    config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
+    api: Api | None = None
+    try:
+        with phase(report.phases, "cluster start"):
+            cp.stop(quiet=True)
+            cp.start()
+            install_crds(cp)
+        api = await Api.connect(cp.kubeconfig, opts.concurrency)
+        with phase(report.phases, "create nodes"):
+            await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
+            await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
+        namespaces = [KOORD_NAMESPACE] + ([] if opts.skip_upstream else [KUBE_NAMESPACE])
+        with phase(report.phases, "create pods"):
+            for namespace in namespaces:
+                await create_namespace(api, namespace)
+            await create_all(api, pods_path, koord_pods, f"pods {KOORD_NAMESPACE}", opts.concurrency)
+            if not opts.skip_upstream:
+                kube_pods = workload(KUBE_NAMESPACE, KUBE_PROFILE, opts.pods)
+                await create_all(api, pods_path, kube_pods, f"pods {KUBE_NAMESPACE}", opts.concurrency)
+        with phase(report.phases, KOORD):
+            config = cp.state_dir / "koord-scheduler-bench.yaml"
+            config.write_text(config_text)
+            port = free_port()
+            component = koord_scheduler(
+                cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
+            )
+            report.results.append(
+                await measure_scheduler(
+                    api,
+                    cp,
+                    opts,
+                    scheduler=KOORD,
+                    component=component,
+                    ready_url=f"http://127.0.0.1:{port}/readyz",
+                    namespace=KOORD_NAMESPACE,
+                    metrics_url=f"http://127.0.0.1:{port}/metrics",
+                )
+            )
+        if not opts.skip_upstream:
+            with phase(report.phases, KUBE):
+                config = cp.state_dir / "kube-scheduler-bench.yaml"
+                config.write_text(scheduler_config(opts, cp.kubeconfig, KUBE_PROFILE))
+                port = free_port()
+                report.results.append(
+                    await measure_scheduler(
+                        api,
+                        cp,
+                        opts,
+                        scheduler=KUBE,
+                        component=kube_scheduler(cp, config, port),
+                        ready_url=f"https://127.0.0.1:{port}/readyz",
+                        namespace=KUBE_NAMESPACE,
+                    )
+                )
+    except (Exception, asyncio.CancelledError) as exc:
+        report.errors.append(f"{type(exc).__name__}: {exc}")
+        log_progress(f"failed: {type(exc).__name__}: {exc}")
+    finally:
+        if api is not None:
+            await api.close()
+        if not opts.keep:
+            with phase(report.phases, "cluster stop"):
+                keep_cluster_logs(cp)
+                cp.stop()
+    if not opts.skip_simulate:
+        with phase(report.phases, "simulate"):
+            try:
+                report.results.append(await measure_simulate(description, koord_pods, config_text, opts))
+            except Exception as exc:
+                report.errors.append(f"simulate: {type(exc).__name__}: {exc}")
+    report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)
+    return report
