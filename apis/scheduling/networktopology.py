@@ -45,7 +45,8 @@ class InvalidTopologyChain(InvalidSpec):
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
-        super().__init__(CHAIN_FIELD, "; ".join(problems))
+        prefix = f"{CHAIN_FIELD}: "  # the field is named once, by InvalidSpec
+        super().__init__(CHAIN_FIELD, "; ".join(p.removeprefix(prefix) for p in problems))
 
 
 class NetworkTopologySpec(KoordModel):

@@ -108,7 +108,8 @@ def test_a_topology_whose_layers_do_not_chain_is_a_permanent_error_once() -> Non
     broken = topology_body([{"topologyLayer": "BlockLayer", "labelKey": ["b"]}])  # no NodeTopologyLayer
     memo: dict[str, Any] = {}
     with pytest.raises(
-        kopf.PermanentError, match="no topology tree: topology layer 'NodeTopologyLayer' not found"
+        kopf.PermanentError,
+        match=r"no topology tree: spec\.networkTopologySpec: NodeTopologyLayer is missing",
     ):
         sync_topology(broken, memo)
     assert not sync_topology(broken, memo)  # the next interval: quiet, nothing written
