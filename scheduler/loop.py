@@ -96,10 +96,10 @@ class SchedulingLoop:
             return
         started = time.perf_counter()
         snapshot = Snapshot(self.cache)
-        job = fwk.job_of(pod)
-        restore = snapshot.lift_nominations(
-            lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority or fwk.job_of(n.pod) == job
-        )
+        # As kube-scheduler's nominator: the pod's own nomination and those of lower priority do
+        # not block it. The nominations of the rest of its job (a gang) are lifted by the plugins
+        # that plan the job as a whole (group placement, job preemption) while they plan.
+        restore = snapshot.lift_nominations(lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority)
         try:
             await self._schedule(fwk, qp, snapshot, started)
         finally:
@@ -133,12 +133,11 @@ class SchedulingLoop:
             return
         rows = snapshot.candidate_rows()
         if allowed is not None:
-            names = snapshot.table.names
-            keep = np.fromiter((names[r] in allowed for r in rows), dtype=np.bool_, count=rows.size)
+            keep = snapshot.rows_named(rows, allowed)
             if (~keep).any():
                 reason = "node(s) didn't satisfy plugin(s) PreFilter result"
                 diagnosis.reason_counts[reason] = int(np.count_nonzero(~keep))
-                diagnosis.unresolvable_rows.update(int(r) for r in rows[~keep])
+                diagnosis.unresolvable_rows.update(rows[~keep].tolist())
             rows = rows[keep]
 
         feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)

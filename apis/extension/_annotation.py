@@ -198,7 +198,10 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
         raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
     if base not in (0, 10):
         raise ValueError(f"unsupported base {base}")
-    problem = f"{echo(raw)} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+
+    def problem() -> str:
+        return f"{echo(raw)} is not a valid {'integer' if base == 0 else 'decimal integer'}"
+
     sign, body = 1, raw
     if body[:1] in ("+", "-"):
         sign = -1 if body[0] == "-" else 1
@@ -206,7 +209,7 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
     radix, prefixed = 10, False
     if base == 10:
         if _DECIMAL.fullmatch(raw) is None:
-            raise InvalidAnnotation(key, problem)
+            raise InvalidAnnotation(key, problem())
         digits = body
     else:
         lowered = body[:2].lower()
@@ -220,7 +223,7 @@ def parse_go_int(key: str, raw: str, *, base: int = 10, bits: int = 64) -> int:
             or any(ch not in _DIGITS[radix] for ch in digits)
             or not _underscores_ok(body, prefixed)
         ):
-            raise InvalidAnnotation(key, problem)
+            raise InvalidAnnotation(key, problem())
     significant = digits.lstrip("0")
     if len(significant) > bits:  # no radix packs more than one bit into a digit
         raise InvalidAnnotation(key, f"{echo(raw)} is out of range for int{bits}")

@@ -24,11 +24,12 @@ __all__ = ["Snapshot"]
 
 
 class Snapshot:
-    __slots__ = ("_cache", "generation")
+    __slots__ = ("_cache", "_lifted", "generation")
 
     def __init__(self, cache: Cache) -> None:
         self._cache = cache
         self.generation = cache.generation
+        self._lifted: set[str] = set()
 
     @property
     def version(self) -> int:
@@ -83,25 +84,38 @@ class Snapshot:
     def lift_nominations(self, lift: Callable[[Nomination], bool]) -> Callable[[], None]:
         """Release what the nominations ``lift`` selects hold; the returned callable holds it again.
 
-        Additions commute, so a nomination that ends (or a pod that binds) while lifted leaves the
-        accounting right once the lift is undone; a node that went away in between is skipped."""
+        A nomination already lifted through this snapshot is not lifted twice (the cycle lifts the
+        pod's own; a plugin planning the pod's whole job lifts the rest). Additions commute, so a
+        nomination that ends (or a pod that binds) while lifted leaves the accounting right once
+        the lift is undone; a node that went away in between is skipped."""
         lifted: list[tuple[str, int, PodInfo]] = []
         table = self._cache.table
         for nomination in self._cache.nominations():
-            if not lift(nomination):
+            uid = nomination.pod.uid
+            if uid in self._lifted or not lift(nomination):
                 continue
             row = table.row.get(nomination.node)
-            if row is None:
-                continue
-            table.add_requests(row, nomination.pod.requests, sign=-1)
-            lifted.append((nomination.node, row, nomination.pod))
+            if row is not None:
+                lifted.append((nomination.node, row, nomination.pod))
+                self._lifted.add(uid)
+        table.add_requests_many(
+            [row for _, row, _ in lifted], [pod.requests for _, _, pod in lifted], sign=-1
+        )
 
         def restore() -> None:
-            for node, row, pod in lifted:
-                if table.row.get(node) == row:
-                    table.add_requests(row, pod.requests)
+            back = [(row, pod) for node, row, pod in lifted if table.row.get(node) == row]
+            table.add_requests_many([row for row, _ in back], [pod.requests for _, pod in back])
+            for _, _, pod in lifted:
+                self._lifted.discard(pod.uid)
 
         return restore
+
+    def rows_named(self, rows: IntArray, names: frozenset[str]) -> BoolArray:
+        """Which of ``rows`` belong to the nodes ``names`` (a PreFilter result), vectorised."""
+        index = self._cache.table.row
+        wanted = np.fromiter((index[n] for n in names if n in index), dtype=np.int64)
+        mask: BoolArray = np.isin(rows, wanted)
+        return mask
 
     def pod(self, uid: str) -> PodInfo | None:
         """An assigned (bound or assumed) pod by uid."""

@@ -161,8 +161,7 @@ class Framework:
         if not status.ok:
             return rows[:0]
         if allowed is not None:
-            names = snapshot.table.names
-            rows = rows[np.fromiter((names[r] in allowed for r in rows), dtype=np.bool_, count=rows.size)]
+            rows = rows[snapshot.rows_named(rows, allowed)]
         feasible, status = self.run_filter(state, pod, snapshot, rows, fw.Diagnosis())
         return feasible if status.ok else rows[:0]
 

@@ -91,3 +91,36 @@ def test_hostile_quantities_never_wrap_and_never_fit_where_they_do_not(
     for p in infos:
         cache.remove_pod(p.uid)
     assert not table.requested[row].any()
+
+
+_AMOUNTS = st.one_of(st.integers(0, 10**6), st.just(MAX_UNITS), st.integers(0, MAX_UNITS))
+_REQUESTS = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), _AMOUNTS, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    before=st.lists(st.tuples(st.integers(0, 3), _REQUESTS), max_size=30),
+    batch=st.lists(st.tuples(st.integers(0, 3), _REQUESTS), max_size=30),
+    sign=st.sampled_from([1, -1]),
+)
+def test_a_batch_of_requests_is_accounted_as_one_by_one(
+    before: list[tuple[int, dict[str, int]]], batch: list[tuple[int, dict[str, int]]], sign: int
+) -> None:
+    """``add_requests_many`` (used to lift a gang's nominations each cycle) leaves the table exactly
+    as adding the same requests one pod at a time does, saturated cells included."""
+    from scheduler.cache.node_table import NodeTable
+
+    tables = [NodeTable(), NodeTable()]
+    for table in tables:
+        for name in ("n0", "n1", "n2", "n3"):
+            table.add_node(name)
+        for row, requests in before:
+            table.add_requests(row, requests)
+    one_by_one, batched = tables
+    for row, requests in batch:
+        one_by_one.add_requests(row, requests, sign)
+    batched.add_requests_many([r for r, _ in batch], [q for _, q in batch], sign)
+    for resource in ("cpu", "memory", "nvidia.com/gpu"):
+        for row in range(4):
+            assert batched.requested_exact(row, resource) == one_by_one.requested_exact(row, resource)
+    assert np.array_equal(batched.requested, one_by_one.requested)

@@ -85,14 +85,20 @@ class GroupPlanner:
         return group_id in self._solving
 
     def plan(
-        self, gang: Gang, group: GangGroup, members: Sequence[PodInfo], snapshot: Snapshot
+        self,
+        gang: Gang,
+        group: GangGroup,
+        pending_members: Callable[[], Sequence[PodInfo]],
+        snapshot: Snapshot,
     ) -> Status | None:
         """None when ``group.plan`` names a node for every pending member; otherwise PENDING while
-        the group's solve runs, or why the group cannot be placed."""
+        the group's solve runs, or why the group cannot be placed. ``pending_members`` is only
+        called when a new plan is needed (it sorts the whole group)."""
         if group.failure is not None and group.failure_version == snapshot.version:
             return Status.unschedulable(group.failure)
         if group.id in self._solving:
             return Status.pending(f"gang group {group.id}: its placement is being computed")
+        members = pending_members()
         if not members:
             return None
         spec = gang.topology_spec if self.aware_network_topology else None
@@ -103,6 +109,8 @@ class GroupPlanner:
                 "but there is no ClusterNetworkTopology named default"
             )
         profile = self.handle.profile
+        uids = {m.uid for m in members}
+        restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids)  # the group's own room
         try:
             problem = build_problem(
                 group.id,
@@ -116,6 +124,8 @@ class GroupPlanner:
             )
         except TopologyError as exc:
             return Status.unresolvable(f"gang {gang.id}: {exc}")
+        finally:
+            restore()
         try:
             asyncio.get_running_loop()
         except RuntimeError:

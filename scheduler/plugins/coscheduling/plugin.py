@@ -204,8 +204,12 @@ class Coscheduling(
             return PreFilterResult(Status.unresolvable(problem))
         planned = group.plan.get(pod.uid)
         if planned is None:
-            members = [p for g in self.gangs.members_of_group(gang) for p in g.pending()]
-            failure = self.planner.plan(gang, group, members, snapshot)
+            failure = self.planner.plan(
+                gang,
+                group,
+                lambda: [p for g in self.gangs.members_of_group(gang) for p in g.pending()],
+                snapshot,
+            )
             if failure is not None:
                 return PreFilterResult(failure)
             planned = group.plan.get(pod.uid)

@@ -64,6 +64,8 @@ class VictimProblemBuilder:
             amounts = held.setdefault(node, [0] * len(resources))
             for i, resource in enumerate(resources):
                 amounts[i] += pod.requests.get(resource, 0)
+        uids = {m.uid for m in members}
+        unlift = snapshot.lift_nominations(lambda n: n.pod.uid in uids)  # the job's own room
         restore = snapshot.simulate_removal(candidates)
         try:
             placement = build_problem(
@@ -81,6 +83,7 @@ class VictimProblemBuilder:
             return f"gang {job}: {exc}"
         finally:
             restore()
+            unlift()
         nodes = {n.name for n in placement.nodes}
         pdbs = self._pdbs_of([pod for pod, _ in located])
         budgets: dict[str, ResourceVector] = {}
