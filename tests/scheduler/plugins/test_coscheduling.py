@@ -130,3 +130,38 @@ def test_pre_enqueue_holds_members_until_min_member_pods_exist() -> None:
     status = plugin.pre_enqueue(lonely)
     assert status.code == Code.PENDING
     assert "default/other is not initialized" in status.message()
+
+
+def test_a_hostile_pod_in_the_start_up_list_hides_no_gang_listed_after_it() -> None:
+    """A lightweight-gang pod whose min-available has 5,000 digits comes first in the start-up
+    list: its gang records the problem, and the PodGroup gang listed after it is still known."""
+    cache = Cache()
+    plugin = Coscheduling(
+        CoschedulingArgs(), Handle(backend=MemoryBackend(), snapshot=lambda: Snapshot(cache))
+    )
+    hostile = Pod.model_validate(
+        {
+            "metadata": {
+                "name": "hostile",
+                "namespace": "default",
+                "uid": "hostile",
+                "annotations": {
+                    "gang.scheduling.koordinator.sh/name": "bad",
+                    "gang.scheduling.koordinator.sh/min-available": "9" * 5000,
+                },
+            },
+            "spec": {"schedulerName": "koord-scheduler", "containers": []},
+        }
+    )
+    plugin._on_pod_group_event(WatchEvent(EventType.ADDED, pod_group(2, "Strict")))
+    healthy = [pod("m0"), pod("m1")]
+    plugin._on_pod_event(WatchEvent(EventType.REPLACED, objects=[hostile, *(p.pod for p in healthy)]))
+    bad = plugin.gangs.gang_of(PodInfo.of(hostile))
+    assert bad is not None
+    assert bad.problem is not None
+    assert "out of range" in bad.problem
+    good = plugin.gangs.gang_of(healthy[1])
+    assert good is not None
+    assert good.problem is None
+    assert set(good.children) == {"m0", "m1"}
+    assert plugin.pre_enqueue(healthy[0]).ok
