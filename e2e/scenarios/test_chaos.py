@@ -348,6 +348,7 @@ def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift
     # RECHECK_TIMEOUT s): a leak stays, a moment in flight does not.
     deadline = time.monotonic() + RECHECK_TIMEOUT
     rest, rechecks = at_rest(cp), 0
+    first_reading = rest.violations
     while rest.violations and time.monotonic() < deadline:
         time.sleep(1.0)
         rest, rechecks = at_rest(cp), rechecks + 1
@@ -366,7 +367,9 @@ def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift
         f"settled in {settled_in:.0f}s rechecks={rechecks} total {time.monotonic() - started:.0f}s "
         f"violations={len(violations)}"
     )
-    print(f"[chaos] {figures}\n[chaos] {chaos.describe()}")
+    print(
+        f"[chaos] {figures}\n[chaos] {chaos.describe()}\n[chaos] first at-rest reading: {first_reading[:10]}"
+    )
     assert violations == [], f"{figures}\n{chaos.describe()}\n" + "\n".join(violations)
     assert rest.groups == GANGS, f"{figures}\n{chaos.describe()}"
     assert rest.gangs_bound > MIN_BOUND_SHARE * GANGS, f"too few gangs bound: {figures}\n{chaos.describe()}"
