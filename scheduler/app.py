@@ -238,6 +238,7 @@ class SchedulerApp:
             await asyncio.sleep(1.0)
             for expired in self.cache.expire_assumed(self.clock()):
                 self.queue.add(expired)
+            self.metrics.set_cache_size(*self.cache.sizes())
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
 

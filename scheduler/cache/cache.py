@@ -297,5 +297,9 @@ class Cache:
     def assigned_pods(self) -> Iterator[PodInfo]:
         return iter(self._pods.values())
 
+    def sizes(self) -> tuple[int, int, int]:
+        """(nodes, assigned pods, assumed pods): ``scheduler_scheduler_cache_size``."""
+        return len(self.nodes), len(self._pods), len(self._assumed)
+
     def node_count(self) -> int:
         return self._node_objects

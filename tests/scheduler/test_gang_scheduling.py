@@ -298,3 +298,17 @@ async def test_every_extension_point_of_a_cycle_is_timed(cluster: tuple[MemoryBa
             f'{{extension_point="{point}",profile="koord-scheduler",status="Success"}}'
         )
         assert line in text, point
+
+
+async def test_the_cache_size_gauge_follows_the_cache(cluster: tuple[MemoryBackend, SchedulerApp]) -> None:
+    """``scheduler_scheduler_cache_size`` (nodes, pods, assumed pods) is set by the housekeeping loop."""
+    backend, app = cluster
+    backend.apply(PODS, member("sized", cpu="1"))
+    line = 'scheduler_scheduler_cache_size{type="pods"} 1.0'
+    for _ in range(150):
+        text = app.metrics.exposition().decode()
+        if line in text:
+            break
+        await asyncio.sleep(0.02)
+    assert 'scheduler_scheduler_cache_size{type="nodes"} 3.0' in text
+    assert line in text
