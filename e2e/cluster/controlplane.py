@@ -245,8 +245,13 @@ class ControlPlane:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         cwd = os.readlink(f"/proc/{pid}/cwd")
         os.kill(pid, signal.SIGKILL)
+        # An API server this process restarted earlier is its child: reap it, or it stays a zombie
+        # (and /proc/PID with it) until the wait below times out.
+        ours = next((p for p in _RESTARTED if p.pid == pid), None)
+        if ours is not None:
+            ours.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.05)
         log = open(self.kwok_workdir / "clusters" / self.name / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115
         proc = subprocess.Popen(
@@ -266,6 +271,15 @@ class ControlPlane:
 
 # Processes this module restarted; kept so they are not reaped as garbage while running.
 _RESTARTED: list[subprocess.Popen[bytes]] = []
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _progress(message: str) -> None:
