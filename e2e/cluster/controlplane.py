@@ -251,13 +251,23 @@ class ControlPlane:
         if ours is not None:
             ours.wait(timeout=10)
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _alive(pid):
+        while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
             time.sleep(0.05)
-        log = open(self.kwok_workdir / "clusters" / self.name / "logs" / "kube-apiserver.log", "ab")  # noqa: SIM115
-        proc = subprocess.Popen(
-            [a.decode() for a in argv], cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        log.close()
+        log_path = self.kwok_workdir / "clusters" / self.name / "logs" / "kube-apiserver.log"
+        for _ in range(20):  # the old process may hold its port a moment longer: start again then
+            with open(log_path, "ab") as log:
+                proc = subprocess.Popen(
+                    [a.decode() for a in argv],
+                    cwd=cwd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            try:
+                proc.wait(timeout=1.5)
+            except subprocess.TimeoutExpired:
+                break  # still running: it has its port
+            time.sleep(0.5)
         pid_file.write_text(str(proc.pid))
         _RESTARTED.append(proc)
 
@@ -271,15 +281,6 @@ class ControlPlane:
 
 # Processes this module restarted; kept so they are not reaped as garbage while running.
 _RESTARTED: list[subprocess.Popen[bytes]] = []
-
-
-def _alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _progress(message: str) -> None:
