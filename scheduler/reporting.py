@@ -28,7 +28,7 @@ from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.explain import Explanation, ExplanationStore
-from scheduler.framework.status import Code, Status
+from scheduler.framework.status import Status
 from scheduler.queue.scheduling_queue import QueuedPodInfo
 
 __all__ = ["EVENT_REPEAT_SECONDS", "Reporter", "is_malformed_input"]
@@ -38,18 +38,11 @@ log = logging.getLogger(__name__)
 EVENT_REPEAT_SECONDS = 60.0
 """A FailedScheduling event with an unchanged message is written again at most this often."""
 
-_INVALID_ANNOTATION = "invalid value for "
-"""How ``apis.errors.InvalidAnnotation`` words its message. Coscheduling's PreEnqueue answers
-PENDING both for a gang short of members and for a malformed annotation; until it answers the
-latter with a rejection code, the wording is what tells the two apart."""
-
 
 def is_malformed_input(status: Status) -> bool:
     """Whether a PreEnqueue gate is the pod's own fault (it will not pass until the pod changes)
-    rather than a wait. Any rejection code from PreEnqueue means malformed input."""
-    if status.rejected:
-        return True
-    return status.code == Code.PENDING and _INVALID_ANNOTATION in status.message()
+    rather than a wait: PreEnqueue plugins say so with a rejection code, a wait is PENDING."""
+    return status.rejected
 
 
 @dataclass

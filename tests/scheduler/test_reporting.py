@@ -62,7 +62,8 @@ def info(name: str) -> PodInfo:
     ("status", "malformed"),
     [
         (Status.pending("gang default/g has 1 of the 3 members it needs"), False),
-        (Status.pending("invalid value for gang.scheduling.koordinator.sh/min-available: 'x' is not"), True),
+        # Coscheduling's PreEnqueue answers a malformed gang annotation with a rejection code.
+        (Status.unresolvable("invalid value for gang.scheduling.koordinator.sh/min-available: 'x'"), True),
         (Status.unresolvable("spec.containers[0].resources.requests.memory: 10E is outside"), True),
     ],
     ids=["waiting", "malformed-annotation", "out-of-range"],

@@ -253,6 +253,15 @@ class Gangs:
                 return f"gang {gid} has {len(member.children)} of the {member.min_member} members it needs"
         return None
 
+    def malformed(self, gang: Gang) -> str | None:
+        """The first declaration problem of ``gang``'s group (a malformed annotation): the pods
+        must change before the group can be scheduled, unlike a gang short of members."""
+        for gid in gang.group_ids or (gang.id,):
+            member = self._gangs.get(gid)
+            if member is not None and member.problem:
+                return member.problem
+        return None
+
     def satisfied(self, gang: Gang) -> bool:
         """Every gang of the group has enough members counted by its match policy."""
         group = self.group(gang)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from apis.extension import networktopology as topology_ext
-from apis.scheduling.networktopology import ClusterNetworkTopology, InvalidTopologyChain
+from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkTopology, InvalidTopologyChain
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -32,8 +32,6 @@ from scheduler.solver.problem import (
 
 __all__ = ["TopologyError", "build_problem", "layer_chain", "problem_resources"]
 
-NODE_LAYER = "NodeTopologyLayer"
-CLUSTER_LAYER = "ClusterTopologyLayer"
 
 FeasibleRows = Callable[[PodInfo], IntArray]
 ScoreRows = Callable[[PodInfo, IntArray], IntArray]
@@ -46,7 +44,7 @@ class TopologyError(ValueError):
 def layer_chain(topology: ClusterNetworkTopology) -> list[tuple[str, tuple[str, ...]]]:
     """(layer, label keys) from the top layer down to the one right above NodeTopologyLayer."""
     if topology.spec is None:
-        raise TopologyError(f"ClusterNetworkTopology has no {NODE_LAYER}")
+        raise TopologyError(f"ClusterNetworkTopology has no {NODE_TOPOLOGY_LAYER}")
     try:
         layers = topology.spec.layer_chain()  # the walk koord-manager's status tree uses too
     except InvalidTopologyChain as exc:
@@ -124,7 +122,7 @@ def build_problem(
         chain = layer_chain(topology)
         rules = {rule.layer: rule for rule in spec.gather_strategy or ()}
         known = {name for name, _ in chain}
-        unknown = sorted(set(rules) - known - {NODE_LAYER})
+        unknown = sorted(set(rules) - known - {NODE_TOPOLOGY_LAYER})
         if unknown:
             raise TopologyError(
                 f"gatherStrategy names layers {unknown} that the ClusterNetworkTopology lacks"

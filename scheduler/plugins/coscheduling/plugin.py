@@ -180,6 +180,9 @@ class Coscheduling(
             )
         if self.gangs.group(gang).once_satisfied:
             return Status.success()
+        malformed = self.gangs.malformed(gang)
+        if malformed is not None:
+            return Status.unresolvable(malformed)  # the pod's own fault: reported, not waited on
         problem = self.gangs.check(gang)
         return Status.pending(problem) if problem else Status.success()
 

@@ -165,3 +165,31 @@ def test_a_hostile_pod_in_the_start_up_list_hides_no_gang_listed_after_it() -> N
     assert good.problem is None
     assert set(good.children) == {"m0", "m1"}
     assert plugin.pre_enqueue(healthy[0]).ok
+
+
+def test_a_malformed_gang_is_refused_at_pre_enqueue_and_a_short_one_waits() -> None:
+    """PreEnqueue tells the pod's own fault (a rejection: reported with a Warning) from a wait for
+    members (PENDING: explained quietly), by status code rather than by wording."""
+    plugin, _, (m0, _, _) = plugin_with_gang("Strict")
+    assert plugin.pre_enqueue(m0).ok
+    short, _, (s0, _, _) = plugin_with_gang("Strict", members=3)
+    short._on_pod_event(WatchEvent(EventType.DELETED, s0.pod))
+    assert short.pre_enqueue(s0).code == Code.PENDING
+    broken = Pod.model_validate(
+        {
+            "metadata": {
+                "name": "b0",
+                "namespace": "default",
+                "uid": "b0",
+                "annotations": {
+                    "gang.scheduling.koordinator.sh/name": "broken",
+                    "gang.scheduling.koordinator.sh/min-available": "x",
+                },
+            },
+            "spec": {"schedulerName": "koord-scheduler", "containers": []},
+        }
+    )
+    plugin._on_pod_event(WatchEvent(EventType.ADDED, broken))
+    status = plugin.pre_enqueue(PodInfo.of(broken))
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "min-available" in status.message()
