@@ -57,24 +57,7 @@ metadata:
 rules:
 """
 
-FOOTER = """---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: koord-scheduler
-  labels:
-    {{- include "koordinator-py.labels" . | nindent 4 }}
-    app.kubernetes.io/component: scheduler
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: koord-scheduler
-subjects:
-- kind: ServiceAccount
-  name: koord-scheduler
-  namespace: {{ include "koordinator-py.namespace" . }}
----
-# Leader election: one Lease, in the components' namespace.
+LEADER_ELECTION_ROLE = """# Leader election: one Lease, in the components' namespace.
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata:
@@ -91,25 +74,41 @@ rules:
   resources: [leases]
   resourceNames: [koord-scheduler]
   verbs: [get, update]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
+"""
+
+
+def _binding(kind: str, role_kind: str, name: str) -> str:
+    """A (Cluster)RoleBinding of ``name`` to koord-scheduler's ServiceAccount."""
+    namespace = '  namespace: {{ include "koordinator-py.namespace" . }}\n' if kind == "RoleBinding" else ""
+    return f"""apiVersion: rbac.authorization.k8s.io/v1
+kind: {kind}
 metadata:
-  name: koord-scheduler-leader-election
-  namespace: {{ include "koordinator-py.namespace" . }}
-  labels:
-    {{- include "koordinator-py.labels" . | nindent 4 }}
+  name: {name}
+{namespace}  labels:
+    {{{{- include "koordinator-py.labels" . | nindent 4 }}}}
     app.kubernetes.io/component: scheduler
 roleRef:
   apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: koord-scheduler-leader-election
+  kind: {role_kind}
+  name: {name}
 subjects:
 - kind: ServiceAccount
   name: koord-scheduler
-  namespace: {{ include "koordinator-py.namespace" . }}
-{{- end }}
+  namespace: {{{{ include "koordinator-py.namespace" . }}}}
 """
+
+
+FOOTER = (
+    "---\n".join(
+        [
+            "",
+            _binding("ClusterRoleBinding", "ClusterRole", "koord-scheduler"),
+            LEADER_ELECTION_ROLE,
+            _binding("RoleBinding", "Role", "koord-scheduler-leader-election"),
+        ]
+    )
+    + "{{- end }}\n"
+)
 
 
 def rules(registry: Registry = DEFAULT_REGISTRY) -> list[tuple[str, PolicyRule]]:

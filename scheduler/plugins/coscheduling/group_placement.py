@@ -146,8 +146,9 @@ class GroupPlanner:
             )
         finally:
             version = self._solving.pop(group.id, -1)
-        self._adopt(gang, group, members, solved, version)
-        self.handle.activate({m.uid for m in members})
+        if self._adopt(gang, group, members, solved, version) is not None:
+            # Infeasible or stale: the members retry now (an adopted plan activates them itself).
+            self.handle.activate({m.uid for m in members})
 
     def _adopt(
         self, gang: Gang, group: GangGroup, members: Sequence[PodInfo], solved: _Solved, version: int
