@@ -16,20 +16,33 @@ from apis.quantity import Quantity
 from apis.types import Int32, Int64, Time
 
 __all__ = [
+    "AWSElasticBlockStoreVolumeSource",
     "Affinity",
     "Container",
+    "ContainerImage",
+    "ContainerPort",
+    "EphemeralVolumeSource",
+    "GCEPersistentDiskVolumeSource",
+    "ISCSIVolumeSource",
     "Node",
     "NodeAffinity",
     "NodeCondition",
     "NodeSelector",
     "NodeSpec",
     "NodeStatus",
+    "PersistentVolumeClaimVolumeSource",
     "Pod",
+    "PodAffinity",
+    "PodAffinityTerm",
     "PodCondition",
     "PodSpec",
     "PodStatus",
     "PreferredSchedulingTerm",
+    "RBDVolumeSource",
     "ResourceRequirements",
+    "TopologySpreadConstraint",
+    "Volume",
+    "WeightedPodAffinityTerm",
 ]
 
 
@@ -38,9 +51,20 @@ class ResourceRequirements(KoordModel):
     limits: dict[str, Quantity] | None = None
 
 
+class ContainerPort(KoordModel):
+    container_port: Int32 = 0
+    host_port: Int32 | None = None
+    """A port on the node's network; 0 or unset: none (the pod claims no node port)."""
+    host_ip: str | None = Field(default=None, alias="hostIP")
+    protocol: str | None = None
+    """``TCP`` (the default), ``UDP`` or ``SCTP``."""
+    name: str | None = None
+
+
 class Container(KoordModel):
     name: str
     image: str | None = None
+    ports: list[ContainerPort] | None = None
     resources: ResourceRequirements | None = None
     restart_policy: str | None = None
     """``Always`` on an init container makes it a sidecar that keeps running."""
@@ -60,12 +84,95 @@ class NodeAffinity(KoordModel):
     preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = None
 
 
+class PodAffinityTerm(KoordModel):
+    """Pods matching ``label_selector`` in ``namespaces`` / ``namespace_selector`` (neither: the
+    pod's own namespace), counted per value of the node label ``topology_key``."""
+
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    topology_key: str = ""
+    namespace_selector: LabelSelector | None = None
+    match_label_keys: list[str] | None = None
+    """Keys of the incoming pod's labels whose values are ANDed into ``label_selector`` (In)."""
+    mismatch_label_keys: list[str] | None = None
+    """Keys of the incoming pod's labels whose values are ANDed into ``label_selector`` (NotIn)."""
+
+
+class WeightedPodAffinityTerm(KoordModel):
+    weight: Int32
+    pod_affinity_term: PodAffinityTerm
+
+
+class PodAffinity(KoordModel):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
+
+
 class Affinity(KoordModel):
     node_affinity: NodeAffinity | None = None
-    pod_affinity: dict[str, Any] | None = None
-    """Read only to say it is not supported yet."""
-    pod_anti_affinity: dict[str, Any] | None = None
-    """Read only to say it is not supported yet."""
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+    """Same shape as ``pod_affinity`` (core/v1 ``PodAntiAffinity``)."""
+
+
+class TopologySpreadConstraint(KoordModel):
+    max_skew: Int32
+    topology_key: str
+    when_unsatisfiable: str
+    """``DoNotSchedule`` (a Filter) or ``ScheduleAnyway`` (a Score)."""
+    label_selector: LabelSelector | None = None
+    min_domains: Int32 | None = None
+    node_affinity_policy: str | None = None
+    """``Honor`` (the default) or ``Ignore``: whether the pod's node affinity limits the domains."""
+    node_taints_policy: str | None = None
+    """``Ignore`` (the default) or ``Honor``: whether nodes with untolerated taints count."""
+    match_label_keys: list[str] | None = None
+
+
+class PersistentVolumeClaimVolumeSource(KoordModel):
+    claim_name: str
+    read_only: bool | None = None
+
+
+class GCEPersistentDiskVolumeSource(KoordModel):
+    pd_name: str = Field(alias="pdName")
+    read_only: bool | None = None
+
+
+class AWSElasticBlockStoreVolumeSource(KoordModel):
+    volume_id: str = Field(alias="volumeID")
+    read_only: bool | None = None
+
+
+class RBDVolumeSource(KoordModel):
+    monitors: list[str] = Field(default_factory=list)
+    image: str = ""
+    pool: str | None = None
+    read_only: bool | None = None
+
+
+class ISCSIVolumeSource(KoordModel):
+    target_portal: str = ""
+    iqn: str = ""
+    lun: Int32 = 0
+    read_only: bool | None = None
+
+
+class EphemeralVolumeSource(KoordModel):
+    volume_claim_template: dict[str, Any] | None = None
+    """The PVC created for the pod, named ``<pod>-<volume>``; its spec is read from the PVC."""
+
+
+class Volume(KoordModel):
+    """The volume sources scheduling looks at; any other source is accepted and ignored."""
+
+    name: str
+    persistent_volume_claim: PersistentVolumeClaimVolumeSource | None = None
+    ephemeral: EphemeralVolumeSource | None = None
+    gce_persistent_disk: GCEPersistentDiskVolumeSource | None = None
+    aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
+    rbd: RBDVolumeSource | None = None
+    iscsi: ISCSIVolumeSource | None = None
 
 
 class PodSchedulingGate(KoordModel):
@@ -87,6 +194,8 @@ class PodSpec(KoordModel):
     overhead: dict[str, Quantity] | None = None
     scheduling_gates: list[PodSchedulingGate] | None = None
     termination_grace_period_seconds: Int64 | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    volumes: list[Volume] | None = None
 
 
 class PodCondition(KoordModel):
@@ -126,10 +235,16 @@ class NodeCondition(KoordModel):
     reason: str | None = None
 
 
+class ContainerImage(KoordModel):
+    names: list[str] | None = None
+    size_bytes: Int64 | None = None
+
+
 class NodeStatus(KoordModel):
     capacity: dict[str, Quantity] | None = None
     allocatable: dict[str, Quantity] | None = None
     conditions: list[NodeCondition] | None = None
+    images: list[ContainerImage] | None = None
 
 
 class Node(KoordModel):
