@@ -32,8 +32,9 @@ import numpy as np
 
 from apis.core import Node
 from apis.meta import Taint
-from scheduler.cache.node_table import BoolArray, NodeTable
+from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_selector import PodObserver, PodSelectorCounts
 from scheduler.cache.quantity_range import check_list
 
 __all__ = ["Cache", "NodeInfo", "Nomination"]
@@ -90,6 +91,12 @@ class Cache:
         """Bumped on every change of what is free anywhere (node or pod accounting)."""
         self._label_rows: dict[str, dict[str, set[int]]] = {}
         self._mask_cache: dict[tuple[int, str, frozenset[str] | None], BoolArray] = {}
+        self._domain_cache: dict[tuple[int, str], tuple[IntArray, tuple[str, ...]]] = {}
+        self._observers: list[PodObserver] = []
+        self._withdrawn: set[str] = set()
+        """Pods a snapshot's ``simulate_removal`` took out for the moment (still in their node)."""
+        self.pod_selector_counts = PodSelectorCounts(self)
+        self.observe(self.pod_selector_counts)
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -143,6 +150,7 @@ class Cache:
         self.version += 1
         self.generation += 1
         self._mask_cache.clear()
+        self._domain_cache.clear()
 
     def _index_labels(self, info: NodeInfo) -> None:
         for key, value in info.labels.items():
@@ -173,6 +181,57 @@ class Cache:
 
     def label_values(self, key: str) -> dict[str, set[int]]:
         return self._label_rows.get(key, {})
+
+    def label_domains(self, key: str) -> tuple[IntArray, tuple[str, ...]]:
+        """(domain id of every row, -1 where the node lacks ``key``; the value of each id), cached
+        until the next node change: the topology domains of ``key``, ready for ``np.bincount``."""
+        cache_key = (self.generation, key)
+        domains = self._domain_cache.get(cache_key)
+        if domains is None:
+            ids = np.full(self.table.row_count, -1, dtype=np.int64)
+            values: list[str] = []
+            for value, rows in sorted(self._label_rows.get(key, {}).items()):
+                if rows:
+                    ids[np.fromiter(rows, dtype=np.int64, count=len(rows))] = len(values)
+                    values.append(value)
+            domains = (ids, tuple(values))
+            self._domain_cache[cache_key] = domains
+        return domains
+
+    # ---- pod observers -----------------------------------------------------------------------
+
+    def observe(self, observer: PodObserver) -> None:
+        """Tell ``observer`` of every pod accounted on a node from now on, and of those already."""
+        self._observers.append(observer)
+        for pod, row in self.assigned_rows():
+            observer.pod_added(pod, row)
+
+    def assigned_rows(self) -> Iterator[tuple[PodInfo, int]]:
+        """Every assigned pod (not withdrawn) with the row of its node."""
+        for uid, pod in self._pods.items():
+            info = self.nodes.get(self._pod_node[uid])
+            if info is not None and uid not in self._withdrawn:
+                yield pod, info.row
+
+    def withdraw(self, pod: PodInfo, row: int) -> None:
+        """Stop accounting ``pod`` on ``row`` for a while (a simulated removal); ``reinstate``
+        undoes it. The pod stays assigned: nothing but the accounting changes."""
+        self._withdrawn.add(pod.uid)
+        self.table.add_requests(row, pod.requests, sign=-1)
+        self.notify_removed(pod, row)
+
+    def reinstate(self, pod: PodInfo, row: int) -> None:
+        self._withdrawn.discard(pod.uid)
+        self.table.add_requests(row, pod.requests)
+        self.notify_added(pod, row)
+
+    def notify_added(self, pod: PodInfo, row: int) -> None:
+        for observer in self._observers:
+            observer.pod_added(pod, row)
+
+    def notify_removed(self, pod: PodInfo, row: int) -> None:
+        for observer in self._observers:
+            observer.pod_removed(pod, row)
 
     # ---- pods assigned to nodes --------------------------------------------------------------
 
@@ -205,6 +264,7 @@ class Cache:
         self.table.add_requests(info.row, pod.requests)
         self._pods[pod.uid] = pod
         self._pod_node[pod.uid] = node
+        self.notify_added(pod, info.row)
 
     def _unaccount(self, pod: PodInfo) -> None:
         node = self._pod_node.pop(pod.uid, None)
@@ -218,6 +278,7 @@ class Cache:
         self.version += 1
         if counted is not None:
             self.table.add_requests(info.row, counted.requests, sign=-1)
+            self.notify_removed(counted, info.row)
         if info.node is None and not info.pods:
             self.table.remove_node(node)
             del self.nodes[node]

@@ -19,6 +19,7 @@ import numpy as np
 from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_selector import PodMatcher
 
 __all__ = ["Snapshot"]
 
@@ -60,6 +61,15 @@ class Snapshot:
     def label_values(self, key: str) -> dict[str, set[int]]:
         return self._cache.label_values(key)
 
+    def label_domains(self, key: str) -> tuple[IntArray, tuple[str, ...]]:
+        """The topology domains of node label ``key``: a domain id per row (-1: no such label)
+        and each id's value."""
+        return self._cache.label_domains(key)
+
+    def matching_pod_counts(self, matcher: PodMatcher) -> IntArray:
+        """How many assigned pods ``matcher`` matches on each row (read-only, row-count long)."""
+        return self._cache.pod_selector_counts.counts(matcher, self._cache.table.row_count)
+
     def pods_on(self, node: str) -> Iterable[PodInfo]:
         info = self._cache.nodes.get(node)
         return info.pods.values() if info is not None else ()
@@ -72,12 +82,12 @@ class Snapshot:
             if node is None:
                 continue
             row = self._cache.table.row[node]
-            self._cache.table.add_requests(row, pod.requests, sign=-1)
+            self._cache.withdraw(pod, row)
             removed.append((row, pod))
 
         def restore() -> None:
             for row, pod in removed:
-                self._cache.table.add_requests(row, pod.requests)
+                self._cache.reinstate(pod, row)
 
         return restore
 
