@@ -18,6 +18,10 @@ Formulation (`preemption_problem` states the problem and the objective):
   (interleaved search), so the same input gives the same victims. If no stage finds a solution in
   time, the greedy selection is returned as GREEDY_FALLBACK; a proven infeasibility means that no
   set of victims lets the job fit, so nothing is evicted.
+* Never worse than greedy: a stage stopped by the time limit fixes its term at the value it found,
+  which may be worse than the hint's, and no later stage can undo that; the staged answer is
+  therefore compared with the greedy one by the full objective and the greedy one (status GREEDY)
+  is returned when it is cheaper.
 * Big clusters: only the nodes where a member is cheapest to fit (``PRUNE_NODES_PER_MEMBER`` per
   member and class, at least ``PRUNE_MIN_NODES``, per MustGather domain) and the nodes of the
   greedy answer enter the model; the answer is then FEASIBLE (optimal among those nodes).
@@ -332,11 +336,9 @@ def select_cpsat(
         return _fallback(problem, greedy, start, on_fallback, size)
     assert best is not None
     victims = tuple(sorted(best[0]))
-    return VictimSelection(
-        victims,
-        best[1],
-        objective(problem, victims),
-        "OPTIMAL" if all_optimal else "FEASIBLE",
-        seconds,
-        *size,
-    )
+    cost = objective(problem, victims)
+    if greedy is not None and greedy.objective < cost and not all_optimal:
+        # A stage stopped by the time limit fixed its term at a value worse than the hint's, so
+        # the later stages could not get back to it: the greedy answer is better overall.
+        return VictimSelection(greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size)
+    return VictimSelection(victims, best[1], cost, "OPTIMAL" if all_optimal else "FEASIBLE", seconds, *size)
