@@ -218,7 +218,38 @@ INVALID = [
         ["denied the request", "spec.ttl", "forever"],
         id="reservation-ttl-not-a-duration",
     ),
+    pytest.param(
+        "apiVersion: quota.koordinator.sh/v1alpha1\nkind: ElasticQuotaProfile\n"
+        "metadata: {name: bad-ratio, namespace: default}\n"
+        "spec: {quotaName: q, resourceRatio: '1e999999999', nodeSelector: {}}\n",
+        ["denied the request", "spec.resourceRatio", "1e999999999"],
+        id="elasticquotaprofile-ratio-out-of-any-range",
+    ),
+    pytest.param(
+        "apiVersion: quota.koordinator.sh/v1alpha1\nkind: ElasticQuotaProfile\n"
+        "metadata: {name: bad-ratio, namespace: default}\n"
+        "spec: {quotaName: q, resourceRatio: ninety percent, nodeSelector: {}}\n",
+        ["denied the request", "spec.resourceRatio", "ninety percent"],
+        id="elasticquotaprofile-ratio-not-a-number",
+    ),
 ]
+
+
+def test_a_resource_ratio_above_one_is_accepted_with_a_warning(control_plane: ControlPlane) -> None:
+    """Koordinator reads a ratio outside (0, 1] as 1; we accept it too, but say so."""
+    manifest = (
+        "apiVersion: quota.koordinator.sh/v1alpha1\nkind: ElasticQuotaProfile\n"
+        "metadata: {name: generous-ratio, namespace: default}\n"
+        "spec: {quotaName: generous, resourceRatio: '1.5', nodeSelector: {matchLabels: {none: none}}}\n"
+    )
+    result = control_plane.run_kubectl("apply", "-f", "-", input=manifest)
+    try:
+        assert result.returncode == 0, result.stderr
+        assert "Warning:" in result.stderr
+        assert "spec.resourceRatio" in result.stderr
+        assert "the quota uses 1" in result.stderr
+    finally:
+        control_plane.run_kubectl("delete", "elasticquotaprofile", "generous-ratio", "-n", "default")
 
 
 def test_unknown_gang_mode_is_accepted_with_a_warning(control_plane: ControlPlane) -> None:

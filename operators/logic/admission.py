@@ -9,10 +9,12 @@ What it cannot see is checked here, with messages that name the field:
    same typed parsers the scheduler uses (a ``gatherStrategy`` strategy of ``"Sometimes"`` is
    rejected here, where Koordinator would silently ignore the whole annotation);
 3. per-kind rules across fields of a valid object (``SPEC_CHECKS``): a ClusterNetworkTopology
-   whose layers do not form one chain ending at NodeTopologyLayer.
+   whose layers do not form one chain ending at NodeTopologyLayer; an ElasticQuotaProfile whose
+   ``resourceRatio`` is no number (Koordinator's controller would fail on it at every resync).
 
 Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
-they produce a warning, which kubectl prints.
+they produce a warning, which kubectl prints: an unknown gang ``mode``, a ``resourceRatio``
+outside (0, 1] (Koordinator then uses 1).
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, InvalidSpec
 from apis.extension import gang, networktopology
 from apis.meta import KoordResource
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile, parse_resource_ratio
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from operators.logic import topology_tree
 
@@ -54,8 +57,36 @@ def _network_topology_chain(obj: KoordResource) -> list[str]:
     return topology_tree.validate_chain(obj.spec) if obj.spec is not None else []
 
 
-SPEC_CHECKS: dict[str, list[SpecCheck]] = {"ClusterNetworkTopology": [_network_topology_chain]}
+def _resource_ratio(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, ElasticQuotaProfile)
+    raw = obj.spec.resource_ratio if obj.spec is not None else None
+    if not raw:
+        return []
+    try:
+        parse_resource_ratio(raw)
+    except InvalidSpec as error:
+        return [str(error)]
+    return []
+
+
+def _resource_ratio_range(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, ElasticQuotaProfile)
+    raw = obj.spec.resource_ratio if obj.spec is not None else None
+    if not raw or _resource_ratio(obj):
+        return []
+    if 0 < parse_resource_ratio(raw) <= 1:
+        return []
+    return [f"spec.resourceRatio: {raw!r} is outside (0, 1]; the quota uses 1 (the nodes' whole total)"]
+
+
+SPEC_CHECKS: dict[str, list[SpecCheck]] = {
+    "ClusterNetworkTopology": [_network_topology_chain],
+    "ElasticQuotaProfile": [_resource_ratio],
+}
 """Per-kind checks over an object that passed its model; each returns its problems."""
+
+SPEC_WARNINGS: dict[str, list[SpecCheck]] = {"ElasticQuotaProfile": [_resource_ratio_range]}
+"""Per-kind checks whose findings are warnings: Koordinator accepts the object and falls back."""
 
 
 @dataclass
@@ -82,6 +113,8 @@ def review(model: type[KoordResource], body: Mapping[str, Any]) -> AdmissionResu
     else:
         for check in SPEC_CHECKS.get(kind, []):
             result.errors.extend(check(obj))
+        for check in SPEC_WARNINGS.get(kind, []):
+            result.warnings.extend(check(obj))
     annotations: Mapping[str, str] = (body.get("metadata") or {}).get("annotations") or {}
     for key, parse in STRICT_ANNOTATIONS.get(kind, {}).items():
         raw = annotations.get(key)

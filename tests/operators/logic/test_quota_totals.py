@@ -186,3 +186,31 @@ def test_merge_patch_removes_resources_no_longer_there() -> None:
 )
 def test_label_selectors(selector: LabelSelector | None, selected: bool) -> None:
     assert selects(selector, {"arch": "amd64"}) is selected
+
+
+@pytest.mark.parametrize(
+    ("ratio", "allowed", "warned"),
+    [
+        ("0.9", True, False),
+        ("1.5", True, True),
+        ("0", True, True),
+        ("1e999999999", False, False),
+        ("1_0", True, True),
+        ("1__0", False, False),
+    ],
+)
+def test_admission_reads_resource_ratio_as_the_components_do(ratio: str, allowed: bool, warned: bool) -> None:
+    from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+    from operators.logic import admission
+
+    body = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"quotaName": "q", "resourceRatio": ratio, "nodeSelector": {}},
+    }
+    result = admission.review(ElasticQuotaProfile, body)
+    assert result.allowed is allowed, result.errors
+    assert bool(result.warnings) is warned, result.warnings
+    if not allowed:
+        assert result.errors[0].startswith("spec.resourceRatio: ")
