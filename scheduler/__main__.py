@@ -2,6 +2,7 @@
 
     koord-scheduler [--kubeconfig PATH] [--config FILE] [--leader-elect=true|false]
                     [--lease-namespace NS] [--bind-address ADDR] [--port PORT] [-v N]
+                    [--debug-scores N]
 
 Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
 in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
@@ -24,6 +25,7 @@ from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.kubernetes import KubernetesBackend
 from scheduler.backend.lease import KubernetesLeaseStore
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
+from scheduler.debug import DebugFlags
 from scheduler.http import SchedulerHTTPServer
 from scheduler.leader import LeaderElector
 from scheduler.logging_setup import configure_logging
@@ -57,7 +59,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (klog levels)"
     )
+    parser.add_argument(
+        "-s",
+        "--debug-scores",
+        type=int,
+        default=0,
+        help="log the top N nodes' total and per-plugin scores of every scored pod; 0 disables "
+        "(Koordinator's flag; PUT /debug/flags/s changes it at run time)",
+    )
     return parser.parse_args(argv)
+
+
+def debug_flags_of(args: argparse.Namespace) -> DebugFlags:
+    """The start values of what the debug API changes at run time (shared by the app and server)."""
+    return DebugFlags(verbosity=args.verbosity, top_n_scores=args.debug_scores)
 
 
 def settings_of(config: SchedulerConfig) -> AppSettings:
@@ -84,7 +99,8 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         kubeconfig, max_concurrency=AppSettings.bind_concurrency, qps=connection.qps, burst=connection.burst
     )
     metrics = SchedulerMetrics()
-    app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics)
+    flags = debug_flags_of(args)
+    app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics, debug_flags=flags)
     stop = asyncio.Event()
     lost = asyncio.Event()
     signalled = asyncio.Event()
@@ -115,7 +131,12 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         return app.ready and (elector is None or elector.is_leader)
 
     server = SchedulerHTTPServer(
-        metrics, ready=ready, explain=app.explanations.lookup, host=args.bind_address, port=args.port
+        metrics,
+        ready=ready,
+        explain=app.explanations.lookup,
+        flags=flags,
+        host=args.bind_address,
+        port=args.port,
     )
     try:
         async with server:

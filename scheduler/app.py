@@ -20,6 +20,7 @@ from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.debug import DebugFlags
 from scheduler.events import EventHandlers
 from scheduler.explain import ExplanationStore
 from scheduler.framework.eviction import EvictionService
@@ -60,6 +61,8 @@ class SchedulerApp:
     metrics: SchedulerMetrics
     clock: Callable[[], float] = time.monotonic
     on_bound: Callable[[QueuedPodInfo, str], None] | None = None
+    debug_flags: DebugFlags = field(default_factory=DebugFlags)
+    """Shared with the HTTP server, which sets them at run time (``/debug/flags/...``)."""
     cache: Cache = field(init=False)
     queue: SchedulingQueue = field(init=False)
     frameworks: dict[str, Framework] = field(init=False)
@@ -124,6 +127,7 @@ class SchedulerApp:
             metrics=self.metrics,
             explanations=self.explanations,
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
+            debug_flags=self.debug_flags,
             reporter=reporter,
         )
         self.handlers = EventHandlers(

@@ -8,13 +8,13 @@
 ``GET /apis/v1/__services__``                      JSON list of every plugin service path
 ``GET /apis/v1/plugins/{plugin}/{path...}``        a plugin's debug handler (``register_plugin_service``)
 ``PUT /debug/flags/v`` (body ``5``), ``GET``       klog-style log verbosity
-``PUT /debug/flags/s``                             501: Koordinator's score debugging is not built
+``PUT /debug/flags/s`` (body ``10``), ``GET``      how many top-scored nodes to log per scored pod
+                                                   (Koordinator's ``debugTopNScores``; 0: none)
 ``GET /debug/pods/{namespace}/{name}/explanation`` the last scheduling explanation of a pod
 =================================================  ==============================================
 
-``PUT`` and ``POST`` are both accepted on the flags, as Koordinator's docs show both. Koordinator's
-``/debug/flags/s`` sets how many top-scored nodes to log per pod; nothing here logs scores, so the
-flag answers 501 rather than storing a number nobody reads (explanations are the place to look).
+``PUT`` and ``POST`` are both accepted on the flags, as Koordinator's docs show both. The score
+table ``/debug/flags/s`` turns on is described in ``scheduler.debug``.
 Everything the server needs comes in through its constructor; ``async with
 SchedulerHTTPServer(...)`` serves until the block ends.
 """
@@ -33,6 +33,7 @@ from typing import Any
 from aiohttp import web
 
 from scheduler import logging_setup
+from scheduler.debug import DebugFlags
 from scheduler.metrics import CONTENT_TYPE, SchedulerMetrics
 
 __all__ = [
@@ -53,14 +54,6 @@ ExplainProvider = Callable[[str, str], "dict[str, Any] | None"]
 """``explain(namespace, name)``: the pod's last scheduling explanation, or None if there is none."""
 
 _json_dumps = partial(json.dumps, default=str)
-
-
-@dataclass
-class DebugFlags:
-    """Runtime switches the debug API sets and the scheduler reads (one shared object per process)."""
-
-    verbosity: int = 0
-    """klog-style log verbosity (``--v``); the root logger's level follows it."""
 
 
 @dataclass
@@ -251,11 +244,16 @@ class SchedulerHTTPServer:
         return web.Response(text=f"successfully set klog.logging.verbosity to {value}")
 
     async def _flag_s(self, request: web.Request) -> web.Response:
-        return web.Response(
-            status=501,
-            text="score debugging (debugTopNScores) is not implemented by this koord-scheduler; "
-            "see /debug/pods/{namespace}/{name}/explanation for why a pod went where it did",
-        )
+        if request.method == "GET":
+            return web.Response(text=str(self.flags.top_n_scores))
+        value = await _int_body(request)
+        if value is None:
+            return web.Response(
+                status=400, text="the body must be a non-negative integer number of nodes, e.g. 10 (0: off)"
+            )
+        self.flags.top_n_scores = value
+        log.info("debugTopNScores set to %d", value)
+        return web.Response(text=f"successfully set debugTopNScores to {value}")
 
     async def _explanation(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]

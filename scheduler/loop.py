@@ -32,6 +32,7 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.debug import DebugFlags, log_top_scores
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Diagnosis
@@ -71,6 +72,8 @@ class SchedulingLoop:
     explanations: ExplanationStore
     percentage_of_nodes_to_score: int | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    debug_flags: DebugFlags = field(default_factory=DebugFlags)
+    """Read each cycle: ``top_n_scores`` > 0 logs the best-scored nodes of every scored pod."""
     reporter: InitVar[Reporter | None] = None
     """Writes FailedScheduling events and conditions; one of its own when not given."""
     _next_start: int = 0
@@ -199,9 +202,12 @@ class SchedulingLoop:
             return int(rows[0])
         if not fwk.run_pre_score(state, pod, snapshot, rows).ok:
             return None
-        total, _, status = fwk.run_score(state, pod, snapshot, rows)
+        total, per_plugin, status = fwk.run_score(state, pod, snapshot, rows)
         if not status.ok:
             return None
+        top_n = self.debug_flags.top_n_scores
+        if top_n > 0:
+            log_top_scores(top_n, pod.key, snapshot.table.names, rows, total, per_plugin, fwk.score_weights)
         best = np.flatnonzero(total == total.max())
         return int(rows[best[self.rng.randrange(best.size)]])
 

@@ -9,6 +9,7 @@ import pytest
 
 from apis.registry import ALL_RESOURCES
 from e2e.cluster.controlplane import ControlPlane
+from e2e.kubectl_table import header, rows
 
 
 def test_every_crd_is_established(control_plane: ControlPlane) -> None:
@@ -70,17 +71,9 @@ spec:
 """
 
 
-def _header(output: str) -> list[str]:
-    return output.splitlines()[0].split()
-
-
-def _row(output: str, line: int = 1) -> dict[str, str]:
-    """One row of kubectl's table as column -> cell, cut at the header's offsets (cells may be empty)."""
-    header, row = output.splitlines()[0], output.splitlines()[line]
-    names = header.split()
-    starts = [header.index(f" {n}") + 1 if i else 0 for i, n in enumerate(names)]
-    ends = [*starts[1:], None]
-    return {n: row[s:e].strip() for n, s, e in zip(names, starts, ends, strict=True)}
+def _row(output: str) -> dict[str, str]:
+    """The first row."""
+    return next(iter(rows(output).values()))
 
 
 def test_kubectl_get_shows_printer_columns(control_plane: ControlPlane) -> None:
@@ -88,7 +81,7 @@ def test_kubectl_get_shows_printer_columns(control_plane: ControlPlane) -> None:
         control_plane.kubectl("apply", "-f", "-", input=manifest)
 
     pg = control_plane.kubectl("get", "pg", "columns-pg", "-n", "default")
-    assert _header(pg) == ["NAME", "MINMEMBER", "PHASE", "SCHEDULED", "AGE"]
+    assert header(pg) == ["NAME", "MINMEMBER", "PHASE", "SCHEDULED", "AGE"]
     assert _row(pg) | {"AGE": ""} == {
         "NAME": "columns-pg",
         "MINMEMBER": "4",
@@ -97,22 +90,25 @@ def test_kubectl_get_shows_printer_columns(control_plane: ControlPlane) -> None:
         "AGE": "",
     }
 
-    eq = control_plane.kubectl("get", "eq", "columns-child", "-n", "default")
-    # USED and RUNTIME are what koord-scheduler writes (status.used, the runtime annotation).
-    assert _header(eq) == ["NAME", "MIN", "MAX", "USED", "RUNTIME", "PARENT", "AGE"]
-    row = _row(eq)
-    assert (row["MIN"], row["MAX"], row["PARENT"]) == (
-        '{"cpu":"5"}',
-        '{"cpu":"10","memory":"20Gi"}',
-        "columns-parent",
-    )
+    eq = control_plane.kubectl("get", "eq", "columns-parent", "columns-child", "-n", "default")
+    # One short quantity per cell; USED is what koord-scheduler writes (status.used), none here.
+    assert header(eq) == [
+        "NAME", "PARENT", "CPU-MIN", "CPU-USED", "MEM-MIN", "MEM-USED", "GPU-MIN", "GPU-USED", "AGE"
+    ]  # fmt: skip
+    got = rows(eq)
+    assert (got["columns-child"]["PARENT"], got["columns-child"]["CPU-MIN"]) == ("columns-parent", "5")
+    assert (got["columns-parent"]["CPU-MIN"], got["columns-parent"]["MEM-MIN"]) == ("10", "20Gi")
+
+    wide = control_plane.kubectl("get", "eq", "columns-child", "-n", "default", "-o", "wide")
+    assert header(wide)[-6:] == ["IS-PARENT", "TREE-ID", "MIN", "MAX", "USED", "RUNTIME"]
+    assert (_row(wide)["MIN"], _row(wide)["MAX"]) == ('{"cpu":"5"}', '{"cpu":"10","memory":"20Gi"}')
 
     rsv = control_plane.kubectl("get", "reservations", "columns-reservation")
-    assert _header(rsv) == ["NAME", "PHASE", "AGE", "NODE", "TTL", "EXPIRES"]
+    assert header(rsv) == ["NAME", "PHASE", "AGE", "NODE", "TTL", "EXPIRES"]
     assert _row(rsv)["TTL"] == "24h"  # the schema default of spec.ttl
 
     devices = control_plane.kubectl("get", "devices")
-    assert _header(devices) == ["NAME", "VENDOR", "MODEL", "AGE"]
+    assert header(devices) == ["NAME", "VENDOR", "MODEL", "AGE"]
     assert _row(devices) | {"AGE": ""} == {
         "NAME": "gpu-0",
         "VENDOR": "nvidia",

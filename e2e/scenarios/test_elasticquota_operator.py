@@ -23,6 +23,7 @@ from apis.extension import quota as keys
 from apis.quantity import Quantity
 from apis.resources import add
 from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.kubectl_table import header, rows
 from e2e.workloads import wait_for
 from operators.logic.quota_totals import profile_tree_id
 from scheduler.simulator import description as desc
@@ -110,8 +111,12 @@ def test_the_v07_release_note_tree_applies_and_is_defaulted(mutating_webhook: Co
         "cpu": Quantity.parse("40"),
         "memory": Quantity.parse("100Gi"),
     }
-    table = cp.kubectl("get", "eq", "-n", "default", "parent-a", "child-a1")
-    assert table.split()[:7] == ["NAME", "MIN", "MAX", "USED", "RUNTIME", "PARENT", "AGE"]
+    table = rows(cp.kubectl("get", "eq", "-n", "default", "parent-a", "child-a1"))
+    assert (table["child-a1"]["PARENT"], table["child-a1"]["CPU-MIN"], table["child-a1"]["MEM-MIN"]) == (
+        "parent-a",
+        "20",
+        "40Gi",
+    )
 
 
 def test_min_over_max_is_refused(control_plane: ControlPlane, ns: str) -> None:
@@ -277,6 +282,101 @@ def test_built_in_quotas_exist_and_the_root_follows_the_nodes(control_plane: Con
         lambda: _root_with_cpu(cp, before["cpu"]),
         TIMEOUT,
         f"root quota total without node {node_name}",
+    )
+
+
+def test_kubectl_get_eq_shows_a_parent_a_child_and_the_default_quota_at_a_glance(
+    mutating_webhook: ControlPlane, ns: str
+) -> None:
+    """One short quantity per cell for cpu, memory and nvidia.com/gpu; the default quota's
+    "unlimited" max (int64 max / 5) and the whole maps only in ``-o wide``."""
+    cp = mutating_webhook
+    cp.kubectl(
+        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {QUOTA_NAMESPACE}}}\n"
+    )
+    wait_for(functools.partial(_exists, cp, keys.DEFAULT_QUOTA_NAME), TIMEOUT, "the default quota")
+    parent, child = f"{ns}-gpu-team", f"{ns}-gpu-job"
+    gpu = "nvidia.com/gpu"
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=_quota(
+            parent,
+            ns,
+            min={"cpu": "64", "memory": "256Gi", gpu: "8"},
+            max={"cpu": "128", "memory": "512Gi", gpu: "16"},
+            is_parent=True,
+        ),
+    )
+    cp.kubectl(
+        "apply",
+        "-f",
+        "-",
+        input=_quota(
+            child,
+            ns,
+            min={"cpu": "16", "memory": "64Gi", gpu: "2"},
+            max={"cpu": "128", "memory": "512Gi", gpu: "16"},
+            parent=parent,
+        ),
+    )
+    # What koord-scheduler writes (there is no status subresource): a pod of 4 GPUs is running.
+    used = {"status": {"used": {"cpu": "12", "memory": "48Gi", gpu: "4"}}}
+    cp.kubectl("patch", "eq", child, "-n", ns, "--type=merge", "-p", json.dumps(used))
+
+    table = cp.kubectl("get", "eq", "-A")
+    assert header(table) == [
+        "NAMESPACE", "NAME", "PARENT", "CPU-MIN", "CPU-USED", "MEM-MIN", "MEM-USED", "GPU-MIN",
+        "GPU-USED", "AGE",
+    ]  # fmt: skip
+    got = {name: row | {"AGE": ""} for name, row in rows(table).items()}
+    assert got[parent] == {
+        "NAMESPACE": ns,
+        "NAME": parent,
+        "PARENT": keys.ROOT_QUOTA_NAME,
+        "CPU-MIN": "64",
+        "CPU-USED": "",
+        "MEM-MIN": "256Gi",
+        "MEM-USED": "",
+        "GPU-MIN": "8",
+        "GPU-USED": "",
+        "AGE": "",
+    }
+    assert got[child] == {
+        "NAMESPACE": ns,
+        "NAME": child,
+        "PARENT": parent,
+        "CPU-MIN": "16",
+        "CPU-USED": "12",
+        "MEM-MIN": "64Gi",
+        "MEM-USED": "48Gi",
+        "GPU-MIN": "2",
+        "GPU-USED": "4",
+        "AGE": "",
+    }
+    # No min, and its "unlimited" max is not in the default view. Its used depends on what other
+    # scenarios ran before, so the USED cells are not pinned.
+    default = got[keys.DEFAULT_QUOTA_NAME]
+    assert {k: v for k, v in default.items() if "USED" not in k} == {
+        "NAMESPACE": QUOTA_NAMESPACE,
+        "NAME": keys.DEFAULT_QUOTA_NAME,
+        "PARENT": keys.ROOT_QUOTA_NAME,
+        "CPU-MIN": "",
+        "MEM-MIN": "",
+        "GPU-MIN": "",
+        "AGE": "",
+    }
+    assert "1844674407370955161" not in table
+
+    wide = cp.kubectl("get", "eq", keys.DEFAULT_QUOTA_NAME, "-n", QUOTA_NAMESPACE, "-o", "wide")
+    assert header(wide)[-6:] == ["IS-PARENT", "TREE-ID", "MIN", "MAX", "USED", "RUNTIME"]
+    (default_wide,) = rows(wide).values()
+    assert default_wide["MAX"] == '{"cpu":"1844674407370955161","memory":"1844674407370955161"}'
+    child_wide = rows(cp.kubectl("get", "eq", child, "-n", ns, "-o", "wide"))[child]
+    assert (child_wide["IS-PARENT"], child_wide["USED"]) == (
+        "false",
+        '{"cpu":"12","memory":"48Gi","nvidia.com/gpu":"4"}',
     )
 
 

@@ -1064,7 +1064,10 @@ def test_camel_case_spellings_of_irregular_names_are_ignored() -> None:
             "Namespaced",
             ("eq", "eqs"),
             False,
-            ("MIN", "MAX", "USED", "RUNTIME", "PARENT", "AGE"),
+            (
+                *("PARENT", "CPU-MIN", "CPU-USED", "MEM-MIN", "MEM-USED", "GPU-MIN", "GPU-USED", "AGE"),
+                *("IS-PARENT", "TREE-ID", "MIN", "MAX", "USED", "RUNTIME"),  # -o wide
+            ),
             id="ElasticQuota",
         ),
         pytest.param(
@@ -1161,12 +1164,29 @@ def test_registry_has_each_kind_once() -> None:
         pytest.param(
             ElasticQuota, r".metadata.labels.quota\.scheduling\.koordinator\.sh/parent", id="eq-parent"
         ),
+        pytest.param(ElasticQuota, r".status.used.nvidia\.com/gpu", id="eq-used-gpu"),
         pytest.param(Device, r".metadata.labels.node\.koordinator\.sh/gpu-vendor", id="device-vendor"),
         pytest.param(Device, r".metadata.labels.node\.koordinator\.sh/gpu-model", id="device-model"),
     ],
 )
 def test_label_printer_columns_escape_dots(model: type[KoordResource], json_path: str) -> None:
     assert json_path in [c.json_path for c in model.crd.printer_columns]
+
+
+def test_elasticquota_default_columns_pick_single_quantities_and_leave_max_to_wide() -> None:
+    """``kubectl get eq`` shows one quantity per cell; spec.max (whose built-in "unlimited" is
+    1844674407370955161) and the whole JSON maps appear only with ``-o wide`` (priority 1)."""
+    columns = ElasticQuota.crd.printer_columns
+    default = {c.name: c.json_path for c in columns if not c.priority}
+    wide = {c.name: c.json_path for c in columns if c.priority == 1}
+    assert len(default) + len(wide) == len(columns)
+    assert not any(path.startswith(".spec.max") for path in default.values())
+    assert {p for p in default.values() if p.startswith((".spec", ".status"))} == {
+        f"{field}.{key}"
+        for field in (".spec.min", ".status.used")
+        for key in ("cpu", "memory", r"nvidia\.com/gpu")
+    }
+    assert (wide["MIN"], wide["MAX"], wide["USED"]) == (".spec.min", ".spec.max", ".status.used")
 
 
 def test_device_health_is_required_and_defaulted_like_koordinator() -> None:

@@ -181,15 +181,17 @@ async def test_put_debug_flags_v_changes_the_log_level() -> None:
         assert root.level == logging.INFO
 
 
-async def test_debug_flags_s_says_score_debugging_is_not_built_instead_of_storing_it() -> None:
+async def test_debug_flags_s_sets_the_shared_top_n_scores() -> None:
+    """The scheduler reads the same DebugFlags (tests/scheduler/test_debug_scores.py logs with it)."""
     flags = DebugFlags()
     server = SchedulerHTTPServer(SchedulerMetrics(), ready=lambda: True, flags=flags)
     async with test_utils.TestClient(test_utils.TestServer(server.app)) as client:
-        for method in ("GET", "PUT", "POST"):
-            resp = await client.request(method, "/debug/flags/s", data="100")
-            assert resp.status == 501
-            assert "not implemented" in await resp.text()
-    assert not hasattr(flags, "debug_top_n_scores")
+        for method, count in (("PUT", "100"), ("POST", "7\n")):
+            resp = await client.request(method, "/debug/flags/s", data=count)
+            assert resp.status == 200
+            assert await resp.text() == f"successfully set debugTopNScores to {count.strip()}"
+            assert flags.top_n_scores == int(count)
+            assert await (await client.get("/debug/flags/s")).text() == count.strip()
 
 
 async def test_explanation_is_404_for_an_unknown_pod_and_200_for_a_known_one() -> None:
