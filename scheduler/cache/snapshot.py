@@ -6,8 +6,10 @@ plugin reads is exactly what the assume will change. Anything that awaits in the
 decision (the CP-SAT solver run in a thread) must copy what it needs first.
 
 ``simulate_removal`` answers "what if these pods were gone" in place and returns the undo, so
-preemption can try victim sets on one snapshot. ``lift_nominations`` releases, for one cycle, the
-resources held for nominated pods that must not block the pod being scheduled.
+preemption can try victim sets on one snapshot: their requests, non-zero requests and host ports
+are released, as kube-scheduler's ``NodeInfo.RemovePod`` releases them. ``lift_nominations``
+releases, for one cycle, the resources (and host ports) held for nominated pods that must not
+block the pod being scheduled.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import HostPort, PodInfo
 
 __all__ = ["Snapshot"]
 
@@ -72,14 +74,19 @@ class Snapshot:
             if node is None:
                 continue
             row = self._cache.table.row[node]
-            self._cache.table.add_requests(row, pod.requests, sign=-1)
+            self._release(row, pod, sign=-1)
             removed.append((row, pod))
 
         def restore() -> None:
             for row, pod in removed:
-                self._cache.table.add_requests(row, pod.requests)
+                self._release(row, pod, sign=1)
 
         return restore
+
+    def _release(self, row: int, pod: PodInfo, sign: int) -> None:
+        self._cache.table.add_requests(row, pod.requests, sign=sign)
+        self._cache.table.add_non_zero(row, pod.non_zero, sign=sign)
+        self._cache.ports.add(row, pod.host_ports, sign=sign)
 
     def lift_nominations(self, lift: Callable[[Nomination], bool]) -> Callable[[], None]:
         """Release what the nominations ``lift`` selects hold; the returned callable holds it again.
@@ -101,14 +108,32 @@ class Snapshot:
         table.add_requests_many(
             [row for _, row, _ in lifted], [pod.requests for _, _, pod in lifted], sign=-1
         )
+        ports = self._cache.ports
+        for _, row, pod in lifted:
+            ports.add(row, pod.host_ports, sign=-1)
 
         def restore() -> None:
             back = [(row, pod) for node, row, pod in lifted if table.row.get(node) == row]
             table.add_requests_many([row for row, _ in back], [pod.requests for _, pod in back])
+            for row, pod in back:
+                ports.add(row, pod.host_ports)
             for _, _, pod in lifted:
                 self._lifted.discard(pod.uid)
 
         return restore
+
+    def host_port_conflicts(self, wanted: Iterable[HostPort]) -> BoolArray:
+        """Full-length mask of the rows where a pod holding (or nominated with) a host port
+        conflicts with one of ``wanted``."""
+        return self._cache.ports.conflict_mask(wanted, self._cache.table.row_count)
+
+    def image_rows(self, name: str) -> frozenset[int]:
+        """Rows whose node reports the image ``name`` (exactly as written in ``status.images``)."""
+        return self._cache.images.rows(name)
+
+    def image_size(self, name: str) -> int:
+        """The image's size in bytes, as the first node still reporting it gave it (0: no node)."""
+        return self._cache.images.size(name)
 
     def rows_named(self, rows: IntArray, names: frozenset[str]) -> BoolArray:
         """Which of ``rows`` belong to the nodes ``names`` (a PreFilter result), vectorised."""
