@@ -54,7 +54,9 @@ from scheduler.plugins.helper.resources import (
     EPHEMERAL_STORAGE,
     MEMORY,
     PODS,
+    ResourceSpec,
     broken_linear,
+    default_resources,
     insufficient_reason,
     is_accounted,
     is_extended_resource,
@@ -110,14 +112,6 @@ PRE_FILTER_KEY = StateKey[FitState]("PreFilterNodeResourcesFit")
 PRE_SCORE_KEY = StateKey[ScoreState]("PreScoreNodeResourcesFit")
 
 
-class ResourceSpec(KoordModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    weight: int = 1
-    """1..100; 0 (unset) means 1, as kube-scheduler's defaulting does."""
-
-
 class UtilizationShapePoint(KoordModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -133,15 +127,11 @@ class RequestedToCapacityRatioParam(KoordModel):
     shape: list[UtilizationShapePoint] = Field(default_factory=list)
 
 
-def _default_resources() -> list[ResourceSpec]:
-    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
-
-
 class ScoringStrategy(KoordModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
-    resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    resources: list[ResourceSpec] = Field(default_factory=default_resources)
     """Scored resources and weights; empty means cpu:1, memory:1."""
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
     """Required for ``RequestedToCapacityRatio``: utilizations strictly increasing."""
@@ -149,7 +139,7 @@ class ScoringStrategy(KoordModel):
     @model_validator(mode="after")
     def _defaults_and_checks(self) -> ScoringStrategy:
         if not self.resources:
-            self.resources = _default_resources()
+            self.resources = default_resources()
         for spec in self.resources:
             if spec.weight == 0:
                 spec.weight = 1

@@ -7,7 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from pydantic import ConfigDict
 
+from apis.base import KoordModel
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import (
     DEFAULT_MEMORY_REQUEST,
@@ -26,7 +28,9 @@ __all__ = [
     "EPHEMERAL_STORAGE",
     "MEMORY",
     "PODS",
+    "ResourceSpec",
     "broken_linear",
+    "default_resources",
     "insufficient_reason",
     "is_accounted",
     "is_extended_resource",
@@ -128,3 +132,18 @@ def broken_linear(utilization: IntArray, shape: Sequence[tuple[int, int]]) -> In
 
 
 # ---- args ---------------------------------------------------------------------------------------
+
+
+class ResourceSpec(KoordModel):
+    """kube-scheduler's ``ResourceSpec``: a scored resource and its weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    weight: int = 1
+    """0 (unset) means 1, as kube-scheduler's defaulting does."""
+
+
+def default_resources() -> list[ResourceSpec]:
+    """kube-scheduler's ``defaultResourceSpec``: cpu and memory, weight 1 each."""
+    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
