@@ -127,7 +127,7 @@ class Snapshot:
         conflicts with one of ``wanted``."""
         return self._cache.ports.conflict_mask(wanted, self._cache.table.row_count)
 
-    def image_rows(self, name: str) -> frozenset[int]:
+    def image_rows(self, name: str) -> IntArray:
         """Rows whose node reports the image ``name`` (exactly as written in ``status.images``)."""
         return self._cache.images.rows(name)
 

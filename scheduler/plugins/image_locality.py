@@ -57,18 +57,18 @@ class ImageLocality(ScorePlugin):
         spec = pod.pod.spec
         containers = [*(spec.init_containers or ()), *spec.containers]
         total_nodes = snapshot.node_count()
-        present: list[tuple[frozenset[int], int]] = []
+        present: list[tuple[IntArray, int]] = []
         for container in containers:
             image = normalized_image_name(container.image or "")
             holders = snapshot.image_rows(image)
-            if holders and total_nodes > 0:
-                spread = float(len(holders)) / float(total_nodes)
+            if holders.size and total_nodes > 0:
+                spread = float(holders.size) / float(total_nodes)
                 present.append((holders, int(float(snapshot.image_size(image)) * spread)))
         # sizeBytes is any int64: add exactly when the sum could leave int64 (never for real images).
         exact = sum(abs(scaled) for _, scaled in present) >= 2**62
         sums = np.zeros(snapshot.table.row_count, dtype=object if exact else np.int64)
         for holders, scaled in present:
-            sums[np.fromiter(holders, dtype=np.int64, count=len(holders))] += scaled
+            sums[holders] += scaled
         max_threshold = MAX_CONTAINER_THRESHOLD * len(containers)
         if max_threshold <= MIN_THRESHOLD:
             return np.zeros(rows.size, dtype=np.int64)
