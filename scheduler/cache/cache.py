@@ -17,6 +17,11 @@ its job's, and those of lower priority, as kube-scheduler's nominator does) for 
 the cycle (``Snapshot.lift_nominations``). A nomination ends when the pod is assumed, bound or
 deleted, or when its node goes away.
 
+Beside the requests, every assigned pod's non-zero cpu/memory (``NodeTable.non_zero``) and host
+ports (``host_ports``) are counted on its node, and every node's ``status.images`` are indexed
+(``images``): what kube-scheduler's ``NodeInfo`` keeps for scoring and for NodePorts. A nominated pod
+holds its host ports too, as kube-scheduler's Filter sees nominated pods' ports.
+
 Out-of-range amounts (``quantity_range``): a node whose allocatable cannot be accounted is kept
 with ``problems`` set and is no candidate (its row is inactive, allocatable zero); a bound pod's
 requests are already clamped in its ``PodInfo``, so it is accounted like any other.
@@ -32,6 +37,8 @@ import numpy as np
 
 from apis.core import Node
 from apis.meta import Taint
+from scheduler.cache.host_ports import HostPortIndex
+from scheduler.cache.images import ImageIndex, image_names
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import PodObserver, PodSelectorCounts
@@ -55,6 +62,8 @@ class NodeInfo:
     pods: dict[str, PodInfo] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     """Allocatable amounts outside the range the table holds: the node is no candidate."""
+    images: dict[str, int] = field(default_factory=dict)
+    """Image name -> size, from ``status.images`` (indexed in ``Cache.images``)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,6 +85,8 @@ class _Assumed:
 class Cache:
     def __init__(self, *, assumed_ttl: float = 30.0) -> None:
         self.table = NodeTable()
+        self.ports = HostPortIndex()
+        self.images = ImageIndex()
         self.nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, PodInfo] = {}
         """Every pod assigned to a node (bound or assumed), by uid."""
@@ -118,6 +129,9 @@ class Cache:
         info.labels = dict(node.metadata.labels or {})
         info.taints = tuple(node.spec.taints or ())
         info.unschedulable = bool(node.spec.unschedulable)
+        self.images.remove(info.row, info.images)
+        info.images = image_names(node)
+        self.images.add(info.row, info.images)
         checked = check_list(node.status.allocatable or {}, "status.allocatable")
         info.problems = checked.problems
         self.table.set_allocatable(info.row, {} if checked.problems else checked.amounts)
@@ -133,6 +147,8 @@ class Cache:
         for uid in [uid for uid, n in self._nominated.items() if n.node == name]:
             self.clear_nomination(uid)
         self._unindex_labels(info)
+        self.images.remove(info.row, info.images)
+        info.images = {}
         if info.node is not None:
             self._node_objects -= 1
         if info.pods:
@@ -217,13 +233,20 @@ class Cache:
         """Stop accounting ``pod`` on ``row`` for a while (a simulated removal); ``reinstate``
         undoes it. The pod stays assigned: nothing but the accounting changes."""
         self._withdrawn.add(pod.uid)
-        self.table.add_requests(row, pod.requests, sign=-1)
+        self._occupy(pod, row, sign=-1)
         self.notify_removed(pod, row)
 
     def reinstate(self, pod: PodInfo, row: int) -> None:
         self._withdrawn.discard(pod.uid)
-        self.table.add_requests(row, pod.requests)
+        self._occupy(pod, row, sign=1)
         self.notify_added(pod, row)
+
+    def _occupy(self, pod: PodInfo, row: int, sign: int) -> None:
+        """Take (1) or release (-1) what ``pod`` occupies on ``row``: requests, non-zero
+        requests and host ports."""
+        self.table.add_requests(row, pod.requests, sign=sign)
+        self.table.add_non_zero(row, pod.non_zero, sign=sign)
+        self.ports.add(row, pod.host_ports, sign=sign)
 
     def notify_added(self, pod: PodInfo, row: int) -> None:
         for observer in self._observers:
@@ -261,7 +284,7 @@ class Cache:
         info = self._node_info(node)
         info.pods[pod.uid] = pod
         self.version += 1
-        self.table.add_requests(info.row, pod.requests)
+        self._occupy(pod, info.row, sign=1)
         self._pods[pod.uid] = pod
         self._pod_node[pod.uid] = node
         self.notify_added(pod, info.row)
@@ -277,7 +300,7 @@ class Cache:
         counted = info.pods.pop(pod.uid, None)
         self.version += 1
         if counted is not None:
-            self.table.add_requests(info.row, counted.requests, sign=-1)
+            self._occupy(counted, info.row, sign=-1)
             self.notify_removed(counted, info.row)
         if info.node is None and not info.pods:
             self.table.remove_node(node)
@@ -328,6 +351,7 @@ class Cache:
             return False
         self._nominated[pod.uid] = Nomination(pod, node)
         self.table.add_requests(info.row, pod.requests)
+        self.ports.add(info.row, pod.host_ports)
         self.version += 1
         return True
 
@@ -338,6 +362,7 @@ class Cache:
         info = self.nodes.get(nomination.node)
         if info is not None:
             self.table.add_requests(info.row, nomination.pod.requests, sign=-1)
+            self.ports.add(info.row, nomination.pod.host_ports, sign=-1)
         self.version += 1
 
     def nominated_node(self, uid: str) -> str | None:

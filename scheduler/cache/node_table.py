@@ -8,6 +8,11 @@ A column is added the first time a resource name is seen on a node or in a pod.
 No amount written here can wrap (see ``quantity_range``): allocatable and request amounts are
 clamped into ``[0, MAX_UNITS]``, and a node's requested amount saturates at ``REQUESTED_CAP``
 while its exact sum is kept in ``_exact``, so removing the pods again restores it exactly.
+
+``non_zero`` holds, per row, kube-scheduler's ``NodeInfo.NonZeroRequested``: the cpu and memory of
+the pods assigned to the node as the resource scorers count them (``PodInfo.non_zero``, defaults for
+containers without requests). It counts assigned pods only, not nominations: kube-scheduler adds
+nominated pods for Filter, never for Score.
 """
 
 from __future__ import annotations
@@ -19,10 +24,13 @@ import numpy.typing as npt
 
 from scheduler.cache.quantity_range import REQUESTED_CAP, clamp
 
-__all__ = ["NodeTable"]
+__all__ = ["NON_ZERO_CPU", "NON_ZERO_MEMORY", "NodeTable"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+
+NON_ZERO_CPU, NON_ZERO_MEMORY = 0, 1
+"""Columns of ``NodeTable.non_zero``."""
 
 
 class NodeTable:
@@ -34,10 +42,13 @@ class NodeTable:
         self._free_rows: list[int] = []
         self.allocatable: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
         self.requested: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
+        self.non_zero: IntArray = np.zeros((node_capacity, 2), dtype=np.int64)
+        """rows x (cpu, memory): the assigned pods' non-zero requests (``NON_ZERO_CPU``, ...)."""
         self.active: BoolArray = np.zeros(node_capacity, dtype=np.bool_)
         self._rows_used = 0
         self._exact: dict[tuple[int, int], int] = {}
         """(row, column) -> the exact requested sum, for the cells saturated at REQUESTED_CAP."""
+        self._exact_non_zero: dict[tuple[int, int], int] = {}
 
     # ---- shape -------------------------------------------------------------------------------
 
@@ -69,6 +80,10 @@ class NodeTable:
         active = np.zeros(new_rows, dtype=np.bool_)
         active[: self.active.shape[0]] = self.active
         self.active = active
+        if new_rows > self.non_zero.shape[0]:
+            non_zero = np.zeros((new_rows, 2), dtype=np.int64)
+            non_zero[: self.non_zero.shape[0]] = self.non_zero
+            self.non_zero = non_zero
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -102,9 +117,10 @@ class NodeTable:
 
     def _clear_requested(self, row: int) -> None:
         self.requested[row] = 0
-        if self._exact:
-            for key in [k for k in self._exact if k[0] == row]:
-                del self._exact[key]
+        self.non_zero[row] = 0
+        for exact in (self._exact, self._exact_non_zero):
+            for key in [k for k in exact if k[0] == row]:
+                del exact[key]
 
     def set_allocatable(self, row: int, allocatable: Mapping[str, int]) -> None:
         cols = [self.column_of(name) for name in allocatable]
@@ -114,16 +130,12 @@ class NodeTable:
     def add_requests(self, row: int, requests: Mapping[str, int], sign: int = 1) -> None:
         """Add (``sign`` 1) or take away (-1) a pod's requests; each amount is clamped into range."""
         for name, amount in requests.items():
-            col = self.column_of(name)
-            exact = self._exact.get((row, col))
-            total = (int(self.requested[row, col]) if exact is None else exact) + sign * clamp(amount)
-            if -REQUESTED_CAP <= total <= REQUESTED_CAP:
-                self.requested[row, col] = total
-                if exact is not None:
-                    del self._exact[(row, col)]
-            else:
-                self.requested[row, col] = REQUESTED_CAP if total > 0 else -REQUESTED_CAP
-                self._exact[(row, col)] = total
+            _saturating_add(self.requested, self._exact, row, self.column_of(name), sign * clamp(amount))
+
+    def add_non_zero(self, row: int, non_zero: tuple[int, int], sign: int = 1) -> None:
+        """Add (``sign`` 1) or take away (-1) a pod's non-zero cpu and memory (``PodInfo.non_zero``)."""
+        for col, amount in enumerate(non_zero):
+            _saturating_add(self.non_zero, self._exact_non_zero, row, col, sign * clamp(amount))
 
     def add_requests_many(self, rows: list[int], requests: list[Mapping[str, int]], sign: int = 1) -> None:
         """``add_requests`` for many pods at once (lifting a gang's nominations every cycle): one
@@ -167,6 +179,10 @@ class NodeTable:
             return 0
         return self._exact.get((row, col), int(self.requested[row, col]))
 
+    def non_zero_exact(self, row: int, col: int) -> int:
+        """The exact non-zero sum in column ``col`` (``NON_ZERO_CPU`` ...) of ``row``."""
+        return self._exact_non_zero.get((row, col), int(self.non_zero[row, col]))
+
     # ---- queries -----------------------------------------------------------------------------
 
     def active_rows(self) -> IntArray:
@@ -183,3 +199,18 @@ class NodeTable:
         # Column slices first (contiguous copies of a few columns), then the rows: cheaper than np.ix_.
         result: IntArray = (self.allocatable[:, cols] - self.requested[:, cols])[rows]
         return result
+
+
+def _saturating_add(
+    array: IntArray, exact: dict[tuple[int, int], int], row: int, col: int, delta: int
+) -> None:
+    """``array[row, col] += delta``, saturating at +-REQUESTED_CAP with the exact sum kept in ``exact``."""
+    known = exact.get((row, col))
+    total = (int(array[row, col]) if known is None else known) + delta
+    if -REQUESTED_CAP <= total <= REQUESTED_CAP:
+        array[row, col] = total
+        if known is not None:
+            del exact[(row, col)]
+    else:
+        array[row, col] = REQUESTED_CAP if total > 0 else -REQUESTED_CAP
+        exact[(row, col)] = total

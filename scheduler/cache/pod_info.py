@@ -2,6 +2,10 @@
 
 Requests are range-checked here (``quantity_range``): ``PodInfo.problems`` names every field that
 was outside the range and clamped, and a pod with problems is never scheduled.
+
+Besides its requests, a PodInfo carries what kube-scheduler's ``NodeInfo`` accumulates per pod:
+``non_zero`` (cpu and memory as the resource scorers count them, ``schedutil.GetNonzeroRequests``:
+100m / 200Mi for each container that sets no request) and ``host_ports`` (``schedutil.GetHostPorts``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,30 @@ from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
 
-__all__ = ["PodInfo", "pod_key", "pod_requests"]
+__all__ = [
+    "DEFAULT_BIND_ALL_HOST_IP",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "HostPort",
+    "PodInfo",
+    "host_ports",
+    "non_zero_requests",
+    "pod_key",
+    "pod_requests",
+]
 
-PODS = "pods"
+PODS, CPU, MEMORY = "pods", "cpu", "memory"
+
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""kube-scheduler's ``DefaultMilliCPURequest``: scored cpu of a container that requests none (0.1 core)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+"""kube-scheduler's ``DefaultMemoryRequest``: scored memory of a container that requests none (200Mi)."""
+_NON_ZERO_DEFAULTS = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
+
+DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
+
+HostPort = tuple[str, str, int]
+"""(hostIP, protocol, hostPort) with kube-scheduler's defaults applied: ``0.0.0.0`` and ``TCP``."""
 
 
 def pod_key(namespace: str | None, name: str | None) -> str:
@@ -42,14 +67,14 @@ def _add(into: dict[str, int], more: dict[str, int]) -> None:
         into[name] = into.get(name, 0) + amount
 
 
-def pod_requests(pod: Pod) -> dict[str, int]:
-    """What the pod occupies on a node (see ``checked_pod_requests``), each amount in range."""
-    return checked_pod_requests(pod)[0]
+def _with_defaults(requests: dict[str, int], defaults: dict[str, int]) -> dict[str, int]:
+    """``requests`` plus ``defaults`` for the names it does not set (an explicit 0 stays 0)."""
+    return {**defaults, **requests} if defaults else requests
 
 
-def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
-    """What the pod occupies on a node, as kube-scheduler computes it, plus ``pods: 1``, and the
-    problems of the amounts that were out of range (each clamped, so the sums stay bounded).
+def _combine(pod: Pod, problems: list[str], defaults: dict[str, int]) -> dict[str, int]:
+    """What the pod occupies on a node, as kube-scheduler's ``resourcehelper.PodRequests`` computes it
+    (each container's missing requests taken from ``defaults``):
 
     1. the sum over regular containers, plus every sidecar (an init container with
        ``restartPolicy: Always``), since sidecars run beside them;
@@ -57,14 +82,14 @@ def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
        plus the sidecars started before it);
     3. plus the pod overhead.
     """
-    problems: list[str] = []
     total: dict[str, int] = {}
     for i, container in enumerate(pod.spec.containers):
-        _add(total, _container_requests(container, f"spec.containers[{i}]", problems))
+        requests = _container_requests(container, f"spec.containers[{i}]", problems)
+        _add(total, _with_defaults(requests, defaults))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for i, init in enumerate(pod.spec.init_containers or ()):
-        requests = _container_requests(init, f"spec.initContainers[{i}]", problems)
+        requests = _with_defaults(_container_requests(init, f"spec.initContainers[{i}]", problems), defaults)
         if init.restart_policy == "Always":
             _add(sidecars, requests)
             running = dict(sidecars)
@@ -77,6 +102,20 @@ def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
     _add(total, _checked(pod.spec.overhead, "spec.overhead", problems))
+    return total
+
+
+def pod_requests(pod: Pod) -> dict[str, int]:
+    """What the pod occupies on a node (see ``checked_pod_requests``), each amount in range."""
+    return checked_pod_requests(pod)[0]
+
+
+def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
+    """What the pod occupies on a node, as kube-scheduler computes it (``_combine``), plus
+    ``pods: 1``, and the problems of the amounts that were out of range (each clamped, so the sums
+    stay bounded)."""
+    problems: list[str] = []
+    total = _combine(pod, problems, {})
     total[PODS] = 1
     for name, amount in total.items():
         if amount > MAX_UNITS:  # each part in range, their sum not
@@ -84,6 +123,27 @@ def checked_pod_requests(pod: Pod) -> tuple[dict[str, int], tuple[str, ...]]:
             problems.append(out_of_range(f"spec (the sum of every {name} request)", name, sum_text))
             total[name] = MAX_UNITS
     return {name: amount for name, amount in total.items() if amount}, tuple(problems)
+
+
+def non_zero_requests(pod: Pod) -> dict[str, int]:
+    """cpu and memory of ``pod`` as kube-scheduler's scorers count them: like ``pod_requests``, but
+    every container (init containers included) that sets no cpu (memory) request counts
+    ``DEFAULT_MILLI_CPU_REQUEST`` (``DEFAULT_MEMORY_REQUEST``). Amounts are clamped as requests are."""
+    total = _combine(pod, [], _NON_ZERO_DEFAULTS)
+    return {name: min(total.get(name, 0), MAX_UNITS) for name in _NON_ZERO_DEFAULTS}
+
+
+def host_ports(pod: Pod) -> tuple[HostPort, ...]:
+    """kube-scheduler's ``GetHostPorts``: the ports with a ``hostPort`` of the sidecars (init
+    containers with ``restartPolicy: Always``, which run for the pod's lifetime), then of the
+    containers, with an unset hostIP read as ``0.0.0.0`` and an unset protocol as ``TCP``."""
+    sidecars = [c for c in pod.spec.init_containers or () if c.restart_policy == "Always"]
+    return tuple(
+        (port.host_ip or DEFAULT_BIND_ALL_HOST_IP, port.protocol or "TCP", port.host_port)
+        for container in (*sidecars, *pod.spec.containers)
+        for port in container.ports or ()
+        if port.host_port is not None and port.host_port > 0
+    )
 
 
 @dataclass(slots=True, eq=False)
@@ -104,6 +164,9 @@ class PodInfo:
     problems: tuple[str, ...] = ()
     """Fields outside the range the scheduler can account (clamped in ``requests``): such a pod
     is never scheduled, and is accounted clamped if it is bound by someone else."""
+    non_zero: tuple[int, int] = (DEFAULT_MILLI_CPU_REQUEST, DEFAULT_MEMORY_REQUEST)
+    """(milli-cpu, memory bytes) as the resource scorers count them (``non_zero_requests``)."""
+    host_ports: tuple[HostPort, ...] = ()
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
@@ -114,6 +177,7 @@ class PodInfo:
         except ValueError:  # a malformed label orders the pod as if it had none
             sub_priority = 0
         requests, problems = checked_pod_requests(pod)
+        non_zero = non_zero_requests(pod)
         return cls(
             pod=pod,
             key=pod_key(meta.namespace, meta.name),
@@ -125,6 +189,8 @@ class PodInfo:
             labels=labels,
             annotations=meta.annotations or {},
             problems=problems,
+            non_zero=(non_zero[CPU], non_zero[MEMORY]),
+            host_ports=host_ports(pod),
         )
 
     @property

@@ -6,8 +6,10 @@ plugin reads is exactly what the assume will change. Anything that awaits in the
 decision (the CP-SAT solver run in a thread) must copy what it needs first.
 
 ``simulate_removal`` answers "what if these pods were gone" in place and returns the undo, so
-preemption can try victim sets on one snapshot. ``lift_nominations`` releases, for one cycle, the
-resources held for nominated pods that must not block the pod being scheduled.
+preemption can try victim sets on one snapshot: their requests, non-zero requests and host ports
+are released, as kube-scheduler's ``NodeInfo.RemovePod`` releases them. ``lift_nominations``
+releases, for one cycle, the resources (and host ports) held for nominated pods that must not
+block the pod being scheduled.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import HostPort, PodInfo
 from scheduler.cache.pod_selector import PodMatcher
 
 __all__ = ["Snapshot"]
@@ -111,14 +113,32 @@ class Snapshot:
         table.add_requests_many(
             [row for _, row, _ in lifted], [pod.requests for _, _, pod in lifted], sign=-1
         )
+        ports = self._cache.ports
+        for _, row, pod in lifted:
+            ports.add(row, pod.host_ports, sign=-1)
 
         def restore() -> None:
             back = [(row, pod) for node, row, pod in lifted if table.row.get(node) == row]
             table.add_requests_many([row for row, _ in back], [pod.requests for _, pod in back])
+            for row, pod in back:
+                ports.add(row, pod.host_ports)
             for _, _, pod in lifted:
                 self._lifted.discard(pod.uid)
 
         return restore
+
+    def host_port_conflicts(self, wanted: Iterable[HostPort]) -> BoolArray:
+        """Full-length mask of the rows where a pod holding (or nominated with) a host port
+        conflicts with one of ``wanted``."""
+        return self._cache.ports.conflict_mask(wanted, self._cache.table.row_count)
+
+    def image_rows(self, name: str) -> IntArray:
+        """Rows whose node reports the image ``name`` (exactly as written in ``status.images``)."""
+        return self._cache.images.rows(name)
+
+    def image_size(self, name: str) -> int:
+        """The image's size in bytes, as the first node still reporting it gave it (0: no node)."""
+        return self._cache.images.size(name)
 
     def rows_named(self, rows: IntArray, names: frozenset[str]) -> BoolArray:
         """Which of ``rows`` belong to the nodes ``names`` (a PreFilter result), vectorised."""

@@ -18,8 +18,11 @@ from scheduler.plugins import (
     coscheduling,
     default_binder,
     elastic_quota,
+    image_locality,
     node_affinity,
     node_name,
+    node_ports,
+    node_resources_balanced_allocation,
     node_resources_fit,
     node_resources_fit_plus,
     node_unschedulable,
@@ -53,6 +56,13 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
         PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
+        PluginSpec(node_ports.NAME, node_ports.new),
+        PluginSpec(
+            node_resources_balanced_allocation.NAME,
+            node_resources_balanced_allocation.new,
+            node_resources_balanced_allocation.NodeResourcesBalancedAllocationArgs,
+        ),
+        PluginSpec(image_locality.NAME, image_locality.new),
     ]
 )
 
@@ -62,6 +72,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_FILTER: (
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
+        PluginRef(node_ports.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
@@ -75,12 +86,15 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(node_name.NAME),
         PluginRef(taint_toleration.NAME),
         PluginRef(node_affinity.NAME),
+        PluginRef(node_ports.NAME),
         PluginRef(node_resources_fit.NAME),
     ),
     ExtensionPoint.SCORE: (
         PluginRef(node_resources_fit.NAME, weight=1),
         PluginRef(node_affinity.NAME, weight=2),
         PluginRef(taint_toleration.NAME, weight=3),
+        PluginRef(node_resources_balanced_allocation.NAME, weight=1),
+        PluginRef(image_locality.NAME, weight=1),
     ),
     ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
 }

@@ -10,15 +10,11 @@ kube-scheduler's three strategies (``pkg/scheduler/framework/plugins/noderesourc
   ``requested * 100 / allocatable``; only positive resource scores count, the average is rounded;
 
 each averaged with the configured weights over the resources the node has (allocatable > 0), in
-integers as Go does. ``requested`` is what the node already holds plus the pod's request, where the
-pod's cpu and memory use kube-scheduler's non-zero defaults (100m, 200Mi per container that sets
-none), so that request-less pods still spread. An extended resource the pod does not request is not
-scored.
-
-One known difference: kube-scheduler also counts the pods already on a node with those defaults
-(``NodeInfo.NonZeroRequested``); the node table keeps only actual requests, so a node holding pods
-without cpu/memory requests looks emptier here than to kube-scheduler. The cache would need
-non-zero cpu/memory columns to close that gap.
+integers as Go does. ``requested`` is what the node already holds plus the pod's request. For cpu
+and memory both sides use kube-scheduler's non-zero defaults (100m, 200Mi per container that sets
+none), so that request-less pods still spread: the pod's ``PodInfo.non_zero`` and the node's
+``NodeTable.non_zero`` (``NodeInfo.NonZeroRequested``, the assigned pods only). Other resources use
+the real requests. An extended resource the pod does not request is not scored.
 
 The resource-name helpers here (``is_scalar_resource`` ...) are shared with the other resource
 plugins.
@@ -35,7 +31,7 @@ import numpy as np
 from pydantic import ConfigDict, Field, model_validator
 
 from apis.base import KoordModel
-from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
+from scheduler.cache.node_table import NON_ZERO_CPU, NON_ZERO_MEMORY, BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
@@ -58,7 +54,9 @@ from scheduler.plugins.helper.resources import (
     EPHEMERAL_STORAGE,
     MEMORY,
     PODS,
+    ResourceSpec,
     broken_linear,
+    default_resources,
     insufficient_reason,
     is_accounted,
     is_extended_resource,
@@ -91,6 +89,8 @@ __all__ = [
 
 NAME = "NodeResourcesFit"
 
+_NON_ZERO_COLUMN = {CPU: NON_ZERO_CPU, MEMORY: NON_ZERO_MEMORY}
+
 
 @dataclass(frozen=True, slots=True)
 class FitState:
@@ -112,14 +112,6 @@ PRE_FILTER_KEY = StateKey[FitState]("PreFilterNodeResourcesFit")
 PRE_SCORE_KEY = StateKey[ScoreState]("PreScoreNodeResourcesFit")
 
 
-class ResourceSpec(KoordModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    weight: int = 1
-    """1..100; 0 (unset) means 1, as kube-scheduler's defaulting does."""
-
-
 class UtilizationShapePoint(KoordModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -135,15 +127,11 @@ class RequestedToCapacityRatioParam(KoordModel):
     shape: list[UtilizationShapePoint] = Field(default_factory=list)
 
 
-def _default_resources() -> list[ResourceSpec]:
-    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]
-
-
 class ScoringStrategy(KoordModel):
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"] = "LeastAllocated"
-    resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    resources: list[ResourceSpec] = Field(default_factory=default_resources)
     """Scored resources and weights; empty means cpu:1, memory:1."""
     requested_to_capacity_ratio: RequestedToCapacityRatioParam | None = None
     """Required for ``RequestedToCapacityRatio``: utilizations strictly increasing."""
@@ -151,7 +139,7 @@ class ScoringStrategy(KoordModel):
     @model_validator(mode="after")
     def _defaults_and_checks(self) -> ScoringStrategy:
         if not self.resources:
-            self.resources = _default_resources()
+            self.resources = default_resources()
         for spec in self.resources:
             if spec.weight == 0:
                 spec.weight = 1
@@ -286,7 +274,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self, table: NodeTable, rows: IntArray, pod_requests: IntArray
     ) -> tuple[IntArray, IntArray]:
         """rows x scored resources: allocatable (0 where the resource is not scored) and requested
-        including the pod, as ``calculateResourceAllocatableRequest`` returns them."""
+        including the pod, as ``calculateResourceAllocatableRequest`` returns them (non-zero cpu
+        and memory on the node side)."""
         allocatable = np.zeros((rows.size, len(self._names)), dtype=np.int64)
         requested = np.zeros_like(allocatable)
         for i, name in enumerate(self._names):
@@ -296,7 +285,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             if pod_requests[i] == 0 and is_scalar_resource(name):
                 continue  # an extended resource the pod does not request is not scored
             allocatable[:, i] = table.allocatable[rows, col]
-            requested[:, i] = table.requested[rows, col] + pod_requests[i]
+            non_zero_col = _NON_ZERO_COLUMN.get(name)
+            held = table.requested[rows, col] if non_zero_col is None else table.non_zero[rows, non_zero_col]
+            requested[:, i] = held + pod_requests[i]
         return allocatable, requested
 
     def _ratio_score(self, allocatable: IntArray, requested: IntArray, weights: IntArray) -> IntArray:

@@ -84,6 +84,33 @@ class PodBuilder:
         inits.append(container)
         return self
 
+    def host_port(
+        self, port: int, protocol: str | None = None, host_ip: str | None = None, *, sidecar: bool = False
+    ) -> PodBuilder:
+        """Adds a port with ``hostPort`` to the last container (a new one if there is none), or to
+        a new sidecar (an init container with ``restartPolicy: Always``)."""
+        spec: dict[str, Any] = {"containerPort": port, "hostPort": port}
+        if protocol is not None:
+            spec["protocol"] = protocol
+        if host_ip is not None:
+            spec["hostIP"] = host_ip
+        if sidecar:
+            inits = self._spec.setdefault("initContainers", [])
+            inits.append({"name": f"i{len(inits)}", "restartPolicy": "Always", "ports": [spec]})
+            return self
+        if not self._spec["containers"]:
+            self.req()
+        self._spec["containers"][-1].setdefault("ports", []).append(spec)
+        return self
+
+    def image(self, *images: str, init: bool = False) -> PodBuilder:
+        """Adds a container (or a regular init container) per image."""
+        key = "initContainers" if init else "containers"
+        containers = self._spec.setdefault(key, [])
+        for image in images:
+            containers.append({"name": f"{key[0]}{len(containers)}", "image": image})
+        return self
+
     def overhead(self, **resources: str) -> PodBuilder:
         self._spec["overhead"] = dict(resources)
         return self
@@ -150,6 +177,7 @@ class NodeBuilder:
         self._meta: dict[str, Any] = {"name": name, "labels": {}}
         self._spec: dict[str, Any] = {}
         self._allocatable: dict[str, str] = {"pods": "110"}
+        self._images: list[dict[str, Any]] = []
 
     def alloc(self, resources: Mapping[str, str | int] | None = None, **more: str | int) -> NodeBuilder:
         """Allocatable resources (``pods`` defaults to 110 as a kubelet's does)."""
@@ -167,13 +195,25 @@ class NodeBuilder:
         self._spec.setdefault("taints", []).append(taint)
         return self
 
+    def images(self, *images: tuple[list[str], int]) -> NodeBuilder:
+        """``status.images``: (names, sizeBytes) per image."""
+        self._images = [{"names": names, "sizeBytes": size} for names, size in images]
+        return self
+
     def unschedulable(self) -> NodeBuilder:
         self._spec["unschedulable"] = True
         return self
 
     def obj(self) -> Node:
         return Node.model_validate(
-            {"metadata": self._meta, "spec": self._spec, "status": {"allocatable": self._allocatable}}
+            {
+                "metadata": self._meta,
+                "spec": self._spec,
+                "status": {
+                    "allocatable": self._allocatable,
+                    **({"images": self._images} if self._images else {}),
+                },
+            }
         )
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 
-from apis.core import Node, Pod
+from apis.core import ContainerImage, Node, Pod
 from apis.resources import from_int_units
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import NodeTable
@@ -283,3 +285,167 @@ def test_the_table_clamps_what_it_is_given_directly() -> None:
     assert table.allocatable[row, table.column["cpu"]] == 0
     _cols, amounts = table.request_vector({"memory": 10**30})
     assert amounts.tolist() == [MAX_UNITS]
+
+
+# ---- what NodeInfo keeps beside requests: non-zero requests, host ports, images ----------------
+
+MI = 1024 * 1024
+
+
+def spec_pod(name: str, spec: Mapping[str, object], node_name: str | None = None) -> PodInfo:
+    return PodInfo.of(
+        Pod.model_validate(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": name},
+                "spec": {"nodeName": node_name, **spec},
+                "status": {"phase": "Running"},
+            }
+        )
+    )
+
+
+def non_zero(cache: Cache, node_name: str) -> tuple[int, int]:
+    row = cache.table.row[node_name]
+    return int(cache.table.non_zero[row, 0]), int(cache.table.non_zero[row, 1])
+
+
+def test_non_zero_requests_count_request_less_containers_as_100m_and_200mi() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    cache.upsert_pod(spec_pod("empty", {"containers": [{"name": "a"}, {"name": "b"}]}, "n1"))
+    cache.upsert_pod(pod("real", "1", "n1"))  # cpu 1, memory 1Gi
+    assert requested(cache, "n1", "cpu") == 1000  # Filter's view: real requests only
+    assert non_zero(cache, "n1") == (2 * 100 + 1000, 2 * 200 * MI + 1024 * MI)
+    undo = Snapshot(cache).simulate_removal([cache.pod("empty")])  # type: ignore[list-item]
+    assert non_zero(cache, "n1") == (1000, 1024 * MI)
+    undo()
+    cache.remove_pod("empty")
+    cache.remove_pod("real")
+    assert non_zero(cache, "n1") == (0, 0)
+
+
+def test_a_nomination_holds_requests_but_is_not_scored_as_non_zero() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    cache.nominate(pod("waiting", "2"), "n1")
+    assert requested(cache, "n1", "cpu") == 2000
+    assert non_zero(cache, "n1") == (0, 0)  # kube-scheduler adds nominated pods for Filter only
+
+
+def test_non_zero_sums_saturate_and_come_back_exactly() -> None:
+    table = NodeTable()
+    row = table.add_node("n")
+    for _ in range(5000):
+        table.add_non_zero(row, (MAX_UNITS, 1))
+    assert int(table.non_zero[row, 0]) == REQUESTED_CAP
+    assert table.non_zero_exact(row, 0) == 5000 * MAX_UNITS
+    for _ in range(5000):
+        table.add_non_zero(row, (MAX_UNITS, 1), sign=-1)
+    assert table.non_zero[row].tolist() == [0, 0]
+
+
+def ported(
+    name: str, port: Mapping[str, object], node_name: str | None = None, *, sidecar: bool = False
+) -> PodInfo:
+    if sidecar:
+        spec = {
+            "containers": [{"name": "c"}],
+            "initContainers": [{"name": "s", "restartPolicy": "Always", "ports": [port]}],
+        }
+        return spec_pod(name, spec, node_name)
+    return spec_pod(name, {"containers": [{"name": "c", "ports": [port]}]}, node_name)
+
+
+def test_host_ports_follow_get_host_ports() -> None:
+    p = spec_pod(
+        "p",
+        {
+            "containers": [
+                {
+                    "name": "c",
+                    "ports": [
+                        {"containerPort": 80, "hostPort": 8080},
+                        {"containerPort": 53, "hostPort": 53, "protocol": "UDP", "hostIP": "10.0.0.1"},
+                        {"containerPort": 9000},  # no hostPort: no node port
+                        {"containerPort": 9001, "hostPort": 0},
+                    ],
+                }
+            ],
+            "initContainers": [
+                {"name": "init", "ports": [{"containerPort": 1, "hostPort": 1111}]},  # runs to completion
+                {
+                    "name": "side",
+                    "restartPolicy": "Always",
+                    "ports": [{"containerPort": 2, "hostPort": 2222}],
+                },
+            ],
+        },
+    )
+    assert p.host_ports == (
+        ("0.0.0.0", "TCP", 2222),
+        ("0.0.0.0", "TCP", 8080),
+        ("10.0.0.1", "UDP", 53),
+    )
+
+
+def test_host_ports_are_held_while_assigned_nominated_or_assumed() -> None:
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    cache.upsert_node(node("n2"))
+    rows = cache.table.row
+    http = {"containerPort": 80, "hostPort": 80}
+    wanted = [("0.0.0.0", "TCP", 80)]
+
+    def holders() -> list[str]:
+        mask = Snapshot(cache).host_port_conflicts(wanted)
+        return sorted(name for name, row in rows.items() if mask[row])
+
+    cache.upsert_pod(ported("a", http, "n1"))
+    assert holders() == ["n1"]
+    assumed = ported("b", http)
+    cache.assume(assumed, "n2")
+    assert holders() == ["n1", "n2"]
+    cache.forget("b")
+    assert holders() == ["n1"]
+    waiting = ported("c", http, sidecar=True)
+    cache.nominate(waiting, "n2")
+    assert holders() == ["n1", "n2"]
+    restore = Snapshot(cache).lift_nominations(lambda n: n.pod.uid == "c")
+    assert holders() == ["n1"]
+    restore()
+    assert holders() == ["n1", "n2"]
+    cache.clear_nomination("c")
+    undo = Snapshot(cache).simulate_removal([cache.pod("a")])  # type: ignore[list-item]
+    assert holders() == []
+    undo()
+    assert holders() == ["n1"]
+    cache.remove_pod("a")
+    assert holders() == []
+
+
+def imaged(name: str, *images: tuple[list[str], int]) -> Node:
+    n = node(name)
+    n.status.images = [ContainerImage(names=names, size_bytes=size) for names, size in images]
+    return n
+
+
+def test_images_are_indexed_by_name_with_the_first_reported_size() -> None:
+    cache = Cache()
+    cache.upsert_node(imaged("a", (["nginx:latest", "nginx:1.27"], 100)))
+    cache.upsert_node(imaged("b", (["nginx:latest"], 120), (["redis:7"], 50)))
+    snapshot = Snapshot(cache)
+    rows = cache.table.row
+
+    def held(snapshot: Snapshot, name: str) -> set[int]:
+        return set(snapshot.image_rows(name).tolist())
+
+    assert held(snapshot, "nginx:latest") == {rows["a"], rows["b"]}
+    assert snapshot.image_size("nginx:latest") == 100
+    assert held(snapshot, "nginx:1.27") == {rows["a"]}
+    cache.upsert_node(imaged("a", (["redis:7"], 50)))  # the kubelet reports a new image list
+    assert held(snapshot, "nginx:latest") == {rows["b"]}
+    assert held(snapshot, "nginx:1.27") == set()
+    assert snapshot.image_size("nginx:1.27") == 0
+    cache.remove_node("b")
+    assert held(snapshot, "nginx:latest") == set()
+    assert held(snapshot, "redis:7") == {rows["a"]}

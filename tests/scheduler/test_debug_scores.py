@@ -16,7 +16,7 @@ from scheduler import __main__ as koord_scheduler
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.base import NODES, PODS
 from scheduler.backend.memory import MemoryBackend
-from scheduler.config import DEFAULT_CONFIG_YAML, load_config
+from scheduler.config import load_config
 from scheduler.http import SchedulerHTTPServer
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
@@ -42,10 +42,27 @@ def pod(name: str) -> dict[str, Any]:
     }
 
 
+SCORED_BY_THREE = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  plugins:
+    score:
+      disabled: [{name: "*"}]
+      enabled:
+      - {name: NodeResourcesFit, weight: 1}
+      - {name: NodeAffinity, weight: 2}
+      - {name: TaintToleration, weight: 3}
+"""
+"""The default profile with three Score plugins, so the expected table does not change whenever
+the default score set grows."""
+
+
 @pytest_asyncio.fixture(loop_scope="function")
 async def running() -> AsyncIterator[tuple[MemoryBackend, Client]]:
-    """The default profile on three nodes, and the HTTP server sharing the scheduler's flags."""
-    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+    """The profile above on three nodes, and the HTTP server sharing the scheduler's flags."""
+    config = load_config(SCORED_BY_THREE, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
     backend = MemoryBackend()
     backend.apply(NODES, node("small", "4"))
     backend.apply(NODES, node("medium", "8"))

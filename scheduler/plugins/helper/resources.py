@@ -4,22 +4,43 @@ NodeResourcesFit, NodeResourcesFitPlus and ScarceResourceAvoidance."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from pydantic import ConfigDict
 
-from apis.core import Container, Pod
-from apis.resources import to_int_units
+from apis.base import KoordModel
 from scheduler.cache.node_table import IntArray
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import (
+    DEFAULT_MEMORY_REQUEST,
+    DEFAULT_MILLI_CPU_REQUEST,
+    PodInfo,
+    non_zero_requests,
+)
 from scheduler.framework.interfaces import MAX_NODE_SCORE
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"
 
-DEFAULT_MILLI_CPU_REQUEST = 100
-"""kube-scheduler's ``DefaultMilliCPURequest``: scored cpu of a container that requests none (0.1 core)."""
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
-"""kube-scheduler's ``DefaultMemoryRequest``: scored memory of a container that requests none (200Mi)."""
+__all__ = [
+    "CPU",
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "EPHEMERAL_STORAGE",
+    "MEMORY",
+    "PODS",
+    "ResourceSpec",
+    "broken_linear",
+    "default_resources",
+    "insufficient_reason",
+    "is_accounted",
+    "is_extended_resource",
+    "is_scalar_resource",
+    "least_requested_score",
+    "most_requested_score",
+    "mul_div",
+    "non_zero_requests",
+    "scored_request",
+]
 
 _INT64_MAX = 2**63 - 1
 
@@ -55,52 +76,9 @@ def insufficient_reason(name: str) -> str:
 # ---- the pod's scored request -----------------------------------------------------------------
 
 
-def _container_requests(container: Container, defaults: Mapping[str, int]) -> dict[str, int]:
-    raw = (container.resources.requests if container.resources else None) or {}
-    requests = {name: to_int_units(name, q) for name, q in raw.items()}
-    for name, amount in defaults.items():
-        if name not in raw:  # unset, not explicitly zero
-            requests[name] = amount
-    return requests
-
-
-def non_zero_requests(pod: Pod) -> dict[str, int]:
-    """cpu and memory of ``pod`` as kube-scheduler scores them: like ``PodInfo.requests`` (sidecars
-    summed, regular init containers as a peak, plus overhead), but every container that sets no cpu
-    (memory) request counts ``DEFAULT_MILLI_CPU_REQUEST`` (``DEFAULT_MEMORY_REQUEST``)."""
-    defaults = {CPU: DEFAULT_MILLI_CPU_REQUEST, MEMORY: DEFAULT_MEMORY_REQUEST}
-    total = dict.fromkeys(defaults, 0)
-
-    def add(into: dict[str, int], more: Mapping[str, int]) -> None:
-        for name in defaults:
-            into[name] += more.get(name, 0)
-
-    for container in pod.spec.containers:
-        add(total, _container_requests(container, defaults))
-    sidecars = dict.fromkeys(defaults, 0)
-    init_peak = dict.fromkeys(defaults, 0)
-    for init in pod.spec.init_containers or ():
-        requests = _container_requests(init, defaults)
-        running = dict(sidecars)
-        if init.restart_policy == "Always":  # a sidecar keeps running beside what starts after it
-            add(sidecars, requests)
-            running = dict(sidecars)
-        else:
-            add(running, requests)
-        for name in defaults:
-            init_peak[name] = max(init_peak[name], running[name])
-    add(total, sidecars)
-    for name in defaults:
-        total[name] = max(total[name], init_peak[name])
-    for name, q in (pod.spec.overhead or {}).items():
-        if name in total:
-            total[name] += to_int_units(name, q)
-    return total
-
-
 def scored_request(pod: PodInfo, names: Sequence[str]) -> IntArray:
     """The pod's request per name in ``names``: non-zero cpu/memory, the plain request otherwise."""
-    non_zero = non_zero_requests(pod.pod) if (CPU in names or MEMORY in names) else {}
+    non_zero = {CPU: pod.non_zero[0], MEMORY: pod.non_zero[1]}
     values = [non_zero[n] if n in non_zero else pod.requests.get(n, 0) for n in names]
     return np.asarray(values, dtype=np.int64)
 
@@ -154,3 +132,18 @@ def broken_linear(utilization: IntArray, shape: Sequence[tuple[int, int]]) -> In
 
 
 # ---- args ---------------------------------------------------------------------------------------
+
+
+class ResourceSpec(KoordModel):
+    """kube-scheduler's ``ResourceSpec``: a scored resource and its weight."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    weight: int = 1
+    """0 (unset) means 1, as kube-scheduler's defaulting does."""
+
+
+def default_resources() -> list[ResourceSpec]:
+    """kube-scheduler's ``defaultResourceSpec``: cpu and memory, weight 1 each."""
+    return [ResourceSpec(name=CPU, weight=1), ResourceSpec(name=MEMORY, weight=1)]

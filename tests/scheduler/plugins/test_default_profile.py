@@ -67,8 +67,11 @@ def test_registry_and_default_set() -> None:
         "Coscheduling",
         "DefaultBinder",
         "ElasticQuota",
+        "ImageLocality",
         "NodeAffinity",
         "NodeName",
+        "NodePorts",
+        "NodeResourcesBalancedAllocation",
         "NodeResourcesFit",
         "NodeResourcesFitPlus",
         "NodeUnschedulable",
@@ -86,7 +89,19 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),
         PluginRef("TaintToleration", 3),
+        PluginRef("NodeResourcesBalancedAllocation", 1),
+        PluginRef("ImageLocality", 1),
     )
+    # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit
+    assert DEFAULT_PLUGINS[ExtensionPoint.FILTER] == (
+        PluginRef("NodeUnschedulable"),
+        PluginRef("NodeName"),
+        PluginRef("TaintToleration"),
+        PluginRef("NodeAffinity"),
+        PluginRef("NodePorts"),
+        PluginRef("NodeResourcesFit"),
+    )
+    assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
     assert "ScarceResourceAvoidance" not in enabled
@@ -94,7 +109,14 @@ def test_registry_and_default_set() -> None:
 
 def test_every_plugin_declares_its_events() -> None:
     fw = framework(make_snapshot([]))
-    for name in ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodeUnschedulable", "NodeName"):
+    for name in (
+        "NodeResourcesFit",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeUnschedulable",
+        "NodeName",
+        "NodePorts",
+    ):
         events = fw.plugin(name).events_to_register()  # type: ignore[union-attr]
         assert events & ClusterEvent.NODE_ADD, name
 
@@ -120,9 +142,11 @@ def test_default_profile_picks_the_preferred_node() -> None:
         .preferred_term(10, {"key": "zone", "operator": "In", "values": ["b"]})
     )
     best, diagnosis, totals = schedule(framework(snapshot), pod.info(), snapshot)
-    # big-a: fit (75 + 87) / 2 = 81, affinity 0, taints 100 -> 81 + 0*2 + 100*3 = 381
-    # big-b: fit (25 + 75) / 2 = 50, affinity 100, taints 100 -> 50 + 200 + 300 = 550
-    assert totals == {"big-a": 381, "big-b": 550}
+    # big-a: fit (75 + 87) / 2 = 81, affinity 0, taints 100, balanced cpu 4/16 memory 8/64:
+    # (1 - 0.0625) * 100 = 93, images 0 -> 81 + 0*2 + 100*3 + 93 + 0 = 474
+    # big-b: fit (25 + 75) / 2 = 50, affinity 100, taints 100, balanced 12/16 and 16/64: 75
+    # -> 50 + 200 + 300 + 75 = 625
+    assert totals == {"big-a": 474, "big-b": 625}
     assert best == "big-b"
     assert diagnosis.reason_counts == {
         "Insufficient cpu": 1,
@@ -184,3 +208,29 @@ async def test_default_binder_maps_backend_errors(error: Exception, message: str
     status = await default_binder.new(None, handle).bind(CycleState(), make_pod("web").info(), "n1")
     assert status.code == Code.ERROR
     assert status.message().startswith(message)
+
+
+def test_default_profile_refuses_a_taken_host_port_and_balances_the_rest() -> None:
+    snapshot = make_snapshot(
+        [
+            make_node("a").alloc(cpu="8", memory="32Gi").obj(),
+            make_node("b").alloc(cpu="8", memory="32Gi").obj(),
+        ],
+        assigned=[make_pod("web-0").req(cpu="1", memory="1Gi").host_port(8080).on("a").obj()],
+    )
+    fw = framework(snapshot)
+    pod = make_pod("web-1").req(cpu="1", memory="1Gi").host_port(8080)
+    best, diagnosis, _ = schedule(fw, pod.info(), snapshot)
+    assert best == "b"
+    assert diagnosis.reason_counts == {"node(s) didn't have free ports for the requested pod ports": 1}
+    assert diagnosis.rejecting_plugins == {"NodePorts"}
+    only_a = make_snapshot(
+        [make_node("a").alloc(cpu="8", memory="32Gi").obj()],
+        assigned=[make_pod("web-0").host_port(8080).on("a").obj()],
+    )
+    best, diagnosis, _ = schedule(framework(only_a), pod.info(), only_a)
+    assert best is None
+    assert diagnosis.message() == (
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    )
+    assert not diagnosis.unresolvable_rows  # preemption may free the port

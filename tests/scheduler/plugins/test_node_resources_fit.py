@@ -383,3 +383,27 @@ def test_prescore_skips_a_best_effort_pod_over_extended_resources_only() -> None
         CycleState(), PodInfo.of(make_pod("p").req(cpu="1").obj()), snapshot, snapshot.candidate_rows()
     )
     assert status.code.name == "SKIP"
+
+
+# ---- the node side counts its pods with the non-zero defaults too (NodeInfo.NonZeroRequested) -----
+
+
+def test_pods_without_requests_on_a_node_count_as_100m_and_200mi_when_scoring() -> None:
+    snapshot = make_snapshot(
+        [
+            make_node("busy").alloc(cpu="4", memory="10Gi").obj(),
+            make_node("idle").alloc(cpu="4", memory="10Gi").obj(),
+        ],
+        assigned=[make_pod(f"be{i}").req().on("busy").obj() for i in range(10)],
+    )
+    pod = make_pod("p").req(cpu="1", memory="2Gi").info()
+    # busy: cpu (4000 - 10*100 - 1000)*100/4000 = 50, memory (10240 - 10*200 - 2048)*100/10240 = 60 -> 55
+    # idle: cpu 75, memory 80 -> 77. Counting only real requests, both nodes would score 77.
+    assert scores(plugin(), pod, snapshot) == {"busy": 55, "idle": 77}
+    # MostAllocated: busy cpu 50, memory 4048*100/10240 = 39 -> 44; idle cpu 25, memory 20 -> 22
+    assert scores(plugin(scoringStrategy={"type": "MostAllocated"}), pod, snapshot) == {
+        "busy": 44,
+        "idle": 22,
+    }
+    # Filter still sees the real requests: the best-effort pods take no cpu.
+    assert filter_reasons(plugin(), make_pod("big").req(cpu="4").info(), snapshot) == {"busy": [], "idle": []}

@@ -1,0 +1,146 @@
+"""NodeResourcesBalancedAllocation: favour nodes whose resources are used evenly after placing the pod
+(kube-scheduler's ``noderesources/balanced_allocation.go``), vectorized over the node table.
+
+Per node and configured resource (default cpu and memory), the fraction ``requested / allocatable``
+capped at 1, where ``requested`` is what the node's pods request plus the pod's request. Unlike
+NodeResourcesFit's scoring, both sides are the real requests (upstream's ``useRequested: true``): no
+100m/200Mi defaults. A resource the node does not have (allocatable 0) is left out, and so is an
+extended resource the pod does not request. With two fractions the deviation is ``|f1 - f2| / 2``,
+with more it is their standard deviation, with fewer 0; the score is ``int((1 - std) * 100)``, in
+float64 in the same order of operations as Go so that the truncation agrees.
+
+A pod that requests none of the resources (best-effort) is skipped at PreScore, so that such pods
+do not all pile onto one node (kubernetes#129138); Score gives 0 then (the same total).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import ConfigDict, Field, model_validator
+
+from apis.base import KoordModel
+from scheduler.cache.node_table import IntArray, NodeTable
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
+from scheduler.framework.status import Status
+from scheduler.plugins.helper.resources import (
+    ResourceSpec,
+    default_resources,
+    is_accounted,
+    is_scalar_resource,
+)
+
+__all__ = ["NAME", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs", "new"]
+
+NAME = "NodeResourcesBalancedAllocation"
+
+FloatArray = npt.NDArray[np.float64]
+
+
+class NodeResourcesBalancedAllocationArgs(KoordModel):
+    """kube-scheduler's ``NodeResourcesBalancedAllocationArgs`` (kubescheduler.config.k8s.io/v1)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resources: list[ResourceSpec] = Field(default_factory=default_resources)
+    """The balanced resources, each with weight 1 (unset means 1); empty means cpu and memory."""
+
+    @model_validator(mode="after")
+    def _defaults_and_checks(self) -> NodeResourcesBalancedAllocationArgs:
+        if not self.resources:
+            self.resources = default_resources()
+        seen: set[str] = set()
+        for i, spec in enumerate(self.resources):
+            if spec.name in seen:
+                raise ValueError(f"resources[{i}].name: Duplicate value: {spec.name!r}")
+            seen.add(spec.name)
+            if spec.weight == 0:
+                spec.weight = 1
+            if spec.weight != 1:
+                raise ValueError(f"resources[{i}].weight: Invalid value: {spec.weight}: must be 1")
+        return self
+
+
+PRE_SCORE_KEY = StateKey[IntArray]("PreScoreNodeResourcesBalancedAllocation")
+
+
+class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
+    def __init__(self, args: NodeResourcesBalancedAllocationArgs) -> None:
+        self._names = tuple(spec.name for spec in args.resources)
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def _pod_requests(self, pod: PodInfo) -> IntArray:
+        return np.asarray([pod.requests.get(name, 0) for name in self._names], dtype=np.int64)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
+        requests = self._pod_requests(pod)
+        if not requests.any():
+            return Status.skip()
+        state.write(PRE_SCORE_KEY, requests)
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        requests = state.get(PRE_SCORE_KEY)
+        if requests is None:
+            requests = self._pod_requests(pod)
+        if not requests.any():
+            return np.zeros(rows.size, dtype=np.int64)
+        fractions, used = self._fractions(snapshot.table, rows, requests)
+        std = _deviation(fractions, used)
+        result: IntArray = ((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)  # truncates as Go's int64()
+        return result
+
+    def _fractions(
+        self, table: NodeTable, rows: IntArray, requests: IntArray
+    ) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+        """rows x resources: ``min(requested / allocatable, 1)``, and where it counts (allocatable > 0)."""
+        fractions = np.zeros((rows.size, len(self._names)), dtype=np.float64)
+        used = np.zeros(fractions.shape, dtype=np.bool_)
+        for i, name in enumerate(self._names):
+            col = table.column.get(name)
+            if col is None or not is_accounted(name):
+                continue
+            if requests[i] == 0 and is_scalar_resource(name):
+                continue  # an extended resource the pod does not request is not balanced
+            allocatable = table.allocatable[rows, col]
+            requested = table.requested[rows, col] + requests[i]
+            used[:, i] = allocatable > 0
+            safe = np.where(used[:, i], allocatable, 1).astype(np.float64)
+            fractions[:, i] = np.minimum(requested.astype(np.float64) / safe, 1.0)
+        return fractions, used
+
+
+def _deviation(fractions: FloatArray, used: npt.NDArray[np.bool_]) -> FloatArray:
+    """``balancedResourceScorer``'s deviation per row, accumulating resource by resource in Go's order."""
+    count = used.sum(axis=1)
+    rows = fractions.shape[0]
+    total = np.zeros(rows, dtype=np.float64)
+    first = np.zeros(rows, dtype=np.float64)
+    second = np.zeros(rows, dtype=np.float64)
+    seen = np.zeros(rows, dtype=np.int64)
+    for j in range(fractions.shape[1]):
+        f = np.where(used[:, j], fractions[:, j], 0.0)
+        total = total + f
+        first = np.where(used[:, j] & (seen == 0), f, first)
+        second = np.where(used[:, j] & (seen == 1), f, second)
+        seen = seen + used[:, j]
+    two = np.abs((first - second) / 2.0)
+    mean = total / np.maximum(count, 1).astype(np.float64)
+    squares = np.zeros(rows, dtype=np.float64)
+    for j in range(fractions.shape[1]):
+        d = fractions[:, j] - mean
+        squares = squares + np.where(used[:, j], d * d, 0.0)
+    many = np.sqrt(squares / np.maximum(count, 1).astype(np.float64))
+    result: FloatArray = np.where(count == 2, two, np.where(count > 2, many, 0.0))
+    return result
+
+
+def new(args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> NodeResourcesBalancedAllocation:
+    return NodeResourcesBalancedAllocation(args or NodeResourcesBalancedAllocationArgs())
