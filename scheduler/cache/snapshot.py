@@ -13,15 +13,18 @@ resources held for nominated pods that must not block the pod being scheduled.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 
 from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
-from scheduler.cache.pod_selector import PodMatcher
+from scheduler.cache.pod_selector import PodMatcher, PodObserver
 
 __all__ = ["Snapshot"]
+
+_O = TypeVar("_O", bound=PodObserver)
 
 
 class Snapshot:
@@ -69,6 +72,12 @@ class Snapshot:
     def matching_pod_counts(self, matcher: PodMatcher) -> IntArray:
         """How many assigned pods ``matcher`` matches on each row (read-only, row-count long)."""
         return self._cache.pod_selector_counts.counts(matcher, self._cache.table.row_count)
+
+    def observer(self, key: str, factory: Callable[[], _O]) -> _O:
+        """A plugin's own pod index over this cache (``Cache.observer``): made and fed every
+        assigned pod on first ask, then told of every pod added or removed, simulated removals
+        included."""
+        return self._cache.observer(key, factory)
 
     def pods_on(self, node: str) -> Iterable[PodInfo]:
         info = self._cache.nodes.get(node)

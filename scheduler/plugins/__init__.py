@@ -18,6 +18,7 @@ from scheduler.plugins import (
     coscheduling,
     default_binder,
     elastic_quota,
+    inter_pod_affinity,
     node_affinity,
     node_name,
     node_resources_fit,
@@ -49,6 +50,12 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(node_unschedulable.NAME, node_unschedulable.new),
         PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
         PluginSpec(taint_toleration.NAME, taint_toleration.new),
+        PluginSpec(
+            inter_pod_affinity.NAME,
+            inter_pod_affinity.new,
+            inter_pod_affinity.InterPodAffinityArgs,
+            inter_pod_affinity.RBAC,
+        ),
         PluginSpec(default_binder.NAME, default_binder.new, rbac=default_binder.RBAC),
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
@@ -62,6 +69,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_FILTER: (
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
+        PluginRef(inter_pod_affinity.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
@@ -76,11 +84,14 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(taint_toleration.NAME),
         PluginRef(node_affinity.NAME),
         PluginRef(node_resources_fit.NAME),
+        PluginRef(inter_pod_affinity.NAME),
     ),
+    ExtensionPoint.PRE_SCORE: (PluginRef(inter_pod_affinity.NAME),),
     ExtensionPoint.SCORE: (
         PluginRef(node_resources_fit.NAME, weight=1),
         PluginRef(node_affinity.NAME, weight=2),
         PluginRef(taint_toleration.NAME, weight=3),
+        PluginRef(inter_pod_affinity.NAME, weight=2),
     ),
     ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
 }
