@@ -20,7 +20,7 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
-from scheduler.plugins.inter_pod_affinity.terms import AffinityTerm, required_terms, weighted_terms
+from scheduler.plugins.helper.pod_affinity import AffinityTerm, required_terms, weighted_terms
 
 __all__ = ["CarriedTerm", "ExistingTerms", "Kind", "carried_terms"]
 

@@ -59,7 +59,7 @@ from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.inter_pod_affinity.existing import ExistingTerms, Kind
 from scheduler.plugins.inter_pod_affinity.namespaces import NAMESPACES, NamespaceLabels
-from scheduler.plugins.inter_pod_affinity.terms import (
+from scheduler.plugins.helper.pod_affinity import (
     AffinityTerm,
     WeightedTerm,
     all_of,

@@ -1,4 +1,5 @@
-"""Pod affinity terms compiled once into hashable values, as kube-scheduler's ``AffinityTerm``.
+"""Pod affinity terms compiled once into hashable values, as kube-scheduler's ``AffinityTerm``
+(InterPodAffinity filters and scores with them; Coscheduling keeps a gang's members apart by them).
 
 A term belongs to a pod (its owner): with neither ``namespaces`` nor ``namespaceSelector`` it
 selects pods of the owner's namespace; ``matchLabelKeys`` / ``mismatchLabelKeys`` take their values
@@ -17,7 +18,15 @@ from apis.core import PodAffinity, PodAffinityTerm
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import PodMatcher, Requirement, Selector
 
-__all__ = ["AffinityTerm", "WeightedTerm", "all_of", "compile_term", "required_terms", "weighted_terms"]
+__all__ = [
+    "AffinityTerm",
+    "WeightedTerm",
+    "all_of",
+    "compile_term",
+    "required_terms",
+    "topology_keys",
+    "weighted_terms",
+]
 
 
 @dataclass(frozen=True, slots=True)
