@@ -235,6 +235,9 @@ class Cache:
         self.table.add_requests(row, pod.requests, sign=-1)
         self.notify_removed(pod, row)
 
+    def is_withdrawn(self, uid: str) -> bool:
+        return uid in self._withdrawn
+
     def reinstate(self, pod: PodInfo, row: int) -> None:
         self._withdrawn.discard(pod.uid)
         self.table.add_requests(row, pod.requests)

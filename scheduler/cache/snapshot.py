@@ -100,6 +100,24 @@ class Snapshot:
 
         return restore
 
+    def simulate_return(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
+        """Put back, for a moment, pods a ``simulate_removal`` took out (what Filter says with one
+        victim spared); the returned callable takes them out again."""
+        returned: list[tuple[int, PodInfo]] = []
+        for pod in pods:
+            node = self._cache.node_of(pod.uid)
+            if node is None or not self._cache.is_withdrawn(pod.uid):
+                continue
+            row = self._cache.table.row[node]
+            self._cache.reinstate(pod, row)
+            returned.append((row, pod))
+
+        def undo() -> None:
+            for row, pod in returned:
+                self._cache.withdraw(pod, row)
+
+        return undo
+
     def lift_nominations(self, lift: Callable[[Nomination], bool]) -> Callable[[], None]:
         """Release what the nominations ``lift`` selects hold; the returned callable holds it again.
 

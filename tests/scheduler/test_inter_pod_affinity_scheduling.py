@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS
+from scheduler.backend.base import NODES, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
@@ -29,6 +29,10 @@ from scheduler.framework.runtime import Framework
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from tests.scheduler.builders import make_node
+from tests.scheduler.test_job_preemption import HIGH, LOW, start
+from tests.scheduler.test_job_preemption import node as preemption_node
+from tests.scheduler.test_job_preemption import pod as preemption_pod
+from tests.scheduler.test_job_preemption import until as preemption_until
 
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -222,3 +226,95 @@ def test_no_sequence_of_pods_breaks_a_bound_pods_required_terms(
         cache.upsert_pod(PodInfo.of(bound_pod))
         placed[pod.metadata.name or ""] = (bound_pod, chosen)
         assert violations(placed, labels) == []
+
+
+# ---- preemption: a victim frees room only if its removal satisfies the anti-affinity -------------
+
+
+def avoiding_db(name: str, cpu: str) -> dict[str, Any]:
+    web = preemption_pod(name, cpu=cpu, priority=HIGH)
+    avoid = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": "db"}}}
+    web["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [avoid]}}
+    return web
+
+
+def hostname_node(name: str) -> dict[str, Any]:
+    out = preemption_node(name)
+    out["metadata"]["labels"] = {HOSTNAME: name}
+    return out
+
+
+async def test_a_victim_whose_removal_leaves_the_anti_affinity_broken_frees_nothing() -> None:
+    """n0's db pod is not preemptible (same priority): evicting n0's filler would make room but
+    not satisfy the anti-affinity, so n1's filler goes, although its priority is higher."""
+    backend = MemoryBackend()
+    for name in ("n0", "n1"):
+        backend.apply(NODES, hostname_node(name))
+    backend.apply(PODS, preemption_pod("db", cpu="1", priority=HIGH, node_name="n0", labels={"app": "db"}))
+    backend.apply(PODS, preemption_pod("pad-0", cpu="3", priority=LOW, node_name="n0"))
+    backend.apply(PODS, preemption_pod("pad-1", cpu="4", priority=LOW + 1, node_name="n1"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, avoiding_db("web", cpu="2"))
+        await preemption_until(lambda: bound(backend).get("web") == "n1")
+        assert "pad-0" in {p.metadata.name for p in backend.list(PODS)}
+        assert "pad-1" not in {p.metadata.name for p in backend.list(PODS)}
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_victim_that_breaks_the_anti_affinity_is_evicted_even_when_room_is_free() -> None:
+    """n0 has room for web, but its low-priority db pod repels it: kube-scheduler's preemption
+    removes the lower-priority pods and keeps the db pod a victim because web fails Filter with
+    it back; evicting it is cheaper than n1's higher-priority filler."""
+    backend = MemoryBackend()
+    for name in ("n0", "n1"):
+        backend.apply(NODES, hostname_node(name))
+    backend.apply(PODS, preemption_pod("db", cpu="1", priority=LOW, node_name="n0", labels={"app": "db"}))
+    backend.apply(PODS, preemption_pod("pad-1", cpu="4", priority=LOW + 1, node_name="n1"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, avoiding_db("web", cpu="2"))
+        await preemption_until(lambda: bound(backend).get("web") == "n0")
+        remaining = {p.metadata.name for p in backend.list(PODS)}
+        assert "db" not in remaining
+        assert "pad-1" in remaining
+    finally:
+        stop.set()
+        await task
+
+
+# ---- gangs: members' anti-affinity among themselves --------------------------------------------
+
+
+async def test_a_gang_with_hostname_anti_affinity_lands_one_member_per_node() -> None:
+    """Each node has room for the whole gang (and binpacking-free scores would not keep it
+    apart): the placement model keeps one worker per hostname."""
+    backend = MemoryBackend()
+    for i in range(3):
+        backend.apply(NODES, hostname_node(f"n{i}"))
+    backend.apply(
+        PODGROUPS, {"metadata": {"name": "train", "namespace": "default"}, "spec": {"minMember": 3}}
+    )
+    app, stop, task = await start(backend)
+    try:
+        one_per_node = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"role": "worker"}}}
+        for i in range(3):
+            worker = preemption_pod(
+                f"w{i}",
+                cpu="500m",
+                priority=LOW,
+                group="train",
+                labels={"role": "worker"},
+            )
+            worker["spec"]["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [one_per_node]}
+            }
+            backend.apply(PODS, worker)
+        await preemption_until(lambda: len(bound(backend)) == 3)
+        assert sorted(bound(backend).values()) == ["n0", "n1", "n2"]
+        assert app.queue.counts().unschedulable == 0
+    finally:
+        stop.set()
+        await task

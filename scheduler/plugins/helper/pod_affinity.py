@@ -23,6 +23,7 @@ __all__ = [
     "WeightedTerm",
     "all_of",
     "compile_term",
+    "may_repel",
     "required_terms",
     "topology_keys",
     "weighted_terms",
@@ -107,3 +108,16 @@ def all_of(matchers: Sequence[PodMatcher]) -> PodMatcher:
 
 def topology_keys(terms: Iterable[AffinityTerm]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.topology_key for t in terms))
+
+
+def may_repel(pod: PodInfo, other: PodInfo) -> bool:
+    """Whether ``other`` being near may fail ``pod``'s Filters by required pod anti-affinity, either
+    way: a term of one selects the other's labels. Namespaces are not looked at (a cheap
+    over-approximation: Filter has the last word)."""
+    for owner, target in ((pod, other), (other, pod)):
+        affinity = owner.pod.spec.affinity
+        if affinity is None or affinity.pod_anti_affinity is None:
+            continue
+        if any(t.selector.matches(target.labels) for t in required_terms(affinity.pod_anti_affinity, owner)):
+            return True
+    return False

@@ -57,8 +57,6 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.inter_pod_affinity.existing import ExistingTerms, Kind
-from scheduler.plugins.inter_pod_affinity.namespaces import NAMESPACES, NamespaceLabels
 from scheduler.plugins.helper.pod_affinity import (
     AffinityTerm,
     WeightedTerm,
@@ -67,6 +65,8 @@ from scheduler.plugins.helper.pod_affinity import (
     topology_keys,
     weighted_terms,
 )
+from scheduler.plugins.inter_pod_affinity.existing import ExistingTerms, Kind
+from scheduler.plugins.inter_pod_affinity.namespaces import NAMESPACES, NamespaceLabels
 
 __all__ = [
     "ERR_REASON_AFFINITY_RULES_NOT_MATCH",
