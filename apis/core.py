@@ -1,4 +1,4 @@
-"""The subset of core/v1 Pod and Node, and policy/v1 PodDisruptionBudget, that koordinator-py reads.
+"""The subset of core/v1 Pod, Node and Namespace, and policy/v1 PodDisruptionBudget, that we read.
 
 Unknown fields are ignored (as Go's decoder does); these models are for reading what the API
 server sends, never for writing whole objects back (the scheduler patches and binds).
@@ -24,6 +24,7 @@ __all__ = [
     "EphemeralVolumeSource",
     "GCEPersistentDiskVolumeSource",
     "ISCSIVolumeSource",
+    "Namespace",
     "Node",
     "NodeAffinity",
     "NodeCondition",
@@ -257,6 +258,18 @@ class Node(KoordModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: NodeSpec = Field(default_factory=NodeSpec)
     status: NodeStatus = Field(default_factory=NodeStatus)
+
+
+class Namespace(KoordModel):
+    """Only its labels are read: a pod affinity term's ``namespaceSelector`` selects by them."""
+
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="", version="v1", kind="Namespace", plural="namespaces", singular="namespace", scope="Cluster"
+    )
+
+    api_version: str | None = "v1"
+    kind: str | None = "Namespace"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
 
 
 class PodDisruptionBudgetSpec(KoordModel):

@@ -30,8 +30,9 @@ requests are already clamped in its ``PodInfo``, so it is accounted like any oth
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import numpy as np
 
@@ -47,6 +48,8 @@ from scheduler.cache.quantity_range import check_list
 __all__ = ["Cache", "NodeInfo", "Nomination"]
 
 log = logging.getLogger(__name__)
+
+_O = TypeVar("_O", bound=PodObserver)
 
 
 @dataclass(slots=True, eq=False)
@@ -104,6 +107,7 @@ class Cache:
         self._mask_cache: dict[tuple[int, str, frozenset[str] | None], BoolArray] = {}
         self._domain_cache: dict[tuple[int, str], tuple[IntArray, tuple[str, ...]]] = {}
         self._observers: list[PodObserver] = []
+        self._named_observers: dict[str, PodObserver] = {}
         self._withdrawn: set[str] = set()
         """Pods a snapshot's ``simulate_removal`` took out for the moment (still in their node)."""
         self.pod_selector_counts = PodSelectorCounts(self)
@@ -222,6 +226,17 @@ class Cache:
         for pod, row in self.assigned_rows():
             observer.pod_added(pod, row)
 
+    def observer(self, key: str, factory: Callable[[], _O]) -> _O:
+        """The observer kept under ``key``, made by ``factory`` and observing on first ask: a
+        plugin's own index lives as long as the cache it indexes, whichever profile asks."""
+        found = self._named_observers.get(key)
+        if found is None:
+            made = factory()
+            self._named_observers[key] = made
+            self.observe(made)
+            return made
+        return cast("_O", found)
+
     def assigned_rows(self) -> Iterator[tuple[PodInfo, int]]:
         """Every assigned pod (not withdrawn) with the row of its node."""
         for uid, pod in self._pods.items():
@@ -235,6 +250,9 @@ class Cache:
         self._withdrawn.add(pod.uid)
         self._occupy(pod, row, sign=-1)
         self.notify_removed(pod, row)
+
+    def is_withdrawn(self, uid: str) -> bool:
+        return uid in self._withdrawn
 
     def reinstate(self, pod: PodInfo, row: int) -> None:
         self._withdrawn.discard(pod.uid)

@@ -15,15 +15,18 @@ block the pod being scheduled.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 
 from scheduler.cache.cache import Cache, NodeInfo, Nomination
 from scheduler.cache.node_table import BoolArray, IntArray, NodeTable
 from scheduler.cache.pod_info import HostPort, PodInfo
-from scheduler.cache.pod_selector import PodMatcher
+from scheduler.cache.pod_selector import PodMatcher, PodObserver
 
 __all__ = ["Snapshot"]
+
+_O = TypeVar("_O", bound=PodObserver)
 
 
 class Snapshot:
@@ -72,6 +75,12 @@ class Snapshot:
         """How many assigned pods ``matcher`` matches on each row (read-only, row-count long)."""
         return self._cache.pod_selector_counts.counts(matcher, self._cache.table.row_count)
 
+    def observer(self, key: str, factory: Callable[[], _O]) -> _O:
+        """A plugin's own pod index over this cache (``Cache.observer``): made and fed every
+        assigned pod on first ask, then told of every pod added or removed, simulated removals
+        included."""
+        return self._cache.observer(key, factory)
+
     def pods_on(self, node: str) -> Iterable[PodInfo]:
         info = self._cache.nodes.get(node)
         return info.pods.values() if info is not None else ()
@@ -92,6 +101,24 @@ class Snapshot:
                 self._cache.reinstate(pod, row)
 
         return restore
+
+    def simulate_return(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
+        """Put back, for a moment, pods a ``simulate_removal`` took out (what Filter says with one
+        victim spared); the returned callable takes them out again."""
+        returned: list[tuple[int, PodInfo]] = []
+        for pod in pods:
+            node = self._cache.node_of(pod.uid)
+            if node is None or not self._cache.is_withdrawn(pod.uid):
+                continue
+            row = self._cache.table.row[node]
+            self._cache.reinstate(pod, row)
+            returned.append((row, pod))
+
+        def undo() -> None:
+            for row, pod in returned:
+                self._cache.withdraw(pod, row)
+
+        return undo
 
     def lift_nominations(self, lift: Callable[[Nomination], bool]) -> Callable[[], None]:
         """Release what the nominations ``lift`` selects hold; the returned callable holds it again.

@@ -50,6 +50,8 @@ class PodClass:
     groups: tuple[int, ...]
     count: int
     name: str
+    apart: tuple[int, ...] = ()
+    """Indexes of the problem's ``apart`` rules its members are under."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -67,6 +69,8 @@ class NodeClass:
     (``caps`` is exact) or when there were too many (a single node: the vector constraint on
     ``free`` is exact)."""
     max_pods_per_node: int
+    domains: tuple[str | None, ...] = ()
+    """The nodes' domain for each of the problem's ``apart`` rules (None: no such label)."""
 
     @property
     def multiplicity(self) -> int:
@@ -80,10 +84,11 @@ class Aggregate:
 
 
 def _fold_pods(problem: PlacementProblem) -> tuple[PodClass, ...]:
-    by_key: dict[tuple[tuple[int, ...], frozenset[str] | None], list[int]] = {}
+    by_key: dict[tuple[tuple[int, ...], frozenset[str] | None, tuple[int, ...]], list[int]] = {}
     for gi, g in enumerate(problem.pod_groups):
         feasible = problem.feasible_nodes.get(g.name)
-        by_key.setdefault((g.request.values, feasible), []).append(gi)
+        apart = tuple(i for i, rule in enumerate(problem.apart) if g.name in rule.groups)
+        by_key.setdefault((g.request.values, feasible, apart), []).append(gi)
     out = []
     for idx, (key, groups) in enumerate(by_key.items()):
         out.append(
@@ -93,6 +98,7 @@ def _fold_pods(problem: PlacementProblem) -> tuple[PodClass, ...]:
                 groups=tuple(groups),
                 count=sum(problem.pod_groups[i].count for i in groups),
                 name="+".join(problem.pod_groups[i].name for i in groups),
+                apart=key[2],
             )
         )
     return tuple(out)
@@ -155,7 +161,8 @@ def aggregate(problem: PlacementProblem, nodes: tuple[str, ...] | None = None) -
                 found = _patterns(node.free, pods, caps, limit)
                 pattern_cache[pkey] = None if found is None else tuple(sorted(found, reverse=True))
             patterns = pattern_cache[pkey]
-        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns)
+        domains = tuple(rule.domains.get(node.name) for rule in problem.apart)
+        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns, domains)
         if patterns is None:
             key = (*key, node.name)  # too many packings: a class of its own, vector constraint
         classes[key].append(node)
@@ -171,9 +178,18 @@ def aggregate(problem: PlacementProblem, nodes: tuple[str, ...] | None = None) -
         )
         pats = pattern_cache.get((first.free.values, caps), ()) or ()
         max_pods = max(sum(p) for p in pats) if pats else sum(caps)
+        domains = tuple(rule.domains.get(first.name) for rule in problem.apart)
         out.append(
             NodeClass(
-                len(out), first.free, first.path, problem.score(first.name), names, caps, pats, max_pods
+                len(out),
+                first.free,
+                first.path,
+                problem.score(first.name),
+                names,
+                caps,
+                pats,
+                max_pods,
+                domains,
             )
         )
     return Aggregate(pods, tuple(out))

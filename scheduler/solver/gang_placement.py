@@ -30,6 +30,9 @@ Formulation (design.md, "Gangs are placed as a whole"):
 * Objective: one weighted sum whose weights provably dominate: each term's weight exceeds the
   whole range of every later term, so minimising the sum is minimising the tuple
   (domains used per PreferGather layer nearest first, minus the weighted score).
+* Apart: members under a required pod anti-affinity rule among themselves (``Apart``) number at
+  most one per domain of the rule's label: node classes are folded per domain, and one linear
+  constraint per domain bounds the sum of their ``x``.
 * Ranks: members of a class are laid onto the chosen nodes in rank order along the topology
   (path, then node name), so consecutive ranks share the lowest domain except at the fewest
   boundaries that the chosen domain counts allow; minimising domains at the nearest layer is
@@ -210,6 +213,17 @@ def _solve_candidate(
                 x[c.index, pc.index]
                 <= sum(pat[pc.index] * y[c.index, p] for p, pat in enumerate(c.patterns) if pat[pc.index])
             )
+
+    # Members kept apart (required pod anti-affinity among them): at most one per domain. Node
+    # classes never straddle a domain (``aggregate`` folds on it), so a domain is a set of classes.
+    for rule in range(len(problem.apart)):
+        in_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        for (ci, g), var in x.items():
+            domain = agg.node_classes[ci].domains[rule]
+            if domain is not None and rule in pods[g].apart:
+                in_domain[domain].append(var)
+        for members in in_domain.values():
+            model.add(sum(members) <= 1)
 
     # Every member of every pod class is placed (one assumption literal per class when explaining).
     assumptions: dict[str, cp_model.IntVar] = {}

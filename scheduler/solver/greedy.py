@@ -22,7 +22,8 @@ the reference:
    candidate whose slots do not take every member is skipped.
 
 Without a topology spec the reference places members one by one on the best-scoring node: a
-plain first fit over nodes ordered by score, then name. Everything is deterministic.
+plain first fit over nodes ordered by score, then name. Both skip a node whose domain already
+holds a member the member must stay apart from (``Apart``). Everything is deterministic.
 """
 
 from __future__ import annotations
@@ -61,19 +62,49 @@ def members_in_rank_order(problem: PlacementProblem) -> list[tuple[str, int]]:
     return [(m, gi) for _, m, gi in keyed]
 
 
+class _Apart:
+    """The domains already holding a member under each of the problem's ``apart`` rules."""
+
+    def __init__(self, problem: PlacementProblem) -> None:
+        self._rules = problem.apart
+        self._of_group = [
+            [i for i, rule in enumerate(problem.apart) if g.name in rule.groups] for g in problem.pod_groups
+        ]
+        self._taken: set[tuple[int, str]] = set()
+
+    def allows(self, gi: int, node: str) -> bool:
+        for i in self._of_group[gi]:
+            domain = self._rules[i].domains.get(node)
+            if domain is not None and (i, domain) in self._taken:
+                return False
+        return True
+
+    def take(self, gi: int, node: str) -> None:
+        for i in self._of_group[gi]:
+            domain = self._rules[i].domains.get(node)
+            if domain is not None:
+                self._taken.add((i, domain))
+
+
 def _first_fit(problem: PlacementProblem, members: list[tuple[str, int]]) -> dict[str, str] | None:
     nodes = sorted(problem.nodes, key=lambda n: (-problem.score(n.name), n.name))
     left = {n.name: n.free for n in nodes}
+    apart = _Apart(problem)
     out: dict[str, str] = {}
     start = dict.fromkeys(range(len(problem.pod_groups)), 0)
     for member, gi in members:
         group = problem.pod_groups[gi]
         for idx in range(start[gi], len(nodes)):
             node = nodes[idx]
-            if problem.feasible(group, node) and group.request.fits_in(left[node.name]):
+            if (
+                problem.feasible(group, node)
+                and group.request.fits_in(left[node.name])
+                and apart.allows(gi, node.name)
+            ):
                 left[node.name] = left[node.name] - group.request
+                apart.take(gi, node.name)
                 out[member] = node.name
-                start[gi] = idx  # earlier nodes are full for this group
+                start[gi] = idx  # earlier nodes are full (or their domain taken) for this group
                 break
         else:
             return None
@@ -176,13 +207,20 @@ def plan(problem: PlacementProblem) -> dict[str, str] | None:
         # 9. Members in rank order onto the node list, checking each node's remaining room.
         left = [by_name[name].free for name, _ in slots]
         room = [n for _, n in slots]
+        apart = _Apart(problem)
         assignment: dict[str, str] = {}
         for member, gi in members:
             g = groups[gi]
             for idx, (name, _) in enumerate(slots):
-                if room[idx] > 0 and problem.feasible(g, by_name[name]) and g.request.fits_in(left[idx]):
+                if (
+                    room[idx] > 0
+                    and problem.feasible(g, by_name[name])
+                    and g.request.fits_in(left[idx])
+                    and apart.allows(gi, name)
+                ):
                     room[idx] -= 1
                     left[idx] = left[idx] - g.request
+                    apart.take(gi, name)
                     assignment[member] = name
                     break
             else:

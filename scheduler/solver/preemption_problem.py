@@ -75,6 +75,11 @@ class PreemptionProblem:
     releases: Mapping[str, ResourceVector] = dataclasses.field(default_factory=dict)
     """The least the victims of each release must free together, per resource (a hard floor):
     a job its quota rejects fits once lower-priority pods of that quota are gone."""
+    blockers: Mapping[tuple[str, str], frozenset[str]] = dataclasses.field(default_factory=dict)
+    """(pod group, node) -> victims that must be evicted for the group's members to use the node:
+    their mere presence fails a Filter there (pod anti-affinity, either way), whatever room the
+    other evictions make. As kube-scheduler, which puts a victim back only if the preemptor still
+    passes Filter with it."""
 
     def __post_init__(self) -> None:
         n = len(self.placement.resources)
@@ -92,6 +97,9 @@ class PreemptionProblem:
             if v.release is not None and v.release not in self.releases:
                 raise ValueError(f"victim {v.name} counts towards unknown release {v.release}")
             uids.add(v.uid)
+        for (group, node), needed in self.blockers.items():
+            if needed - uids:
+                raise ValueError(f"pod group {group} on {node} needs unknown victims {sorted(needed - uids)}")
         for key, amount in [*self.budgets.items(), *self.releases.items()]:
             if len(amount) != n:
                 raise ValueError(f"budget or release {key}: {len(amount)} values, want {n}")
@@ -142,8 +150,8 @@ def violations(
     problem: PreemptionProblem, victims: Collection[str], assignment: Mapping[str, str]
 ) -> list[str]:
     """Every rule a selection breaks (empty = valid): every member placed on a node that passes
-    its Filters without the victims, no node overcommitted once the victims are gone, MustGather
-    and podCountMultiple."""
+    its Filters without the victims (its blockers there evicted), no node overcommitted once the
+    victims are gone, MustGather and podCountMultiple."""
     placement = problem.placement
     out: list[str] = []
     by_name = {n.name: n for n in placement.nodes}
@@ -175,6 +183,9 @@ def violations(
                 continue
             if not placement.feasible(group, by_name[node_name]):
                 out.append(f"member {member} on {node_name}, which fails its Filters")
+            kept = problem.blockers.get((group.name, node_name), frozenset()) - set(victims)
+            if kept:
+                out.append(f"member {member} on {node_name}, where {sorted(kept)} stay and fail its Filters")
             zero = ResourceVector.zeros(len(placement.resources))
             used[node_name] = used.get(node_name, zero) + group.request
     for node_name, amount in sorted(used.items()):

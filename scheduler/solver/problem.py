@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 __all__ = [
+    "Apart",
     "Infeasible",
     "InfeasibleReason",
     "ModelSize",
@@ -116,6 +117,18 @@ class TopologyLayer:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Apart:
+    """Members that must not share a domain of a node label: at most one member of ``groups`` per
+    domain (required pod anti-affinity among a gang's members, e.g. one worker per hostname).
+    ``domains`` maps a node to its domain; a node absent from it lacks the label and is free of
+    the rule (as kube-scheduler treats a node without the term's topology key)."""
+
+    key: str
+    groups: frozenset[str]
+    domains: Mapping[str, str]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class SolveOptions:
     """How to solve. Defaults keep a gang decision inside one scheduling cycle's budget."""
 
@@ -148,6 +161,7 @@ class PlacementProblem:
     layers: tuple[TopologyLayer, ...] = ()
     node_scores: Mapping[str, int] = dataclasses.field(default_factory=dict)
     options: SolveOptions = SolveOptions()
+    apart: tuple[Apart, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.resources)
@@ -273,7 +287,7 @@ def objective(problem: PlacementProblem, assignment: Mapping[str, str]) -> tuple
 
 def violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list[str]:
     """Every rule an assignment breaks (empty = valid): completeness, feasibility, capacity,
-    MustGather and podCountMultiple."""
+    MustGather, podCountMultiple and members kept apart."""
     out: list[str] = []
     by_name = {n.name: n for n in problem.nodes}
     used: dict[str, ResourceVector] = {}
@@ -312,4 +326,13 @@ def violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list
         for key in sorted(counts):
             if counts[key] % k:
                 out.append(f"podCountMultiple {k} at {layer.name}: {'/'.join(key)} holds {counts[key]}")
+    group_of = {m: g.name for g in problem.pod_groups for m in g.member_ids}
+    for apart in problem.apart:
+        together: dict[str, int] = {}
+        for member, node_name in assignment.items():
+            domain = apart.domains.get(node_name)
+            if domain is not None and group_of.get(member) in apart.groups:
+                together[domain] = together.get(domain, 0) + 1
+        for domain in sorted(d for d, n in together.items() if n > 1):
+            out.append(f"anti-affinity on {apart.key}: {domain} holds {together[domain]} members")
     return out

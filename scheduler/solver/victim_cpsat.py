@@ -7,6 +7,8 @@ Formulation (`preemption_problem` states the problem and the objective):
   p is evicted. Per node and resource the members take at most what is free now plus what the
   evicted victims release: ``sum_g req[g] * x[g, n] <= free[n] + sum_p req[p] * v[p]``.
 * Every member is placed: ``sum_n x[g, n] = count[g]``.
+* Blockers: ``x[g, n] = 0`` unless every victim whose presence fails g's Filters on n (pod
+  anti-affinity) is evicted.
 * MustGather: one domain ``d[D]`` of the deepest MustGather layer is chosen and members outside it
   are forbidden; podCountMultiple k: members inside each domain of the layer ``= k * z[D]``.
 * Eviction budgets (quota reclaim): the victims of one budget release at most its amounts.
@@ -70,10 +72,17 @@ class _Model:
                 if cap > 0:
                     self.x[gi, node.name] = model.new_int_var(0, cap, f"x[{gi},{node.name}]")
         hosting = {n for _, n in self.x}
+        blocking = {
+            uid for (gi, n) in self.x for uid in problem.blockers.get((placement.pod_groups[gi].name, n), ())
+        }
         self.v: dict[str, cp_model.IntVar] = {}
         for victim in problem.victims:
-            if victim.node in hosting or victim.release is not None:  # elsewhere only a release helps
+            # elsewhere only a release helps, or making way for a member (pod anti-affinity)
+            if victim.node in hosting or victim.release is not None or victim.uid in blocking:
                 self.v[victim.uid] = model.new_bool_var(f"v[{victim.name}]")
+        for (gi, n), var in self.x.items():
+            for uid in sorted(problem.blockers.get((placement.pod_groups[gi].name, n), ())):
+                model.add(var == 0).only_enforce_if(self.v[uid].Not())
 
         for node in placement.nodes:
             placed = [(gi, var) for (gi, n), var in self.x.items() if n == node.name]
@@ -247,15 +256,21 @@ def _prune(problem: PreemptionProblem, greedy: VictimSelection | None) -> Preemp
         keep.update(v.node for v in problem.victims if v.uid in set(greedy.victims))
     if len(keep) >= len(placement.nodes):
         return problem
+    victims = tuple(v for v in problem.victims if v.node in keep)
+    kept = {v.uid for v in victims}
+    # a (group, node) whose blockers were pruned away cannot be used
+    unusable = {key for key, uids in problem.blockers.items() if not uids <= kept}
     smaller = dataclasses.replace(
         placement,
         nodes=tuple(n for n in placement.nodes if n.name in keep),
-        feasible_nodes={g: frozenset(ns & keep) for g, ns in placement.feasible_nodes.items()},
+        feasible_nodes={
+            g: frozenset(n for n in ns & keep if (g, n) not in unusable)
+            for g, ns in placement.feasible_nodes.items()
+        },
         node_scores={n: s for n, s in placement.node_scores.items() if n in keep},
     )
-    return dataclasses.replace(
-        problem, placement=smaller, victims=tuple(v for v in problem.victims if v.node in keep)
-    )
+    blockers = {key: uids for key, uids in problem.blockers.items() if key not in unusable}
+    return dataclasses.replace(problem, placement=smaller, victims=victims, blockers=blockers)
 
 
 def _fallback(

@@ -3,12 +3,14 @@
 1. Members one by one in rank order; for each, the nodes that pass its Filters once the victims
    are gone are weighed: if the member does not fit in what is free there, the node's remaining
    victims are removed cheapest first (lowest priority, then smallest job, then name) until it
-   does. The node whose removals cost least (highest priority removed, new jobs broken, pods
-   removed) wins, ties by name; its removals are kept and the member takes its room. The costs
-   live in a heap per class of members; a popped node is re-weighed before it is taken, so a
-   member costs a few re-weighings, not a scan of every node.
+   does; victims whose mere presence fails the member's Filters there (``blockers``: pod
+   anti-affinity) are removed first, whatever the room. The node whose removals cost least
+   (highest priority removed, new jobs broken, pods removed) wins, ties by name; its removals
+   are kept and the member takes its room. The costs live in a heap per class of members; a
+   popped node is re-weighed before it is taken, so a member costs a few re-weighings, not a
+   scan of every node.
 2. Reprieve: the chosen victims, most important first, are put back one by one wherever the
-   members placed on their node still fit; those stay.
+   members placed on their node still fit and none of them is blocked by it; those stay.
 3. With MustGather, steps 1-2 run inside each domain of that layer and the cheapest answer wins.
 
 It does not minimise the total: a placement early on can force costlier evictions later, and a
@@ -72,16 +74,30 @@ class _Domain:
         self.broken: set[str] = set()
         self.budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
         self.heaps: dict[int, list[tuple[Cost, str]]] = {}
+        self.by_uid = {v.uid: v for v in problem.victims}
+        self.placed: list[tuple[int, str]] = []
+
+    def blockers(self, gi: int, name: str) -> frozenset[str]:
+        return self.problem.blockers.get((self.problem.placement.pod_groups[gi].name, name), frozenset())
 
     def option(self, gi: int, name: str) -> tuple[Cost, list[VictimSpec]] | None:
         """What it costs to fit one member of class ``gi`` on ``name`` now (None: it cannot)."""
         request = self.problem.placement.pod_groups[gi].request.values
         room = list(self.free[name])
+        spend = {key: list(left) for key, left in self.budget_left.items()}
         new: list[VictimSpec] = []
+        for uid in sorted(self.blockers(gi, name) - set(self.removed)):  # they go whatever the room
+            v = self.by_uid[uid]
+            if v.budget is not None:
+                if not _fits(v.request.values, spend[v.budget]):
+                    return None
+                _add(spend[v.budget], v.request.values, -1)
+            new.append(v)
+            if v.node == name:
+                _add(room, v.request.values)
         if not _fits(request, room):
-            spend = {key: list(left) for key, left in self.budget_left.items()}
             for v in self.order.get(name, ()):
-                if v.uid in self.removed:
+                if v.uid in self.removed or v in new:
                     continue
                 if v.budget is not None:
                     if not _fits(v.request.values, spend[v.budget]):
@@ -126,10 +142,12 @@ class _Domain:
             for v in opt[1]:
                 self.removed[v.uid] = v
                 self.broken.add(v.job)
-                _add(self.free[name], v.request.values)
+                if v.node in self.free:
+                    _add(self.free[v.node], v.request.values)
                 if v.budget is not None:
                     _add(self.budget_left[v.budget], v.request.values, -1)
             _add(self.free[name], self.problem.placement.pod_groups[gi].request.values, -1)
+            self.placed.append((gi, name))
             again = self.option(gi, name)
             if again is not None:
                 heapq.heappush(heap, (again[0], name))
@@ -164,7 +182,10 @@ class _Domain:
         return True
 
     def reprieve(self) -> None:
+        needed = {uid for gi, name in self.placed for uid in self.blockers(gi, name)}
         for v in sorted(self.removed.values(), key=lambda v: (-v.priority, v.name)):
+            if v.uid in needed:
+                continue  # a member placed beside it would fail its Filters
             if v.release is not None:
                 freed = self.freed(v.release)
                 _add(freed, v.request.values, -1)

@@ -161,6 +161,19 @@ class PodBuilder:
         preferred.append({"weight": weight, "preference": {"matchExpressions": list(expressions)}})
         return self
 
+    def pod_affinity(
+        self, term: dict[str, Any], *, anti: bool = False, weight: int | None = None
+    ) -> PodBuilder:
+        """Adds a podAffinity (``anti``: podAntiAffinity) term: required, or preferred with ``weight``."""
+        kind = "podAntiAffinity" if anti else "podAffinity"
+        affinity: dict[str, Any] = self._spec.setdefault("affinity", {}).setdefault(kind, {})
+        if weight is None:
+            affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", []).append(term)
+        else:
+            preferred = affinity.setdefault("preferredDuringSchedulingIgnoredDuringExecution", [])
+            preferred.append({"weight": weight, "podAffinityTerm": term})
+        return self
+
     def obj(self) -> Pod:
         if not self._spec["containers"]:
             self.req()

@@ -7,6 +7,13 @@ The tree follows Koordinator (api-reference 1.5): layers ordered by following
 first of the layer's ``labelKey`` present on it; a node missing only the label of the layer right
 above the node layer gets a virtual domain named after itself; a node missing any other layer is
 left out (it cannot host a topology gang).
+
+Required pod anti-affinity among the members (``_apart``: members carrying the same term that
+selects them, e.g. one worker per hostname) becomes an ``Apart`` rule of the problem: at most one
+of them per domain of the term's topology key. Against running pods it is already in each class's
+feasible nodes (Filter). Not modelled: required pod affinity among members (a gang whose members
+must share a zone with each other; use a MustGather network topology instead), preferred terms
+among members, and anti-affinity between members that do not both carry the term.
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkT
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.plugins.helper.pod_affinity import AffinityTerm, required_terms
 from scheduler.solver.problem import (
+    Apart,
     NodeSpec,
     PlacementProblem,
     PodGroupSpec,
@@ -80,6 +89,28 @@ def _placement_signature(pod: PodInfo) -> str:
     return "\x00".join(parts)
 
 
+def _selects_fellow(term: AffinityTerm, pod: PodInfo) -> bool:
+    """Whether ``term`` selects ``pod``, judged without namespace labels (Coscheduling does not
+    watch namespaces): a namespaceSelector other than ``{}`` selects no fellow member here."""
+    selector = term.namespace_selector
+    everywhere = not selector.nothing and not selector.requirements
+    return (pod.namespace in term.namespaces or everywhere) and term.selector.matches(pod.labels)
+
+
+def _apart(members: Sequence[PodInfo]) -> list[tuple[str, frozenset[str]]]:
+    """(topology key, member uids) per distinct required pod anti-affinity term that two or more
+    members carry and that selects each of them: at most one of them per domain of the key (one
+    worker per node). Pairs beyond that (a member selected by a term it does not carry) are left
+    to each member's own Filter when it takes its place."""
+    carried: dict[AffinityTerm, set[str]] = {}
+    for pod in members:
+        affinity = pod.pod.spec.affinity
+        for term in required_terms(affinity.pod_anti_affinity if affinity else None, pod):
+            if _selects_fellow(term, pod):
+                carried.setdefault(term, set()).add(pod.uid)
+    return [(term.topology_key, frozenset(uids)) for term, uids in carried.items() if len(uids) > 1]
+
+
 def problem_resources(members: Sequence[PodInfo]) -> tuple[str, ...]:
     """The resources of a placement problem (and the order of its vectors): what members ask for."""
     return tuple(sorted({r for m in members for r in m.requests}))
@@ -109,11 +140,13 @@ def build_problem(
     resources = problem_resources(members)
     cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
 
-    # Members are alike when their requests and everything Filter reads of them are equal; one
-    # member per class is evaluated against the nodes.
-    classes: dict[tuple[tuple[int, ...], str], list[PodInfo]] = {}
+    # Members are alike when their requests, everything Filter reads of them and the members
+    # they must stay apart from are equal; one member per class is evaluated against the nodes.
+    apart = _apart(members)
+    classes: dict[tuple[tuple[int, ...], str, tuple[int, ...]], list[PodInfo]] = {}
     for pod in members:
-        key = (tuple(pod.requests.get(r, 0) for r in resources), _placement_signature(pod))
+        apart_of = tuple(i for i, (_, uids) in enumerate(apart) if pod.uid in uids)
+        key = (tuple(pod.requests.get(r, 0) for r in resources), _placement_signature(pod), apart_of)
         classes.setdefault(key, []).append(pod)
 
     chain: list[tuple[str, tuple[str, ...]]] = []
@@ -139,6 +172,7 @@ def build_problem(
     pod_groups: list[PodGroupSpec] = []
     feasible: dict[str, frozenset[str]] = {}
     candidate_rows: set[int] = set()
+    apart_groups: list[set[str]] = [set() for _ in apart]
     for request, pods in classes.items():
         name = pods[0].name if len(pods) == 1 else f"{pods[0].name} and {len(pods) - 1} alike"
         rows = feasible_rows(pods[0])
@@ -146,8 +180,11 @@ def build_problem(
         feasible[name] = names
         candidate_rows.update(int(r) for r in rows)
         pod_groups.append(PodGroupSpec(name, ResourceVector(request[0]), tuple(p.uid for p in pods)))
+        for i in request[2]:
+            apart_groups[i].add(name)
 
     nodes: list[NodeSpec] = []
+    labels: dict[str, dict[str, str]] = {}
     ordered = np.array(sorted(candidate_rows), dtype=np.int64)
     extra = (
         [] if layers else [table.row[n] for n in dict.fromkeys(also_nodes) if table.row.get(n) is not None]
@@ -157,6 +194,7 @@ def build_problem(
     free = table.free(rows_all, cols) if rows_all.size else np.zeros((0, len(resources)), dtype=np.int64)
     for row, vector in zip(rows_all.tolist(), free.tolist(), strict=True):
         info = snapshot.node_at(row)
+        labels[info.name] = info.labels
         path: tuple[str, ...] = ()
         if chain:
             found = _node_path(info.labels, info.name, chain)
@@ -182,6 +220,10 @@ def build_problem(
                 if table.names[int(r)] in present
             }
     feasible = {g: frozenset(n for n in names if n in present) for g, names in feasible.items()}
+    apart_rules = tuple(
+        Apart(key, frozenset(groups), {n.name: labels[n.name][key] for n in nodes if key in labels[n.name]})
+        for (key, _), groups in zip(apart, apart_groups, strict=True)
+    )
     return PlacementProblem(
         gang=gang_id,
         resources=resources,
@@ -191,4 +233,5 @@ def build_problem(
         layers=layers,
         node_scores=node_scores,
         options=options,
+        apart=apart_rules,
     )

@@ -10,6 +10,7 @@ job (a gang group is one job), PodDisruptionBudgets, reclaim budget and quota re
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +23,9 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import ProfileView
 from scheduler.framework.interfaces import QuotaRelease
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem, problem_resources
+from scheduler.plugins.helper.pod_affinity import may_repel
 from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSpec
+from scheduler.solver.problem import PlacementProblem
 
 __all__ = ["BudgetOf", "VictimProblemBuilder"]
 
@@ -79,6 +82,7 @@ class VictimProblemBuilder:
                 held=held,
                 also_nodes=[node for _, node in located] if release is not None else (),
             )
+            blockers = self._blockers(placement, members, candidates, snapshot)
         except TopologyError as exc:
             return f"gang {job}: {exc}"
         finally:
@@ -109,13 +113,43 @@ class VictimProblemBuilder:
                     release=release.key if release is not None and release.holds(pod) else None,
                 )
             )
+        placement, blockers = _usable(placement, blockers, {v.uid for v in victims})
         jobs = {v.job for v in victims}
         sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.profile.job_of(p)) in jobs)
         allowed = {name: self.pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
         releases = {}
         if release is not None:
             releases[release.key] = ResourceVector(tuple(release.amounts.get(r, 0) for r in resources))
-        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases)
+        return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases, blockers)
+
+    def _blockers(
+        self,
+        placement: PlacementProblem,
+        members: Sequence[PodInfo],
+        candidates: Sequence[PodInfo],
+        snapshot: Snapshot,
+    ) -> dict[tuple[str, str], frozenset[str]]:
+        """(pod group, node) -> the candidates whose presence alone fails the group's Filters on
+        the node, found as kube-scheduler's reprieve does: with every candidate gone, each one
+        that pod anti-affinity may involve is put back alone and Filter asked again."""
+        by_uid = {m.uid: m for m in members}
+        found: dict[tuple[str, str], set[str]] = {}
+        table = snapshot.table
+        for group in placement.pod_groups:
+            member = by_uid[group.member_ids[0]]
+            near = [c for c in candidates if may_repel(member, c)]
+            if not near:
+                continue
+            feasible = placement.feasible_nodes.get(group.name, frozenset())
+            for victim in near:
+                undo = snapshot.simulate_return([victim])
+                try:
+                    still = {table.names[int(r)] for r in self.profile.feasible_rows(member, snapshot)}
+                finally:
+                    undo()
+                for node in feasible - still:
+                    found.setdefault((group.name, node), set()).add(victim.uid)
+        return {key: frozenset(uids) for key, uids in found.items()}
 
     def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}
@@ -130,3 +164,18 @@ class VictimProblemBuilder:
             if names:
                 out[pod.uid] = names
         return out
+
+
+def _usable(
+    placement: PlacementProblem, blockers: Mapping[tuple[str, str], frozenset[str]], victims: set[str]
+) -> tuple[PlacementProblem, dict[tuple[str, str], frozenset[str]]]:
+    """A (group, node) whose blockers are not all candidate victims of the problem cannot be used."""
+    unusable = {key for key, uids in blockers.items() if not uids <= victims}
+    if not unusable:
+        return placement, dict(blockers)
+    feasible = {
+        g: frozenset(n for n in names if (g, n) not in unusable)
+        for g, names in placement.feasible_nodes.items()
+    }
+    kept = {key: uids for key, uids in blockers.items() if key not in unusable}
+    return dataclasses.replace(placement, feasible_nodes=feasible), kept

@@ -68,6 +68,7 @@ def test_registry_and_default_set() -> None:
         "DefaultBinder",
         "ElasticQuota",
         "ImageLocality",
+        "InterPodAffinity",
         "NodeAffinity",
         "NodeName",
         "NodePorts",
@@ -89,10 +90,12 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),
         PluginRef("TaintToleration", 3),
+        PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
     )
-    # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit
+    # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
+    # (volumes), PodTopologySpread, InterPodAffinity
     assert DEFAULT_PLUGINS[ExtensionPoint.FILTER] == (
         PluginRef("NodeUnschedulable"),
         PluginRef("NodeName"),
@@ -100,8 +103,10 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeAffinity"),
         PluginRef("NodePorts"),
         PluginRef("NodeResourcesFit"),
+        PluginRef("InterPodAffinity"),
     )
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (PluginRef("InterPodAffinity"),)
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
     assert "ScarceResourceAvoidance" not in enabled
@@ -109,14 +114,8 @@ def test_registry_and_default_set() -> None:
 
 def test_every_plugin_declares_its_events() -> None:
     fw = framework(make_snapshot([]))
-    for name in (
-        "NodeResourcesFit",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodeUnschedulable",
-        "NodeName",
-        "NodePorts",
-    ):
+    names = ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodeUnschedulable", "NodeName")
+    for name in (*names, "NodePorts", "InterPodAffinity"):
         events = fw.plugin(name).events_to_register()  # type: ignore[union-attr]
         assert events & ClusterEvent.NODE_ADD, name
 

@@ -1,0 +1,23 @@
+"""InterPodAffinity (kube-scheduler's in-tree plugin): see ``plugin.py``."""
+
+from scheduler.plugins.inter_pod_affinity.plugin import (
+    ERR_REASON_AFFINITY_RULES_NOT_MATCH,
+    ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+    NAME,
+    RBAC,
+    InterPodAffinity,
+    InterPodAffinityArgs,
+    new,
+)
+
+__all__ = [
+    "ERR_REASON_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH",
+    "NAME",
+    "RBAC",
+    "InterPodAffinity",
+    "InterPodAffinityArgs",
+    "new",
+]
