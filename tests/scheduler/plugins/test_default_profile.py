@@ -72,10 +72,14 @@ def test_registry_and_default_set() -> None:
         "NodeResourcesFit",
         "NodeResourcesFitPlus",
         "NodeUnschedulable",
+        "NodeVolumeLimits",
         "PrioritySort",
         "ScarceResourceAvoidance",
         "SchedulingGates",
         "TaintToleration",
+        "VolumeBinding",
+        "VolumeRestrictions",
+        "VolumeZone",
     ]
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_ENQUEUE] == (
         PluginRef("SchedulingGates"),
@@ -87,6 +91,12 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeAffinity", 2),
         PluginRef("TaintToleration", 3),
     )
+    volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # upstream's order
+    for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER):
+        names = [ref.name for ref in DEFAULT_PLUGINS[point]]
+        assert [n for n in names if n in volumes] == volumes, point
+    assert DEFAULT_PLUGINS[ExtensionPoint.RESERVE][0] == PluginRef("VolumeBinding")
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_BIND][0] == PluginRef("VolumeBinding")
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
     assert "ScarceResourceAvoidance" not in enabled
