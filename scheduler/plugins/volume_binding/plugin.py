@@ -21,8 +21,10 @@ the WaitForFirstConsumer ones to the node it picks, as kube-scheduler's VolumeBi
   error: the pod is retried.
 
 Not done (as with kube-scheduler's feature gates off): Score (StorageCapacityScoring, alpha),
-CSIStorageCapacity checks, in-tree to CSI translation; nodes a bound local volume excludes are
-rejected by Filter rather than narrowed away in PreFilter (the same placement).
+CSIStorageCapacity checks, in-tree to CSI translation.
+
+PreFilter also narrows the nodes to those bound local volumes name by ``kubernetes.io/hostname``
+(upstream's ``GetEligibleNodes``, which takes that label's values for node names).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to 
 ERR_REASON_PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 ERR_UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 ANN_BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 RBAC = (
     PolicyRule.watching(PVCS, why="The claims of pods' volumes."),
@@ -264,7 +267,20 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
                     by_class[volume_class(volume)].append(volume)
         classes = {c: sc for c in wanted if (sc := self.classes.get(c)) is not None}
         state.write(STATE_KEY, _State(bound, delayed, by_class, classes))
-        return PreFilterResult()
+        return PreFilterResult(node_names=self._eligible_nodes(bound))
+
+    def _eligible_nodes(self, bound: list[PersistentVolumeClaim]) -> frozenset[str] | None:
+        """``GetEligibleNodes``: the nodes bound local volumes name (``kubernetes.io/hostname In``
+        in every expression of a term), intersected over the volumes; None: any node."""
+        eligible: frozenset[str] | None = None
+        for claim in bound:
+            volume = self._volume(claim.spec.volume_name or "")
+            if volume is None:
+                return None
+            names = _local_node_names(volume)
+            if names:
+                eligible = names if eligible is None else eligible & names
+        return eligible
 
     def _delayed(self, claim: PersistentVolumeClaim) -> bool:
         """``IsDelayBindingMode``: the claim's class exists and waits for the first consumer."""
@@ -438,6 +454,23 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
             if not _fully_bound(claim):
                 return False, None
         return True, None
+
+
+def _local_node_names(volume: PersistentVolume) -> frozenset[str]:
+    """``GetLocalPersistentVolumeNodeNames``: per term, the intersection of its
+    ``kubernetes.io/hostname In`` values; the union over terms."""
+    affinity = volume.spec.node_affinity
+    if affinity is None or affinity.required is None:
+        return frozenset()
+    result: set[str] = set()
+    for term in affinity.required.node_selector_terms:
+        nodes: set[str] | None = None
+        for req in term.match_expressions or ():
+            if req.key == HOSTNAME_LABEL and req.operator == "In":
+                values = set(req.values or ())
+                nodes = values if nodes is None else nodes & values
+        result |= nodes or set()
+    return frozenset(result)
 
 
 def _bind_to(volume: PersistentVolume, claim: PersistentVolumeClaim) -> PersistentVolume:

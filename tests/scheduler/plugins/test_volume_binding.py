@@ -428,3 +428,18 @@ def test_memory_backend_merge_patch_honours_the_resource_version_precondition() 
         )
 
     asyncio.run(run())
+
+
+def test_pre_filter_narrows_to_the_nodes_bound_local_volumes_name() -> None:
+    snapshot = nodes()
+    first, second, anywhere = (pvc(n, volume_name=f"pv-{n}", bound=True) for n in ("c1", "c2", "c3"))
+    volumes = [
+        pv("pv-c1", nodes=["node-a", "node-b"], claim=first, phase="Bound"),
+        pv("pv-c2", nodes=["node-b", "node-c"], claim=second, phase="Bound"),
+        pv("pv-c3", claim=anywhere, phase="Bound"),  # no node affinity: any node
+    ]
+    vb = plugin(snapshot, claims=[first, second, anywhere], volumes=volumes)
+    both = vb.pre_filter(CycleState(), make_pod("p").claim("c1").claim("c2").claim("c3").info(), snapshot)
+    assert both.node_names == frozenset({"node-b"})
+    unrestricted = vb.pre_filter(CycleState(), make_pod("p").claim("c3").info(), snapshot)
+    assert unrestricted.node_names is None
