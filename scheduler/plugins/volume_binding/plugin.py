@@ -403,6 +403,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
             return Status.error(f"binding volumes: {exc}")
         deadline = self.handle.clock() + self.args.bind_timeout_seconds
         while True:
+            if self.handle.snapshot().pod(pod.uid) is None:  # deleted meanwhile: stop waiting for it
+                return Status.error(
+                    f'binding volumes: pod does not exist any more: pods "{pod.name}" not found'
+                )
             done, problem = self._check(st, node)
             if problem is not None:
                 return Status.error(f"binding volumes: {problem}")

@@ -29,17 +29,19 @@ from scheduler.plugins.volume_binding import (
     VolumeBinding,
     VolumeBindingArgs,
 )
-from tests.scheduler.builders import make_node, make_pod, make_snapshot
+from tests.scheduler.builders import make_cache, make_node, make_pod
 from tests.scheduler.plugins.helpers import filter_reasons
 from tests.scheduler.plugins.storage_objects import feed, pv, pvc, storage_class
 
 
 def nodes() -> Snapshot:
-    return make_snapshot(
-        [
-            make_node(name).alloc(cpu="4").label("kubernetes.io/hostname", name).label("zone", zone).obj()
-            for name, zone in (("node-a", "a"), ("node-b", "a"), ("node-c", "b"))
-        ]
+    return Snapshot(
+        make_cache(
+            [
+                make_node(name).alloc(cpu="4").label("kubernetes.io/hostname", name).label("zone", zone).obj()
+                for name, zone in (("node-a", "a"), ("node-b", "a"), ("node-c", "b"))
+            ]
+        )
     )
 
 
@@ -221,6 +223,7 @@ def reserve(vb: VolumeBinding, pod: Any, snapshot: Snapshot, node: str) -> Cycle
     state = CycleState()
     assert vb.pre_filter(state, pod, snapshot).status.ok
     assert vb.filter(state, pod, snapshot, snapshot.candidate_rows()).feasible.any()
+    snapshot._cache.assume(pod, node)  # as the cycle does, before Reserve
     assert vb.reserve(state, pod, node).ok
     return state
 
@@ -443,3 +446,21 @@ def test_pre_filter_narrows_to_the_nodes_bound_local_volumes_name() -> None:
     assert both.node_names == frozenset({"node-b"})
     unrestricted = vb.pre_filter(CycleState(), make_pod("p").claim("c3").info(), snapshot)
     assert unrestricted.node_names is None
+
+
+@pytest.mark.asyncio(loop_scope="function")
+async def test_pre_bind_stops_waiting_when_the_pod_is_deleted(
+    cluster: tuple[MemoryBackend, VolumeBinding, Snapshot],
+) -> None:
+    backend, vb, snapshot = cluster
+    backend.apply(STORAGECLASSES, storage_class())
+    backend.apply(PVCS, pvc("c"))
+    backend.apply(PVS, pv("pv-b", nodes=["node-b"]))
+    await settle()
+    pod = make_pod("p").claim("c").info()
+    state = reserve(vb, pod, snapshot, "node-b")
+    binding = asyncio.create_task(vb.pre_bind(state, pod, "node-b"))
+    await asyncio.sleep(0.05)
+    snapshot._cache.remove_pod(pod.uid)  # the pod informer saw it deleted
+    status = await asyncio.wait_for(binding, 1)
+    assert status.message() == 'binding volumes: pod does not exist any more: pods "p" not found'
