@@ -10,6 +10,7 @@ here behaves the same against a real cluster:
 - ``bind`` refuses an already bound pod (Conflict) or a pod whose uid changed (Conflict, the
   Binding's uid precondition) and sets the PodScheduled condition, as pods/binding does;
 - ``patch_pod`` cannot change status and ``patch_pod_status`` can change only status;
+- a ``metadata.resourceVersion`` in a ``patch_custom`` patch must match (Conflict otherwise);
 - ``evict`` honours PodDisruptionBudgets by their ``status.disruptionsAllowed`` (429 otherwise);
 - a negative quantity in a pod's requests, limits or overhead, or in a node's capacity or
   allocatable, is refused (422 Invalid), as the API server's validation refuses it.
@@ -321,9 +322,17 @@ class MemoryBackend:
         self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
     ) -> None:
         """A JSON merge patch of the whole object (identity fields stay), as a custom resource
-        without a status subresource takes it."""
+        without a status subresource takes it; a ``metadata.resourceVersion`` in the patch is a
+        precondition (Conflict when the object moved on), as the API server treats it."""
         key = self._key(resource, namespace, name)
         entry = self._require(resource, key, None)
+        expected = (patch.get("metadata") or {}).get("resourceVersion")
+        if expected is not None and expected != entry.wire["metadata"].get("resourceVersion"):
+            raise Conflict(
+                f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+                status=409,
+            )
         wire = json_merge_patch(entry.wire, patch)
         for immutable in ("name", "namespace", "uid", "creationTimestamp"):
             if immutable in entry.wire["metadata"]:

@@ -7,7 +7,9 @@ gang over its quota is rejected with the quota's reason before its placement is 
 Reserve. Koordinator also enables it at PostFilter (quota preemption); here that is Coscheduling's
 job-level preemption, which asks ElasticQuota what a rejected job's quota must free.
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
-only by configuration.
+only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
+VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
+the gang plugins do.
 """
 
 from __future__ import annotations
@@ -27,10 +29,14 @@ from scheduler.plugins import (
     node_resources_fit,
     node_resources_fit_plus,
     node_unschedulable,
+    node_volume_limits,
     queue_sort,
     scarce_resource_avoidance,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 __all__ = ["DEFAULT_PLUGINS", "DEFAULT_REGISTRY"]
@@ -70,8 +76,20 @@ DEFAULT_REGISTRY = Registry(
             node_resources_balanced_allocation.NodeResourcesBalancedAllocationArgs,
         ),
         PluginSpec(image_locality.NAME, image_locality.new),
+        PluginSpec(volume_restrictions.NAME, volume_restrictions.new, rbac=volume_restrictions.RBAC),
+        PluginSpec(node_volume_limits.NAME, node_volume_limits.new, rbac=node_volume_limits.RBAC),
+        PluginSpec(
+            volume_binding.NAME, volume_binding.new, volume_binding.VolumeBindingArgs, volume_binding.RBAC
+        ),
+        PluginSpec(volume_zone.NAME, volume_zone.new, rbac=volume_zone.RBAC),
     ]
 )
+
+_VOLUME_FILTERS = tuple(
+    PluginRef(name)
+    for name in (volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME)
+)
+"""kube-scheduler's volume plugins, in its order, at PreFilter and at Filter."""
 
 DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME), PluginRef(coscheduling.NAME)),
@@ -80,14 +98,19 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
         PluginRef(node_ports.NAME),
+        *_VOLUME_FILTERS,
         PluginRef(inter_pod_affinity.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
     ExtensionPoint.POST_FILTER: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.RESERVE: (PluginRef(coscheduling.NAME), PluginRef(elastic_quota.NAME)),
+    ExtensionPoint.RESERVE: (
+        PluginRef(volume_binding.NAME),
+        PluginRef(coscheduling.NAME),
+        PluginRef(elastic_quota.NAME),
+    ),
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.PRE_BIND: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.PRE_BIND: (PluginRef(volume_binding.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.POST_BIND: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.FILTER: (
         PluginRef(node_unschedulable.NAME),
@@ -96,6 +119,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(node_affinity.NAME),
         PluginRef(node_ports.NAME),
         PluginRef(node_resources_fit.NAME),
+        *_VOLUME_FILTERS,
         PluginRef(inter_pod_affinity.NAME),
     ),
     ExtensionPoint.PRE_SCORE: (PluginRef(inter_pod_affinity.NAME),),

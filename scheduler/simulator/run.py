@@ -4,6 +4,8 @@ The simulation starts the app on a cluster built from a description, submits eve
 workload at once, and stops when every pod is bound or the queue has nothing left to try (every
 remaining pod is unschedulable and nothing is in flight). Pods that name no schedulerName are
 scheduled by the first profile, since simulating is asking "where would koord-scheduler put these".
+Storage objects in the workload are applied first; ``pv_controller`` completes the volume bindings
+the scheduler starts, as kube-controller-manager would.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.registry import Registry
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.plugins.helper.storage import CSINODES, PVCS, PVS, STORAGECLASSES
 from scheduler.simulator.description import ClusterDescription
+from scheduler.simulator.pv_controller import run_pv_controller
 
 __all__ = ["Placement", "SimulationResult", "load_custom_resources", "load_workload", "render", "simulate"]
 
@@ -69,11 +73,19 @@ def load_workload(path: str | Path) -> list[Pod]:
     return [pod for doc in docs for pod in _expand(doc)]
 
 
-_CUSTOM: dict[str, ResourceType[Any]] = {"PodGroup": PODGROUPS, "ClusterNetworkTopology": TOPOLOGIES}
+_CUSTOM: dict[str, ResourceType[Any]] = {
+    "PodGroup": PODGROUPS,
+    "ClusterNetworkTopology": TOPOLOGIES,
+    "PersistentVolumeClaim": PVCS,
+    "PersistentVolume": PVS,
+    "StorageClass": STORAGECLASSES,
+    "CSINode": CSINODES,
+}
 
 
 def load_custom_resources(path: str | Path) -> list[tuple[ResourceType[Any], Any]]:
-    """The PodGroups and ClusterNetworkTopologies of a workload file (applied before its pods)."""
+    """The PodGroups, ClusterNetworkTopologies and storage objects (PersistentVolumeClaims,
+    PersistentVolumes, StorageClasses, CSINodes) of a workload file (applied before its pods)."""
     docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     return [
         (_CUSTOM[d["kind"]], _CUSTOM[d["kind"]].model.model_validate(d))
@@ -113,7 +125,7 @@ def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
         return
     raise ValueError(
         f"unsupported kind {kind!r} in the workload: "
-        "use Pod, List, Deployment, ReplicaSet, StatefulSet, Job, PodGroup or ClusterNetworkTopology"
+        f"use Pod, List, Deployment, ReplicaSet, StatefulSet, Job or {', '.join(_CUSTOM)}"
     )
 
 
@@ -144,6 +156,7 @@ async def simulate(
     app = SchedulerApp(settings, backend, registry, SchedulerMetrics())
     stop = asyncio.Event()
     runner = asyncio.create_task(app.run(stop))
+    pv_controller = asyncio.create_task(run_pv_controller(backend))
     await app.handlers.synced_nodes.wait()
     await app.handlers.synced_pods.wait()
     started = time.perf_counter()
@@ -167,6 +180,7 @@ async def simulate(
             break
     stop.set()
     await runner
+    pv_controller.cancel()
     placements = []
     for stored in backend.list(PODS):
         meta = stored.metadata

@@ -137,6 +137,15 @@ class PodBuilder:
         )
         return self
 
+    def volume(self, name: str, **source: Any) -> PodBuilder:
+        """A volume: ``volume("data", persistentVolumeClaim={"claimName": "c"})``."""
+        self._spec.setdefault("volumes", []).append({"name": name, **source})
+        return self
+
+    def claim(self, claim_name: str, volume: str | None = None) -> PodBuilder:
+        """A ``persistentVolumeClaim`` volume (named after the claim unless ``volume`` is given)."""
+        return self.volume(volume or claim_name, persistentVolumeClaim={"claimName": claim_name})
+
     def _node_affinity(self) -> dict[str, Any]:
         affinity: dict[str, Any] = self._spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
         return affinity

@@ -71,3 +71,76 @@ async def test_a_topology_gang_is_simulated_in_one_block() -> None:
     assert (len(result.scheduled), len(result.pending)) == (16, 0)
     # 16 members x 4 GPUs fill exactly the 8 nodes of one block (gpu-0 ... gpu-7 are block b0).
     assert {p.node for p in result.scheduled} == {f"gpu-{i}" for i in range(8)}
+
+
+VOLUME_WORKLOAD = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: zoned}
+provisioner: csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions: [{key: kubernetes.io/hostname, values: [n-1]}]
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-n2}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n-2]}]
+status: {phase: Available}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: static, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: local, resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: dynamic, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: zoned, resources: {requests: {storage: 5Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: nothing, namespace: default}
+spec: {accessModes: [ReadWriteOnce], storageClassName: local, resources: {requests: {storage: 9Gi}}}
+""" + "".join(
+    f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: uses-{claim}, namespace: default}}
+spec:
+  containers: [{{name: c, resources: {{requests: {{cpu: 100m}}}}}}]
+  volumes: [{{name: data, persistentVolumeClaim: {{claimName: {claim}}}}}]
+"""
+    for claim in ("static", "dynamic", "nothing")
+)
+
+
+async def test_volumes_are_simulated_with_the_pv_controllers_part(tmp_path: Path) -> None:
+    from scheduler.simulator.run import load_custom_resources
+
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(VOLUME_WORKLOAD)
+    cluster = ClusterDescription.model_validate(
+        {"nodePools": [{"name": "n", "count": 4, "cpu": "4", "memory": "8Gi"}]}
+    )
+    result = await simulate(
+        cluster, load_workload(workload), custom_resources=load_custom_resources(workload)
+    )
+    placed = {p.name: p.node for p in result.placements}
+    assert placed == {"uses-static": "n-2", "uses-dynamic": "n-1", "uses-nothing": None}
+    reason = next(p.reason for p in result.placements if p.name == "uses-nothing")
+    assert "4 node(s) didn't find available persistent volumes to bind" in reason

@@ -82,7 +82,7 @@ __all__ = [
 NAME = "InterPodAffinity"
 RBAC = (
     PolicyRule.watching(
-        NAMESPACES, why="InterPodAffinity: namespace labels, which pod affinity namespaceSelectors select."
+        NAMESPACES, why="Namespace labels, which pod affinity namespaceSelectors select."
     ),
 )
 

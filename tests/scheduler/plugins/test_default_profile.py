@@ -76,10 +76,14 @@ def test_registry_and_default_set() -> None:
         "NodeResourcesFit",
         "NodeResourcesFitPlus",
         "NodeUnschedulable",
+        "NodeVolumeLimits",
         "PrioritySort",
         "ScarceResourceAvoidance",
         "SchedulingGates",
         "TaintToleration",
+        "VolumeBinding",
+        "VolumeRestrictions",
+        "VolumeZone",
     ]
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_ENQUEUE] == (
         PluginRef("SchedulingGates"),
@@ -95,7 +99,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("ImageLocality", 1),
     )
     # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
-    # (volumes), PodTopologySpread, InterPodAffinity
+    # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity
     assert DEFAULT_PLUGINS[ExtensionPoint.FILTER] == (
         PluginRef("NodeUnschedulable"),
         PluginRef("NodeName"),
@@ -103,10 +107,20 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeAffinity"),
         PluginRef("NodePorts"),
         PluginRef("NodeResourcesFit"),
+        PluginRef("VolumeRestrictions"),
+        PluginRef("NodeVolumeLimits"),
+        PluginRef("VolumeBinding"),
+        PluginRef("VolumeZone"),
         PluginRef("InterPodAffinity"),
     )
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (PluginRef("InterPodAffinity"),)
+    volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # upstream's order
+    for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER):
+        names = [ref.name for ref in DEFAULT_PLUGINS[point]]
+        assert [n for n in names if n in volumes] == volumes, point
+    assert DEFAULT_PLUGINS[ExtensionPoint.RESERVE][0] == PluginRef("VolumeBinding")
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_BIND][0] == PluginRef("VolumeBinding")
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
     assert "ScarceResourceAvoidance" not in enabled

@@ -1,0 +1,170 @@
+"""Volumes through kubectl against the real API server: koord-scheduler places a pod where its
+WaitForFirstConsumer claim has a static volume, writes the volume's claimRef, and
+kube-controller-manager's PV controller (persistentvolume-binder, running in the e2e control
+plane) completes the binding, which koord-scheduler waits for before binding the pod. Claims
+nothing can satisfy and a ReadWriteOncePod claim in use get kube-scheduler's FailedScheduling
+reasons.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from e2e.cluster.controlplane import ControlPlane
+from e2e.scheduler_process import Scheduler
+from e2e.workloads import apply, make_pod, pods, wait_for
+
+NS = "volumes"
+CLASS = "koord-e2e-local"
+NODE = "cpu-3"
+RWOP_NODE = "cpu-4"
+
+
+def storage_class() -> dict[str, Any]:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": CLASS},
+        "provisioner": "kubernetes.io/no-provisioner",
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }
+
+
+def local_volume(name: str, node: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": [mode],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": CLASS,
+            "local": {"path": f"/mnt/disks/{name}"},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def claim(name: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {
+            "accessModes": [mode],
+            "storageClassName": CLASS,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+
+
+def pod_with(name: str, claim_name: str) -> dict[str, Any]:
+    pod = make_pod(name, NS, cpu="100m", memory="64Mi")
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
+    return pod
+
+
+def get(cp: ControlPlane, *what: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(cp.kubectl("get", *what, "-o", "json"))
+    return result
+
+
+def failed_scheduling(cp: ControlPlane, pod: str) -> str | None:
+    for event in get(cp, "events", "-n", NS)["items"]:
+        if event.get("reason") == "FailedScheduling" and event["involvedObject"]["name"] == pod:
+            return str(event.get("message") or event.get("note", ""))
+    return None
+
+
+@pytest.fixture(scope="module")
+def volumes(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, _scheduler_process: Scheduler
+) -> Iterator[ControlPlane]:
+    _scheduler_process.ensure_running(control_plane, scheduler_kubeconfig)
+    control_plane.create_namespace(NS)
+    volume_names = ["koord-e2e-pv-local", "koord-e2e-pv-rwop"]
+    apply(
+        control_plane,
+        [
+            storage_class(),
+            local_volume(volume_names[0], NODE),
+            local_volume(volume_names[1], RWOP_NODE, mode="ReadWriteOncePod"),
+        ],
+    )
+    yield control_plane
+    control_plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
+    control_plane.kubectl("delete", "pv", *volume_names, "--wait=false", check=False)
+    control_plane.kubectl("delete", "storageclass", CLASS, "--wait=false", check=False)
+
+
+def test_a_wait_for_first_consumer_claim_lands_on_its_volumes_node_and_binds(volumes: ControlPlane) -> None:
+    cp = volumes
+    apply(cp, [claim("data"), pod_with("uses-local-pv", "data")])
+
+    def placed() -> str | None:
+        pod = next((p for p in pods(cp, NS) if p["metadata"]["name"] == "uses-local-pv"), None)
+        return pod["spec"].get("nodeName") if pod else None
+
+    assert wait_for(placed, timeout=90, what="the pod bound") == NODE
+    bound = get(cp, "pvc", "data", "-n", NS)
+    assert bound["status"]["phase"] == "Bound"
+    assert bound["spec"]["volumeName"] == "koord-e2e-pv-local"
+    assert bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    volume = get(cp, "pv", "koord-e2e-pv-local")
+    assert (volume["spec"]["claimRef"]["namespace"], volume["spec"]["claimRef"]["name"]) == (NS, "data")
+
+
+def test_a_claim_nothing_can_satisfy_is_reported_with_upstreams_reason(volumes: ControlPlane) -> None:
+    cp = volumes
+    apply(cp, [claim("too-big", size="100Gi"), pod_with("unsatisfiable", "too-big")])
+    message = wait_for(lambda: failed_scheduling(cp, "unsatisfiable"), timeout=60, what="FailedScheduling")
+    nodes = len(get(cp, "nodes")["items"])
+    assert message.startswith(f"0/{nodes} nodes are available: "), message
+    assert "node(s) didn't find available persistent volumes to bind" in message, message
+    assert get(cp, "pvc", "too-big", "-n", NS)["status"]["phase"] == "Pending"
+    assert not next(p for p in pods(cp, NS) if p["metadata"]["name"] == "unsatisfiable")["spec"].get(
+        "nodeName"
+    )
+
+
+def test_a_missing_claim_is_reported(volumes: ControlPlane) -> None:
+    cp = volumes
+    apply(cp, [pod_with("no-claim", "does-not-exist")])
+    message = wait_for(lambda: failed_scheduling(cp, "no-claim"), timeout=60, what="FailedScheduling")
+    nodes = len(get(cp, "nodes")["items"])
+    assert message.startswith(
+        f'0/{nodes} nodes are available: persistentvolumeclaim "does-not-exist" not found'
+    ), message
+
+
+def test_a_read_write_once_pod_claim_in_use_keeps_the_second_pod_pending(volumes: ControlPlane) -> None:
+    cp = volumes
+    apply(cp, [claim("exclusive", mode="ReadWriteOncePod"), pod_with("rwop-first", "exclusive")])
+
+    def placed() -> str | None:
+        pod = next((p for p in pods(cp, NS) if p["metadata"]["name"] == "rwop-first"), None)
+        return pod["spec"].get("nodeName") if pod else None
+
+    assert wait_for(placed, timeout=90, what="the first pod bound") == RWOP_NODE
+    apply(cp, [pod_with("rwop-second", "exclusive")])
+    message = wait_for(lambda: failed_scheduling(cp, "rwop-second"), timeout=60, what="FailedScheduling")
+    assert "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode" in (
+        message
+    ), message
+    assert not next(p for p in pods(cp, NS) if p["metadata"]["name"] == "rwop-second")["spec"].get("nodeName")

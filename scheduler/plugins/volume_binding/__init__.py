@@ -1,0 +1,25 @@
+"""VolumeBinding (kube-scheduler's): see ``plugin``; ``matching`` finds the volumes per node."""
+
+from scheduler.plugins.volume_binding.plugin import (
+    ERR_REASON_BIND_CONFLICT,
+    ERR_REASON_NODE_CONFLICT,
+    ERR_REASON_PV_NOT_EXIST,
+    ERR_UNBOUND_IMMEDIATE,
+    NAME,
+    RBAC,
+    VolumeBinding,
+    VolumeBindingArgs,
+    new,
+)
+
+__all__ = [
+    "ERR_REASON_BIND_CONFLICT",
+    "ERR_REASON_NODE_CONFLICT",
+    "ERR_REASON_PV_NOT_EXIST",
+    "ERR_UNBOUND_IMMEDIATE",
+    "NAME",
+    "RBAC",
+    "VolumeBinding",
+    "VolumeBindingArgs",
+    "new",
+]
