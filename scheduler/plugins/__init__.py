@@ -23,6 +23,7 @@ from scheduler.plugins import (
     node_resources_fit,
     node_resources_fit_plus,
     node_unschedulable,
+    pod_topology_spread,
     queue_sort,
     scarce_resource_avoidance,
     scheduling_gates,
@@ -53,6 +54,12 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
         PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
+        PluginSpec(
+            pod_topology_spread.NAME,
+            pod_topology_spread.new,
+            pod_topology_spread.PodTopologySpreadArgs,
+            pod_topology_spread.RBAC,
+        ),
     ]
 )
 
@@ -62,6 +69,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_FILTER: (
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
+        PluginRef(pod_topology_spread.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
@@ -76,11 +84,14 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(taint_toleration.NAME),
         PluginRef(node_affinity.NAME),
         PluginRef(node_resources_fit.NAME),
+        PluginRef(pod_topology_spread.NAME),
     ),
+    ExtensionPoint.PRE_SCORE: (PluginRef(pod_topology_spread.NAME),),
     ExtensionPoint.SCORE: (
         PluginRef(node_resources_fit.NAME, weight=1),
         PluginRef(node_affinity.NAME, weight=2),
         PluginRef(taint_toleration.NAME, weight=3),
+        PluginRef(pod_topology_spread.NAME, weight=2),
     ),
     ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
 }

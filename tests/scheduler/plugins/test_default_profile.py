@@ -72,6 +72,7 @@ def test_registry_and_default_set() -> None:
         "NodeResourcesFit",
         "NodeResourcesFitPlus",
         "NodeUnschedulable",
+        "PodTopologySpread",
         "PrioritySort",
         "ScarceResourceAvoidance",
         "SchedulingGates",
@@ -86,7 +87,9 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),
         PluginRef("TaintToleration", 3),
+        PluginRef("PodTopologySpread", 2),
     )
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (PluginRef("PodTopologySpread"),)
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
     assert "ScarceResourceAvoidance" not in enabled
@@ -94,7 +97,14 @@ def test_registry_and_default_set() -> None:
 
 def test_every_plugin_declares_its_events() -> None:
     fw = framework(make_snapshot([]))
-    for name in ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodeUnschedulable", "NodeName"):
+    for name in (
+        "NodeResourcesFit",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeUnschedulable",
+        "NodeName",
+        "PodTopologySpread",
+    ):
         events = fw.plugin(name).events_to_register()  # type: ignore[union-attr]
         assert events & ClusterEvent.NODE_ADD, name
 
