@@ -80,10 +80,12 @@ class Aggregate:
 
 
 def _fold_pods(problem: PlacementProblem) -> tuple[PodClass, ...]:
-    by_key: dict[tuple[tuple[int, ...], frozenset[str] | None], list[int]] = {}
+    by_key: dict[tuple[tuple[int, ...], frozenset[str] | None, tuple[bool, ...]], list[int]] = {}
     for gi, g in enumerate(problem.pod_groups):
         feasible = problem.feasible_nodes.get(g.name)
-        by_key.setdefault((g.request.values, feasible), []).append(gi)
+        first = g.member_ids[0] if g.member_ids else ""
+        spread = tuple(b for c in problem.spread for b in (first in c.constrained, first in c.matching))
+        by_key.setdefault((g.request.values, feasible, spread), []).append(gi)
     out = []
     for idx, (key, groups) in enumerate(by_key.items()):
         out.append(
@@ -155,7 +157,8 @@ def aggregate(problem: PlacementProblem, nodes: tuple[str, ...] | None = None) -
                 found = _patterns(node.free, pods, caps, limit)
                 pattern_cache[pkey] = None if found is None else tuple(sorted(found, reverse=True))
             patterns = pattern_cache[pkey]
-        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns)
+        spread = tuple(c.domains.get(node.name) for c in problem.spread)
+        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns, spread)
         if patterns is None:
             key = (*key, node.name)  # too many packings: a class of its own, vector constraint
         classes[key].append(node)

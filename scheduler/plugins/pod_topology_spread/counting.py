@@ -99,6 +99,12 @@ class DomainCounts:
     """Per domain id: matching pods on the rows that take part."""
     present: BoolArray
     """Per domain id: some row that takes part lies in it (upstream's map has the key)."""
+    taking: IntArray
+    """The rows that take part (and have the key)."""
+    included: BoolArray
+    """Full-length: ``taking`` as a mask."""
+    values: tuple[str, ...]
+    """Each domain id's label value."""
 
 
 def domain_counts(
@@ -114,4 +120,8 @@ def domain_counts(
     n = len(values)
     counts = np.bincount(domain_of[taking], weights=per_row[taking], minlength=n).astype(np.int64)
     present = np.bincount(domain_of[taking], minlength=n) > 0
-    return DomainCounts(domain_of=domain_of, counts=counts, present=present)
+    included = np.zeros(size, dtype=np.bool_)
+    included[taking] = True
+    return DomainCounts(
+        domain_of=domain_of, counts=counts, present=present, taking=taking, included=included, values=values
+    )

@@ -15,7 +15,10 @@ score 0, except under the system defaults, where a node without a zone still spr
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,10 +29,12 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
+    GANG_PLAN,
     MAX_NODE_SCORE,
     ClusterEvent,
     FilterPlugin,
     FilterResult,
+    GangSpreadSource,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -51,6 +56,7 @@ from scheduler.plugins.pod_topology_spread.constraints import (
 )
 from scheduler.plugins.pod_topology_spread.counting import DomainCounts, NodeMasks, domain_counts
 from scheduler.plugins.pod_topology_spread.workloads import WORKLOADS_RBAC, Workloads
+from scheduler.solver.problem import SpreadConstraint
 
 __all__ = [
     "ERR_REASON_CONSTRAINTS_NOT_MATCH",
@@ -98,7 +104,9 @@ PRE_FILTER_KEY = StateKey[_FilterState]("PreFilterPodTopologySpread")
 PRE_SCORE_KEY = StateKey[_ScoreState]("PreScorePodTopologySpread")
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions):
+class PodTopologySpread(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions, GangSpreadSource
+):
     def __init__(self, args: PodTopologySpreadArgs, handle: Handle) -> None:
         self._defaults = args.defaults()
         self._system_defaulted = args.defaulting_type == "System"
@@ -146,9 +154,8 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
         hard = []
         for c in constraints:
             domains = domain_counts(snapshot, c, pod.namespace, masks.included(c, base), masks.size)
-            present = int(np.count_nonzero(domains.present))
-            min_match = int(domains.counts[domains.present].min()) if present >= max(c.min_domains, 1) else 0
-            hard.append(_HardConstraint(c, domains, min_match, int(c.selector.matches(pod.labels))))
+            self_match = int(c.selector.matches(pod.labels))
+            hard.append(_HardConstraint(c, domains, _global_min(domains, c), self_match))
         return _FilterState(tuple(hard))
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
@@ -170,6 +177,9 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
                 return FilterResult(feasible=np.zeros(rows.size, dtype=np.bool_), error=str(exc))
         if not fs.constraints:
             return FilterResult.all_feasible(rows.size)
+        plan = state.get(GANG_PLAN)
+        if plan:
+            fs = _with_planned(fs, plan, pod, snapshot)
         missing = np.zeros(rows.size, dtype=np.bool_)
         skewed = np.zeros(rows.size, dtype=np.bool_)
         for hard in fs.constraints:
@@ -188,6 +198,47 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             ],
             unresolvable=missing,
         )
+
+    # ---- gangs ----
+
+    def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
+        """Each distinct DoNotSchedule constraint of ``members``: the members that carry it (alike
+        in what decides its domains), the members its selector counts, and the domains with the
+        pods already in them, as Filter counts them."""
+        states: dict[str, tuple[_FilterState, list[str]]] = {}
+        for member in members:
+            signature = _spread_signature(member)
+            if signature not in states:
+                try:
+                    states[signature] = (self.filter_state(member, snapshot), [])
+                except InvalidConstraint:
+                    continue  # PreFilter rejects the member itself
+            states[signature][1].append(member.uid)
+        names = snapshot.table.names
+        result: list[SpreadConstraint] = []
+        for fs, carriers in states.values():
+            namespace = next(m.namespace for m in members if m.uid == carriers[0])
+            for hard in fs.constraints:
+                domains = hard.domains
+                taking = domains.taking.tolist()
+                result.append(
+                    SpreadConstraint(
+                        name=f"{len(result)}:{hard.constraint.topology_key}",
+                        max_skew=hard.constraint.max_skew,
+                        domains={names[r]: domains.values[domains.domain_of[r]] for r in taking},
+                        existing={
+                            domains.values[d]: int(domains.counts[d]) for d in np.flatnonzero(domains.present)
+                        },
+                        constrained=frozenset(carriers),
+                        matching=frozenset(
+                            m.uid
+                            for m in members
+                            if m.namespace == namespace and hard.constraint.selector.matches(m.labels)
+                        ),
+                        min_domains=hard.constraint.min_domains,
+                    )
+                )
+        return tuple(result)
 
     # ---- PreScore / Score ----
 
@@ -260,6 +311,54 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             return result
         result = np.where(ignored, 0, MAX_NODE_SCORE * (high + low - scores) // high).astype(np.int64)
         return result
+
+
+def _global_min(domains: DomainCounts, constraint: Constraint) -> int:
+    """The smallest count over the domains that take part; 0 while they are fewer than minDomains."""
+    present = int(np.count_nonzero(domains.present))
+    return int(domains.counts[domains.present].min()) if present >= max(constraint.min_domains, 1) else 0
+
+
+def _with_planned(
+    fs: _FilterState, plan: Mapping[str, tuple[PodInfo, str]], pod: PodInfo, snapshot: Snapshot
+) -> _FilterState:
+    """``fs`` with the gang's other planned members counted where the plan puts them: the Filter
+    then checks the state after the whole gang, the rule the placement solver kept."""
+    rows = snapshot.table.row
+    hard = []
+    for h in fs.constraints:
+        domains = h.domains
+        counts = domains.counts.copy()
+        for member, node in plan.values():
+            row = rows.get(node)
+            if (
+                row is None
+                or row >= domains.included.size
+                or not domains.included[row]
+                or member.namespace != pod.namespace
+                or not h.constraint.selector.matches(member.labels)
+            ):
+                continue
+            counts[domains.domain_of[row]] += 1
+        planned = dataclasses.replace(domains, counts=counts)
+        hard.append(_HardConstraint(h.constraint, planned, _global_min(planned, h.constraint), h.self_match))
+    return _FilterState(tuple(hard))
+
+
+def _spread_signature(pod: PodInfo) -> str:
+    """What decides a pod's constraints and their domains: namespace, labels, constraints, node
+    selector, affinity and tolerations."""
+    spec = pod.pod.spec
+    constraints = spec.topology_spread_constraints or ()
+    parts = [
+        pod.namespace,
+        json.dumps(pod.labels, sort_keys=True),
+        json.dumps([c.model_dump(exclude_none=True) for c in constraints], sort_keys=True),
+        json.dumps(spec.node_selector or {}, sort_keys=True),
+        spec.affinity.model_dump_json(exclude_none=True) if spec.affinity else "",
+        json.dumps([t.model_dump(exclude_none=True) for t in spec.tolerations or ()], sort_keys=True),
+    ]
+    return "\x00".join(parts)
 
 
 def _domains_among(snapshot: Snapshot, key: str, rows: IntArray) -> int:
