@@ -31,8 +31,8 @@ WORKLOADS_RBAC = tuple(
 )
 
 T = TypeVar("T", Service, ReplicationController, ReplicaSet, StatefulSet)
-Store = dict[tuple[str, str], Any]
-"""(namespace, name) -> the object."""
+Store = dict[str, dict[str, Any]]
+"""namespace -> name -> the object (a pod's selector only reads its own namespace)."""
 
 
 def _key(meta: ObjectMeta) -> tuple[str, str]:
@@ -47,7 +47,7 @@ def _requirements(selector: LabelSelector | None) -> frozenset[Requirement] | No
 
 
 class Workloads:
-    """The four kinds, by (namespace, name), kept by watch events."""
+    """The four kinds, by namespace and name, kept by watch events."""
 
     def __init__(self) -> None:
         self._stores: dict[ResourceType[Any], Store] = {
@@ -60,15 +60,21 @@ class Workloads:
     def listener(self, resource: ResourceType[T]) -> Callable[[WatchEvent[T]], None]:
         store = self._stores[resource]
 
+        def upsert(obj: T) -> None:
+            namespace, name = _key(obj.metadata)
+            store.setdefault(namespace, {})[name] = obj
+
+        def delete(obj: T) -> None:
+            namespace, name = _key(obj.metadata)
+            store.get(namespace, {}).pop(name, None)
+
+        def replace(objects: Sequence[T]) -> None:
+            store.clear()
+            for obj in objects:
+                upsert(obj)
+
         def on_event(event: WatchEvent[T]) -> None:
-            def replace(objects: Sequence[T]) -> None:
-                store.clear()
-                store.update((_key(o.metadata), o) for o in objects)
-
-            def upsert(obj: T) -> None:
-                store[_key(obj.metadata)] = obj
-
-            event.dispatch(replace, upsert, lambda obj: store.pop(_key(obj.metadata), None))
+            event.dispatch(replace, upsert, delete)
 
         return on_event
 
@@ -78,9 +84,9 @@ class Workloads:
     def default_selector(self, pod: PodInfo) -> Selector:
         namespace = pod.namespace
         label_set: dict[str, str] = {}
-        for (ns, _), service in self._stores[SERVICES].items():
+        for service in self._stores[SERVICES].get(namespace, {}).values():
             selector = service.spec.selector
-            if ns != namespace or selector is None:  # a null selector selects nothing
+            if selector is None:  # a null selector selects nothing
                 continue
             if all(pod.labels.get(k) == v for k, v in selector.items()):
                 label_set.update(selector)
@@ -90,13 +96,13 @@ class Workloads:
         if owner is not None:
             kind = (owner.api_version, owner.kind)
             if kind == ("v1", "ReplicationController"):
-                rc = self._stores[REPLICATIONCONTROLLERS].get((namespace, owner.name))
+                rc = self._stores[REPLICATIONCONTROLLERS].get(namespace, {}).get(owner.name)
                 if rc is not None:
                     label_set.update(rc.spec.selector or {})
                     requirements = set(_from_set(label_set))
             elif kind in (("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")):
                 resource = REPLICASETS if owner.kind == "ReplicaSet" else STATEFULSETS
-                workload = self._stores[resource].get((namespace, owner.name))
+                workload = self._stores[resource].get(namespace, {}).get(owner.name)
                 if workload is not None:
                     requirements |= _requirements(workload.spec.selector) or frozenset()
         return Selector(frozenset(requirements))

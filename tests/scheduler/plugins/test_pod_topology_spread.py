@@ -13,9 +13,10 @@ from pydantic import ValidationError
 
 from apis.core import Pod, TopologySpreadConstraint
 from apis.meta import OwnerReference
-from apis.workloads import ReplicaSet, Service
+from apis.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
 from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_selector import Requirement
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
@@ -26,7 +27,13 @@ from scheduler.plugins.pod_topology_spread.plugin import (
     ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
 )
-from scheduler.plugins.pod_topology_spread.workloads import REPLICASETS, SERVICES
+from scheduler.plugins.pod_topology_spread.workloads import (
+    REPLICASETS,
+    REPLICATIONCONTROLLERS,
+    SERVICES,
+    STATEFULSETS,
+    Workloads,
+)
 from tests.scheduler.builders import PodBuilder, expr, make_node, make_pod, make_snapshot
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -519,3 +526,93 @@ def listed(*constraints: dict[str, Any]) -> dict[str, Any]:
 def test_args_are_validated_as_kube_scheduler_does(args: dict[str, Any], message: str) -> None:
     with pytest.raises(ValidationError, match=message.replace("[", r"\[").replace(".", r"\.")):
         PodTopologySpreadArgs.model_validate(args)
+
+
+def test_the_default_selector_follows_upstreams_default_selector() -> None:
+    workloads = Workloads()
+    services = workloads.listener(SERVICES)
+    services(
+        WatchEvent(
+            EventType.REPLACED,
+            objects=[
+                Service.model_validate(
+                    {
+                        "metadata": {"name": "web", "namespace": "default"},
+                        "spec": {"selector": {"app": "web"}},
+                    }
+                ),
+                Service.model_validate(
+                    {
+                        "metadata": {"name": "tier", "namespace": "default"},
+                        "spec": {"selector": {"tier": "fe"}},
+                    }
+                ),
+                Service.model_validate(
+                    {
+                        "metadata": {"name": "other", "namespace": "other"},
+                        "spec": {"selector": {"app": "web"}},
+                    }
+                ),
+                Service.model_validate(
+                    {"metadata": {"name": "headless", "namespace": "default"}, "spec": {}}
+                ),
+                Service.model_validate(
+                    {"metadata": {"name": "db", "namespace": "default"}, "spec": {"selector": {"app": "db"}}}
+                ),
+            ],
+        )
+    )
+    pod = make_pod("p").label("app", "web").label("tier", "fe").label("rev", "1")
+    web_fe = {Requirement("app", "In", frozenset({"web"})), Requirement("tier", "In", frozenset({"fe"}))}
+    assert workloads.default_selector(pod.info()).requirements == web_fe
+    services(
+        WatchEvent(
+            EventType.DELETED, Service.model_validate({"metadata": {"name": "tier", "namespace": "default"}})
+        )
+    )
+    assert workloads.default_selector(pod.info()).requirements == {
+        Requirement("app", "In", frozenset({"web"}))
+    }
+
+    # a ReplicationController's map is merged into the services' set
+    workloads.listener(REPLICATIONCONTROLLERS)(
+        WatchEvent(
+            EventType.ADDED,
+            ReplicationController.model_validate(
+                {"metadata": {"name": "rc", "namespace": "default"}, "spec": {"selector": {"rev": "1"}}}
+            ),
+        )
+    )
+    owned = pod.obj()
+    owned.metadata.owner_references = [
+        OwnerReference(api_version="v1", kind="ReplicationController", name="rc", uid="u", controller=True)
+    ]
+    assert workloads.default_selector(PodInfo.of(owned)).requirements == {
+        Requirement("app", "In", frozenset({"web"})),
+        Requirement("rev", "In", frozenset({"1"})),
+    }
+    # a StatefulSet's selector requirements are ANDed; an owner that is not the controller is not used
+    workloads.listener(STATEFULSETS)(
+        WatchEvent(
+            EventType.ADDED,
+            StatefulSet.model_validate(
+                {
+                    "metadata": {"name": "ss", "namespace": "default"},
+                    "spec": {"selector": {"matchExpressions": [{"key": "rev", "operator": "Exists"}]}},
+                }
+            ),
+        )
+    )
+    owned.metadata.owner_references = [
+        OwnerReference(api_version="apps/v1", kind="StatefulSet", name="ss", uid="u", controller=True)
+    ]
+    assert workloads.default_selector(PodInfo.of(owned)).requirements == {
+        Requirement("app", "In", frozenset({"web"})),
+        Requirement("rev", "Exists"),
+    }
+    owned.metadata.owner_references = [
+        OwnerReference(api_version="apps/v1", kind="StatefulSet", name="ss", uid="u")
+    ]
+    assert workloads.default_selector(PodInfo.of(owned)).requirements == {
+        Requirement("app", "In", frozenset({"web"}))
+    }
