@@ -346,13 +346,23 @@ def _with_planned(
 
 
 def _spread_signature(pod: PodInfo) -> str:
-    """What decides a pod's constraints and their domains: namespace, labels, constraints, node
-    selector, affinity and tolerations."""
+    """What decides a pod's DoNotSchedule constraints and their domains (not whether the pod
+    matches them): namespace, constraints, the labels ``matchLabelKeys`` read (all labels and the
+    owners for default constraints, whose selector comes from the Services and controllers), node
+    selector, affinity and tolerations. Members alike in these share one constraint."""
     spec = pod.pod.spec
     constraints = spec.topology_spread_constraints or ()
+    if constraints:
+        keys = {k for c in constraints for k in c.match_label_keys or ()}
+        labels = {k: v for k, v in pod.labels.items() if k in keys}
+        owners = ""
+    else:
+        labels = pod.labels
+        owners = json.dumps([o.model_dump() for o in pod.pod.metadata.owner_references or ()], sort_keys=True)
     parts = [
         pod.namespace,
-        json.dumps(pod.labels, sort_keys=True),
+        json.dumps(labels, sort_keys=True),
+        owners,
         json.dumps([c.model_dump(exclude_none=True) for c in constraints], sort_keys=True),
         json.dumps(spec.node_selector or {}, sort_keys=True),
         spec.affinity.model_dump_json(exclude_none=True) if spec.affinity else "",

@@ -616,3 +616,23 @@ def test_the_default_selector_follows_upstreams_default_selector() -> None:
     assert workloads.default_selector(PodInfo.of(owned)).requirements == {
         Requirement("app", "In", frozenset({"web"}))
     }
+
+
+# ---- what a gang placement must keep ---------------------------------------------------------------
+
+
+def test_gang_spread_describes_each_shared_constraint_once() -> None:
+    snapshot = make_snapshot(
+        zone_nodes(), [foo_pod("p-a1", "node-a"), foo_pod("p-x1", "node-x"), foo_pod("p-x2", "node-y")]
+    )
+    members = [
+        PodInfo.of(spread(make_pod(f"w{i}").uid(f"w{i}").label("foo", "").label("index", str(i)), 1, "zone"))
+        for i in range(3)
+    ]
+    helper = PodInfo.of(make_pod("helper").uid("helper").label("foo", "").obj())  # counted, not constrained
+    (constraint,) = plugin().gang_spread([*members, helper], snapshot)
+    assert constraint.max_skew == 1
+    assert constraint.domains == {"node-a": "zone1", "node-b": "zone1", "node-x": "zone2", "node-y": "zone2"}
+    assert constraint.existing == {"zone1": 1, "zone2": 2}
+    assert constraint.constrained == {"w0", "w1", "w2"}  # per-pod labels do not split them
+    assert constraint.matching == {"w0", "w1", "w2", "helper"}
