@@ -229,11 +229,11 @@ class JobResolver(Protocol):
         ...
 
 
-GANG_PLAN = StateKey[Mapping[str, tuple[PodInfo, str]]]("GangPlan")
-"""Written by the PreFilter that placed the pod's gang as a whole (Coscheduling): uid -> (member,
-planned node) for the gang's other members not yet placed. A Filter that counts pods
-(PodTopologySpread) judges the pod's node by the state the whole plan leads to, as the plan was
-made, not by the transient order in which the members happen to be scheduled."""
+GANG_PLAN = StateKey[Callable[[], Mapping[str, tuple[PodInfo, str]]]]("GangPlan")
+"""Written by the PreFilter that placed the pod's gang as a whole (Coscheduling): called, uid ->
+(member, planned node) for the gang's other members not yet placed (built only when asked). A
+Filter that counts pods (PodTopologySpread) judges the pod's node by the state the whole plan
+leads to, as the plan was made, not by the transient order in which the members are scheduled."""
 
 
 @runtime_checkable

@@ -219,8 +219,12 @@ class Coscheduling(
             planned = group.plan.get(pod.uid)
         if planned is None:
             return PreFilterResult(Status.error(f"the placement of gang group {group.id} left out {pod.key}"))
-        others = [p for g in self.gangs.members_of_group(gang) for p in g.pending() if p.uid != pod.uid]
-        state.write(GANG_PLAN, {p.uid: (p, group.plan[p.uid]) for p in others if p.uid in group.plan})
+
+        def rest_of_plan() -> dict[str, tuple[PodInfo, str]]:
+            others = (p for g in self.gangs.members_of_group(gang) for p in g.pending() if p.uid != pod.uid)
+            return {p.uid: (p, group.plan[p.uid]) for p in others if p.uid in group.plan}
+
+        state.write(GANG_PLAN, rest_of_plan)
         return PreFilterResult(node_names=frozenset({planned}))
 
     async def post_filter(

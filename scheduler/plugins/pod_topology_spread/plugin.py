@@ -177,9 +177,9 @@ class PodTopologySpread(
                 return FilterResult(feasible=np.zeros(rows.size, dtype=np.bool_), error=str(exc))
         if not fs.constraints:
             return FilterResult.all_feasible(rows.size)
-        plan = state.get(GANG_PLAN)
-        if plan:
-            fs = _with_planned(fs, plan, pod, snapshot)
+        rest_of_plan = state.get(GANG_PLAN)
+        if rest_of_plan is not None:
+            fs = _with_planned(fs, rest_of_plan(), pod, snapshot)
         missing = np.zeros(rows.size, dtype=np.bool_)
         skewed = np.zeros(rows.size, dtype=np.bool_)
         for hard in fs.constraints:
