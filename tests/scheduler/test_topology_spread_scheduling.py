@@ -1,6 +1,7 @@
-"""A gang whose members carry a DoNotSchedule zone spread constraint, end to end on the in-memory
-backend: the placement keeps the spread between the members, and each member's own cycle (whose
-Filter sees the rest of the plan) binds it where the plan put it."""
+"""Topology spread end to end on the in-memory backend: a gang whose members carry a DoNotSchedule
+zone constraint (the placement keeps the spread between the members, and each member's own cycle,
+whose Filter sees the rest of the plan, binds it where the plan put it), and default constraints
+whose selector comes from a ReplicaSet the plugin watches."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from apis.workloads import ReplicaSet
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS
+from scheduler.backend.base import NODES, PODGROUPS, PODS, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.metrics import SchedulerMetrics
@@ -52,8 +54,10 @@ def pod_group(min_member: int) -> dict[str, Any]:
     return {"metadata": {"name": "train", "namespace": "default"}, "spec": {"minMember": min_member}}
 
 
-async def run_until_bound(backend: MemoryBackend, count: int) -> dict[str, str]:
-    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+async def run_until_bound(
+    backend: MemoryBackend, count: int, config_yaml: str = DEFAULT_CONFIG_YAML
+) -> dict[str, str]:
+    config = load_config(config_yaml, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
     settings = AppSettings(
         profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
     )
@@ -107,3 +111,49 @@ async def test_the_gang_counts_the_pods_already_running() -> None:
     assert len(members) == 3, bound
     per_zone = Counter(ZONE_OF[n] for n in bound.values())
     assert abs(per_zone["z1"] - per_zone["z2"]) <= 1, per_zone
+
+
+LIST_DEFAULTS = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}
+"""
+
+
+async def test_default_constraints_take_their_selector_from_the_replicaset_on_the_memory_backend() -> None:
+    """Pods without constraints of their own, owned by a ReplicaSet: the List default (zone,
+    DoNotSchedule) applies with the ReplicaSet's selector, read through the plugin's informer."""
+    backend = MemoryBackend()
+    for name in ZONE_OF:
+        backend.apply(NODES, node(name))
+    backend.apply(
+        ResourceType.of(ReplicaSet),
+        {
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    for i in range(4):
+        pod = member(f"web-{i}")
+        pod["metadata"]["labels"] = {"app": "web"}
+        pod["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": "web",
+                "uid": "rs-uid",
+                "controller": True,
+            }
+        ]
+        del pod["spec"]["topologySpreadConstraints"]
+        backend.apply(PODS, pod)
+    bound = await run_until_bound(backend, 4, LIST_DEFAULTS)
+    assert len(bound) == 4, bound
+    assert Counter(ZONE_OF[n] for n in bound.values()) == {"z1": 2, "z2": 2}
