@@ -29,6 +29,7 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.eviction import EvictionService, Evictor
 from scheduler.framework.waiting_pods import WaitingPods
+from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
     from scheduler.framework.interfaces import PreemptionExtension
@@ -119,6 +120,11 @@ class ProfileView(Protocol):
         """The profile's plugins that implement ``interfaces.PreemptionExtension``."""
         ...
 
+    def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
+        """The DoNotSchedule topology spread a gang's placement must keep between ``members``
+        (from the profile's ``interfaces.GangSpreadSource`` plugins)."""
+        ...
+
 
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
@@ -135,6 +141,9 @@ class _UnboundProfile:
         return pod.uid
 
     def preemption_extensions(self) -> Sequence[PreemptionExtension]:
+        return ()
+
+    def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
         return ()
 
 

@@ -22,16 +22,19 @@ from typing import Any, Protocol, runtime_checkable
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.status import Status
+from scheduler.solver.problem import SpreadConstraint
 
 __all__ = [
+    "GANG_PLAN",
     "BindPlugin",
     "ClusterEvent",
     "Diagnosis",
     "EnqueueExtensions",
     "FilterPlugin",
     "FilterResult",
+    "GangSpreadSource",
     "JobResolver",
     "PermitPlugin",
     "Plugin",
@@ -223,6 +226,25 @@ class JobResolver(Protocol):
 
     def job_of(self, pod: PodInfo) -> str:
         """The job's id; a pod of no job is a job of its own (its uid)."""
+        ...
+
+
+GANG_PLAN = StateKey[Callable[[], Mapping[str, tuple[PodInfo, str]]]]("GangPlan")
+"""Written by the PreFilter that placed the pod's gang as a whole (Coscheduling): called, uid ->
+(member, planned node) for the gang's other members not yet placed (built only when asked). A
+Filter that counts pods (PodTopologySpread) judges the pod's node by the state the whole plan
+leads to, as the plan was made, not by the transient order in which the members are scheduled."""
+
+
+@runtime_checkable
+class GangSpreadSource(Protocol):
+    """A plugin whose Filter keeps DoNotSchedule topology spread (PodTopologySpread). Filter sees
+    one pod against the pods already placed; a gang placed as a whole also needs the spread
+    between its own members, which the placement solver keeps from these constraints. The
+    Framework finds these among the profile's plugins; ``Handle.profile.gang_spread`` asks them."""
+
+    def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
+        """The spread constraints ``members`` (pending pods of one gang, by uid) carry."""
         ...
 
 

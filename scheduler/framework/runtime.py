@@ -30,6 +30,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint, ResolvedProfile
 from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
+from scheduler.solver.problem import SpreadConstraint
 
 __all__ = ["Framework", "Observer", "PointObserver"]
 
@@ -145,6 +146,7 @@ class Framework:
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, fw.PreemptionExtension)
         )
+        self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -182,6 +184,9 @@ class Framework:
 
     def preemption_extensions(self) -> Sequence[fw.PreemptionExtension]:
         return self._preemption_extensions
+
+    def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
+        return tuple(c for source in self._spread_sources for c in source.gang_spread(members, snapshot))
 
     # ---- lookup ------------------------------------------------------------------------------
 

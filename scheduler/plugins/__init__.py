@@ -30,6 +30,7 @@ from scheduler.plugins import (
     node_resources_fit_plus,
     node_unschedulable,
     node_volume_limits,
+    pod_topology_spread,
     queue_sort,
     scarce_resource_avoidance,
     scheduling_gates,
@@ -82,6 +83,12 @@ DEFAULT_REGISTRY = Registry(
             volume_binding.NAME, volume_binding.new, volume_binding.VolumeBindingArgs, volume_binding.RBAC
         ),
         PluginSpec(volume_zone.NAME, volume_zone.new, rbac=volume_zone.RBAC),
+        PluginSpec(
+            pod_topology_spread.NAME,
+            pod_topology_spread.new,
+            pod_topology_spread.PodTopologySpreadArgs,
+            pod_topology_spread.RBAC,
+        ),
     ]
 )
 
@@ -99,6 +106,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(node_affinity.NAME),
         PluginRef(node_ports.NAME),
         *_VOLUME_FILTERS,
+        PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
@@ -120,13 +128,15 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(node_ports.NAME),
         PluginRef(node_resources_fit.NAME),
         *_VOLUME_FILTERS,
+        PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
     ),
-    ExtensionPoint.PRE_SCORE: (PluginRef(inter_pod_affinity.NAME),),
+    ExtensionPoint.PRE_SCORE: (PluginRef(pod_topology_spread.NAME), PluginRef(inter_pod_affinity.NAME)),
     ExtensionPoint.SCORE: (
         PluginRef(node_resources_fit.NAME, weight=1),
         PluginRef(node_affinity.NAME, weight=2),
         PluginRef(taint_toleration.NAME, weight=3),
+        PluginRef(pod_topology_spread.NAME, weight=2),
         PluginRef(inter_pod_affinity.NAME, weight=2),
         PluginRef(node_resources_balanced_allocation.NAME, weight=1),
         PluginRef(image_locality.NAME, weight=1),

@@ -55,7 +55,7 @@ from scheduler.plugins.helper.node_selector import (
     CompiledTerm,
     NodeSelectorMatcher,
     compile_term,
-    fit,
+    fit_mask,
     term_mask,
 )
 from scheduler.plugins.helper.normalize import default_normalize
@@ -230,7 +230,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
         if fs.node_selector:
             pod_mask = np.ones(size, dtype=np.bool_)
             for key, value in fs.node_selector.items():
-                pod_mask &= fit(snapshot.label_mask(key, frozenset((value,))), size)
+                pod_mask &= fit_mask(snapshot.label_mask(key, frozenset((value,))), size)
         if fs.required is not None:
             required = fs.required.mask(snapshot, size)
             pod_mask = required if pod_mask is None else pod_mask & required

@@ -31,7 +31,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.helper.node_selector import fit
+from scheduler.plugins.helper.node_selector import fit_mask
 from scheduler.plugins.helper.storage import PVCS, PVS, STORAGECLASSES, Store, claim_key
 
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "RBAC", "VolumeZone", "new"]
@@ -135,14 +135,14 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
         size = snapshot.table.row_count
         constrained = np.zeros(size, dtype=np.bool_)
         for key in TOPOLOGY_LABELS:
-            constrained |= fit(snapshot.label_mask(key), size)
+            constrained |= fit_mask(snapshot.label_mask(key), size)
         matches = np.ones(size, dtype=np.bool_)
         for topology in topologies:
-            has_key = fit(snapshot.label_mask(topology.key), size)
-            ok: BoolArray = has_key & fit(snapshot.label_mask(topology.key, topology.values), size)
+            has_key = fit_mask(snapshot.label_mask(topology.key), size)
+            ok: BoolArray = has_key & fit_mask(snapshot.label_mask(topology.key, topology.values), size)
             ga = _GA.get(topology.key)
             if ga is not None:  # a beta label the node lacks may be matched by its GA label
-                ok |= ~has_key & fit(snapshot.label_mask(ga, topology.values), size)
+                ok |= ~has_key & fit_mask(snapshot.label_mask(ga, topology.values), size)
             matches &= ok
         rejected = (constrained & ~matches)[rows]
         if not rejected.any():

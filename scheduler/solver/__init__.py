@@ -23,6 +23,7 @@ from scheduler.solver.problem import (
     SolveOptions,
     TopologyLayer,
     objective,
+    spread_violations,
     violations,
 )
 from scheduler.solver.victim_cpsat import select_cpsat
@@ -54,7 +55,11 @@ def solve(
     """Place a gang. ``on_fallback`` is called when CP-SAT found nothing in time and the greedy
     plan is returned instead (status GREEDY_FALLBACK), so the caller can count it."""
     if problem.options.strategy == "greedy":
-        return solve_greedy(problem)
+        plan = solve_greedy(problem)
+        broken = spread_violations(problem, plan.assignment) if isinstance(plan, Plan) else []
+        if broken:  # Koordinator's greedy plan knows no topology spread: say so, never break it
+            return Infeasible("TOPOLOGY_SPREAD", f"the greedy plan breaks {broken[0]}", strategy="greedy")
+        return plan
     return solve_cpsat(problem, on_fallback=on_fallback)
 
 

@@ -84,11 +84,15 @@ class Aggregate:
 
 
 def _fold_pods(problem: PlacementProblem) -> tuple[PodClass, ...]:
-    by_key: dict[tuple[tuple[int, ...], frozenset[str] | None, tuple[int, ...]], list[int]] = {}
+    by_key: dict[
+        tuple[tuple[int, ...], frozenset[str] | None, tuple[int, ...], tuple[bool, ...]], list[int]
+    ] = {}
     for gi, g in enumerate(problem.pod_groups):
         feasible = problem.feasible_nodes.get(g.name)
         apart = tuple(i for i, rule in enumerate(problem.apart) if g.name in rule.groups)
-        by_key.setdefault((g.request.values, feasible, apart), []).append(gi)
+        first = g.member_ids[0] if g.member_ids else ""
+        spread = tuple(b for c in problem.spread for b in (first in c.constrained, first in c.matching))
+        by_key.setdefault((g.request.values, feasible, apart, spread), []).append(gi)
     out = []
     for idx, (key, groups) in enumerate(by_key.items()):
         out.append(
@@ -162,7 +166,8 @@ def aggregate(problem: PlacementProblem, nodes: tuple[str, ...] | None = None) -
                 pattern_cache[pkey] = None if found is None else tuple(sorted(found, reverse=True))
             patterns = pattern_cache[pkey]
         domains = tuple(rule.domains.get(node.name) for rule in problem.apart)
-        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns, domains)
+        spread = tuple(c.domains.get(node.name) for c in problem.spread)
+        key: tuple[object, ...] = (node.path, caps, problem.score(node.name), patterns, domains, spread)
         if patterns is None:
             key = (*key, node.name)  # too many packings: a class of its own, vector constraint
         classes[key].append(node)

@@ -66,6 +66,7 @@ from scheduler.solver.problem import (
     domain_key,
     domains_used,
     objective,
+    spread_violations,
     violations,
 )
 
@@ -262,6 +263,10 @@ def _solve_candidate(
             if mult_lit is not None:
                 assumptions[f"multiple:{layer.name}"] = mult_lit
 
+    # Topology spread (DoNotSchedule): a domain receiving a constrained member stays within
+    # maxSkew of the least loaded domain after placement.
+    assumptions.update(_add_spread(model, ctx, x, explain_mode))
+
     # Redundant: a member sits in a used domain at the nearest PreferGather layer, class by class
     # (a much tighter relaxation than the per-domain bound alone), and a used domain's parent is used.
     modelled = [i for i in problem.prefer_gather_order if i in domain_count]
@@ -332,6 +337,58 @@ def _solve_candidate(
             core = tuple(sorted(names[i] for i in solver.sufficient_assumptions_for_infeasibility()))
         return _Outcome("INFEASIBLE", None, n_vars, n_cons, core)
     return _Outcome("UNKNOWN", None, n_vars, n_cons)
+
+
+def _add_spread(
+    model: cp_model.CpModel,
+    ctx: _Context,
+    x: dict[tuple[int, int], cp_model.IntVar],
+    explain_mode: bool,
+) -> dict[str, cp_model.IntVar]:
+    """Per spread constraint: count(d) = existing(d) + matching members placed in d; ``low`` is
+    an integer at most every count, and a domain holding a constrained member has
+    ``count(d) - low <= maxSkew``. ``low`` need not equal the minimum: the minimum is at least
+    ``low``, so a placement satisfying these satisfies the rule with the true minimum, and the
+    true minimum is one such ``low``. With fewer domains than minDomains the minimum is 0.
+    Returns the assumption literals (explain mode)."""
+    problem, agg = ctx.problem, ctx.agg
+    literals: dict[str, cp_model.IntVar] = {}
+    first = {pc.index: problem.pod_groups[pc.groups[0]].member_ids[0] for pc in agg.pod_classes}
+    for spread in problem.spread:
+        constrained = {g for g, m in first.items() if m in spread.constrained}
+        if not constrained:
+            continue
+        matching = {g for g, m in first.items() if m in spread.matching}
+        domains = sorted(set(spread.domains.values()))
+        counted: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        receiving: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+        for (ci, g), var in x.items():
+            domain = spread.domains.get(agg.node_classes[ci].nodes[0])
+            if domain is None:
+                continue
+            if g in matching:
+                counted[domain].append(var)
+            if g in constrained:
+                receiving[domain].append(var)
+        count = {d: cp_model.LinearExpr.sum(counted[d]) + spread.existing.get(d, 0) for d in domains}
+        low: cp_model.LinearExpr = cp_model.LinearExpr.constant(0)
+        if domains and len(domains) >= spread.min_domains:
+            top = max(spread.existing.values(), default=0) + ctx.total
+            low = model.new_int_var(0, top, f"spread_low[{spread.name}]")
+            for d in domains:
+                model.add(low <= count[d])
+        enforce = model.new_bool_var(f"spread[{spread.name}]") if explain_mode else None
+        for d in domains:
+            if not receiving[d]:
+                continue
+            holds = model.new_bool_var(f"spread_holds[{spread.name},{d}]")
+            model.add(sum(receiving[d]) <= ctx.total * holds)
+            model.add(count[d] - low <= spread.max_skew).only_enforce_if(
+                [holds] if enforce is None else [holds, enforce]
+            )
+        if enforce is not None:
+            literals[f"spread:{spread.name}"] = enforce
+    return literals
 
 
 def _add_hint(
@@ -428,6 +485,8 @@ def solve_cpsat(
         return dataclasses.replace(reason, solve_seconds=time.perf_counter() - start)
 
     greedy_assignment = greedy.plan(problem)
+    if greedy_assignment is not None and spread_violations(problem, greedy_assignment):
+        greedy_assignment = None  # Koordinator's greedy plan knows no topology spread
     best: dict[str, str] | None = greedy_assignment
     best_obj: Objective | None = objective(problem, best) if best is not None else None
     best_from_cpsat = False
@@ -518,6 +577,14 @@ def _explain(ctx: _Context, cands: list[Domain]) -> Infeasible:
     layer = problem.layers[len(cand) - 1].name if cand else None
     groups = [name.split(":", 1)[1] for name in out.core if name.startswith("group:")]
     multiples = sorted(name.split(":", 1)[1] for name in out.core if name.startswith("multiple:"))
+    spreads = sorted(name.split(":", 1)[1] for name in out.core if name.startswith("spread:"))
+    if spreads:
+        reason = explain.packing(problem, groups, layer)
+        return dataclasses.replace(
+            reason,
+            reason="TOPOLOGY_SPREAD",
+            message=reason.message + f" within the topology spread constraints {', '.join(spreads)}",
+        )
     if multiples:
         reason = explain.packing(problem, groups, layer)
         return dataclasses.replace(

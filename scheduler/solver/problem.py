@@ -32,6 +32,7 @@ __all__ = [
     "PodGroupSpec",
     "ResourceVector",
     "SolveOptions",
+    "SpreadConstraint",
     "Strategy",
     "TopologyLayer",
     "domain_key",
@@ -50,6 +51,7 @@ InfeasibleReason = Literal[
     "MUST_GATHER",
     "POD_COUNT_MULTIPLE",
     "PACKING",
+    "TOPOLOGY_SPREAD",
     "TIMEOUT",
 ]
 
@@ -116,6 +118,39 @@ class TopologyLayer:
     pod_count_multiple: int = 1
 
 
+@dataclasses.dataclass(frozen=True)
+class SpreadConstraint:
+    """A ``DoNotSchedule`` topology spread constraint that members of the gang carry.
+
+    ``domains`` maps each node that takes part in the constraint (upstream's eligible nodes) to
+    its domain; ``existing`` counts the matching pods already in each of those domains (every
+    domain listed, zeros included). After placement, with ``count(d)`` = existing plus the
+    ``matching`` members placed in d and ``low`` the smallest count (0 when there are fewer
+    domains than ``min_domains``), every domain that receives a ``constrained`` member must have
+    ``count(d) - low <= max_skew``: the state kube-scheduler's Filter keeps when it places pods
+    one by one into the least loaded domains first."""
+
+    name: str
+    max_skew: int
+    domains: Mapping[str, str]
+    existing: Mapping[str, int]
+    constrained: frozenset[str]
+    matching: frozenset[str]
+    min_domains: int = 1
+
+    def counts(self, placed: Mapping[str, str]) -> dict[str, int]:
+        """Matching pods per domain once ``placed`` (member -> node) are added."""
+        counts = {d: self.existing.get(d, 0) for d in set(self.domains.values())}
+        for member, node in placed.items():
+            domain = self.domains.get(node)
+            if domain is not None and member in self.matching:
+                counts[domain] += 1
+        return counts
+
+    def low(self, counts: Mapping[str, int]) -> int:
+        return min(counts.values()) if counts and len(counts) >= self.min_domains else 0
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Apart:
     """Members that must not share a domain of a node label: at most one member of ``groups`` per
@@ -162,6 +197,9 @@ class PlacementProblem:
     node_scores: Mapping[str, int] = dataclasses.field(default_factory=dict)
     options: SolveOptions = SolveOptions()
     apart: tuple[Apart, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
+    """DoNotSchedule topology spread constraints of the members; every member of a pod group is
+    alike for each (constrained or not, matching or not)."""
 
     def __post_init__(self) -> None:
         n = len(self.resources)
@@ -189,6 +227,11 @@ class PlacementProblem:
         for layer in self.layers:
             if layer.pod_count_multiple < 1:
                 raise ValueError(f"layer {layer.name}: podCountMultiple must be >= 1")
+        for spread in self.spread:
+            for g in self.pod_groups:
+                for ids in (spread.constrained, spread.matching):
+                    if len({m in ids for m in g.member_ids}) > 1:
+                        raise ValueError(f"spread {spread.name}: pod group {g.name} mixes members")
 
     @property
     def member_count(self) -> int:
@@ -287,7 +330,7 @@ def objective(problem: PlacementProblem, assignment: Mapping[str, str]) -> tuple
 
 def violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list[str]:
     """Every rule an assignment breaks (empty = valid): completeness, feasibility, capacity,
-    MustGather, podCountMultiple and members kept apart."""
+    MustGather, podCountMultiple, members kept apart and topology spread."""
     out: list[str] = []
     by_name = {n.name: n for n in problem.nodes}
     used: dict[str, ResourceVector] = {}
@@ -335,4 +378,24 @@ def violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list
                 together[domain] = together.get(domain, 0) + 1
         for domain in sorted(d for d, n in together.items() if n > 1):
             out.append(f"anti-affinity on {apart.key}: {domain} holds {together[domain]} members")
+    out.extend(spread_violations(problem, assignment))
+    return out
+
+
+def spread_violations(problem: PlacementProblem, assignment: Mapping[str, str]) -> list[str]:
+    out: list[str] = []
+    for spread in problem.spread:
+        counts = spread.counts(assignment)
+        low = spread.low(counts)
+        receiving = {
+            spread.domains[node]
+            for member, node in assignment.items()
+            if member in spread.constrained and node in spread.domains
+        }
+        for domain in sorted(receiving):
+            if counts[domain] - low > spread.max_skew:
+                out.append(
+                    f"topology spread {spread.name}: {domain} holds {counts[domain]}, "
+                    f"{counts[domain] - low} above the least loaded domain (maxSkew {spread.max_skew})"
+                )
     return out

@@ -873,7 +873,6 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
         pytest.param("SchedulingHint", "Koordinator", id="SchedulingHint"),
         pytest.param("DefaultPreBind", "Koordinator", id="DefaultPreBind"),
         pytest.param("DefaultPreemption", "kube-scheduler", id="DefaultPreemption"),
-        pytest.param("PodTopologySpread", "kube-scheduler", id="PodTopologySpread"),
     ],
 )
 @pytest.mark.parametrize(

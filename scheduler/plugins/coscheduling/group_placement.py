@@ -121,6 +121,7 @@ class GroupPlanner:
                 spec=spec,
                 options=self.options,
                 score_rows=lambda member, rows: profile.score_rows(member, snapshot, rows),
+                spread=profile.gang_spread(members, snapshot),
             )
         except TopologyError as exc:
             return Status.unresolvable(f"gang {gang.id}: {exc}")

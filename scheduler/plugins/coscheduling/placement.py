@@ -36,6 +36,7 @@ from scheduler.solver.problem import (
     PodGroupSpec,
     ResourceVector,
     SolveOptions,
+    SpreadConstraint,
     TopologyLayer,
 )
 
@@ -76,15 +77,17 @@ def _node_path(
     return tuple(path)
 
 
-def _placement_signature(pod: PodInfo) -> str:
+def _placement_signature(pod: PodInfo, spread: Sequence[SpreadConstraint]) -> str:
     """What the Filters read of a pod besides its requests: node name, selector, affinity,
-    tolerations (a member pinned to one node is not interchangeable with one pinned to another)."""
+    tolerations (a member pinned to one node is not interchangeable with one pinned to another),
+    and which of the gang's topology spread constraints it carries or is counted by."""
     spec = pod.pod.spec
     parts = (
         spec.node_name or "",
         json.dumps(spec.node_selector or {}, sort_keys=True),
         spec.affinity.model_dump_json(exclude_none=True) if spec.affinity else "",
         json.dumps([t.model_dump(exclude_none=True) for t in spec.tolerations or ()], sort_keys=True),
+        "".join(f"{int(pod.uid in c.constrained)}{int(pod.uid in c.matching)}" for c in spread),
     )
     return "\x00".join(parts)
 
@@ -128,6 +131,7 @@ def build_problem(
     score_rows: ScoreRows | None = None,
     held: Mapping[str, Sequence[int]] | None = None,
     also_nodes: Sequence[str] = (),
+    spread: Sequence[SpreadConstraint] = (),
 ) -> PlacementProblem:
     """The placement problem of ``members`` (a gang group's pending pods, in rank order).
 
@@ -135,7 +139,8 @@ def build_problem(
     would free) and ``held`` gives, per node, what those victims hold (in ``problem_resources``
     order): a node's free room in the problem is what it has with the victims still there, and the
     solver adds back what it evicts. ``also_nodes`` are kept in the problem although no member
-    passes Filter on them (their victims only count towards a quota release); not with layers."""
+    passes Filter on them (their victims only count towards a quota release); not with layers.
+    ``spread``: the DoNotSchedule topology spread the members carry (``ProfileView.gang_spread``)."""
     table = snapshot.table
     resources = problem_resources(members)
     cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
@@ -146,7 +151,7 @@ def build_problem(
     classes: dict[tuple[tuple[int, ...], str, tuple[int, ...]], list[PodInfo]] = {}
     for pod in members:
         apart_of = tuple(i for i, (_, uids) in enumerate(apart) if pod.uid in uids)
-        key = (tuple(pod.requests.get(r, 0) for r in resources), _placement_signature(pod), apart_of)
+        key = (tuple(pod.requests.get(r, 0) for r in resources), _placement_signature(pod, spread), apart_of)
         classes.setdefault(key, []).append(pod)
 
     chain: list[tuple[str, tuple[str, ...]]] = []
@@ -234,4 +239,5 @@ def build_problem(
         node_scores=node_scores,
         options=options,
         apart=apart_rules,
+        spread=tuple(spread),
     )

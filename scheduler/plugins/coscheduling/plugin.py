@@ -44,6 +44,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
+    GANG_PLAN,
     ClusterEvent,
     Diagnosis,
     EnqueueExtensions,
@@ -218,6 +219,12 @@ class Coscheduling(
             planned = group.plan.get(pod.uid)
         if planned is None:
             return PreFilterResult(Status.error(f"the placement of gang group {group.id} left out {pod.key}"))
+
+        def rest_of_plan() -> dict[str, tuple[PodInfo, str]]:
+            others = (p for g in self.gangs.members_of_group(gang) for p in g.pending() if p.uid != pod.uid)
+            return {p.uid: (p, group.plan[p.uid]) for p in others if p.uid in group.plan}
+
+        state.write(GANG_PLAN, rest_of_plan)
         return PreFilterResult(node_names=frozenset({planned}))
 
     async def post_filter(

@@ -1,10 +1,9 @@
-"""Node selectors (``NodeSelectorTerm`` lists) compiled into row masks over the node table.
+"""Node selectors (``nodeSelectorTerms``) compiled into row masks over the cache's label index.
 
-Shared by NodeAffinity (a pod's required and preferred terms) and the volume plugins (a
-PersistentVolume's ``nodeAffinity``), with ``k8s.io/component-helpers`` semantics: terms are ORed,
-a term's expressions and fields ANDed, an empty term selects no node, a malformed term matches no
-node. Each expression is a full-length mask from the cache's label index
-(``Snapshot.label_mask``), cached per (key, values) until a node changes.
+NodeAffinity filters and scores with them; PodTopologySpread limits its domains to the nodes a
+pod's required node affinity selects (``nodeAffinityPolicy: Honor``); the volume plugins match a
+PersistentVolume's ``nodeAffinity`` with them. Semantics and error texts
+are ``k8s.io/component-helpers``' node selectors, described in ``scheduler.plugins.node_affinity``.
 """
 
 from __future__ import annotations
@@ -15,18 +14,28 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.core import Pod
 from apis.meta import NodeSelectorRequirement, NodeSelectorTerm
 from scheduler.cache.node_table import BoolArray
 from scheduler.cache.snapshot import Snapshot
 
-__all__ = ["OBJECT_NAME_FIELD", "CompiledTerm", "NodeSelectorMatcher", "compile_term", "fit", "term_mask"]
+__all__ = [
+    "OBJECT_NAME_FIELD",
+    "CompiledTerm",
+    "NodeSelectorMatcher",
+    "compile_term",
+    "fit_mask",
+    "go_int",
+    "required_node_mask",
+    "term_mask",
+]
 
 OBJECT_NAME_FIELD = "metadata.name"
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _go_int(value: str) -> int | None:
+def go_int(value: str) -> int | None:
     """Go's ``strconv.ParseInt(value, 10, 64)``: an optional sign, decimal digits, in int64 range."""
     if not _GO_INT.fullmatch(value):
         return None
@@ -78,7 +87,7 @@ def _compile_label(req: NodeSelectorRequirement, path: str) -> tuple[_Requiremen
                 None,
                 f"{path}.values: Invalid value: for 'Gt', 'Lt' operators, exactly one value is required",
             )
-        number = _go_int(values[0])
+        number = go_int(values[0])
         if number is None:
             return None, (
                 f"{path}.values[0]: Invalid value: {values[0]!r}: "
@@ -117,7 +126,7 @@ def compile_term(term: NodeSelectorTerm, path: str = "nodeSelectorTerms[0]") -> 
     return CompiledTerm(tuple(requirements), "; ".join(errors) if errors else None)
 
 
-def fit(mask: BoolArray, size: int) -> BoolArray:
+def fit_mask(mask: BoolArray, size: int) -> BoolArray:
     """A cached mask padded (with False) to the table's current row count."""
     if mask.size >= size:
         return mask[:size]
@@ -138,19 +147,19 @@ def _requirement_mask(req: _Requirement, snapshot: Snapshot, size: int) -> BoolA
             mask = np.full(size, "" in req.values, dtype=np.bool_)
         return mask if req.operator == "In" else ~mask
     if req.operator in ("In", "NotIn"):
-        mask = fit(snapshot.label_mask(req.key, req.values), size)
+        mask = fit_mask(snapshot.label_mask(req.key, req.values), size)
         return mask if req.operator == "In" else ~mask
     if req.operator in ("Exists", "DoesNotExist"):
-        mask = fit(snapshot.label_mask(req.key, None), size)
+        mask = fit_mask(snapshot.label_mask(req.key, None), size)
         return mask if req.operator == "Exists" else ~mask
     assert req.number is not None
     wanted = req.number
     chosen = []
     for value in snapshot.label_values(req.key):
-        number = _go_int(value)
+        number = go_int(value)
         if number is not None and (number > wanted if req.operator == "Gt" else number < wanted):
             chosen.append(value)
-    return fit(snapshot.label_mask(req.key, frozenset(chosen)), size)
+    return fit_mask(snapshot.label_mask(req.key, frozenset(chosen)), size)
 
 
 def term_mask(term: CompiledTerm, snapshot: Snapshot, size: int) -> BoolArray:
@@ -182,3 +191,19 @@ class NodeSelectorMatcher:
         for term in self.terms:
             mask |= term_mask(term, snapshot, size)
         return mask
+
+
+def required_node_mask(pod: Pod, snapshot: Snapshot, size: int) -> BoolArray | None:
+    """Rows matching the pod's ``nodeSelector`` and required node affinity (component-helpers'
+    ``GetRequiredNodeAffinity(pod).Match``; malformed terms match nothing); None: no requirement."""
+    spec = pod.spec
+    node_affinity = spec.affinity.node_affinity if spec.affinity else None
+    required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
+    if not spec.node_selector and required is None:
+        return None
+    mask = np.ones(size, dtype=np.bool_)
+    for key, value in (spec.node_selector or {}).items():
+        mask &= fit_mask(snapshot.label_mask(key, frozenset((value,))), size)
+    if required is not None:
+        mask &= NodeSelectorMatcher.of(required.node_selector_terms).mask(snapshot, size)
+    return mask

@@ -81,9 +81,7 @@ __all__ = [
 
 NAME = "InterPodAffinity"
 RBAC = (
-    PolicyRule.watching(
-        NAMESPACES, why="Namespace labels, which pod affinity namespaceSelectors select."
-    ),
+    PolicyRule.watching(NAMESPACES, why="Namespace labels, which pod affinity namespaceSelectors select."),
 )
 
 ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH = "node(s) didn't satisfy existing pods anti-affinity rules"

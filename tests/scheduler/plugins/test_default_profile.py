@@ -77,6 +77,7 @@ def test_registry_and_default_set() -> None:
         "NodeResourcesFitPlus",
         "NodeUnschedulable",
         "NodeVolumeLimits",
+        "PodTopologySpread",
         "PrioritySort",
         "ScarceResourceAvoidance",
         "SchedulingGates",
@@ -94,6 +95,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeResourcesFit", 1),
         PluginRef("NodeAffinity", 2),
         PluginRef("TaintToleration", 3),
+        PluginRef("PodTopologySpread", 2),
         PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
@@ -111,10 +113,14 @@ def test_registry_and_default_set() -> None:
         PluginRef("NodeVolumeLimits"),
         PluginRef("VolumeBinding"),
         PluginRef("VolumeZone"),
+        PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
     )
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
-    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (PluginRef("InterPodAffinity"),)
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (
+        PluginRef("PodTopologySpread"),
+        PluginRef("InterPodAffinity"),
+    )
     volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # upstream's order
     for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER):
         names = [ref.name for ref in DEFAULT_PLUGINS[point]]
@@ -129,7 +135,7 @@ def test_registry_and_default_set() -> None:
 def test_every_plugin_declares_its_events() -> None:
     fw = framework(make_snapshot([]))
     names = ("NodeResourcesFit", "TaintToleration", "NodeAffinity", "NodeUnschedulable", "NodeName")
-    for name in (*names, "NodePorts", "InterPodAffinity"):
+    for name in (*names, "NodePorts", "PodTopologySpread", "InterPodAffinity"):
         events = fw.plugin(name).events_to_register()  # type: ignore[union-attr]
         assert events & ClusterEvent.NODE_ADD, name
 

@@ -1,0 +1,6 @@
+"""PodTopologySpread (kube-scheduler v1.35): ``topologySpreadConstraints`` and default spreading."""
+
+from scheduler.plugins.pod_topology_spread.args import PodTopologySpreadArgs
+from scheduler.plugins.pod_topology_spread.plugin import NAME, RBAC, PodTopologySpread, new
+
+__all__ = ["NAME", "RBAC", "PodTopologySpread", "PodTopologySpreadArgs", "new"]
