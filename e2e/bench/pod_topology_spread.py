@@ -92,7 +92,9 @@ def main() -> None:
     baseline = timed(fw, plain, snapshot, args.repeat)
     spread = timed(fw, spread_pod("spread"), snapshot, args.repeat)
     started = time.perf_counter()
-    cycle(fw, spread_pod("cold", "app1"), snapshot)  # a selector not counted yet: one pass over the pods
+    cycle(
+        fw, spread_pod("cold", "app1"), snapshot
+    )  # a selector not counted yet: built from the pods with its label
     cold = (time.perf_counter() - started) * 1000
     print(f"{args.nodes} nodes, {args.pods} pods, {args.zones} zones, median of {args.repeat} cycles")
     print(f"  default profile, no constraints:           {baseline:7.2f} ms/cycle")

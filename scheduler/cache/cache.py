@@ -110,7 +110,7 @@ class Cache:
         self._named_observers: dict[str, PodObserver] = {}
         self._withdrawn: set[str] = set()
         """Pods a snapshot's ``simulate_removal`` took out for the moment (still in their node)."""
-        self.pod_selector_counts = PodSelectorCounts(self)
+        self.pod_selector_counts = PodSelectorCounts()
         self.observe(self.pod_selector_counts)
 
     # ---- nodes -------------------------------------------------------------------------------

@@ -106,28 +106,31 @@ class PodSelectorCounts:
     """Per-row counts of matching assigned pods, one array per matcher asked for, kept up to date.
 
     At most ``capacity`` matchers are tracked; the least recently asked for is dropped (and
-    rebuilt by one pass over the pods if it is asked for again), so a stream of one-off selectors
-    costs memory bounded by ``capacity`` arrays and per-pod upkeep bounded by ``capacity`` matches.
+    rebuilt if it is asked for again), so a stream of one-off selectors costs memory bounded by
+    ``capacity`` arrays.
+
+    Selectors almost always pin a label (``app: web``): such a matcher is *anchored* on its ``In``
+    requirement with the fewest values, and the pods are indexed by label, so a new matcher is
+    counted over the pods carrying its anchor rather than over every pod, and a pod added or
+    removed is matched only against the matchers anchored on one of its labels (and the few with
+    no anchor), not against all of them.
     """
 
-    def __init__(self, pods: _AssignedPods, capacity: int = 512) -> None:
-        self._pods = pods
+    def __init__(self, capacity: int = 512) -> None:
         self._capacity = capacity
         self._counts: OrderedDict[PodMatcher, IntArray] = OrderedDict()
+        self._pods: dict[str, tuple[PodInfo, int]] = {}
+        self._by_label: dict[tuple[str, str], dict[str, tuple[PodInfo, int]]] = {}
+        self._anchored: dict[tuple[str, str], set[PodMatcher]] = {}
+        self._unanchored: set[PodMatcher] = set()
 
     def counts(self, matcher: PodMatcher, size: int) -> IntArray:
         """How many assigned pods ``matcher`` matches on each of the first ``size`` rows (a view:
         read it, do not keep or write it)."""
         counts = self._counts.get(matcher)
         if counts is None:
-            counts = np.zeros(max(size, 1), dtype=np.int32)
-            for pod, row in self._pods.assigned_rows():
-                if matcher.matches(pod):
-                    counts = _grown(counts, row + 1)
-                    counts[row] += 1
-            self._counts[matcher] = counts
-            if len(self._counts) > self._capacity:
-                self._counts.popitem(last=False)
+            counts = self._count(matcher, size)
+            self._track(matcher, counts)
         else:
             self._counts.move_to_end(matcher)
         if counts.size < size:
@@ -135,29 +138,87 @@ class PodSelectorCounts:
             self._counts[matcher] = counts
         return counts[:size]
 
+    def _count(self, matcher: PodMatcher, size: int) -> IntArray:
+        counts: IntArray = np.zeros(max(size, 1), dtype=np.int64)
+        if matcher.selector.nothing:
+            return counts
+        anchor = _anchor(matcher)
+        if anchor is None:
+            candidates: Iterable[tuple[PodInfo, int]] = self._pods.values()
+        else:
+            key, values = anchor
+            candidates = (
+                entry for value in values for entry in self._by_label.get((key, value), {}).values()
+            )
+        rows = [row for pod, row in candidates if matcher.matches(pod)]
+        if rows:
+            found = np.asarray(rows, dtype=np.int64)
+            counts = _grown(counts, int(found.max()) + 1)
+            np.add.at(counts, found, 1)
+        return counts
+
+    def _track(self, matcher: PodMatcher, counts: IntArray) -> None:
+        self._counts[matcher] = counts
+        anchor = _anchor(matcher)
+        if anchor is None:
+            self._unanchored.add(matcher)
+        else:
+            for value in anchor[1]:
+                self._anchored.setdefault((anchor[0], value), set()).add(matcher)
+        if len(self._counts) > self._capacity:
+            dropped, _ = self._counts.popitem(last=False)
+            dropped_anchor = _anchor(dropped)
+            if dropped_anchor is None:
+                self._unanchored.discard(dropped)
+            else:
+                for value in dropped_anchor[1]:
+                    anchored = self._anchored.get((dropped_anchor[0], value))
+                    if anchored is not None:
+                        anchored.discard(dropped)
+                        if not anchored:
+                            del self._anchored[(dropped_anchor[0], value)]
+
     def pod_added(self, pod: PodInfo, row: int) -> None:
+        entry = (pod, row)
+        self._pods[pod.uid] = entry
+        for label in pod.labels.items():
+            self._by_label.setdefault(label, {})[pod.uid] = entry
         self._change(pod, row, 1)
 
     def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self._pods.pop(pod.uid, None)
+        for label in pod.labels.items():
+            same = self._by_label.get(label)
+            if same is not None:
+                same.pop(pod.uid, None)
+                if not same:
+                    del self._by_label[label]
         self._change(pod, row, -1)
 
     def _change(self, pod: PodInfo, row: int, delta: int) -> None:
-        grown: list[tuple[PodMatcher, IntArray]] = []
-        for matcher, counts in self._counts.items():
+        concerned = set(self._unanchored)
+        for label in pod.labels.items():
+            concerned.update(self._anchored.get(label, ()))
+        for matcher in concerned:
             if matcher.matches(pod):
+                counts = self._counts[matcher]
                 if counts.size <= row:
                     counts = _grown(counts, row + 1)
-                    grown.append((matcher, counts))
+                    self._counts[matcher] = counts
                 counts[row] += delta
-        for matcher, counts in grown:
-            self._counts[matcher] = counts
 
     def __len__(self) -> int:
         return len(self._counts)
 
 
-class _AssignedPods(Protocol):
-    def assigned_rows(self) -> Iterable[tuple[PodInfo, int]]: ...
+def _anchor(matcher: PodMatcher) -> tuple[str, frozenset[str]] | None:
+    """The ``In`` requirement with the fewest values: a pod the matcher matches carries one of
+    those labels (None: the selector pins no label)."""
+    best: Requirement | None = None
+    for requirement in matcher.selector.requirements:
+        if requirement.operator == "In" and (best is None or len(requirement.values) < len(best.values)):
+            best = requirement
+    return None if best is None else (best.key, best.values)
 
 
 def _grown(counts: IntArray, size: int) -> IntArray:
