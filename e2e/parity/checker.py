@@ -19,6 +19,8 @@ scheduler that honoured the constraints when it placed it:
   selects. The one exception is kube-scheduler's: a pod that matches its own terms may start a
   series when nothing matches them yet; so per term, at most one domain may hold only such pods
   and no pod of an earlier step (``step_of``) may match the pod's terms anywhere;
+- **volumes**: a bound pod's PersistentVolumeClaims exist and are bound (kube-scheduler binds a
+  WaitForFirstConsumer claim before the pod), to a volume whose ``nodeAffinity`` admits the node;
 - **spread (DoNotSchedule)**: for pods sharing a constraint (same namespace, key, selector, skew,
   minDomains, policies and node selection), in each domain holding only such pods, the count is at
   most the minimum over the eligible domains plus ``maxSkew`` (the minimum is 0 while there are
@@ -37,9 +39,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from apis.core import Container, Node, Pod, PodAffinityTerm, TopologySpreadConstraint
+from apis.core import Container, Node, NodeSelector, Pod, PodAffinityTerm, TopologySpreadConstraint
 from apis.meta import LabelSelector, NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
 from apis.quantity import Quantity
+from e2e.parity.volumes import PersistentVolume, PersistentVolumeClaim
 
 __all__ = ["Violation", "bound_pods", "check", "soft_scores"]
 
@@ -80,10 +83,13 @@ def check(
     *,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     step_of: Mapping[str, int] | None = None,
+    claims: Sequence[PersistentVolumeClaim] = (),
+    volumes: Sequence[PersistentVolume] = (),
 ) -> list[Violation]:
     """Every hard-constraint violation among the bound ``pods`` (sorted).
 
     ``namespace_labels``: labels of each namespace, for terms with a ``namespaceSelector``.
+    ``claims``, ``volumes``: the PersistentVolumeClaims and PersistentVolumes, for pods that use them.
     ``step_of``: ``namespace/name`` -> the step that created the pod; pods of a step were created
     only after every pod of the earlier steps was bound or found unschedulable.
     """
@@ -96,6 +102,7 @@ def check(
     found.extend(_anti_affinity_violations(view))
     found.extend(_affinity_violations(view))
     found.extend(_spread_violations(view))
+    found.extend(_volume_violations(view, claims, volumes))
     return sorted(set(found))
 
 
@@ -278,9 +285,14 @@ def _node_selection_problem(pod: Pod, node: Node) -> str | None:
             return f"nodeSelector {k}={v}, node has {k}={labels.get(k)!r}"
     node_affinity = pod.spec.affinity.node_affinity if pod.spec.affinity else None
     required = node_affinity.required_during_scheduling_ignored_during_execution if node_affinity else None
-    if required is not None and not any(_term_holds(t, node) for t in required.node_selector_terms):
+    if required is not None and not _selector_holds(required, node):
         return "no term of the required node affinity holds"
     return None
+
+
+def _selector_holds(selector: NodeSelector, node: Node) -> bool:
+    """A node selector: its terms are ORed."""
+    return any(_term_holds(t, node) for t in selector.node_selector_terms)
 
 
 def _node_selection_ok(pod: Pod, node: Node) -> bool:
@@ -527,4 +539,33 @@ def _spread_violations(view: _View) -> list[Violation]:
                 + (f" (minDomains {constraint.min_domains})" if constraint.min_domains else "")
             )
             found.extend(Violation("spread", key(p), p.spec.node_name or "", detail) for p in in_domain)
+    return found
+
+
+def _volume_violations(
+    view: _View, claims: Sequence[PersistentVolumeClaim], volumes: Sequence[PersistentVolume]
+) -> list[Violation]:
+    by_claim = {(c.metadata.namespace, c.metadata.name): c for c in claims}
+    by_volume = {v.metadata.name: v for v in volumes}
+    found = []
+    for pod in view.pods:
+        where = (key(pod), pod.spec.node_name or "")
+        for volume in pod.spec.volumes or ():
+            source = volume.persistent_volume_claim
+            if source is None:
+                continue
+            claim = by_claim.get((pod.metadata.namespace, source.claim_name))
+            if claim is None:
+                found.append(Violation("volume", *where, f"claim {source.claim_name} does not exist"))
+                continue
+            bound = by_volume.get(claim.spec.volume_name or "")
+            if bound is None:
+                found.append(
+                    Violation("volume", *where, f"claim {source.claim_name} is not bound to a volume")
+                )
+                continue
+            affinity = bound.spec.node_affinity.required if bound.spec.node_affinity else None
+            if affinity is not None and not _selector_holds(affinity, view.node_of(pod)):
+                detail = f"claim {source.claim_name}'s volume {bound.metadata.name} does not admit the node"
+                found.append(Violation("volume", *where, detail))
     return found

@@ -12,6 +12,7 @@ lacks fails here as it would in a cluster.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,8 +27,10 @@ from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_rea
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.parity.checker import Violation, bound_pods, check, soft_scores
-from e2e.parity.workloads import Workload
+from e2e.parity.volumes import PersistentVolume, PersistentVolumeClaim
+from e2e.parity.workloads import OBJECT_PATHS, Workload
 from e2e.scheduler_process import free_port, install_scheduler_rbac
+from scheduler.backend.base import NotFound
 from scheduler.backend.kubernetes import request_json
 from scheduler.simulator.description import ClusterDescription
 
@@ -170,6 +173,35 @@ async def _delete_pods(api: Api, namespace: str, within: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
+def _object_path(obj: dict[str, Any], namespace: str) -> str:
+    return OBJECT_PATHS[obj["kind"]].format(namespace=namespace)
+
+
+async def _delete_objects(api: Api, namespace: str, created: list[dict[str, Any]]) -> None:
+    """Claims first, then the cluster-scoped objects (their protection finalizers go once nothing
+    uses them; the names are the run's own, so nothing waits for them)."""
+    if any(o["kind"] == "PersistentVolumeClaim" for o in created):
+        path = OBJECT_PATHS["PersistentVolumeClaim"].format(namespace=namespace)
+        await request_json(api.client, "DELETE", path, what=f"delete claims in {namespace}")
+    for obj in created:
+        if obj["kind"] == "PersistentVolumeClaim":
+            continue
+        path = f"{_object_path(obj, namespace)}/{obj['metadata']['name']}"
+        with contextlib.suppress(NotFound):
+            await request_json(api.client, "DELETE", path, what=f"delete {path}")
+
+
+async def _volume_state(
+    api: Api, namespace: str
+) -> tuple[list[PersistentVolumeClaim], list[PersistentVolume]]:
+    claims, _ = await api.list(OBJECT_PATHS["PersistentVolumeClaim"].format(namespace=namespace))
+    volumes, _ = await api.list(OBJECT_PATHS["PersistentVolume"])
+    return (
+        [PersistentVolumeClaim.model_validate(c) for c in claims],
+        [PersistentVolume.model_validate(v) for v in volumes],
+    )
+
+
 async def _run_workload(
     api: Api, nodes: Sequence[Node], workload: Workload, scheduler: str, opts: ParityOptions
 ) -> Outcome:
@@ -178,7 +210,11 @@ async def _run_workload(
     began = time.monotonic()
     await create_namespace(api, namespace)
     step_of: dict[str, int] = {}
+    created: list[dict[str, Any]] = []
     for index, step in enumerate(workload.steps):
+        for obj in step.manifests_of_objects(namespace):
+            await api.create(_object_path(obj, namespace), obj)
+            created.append(obj)
         manifests: list[dict[str, Any]] = [
             m for pod_set in step.pods for m in pod_set.manifests(namespace, SCHEDULER_NAMES[scheduler])
         ]
@@ -193,9 +229,11 @@ async def _run_workload(
     outcome.bound = len(bound)
     outcome.unschedulable = sum(1 for p in pods if not p.spec.node_name and _unschedulable(p))
     outcome.placements = {p.metadata.name or "": p.spec.node_name or "" for p in bound}
-    outcome.violations = check(pods, nodes, step_of=step_of)
+    claims, volumes = await _volume_state(api, namespace) if created else ([], [])
+    outcome.violations = check(pods, nodes, step_of=step_of, claims=claims, volumes=volumes)
     outcome.soft = soft_scores(pods, nodes)
     await _delete_pods(api, namespace)
+    await _delete_objects(api, namespace, created)
     log_progress(
         f"{scheduler} {workload.name}: {outcome.bound}/{outcome.pods} bound, "
         f"{len(outcome.violations)} violation(s) in {outcome.seconds:.1f}s"
@@ -229,7 +267,7 @@ async def run_parity(
 ) -> ParityReport:
     """Every workload under every scheduler of ``opts``; errors land in ``report.errors`` and the
     cluster is stopped in any case (unless ``opts.keep``)."""
-    report = ParityReport(workloads=list(workloads))
+    report = ParityReport(workloads=[w for w in workloads if w.enabled()])
     cp = ControlPlane(name=opts.cluster_name)
     api: Api | None = None
     try:

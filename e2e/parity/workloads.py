@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic.alias_generators import to_camel
 
-from apis.core import Affinity, ContainerPort, TopologySpreadConstraint
+from apis.core import Affinity, ContainerPort, TopologySpreadConstraint, Volume
 from apis.meta import Toleration
 from apis.quantity import Quantity
 from scheduler.simulator.description import ClusterDescription
 
 __all__ = [
     "NODES_FILE",
+    "OBJECT_PATHS",
+    "VOLUMES_ENV",
     "WORKLOADS_ENV",
     "WORKLOADS_FILE",
     "PodSet",
@@ -41,6 +43,14 @@ NODES_FILE = HERE / "nodes.yaml"
 WORKLOADS_FILE = HERE / "workloads.yaml"
 NODES_ENV = "KOORD_PARITY_NODES"
 WORKLOADS_ENV = "KOORD_PARITY_WORKLOADS"
+VOLUMES_ENV = "KOORD_PARITY_VOLUMES"
+"""``1``: also run the workloads marked ``needs: volumes`` (PersistentVolumes and claims)."""
+OBJECT_PATHS = {
+    "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
+    "PersistentVolume": "/api/v1/persistentvolumes",
+    "PersistentVolumeClaim": "/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+}
+"""The kinds a step may create besides pods, and where they are POSTed."""
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 
@@ -62,6 +72,8 @@ class PodSet(_Model):
     affinity: Affinity | None = None
     tolerations: list[Toleration] | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    volumes: list[Volume] | None = None
+    """A ``persistentVolumeClaim`` names a claim among the step's ``objects``."""
 
     def manifests(self, namespace: str, scheduler_name: str) -> list[dict[str, Any]]:
         container: dict[str, Any] = {
@@ -80,6 +92,8 @@ class PodSet(_Model):
             spec["tolerations"] = [t.to_wire() for t in self.tolerations]
         if self.topology_spread_constraints is not None:
             spec["topologySpreadConstraints"] = [c.to_wire() for c in self.topology_spread_constraints]
+        if self.volumes is not None:
+            spec["volumes"] = [v.to_wire() for v in self.volumes]
         return [
             {
                 "apiVersion": "v1",
@@ -93,6 +107,21 @@ class PodSet(_Model):
 
 class Step(_Model):
     pods: list[PodSet] = Field(min_length=1)
+    objects: list[dict[str, Any]] = Field(default_factory=list)
+    """StorageClasses, PersistentVolumes and PersistentVolumeClaims created before the pods, as
+    written (no model of ours lists their fields), except that ``{namespace}`` in any string becomes
+    the run's namespace: cluster-scoped names carry it so that the two runs never share one."""
+
+    @field_validator("objects")
+    @classmethod
+    def _known_kinds(cls, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        for obj in objects:
+            if obj.get("kind") not in OBJECT_PATHS:
+                raise ValueError(f"kind {obj.get('kind')!r} is not one of {', '.join(OBJECT_PATHS)}")
+        return objects
+
+    def manifests_of_objects(self, namespace: str) -> list[dict[str, Any]]:
+        return [_substitute(obj, namespace) for obj in self.objects]
 
 
 class Workload(_Model):
@@ -101,10 +130,25 @@ class Workload(_Model):
     description: str = ""
     plugins: list[str] = Field(default_factory=list)
     """The upstream plugins whose semantics the workload exercises (for the report)."""
+    needs: Literal["volumes"] | None = None
+    """``volumes``: runs only with ``KOORD_PARITY_VOLUMES=1``."""
     steps: list[Step] = Field(min_length=1)
 
     def pods(self) -> int:
         return sum(p.replicas for s in self.steps for p in s.pods)
+
+    def enabled(self) -> bool:
+        return self.needs is None or os.environ.get(VOLUMES_ENV) == "1"
+
+
+def _substitute(value: Any, namespace: str) -> Any:
+    if isinstance(value, str):
+        return value.replace("{namespace}", namespace)
+    if isinstance(value, list):
+        return [_substitute(v, namespace) for v in value]
+    if isinstance(value, dict):
+        return {k: _substitute(v, namespace) for k, v in value.items()}
+    return value
 
 
 def load_nodes(path: Path | None = None) -> ClusterDescription:

@@ -7,6 +7,7 @@ from typing import Any
 
 from apis.core import Node, Pod
 from e2e.parity.checker import Violation, check, soft_scores
+from e2e.parity.volumes import PersistentVolume, PersistentVolumeClaim
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -204,3 +205,30 @@ def test_soft_scores_measure_preferred_terms_and_schedule_anyway_skew() -> None:
 
     assert scores == {"preferred weight satisfied": round(1 / 3, 3), "ScheduleAnyway max skew": 2.0}
     assert check(pods, NODES) == []
+
+
+def test_a_pods_claims_must_be_bound_to_a_volume_that_admits_its_node() -> None:
+    def claim(volume: str | None) -> PersistentVolumeClaim:
+        return PersistentVolumeClaim.model_validate(
+            {"metadata": {"name": "data", "namespace": "ns"}, "spec": {"volumeName": volume}}
+        )
+
+    on_a1 = {"matchExpressions": [{"key": HOST, "operator": "In", "values": ["a1"]}]}
+    local = PersistentVolume.model_validate(
+        {
+            "metadata": {"name": "pv-a1"},
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [on_a1]}}},
+        }
+    )
+
+    def user(on: str) -> Pod:
+        return pod("db", on, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+
+    assert check([user("a1")], NODES, claims=[claim("pv-a1")], volumes=[local]) == []
+    assert kinds(check([user("a2")], NODES, claims=[claim("pv-a1")], volumes=[local])) == [
+        ("volume", "ns/db")
+    ]
+    (unbound,) = check([user("a1")], NODES, claims=[claim(None)], volumes=[local])
+    assert "not bound" in unbound.detail
+    (missing,) = check([user("a1")], NODES)
+    assert "does not exist" in missing.detail

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from e2e.parity.workloads import WORKLOADS_ENV, load_nodes, load_workloads
+from e2e.parity.workloads import VOLUMES_ENV, WORKLOADS_ENV, load_nodes, load_workloads
 
 HELD_OUT = """
 - name: held-out-anti-affinity
@@ -70,4 +70,26 @@ def test_workload_names_must_be_unique(tmp_path: Path) -> None:
     path.write_text(HELD_OUT + HELD_OUT.replace("\n- name", "\n- name", 1))
 
     with pytest.raises(ValueError, match="repeated: held-out-anti-affinity"):
+        load_workloads(path)
+
+
+def test_volume_workloads_run_only_when_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(VOLUMES_ENV, raising=False)
+    (volumes,) = [w for w in load_workloads() if w.needs == "volumes"]
+    assert not volumes.enabled()
+
+    monkeypatch.setenv(VOLUMES_ENV, "1")
+    assert volumes.enabled()
+    objects = volumes.steps[0].manifests_of_objects("kube-local-volumes")
+    assert {o["kind"] for o in objects} == {"StorageClass", "PersistentVolume", "PersistentVolumeClaim"}
+    assert "kube-local-volumes-local" in {o["metadata"]["name"] for o in objects}
+
+
+def test_a_step_creates_only_the_kinds_the_harness_knows(tmp_path: Path) -> None:
+    path = tmp_path / "secret.yaml"
+    path.write_text(
+        HELD_OUT.replace("  - pods:", "  - objects: [{kind: Secret, metadata: {name: s}}]\n    pods:")
+    )
+
+    with pytest.raises(ValidationError, match="kind 'Secret' is not one of StorageClass"):
         load_workloads(path)
