@@ -25,7 +25,7 @@ Method
    every pod of the shape is deleted.
 4. **Memory** (``--memory``): the shape AffinityMemory: 10 bound pods per node cycling through
    required affinity, preferred affinity, preferred anti-affinity and required anti-affinity terms
-   (50,000 at 5,000 nodes), and 0.2 x nodes measured preferred-anti-affinity pods; ``PEAK RSS`` is
+   (50,000 at 5,000 nodes), and 0.02 x nodes measured preferred-anti-affinity pods; ``PEAK RSS`` is
    each scheduler's ``VmHWM`` at the end of its run (caches full, the measured pods scheduled).
 
 Figures are printed, never asserted; exit code 0 unless something failed to run (1), 2 for bad

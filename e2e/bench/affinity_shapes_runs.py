@@ -31,6 +31,7 @@ from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koord_scheduler
 from e2e.scheduler_process import free_port
+from scheduler.backend.base import BackendError
 from scheduler.backend.kubernetes import request_json
 
 __all__ = ["NAMESPACES", "ShapeOptions", "ShapeResult", "ShapesReport", "run_shapes"]
@@ -132,22 +133,28 @@ async def _label_single_zone(api: Api, node_names: list[str], concurrency: int) 
 
 
 async def _delete_all_pods(api: Api, namespaces: list[str], within: float = 600.0) -> None:
-    for namespace in namespaces:
-        await request_json(
-            api.client,
-            "DELETE",
-            pods_path({"metadata": {"namespace": namespace}}),
-            what=f"delete pods in {namespace}",
-            query=[("gracePeriodSeconds", "0")],
-            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-            seconds=within,
-        )
+    """Delete every pod of ``namespaces`` (grace 0) and wait until they are gone. A delete of tens
+    of thousands of pods outlives the API server's request timeout (504): it is asked again."""
     deadline = time.monotonic() + within
     for namespace in namespaces:
-        while (await api.list(pods_path({"metadata": {"namespace": namespace}})))[0]:
+        path = pods_path({"metadata": {"namespace": namespace}})
+        while (await api.list(path))[0]:
             if time.monotonic() > deadline:
                 raise BenchError(f"{namespace}: pods still present {within:.0f}s after deleting them")
-            await asyncio.sleep(0.5)
+            try:
+                await request_json(
+                    api.client,
+                    "DELETE",
+                    path,
+                    what=f"delete pods in {namespace}",
+                    query=[("gracePeriodSeconds", "0")],
+                    body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+                    seconds=120,
+                )
+            except BackendError as exc:
+                if exc.status != 504:
+                    raise
+                log_progress(f"delete pods in {namespace}: {exc}; asking again")
 
 
 async def _run_shape(
@@ -183,7 +190,7 @@ async def _run_shape(
             metrics_url=metrics_url,
         )
         result.results.append(row)
-    await _delete_all_pods(api, [INIT_NAMESPACE, *NAMESPACES.values()])
+        log_progress(f"{scheduler}: peak RSS {row.peak_rss_mib} MiB")
     return result
 
 
@@ -208,13 +215,16 @@ async def run_shapes(opts: ShapeOptions) -> ShapesReport:
             for namespace in [INIT_NAMESPACE, *NAMESPACES.values()]:
                 await create_namespace(api, namespace)
         relabelled = False
-        for name in (n for n in SHAPES if n in opts.shapes):
+        chosen = [n for n in SHAPES if n in opts.shapes]
+        for i, name in enumerate(chosen):
             shape = SHAPES[name]
             with phase(report.phases, name):
                 if shape.single_zone and not relabelled:
                     await _label_single_zone(api, node_names, opts.concurrency)
                     relabelled = True
                 report.shapes.append(await _run_shape(api, cp, opts, shape, node_names))
+                if i < len(chosen) - 1:  # after the last, the cluster is stopped (or kept) as it is
+                    await _delete_all_pods(api, [INIT_NAMESPACE, *NAMESPACES.values()])
     except (Exception, asyncio.CancelledError) as exc:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")

@@ -167,7 +167,7 @@ SHAPES: dict[str, Shape] = {
         Shape("TopologySpreading", default_pod, _spreading("DoNotSchedule"), 1, 2),
         Shape("PreferredTopologySpreading", default_pod, _spreading("ScheduleAnyway"), 1, 2),
         Shape("SchedulingPodAffinity", affinity_pod, affinity_pod, 1, 1, single_zone=True),
-        Shape(MEMORY, mixed_affinity_pod, preferred_anti_affinity_pod, 10, 0.2, memory=True),
+        Shape(MEMORY, mixed_affinity_pod, preferred_anti_affinity_pod, 10, 0.02, memory=True),
     )
 }
 """In the order they run: the single-zone shape last, so the nodes are relabelled once."""
