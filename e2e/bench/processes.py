@@ -25,6 +25,7 @@ __all__ = [
     "cpu_seconds",
     "keep_cluster_logs",
     "kube_scheduler",
+    "peak_rss_mib",
     "save_metrics",
     "wait_ready",
 ]
@@ -45,6 +46,18 @@ def cpu_seconds(pid: int) -> float | None:
         return None
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def peak_rss_mib(pid: int) -> float | None:
+    """The most memory ``pid`` has held resident so far (``VmHWM``), in MiB."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return None
 
 
 def cluster_pids(cp: ControlPlane) -> dict[str, int]:

@@ -65,6 +65,8 @@ class RunResult:
     clock_started_at: str = ""
     """What started the clock: ``readyz``, ``first binding`` or ``pods submitted`` (simulate)."""
     cpu_percent: dict[str, float] = field(default_factory=dict)
+    peak_rss_mib: float | None = None
+    """The scheduler process's peak resident memory (``VmHWM``) when its run ended."""
     log: str = ""
     error: str = ""
 

@@ -23,6 +23,7 @@ from e2e.bench.processes import (
     cluster_pids,
     keep_cluster_logs,
     kube_scheduler,
+    peak_rss_mib,
     save_metrics,
     wait_ready,
 )
@@ -59,8 +60,8 @@ async def measure_scheduler(
     component.log_file.unlink(missing_ok=True)
     started = time.monotonic()
     component.start()
+    pid = component.pid()
     try:
-        pid = component.pid()
         if pid is not None:
             pids = {scheduler: pid, **pids, "harness": os.getpid()}
         ready_at = await wait_ready(component, ready_url, opts.ready_timeout)
@@ -94,6 +95,8 @@ async def measure_scheduler(
         if metrics_url is not None:
             await save_metrics(metrics_url, cp.state_dir / f"{component.name}-metrics.txt")
     finally:
+        if pid is not None:
+            result.peak_rss_mib = peak_rss_mib(pid)
         component.stop()
         await watcher.close()
     log_progress(

@@ -29,7 +29,7 @@ from pydantic.alias_generators import to_camel
 from apis.extension import device as device_ext
 from apis.quantity import Quantity
 
-__all__ = ["ClusterDescription", "GPUSpec", "NodePool", "TopologyLayer", "load"]
+__all__ = ["ClusterDescription", "GPUSpec", "NodeImage", "NodePool", "TopologyLayer", "load"]
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -51,6 +51,13 @@ class GPUSpec(_Model):
     model: str = "NVIDIA-H100"
     memory: Quantity = Field(default_factory=lambda: Quantity.parse("80Gi"))
     """Memory of one GPU."""
+
+
+class NodeImage(_Model):
+    """A container image the node reports as present (``status.images``; ImageLocality reads it)."""
+
+    names: list[str] = Field(min_length=1)
+    size_bytes: int = Field(ge=0)
 
 
 class TopologyLayer(_Model):
@@ -75,6 +82,7 @@ class NodePool(_Model):
     gpus: GPUSpec | None = None
     topology: list[TopologyLayer] = Field(default_factory=list)
     unschedulable: bool = False
+    images: list[NodeImage] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _topology_divides_count(self) -> NodePool:
@@ -164,6 +172,13 @@ def _node(pool: NodePool, index: int) -> dict[str, Any]:
         spec["taints"] = [t.model_dump(exclude_defaults=False) for t in pool.taints]
     if pool.unschedulable:
         spec["unschedulable"] = True
+    status: dict[str, Any] = {
+        "capacity": capacity,
+        "allocatable": dict(capacity),
+        "nodeInfo": {"architecture": pool.arch, "operatingSystem": "linux", "kubeletVersion": "fake"},
+    }
+    if pool.images:
+        status["images"] = [{"names": list(i.names), "sizeBytes": i.size_bytes} for i in pool.images]
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -173,11 +188,7 @@ def _node(pool: NodePool, index: int) -> dict[str, Any]:
             "annotations": {KWOK_NODE_ANNOTATION: "fake", **pool.annotations},
         },
         "spec": spec,
-        "status": {
-            "capacity": capacity,
-            "allocatable": dict(capacity),
-            "nodeInfo": {"architecture": pool.arch, "operatingSystem": "linux", "kubeletVersion": "fake"},
-        },
+        "status": status,
     }
 
 
