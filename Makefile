@@ -61,10 +61,8 @@ lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts
 unit: venv ## unit and property tests (no cluster)
 	$(call pytest,tests)
 
-# awaiting_upstream_plugins: the upstream parity test, deselected until koord-scheduler has the
-# plugins it checks (see e2e/scenarios/test_upstream_parity.py); remove the -m when they merge.
 e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes
-	$(call pytest,e2e -m "not awaiting_upstream_plugins")
+	$(call pytest,e2e)
 
 test: lint unit e2e ## everything CI runs
 

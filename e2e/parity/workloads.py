@@ -44,7 +44,7 @@ WORKLOADS_FILE = HERE / "workloads.yaml"
 NODES_ENV = "KOORD_PARITY_NODES"
 WORKLOADS_ENV = "KOORD_PARITY_WORKLOADS"
 VOLUMES_ENV = "KOORD_PARITY_VOLUMES"
-"""``1``: also run the workloads marked ``needs: volumes`` (PersistentVolumes and claims)."""
+"""``0``: skip the workloads marked ``needs: volumes`` (PersistentVolumes and claims)."""
 OBJECT_PATHS = {
     "StorageClass": "/apis/storage.k8s.io/v1/storageclasses",
     "PersistentVolume": "/api/v1/persistentvolumes",
@@ -131,14 +131,14 @@ class Workload(_Model):
     plugins: list[str] = Field(default_factory=list)
     """The upstream plugins whose semantics the workload exercises (for the report)."""
     needs: Literal["volumes"] | None = None
-    """``volumes``: runs only with ``KOORD_PARITY_VOLUMES=1``."""
+    """``volumes``: skipped with ``KOORD_PARITY_VOLUMES=0``."""
     steps: list[Step] = Field(min_length=1)
 
     def pods(self) -> int:
         return sum(p.replicas for s in self.steps for p in s.pods)
 
     def enabled(self) -> bool:
-        return self.needs is None or os.environ.get(VOLUMES_ENV) == "1"
+        return self.needs is None or os.environ.get(VOLUMES_ENV, "1") != "0"
 
 
 def _substitute(value: Any, namespace: str) -> Any:

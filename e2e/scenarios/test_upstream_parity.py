@@ -27,17 +27,12 @@ e2e/scenarios/test_upstream_parity.py`` (``KOORD_PARITY_NODES=nodes.yaml`` swaps
 runs the same without pytest and prints the report. A step may also create StorageClasses,
 PersistentVolumes and claims (``objects``, ``{namespace}`` in a string becomes the run's namespace);
 workloads marked ``needs: volumes`` (today ``local-volumes``: WaitForFirstConsumer local volumes and
-an Immediate zonal one) run only with ``KOORD_PARITY_VOLUMES=1``, the switch for the volume plugins'
-engineer; koord-scheduler fails it today (its claims stay unbound: no VolumeBinding).
+an Immediate zonal one) are skipped with ``KOORD_PARITY_VOLUMES=0``.
 
-Excluded from ``make test`` while koord-scheduler lacks the upstream plugins: the module carries
-the marker ``awaiting_upstream_plugins`` and the Makefile's ``e2e`` target deselects it
-(``-m "not awaiting_upstream_plugins"``). Remove both (this ``pytestmark`` and the Makefile's
-``-m``) when InterPodAffinity, PodTopologySpread and NodePorts have merged. Failing on
-koord-scheduler's side before they land (2026-11-25): anti-affinity-hostname,
-affinity-to-labelled-pod, self-affinity, anti-affinity-zone-both-ways (InterPodAffinity);
-spread-zone, spread-min-domains (PodTopologySpread); host-ports (NodePorts). Passing:
-preferred-affinity and spread-schedule-anyway (soft only), node-selection (the harness's control).
+Before InterPodAffinity, PodTopologySpread, NodePorts and the volume plugins landed (2026-11-25),
+koord-scheduler failed 8 of the 11 workloads here: anti-affinity-hostname,
+affinity-to-labelled-pod, self-affinity, anti-affinity-zone-both-ways, spread-zone,
+spread-min-domains, host-ports, local-volumes; with them, it passes all 11.
 """
 
 from __future__ import annotations
@@ -52,8 +47,6 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.parity.report import render
 from e2e.parity.run import Outcome, ParityOptions, ParityReport, run_parity
 from e2e.parity.workloads import Workload, load_nodes, load_workloads
-
-pytestmark = pytest.mark.awaiting_upstream_plugins
 
 WORKLOADS = [w for w in load_workloads() if w.enabled()]
 CLUSTER = f"{os.environ.get('KOORD_E2E_CLUSTER', 'e2e')}-parity"
