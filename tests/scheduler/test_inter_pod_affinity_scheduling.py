@@ -318,3 +318,25 @@ async def test_a_gang_with_hostname_anti_affinity_lands_one_member_per_node() ->
     finally:
         stop.set()
         await task
+
+
+async def test_a_gang_whose_workers_take_the_same_host_port_lands_one_member_per_node() -> None:
+    """NodePorts among members: every node has room for the whole gang, but the workers all take
+    hostPort 29500 (a rendezvous port), so the placement model puts them on three nodes rather than
+    planning them together for NodePorts to refuse member by member."""
+    backend = MemoryBackend()
+    for i in range(3):
+        backend.apply(NODES, hostname_node(f"n{i}"))
+    backend.apply(PODGROUPS, {"metadata": {"name": "mpi", "namespace": "default"}, "spec": {"minMember": 3}})
+    app, stop, task = await start(backend)
+    try:
+        for i in range(3):
+            worker = preemption_pod(f"w{i}", cpu="500m", priority=LOW, group="mpi")
+            worker["spec"]["containers"][0]["ports"] = [{"containerPort": 29500, "hostPort": 29500}]
+            backend.apply(PODS, worker)
+        await preemption_until(lambda: len(bound(backend)) == 3)
+        assert sorted(bound(backend).values()) == ["n0", "n1", "n2"]
+        assert app.queue.counts().unschedulable == 0
+    finally:
+        stop.set()
+        await task

@@ -26,7 +26,7 @@ import numpy as np
 from apis.extension import networktopology as topology_ext
 from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkTopology, InvalidTopologyChain
 from scheduler.cache.node_table import IntArray
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import DEFAULT_BIND_ALL_HOST_IP, PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.helper.pod_affinity import AffinityTerm, required_terms
 from scheduler.solver.problem import (
@@ -111,7 +111,31 @@ def _apart(members: Sequence[PodInfo]) -> list[tuple[str, frozenset[str]]]:
         for term in required_terms(affinity.pod_anti_affinity if affinity else None, pod):
             if _selects_fellow(term, pod):
                 carried.setdefault(term, set()).add(pod.uid)
-    return [(term.topology_key, frozenset(uids)) for term, uids in carried.items() if len(uids) > 1]
+    rules = [(term.topology_key, frozenset(uids)) for term, uids in carried.items() if len(uids) > 1]
+    return rules + _port_apart(members)
+
+
+SAME_NODE = ""
+"""The "topology key" of an apart rule whose domains are the nodes themselves."""
+
+
+def _port_apart(members: Sequence[PodInfo]) -> list[tuple[str, frozenset[str]]]:
+    """Members whose host ports conflict (same protocol and port, and the same IP or either bound
+    to every IP: NodePorts' rule) cannot share a node: one rule per clique of them, so a gang of
+    workers that all take ``hostPort: 8080`` is planned one per node instead of being planned
+    together and refused by NodePorts member by member."""
+    by_port: dict[tuple[str, int], dict[str, set[str]]] = {}
+    for pod in members:
+        for ip, protocol, port in pod.host_ports:
+            by_port.setdefault((protocol, port), {}).setdefault(ip, set()).add(pod.uid)
+    rules: list[tuple[str, frozenset[str]]] = []
+    for by_ip in by_port.values():
+        everywhere = by_ip.get(DEFAULT_BIND_ALL_HOST_IP, set())
+        specific = [uids for ip, uids in by_ip.items() if ip != DEFAULT_BIND_ALL_HOST_IP]
+        for clique in [everywhere | uids for uids in specific] or [everywhere]:
+            if len(clique) > 1:
+                rules.append((SAME_NODE, frozenset(clique)))
+    return list(dict.fromkeys(rules))
 
 
 def problem_resources(members: Sequence[PodInfo]) -> tuple[str, ...]:
@@ -226,7 +250,13 @@ def build_problem(
             }
     feasible = {g: frozenset(n for n in names if n in present) for g, names in feasible.items()}
     apart_rules = tuple(
-        Apart(key, frozenset(groups), {n.name: labels[n.name][key] for n in nodes if key in labels[n.name]})
+        Apart(
+            key or "node (host ports)",
+            frozenset(groups),
+            {n.name: n.name for n in nodes}
+            if key == SAME_NODE
+            else {n.name: labels[n.name][key] for n in nodes if key in labels[n.name]},
+        )
         for (key, _), groups in zip(apart, apart_groups, strict=True)
     )
     return PlacementProblem(
