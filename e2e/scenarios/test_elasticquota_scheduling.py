@@ -121,6 +121,11 @@ def test_pods_beyond_max_stay_pending_and_kubectl_shows_the_figures(
         what="FailedScheduling naming the quota",
     )
     assert f"Insufficient quotas: quota {ns} cpu used 2 + request 1 > runtime 2" in message
+    # Koordinator's wording follows, unchanged, for the tools that match on it.
+    assert (
+        f"(Insufficient quotas, quotaName: {ns}, runtime: cpu:2, used: cpu:2, pod's request: cpu:1, "
+        "exceedDimensions: [cpu])" in message
+    )
     time.sleep(2)
     assert len(placed(control_plane, ns)) == 2
 
@@ -206,6 +211,10 @@ def test_a_non_preemptible_pod_is_limited_to_min(control_plane: ControlPlane, sc
     assert (
         f"Insufficient non-preemptible quotas: quota {ns} cpu non-preemptible used 1 + request 1 > min 1"
         in message
+    )
+    assert (
+        f"(Insufficient non-preemptible quotas, quotaName: {ns}, min: cpu:1, nonPreemptibleUsed: cpu:1, "
+        "pod's request: cpu:1, exceedDimensions: [cpu])" in message
     )
     assert "np1" not in placed(control_plane, ns)
 

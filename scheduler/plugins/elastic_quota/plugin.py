@@ -29,7 +29,6 @@ from apis.core import Pod
 from apis.duration import parse_go_duration_ns
 from apis.extension import quota as quota_ext
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
-from apis.resources import from_int_units
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
 from scheduler.backend.base import (
     ELASTICQUOTAPROFILES,
@@ -54,6 +53,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.elastic_quota import messages
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
     OUTSIDE,
@@ -68,7 +68,6 @@ from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
 from scheduler.quota import Figures, Usage
-from scheduler.quota.tree import Resources
 
 __all__ = ["NAME", "RBAC", "ElasticQuota", "new"]
 
@@ -89,10 +88,6 @@ FIGURES_WRITE_INTERVAL_SECONDS = 1.0
 """The figures of one quota are patched at most this often."""
 
 log = logging.getLogger(__name__)
-
-
-def _fmt(resource: str, amount: int) -> str:
-    return str(from_int_units(resource, amount))
 
 
 def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str]) -> dict[str, int]:
@@ -336,30 +331,33 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         limits, limit_name = (
             (figures.runtime, "runtime") if self.args.enable_runtime_quota else (figures.max, "max")
         )
-        problem = _exceeds(figures, figures.used, _masked_sum(pods, limits), limits, limit_name, what)
+        problem = messages.insufficient(
+            figures.name, figures.used, _masked_sum(pods, limits), limits, limit_name, what
+        )
         if problem is not None:
-            return f"Insufficient quotas: {problem}"
+            return problem
         keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
         if keep_out:
-            np_request = _masked_sum(keep_out, figures.min)
-            problem = _exceeds(
-                figures,
+            problem = messages.insufficient_non_preemptible(
+                figures.name,
                 figures.non_preemptible_used,
-                np_request,
+                _masked_sum(keep_out, figures.min),
                 figures.min,
-                "min",
                 what,
-                "non-preemptible ",
             )
             if problem is not None:
-                return f"Insufficient non-preemptible quotas: {problem}"
+                return problem
+        topology = [figures.name]
         for parent in parents:
+            topology.insert(0, parent.name)
             limits, limit_name = (
                 (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
             )
-            problem = _exceeds(parent, parent.used, _masked_sum(pods, limits), limits, limit_name, what)
+            problem = messages.insufficient_parent(
+                topology, parent.used, _masked_sum(pods, limits), limits, limit_name, what
+            )
             if problem is not None:
-                return f"Insufficient quotas: parent {problem}"
+                return problem
         return None
 
     @staticmethod
@@ -502,27 +500,6 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         for pod in pods:
             by_quota.setdefault(quotas[pod.uid], []).append(pod)
         return all(self._check(forest, quota, members) is None for quota, members in by_quota.items())
-
-
-def _exceeds(
-    figures: Figures,
-    used: Resources,
-    request: Resources,
-    limits: Resources,
-    limit_name: str,
-    what: str,
-    kind: str = "",
-) -> str | None:
-    """The first resource (by name) where used + request > limit, as a message; None when all fit."""
-    for resource in sorted(limits):
-        amount = request.get(resource, 0)
-        have = used.get(resource, 0)
-        if have + amount > limits[resource]:
-            return (
-                f"quota {figures.name} {resource} {kind}used {_fmt(resource, have)} + request "
-                f"{_fmt(resource, amount)}{what} > {limit_name} {_fmt(resource, limits[resource])}"
-            )
-    return None
 
 
 def new(args: ElasticQuotaArgs | None, handle: Handle) -> ElasticQuota:

@@ -138,7 +138,10 @@ def test_a_pod_beyond_the_runtime_is_rejected_naming_quota_and_resource() -> Non
     world.pod(pod("a1", "6", "team-a").on("n1").obj())
     code, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
     assert code == Code.UNSCHEDULABLE
-    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > runtime 8"
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 6 + request 4 > runtime 8 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:8, used: cpu:6, pod's request: cpu:4, exceedDimensions: [cpu])"
+    )
     assert world.pre_filter(world.pod(pod("a3", "2", "team-a").obj()))[0] == Code.SUCCESS
 
 
@@ -147,7 +150,43 @@ def test_runtime_quota_off_checks_against_max() -> None:
     world.quotas(quota("team-a", "team-a", max={"cpu": "8"}))
     world.pod(pod("a1", "6", "team-a").on("n1").obj())
     _, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
-    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > max 8"
+    # Koordinator names the limit "runtime" in its part whichever limit is checked.
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 6 + request 4 > max 8 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:8, used: cpu:6, pod's request: cpu:4, exceedDimensions: [cpu])"
+    )
+
+
+
+def test_the_message_names_every_exceeded_dimension_as_koordinator_does() -> None:
+    world = World()
+    limits = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    world.quotas(quota("team-a", "team-a", min=limits, max=limits))
+    first = make_pod("a1").namespace("team-a").req(cpu="3", memory="6Gi").on("n1")
+    world.pod(first.obj())
+    second = make_pod("a2").namespace("team-a").req(cpu="2", memory="4Gi")
+    second._spec["schedulerName"] = "koord-scheduler"
+    _, message, _ = world.pre_filter(world.pod(second.obj()))
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 3 + request 2 > runtime 4 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:4,memory:8Gi,pods:2, used: cpu:3,memory:6Gi,pods:1, "
+        "pod's request: cpu:2,memory:4Gi,pods:1, exceedDimensions: [cpu memory])"
+    )
+
+
+def test_a_full_parent_is_named_with_koordinators_quota_name_topology() -> None:
+    world = World(args=ElasticQuotaArgs(enable_check_parent_quota=True, enable_runtime_quota=False))
+    world.quotas(
+        quota("p", "default", min={"cpu": "4"}, max={"cpu": "4"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+    )
+    world.pod(pod("a1", "4", "a").on("n1").obj())
+    _, message, _ = world.pre_filter(world.pod(pod("a2", "1", "a").obj()))
+    assert message == (
+        "Insufficient quotas: parent quota p cpu used 4 + request 1 > max 4 "
+        "(Insufficient quotas, quotaNameTopo: [p a], runtime: cpu:4, used: cpu:4, "
+        "pod's request: cpu:1, exceedDimensions: [cpu])"
+    )
 
 
 def borrowing_world(lender_lends: bool) -> World:
@@ -174,7 +213,7 @@ def test_a_quota_that_does_not_lend_keeps_its_min_from_borrowers() -> None:
     world = borrowing_world(lender_lends=False)
     code, message, _ = world.pre_filter(world.pod(pod("b3", "2", "b").obj()))
     assert code == Code.UNSCHEDULABLE
-    assert message == "Insufficient quotas: quota b cpu used 4 + request 2 > runtime 4"
+    assert message.startswith("Insufficient quotas: quota b cpu used 4 + request 2 > runtime 4 (")
     assert world.plugin.quota_figures()["a"].runtime == {"cpu": 4000}
 
 
@@ -186,7 +225,9 @@ def test_non_preemptible_pods_are_limited_to_min() -> None:
     code, message, _ = world.pre_filter(world.pod(pod("np2", "2", "q", **keep).obj()))
     assert code == Code.UNSCHEDULABLE
     assert message == (
-        "Insufficient non-preemptible quotas: quota q cpu non-preemptible used 2 + request 2 > min 2"
+        "Insufficient non-preemptible quotas: quota q cpu non-preemptible used 2 + request 2 > min 2 "
+        "(Insufficient non-preemptible quotas, quotaName: q, min: cpu:2, nonPreemptibleUsed: cpu:2, "
+        "pod's request: cpu:2, exceedDimensions: [cpu])"
     )
     assert world.pre_filter(world.pod(pod("p3", "2", "q").obj()))[0] == Code.SUCCESS
 
@@ -208,7 +249,8 @@ def test_a_gang_is_admitted_as_a_whole_or_not_at_all() -> None:
         assert code == Code.UNSCHEDULABLE
         assert message == (
             "Insufficient quotas: quota g cpu used 0 + request 6 of gang g/big (3 pending members) "
-            "> runtime 4"
+            "> runtime 4 (Insufficient quotas, quotaName: g, runtime: cpu:4, used: cpu:0, "
+            "pod's request: cpu:6, exceedDimensions: [cpu])"
         )
     for member in members:
         world.feed(PODS, WatchEvent(EventType.DELETED, obj=member.pod))
@@ -393,7 +435,9 @@ def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
     code, message, _ = world.pre_filter(PodInfo.of(pod("d3", "3", "apps").obj()))
     assert code == Code.UNSCHEDULABLE
     assert message == (
-        "Insufficient quotas: quota koordinator-default-quota cpu used 2 + request 3 > runtime 4"
+        "Insufficient quotas: quota koordinator-default-quota cpu used 2 + request 3 > runtime 4 "
+        "(Insufficient quotas, quotaName: koordinator-default-quota, runtime: cpu:4, used: cpu:2, "
+        "pod's request: cpu:3, exceedDimensions: [cpu])"
     )
     np = {"quota.scheduling.koordinator.sh/preemptible": "false"}
     world.pod(pod("np0", "1", "apps", **np).on("n1").obj())
@@ -401,5 +445,7 @@ def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
     assert code == Code.UNSCHEDULABLE
     assert message == (
         "Insufficient non-preemptible quotas: "
-        "quota koordinator-default-quota cpu non-preemptible used 1 + request 1 > min 1"
+        "quota koordinator-default-quota cpu non-preemptible used 1 + request 1 > min 1 "
+        "(Insufficient non-preemptible quotas, quotaName: koordinator-default-quota, min: cpu:1, "
+        "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu])"
     )
