@@ -89,7 +89,6 @@ def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler
     assert annotations["internal.scheduling.koordinator.sh/bind-gang-member-count"] == "4"
 
 
-
 def test_oversubscribed_gang_says_min_member_on_every_member(
     control_plane: ControlPlane, scheduler: Scheduler
 ) -> None:
@@ -108,6 +107,7 @@ def test_oversubscribed_gang_says_min_member_on_every_member(
         for p in pods(control_plane, ns)
     }
     assert counts == {f"o{i}": ("2", "2") for i in range(3)}
+
 
 def test_gang_group_of_master_and_workers_is_bound_together(
     control_plane: ControlPlane, scheduler: Scheduler

@@ -215,6 +215,7 @@ async def test_gang_group_member_count_is_the_sum_of_its_gangs_min_members(
     for name in ("lead-0", "crew-0", "crew-1", "crew-2"):
         assert member_count(backend, name) == ("3", "3"), name
 
+
 async def test_malformed_gang_annotation_keeps_the_pod_pending_and_the_loop_alive(
     cluster: tuple[MemoryBackend, SchedulerApp],
 ) -> None:

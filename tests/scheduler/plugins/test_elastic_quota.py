@@ -157,7 +157,6 @@ def test_runtime_quota_off_checks_against_max() -> None:
     )
 
 
-
 def test_the_message_names_every_exceeded_dimension_as_koordinator_does() -> None:
     world = World()
     limits = {"cpu": "4", "memory": "8Gi", "pods": "10"}
