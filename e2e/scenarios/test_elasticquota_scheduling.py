@@ -498,3 +498,68 @@ def test_an_overused_quota_gives_pods_back_after_delay_evict_time(
     assert len(gone) == 2
     assert set(revoked() or []) == gone
     cp.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """A child of a profile root asking for less than its min runs with runtime == request (never
+    zero), the root carries the tree's total-resource, and the figures follow every change."""
+    ns = "eq-figures"
+    control_plane.create_namespace(ns)
+    profile = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "arm64-figures", "namespace": ns},
+        "spec": {
+            "quotaName": "e2e-figures-root",
+            "resourceRatio": "0.5",
+            "nodeSelector": {"matchLabels": {"koord-e2e/quota-tree": "arm64"}},
+        },
+    }
+    apply(control_plane, [profile])
+    wait_for(
+        lambda: control_plane.run_kubectl("get", "eq", "e2e-figures-root", "-n", ns).returncode == 0 or None,
+        timeout=60,
+        what="koord-manager to create the tree root",
+    )
+    apply(
+        control_plane,
+        [
+            elastic_quota(
+                "arm64-small",
+                ns,
+                min={"cpu": "4", "memory": "4Gi"},
+                max={"cpu": "8", "memory": "8Gi"},
+                labels={Q + "parent": "e2e-figures-root"},
+            )
+        ],
+    )
+    apply(control_plane, [quota_pod("small-0", ns, "2", quota="arm64-small", selector=QUOTA_POOLS)])
+    wait_for(lambda: placed_count(control_plane, ns, 1), timeout=60, what="the pod of arm64-small bound")
+
+    def annotations_of(name: str, wanted: dict[str, dict[str, str]]) -> dict[str, Any] | None:
+        quota = get_quota(control_plane, ns, name)
+        annotations = quota["metadata"].get("annotations", {})
+        current = {key: json.loads(annotations[Q + key]) for key in wanted if Q + key in annotations}
+        return quota if current == wanted else None
+
+    two = {"cpu": "2", "memory": "256Mi"}
+    small = wait_for(
+        lambda: annotations_of("arm64-small", {"runtime": two, "request": two}),
+        timeout=30,
+        what="arm64-small's runtime == request",
+    )
+    assert small["status"]["used"] == two
+    root = get_quota(control_plane, ns, "e2e-figures-root")["metadata"]["annotations"]
+    assert json.loads(root[Q + "total-resource"])["cpu"] == "8"  # (8 + 8) x 0.5
+    assert json.loads(root[Q + "request"])["cpu"] == "2"
+    assert json.loads(root[Q + "runtime"]) == two  # what the root asks for, up to its total
+    control_plane.kubectl("delete", "pod", "small-0", "-n", ns, "--wait=true")
+    zero = {"cpu": "0", "memory": "0"}
+    small = wait_for(
+        lambda: annotations_of("arm64-small", {"runtime": zero, "request": zero}),
+        timeout=30,
+        what="arm64-small's figures back to zero once its pod is gone",
+    )
+    assert small["status"]["used"] == zero

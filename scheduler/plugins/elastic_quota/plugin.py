@@ -135,7 +135,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
         self._totals: tuple[tuple[int, int], Totals] | None = None
         self._admitting: frozenset[str] = frozenset()
-        self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
+        self.writer = FiguresWriter(
+            self._write,
+            self._payloads,
+            interval=FIGURES_WRITE_INTERVAL_SECONDS,
+            version=lambda: (self.index.version, self.ledger.version, self.handle.snapshot().generation),
+        )
         self.revoke: RevokeController | None = None
         if args.monitor_all_quotas and args.enable_runtime_quota:
             self.revoke = RevokeController(

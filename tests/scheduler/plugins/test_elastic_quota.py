@@ -391,6 +391,54 @@ async def test_the_background_writer_patches_after_a_change_and_survives_failure
     await world.plugin.writer.close()
 
 
+async def test_a_node_joining_a_profile_tree_rewrites_its_figures_without_any_other_event() -> None:
+    """Nodes reach the plugin through the cache only: the writer polls what the figures depend on,
+    as Koordinator's controller re-syncs every second, so a child of a profile root shows
+    runtime == its request (within its min) once the tree has nodes, not the 0 of before."""
+    import asyncio
+
+    world = World([make_node("arm-0").alloc(cpu="8", memory="16Gi").obj()])
+    world.plugin.writer.interval = 0.01
+    world.profile(
+        {
+            "metadata": {"name": "arm64", "namespace": "kube-system"},
+            "spec": {"quotaName": "arm64-root", "nodeSelector": {"matchLabels": {"tree": "arm64"}}},
+        }
+    )
+    root_labels = {Q + "is-root": "true", Q + "tree-id": "arm", Q + "is-parent": "true"}
+    limits = {"cpu": "8", "memory": "16Gi"}
+    world.quotas(
+        quota("arm64-root", "kube-system", min=limits, max=limits, labels=root_labels),
+        quota(
+            "arm-team",
+            "arm-team",
+            min={"cpu": "4"},
+            max={"cpu": "8"},
+            parent="arm64-root",
+            labels={Q + "tree-id": "arm"},
+        ),
+    )
+    world.pod(pod("a1", "2", "arm-team").obj())  # a pod event inside the loop starts the writer
+
+    async def runtime() -> Any:
+        stored = world.backend.get(ELASTICQUOTAS, "arm-team", "arm-team")
+        raw = ((stored.metadata.annotations or {}) if stored else {}).get(Q + "runtime")
+        return json.loads(raw) if raw else None
+
+    for _ in range(200):
+        if await runtime() is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert await runtime() == {"cpu": "0"}  # the tree has no node yet
+    world.cache.upsert_node(make_node("arm-0").alloc(cpu="8", memory="16Gi").label("tree", "arm64").obj())
+    for _ in range(200):
+        if await runtime() == {"cpu": "2"}:
+            break
+        await asyncio.sleep(0.01)
+    assert await runtime() == {"cpu": "2"}
+    await world.plugin.writer.close()
+
+
 def test_pods_seen_before_their_quota_are_charged_to_it_once_it_arrives() -> None:
     world = World()
     world.pod(pod("a1", "3", "team-a").on("n1").obj())
@@ -417,6 +465,22 @@ def test_pending_pods_of_other_schedulers_do_not_count() -> None:
     assert world.plugin.quota_figures()["team-a"].request == {"cpu": 0}
     world.pod(other.on("n1").obj())  # bound by the other scheduler: it uses the quota
     assert world.plugin.quota_figures()["team-a"].used == {"cpu": 3000}
+
+
+def test_a_profile_root_reports_its_figures_as_koordinators_only_child_of_the_tree_total() -> None:
+    """Koordinator's tree root (koordinator-root-quota) holds the total; a profile's root quota is
+    its child: runtime is what the root asks for up to the total, over the root's max resources."""
+    world = multi_tree_world()
+    world.pod(pod("arm-1", "2", "arm-team").on("arm-0").obj())
+    root = world.plugin.quota_figures()["arm64-root"]
+    assert (root.runtime, root.request, root.used) == (
+        {"cpu": 2000, "memory": 0},
+        {"cpu": 2000, "memory": 0},
+        {"cpu": 2000, "memory": 0},
+    )
+    world.pod(pod("arm-2", "7", "arm-team").obj())
+    assert world.plugin.quota_figures()["arm64-root"].runtime == {"cpu": 8000, "memory": 0}  # the total
+    assert world.plugin.quota_figures()["arm-team"].runtime["cpu"] == 8000
 
 
 def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
