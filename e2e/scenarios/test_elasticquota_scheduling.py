@@ -563,3 +563,69 @@ def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
         what="arm64-small's figures back to zero once its pod is gone",
     )
     assert small["status"]["used"] == zero
+
+
+@pytest.fixture
+def gated_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    """A second koord-scheduler, ``koord-scheduler-gates``, started with Koordinator's
+    ``--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true``."""
+    name = "koord-scheduler-gates"
+    config = REVOKE_CONFIG.replace("koord-scheduler-revoke", name).split("  pluginConfig:")[0]
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        name,
+        config_text=config,
+        leader_elect=False,
+        extra_args=["--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true"],
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
+    control_plane: ControlPlane, gated_scheduler: Scheduler
+) -> None:
+    """ElasticQuotaIgnorePodOverhead: a 1-CPU pod with 1 CPU of RuntimeClass overhead fits a 1-CPU
+    quota and uses 1 of it. DisableDefaultQuota: a pod without the quota label charges no quota,
+    not even the one named like its namespace, so a full quota does not hold it back."""
+    cp, ns = control_plane, "eq-gates"
+    cp.create_namespace(ns)
+    runtime_class = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "eq-gates-overhead"},
+        "handler": "runc",
+        "overhead": {"podFixed": {"cpu": "1"}},
+    }
+    apply(cp, [runtime_class, elastic_quota(ns, ns, min={"cpu": "1"}, max={"cpu": "1"})])
+
+    def gated(name: str, *, quota: str | None) -> dict[str, Any]:
+        built = quota_pod(name, ns, "1", quota=quota)
+        built["spec"]["schedulerName"] = "koord-scheduler-gates"
+        return built
+
+    overhead = gated("overhead", quota=ns)
+    overhead["spec"]["runtimeClassName"] = "eq-gates-overhead"
+    apply(cp, [overhead])
+    wait_for(lambda: "overhead" in placed(cp, ns) or None, timeout=60, what="the pod with overhead bound")
+    assert next(p for p in pods(cp, ns) if p["metadata"]["name"] == "overhead")["spec"]["overhead"] == {
+        "cpu": "1"
+    }
+    quota = wait_for(
+        lambda: (
+            ((q := get_quota(cp, ns, ns)).get("status", {}).get("used", {}).get("cpu") == "1" and q) or None
+        ),
+        timeout=30,
+        what="the quota's used without the overhead",
+    )
+    assert quota["status"]["used"]["cpu"] == "1"
+    apply(cp, [gated("unlabelled", quota=None)])  # the quota is full, but this pod charges none
+    wait_for(lambda: "unlabelled" in placed(cp, ns) or None, timeout=60, what="the unlabelled pod bound")
+    time.sleep(2)
+    assert get_quota(cp, ns, ns)["status"]["used"]["cpu"] == "1"
+    cp.kubectl("delete", "namespace", ns, "--wait=false")
+    cp.kubectl("delete", "runtimeclass", "eq-gates-overhead", "--wait=false")

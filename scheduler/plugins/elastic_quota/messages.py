@@ -2,7 +2,7 @@
 then Koordinator's own wording in parentheses, unchanged, because users and tools match on it
 (``Insufficient quotas, quotaName: ..., exceedDimensions: [cpu memory]``; Koordinator's
 ``PreFilter`` and ``checkQuotaRecursive``). Resource lists are printed as Koordinator's
-``printResourceList`` does: ``name:quantity`` pairs, sorted, joined by commas."""
+``printResourceList`` does: ``name:quantity`` pairs, sorted, joined by commas (``<empty>`` for none)."""
 
 from __future__ import annotations
 
@@ -93,6 +93,8 @@ def _fmt(resource: str, amount: int) -> str:
 
 
 def _print(resources: Mapping[str, int]) -> str:
+    if not resources:
+        return "<empty>"
     return ",".join(sorted(f"{name}:{_fmt(name, amount)}" for name, amount in resources.items()))
 
 

@@ -63,7 +63,13 @@ from scheduler.plugins.elastic_quota.forest import (
     compute_forest,
     compute_totals,
 )
-from scheduler.plugins.elastic_quota.ledger import Ledger, gang_key
+from scheduler.plugins.elastic_quota.ledger import (
+    Ledger,
+    RequestsOf,
+    gang_key,
+    pod_requests,
+    requests_without_overhead,
+)
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
@@ -90,12 +96,13 @@ FIGURES_WRITE_INTERVAL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
 
-def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str]) -> dict[str, int]:
+def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str], requests_of: RequestsOf) -> dict[str, int]:
     keys = list(names)
     total = dict.fromkeys(keys, 0)
     for pod in pods:
+        requests = requests_of(pod)
         for name in keys:
-            total[name] += pod.requests.get(name, 0)
+            total[name] += requests.get(name, 0)
     return total
 
 
@@ -104,8 +111,9 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     The API job-level preemption (quota reclaim) uses, all pure reads of the current state:
 
-    - ``quota_of(pod) -> str | None``: the quota the pod charges to (None would mean "no quota";
-      today every pod has one: pods that match nothing go to ``koordinator-default-quota``).
+    - ``quota_of(pod) -> str | None``: the quota the pod charges to (None: no quota, which only
+      ``DisableDefaultQuota`` gives; otherwise pods that match nothing go to
+      ``koordinator-default-quota``).
     - ``quota_figures() -> Mapping[str, Figures]``: every quota's min, max, runtime, used, request
       (and the rest of ``scheduler.quota.Figures``) per resource, in integer units (milli-CPU,
       bytes, counts), masked to the resources of the quota's max.
@@ -128,8 +136,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             namespace=args.quota_group_namespace,
             default_max=args.default_quota_group_max,
             system_max=args.system_quota_group_max,
+            disable_default_quota=handle.features.disable_default_quota,
         )
-        self.ledger = Ledger(handle.scheduler_name)
+        requests_of = (
+            requests_without_overhead if handle.features.elastic_quota_ignore_pod_overhead else pod_requests
+        )
+        self.ledger = Ledger(handle.scheduler_name, requests_of)
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
@@ -150,6 +162,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 delay_seconds=parse_go_duration_ns(args.delay_evict_time) / 1e9,
                 interval_seconds=max(parse_go_duration_ns(args.revoke_pod_interval) / 1e9, 0.01),
                 clock=handle.clock,
+                requests_of=requests_of,
             )
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
@@ -266,6 +279,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         quota = self._quota_name(pod)
+        if not quota:
+            return PreFilterResult(Status.success())  # no quota (DisableDefaultQuota): nothing to check
         if pod.uid in self._admitting and state.planning:
             # Preemption is planning this job with its quota freed by the victims it will choose.
             forest = self._current(snapshot)
@@ -337,7 +352,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             (figures.runtime, "runtime") if self.args.enable_runtime_quota else (figures.max, "max")
         )
         problem = messages.insufficient(
-            figures.name, figures.used, _masked_sum(pods, limits), limits, limit_name, what
+            figures.name,
+            figures.used,
+            _masked_sum(pods, limits, self.ledger.requests_of),
+            limits,
+            limit_name,
+            what,
         )
         if problem is not None:
             return problem
@@ -346,7 +366,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             problem = messages.insufficient_non_preemptible(
                 figures.name,
                 figures.non_preemptible_used,
-                _masked_sum(keep_out, figures.min),
+                _masked_sum(keep_out, figures.min, self.ledger.requests_of),
                 figures.min,
                 what,
             )
@@ -359,7 +379,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
             )
             problem = messages.insufficient_parent(
-                topology, parent.used, _masked_sum(pods, limits), limits, limit_name, what
+                topology,
+                parent.used,
+                _masked_sum(pods, limits, self.ledger.requests_of),
+                limits,
+                limit_name,
+                what,
             )
             if problem is not None:
                 return problem
@@ -375,12 +400,16 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     # ---- reserve -----------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        self.ledger.reserve(pod, self._quota_name(pod))
+        quota = self._quota_name(pod)
+        if quota:
+            self.ledger.reserve(pod, quota)
         self.writer.changed()
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        self.ledger.unreserve(pod, self._quota_name(pod))
+        quota = self._quota_name(pod)
+        if quota:
+            self.ledger.unreserve(pod, quota)
         self.writer.changed()
 
     # ---- figures on the objects --------------------------------------------------------------
@@ -416,7 +445,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     def quota_of(self, pod: PodInfo) -> str | None:
         """The quota ``pod`` charges to (see the class docstring)."""
-        return self._quota_name(pod)
+        return self._quota_name(pod) or None
 
     def quota_figures(self) -> Mapping[str, Figures]:
         """Every quota's figures now, by quota name."""
@@ -441,7 +470,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             return False
         if forest.tree_of.get(mine) != forest.tree_of.get(theirs) or theirs in OUTSIDE:
             return False
-        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.runtime)
+        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.runtime, self.ledger.requests_of)
         if any(claimant.used.get(r, 0) + request[r] > limit for r, limit in claimant.runtime.items()):
             return False
         return any(
@@ -468,13 +497,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         pods = [p for p in members if self._quota_name(p) == quota] or [preemptor]
         keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
         if keep_out:
-            np_request = _masked_sum(keep_out, figures.min)
+            np_request = _masked_sum(keep_out, figures.min, self.ledger.requests_of)
             if any(
                 figures.non_preemptible_used.get(r, 0) + np_request[r] > m for r, m in figures.min.items()
             ):
                 return None
         limits = figures.runtime if self.args.enable_runtime_quota else figures.max
-        request = _masked_sum(pods, limits)
+        request = _masked_sum(pods, limits, self.ledger.requests_of)
         need = {r: figures.used.get(r, 0) + request[r] - limit for r, limit in limits.items()}
         need = {r: amount for r, amount in need.items() if amount > 0}
         if not need:
@@ -498,6 +527,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     def fits_after_removal(self, pods: Sequence[PodInfo], victims: Sequence[PodInfo]) -> bool:
         """Would ``pods`` pass the quota checks together (each quota's share at once) if ``victims``
         were gone? Runtimes are recomputed without the victims' requests."""
+        pods = [p for p in pods if self._quota_name(p)]  # pods of no quota pass
         quotas = {p.uid: self._quota_name(p) for p in pods}
         usage = self.ledger.usage_without((v.uid for v in victims), ((p, quotas[p.uid]) for p in pods))
         forest = self._compute(usage, self.handle.snapshot())

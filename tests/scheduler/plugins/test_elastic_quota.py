@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from apis.core import Node, Pod
+from apis.features import FeatureGates
+from apis.quantity import Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
 from scheduler.backend.base import (
@@ -512,3 +514,60 @@ def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
         "(Insufficient non-preemptible quotas, quotaName: koordinator-default-quota, min: cpu:1, "
         "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu])"
     )
+
+
+def gated_world(**gates: bool) -> World:
+    """A World whose plugin runs under Koordinator's feature gates (``--feature-gates``)."""
+    world = World()
+    world.handle = Handle(
+        backend=world.backend, snapshot=lambda: Snapshot(world.cache), features=FeatureGates(**gates)
+    )
+    world.plugin = ElasticQuota(ElasticQuotaArgs(), world.handle)
+    for resource in (ELASTICQUOTAS, ELASTICQUOTAPROFILES, PODS):
+        world.feed(resource, WatchEvent(EventType.REPLACED, objects=()))
+    return world
+
+
+def with_overhead(builder: Any, cpu: str) -> Pod:
+    built: Pod = builder.obj()
+    built.spec.overhead = {"cpu": Quantity.parse(cpu)}
+    return built
+
+
+@pytest.mark.parametrize("ignore", [False, True], ids=["counted", "ignored"])
+def test_elastic_quota_ignore_pod_overhead_leaves_the_overhead_out_of_the_quota(ignore: bool) -> None:
+    world = gated_world(elastic_quota_ignore_pod_overhead=ignore)
+    world.quotas(quota("q", "q", min={"cpu": "4"}, max={"cpu": "4"}))
+    world.pod(with_overhead(pod("p1", "2", "q").on("n1"), "1"))
+    assert world.plugin.quota_figures()["q"].used == {"cpu": 2000 if ignore else 3000}
+    code, _, _ = world.pre_filter(world.pod(with_overhead(pod("p2", "1", "q"), "1")))
+    assert code == (Code.SUCCESS if ignore else Code.UNSCHEDULABLE)
+
+
+def test_disable_default_quota_charges_only_the_quota_a_pod_names() -> None:
+    world = gated_world(disable_default_quota=True)
+    world.quotas(
+        quota("team-a", "team-a", min={"cpu": "2"}, max={"cpu": "2"}),
+        quota("named", "other", min={"cpu": "2"}, max={"cpu": "2"}),
+    )
+    quota_of = world.plugin.quota_of
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a").obj())) is None  # no namespace fallback
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "nope"}).obj())) is None
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "named"}).obj())) == "named"
+    world.pod(pod("free", "8", "team-a").on("n1").obj())
+    figures = world.plugin.quota_figures()
+    assert figures["team-a"].used == {"cpu": 0}
+    assert figures["koordinator-default-quota"].used["cpu"] == 0
+    assert world.pre_filter(world.pod(pod("big", "60", "team-a").obj()))[0] == Code.SUCCESS
+    world.plugin.reserve(CycleState(), world.pod(pod("big2", "3", "team-a").obj()), "n1")
+    assert world.plugin.quota_figures()["team-a"].used == {"cpu": 0}
+    code, _, _ = world.pre_filter(world.pod(pod("over", "3", "team-a", **{Q + "name": "named"}).obj()))
+    assert code == Code.UNSCHEDULABLE
+
+
+def test_an_empty_resource_list_prints_as_koordinator_prints_it() -> None:
+    from scheduler.plugins.elastic_quota import messages
+
+    message = messages.insufficient("q", {}, {"cpu": 2000}, {"cpu": 1000}, "runtime", "")
+    assert message is not None
+    assert "used: <empty>, pod's request: cpu:2, exceedDimensions: [cpu])" in message
