@@ -27,7 +27,7 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from operators.clients import QuotaClient, load_configuration
+from operators.clients import PodClient, QuotaClient, load_configuration
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
@@ -78,7 +78,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     podgroup.register(registry, config)
     networktopology.register(registry, config)
     quotas = QuotaClient(config)
-    elasticquota.register(registry, quotas)
+    elasticquota.register(registry, quotas, PodClient(config))
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
 

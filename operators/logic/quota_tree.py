@@ -20,11 +20,15 @@ algorithms.md 4.9, in its numbering:
 10. Unless the quota is a tree root or labelled ``allow-force-update: "true"``: the siblings' min
     (this quota included) sum to at most the parent's min (parent root excepted), and the
     children's min sum to at most the quota's own min.
-12. Delete: the root, system and default quotas, and a quota with child quotas, stay.
+12. Delete: the root, system and default quotas, and a quota with child quotas, stay; so does a
+    quota that pods name in their ``quota.scheduling.koordinator.sh/name`` label.
 14. A namespace is listed in the ``namespaces`` annotation of one quota only.
 
-Not checked here: rule 5's "no false -> true while pods are bound" and rule 12's "no delete while
-pods are bound" (the scheduler's bookkeeping), and rule 11 (the guarantee feature gate).
+Rule 5's other half, ``is-parent`` going to ``"true"`` while the quota has pods, is
+``is_parent_with_pods``. The pods are found by the caller as Koordinator's webhook finds them
+(``hasQuotaBoundedPods``: the label, the namespace named like the quota, the namespaces of its
+``namespaces`` annotation; pods in any phase). Not checked here: rule 11 (the guarantee feature
+gate). Where users and tools match on Koordinator's own wording, it follows ours in parentheses.
 """
 
 from __future__ import annotations
@@ -37,7 +41,14 @@ from apis.quantity import Quantity
 from apis.resources import add
 from apis.scheduling.elasticquota import ElasticQuota
 
-__all__ = ["BUILT_IN_QUOTAS", "children_of", "validate", "validate_delete", "validate_self"]
+__all__ = [
+    "BUILT_IN_QUOTAS",
+    "children_of",
+    "is_parent_with_pods",
+    "validate",
+    "validate_delete",
+    "validate_self",
+]
 
 BUILT_IN_QUOTAS = frozenset({keys.ROOT_QUOTA_NAME, keys.SYSTEM_QUOTA_NAME, keys.DEFAULT_QUOTA_NAME})
 
@@ -297,12 +308,36 @@ def _min_sum(
     ]
 
 
-def validate_delete(quota: ElasticQuota, quotas: Sequence[ElasticQuota]) -> list[str]:
-    """Rule 12: why ``quota`` cannot be deleted now."""
+def validate_delete(
+    quota: ElasticQuota, quotas: Sequence[ElasticQuota], pods: Sequence[str] = ()
+) -> list[str]:
+    """Rule 12: why ``quota`` cannot be deleted now; ``pods``: the names of the pods labelled with
+    it (Koordinator's webhook looks at the label only here)."""
     name = _name(quota)
     if name in BUILT_IN_QUOTAS:
         return [f"{name!r} is a built-in quota and cannot be deleted"]
     children = children_of(name, [q for q in quotas if _name(q) != name])
     if children:
         return [f"quota {name!r} has child quotas ({_names(_name(c) for c in children)}): delete them first"]
+    if pods:
+        listed = sorted(pods)
+        ours = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+        theirs = ", ".join([*pods[:2], "..."] if len(pods) > 2 else pods)
+        return [
+            f"pods still charge quota {name!r} ({ours}): delete them or move them to another quota "
+            f"first (delete quota failed, quota {name} has {len(pods)} child pods: {theirs})"
+        ]
     return []
+
+
+def is_parent_with_pods(candidate: ElasticQuota, old: ElasticQuota | None, has_pods: bool) -> list[str]:
+    """Rule 5, the other way: a quota that pods charge cannot become a parent (pods of a parent
+    quota are never scheduled). ``has_pods``: see the module docstring."""
+    turned_on = old is not None and not keys.is_parent(old.metadata.labels)
+    if not (turned_on and keys.is_parent(candidate.metadata.labels) and has_pods):
+        return []
+    name = _name(candidate)
+    return [
+        f'{_IS_PARENT}: cannot change to "true" while pods charge quota {name!r} (quota has bound '
+        f"pods, isParent is forbidden to modify as true, quotaName: {name})"
+    ]

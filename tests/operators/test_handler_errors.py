@@ -174,6 +174,16 @@ class FailingQuotas:
         raise self.exc
 
 
+class NoPods:
+    """A PodClient that finds no pod anywhere."""
+
+    async def labelled(self, key: str, value: str) -> list[str]:
+        return []
+
+    async def any_in(self, namespace: str) -> bool:
+        return False
+
+
 def profile_body() -> kopf.Body:
     return kopf.Body(
         {
@@ -250,7 +260,7 @@ async def test_admission_that_cannot_read_the_parent_refuses_with_a_reason_to_re
             self.calls += 1
             raise aiohttp.ClientConnectionError("connection refused")
 
-    admission = elasticquota.QuotaAdmission(Unreachable(AssertionError()))  # type: ignore[arg-type]
+    admission = elasticquota.QuotaAdmission(Unreachable(AssertionError()), NoPods())  # type: ignore[arg-type]
     body = kopf.Body(
         {
             "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -271,3 +281,90 @@ async def test_admission_that_cannot_read_the_parent_refuses_with_a_reason_to_re
         "the API server is unreachable"
     )
     assert str(caught.value).endswith("; try again")
+
+
+class SomePods:
+    """A PodClient over fixed pods: (namespace, name, quota label or None)."""
+
+    def __init__(self, pods: list[tuple[str, str, str | None]]) -> None:
+        self.pods = pods
+        self.calls = 0
+
+    async def labelled(self, key: str, value: str) -> list[str]:
+        self.calls += 1
+        assert key == "quota.scheduling.koordinator.sh/name"
+        return [name for _, name, quota in self.pods if quota == value]
+
+    async def any_in(self, namespace: str) -> bool:
+        self.calls += 1
+        return any(ns == namespace for ns, _, _ in self.pods)
+
+
+def quota_body(name: str, *, is_parent: bool, namespaces: str | None = None) -> kopf.Body:
+    annotations = {"quota.scheduling.koordinator.sh/namespaces": namespaces} if namespaces else {}
+    return kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": name,
+                "namespace": "team",
+                "labels": {"quota.scheduling.koordinator.sh/is-parent": str(is_parent).lower()},
+                "annotations": annotations,
+            },
+            "spec": {"max": {"cpu": "4"}},
+        }
+    )
+
+
+async def test_a_quota_that_pods_name_cannot_be_deleted_in_koordinators_words() -> None:
+    pods = SomePods([("apps", f"p{i}", "team-a") for i in range(3)] + [("apps", "other", "team-b")])
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), pods)  # type: ignore[arg-type]
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(
+            body=quota_body("team-a", is_parent=False), old=None, operation="DELETE", elastic_quotas={}
+        )
+    assert caught.value.code == 422
+    assert str(caught.value) == (
+        "ElasticQuota 'team-a' cannot be deleted: pods still charge quota 'team-a' (p0, p1, p2): delete "
+        "them or move them to another quota first (delete quota failed, quota team-a has 3 child pods: "
+        "p0, p1, ...)"
+    )
+    await admission.validate(
+        body=quota_body("team-c", is_parent=False), old=None, operation="DELETE", elastic_quotas={}
+    )
+
+
+@pytest.mark.parametrize(
+    ("pods", "namespaces"),
+    [
+        ([("apps", "p", "team-a")], None),  # labelled with the quota
+        ([("team-a", "p", None)], None),  # in the namespace named like the quota
+        ([("apps", "p", None)], '["apps"]'),  # in a namespace its annotation lists
+    ],
+    ids=["label", "namespace", "annotation"],
+)
+async def test_a_quota_with_pods_cannot_become_a_parent(
+    pods: list[tuple[str, str, str | None]], namespaces: str | None
+) -> None:
+    client = SomePods(pods)
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), client)  # type: ignore[arg-type]
+    old = quota_body("team-a", is_parent=False, namespaces=namespaces)
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(
+            body=quota_body("team-a", is_parent=True, namespaces=namespaces),
+            old=old,
+            operation="UPDATE",
+            elastic_quotas={},
+        )
+    assert str(caught.value).endswith(
+        "(quota has bound pods, isParent is forbidden to modify as true, quotaName: team-a)"
+    )
+    client.calls = 0
+    await admission.validate(
+        body=quota_body("team-a", is_parent=False, namespaces=namespaces),
+        old=old,
+        operation="UPDATE",
+        elastic_quotas={},
+    )
+    assert client.calls == 0  # pods are only looked up when the quota is about to become a parent

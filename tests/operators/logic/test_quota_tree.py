@@ -277,3 +277,26 @@ def test_a_quota_with_children_cannot_be_deleted() -> None:
         "quota 'parent-a' has child quotas (child-a1): delete them first"
     ]
     assert quota_tree.validate_delete(CHILD, [PARENT, CHILD]) == []
+
+
+def test_a_quota_that_pods_name_cannot_be_deleted() -> None:
+    pods = [f"p{i}" for i in range(7)]
+    assert quota_tree.validate_delete(CHILD, [PARENT, CHILD], pods) == [
+        "pods still charge quota 'child-a1' (p0, p1, p2, p3, p4 and 2 more): delete them or move them to "
+        "another quota first (delete quota failed, quota child-a1 has 7 child pods: p0, p1, ...)"
+    ]
+    assert quota_tree.validate_delete(CHILD, [PARENT, CHILD], ["only"])[0].endswith(
+        "(delete quota failed, quota child-a1 has 1 child pods: only)"
+    )
+
+
+def test_only_a_quota_with_pods_turning_is_parent_on_is_refused() -> None:
+    leaf = eq("leaf", labels={"quota.scheduling.koordinator.sh/is-parent": "false"})
+    parent = eq("leaf", labels={"quota.scheduling.koordinator.sh/is-parent": "true"})
+    assert quota_tree.is_parent_with_pods(parent, leaf, has_pods=True) == [
+        'metadata.labels[quota.scheduling.koordinator.sh/is-parent]: cannot change to "true" while pods '
+        "charge quota 'leaf' (quota has bound pods, isParent is forbidden to modify as true, quotaName: leaf)"
+    ]
+    assert quota_tree.is_parent_with_pods(parent, leaf, has_pods=False) == []
+    assert quota_tree.is_parent_with_pods(parent, None, has_pods=True) == []  # a new quota
+    assert quota_tree.is_parent_with_pods(parent, parent, has_pods=True) == []  # no change
