@@ -1,10 +1,9 @@
 """Koordinator's feature gates that koord-scheduler and koord-manager read (``--feature-gates``,
 Kubernetes' ``Name=true,Other=false`` syntax).
 
-Only gates this project honours are accepted. A gate Koordinator has but this project does not
-implement may be set to its default (which changes nothing); any other value of it, an unknown
-gate name or a value that is not a boolean stops the component at start-up with a message naming
-the gate, never silently ignored.
+Only gates this project honours are accepted: any other gate name (Koordinator's gates not built
+here included) or a value that is not a boolean stops the component at start-up with a message
+naming the gate, never silently ignored.
 """
 
 from __future__ import annotations
@@ -26,10 +25,12 @@ class FeatureGates:
     """No default quota: a pod charges only the quota its ``quota.scheduling.koordinator.sh/name``
     label names, when that quota exists; otherwise no quota at all (never the default quota, and
     never the quota named like its namespace)."""
-
-
-NOT_SUPPORTED: dict[str, bool] = {"ElasticQuotaGuaranteeUsage": False}
-"""Koordinator's gates not implemented here, with their default (the one value accepted)."""
+    elastic_quota_guarantee_usage: bool = field(
+        default=False, metadata={"gate": "ElasticQuotaGuaranteeUsage"}
+    )
+    """What a quota's pods hold is guaranteed to it (``guaranteed = max(min, allocated)``): its
+    runtime never drops below it, so it is not reclaimed; ``allocated`` and ``guaranteed`` are
+    written on every quota."""
 
 
 def _gate_fields() -> dict[str, str]:
@@ -48,13 +49,6 @@ def parse_feature_gates(text: str) -> FeatureGates:
         if not sep:
             raise InvalidValue(f"missing bool value for {echo(name)} in --feature-gates")
         value = _bool(name, raw.strip())
-        if name in NOT_SUPPORTED:
-            if value != NOT_SUPPORTED[name]:
-                raise InvalidValue(
-                    f"feature gate {name} is not supported yet: only {str(NOT_SUPPORTED[name]).lower()} "
-                    "(Koordinator's default) is accepted"
-                )
-            continue
         if name not in known:
             raise InvalidValue(f"unrecognized feature gate: {echo(name)}")
         values[known[name]] = value

@@ -81,8 +81,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_feature_gates,
         default=FeatureGates(),
         help="Koordinator's feature gates, Name=true|false separated by commas: "
-        "ElasticQuotaIgnorePodOverhead, DisableDefaultQuota (default false); an unknown gate or a "
-        "value not supported is an error",
+        "ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage (default false); "
+        "an unknown gate or a value that is not a boolean is an error",
     )
     return parser.parse_args(argv)
 

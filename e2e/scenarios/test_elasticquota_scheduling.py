@@ -568,7 +568,7 @@ def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
 @pytest.fixture
 def gated_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
     """A second koord-scheduler, ``koord-scheduler-gates``, started with Koordinator's
-    ``--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true``."""
+    ``--feature-gates`` ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage."""
     name = "koord-scheduler-gates"
     config = REVOKE_CONFIG.replace("koord-scheduler-revoke", name).split("  pluginConfig:")[0]
     running = start_scheduler(
@@ -577,7 +577,10 @@ def gated_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> 
         name,
         config_text=config,
         leader_elect=False,
-        extra_args=["--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true"],
+        extra_args=[
+            "--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true,"
+            "ElasticQuotaGuaranteeUsage=true"
+        ],
     )
     try:
         wait_until_ready(running.component, running.port)
@@ -591,7 +594,8 @@ def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
 ) -> None:
     """ElasticQuotaIgnorePodOverhead: a 1-CPU pod with 1 CPU of RuntimeClass overhead fits a 1-CPU
     quota and uses 1 of it. DisableDefaultQuota: a pod without the quota label charges no quota,
-    not even the one named like its namespace, so a full quota does not hold it back."""
+    not even the one named like its namespace, so a full quota does not hold it back.
+    ElasticQuotaGuaranteeUsage: the quota carries allocated and guaranteed."""
     cp, ns = control_plane, "eq-gates"
     cp.create_namespace(ns)
     runtime_class = {
@@ -623,6 +627,9 @@ def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
         what="the quota's used without the overhead",
     )
     assert quota["status"]["used"]["cpu"] == "1"
+    annotations = quota["metadata"]["annotations"]
+    assert json.loads(annotations[Q + "allocated"]) == {"cpu": "1"}
+    assert json.loads(annotations[Q + "guaranteed"]) == {"cpu": "1"}  # max(min 1, allocated 1)
     apply(cp, [gated("unlabelled", quota=None)])  # the quota is full, but this pod charges none
     wait_for(lambda: "unlabelled" in placed(cp, ns) or None, timeout=60, what="the unlabelled pod bound")
     time.sleep(2)

@@ -21,16 +21,16 @@ def test_koordinators_gate_names_turn_the_features_on() -> None:
     assert parse_feature_gates("DisableDefaultQuota=false") == FeatureGates()
 
 
-def test_a_gate_not_built_here_is_accepted_only_at_its_default() -> None:
+def test_the_guarantee_gate_turns_the_guarantee_on() -> None:
+    assert parse_feature_gates("ElasticQuotaGuaranteeUsage=true").elastic_quota_guarantee_usage
     assert parse_feature_gates("ElasticQuotaGuaranteeUsage=false") == FeatureGates()
-    with pytest.raises(InvalidValue, match="ElasticQuotaGuaranteeUsage is not supported yet"):
-        parse_feature_gates("ElasticQuotaGuaranteeUsage=true")
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
         ("NoSuchGate=true", "unrecognized feature gate: 'NoSuchGate'"),
+        ("MultiQuotaTree=true", "unrecognized feature gate: 'MultiQuotaTree'"),  # Koordinator's, not built
         ("DisableDefaultQuota=maybe", "invalid value of 'DisableDefaultQuota'='maybe'"),
         ("DisableDefaultQuota", "missing bool value for 'DisableDefaultQuota'"),
     ],

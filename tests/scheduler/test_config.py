@@ -930,7 +930,7 @@ def test_koord_scheduler_takes_koordinators_feature_gates_to_every_plugin() -> N
     ("gates", "message"),
     [
         ("NoSuchGate=true", "unrecognized feature gate: 'NoSuchGate'"),
-        ("ElasticQuotaGuaranteeUsage=true", "feature gate ElasticQuotaGuaranteeUsage is not supported yet"),
+        ("DisableDefaultQuota=yes please", "invalid value of 'DisableDefaultQuota'='yes please'"),
     ],
 )
 def test_a_feature_gate_koord_scheduler_cannot_honour_stops_it_at_start(

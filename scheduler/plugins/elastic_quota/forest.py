@@ -104,14 +104,19 @@ def compute_totals(index: QuotaIndex, nodes: Sequence[NodeView]) -> Totals:
 
 
 def compute_forest(
-    index: QuotaIndex, usage: Mapping[str, Usage], totals: Totals, *, scale_min: bool = True
+    index: QuotaIndex,
+    usage: Mapping[str, Usage],
+    totals: Totals,
+    *,
+    scale_min: bool = True,
+    guarantee: bool = False,
 ) -> Forest:
     """The figures of every tree over ``totals`` (``compute_totals``)."""
     specs = {name: info.spec for name, info in index.quotas.items()}
     figures: dict[str, Figures] = {}
     tree_of: dict[str, str] = {}
     for tree in totals.trees:
-        for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min).items():
+        for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min, guarantee=guarantee).items():
             is_profile_root = name == tree.root and name != quota_ext.ROOT_QUOTA_NAME
             figures[name] = _as_child_of_the_tree_total(fig, tree.total) if is_profile_root else fig
             tree_of[name] = tree.root

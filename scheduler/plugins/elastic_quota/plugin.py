@@ -273,7 +273,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         key = (self.index.version, snapshot.generation)
         if self._totals is None or self._totals[0] != key:
             self._totals = (key, compute_totals(self.index, self._node_views(snapshot)))
-        return compute_forest(self.index, usage, self._totals[1], scale_min=self.args.enable_min_quota_scale)
+        return compute_forest(
+            self.index,
+            usage,
+            self._totals[1],
+            scale_min=self.args.enable_min_quota_scale,
+            guarantee=self.handle.features.elastic_quota_guarantee_usage,
+        )
 
     # ---- filtering ---------------------------------------------------------------------------
 
@@ -420,7 +426,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         for name, info in sorted(self.index.quotas.items()):
             figures = forest.figures.get(name)
             if info.exists and figures is not None:
-                out.append((payload_of(figures, info.namespace), info.observed))
+                guarantee = self.handle.features.elastic_quota_guarantee_usage
+                out.append((payload_of(figures, info.namespace, guarantee=guarantee), info.observed))
         return out
 
     async def _write(self, payload: Payload) -> None:

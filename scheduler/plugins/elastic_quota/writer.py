@@ -1,7 +1,8 @@
 """Writing the figures back onto the ElasticQuota objects, so that ``kubectl get eq`` shows them.
 
 Koordinator's scheduler writes JSON ResourceList annotations (``runtime``, ``request``,
-``child-request``, ``non-preemptible-request``, ``non-preemptible-used``) and ``status.used``;
+``child-request``, ``non-preemptible-request``, ``non-preemptible-used``; ``allocated`` and
+``guaranteed`` with ElasticQuotaGuaranteeUsage) and ``status.used``;
 ElasticQuota has no status subresource, so one JSON merge patch of the main resource carries all of
 it. ``FiguresWriter`` runs in a background task: woken by a change, it waits ``interval`` seconds
 (so a burst of pod events makes one patch), asks for the current payloads and patches each quota
@@ -64,8 +65,16 @@ class Payload:
         return {"metadata": {"annotations": annotations}, "status": {"used": used}}
 
 
-def payload_of(figures: Figures, namespace: str) -> Payload:
-    values = {key: resource_json(getattr(figures, attr)) for key, attr in ANNOTATIONS.items()}
+GUARANTEE_ANNOTATIONS = {
+    quota_ext.ANNOTATION_ALLOCATED: "allocated",
+    quota_ext.ANNOTATION_GUARANTEED: "guaranteed",
+}
+"""Written with ElasticQuotaGuaranteeUsage only, as Koordinator computes them only then."""
+
+
+def payload_of(figures: Figures, namespace: str, *, guarantee: bool = False) -> Payload:
+    written = {**ANNOTATIONS, **GUARANTEE_ANNOTATIONS} if guarantee else ANNOTATIONS
+    values = {key: resource_json(getattr(figures, attr)) for key, attr in written.items()}
     values[USED_KEY] = resource_json(figures.used)
     return Payload(namespace, figures.name, values)
 

@@ -571,3 +571,35 @@ def test_an_empty_resource_list_prints_as_koordinator_prints_it() -> None:
     message = messages.insufficient("q", {}, {"cpu": 2000}, {"cpu": 1000}, "runtime", "")
     assert message is not None
     assert "used: <empty>, pod's request: cpu:2, exceedDimensions: [cpu])" in message
+
+
+@pytest.mark.parametrize("guarantee", [False, True], ids=["off", "on"])
+async def test_the_guarantee_gate_keeps_a_borrowers_pods_and_writes_allocated_and_guaranteed(
+    guarantee: bool,
+) -> None:
+    """ElasticQuotaGuaranteeUsage: B holds 6 of P's 8 (2 borrowed from A's idle min); when A asks
+    for its min, B's runtime stays at what it holds, so its pods are not reclaimed; allocated and
+    guaranteed are written on every quota (and only with the gate)."""
+    world = gated_world(elastic_quota_guarantee_usage=guarantee)
+    world.quotas(
+        quota("p", "default", min={"cpu": "8"}, max={"cpu": "8"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+        quota("b", "b", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+    )
+    held = [world.pod(pod(f"b{i}", "2", "b").on("n1").obj()) for i in range(3)]
+    claim = world.pod(pod("a1", "4", "a").obj())
+    figures = world.plugin.quota_figures()
+    assert figures["b"].runtime == {"cpu": 6000 if guarantee else 4000}
+    assert world.plugin.reclaimable(claim, held[0]) is not guarantee
+    await world.plugin.flush_figures()
+    stored = world.backend.get(ELASTICQUOTAS, "b", "b")
+    annotations = (stored.metadata.annotations or {}) if stored else {}
+    if guarantee:
+        assert json.loads(annotations[Q + "allocated"]) == {"cpu": "6"}
+        assert json.loads(annotations[Q + "guaranteed"]) == {"cpu": "6"}
+        parent = world.backend.get(ELASTICQUOTAS, "default", "p")
+        assert parent is not None
+        assert json.loads((parent.metadata.annotations or {})[Q + "guaranteed"]) == {"cpu": "10"}
+    else:
+        assert Q + "allocated" not in annotations
+        assert Q + "guaranteed" not in annotations
