@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from apis.core import Node
 from apis.extension import quota as keys
+from apis.features import FeatureGates
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.clients import PodClient, QuotaClient
 from operators.handlers import errors
@@ -66,9 +67,10 @@ class QuotaAdmission:
     """The validating and mutating handlers, sharing a client for the index's blind spot, and a
     pod client for the rules about a quota's pods (read at admission, as Koordinator's webhook)."""
 
-    def __init__(self, quotas: QuotaClient, pods: PodClient) -> None:
+    def __init__(self, quotas: QuotaClient, pods: PodClient, features: FeatureGates | None = None) -> None:
         self._client = quotas
         self._pods = pods
+        self._features = features or FeatureGates()
 
     async def _labelled_pods(self, name: str) -> list[str]:
         with errors.admission_api_errors(f"list the pods of quota {name!r}"):
@@ -126,6 +128,8 @@ class QuotaAdmission:
         known = await self._known_quotas(candidate, elastic_quotas)
         previous = _quota(old) if operation == "UPDATE" else None
         problems = quota_tree.validate(candidate, previous, known)
+        if self._features.elastic_quota_guarantee_usage:
+            problems += quota_tree.guarantee_for_min(candidate, known)
         if previous is not None and quota_tree.is_parent_with_pods(candidate, previous, has_pods=True):
             # the pods are only looked up when the quota is about to become a parent
             problems += quota_tree.is_parent_with_pods(candidate, previous, await self._has_pods(previous))
@@ -152,11 +156,16 @@ class QuotaAdmission:
             patch.metadata.annotations[key] = value
 
 
-def register(registry: kopf.OperatorRegistry, quotas: QuotaClient, pods: PodClient) -> None:
+def register(
+    registry: kopf.OperatorRegistry,
+    quotas: QuotaClient,
+    pods: PodClient,
+    features: FeatureGates | None = None,
+) -> None:
     """Index quotas and nodes; validate and default ElasticQuotas at admission."""
     kopf.index(_EQ.group, _EQ.version, _EQ.plural, id="elastic_quotas", registry=registry)(elastic_quotas)
     kopf.index("", "v1", "nodes", id="node_capacity", registry=registry)(node_capacity)
-    admission = QuotaAdmission(quotas, pods)
+    admission = QuotaAdmission(quotas, pods, features)
     validate: Any = admission.validate  # Kopf's WebhookFn protocol does not list index kwargs
     mutate: Any = admission.mutate
     kopf.on.validate(

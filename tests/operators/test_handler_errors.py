@@ -12,6 +12,7 @@ import kopf
 import pytest
 from kubernetes_asyncio import client
 
+from apis.features import FeatureGates
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.config import ManagerConfig
 from operators.handlers import (
@@ -368,3 +369,63 @@ async def test_a_quota_with_pods_cannot_become_a_parent(
         elastic_quotas={},
     )
     assert client.calls == 0  # pods are only looked up when the quota is about to become a parent
+
+
+@pytest.mark.parametrize("gate", [False, True], ids=["off", "on"])
+async def test_the_guarantee_rule_applies_at_admission_with_the_gate_only(gate: bool) -> None:
+    """Rule 11 needs ElasticQuotaGuaranteeUsage (koord-manager --feature-gates), as in Koordinator; the
+    min sums (rule 10) pass here, only the guarantee does not."""
+    root = ElasticQuota.model_validate(
+        {
+            "metadata": {
+                "name": "tree-root",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/is-parent": "true",
+                    "quota.scheduling.koordinator.sh/is-root": "true",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+                "annotations": {"quota.scheduling.koordinator.sh/guaranteed": '{"cpu":"4"}'},
+            },
+            "spec": {"min": {"cpu": "4"}, "max": {"cpu": "8"}},
+        }
+    )
+    body = kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": "leaf",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/parent": "tree-root",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+            },
+            "spec": {"min": {"cpu": "3"}, "max": {"cpu": "8"}},
+        }
+    )
+    # A sibling with no min whose pods hold 2 (guaranteed 2): 3 + 2 is more than the root's 4.
+    sibling = ElasticQuota.model_validate(
+        {
+            "metadata": {
+                "name": "busy",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/parent": "tree-root",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+                "annotations": {"quota.scheduling.koordinator.sh/guaranteed": '{"cpu":"2"}'},
+            },
+            "spec": {"max": {"cpu": "8"}},
+        }
+    )
+    features = FeatureGates(elastic_quota_guarantee_usage=gate)
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), NoPods(), features)  # type: ignore[arg-type]
+    index: Any = {"tree-root": [root], "busy": [sibling]}
+    if not gate:
+        await admission.validate(body=body, old=None, operation="CREATE", elastic_quotas=index)
+        return
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(body=body, old=None, operation="CREATE", elastic_quotas=index)
+    assert str(caught.value).endswith("(tree root quota tree-root can't guarantee for min)")
