@@ -18,6 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,6 +139,7 @@ def koord_scheduler(
     config: Path | None = None,
     leader_elect: bool = True,
     lease_namespace: str = "koordinator-system",
+    extra_args: Sequence[str] = (),
 ) -> LocalComponent:
     argv = [
         sys.executable,
@@ -153,6 +155,7 @@ def koord_scheduler(
     ]
     if config is not None:
         argv += ["--config", str(config)]
+    argv += extra_args
     return LocalComponent(name=name, argv=tuple(argv), cluster=cluster)
 
 

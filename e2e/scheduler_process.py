@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,13 +108,21 @@ def start_scheduler(
     *,
     config_text: str = CONFIG,
     leader_elect: bool = True,
+    extra_args: Sequence[str] = (),
 ) -> Scheduler:
-    """A koord-scheduler process named ``name`` (its log and pid files) with ``config_text``."""
+    """A koord-scheduler process named ``name`` (its log and pid files) with ``config_text`` and
+    ``extra_args`` (``--feature-gates``)."""
     config = control_plane.state_dir / f"{name}-config.yaml"
     config.write_text(config_text)
     port = free_port()
     component = koord_scheduler(
-        control_plane, kubeconfig=kubeconfig, port=port, name=name, config=config, leader_elect=leader_elect
+        control_plane,
+        kubeconfig=kubeconfig,
+        port=port,
+        name=name,
+        config=config,
+        leader_elect=leader_elect,
+        extra_args=extra_args,
     )
     component.start()
     return Scheduler(component, port)

@@ -27,7 +27,9 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from operators.clients import QuotaClient, load_configuration
+from apis.errors import InvalidValue
+from apis.features import FeatureGates, parse_feature_gates
+from operators.clients import PodClient, QuotaClient, load_configuration
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
@@ -39,6 +41,13 @@ from operators.handlers import (
     podgroup,
 )
 from operators.webhook_certs import ensure_self_signed
+
+
+def _feature_gates(text: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(text)
+    except InvalidValue as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def parse_args(argv: list[str] | None) -> ManagerConfig:
@@ -67,6 +76,12 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
         type=float,
         help="seconds to exit on SIGTERM (default 5)",
     )
+    parser.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        help="Koordinator's feature gates, Name=true|false separated by commas (ElasticQuotaGuaranteeUsage "
+        "adds admission rule 11); an unknown gate or a value that is not a boolean is an error",
+    )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
     return ManagerConfig(**{k: v for k, v in vars(args).items() if v is not None})
@@ -78,7 +93,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     podgroup.register(registry, config)
     networktopology.register(registry, config)
     quotas = QuotaClient(config)
-    elasticquota.register(registry, quotas)
+    elasticquota.register(registry, quotas, PodClient(config), config.feature_gates)
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
 

@@ -14,7 +14,7 @@ from kubernetes_asyncio import config as k8s_config
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.config import ManagerConfig
 
-__all__ = ["QuotaClient", "load_configuration"]
+__all__ = ["PodClient", "QuotaClient", "load_configuration"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
@@ -83,3 +83,29 @@ class QuotaClient:
         await api.patch_namespaced_custom_object(  # type: ignore[call-arg]
             _EQ.group, _EQ.version, namespace, _EQ.plural, name, patch, _content_type=_MERGE_PATCH
         )
+
+
+class PodClient:
+    """Pod names for the quota admission rules that need them (Koordinator's webhook lists pods
+    from its cache at that moment too); the connection opens on first use and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CoreV1Api | None = None
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._api is None:
+            self._api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def labelled(self, key: str, value: str) -> list[str]:
+        """Every pod (any namespace, any phase) labelled ``key=value``, by name."""
+        api = await self._core()
+        listed = await api.list_pod_for_all_namespaces(label_selector=f"{key}={value}")
+        return [pod.metadata.name for pod in listed.items]
+
+    async def any_in(self, namespace: str) -> bool:
+        """Whether ``namespace`` has a pod (any phase)."""
+        api = await self._core()
+        listed = await api.list_namespaced_pod(namespace, limit=1)
+        return bool(listed.items)

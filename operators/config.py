@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apis.features import FeatureGates
+
 __all__ = ["ManagerConfig"]
 
 
@@ -51,6 +53,9 @@ class ManagerConfig(BaseModel):
     itself (Kopf's ``settings.process.ultimate_exiting_timeout``, 10 minutes by default). With the
     API server up it exits in about a second; with it gone, Kopf would retry its last peering and
     webhook-configuration writes for minutes. Below a pod's 30 s termination grace period."""
+    feature_gates: FeatureGates = Field(default_factory=FeatureGates)
+    """Koordinator's feature gates (``--feature-gates``); koord-manager acts on
+    ElasticQuotaGuaranteeUsage (admission rule 11), the others change nothing it does."""
     default_schedule_timeout_seconds: int = Field(default=600, gt=0)
     """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
     ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""

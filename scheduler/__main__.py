@@ -2,7 +2,7 @@
 
     koord-scheduler [--kubeconfig PATH] [--config FILE] [--leader-elect=true|false]
                     [--lease-namespace NS] [--bind-address ADDR] [--port PORT] [-v N]
-                    [--debug-scores N]
+                    [--debug-scores N] [--feature-gates Name=true,...]
 
 Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
 in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
@@ -21,6 +21,8 @@ import signal
 import sys
 from pathlib import Path
 
+from apis.errors import InvalidValue
+from apis.features import FeatureGates, parse_feature_gates
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.kubernetes import KubernetesBackend
 from scheduler.backend.lease import KubernetesLeaseStore
@@ -46,6 +48,13 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def _feature_gates(text: str) -> FeatureGates:
+    try:
+        return parse_feature_gates(text)
+    except InvalidValue as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="koord-scheduler", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
@@ -67,6 +76,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="log the top N nodes' total and per-plugin scores of every scored pod; 0 disables "
         "(Koordinator's flag; PUT /debug/flags/s changes it at run time)",
     )
+    parser.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default=FeatureGates(),
+        help="Koordinator's feature gates, Name=true|false separated by commas: "
+        "ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage (default false); "
+        "an unknown gate or a value that is not a boolean is an error",
+    )
     return parser.parse_args(argv)
 
 
@@ -75,9 +92,10 @@ def debug_flags_of(args: argparse.Namespace) -> DebugFlags:
     return DebugFlags(verbosity=args.verbosity, top_n_scores=args.debug_scores)
 
 
-def settings_of(config: SchedulerConfig) -> AppSettings:
+def settings_of(config: SchedulerConfig, feature_gates: FeatureGates | None = None) -> AppSettings:
     return AppSettings(
         profiles=tuple(config.profiles),
+        feature_gates=feature_gates or FeatureGates(),
         parallelism=config.parallelism,
         pod_initial_backoff_seconds=config.pod_initial_backoff_seconds,
         pod_max_backoff_seconds=config.pod_max_backoff_seconds,
@@ -100,7 +118,9 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
-    app = SchedulerApp(settings_of(config), backend, DEFAULT_REGISTRY, metrics, debug_flags=flags)
+    app = SchedulerApp(
+        settings_of(config, args.feature_gates), backend, DEFAULT_REGISTRY, metrics, debug_flags=flags
+    )
     stop = asyncio.Event()
     lost = asyncio.Event()
     signalled = asyncio.Event()

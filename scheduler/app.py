@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.features import FeatureGates
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
@@ -51,6 +52,8 @@ class AppSettings:
     pod_max_backoff_seconds: float = 10.0
     percentage_of_nodes_to_score: int | None = None
     assumed_pod_ttl_seconds: float = 30.0
+    feature_gates: FeatureGates = field(default_factory=FeatureGates)
+    """Koordinator's feature gates (``--feature-gates``), handed to every plugin."""
 
 
 @dataclass
@@ -90,6 +93,7 @@ class SchedulerApp:
                 nominator=self.cache,
                 evictor=EvictionService(self.backend, profile.scheduler_name),
                 solver_metrics=self.metrics,
+                features=self.settings.feature_gates,
             )
             self.frameworks[profile.scheduler_name] = Framework(
                 profile,

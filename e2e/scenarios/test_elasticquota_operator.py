@@ -178,6 +178,36 @@ def test_an_invalid_tree_is_refused(control_plane: ControlPlane, ns: str) -> Non
     )
 
 
+def test_a_quota_with_pods_cannot_become_a_parent_or_be_deleted(control_plane: ControlPlane, ns: str) -> None:
+    """Koordinator's webhook rules that need the quota's pods: a pod labelled with the quota (here
+    left pending: no scheduler has its name) keeps the quota a leaf and keeps it from deletion."""
+    cp = control_plane
+    leaf = f"{ns}-leaf"
+    cp.kubectl("apply", "-f", "-", input=_quota(leaf, ns, max={"cpu": "4"}))
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "worker", "namespace": ns, "labels": {keys.LABEL_QUOTA_NAME: leaf}},
+        "spec": {"schedulerName": "e2e-nobody", "containers": [{"name": "main", "image": "busybox"}]},
+    }
+    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(pod))
+    _refused(
+        cp,
+        _quota(leaf, ns, min={"cpu": "4"}, max={"cpu": "4"}, is_parent=True),
+        f"ElasticQuota '{leaf}' is invalid",
+        f"cannot change to \"true\" while pods charge quota '{leaf}'",
+        f"(quota has bound pods, isParent is forbidden to modify as true, quotaName: {leaf})",
+    )
+    result = cp.run_kubectl("delete", "elasticquota", leaf, "-n", ns)
+    assert result.returncode != 0
+    assert (
+        f"ElasticQuota '{leaf}' cannot be deleted: pods still charge quota '{leaf}' (worker)" in result.stderr
+    )
+    assert f"(delete quota failed, quota {leaf} has 1 child pods: worker)" in result.stderr
+    cp.kubectl("delete", "pod", "worker", "-n", ns, "--wait=true")
+    cp.kubectl("delete", "elasticquota", leaf, "-n", ns)
+
+
 def test_a_cycle_is_refused(control_plane: ControlPlane, ns: str) -> None:
     cp = control_plane
     res = {"cpu": "4"}

@@ -121,6 +121,11 @@ def test_pods_beyond_max_stay_pending_and_kubectl_shows_the_figures(
         what="FailedScheduling naming the quota",
     )
     assert f"Insufficient quotas: quota {ns} cpu used 2 + request 1 > runtime 2" in message
+    # Koordinator's wording follows, unchanged, for the tools that match on it.
+    assert (
+        f"(Insufficient quotas, quotaName: {ns}, runtime: cpu:2, used: cpu:2, pod's request: cpu:1, "
+        "exceedDimensions: [cpu])" in message
+    )
     time.sleep(2)
     assert len(placed(control_plane, ns)) == 2
 
@@ -206,6 +211,10 @@ def test_a_non_preemptible_pod_is_limited_to_min(control_plane: ControlPlane, sc
     assert (
         f"Insufficient non-preemptible quotas: quota {ns} cpu non-preemptible used 1 + request 1 > min 1"
         in message
+    )
+    assert (
+        f"(Insufficient non-preemptible quotas, quotaName: {ns}, min: cpu:1, nonPreemptibleUsed: cpu:1, "
+        "pod's request: cpu:1, exceedDimensions: [cpu])" in message
     )
     assert "np1" not in placed(control_plane, ns)
 
@@ -489,3 +498,142 @@ def test_an_overused_quota_gives_pods_back_after_delay_evict_time(
     assert len(gone) == 2
     assert set(revoked() or []) == gone
     cp.kubectl("delete", "namespace", ns, "--wait=false")
+
+
+def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """A child of a profile root asking for less than its min runs with runtime == request (never
+    zero), the root carries the tree's total-resource, and the figures follow every change."""
+    ns = "eq-figures"
+    control_plane.create_namespace(ns)
+    profile = {
+        "apiVersion": "quota.koordinator.sh/v1alpha1",
+        "kind": "ElasticQuotaProfile",
+        "metadata": {"name": "arm64-figures", "namespace": ns},
+        "spec": {
+            "quotaName": "e2e-figures-root",
+            "resourceRatio": "0.5",
+            "nodeSelector": {"matchLabels": {"koord-e2e/quota-tree": "arm64"}},
+        },
+    }
+    apply(control_plane, [profile])
+    wait_for(
+        lambda: control_plane.run_kubectl("get", "eq", "e2e-figures-root", "-n", ns).returncode == 0 or None,
+        timeout=60,
+        what="koord-manager to create the tree root",
+    )
+    apply(
+        control_plane,
+        [
+            elastic_quota(
+                "arm64-small",
+                ns,
+                min={"cpu": "4", "memory": "4Gi"},
+                max={"cpu": "8", "memory": "8Gi"},
+                labels={Q + "parent": "e2e-figures-root"},
+            )
+        ],
+    )
+    apply(control_plane, [quota_pod("small-0", ns, "2", quota="arm64-small", selector=QUOTA_POOLS)])
+    wait_for(lambda: placed_count(control_plane, ns, 1), timeout=60, what="the pod of arm64-small bound")
+
+    def annotations_of(name: str, wanted: dict[str, dict[str, str]]) -> dict[str, Any] | None:
+        quota = get_quota(control_plane, ns, name)
+        annotations = quota["metadata"].get("annotations", {})
+        current = {key: json.loads(annotations[Q + key]) for key in wanted if Q + key in annotations}
+        return quota if current == wanted else None
+
+    two = {"cpu": "2", "memory": "256Mi"}
+    small = wait_for(
+        lambda: annotations_of("arm64-small", {"runtime": two, "request": two}),
+        timeout=30,
+        what="arm64-small's runtime == request",
+    )
+    assert small["status"]["used"] == two
+    root = get_quota(control_plane, ns, "e2e-figures-root")["metadata"]["annotations"]
+    assert json.loads(root[Q + "total-resource"])["cpu"] == "8"  # (8 + 8) x 0.5
+    assert json.loads(root[Q + "request"])["cpu"] == "2"
+    assert json.loads(root[Q + "runtime"]) == two  # what the root asks for, up to its total
+    control_plane.kubectl("delete", "pod", "small-0", "-n", ns, "--wait=true")
+    zero = {"cpu": "0", "memory": "0"}
+    small = wait_for(
+        lambda: annotations_of("arm64-small", {"runtime": zero, "request": zero}),
+        timeout=30,
+        what="arm64-small's figures back to zero once its pod is gone",
+    )
+    assert small["status"]["used"] == zero
+
+
+@pytest.fixture
+def gated_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    """A second koord-scheduler, ``koord-scheduler-gates``, started with Koordinator's
+    ``--feature-gates`` ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage."""
+    name = "koord-scheduler-gates"
+    config = REVOKE_CONFIG.replace("koord-scheduler-revoke", name).split("  pluginConfig:")[0]
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        name,
+        config_text=config,
+        leader_elect=False,
+        extra_args=[
+            "--feature-gates=ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true,"
+            "ElasticQuotaGuaranteeUsage=true"
+        ],
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
+    control_plane: ControlPlane, gated_scheduler: Scheduler
+) -> None:
+    """ElasticQuotaIgnorePodOverhead: a 1-CPU pod with 1 CPU of RuntimeClass overhead fits a 1-CPU
+    quota and uses 1 of it. DisableDefaultQuota: a pod without the quota label charges no quota,
+    not even the one named like its namespace, so a full quota does not hold it back.
+    ElasticQuotaGuaranteeUsage: the quota carries allocated and guaranteed."""
+    cp, ns = control_plane, "eq-gates"
+    cp.create_namespace(ns)
+    runtime_class = {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "eq-gates-overhead"},
+        "handler": "runc",
+        "overhead": {"podFixed": {"cpu": "1"}},
+    }
+    apply(cp, [runtime_class, elastic_quota(ns, ns, min={"cpu": "1"}, max={"cpu": "1"})])
+
+    def gated(name: str, *, quota: str | None) -> dict[str, Any]:
+        built = quota_pod(name, ns, "1", quota=quota)
+        built["spec"]["schedulerName"] = "koord-scheduler-gates"
+        return built
+
+    overhead = gated("overhead", quota=ns)
+    overhead["spec"]["runtimeClassName"] = "eq-gates-overhead"
+    apply(cp, [overhead])
+    wait_for(lambda: "overhead" in placed(cp, ns) or None, timeout=60, what="the pod with overhead bound")
+    assert next(p for p in pods(cp, ns) if p["metadata"]["name"] == "overhead")["spec"]["overhead"] == {
+        "cpu": "1"
+    }
+
+    # The session's koord-scheduler (no gates) writes runtime, request and status.used of every
+    # quota too, by its own accounting; allocated and guaranteed come from the gated one alone.
+    def figure(key: str) -> dict[str, str] | None:
+        raw = get_quota(cp, ns, ns)["metadata"].get("annotations", {}).get(Q + key)
+        return json.loads(raw) if raw else None
+
+    allocated = wait_for(
+        lambda: figure("allocated") == {"cpu": "1"} or None, timeout=30, what="allocated without the overhead"
+    )
+    assert allocated
+    assert figure("guaranteed") == {"cpu": "1"}  # max(min 1, allocated 1)
+    apply(cp, [gated("unlabelled", quota=None)])  # the quota is full, but this pod charges none
+    wait_for(lambda: "unlabelled" in placed(cp, ns) or None, timeout=60, what="the unlabelled pod bound")
+    time.sleep(2)
+    assert figure("allocated") == {"cpu": "1"}
+    cp.kubectl("delete", "namespace", ns, "--wait=false")
+    cp.kubectl("delete", "runtimeclass", "eq-gates-overhead", "--wait=false")

@@ -89,6 +89,26 @@ def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler
     assert annotations["internal.scheduling.koordinator.sh/bind-gang-member-count"] == "4"
 
 
+def test_oversubscribed_gang_says_min_member_on_every_member(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """Three pods for minMember 2: every member, the one bound after the gang was satisfied too,
+    carries bind-gang-member-count 2 (Koordinator's oversubscribed gang)."""
+    ns = "gang-over"
+    control_plane.create_namespace(ns)
+    apply(control_plane, [pod_group("over", ns, 2)])
+    apply(control_plane, [member(f"o{i}", ns, "over", cpu="1", memory="1Gi") for i in range(3)])
+    wait_for(lambda: bound_count(control_plane, ns, 3), timeout=60, what="3 members bound")
+    counts = {
+        p["metadata"]["name"]: (
+            p["metadata"]["annotations"].get("internal.scheduling.koordinator.sh/bind-gang-member-count"),
+            p["metadata"]["annotations"].get("scheduling.koordinator.sh/bind-gang-member-count"),
+        )
+        for p in pods(control_plane, ns)
+    }
+    assert counts == {f"o{i}": ("2", "2") for i in range(3)}
+
+
 def test_gang_group_of_master_and_workers_is_bound_together(
     control_plane: ControlPlane, scheduler: Scheduler
 ) -> None:

@@ -114,3 +114,21 @@ def test_the_v17_feature_values_render_into_the_scheduler_config(
     args = CoschedulingArgs.model_validate(raw)
     assert (args.aware_network_topology, args.enable_preemption) == (aware, preempt)
     assert "plugins" not in profile  # the default plugin set stays on
+
+
+@pytest.mark.parametrize(
+    ("component", "gates"),
+    [
+        ("scheduler", "ElasticQuotaIgnorePodOverhead=true,DisableDefaultQuota=true"),
+        ("manager", "ElasticQuotaGuaranteeUsage=true"),
+    ],
+)
+def test_feature_gates_reach_the_components(control_plane: ControlPlane, component: str, gates: str) -> None:
+    def command(*values: str) -> list[str]:
+        docs = _rendered(control_plane, "--show-only", f"templates/{component}-deployment.yaml", *values)
+        container = docs[0]["spec"]["template"]["spec"]["containers"][0]
+        return list(container["command"])
+
+    assert not any(arg.startswith("--feature-gates") for arg in command())
+    escaped = gates.replace(",", "\\,")  # --set splits on unescaped commas
+    assert f"--feature-gates={gates}" in command("--set-string", f"{component}.featureGates={escaped}")

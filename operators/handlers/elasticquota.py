@@ -23,8 +23,9 @@ from pydantic import ValidationError
 
 from apis.core import Node
 from apis.extension import quota as keys
+from apis.features import FeatureGates
 from apis.scheduling.elasticquota import ElasticQuota
-from operators.clients import QuotaClient
+from operators.clients import PodClient, QuotaClient
 from operators.handlers import errors
 from operators.handlers.admission import plain
 from operators.logic import quota_defaults, quota_tree
@@ -63,10 +64,33 @@ def indexed_quotas(index: QuotaIndex) -> list[ElasticQuota]:
 
 
 class QuotaAdmission:
-    """The validating and mutating handlers, sharing a client for the index's blind spot."""
+    """The validating and mutating handlers, sharing a client for the index's blind spot, and a
+    pod client for the rules about a quota's pods (read at admission, as Koordinator's webhook)."""
 
-    def __init__(self, quotas: QuotaClient) -> None:
+    def __init__(self, quotas: QuotaClient, pods: PodClient, features: FeatureGates | None = None) -> None:
         self._client = quotas
+        self._pods = pods
+        self._features = features or FeatureGates()
+
+    async def _labelled_pods(self, name: str) -> list[str]:
+        with errors.admission_api_errors(f"list the pods of quota {name!r}"):
+            return await self._pods.labelled(keys.LABEL_QUOTA_NAME, name)
+
+    async def _has_pods(self, quota: ElasticQuota) -> bool:
+        """Koordinator's ``hasQuotaBoundedPods``: pods labelled with the quota, or in the namespace
+        named like it, or in a namespace its ``namespaces`` annotation lists."""
+        name = quota.metadata.name or ""
+        if await self._labelled_pods(name):
+            return True
+        try:
+            namespaces = keys.get_quota_namespaces(quota.metadata.annotations) or []
+        except ValueError:
+            namespaces = []  # a malformed annotation: the schema checks reject it
+        with errors.admission_api_errors(f"list the pods of quota {name!r}"):
+            for namespace in dict.fromkeys([name, *namespaces]):
+                if await self._pods.any_in(namespace):
+                    return True
+        return False
 
     async def _known_quotas(self, candidate: ElasticQuota, index: QuotaIndex) -> list[ElasticQuota]:
         known = indexed_quotas(index)
@@ -92,13 +116,23 @@ class QuotaAdmission:
         name = candidate.metadata.name or ""
         if operation == "DELETE":
             problems = quota_tree.validate_delete(candidate, indexed_quotas(elastic_quotas))
+            if not problems and name not in quota_tree.BUILT_IN_QUOTAS:
+                problems = quota_tree.validate_delete(
+                    candidate, indexed_quotas(elastic_quotas), await self._labelled_pods(name)
+                )
             if problems:
                 raise kopf.AdmissionError(
                     f"ElasticQuota {name!r} cannot be deleted: {'; '.join(problems)}", code=422
                 )
             return
         known = await self._known_quotas(candidate, elastic_quotas)
-        problems = quota_tree.validate(candidate, _quota(old) if operation == "UPDATE" else None, known)
+        previous = _quota(old) if operation == "UPDATE" else None
+        problems = quota_tree.validate(candidate, previous, known)
+        if self._features.elastic_quota_guarantee_usage:
+            problems += quota_tree.guarantee_for_min(candidate, known)
+        if previous is not None and quota_tree.is_parent_with_pods(candidate, previous, has_pods=True):
+            # the pods are only looked up when the quota is about to become a parent
+            problems += quota_tree.is_parent_with_pods(candidate, previous, await self._has_pods(previous))
         if problems:
             raise kopf.AdmissionError(f"ElasticQuota {name!r} is invalid: {'; '.join(problems)}", code=422)
 
@@ -122,11 +156,16 @@ class QuotaAdmission:
             patch.metadata.annotations[key] = value
 
 
-def register(registry: kopf.OperatorRegistry, quotas: QuotaClient) -> None:
+def register(
+    registry: kopf.OperatorRegistry,
+    quotas: QuotaClient,
+    pods: PodClient,
+    features: FeatureGates | None = None,
+) -> None:
     """Index quotas and nodes; validate and default ElasticQuotas at admission."""
     kopf.index(_EQ.group, _EQ.version, _EQ.plural, id="elastic_quotas", registry=registry)(elastic_quotas)
     kopf.index("", "v1", "nodes", id="node_capacity", registry=registry)(node_capacity)
-    admission = QuotaAdmission(quotas)
+    admission = QuotaAdmission(quotas, pods, features)
     validate: Any = admission.validate  # Kopf's WebhookFn protocol does not list index kwargs
     mutate: Any = admission.mutate
     kopf.on.validate(

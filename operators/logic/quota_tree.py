@@ -20,11 +20,16 @@ algorithms.md 4.9, in its numbering:
 10. Unless the quota is a tree root or labelled ``allow-force-update: "true"``: the siblings' min
     (this quota included) sum to at most the parent's min (parent root excepted), and the
     children's min sum to at most the quota's own min.
-12. Delete: the root, system and default quotas, and a quota with child quotas, stay.
+12. Delete: the root, system and default quotas, and a quota with child quotas, stay; so does a
+    quota that pods name in their ``quota.scheduling.koordinator.sh/name`` label.
 14. A namespace is listed in the ``namespaces`` annotation of one quota only.
 
-Not checked here: rule 5's "no false -> true while pods are bound" and rule 12's "no delete while
-pods are bound" (the scheduler's bookkeeping), and rule 11 (the guarantee feature gate).
+Rule 5's other half, ``is-parent`` going to ``"true"`` while the quota has pods, is
+``is_parent_with_pods``. The pods are found by the caller as Koordinator's webhook finds them
+(``hasQuotaBoundedPods``: the label, the namespace named like the quota, the namespaces of its
+``namespaces`` annotation; pods in any phase). Rule 11, with the ElasticQuotaGuaranteeUsage gate
+only, is ``guarantee_for_min``. Where users and tools match on Koordinator's own wording, it
+follows ours in parentheses.
 """
 
 from __future__ import annotations
@@ -34,10 +39,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from apis.errors import InvalidAnnotation
 from apis.extension import quota as keys
 from apis.quantity import Quantity
-from apis.resources import add
+from apis.resources import add, max_of
 from apis.scheduling.elasticquota import ElasticQuota
 
-__all__ = ["BUILT_IN_QUOTAS", "children_of", "validate", "validate_delete", "validate_self"]
+__all__ = [
+    "BUILT_IN_QUOTAS",
+    "children_of",
+    "guarantee_for_min",
+    "is_parent_with_pods",
+    "validate",
+    "validate_delete",
+    "validate_self",
+]
 
 BUILT_IN_QUOTAS = frozenset({keys.ROOT_QUOTA_NAME, keys.SYSTEM_QUOTA_NAME, keys.DEFAULT_QUOTA_NAME})
 
@@ -297,12 +310,88 @@ def _min_sum(
     ]
 
 
-def validate_delete(quota: ElasticQuota, quotas: Sequence[ElasticQuota]) -> list[str]:
-    """Rule 12: why ``quota`` cannot be deleted now."""
+def validate_delete(
+    quota: ElasticQuota, quotas: Sequence[ElasticQuota], pods: Sequence[str] = ()
+) -> list[str]:
+    """Rule 12: why ``quota`` cannot be deleted now; ``pods``: the names of the pods labelled with
+    it (Koordinator's webhook looks at the label only here)."""
     name = _name(quota)
     if name in BUILT_IN_QUOTAS:
         return [f"{name!r} is a built-in quota and cannot be deleted"]
     children = children_of(name, [q for q in quotas if _name(q) != name])
     if children:
         return [f"quota {name!r} has child quotas ({_names(_name(c) for c in children)}): delete them first"]
+    if pods:
+        listed = sorted(pods)
+        ours = ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+        theirs = ", ".join([*pods[:2], "..."] if len(pods) > 2 else pods)
+        return [
+            f"pods still charge quota {name!r} ({ours}): delete them or move them to another quota "
+            f"first (delete quota failed, quota {name} has {len(pods)} child pods: {theirs})"
+        ]
     return []
+
+
+def is_parent_with_pods(candidate: ElasticQuota, old: ElasticQuota | None, has_pods: bool) -> list[str]:
+    """Rule 5, the other way: a quota that pods charge cannot become a parent (pods of a parent
+    quota are never scheduled). ``has_pods``: see the module docstring."""
+    turned_on = old is not None and not keys.is_parent(old.metadata.labels)
+    if not (turned_on and keys.is_parent(candidate.metadata.labels) and has_pods):
+        return []
+    name = _name(candidate)
+    return [
+        f'{_IS_PARENT}: cannot change to "true" while pods charge quota {name!r} (quota has bound '
+        f"pods, isParent is forbidden to modify as true, quotaName: {name})"
+    ]
+
+
+def _guaranteed(quota: ElasticQuota) -> dict[str, Quantity]:
+    """The ``guaranteed`` annotation the scheduler writes under the gate ({} when absent or malformed)."""
+    try:
+        return dict(
+            keys.get_quota_resource_list(quota.metadata.annotations, keys.ANNOTATION_GUARANTEED) or {}
+        )
+    except InvalidAnnotation:
+        return {}
+
+
+def _within(amounts: Mapping[str, Quantity], limit: Mapping[str, Quantity]) -> bool:
+    zero = Quantity.from_int(0)
+    return all(amount <= limit.get(resource, zero) for resource, amount in amounts.items())
+
+
+def _list(amounts: Mapping[str, Quantity]) -> str:
+    return ", ".join(f"{resource}: {amount}" for resource, amount in sorted(amounts.items())) or "nothing"
+
+
+def guarantee_for_min(candidate: ElasticQuota, quotas: Sequence[ElasticQuota]) -> list[str]:
+    """Rule 11 (ElasticQuotaGuaranteeUsage), as Koordinator's ``checkGuaranteedForMin``: a quota of a
+    tree (not its root, not ``allow-force-update``) may raise its min above its ``guaranteed`` only
+    if its ancestors can guarantee it: going up, a parent must hold ``max(its min, this need plus
+    its other children's guaranteed)`` within its own ``guaranteed``, or pass the need on; the
+    tree's root cannot pass it on."""
+    labels = _labels(candidate)
+    if keys.allow_force_update(labels) or not _tree_id(candidate) or keys.is_tree_root(labels):
+        return []
+    name, minimum, guaranteed = _name(candidate), _min(candidate), _guaranteed(candidate)
+    if _within(minimum, guaranteed):
+        return []
+    others = {_name(q): q for q in quotas if _name(q) != name}
+    need, child, parent_name = max_of(minimum, guaranteed), name, _parent(candidate)
+    while parent_name != keys.ROOT_QUOTA_NAME:
+        parent = others.get(parent_name)
+        if parent is None:
+            return []  # rule 8 reports the missing parent
+        total = dict(need)
+        for sibling in children_of(parent_name, others.values()):
+            if _name(sibling) != child:
+                total = add(total, _guaranteed(sibling))
+        need = max_of(_min(parent), total)
+        if _within(need, _guaranteed(parent)):
+            return []
+        child, parent_name = parent_name, _parent(parent)
+    return [
+        f"spec.min: quota {name!r} asks for more than it is guaranteed ({_list(guaranteed)}), and up to "
+        f"the tree root {child!r} ({_list(_guaranteed(others.get(child, candidate)))} guaranteed) no "
+        f"quota can guarantee {_list(need)} (tree root quota {child} can't guarantee for min)"
+    ]

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from apis.features import FeatureGates
 from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -165,6 +166,8 @@ class Handle:
     """None: an ``EvictionService`` over ``backend`` (set at construction)."""
     solver_metrics: SolverMetrics = field(default_factory=_NoSolverMetrics)
     profile: ProfileView = field(default_factory=_UnboundProfile)
+    features: FeatureGates = field(default_factory=FeatureGates)
+    """Koordinator's feature gates (``--feature-gates``)."""
 
     def __post_init__(self) -> None:
         if self.evictor is None:

@@ -75,6 +75,12 @@ class Figures:
     non_preemptible_used: Resources
     runtime: Resources
     """What it may use right now."""
+    allocated: Resources = field(default_factory=dict)
+    """ElasticQuotaGuaranteeUsage only (else empty): its pods' use (a leaf) or the sum of its
+    children's ``guaranteed`` (an inner quota)."""
+    guaranteed: Resources = field(default_factory=dict)
+    """ElasticQuotaGuaranteeUsage only (else empty): ``max(min, allocated)``, what it is promised:
+    its runtime never drops below it when siblings share."""
 
 
 def _mask(amounts: Resources, names: Iterable[str]) -> dict[str, int]:
@@ -100,6 +106,8 @@ class _Node:
     np_used: dict[str, int] = field(default_factory=dict)
     auto_scale_min: dict[str, int] = field(default_factory=dict)
     runtime: dict[str, int] = field(default_factory=dict)
+    allocated: dict[str, int] = field(default_factory=dict)
+    guaranteed: dict[str, int] = field(default_factory=dict)
 
 
 def compute_tree(
@@ -108,6 +116,7 @@ def compute_tree(
     tree: TreeInput,
     *,
     scale_min: bool = True,
+    guarantee: bool = False,
 ) -> dict[str, Figures]:
     """The figures of ``tree.root`` and every quota reachable from it through ``parent`` links.
 
@@ -117,6 +126,12 @@ def compute_tree(
     2. The root's runtime is ``tree.total`` minus what the ``outside`` children use; theirs is their max.
     3. Top-down (4.3/4.4), per resource: the children of each quota share its runtime (``share``),
        their mins scaled down first when ``scale_min`` and the mins do not fit.
+
+    With ``guarantee`` (Koordinator's ElasticQuotaGuaranteeUsage), step 1 also sets ``allocated``
+    (a leaf's used; an inner quota's children's ``guaranteed`` summed) and ``guaranteed =
+    max(min, allocated)`` below the root, and in step 3 a child's floor is ``max(its min after
+    scaling, guaranteed)``, as in Koordinator's ``redistribution``: what a quota holds is not
+    shared out from under it.
     """
     if tree.root not in quotas:
         return {}
@@ -128,14 +143,25 @@ def compute_tree(
     order = _preorder(nodes, tree.root)
     for name in reversed(order):
         _aggregate(nodes[name], nodes, usage.get(name, Usage()), tree, name == tree.root)
+        if guarantee and name != tree.root:
+            _guarantee(nodes[name], nodes)
     root = nodes[tree.root]
     outside = [nodes[name] for name in root.children if name in tree.outside]
     names = dict.fromkeys([*tree.total, *root.spec.max])
     root.runtime = {n: tree.total.get(n, 0) - sum(o.used.get(n, 0) for o in outside) for n in names}
     root.auto_scale_min = dict(root.spec.min)
     for name in order:
-        _share_among_children(nodes[name], nodes, tree, scale_min)
+        _share_among_children(nodes[name], nodes, tree, scale_min, guarantee)
     return {name: _figures(nodes[name]) for name in order}
+
+
+def _guarantee(node: _Node, nodes: Mapping[str, _Node]) -> None:
+    keys = list(node.spec.max)
+    if node.children:
+        node.allocated = _sum((nodes[c].guaranteed for c in node.children), keys)
+    else:
+        node.allocated = _mask(node.used, keys)
+    node.guaranteed = {k: max(node.spec.min.get(k, 0), node.allocated.get(k, 0)) for k in keys}
 
 
 def _preorder(nodes: Mapping[str, _Node], root: str) -> list[str]:
@@ -178,7 +204,9 @@ def _children_of(node: _Node, nodes: Mapping[str, _Node]) -> list[_Node]:
     return [nodes[c] for c in node.children]
 
 
-def _share_among_children(node: _Node, nodes: Mapping[str, _Node], tree: TreeInput, scale_min: bool) -> None:
+def _share_among_children(
+    node: _Node, nodes: Mapping[str, _Node], tree: TreeInput, scale_min: bool, guarantee: bool
+) -> None:
     is_root = node.spec.name == tree.root
     children = [nodes[c] for c in node.children]
     sharing_children = [c for c in children if not (is_root and c.spec.name in tree.outside)]
@@ -199,7 +227,9 @@ def _share_among_children(node: _Node, nodes: Mapping[str, _Node], tree: TreeInp
             [
                 sharing.Child(
                     name=c.spec.name,
-                    min=floors[c.spec.name],
+                    min=max(floors[c.spec.name], c.guaranteed.get(resource, 0))
+                    if guarantee
+                    else floors[c.spec.name],
                     request=c.request.get(resource, 0),
                     weight=c.spec.shared_weight.get(resource, 0),
                     lends=c.spec.lends,
@@ -228,4 +258,6 @@ def _figures(node: _Node) -> Figures:
         non_preemptible_request=dict(node.np_request),
         non_preemptible_used=dict(node.np_used),
         runtime=dict(node.runtime),
+        allocated=dict(node.allocated),
+        guaranteed=dict(node.guaranteed),
     )

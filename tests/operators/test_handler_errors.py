@@ -12,6 +12,7 @@ import kopf
 import pytest
 from kubernetes_asyncio import client
 
+from apis.features import FeatureGates
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.config import ManagerConfig
 from operators.handlers import (
@@ -174,6 +175,16 @@ class FailingQuotas:
         raise self.exc
 
 
+class NoPods:
+    """A PodClient that finds no pod anywhere."""
+
+    async def labelled(self, key: str, value: str) -> list[str]:
+        return []
+
+    async def any_in(self, namespace: str) -> bool:
+        return False
+
+
 def profile_body() -> kopf.Body:
     return kopf.Body(
         {
@@ -250,7 +261,7 @@ async def test_admission_that_cannot_read_the_parent_refuses_with_a_reason_to_re
             self.calls += 1
             raise aiohttp.ClientConnectionError("connection refused")
 
-    admission = elasticquota.QuotaAdmission(Unreachable(AssertionError()))  # type: ignore[arg-type]
+    admission = elasticquota.QuotaAdmission(Unreachable(AssertionError()), NoPods())  # type: ignore[arg-type]
     body = kopf.Body(
         {
             "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
@@ -271,3 +282,150 @@ async def test_admission_that_cannot_read_the_parent_refuses_with_a_reason_to_re
         "the API server is unreachable"
     )
     assert str(caught.value).endswith("; try again")
+
+
+class SomePods:
+    """A PodClient over fixed pods: (namespace, name, quota label or None)."""
+
+    def __init__(self, pods: list[tuple[str, str, str | None]]) -> None:
+        self.pods = pods
+        self.calls = 0
+
+    async def labelled(self, key: str, value: str) -> list[str]:
+        self.calls += 1
+        assert key == "quota.scheduling.koordinator.sh/name"
+        return [name for _, name, quota in self.pods if quota == value]
+
+    async def any_in(self, namespace: str) -> bool:
+        self.calls += 1
+        return any(ns == namespace for ns, _, _ in self.pods)
+
+
+def quota_body(name: str, *, is_parent: bool, namespaces: str | None = None) -> kopf.Body:
+    annotations = {"quota.scheduling.koordinator.sh/namespaces": namespaces} if namespaces else {}
+    return kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": name,
+                "namespace": "team",
+                "labels": {"quota.scheduling.koordinator.sh/is-parent": str(is_parent).lower()},
+                "annotations": annotations,
+            },
+            "spec": {"max": {"cpu": "4"}},
+        }
+    )
+
+
+async def test_a_quota_that_pods_name_cannot_be_deleted_in_koordinators_words() -> None:
+    pods = SomePods([("apps", f"p{i}", "team-a") for i in range(3)] + [("apps", "other", "team-b")])
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), pods)  # type: ignore[arg-type]
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(
+            body=quota_body("team-a", is_parent=False), old=None, operation="DELETE", elastic_quotas={}
+        )
+    assert caught.value.code == 422
+    assert str(caught.value) == (
+        "ElasticQuota 'team-a' cannot be deleted: pods still charge quota 'team-a' (p0, p1, p2): delete "
+        "them or move them to another quota first (delete quota failed, quota team-a has 3 child pods: "
+        "p0, p1, ...)"
+    )
+    await admission.validate(
+        body=quota_body("team-c", is_parent=False), old=None, operation="DELETE", elastic_quotas={}
+    )
+
+
+@pytest.mark.parametrize(
+    ("pods", "namespaces"),
+    [
+        ([("apps", "p", "team-a")], None),  # labelled with the quota
+        ([("team-a", "p", None)], None),  # in the namespace named like the quota
+        ([("apps", "p", None)], '["apps"]'),  # in a namespace its annotation lists
+    ],
+    ids=["label", "namespace", "annotation"],
+)
+async def test_a_quota_with_pods_cannot_become_a_parent(
+    pods: list[tuple[str, str, str | None]], namespaces: str | None
+) -> None:
+    client = SomePods(pods)
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), client)  # type: ignore[arg-type]
+    old = quota_body("team-a", is_parent=False, namespaces=namespaces)
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(
+            body=quota_body("team-a", is_parent=True, namespaces=namespaces),
+            old=old,
+            operation="UPDATE",
+            elastic_quotas={},
+        )
+    assert str(caught.value).endswith(
+        "(quota has bound pods, isParent is forbidden to modify as true, quotaName: team-a)"
+    )
+    client.calls = 0
+    await admission.validate(
+        body=quota_body("team-a", is_parent=False, namespaces=namespaces),
+        old=old,
+        operation="UPDATE",
+        elastic_quotas={},
+    )
+    assert client.calls == 0  # pods are only looked up when the quota is about to become a parent
+
+
+@pytest.mark.parametrize("gate", [False, True], ids=["off", "on"])
+async def test_the_guarantee_rule_applies_at_admission_with_the_gate_only(gate: bool) -> None:
+    """Rule 11 needs ElasticQuotaGuaranteeUsage (koord-manager --feature-gates), as in Koordinator; the
+    min sums (rule 10) pass here, only the guarantee does not."""
+    root = ElasticQuota.model_validate(
+        {
+            "metadata": {
+                "name": "tree-root",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/is-parent": "true",
+                    "quota.scheduling.koordinator.sh/is-root": "true",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+                "annotations": {"quota.scheduling.koordinator.sh/guaranteed": '{"cpu":"4"}'},
+            },
+            "spec": {"min": {"cpu": "4"}, "max": {"cpu": "8"}},
+        }
+    )
+    body = kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {
+                "name": "leaf",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/parent": "tree-root",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+            },
+            "spec": {"min": {"cpu": "3"}, "max": {"cpu": "8"}},
+        }
+    )
+    # A sibling with no min whose pods hold 2 (guaranteed 2): 3 + 2 is more than the root's 4.
+    sibling = ElasticQuota.model_validate(
+        {
+            "metadata": {
+                "name": "busy",
+                "namespace": "team",
+                "labels": {
+                    "quota.scheduling.koordinator.sh/parent": "tree-root",
+                    "quota.scheduling.koordinator.sh/tree-id": "t1",
+                },
+                "annotations": {"quota.scheduling.koordinator.sh/guaranteed": '{"cpu":"2"}'},
+            },
+            "spec": {"max": {"cpu": "8"}},
+        }
+    )
+    features = FeatureGates(elastic_quota_guarantee_usage=gate)
+    admission = elasticquota.QuotaAdmission(FailingQuotas(AssertionError()), NoPods(), features)  # type: ignore[arg-type]
+    index: Any = {"tree-root": [root], "busy": [sibling]}
+    if not gate:
+        await admission.validate(body=body, old=None, operation="CREATE", elastic_quotas=index)
+        return
+    with pytest.raises(kopf.AdmissionError) as caught:
+        await admission.validate(body=body, old=None, operation="CREATE", elastic_quotas=index)
+    assert str(caught.value).endswith("(tree root quota tree-root can't guarantee for min)")

@@ -65,3 +65,14 @@ async def test_the_peering_object_waits_for_an_unreachable_api_server(
     monkeypatch.setattr(main_module, "load_configuration", nowhere)
     with pytest.raises(kopf.TemporaryError, match="cannot create the ClusterKopfPeering 'koord-manager' yet"):
         await main_module.ensure_peering_object(parse_args([]), logging.getLogger("test"))
+
+
+def test_koord_manager_takes_koordinators_feature_gates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert parse_args(
+        ["--feature-gates", "ElasticQuotaGuaranteeUsage=true"]
+    ).feature_gates.elastic_quota_guarantee_usage
+    assert not parse_args([]).feature_gates.elastic_quota_guarantee_usage
+    with pytest.raises(SystemExit) as exited:
+        parse_args(["--feature-gates", "NoSuchGate=true"])
+    assert exited.value.code == 2
+    assert "unrecognized feature gate: 'NoSuchGate'" in capsys.readouterr().err

@@ -73,12 +73,12 @@ def test_workload_names_must_be_unique(tmp_path: Path) -> None:
         load_workloads(path)
 
 
-def test_volume_workloads_run_only_when_switched_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(VOLUMES_ENV, raising=False)
+def test_volume_workloads_run_unless_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(VOLUMES_ENV, "0")
     (volumes,) = [w for w in load_workloads() if w.needs == "volumes"]
     assert not volumes.enabled()
 
-    monkeypatch.setenv(VOLUMES_ENV, "1")
+    monkeypatch.delenv(VOLUMES_ENV)
     assert volumes.enabled()
     objects = volumes.steps[0].manifests_of_objects("kube-local-volumes")
     assert {o["kind"] for o in objects} == {"StorageClass", "PersistentVolume", "PersistentVolumeClaim"}

@@ -914,3 +914,28 @@ def test_koord_scheduler_reports_an_invalid_config_and_exits_2_without_a_traceba
     assert err.startswith(f"koord-scheduler: invalid KubeSchedulerConfiguration in {path}:\n")
     assert '(did you mean "hookPlugins"?)' in err
     assert "Traceback" not in err
+
+
+def test_koord_scheduler_takes_koordinators_feature_gates_to_every_plugin() -> None:
+    args = koord_scheduler.parse_args(["--feature-gates", "ElasticQuotaIgnorePodOverhead=true"])
+    settings = koord_scheduler.settings_of(
+        load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY), args.feature_gates
+    )
+    assert settings.feature_gates.elastic_quota_ignore_pod_overhead
+    assert not settings.feature_gates.disable_default_quota
+
+
+@pytest.mark.parametrize(
+    ("gates", "message"),
+    [
+        ("NoSuchGate=true", "unrecognized feature gate: 'NoSuchGate'"),
+        ("DisableDefaultQuota=yes please", "invalid value of 'DisableDefaultQuota'='yes please'"),
+    ],
+)
+def test_a_feature_gate_koord_scheduler_cannot_honour_stops_it_at_start(
+    gates: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        koord_scheduler.main(["--feature-gates", gates])
+    assert exited.value.code == koord_scheduler.EXIT_INVALID_CONFIG
+    assert message in capsys.readouterr().err

@@ -164,6 +164,58 @@ async def test_gang_group_binds_together(cluster: tuple[MemoryBackend, Scheduler
     assert sorted(bound(backend)) == ["m0", "w0", "w1"]
 
 
+def member_count(backend: MemoryBackend, name: str) -> tuple[str | None, str | None]:
+    annotations = backend.get(PODS, "default", name).metadata.annotations or {}  # type: ignore[union-attr]
+    return (
+        annotations.get("internal.scheduling.koordinator.sh/bind-gang-member-count"),
+        annotations.get("scheduling.koordinator.sh/bind-gang-member-count"),
+    )
+
+
+async def test_oversubscribed_gang_writes_min_member_as_member_count_on_every_member(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    """Koordinator's oversubscribed gang: 3 pods for minMember 2, every member says 2, the one bound
+    after the gang was satisfied included."""
+    backend, _ = cluster
+    backend.apply(PODGROUPS, pod_group("over", 2))
+    for i in range(3):
+        backend.apply(PODS, member(f"o{i}", group="over", cpu="1"))
+    for _ in range(150):
+        if len(bound(backend)) == 3:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(bound(backend)) == ["o0", "o1", "o2"]
+    assert {name: member_count(backend, name) for name in ("o0", "o1", "o2")} == {
+        name: ("2", "2") for name in ("o0", "o1", "o2")
+    }
+    backend.apply(PODS, member("o3", group="over", cpu="1"))
+    for _ in range(150):
+        if "o3" in bound(backend):
+            break
+        await asyncio.sleep(0.02)
+    assert member_count(backend, "o3") == ("2", "2")
+
+
+async def test_gang_group_member_count_is_the_sum_of_its_gangs_min_members(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    backend, _ = cluster
+    groups = '["default/lead", "default/crew"]'
+    backend.apply(PODGROUPS, pod_group("lead", 1, {"gang.scheduling.koordinator.sh/groups": groups}))
+    backend.apply(PODGROUPS, pod_group("crew", 2, {"gang.scheduling.koordinator.sh/groups": groups}))
+    backend.apply(PODS, member("lead-0", group="lead", cpu="1"))
+    for i in range(3):
+        backend.apply(PODS, member(f"crew-{i}", group="crew", cpu="1"))
+    for _ in range(150):
+        if len(bound(backend)) == 4:
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(bound(backend)) == ["crew-0", "crew-1", "crew-2", "lead-0"]
+    for name in ("lead-0", "crew-0", "crew-1", "crew-2"):
+        assert member_count(backend, name) == ("3", "3"), name
+
+
 async def test_malformed_gang_annotation_keeps_the_pod_pending_and_the_loop_alive(
     cluster: tuple[MemoryBackend, SchedulerApp],
 ) -> None:

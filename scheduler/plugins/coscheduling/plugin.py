@@ -356,8 +356,9 @@ class Coscheduling(
         gang = self.gangs.gang_of(pod)
         if gang is None:
             return Status.success()
-        members = self.gangs.members_of_group(gang)
-        count = sum(len(g.waiting) + len(g.bound) for g in members)
+        # Koordinator records the members its Permit released the group with: minMember of each
+        # gang, also for members bound after (an oversubscribed gang with pods > minMember).
+        count = sum(g.min_member for g in self.gangs.members_of_group(gang))
         if count <= 1:
             return Status.success()
         annotations = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from apis.errors import InvalidSpec
 from apis.extension import quota as quota_ext
@@ -104,14 +104,40 @@ def compute_totals(index: QuotaIndex, nodes: Sequence[NodeView]) -> Totals:
 
 
 def compute_forest(
-    index: QuotaIndex, usage: Mapping[str, Usage], totals: Totals, *, scale_min: bool = True
+    index: QuotaIndex,
+    usage: Mapping[str, Usage],
+    totals: Totals,
+    *,
+    scale_min: bool = True,
+    guarantee: bool = False,
 ) -> Forest:
     """The figures of every tree over ``totals`` (``compute_totals``)."""
     specs = {name: info.spec for name, info in index.quotas.items()}
     figures: dict[str, Figures] = {}
     tree_of: dict[str, str] = {}
     for tree in totals.trees:
-        for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min).items():
-            figures[name] = fig
+        for name, fig in compute_tree(specs, usage, tree, scale_min=scale_min, guarantee=guarantee).items():
+            is_profile_root = name == tree.root and name != quota_ext.ROOT_QUOTA_NAME
+            figures[name] = _as_child_of_the_tree_total(fig, tree.total) if is_profile_root else fig
             tree_of[name] = tree.root
     return Forest(figures, tree_of, totals.tree_nodes, {tree.root: tree.total for tree in totals.trees})
+
+
+def _as_child_of_the_tree_total(root: Figures, total: Resources) -> Figures:
+    """A profile's root as Koordinator reports it: the only child of its tree's own root, which
+    holds the tree's total; so its figures cover its max's resources and its runtime is what it
+    asks for, up to the total (its children were given their shares of the whole total already)."""
+    keys = list(root.max)
+
+    def masked(amounts: Resources) -> dict[str, int]:
+        return {k: amounts.get(k, 0) for k in keys}
+
+    return replace(
+        root,
+        child_request=masked(root.child_request),
+        request=masked(root.request),
+        used=masked(root.used),
+        non_preemptible_request=masked(root.non_preemptible_request),
+        non_preemptible_used=masked(root.non_preemptible_used),
+        runtime={k: min(root.request.get(k, 0), root.max[k], total.get(k, 0)) for k in keys},
+    )

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 
 from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
+from apis.resources import to_int_units
 from scheduler.cache.pod_info import PodInfo
 from scheduler.quota import Usage
 
-__all__ = ["Charge", "Ledger", "gang_key"]
+__all__ = ["Charge", "Ledger", "RequestsOf", "gang_key", "pod_requests", "requests_without_overhead"]
 
 
 def gang_key(pod: PodInfo) -> str | None:
@@ -64,8 +65,29 @@ def _add(into: dict[str, int], amounts: Mapping[str, int], sign: int) -> None:
         into[name] = into.get(name, 0) + sign * amount
 
 
-def _apply(sums: _Sums, charge: Charge, sign: int) -> None:
-    requests = charge.pod.requests
+RequestsOf = Callable[[PodInfo], Mapping[str, int]]
+"""What a pod charges its quota (its requests; without its overhead under
+``ElasticQuotaIgnorePodOverhead``)."""
+
+
+def pod_requests(pod: PodInfo) -> Mapping[str, int]:
+    return pod.requests
+
+
+def requests_without_overhead(pod: PodInfo) -> Mapping[str, int]:
+    """Koordinator's ``PodRequests`` with ``ExcludeOverhead`` (``ElasticQuotaIgnorePodOverhead``)."""
+    overhead = pod.pod.spec.overhead
+    if not overhead:
+        return pod.requests
+    out = dict(pod.requests)
+    for name, quantity in overhead.items():
+        if name in out:
+            out[name] = max(out[name] - to_int_units(name, quantity), 0)
+    return {name: amount for name, amount in out.items() if amount}
+
+
+def _apply(sums: _Sums, charge: Charge, sign: int, requests_of: RequestsOf) -> None:
+    requests = requests_of(charge.pod)
     _add(sums.request, requests, sign)
     if charge.assigned:
         _add(sums.used, requests, sign)
@@ -76,8 +98,9 @@ def _apply(sums: _Sums, charge: Charge, sign: int) -> None:
 
 
 class Ledger:
-    def __init__(self, scheduler_name: str) -> None:
+    def __init__(self, scheduler_name: str, requests_of: RequestsOf = pod_requests) -> None:
         self.scheduler_name = scheduler_name
+        self.requests_of = requests_of
         self._charges: dict[str, Charge] = {}
         self._by_quota: dict[str, dict[str, Charge]] = {}
         self._by_gang: dict[tuple[str, str], dict[str, Charge]] = {}
@@ -87,7 +110,7 @@ class Ledger:
     # ---- bookkeeping -------------------------------------------------------------------------
 
     def _book(self, charge: Charge, sign: int) -> None:
-        _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign)
+        _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign, self.requests_of)
         self.version += 1
 
     def _put(self, charge: Charge) -> None:
@@ -115,8 +138,9 @@ class Ledger:
     # ---- informer side -----------------------------------------------------------------------
 
     def on_pod(self, pod: PodInfo, quota: str) -> None:
-        """A pod was added or changed (or listed)."""
-        if pod.is_terminal():
+        """A pod was added or changed (or listed); ``quota`` "" (no quota, ``DisableDefaultQuota``)
+        charges nothing."""
+        if pod.is_terminal() or not quota:
             self.remove(pod.uid)
             return
         old = self._charges.get(pod.uid)
@@ -130,7 +154,9 @@ class Ledger:
         """The quotas changed: charge every pod to the quota it maps to now."""
         for charge in list(self._charges.values()):
             quota = quota_of(charge.pod)
-            if quota != charge.quota:
+            if not quota:
+                self.remove(charge.pod.uid)
+            elif quota != charge.quota:
                 self._put(Charge(charge.pod, quota, charge.assigned, charge.reserved))
 
     # ---- scheduler side ----------------------------------------------------------------------
@@ -171,10 +197,12 @@ class Ledger:
         for uid in set(victims):
             charge = self._charges.get(uid)
             if charge is not None:
-                _apply(sums.setdefault(charge.quota, _Sums()), charge, -1)
+                _apply(sums.setdefault(charge.quota, _Sums()), charge, -1, self.requests_of)
         for pod, quota in extra:
             if pod.uid not in self._charges:
-                _apply(sums.setdefault(quota, _Sums()), Charge(pod, quota, assigned=False), +1)
+                _apply(
+                    sums.setdefault(quota, _Sums()), Charge(pod, quota, assigned=False), +1, self.requests_of
+                )
         return {q: Usage(s.request, s.used, s.np_request, s.np_used) for q, s in sums.items()}
 
     def usage_of(self, quota: str) -> Usage:

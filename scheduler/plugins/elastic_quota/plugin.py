@@ -29,7 +29,6 @@ from apis.core import Pod
 from apis.duration import parse_go_duration_ns
 from apis.extension import quota as quota_ext
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
-from apis.resources import from_int_units
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
 from scheduler.backend.base import (
     ELASTICQUOTAPROFILES,
@@ -54,6 +53,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.elastic_quota import messages
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
     OUTSIDE,
@@ -63,12 +63,17 @@ from scheduler.plugins.elastic_quota.forest import (
     compute_forest,
     compute_totals,
 )
-from scheduler.plugins.elastic_quota.ledger import Ledger, gang_key
+from scheduler.plugins.elastic_quota.ledger import (
+    Ledger,
+    RequestsOf,
+    gang_key,
+    pod_requests,
+    requests_without_overhead,
+)
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
 from scheduler.quota import Figures, Usage
-from scheduler.quota.tree import Resources
 
 __all__ = ["NAME", "RBAC", "ElasticQuota", "new"]
 
@@ -91,16 +96,13 @@ FIGURES_WRITE_INTERVAL_SECONDS = 1.0
 log = logging.getLogger(__name__)
 
 
-def _fmt(resource: str, amount: int) -> str:
-    return str(from_int_units(resource, amount))
-
-
-def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str]) -> dict[str, int]:
+def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str], requests_of: RequestsOf) -> dict[str, int]:
     keys = list(names)
     total = dict.fromkeys(keys, 0)
     for pod in pods:
+        requests = requests_of(pod)
         for name in keys:
-            total[name] += pod.requests.get(name, 0)
+            total[name] += requests.get(name, 0)
     return total
 
 
@@ -109,8 +111,9 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     The API job-level preemption (quota reclaim) uses, all pure reads of the current state:
 
-    - ``quota_of(pod) -> str | None``: the quota the pod charges to (None would mean "no quota";
-      today every pod has one: pods that match nothing go to ``koordinator-default-quota``).
+    - ``quota_of(pod) -> str | None``: the quota the pod charges to (None: no quota, which only
+      ``DisableDefaultQuota`` gives; otherwise pods that match nothing go to
+      ``koordinator-default-quota``).
     - ``quota_figures() -> Mapping[str, Figures]``: every quota's min, max, runtime, used, request
       (and the rest of ``scheduler.quota.Figures``) per resource, in integer units (milli-CPU,
       bytes, counts), masked to the resources of the quota's max.
@@ -133,14 +136,23 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             namespace=args.quota_group_namespace,
             default_max=args.default_quota_group_max,
             system_max=args.system_quota_group_max,
+            disable_default_quota=handle.features.disable_default_quota,
         )
-        self.ledger = Ledger(handle.scheduler_name)
+        requests_of = (
+            requests_without_overhead if handle.features.elastic_quota_ignore_pod_overhead else pod_requests
+        )
+        self.ledger = Ledger(handle.scheduler_name, requests_of)
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
         self._totals: tuple[tuple[int, int], Totals] | None = None
         self._admitting: frozenset[str] = frozenset()
-        self.writer = FiguresWriter(self._write, self._payloads, interval=FIGURES_WRITE_INTERVAL_SECONDS)
+        self.writer = FiguresWriter(
+            self._write,
+            self._payloads,
+            interval=FIGURES_WRITE_INTERVAL_SECONDS,
+            version=lambda: (self.index.version, self.ledger.version, self.handle.snapshot().generation),
+        )
         self.revoke: RevokeController | None = None
         if args.monitor_all_quotas and args.enable_runtime_quota:
             self.revoke = RevokeController(
@@ -150,6 +162,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 delay_seconds=parse_go_duration_ns(args.delay_evict_time) / 1e9,
                 interval_seconds=max(parse_go_duration_ns(args.revoke_pod_interval) / 1e9, 0.01),
                 clock=handle.clock,
+                requests_of=requests_of,
             )
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
@@ -260,12 +273,20 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         key = (self.index.version, snapshot.generation)
         if self._totals is None or self._totals[0] != key:
             self._totals = (key, compute_totals(self.index, self._node_views(snapshot)))
-        return compute_forest(self.index, usage, self._totals[1], scale_min=self.args.enable_min_quota_scale)
+        return compute_forest(
+            self.index,
+            usage,
+            self._totals[1],
+            scale_min=self.args.enable_min_quota_scale,
+            guarantee=self.handle.features.elastic_quota_guarantee_usage,
+        )
 
     # ---- filtering ---------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         quota = self._quota_name(pod)
+        if not quota:
+            return PreFilterResult(Status.success())  # no quota (DisableDefaultQuota): nothing to check
         if pod.uid in self._admitting and state.planning:
             # Preemption is planning this job with its quota freed by the victims it will choose.
             forest = self._current(snapshot)
@@ -336,30 +357,43 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         limits, limit_name = (
             (figures.runtime, "runtime") if self.args.enable_runtime_quota else (figures.max, "max")
         )
-        problem = _exceeds(figures, figures.used, _masked_sum(pods, limits), limits, limit_name, what)
+        problem = messages.insufficient(
+            figures.name,
+            figures.used,
+            _masked_sum(pods, limits, self.ledger.requests_of),
+            limits,
+            limit_name,
+            what,
+        )
         if problem is not None:
-            return f"Insufficient quotas: {problem}"
+            return problem
         keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
         if keep_out:
-            np_request = _masked_sum(keep_out, figures.min)
-            problem = _exceeds(
-                figures,
+            problem = messages.insufficient_non_preemptible(
+                figures.name,
                 figures.non_preemptible_used,
-                np_request,
+                _masked_sum(keep_out, figures.min, self.ledger.requests_of),
                 figures.min,
-                "min",
                 what,
-                "non-preemptible ",
             )
             if problem is not None:
-                return f"Insufficient non-preemptible quotas: {problem}"
+                return problem
+        topology = [figures.name]
         for parent in parents:
+            topology.insert(0, parent.name)
             limits, limit_name = (
                 (parent.runtime, "runtime") if self.args.enable_runtime_quota else (parent.max, "max")
             )
-            problem = _exceeds(parent, parent.used, _masked_sum(pods, limits), limits, limit_name, what)
+            problem = messages.insufficient_parent(
+                topology,
+                parent.used,
+                _masked_sum(pods, limits, self.ledger.requests_of),
+                limits,
+                limit_name,
+                what,
+            )
             if problem is not None:
-                return f"Insufficient quotas: parent {problem}"
+                return problem
         return None
 
     @staticmethod
@@ -372,12 +406,16 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     # ---- reserve -----------------------------------------------------------------------------
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        self.ledger.reserve(pod, self._quota_name(pod))
+        quota = self._quota_name(pod)
+        if quota:
+            self.ledger.reserve(pod, quota)
         self.writer.changed()
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        self.ledger.unreserve(pod, self._quota_name(pod))
+        quota = self._quota_name(pod)
+        if quota:
+            self.ledger.unreserve(pod, quota)
         self.writer.changed()
 
     # ---- figures on the objects --------------------------------------------------------------
@@ -388,7 +426,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         for name, info in sorted(self.index.quotas.items()):
             figures = forest.figures.get(name)
             if info.exists and figures is not None:
-                out.append((payload_of(figures, info.namespace), info.observed))
+                guarantee = self.handle.features.elastic_quota_guarantee_usage
+                out.append((payload_of(figures, info.namespace, guarantee=guarantee), info.observed))
         return out
 
     async def _write(self, payload: Payload) -> None:
@@ -413,7 +452,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     def quota_of(self, pod: PodInfo) -> str | None:
         """The quota ``pod`` charges to (see the class docstring)."""
-        return self._quota_name(pod)
+        return self._quota_name(pod) or None
 
     def quota_figures(self) -> Mapping[str, Figures]:
         """Every quota's figures now, by quota name."""
@@ -438,7 +477,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             return False
         if forest.tree_of.get(mine) != forest.tree_of.get(theirs) or theirs in OUTSIDE:
             return False
-        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.runtime)
+        request = _masked_sum(self._admitted_with(preemptor, mine), claimant.runtime, self.ledger.requests_of)
         if any(claimant.used.get(r, 0) + request[r] > limit for r, limit in claimant.runtime.items()):
             return False
         return any(
@@ -465,13 +504,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         pods = [p for p in members if self._quota_name(p) == quota] or [preemptor]
         keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
         if keep_out:
-            np_request = _masked_sum(keep_out, figures.min)
+            np_request = _masked_sum(keep_out, figures.min, self.ledger.requests_of)
             if any(
                 figures.non_preemptible_used.get(r, 0) + np_request[r] > m for r, m in figures.min.items()
             ):
                 return None
         limits = figures.runtime if self.args.enable_runtime_quota else figures.max
-        request = _masked_sum(pods, limits)
+        request = _masked_sum(pods, limits, self.ledger.requests_of)
         need = {r: figures.used.get(r, 0) + request[r] - limit for r, limit in limits.items()}
         need = {r: amount for r, amount in need.items() if amount > 0}
         if not need:
@@ -495,6 +534,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     def fits_after_removal(self, pods: Sequence[PodInfo], victims: Sequence[PodInfo]) -> bool:
         """Would ``pods`` pass the quota checks together (each quota's share at once) if ``victims``
         were gone? Runtimes are recomputed without the victims' requests."""
+        pods = [p for p in pods if self._quota_name(p)]  # pods of no quota pass
         quotas = {p.uid: self._quota_name(p) for p in pods}
         usage = self.ledger.usage_without((v.uid for v in victims), ((p, quotas[p.uid]) for p in pods))
         forest = self._compute(usage, self.handle.snapshot())
@@ -502,27 +542,6 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         for pod in pods:
             by_quota.setdefault(quotas[pod.uid], []).append(pod)
         return all(self._check(forest, quota, members) is None for quota, members in by_quota.items())
-
-
-def _exceeds(
-    figures: Figures,
-    used: Resources,
-    request: Resources,
-    limits: Resources,
-    limit_name: str,
-    what: str,
-    kind: str = "",
-) -> str | None:
-    """The first resource (by name) where used + request > limit, as a message; None when all fit."""
-    for resource in sorted(limits):
-        amount = request.get(resource, 0)
-        have = used.get(resource, 0)
-        if have + amount > limits[resource]:
-            return (
-                f"quota {figures.name} {resource} {kind}used {_fmt(resource, have)} + request "
-                f"{_fmt(resource, amount)}{what} > {limit_name} {_fmt(resource, limits[resource])}"
-            )
-    return None
 
 
 def new(args: ElasticQuotaArgs | None, handle: Handle) -> ElasticQuota:

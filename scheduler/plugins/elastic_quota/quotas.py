@@ -8,7 +8,9 @@ exists for them: ``koordinator-root-quota`` (the top of the default tree),
 Pod to quota (algorithms.md 4.1), in order: the pod label ``quota.scheduling.koordinator.sh/name``
 (a label naming an unknown quota means the default quota); a quota named like the pod's namespace
 in that namespace; a quota whose ``namespaces`` annotation lists the namespace; else
-``koordinator-default-quota``.
+``koordinator-default-quota``. With the feature gate ``DisableDefaultQuota``, only the label counts:
+a pod without it, or naming a quota that does not exist, charges no quota (Koordinator's
+``GetQuotaName`` and ``getPodAssociateQuotaNameAndTreeID`` under that gate).
 """
 
 from __future__ import annotations
@@ -82,8 +84,10 @@ class QuotaIndex:
         namespace: str,
         default_max: Mapping[str, Quantity],
         system_max: Mapping[str, Quantity],
+        disable_default_quota: bool = False,
     ) -> None:
         self.namespace = namespace
+        self.disable_default_quota = disable_default_quota
         self._builtin = {
             quota_ext.ROOT_QUOTA_NAME: QuotaInfo(
                 QuotaSpec(quota_ext.ROOT_QUOTA_NAME, ""), namespace, exists=False
@@ -156,8 +160,11 @@ class QuotaIndex:
     # ---- lookups -----------------------------------------------------------------------------
 
     def quota_for(self, namespace: str, labels: Mapping[str, str]) -> str:
-        """The quota a pod in ``namespace`` with ``labels`` charges to (module docstring)."""
+        """The quota a pod in ``namespace`` with ``labels`` charges to (module docstring); "" for
+        none, which only ``DisableDefaultQuota`` gives."""
         named = labels.get(quota_ext.LABEL_QUOTA_NAME)
+        if self.disable_default_quota:
+            return named if named and named in self.quotas else ""
         if named:
             return named if named in self.quotas else quota_ext.DEFAULT_QUOTA_NAME
         same = self.quotas.get(namespace)

@@ -38,7 +38,11 @@ def _over(used: Mapping[str, int], runtime: Mapping[str, int]) -> bool:
     return any(used.get(r, 0) > limit for r, limit in runtime.items())
 
 
-def choose_revocations(figures: Figures, pods: Sequence[PodInfo]) -> list[PodInfo]:
+def choose_revocations(
+    figures: Figures,
+    pods: Sequence[PodInfo],
+    requests_of: Callable[[PodInfo], Mapping[str, int]] = lambda pod: pod.requests,
+) -> list[PodInfo]:
     """The pods of an overused quota to evict so that it is back within its runtime."""
     runtime = figures.runtime
     used = {r: figures.used.get(r, 0) for r in runtime}
@@ -46,7 +50,7 @@ def choose_revocations(figures: Figures, pods: Sequence[PodInfo]) -> list[PodInf
     for pod in pods:
         if pod.pod.metadata.deletion_timestamp is not None:
             for r in runtime:
-                used[r] -= pod.requests.get(r, 0)
+                used[r] -= requests_of(pod).get(r, 0)
         else:
             running.append(pod)
     removed: list[PodInfo] = []
@@ -57,11 +61,11 @@ def choose_revocations(figures: Figures, pods: Sequence[PodInfo]) -> list[PodInf
             continue
         removed.append(pod)
         for r in runtime:
-            used[r] -= pod.requests.get(r, 0)
+            used[r] -= requests_of(pod).get(r, 0)
     if _over(used, runtime):
         return removed
     for pod in sorted(removed, key=lambda p: (-p.priority, p.created, p.key)):
-        trial = {r: used[r] + pod.requests.get(r, 0) for r in runtime}
+        trial = {r: used[r] + requests_of(pod).get(r, 0) for r in runtime}
         if not _over(trial, runtime):
             used = trial
             removed.remove(pod)
@@ -78,8 +82,10 @@ class RevokeController:
         delay_seconds: float,
         interval_seconds: float,
         clock: Callable[[], float],
+        requests_of: Callable[[PodInfo], Mapping[str, int]] = lambda pod: pod.requests,
     ) -> None:
         self._figures = figures
+        self._requests_of = requests_of
         self._pods_of = pods_of
         self._evict = evict
         self.delay = delay_seconds
@@ -100,7 +106,9 @@ class RevokeController:
             if now - since < self.delay:
                 continue
             self._fine_since[name] = now
-            out.extend((pod, name) for pod in choose_revocations(figures, self._pods_of(name)))
+            out.extend(
+                (pod, name) for pod in choose_revocations(figures, self._pods_of(name), self._requests_of)
+            )
         return out
 
     def start(self) -> None:

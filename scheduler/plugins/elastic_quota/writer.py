@@ -1,12 +1,15 @@
 """Writing the figures back onto the ElasticQuota objects, so that ``kubectl get eq`` shows them.
 
 Koordinator's scheduler writes JSON ResourceList annotations (``runtime``, ``request``,
-``child-request``, ``non-preemptible-request``, ``non-preemptible-used``) and ``status.used``;
+``child-request``, ``non-preemptible-request``, ``non-preemptible-used``; ``allocated`` and
+``guaranteed`` with ElasticQuotaGuaranteeUsage) and ``status.used``;
 ElasticQuota has no status subresource, so one JSON merge patch of the main resource carries all of
 it. ``FiguresWriter`` runs in a background task: woken by a change, it waits ``interval`` seconds
 (so a burst of pod events makes one patch), asks for the current payloads and patches each quota
-whose payload differs from what the object carries. A failed patch is logged and retried at the
-next change; it never fails a scheduling cycle.
+whose payload differs from what the object carries. Every ``interval`` it also compares
+``version()`` (what the figures depend on, nodes included: a node joining a profile's tree wakes no
+quota or pod listener) with the one it last wrote, as Koordinator's controller re-syncs every
+second. A failed patch is logged and retried at the next poll; it never fails a scheduling cycle.
 """
 
 from __future__ import annotations
@@ -62,8 +65,16 @@ class Payload:
         return {"metadata": {"annotations": annotations}, "status": {"used": used}}
 
 
-def payload_of(figures: Figures, namespace: str) -> Payload:
-    values = {key: resource_json(getattr(figures, attr)) for key, attr in ANNOTATIONS.items()}
+GUARANTEE_ANNOTATIONS = {
+    quota_ext.ANNOTATION_ALLOCATED: "allocated",
+    quota_ext.ANNOTATION_GUARANTEED: "guaranteed",
+}
+"""Written with ElasticQuotaGuaranteeUsage only, as Koordinator computes them only then."""
+
+
+def payload_of(figures: Figures, namespace: str, *, guarantee: bool = False) -> Payload:
+    written = {**ANNOTATIONS, **GUARANTEE_ANNOTATIONS} if guarantee else ANNOTATIONS
+    values = {key: resource_json(getattr(figures, attr)) for key, attr in written.items()}
     values[USED_KEY] = resource_json(figures.used)
     return Payload(namespace, figures.name, values)
 
@@ -75,14 +86,19 @@ class FiguresWriter:
         payloads: Callable[[], list[tuple[Payload, Mapping[str, str]]]],
         *,
         interval: float = 1.0,
+        version: Callable[[], object] | None = None,
     ) -> None:
-        """``payloads()``: every quota object's current payload with the figures it carries now."""
+        """``payloads()``: every quota object's current payload with the figures it carries now;
+        ``version()``: changes whenever a figure may have (None: only ``changed()`` says so)."""
         self._patch = patch
         self._payloads = payloads
+        self._version = version
         self.interval = interval
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._sent: dict[str, Mapping[str, str]] = {}
+        self._written: object = None
+        """``version()`` when the last flush wrote everything it had to (None: retry)."""
 
     def changed(self) -> None:
         """Something a figure depends on changed: write within ``interval`` seconds."""
@@ -94,9 +110,15 @@ class FiguresWriter:
                 return  # no event loop (a synchronous test): ``flush`` is called by hand
             self._task = loop.create_task(self._run(), name="ElasticQuota figures writer")
 
+    def _stale(self) -> bool:
+        return self._version is not None and (self._written is None or self._version() != self._written)
+
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+            if not self._wake.is_set() and not self._stale():
+                continue
             await asyncio.sleep(self.interval)
             self._wake.clear()
             try:
@@ -107,6 +129,8 @@ class FiguresWriter:
     async def flush(self) -> int:
         """Patch every quota whose figures differ from what it carries; returns how many were patched."""
         written = 0
+        version = self._version() if self._version is not None else None
+        failed = False
         for payload, observed in self._payloads():
             current = {k: observed.get(k) for k in payload.values}
             sent = self._sent.get(payload.name)
@@ -121,9 +145,11 @@ class FiguresWriter:
                 continue
             except Exception as exc:
                 log.warning("patching ElasticQuota %s/%s failed: %s", payload.namespace, payload.name, exc)
+                failed = True
                 continue
             self._sent[payload.name] = payload.values
             written += 1
+        self._written = None if failed else version
         return written
 
     async def close(self) -> None:

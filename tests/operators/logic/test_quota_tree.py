@@ -277,3 +277,81 @@ def test_a_quota_with_children_cannot_be_deleted() -> None:
         "quota 'parent-a' has child quotas (child-a1): delete them first"
     ]
     assert quota_tree.validate_delete(CHILD, [PARENT, CHILD]) == []
+
+
+def test_a_quota_that_pods_name_cannot_be_deleted() -> None:
+    pods = [f"p{i}" for i in range(7)]
+    assert quota_tree.validate_delete(CHILD, [PARENT, CHILD], pods) == [
+        "pods still charge quota 'child-a1' (p0, p1, p2, p3, p4 and 2 more): delete them or move them to "
+        "another quota first (delete quota failed, quota child-a1 has 7 child pods: p0, p1, ...)"
+    ]
+    assert quota_tree.validate_delete(CHILD, [PARENT, CHILD], ["only"])[0].endswith(
+        "(delete quota failed, quota child-a1 has 1 child pods: only)"
+    )
+
+
+def test_only_a_quota_with_pods_turning_is_parent_on_is_refused() -> None:
+    leaf = eq("leaf", labels={"quota.scheduling.koordinator.sh/is-parent": "false"})
+    parent = eq("leaf", labels={"quota.scheduling.koordinator.sh/is-parent": "true"})
+    assert quota_tree.is_parent_with_pods(parent, leaf, has_pods=True) == [
+        'metadata.labels[quota.scheduling.koordinator.sh/is-parent]: cannot change to "true" while pods '
+        "charge quota 'leaf' (quota has bound pods, isParent is forbidden to modify as true, quotaName: leaf)"
+    ]
+    assert quota_tree.is_parent_with_pods(parent, leaf, has_pods=False) == []
+    assert quota_tree.is_parent_with_pods(parent, None, has_pods=True) == []  # a new quota
+    assert quota_tree.is_parent_with_pods(parent, parent, has_pods=True) == []  # no change
+
+
+def guaranteed_quota(
+    name: str, min: dict[str, Any], guaranteed: dict[str, Any], **kwargs: Any
+) -> ElasticQuota:
+    labels = {keys.LABEL_QUOTA_TREE_ID: "tree1", **kwargs.pop("labels", {})}
+    annotations = {keys.ANNOTATION_GUARANTEED: json.dumps(guaranteed)}
+    return eq(
+        name, min=min, max={"cpu": 120, "memory": 1048576}, labels=labels, annotations=annotations, **kwargs
+    )
+
+
+# Koordinator's TestQuotaTopology_checkGuaranteeForMin, translated.
+TEMP = guaranteed_quota(
+    "temp",
+    {"cpu": 10, "memory": 51200},
+    {"cpu": "10", "memory": "51200"},
+    is_parent=True,
+    labels={keys.LABEL_QUOTA_IS_ROOT: "true"},
+)
+
+
+@pytest.mark.parametrize(
+    ("quota_min", "sibling_guaranteed", "refused"),
+    [
+        ({"cpu": 5, "memory": 25600}, {"cpu": "2", "memory": "10000"}, False),  # normal
+        ({"cpu": 7, "memory": 25600}, {"cpu": "3", "memory": "10000"}, False),  # not exceed guarantee
+        ({"cpu": 8, "memory": 25600}, {"cpu": "3", "memory": "10000"}, True),  # exceed guarantee
+    ],
+    ids=["normal", "not-exceed-guarantee", "exceed-guarantee"],
+)
+def test_a_min_above_the_guaranteed_must_be_guaranteed_by_the_ancestors(
+    quota_min: dict[str, Any], sibling_guaranteed: dict[str, Any], refused: bool
+) -> None:
+    quota = guaranteed_quota("test1", quota_min, {"cpu": "6", "memory": "35600"}, parent="temp")
+    sibling = guaranteed_quota("test2", {"cpu": 2, "memory": 10000}, sibling_guaranteed, parent="temp")
+    problems = quota_tree.guarantee_for_min(quota, [TEMP, quota, sibling])
+    if refused:
+        assert problems == [
+            "spec.min: quota 'test1' asks for more than it is guaranteed (cpu: 6, memory: 35600), and up to "
+            "the tree root 'temp' (cpu: 10, memory: 51200 guaranteed) no quota can guarantee cpu: 11, "
+            "memory: 51200 (tree root quota temp can't guarantee for min)"
+        ]
+    else:
+        assert problems == []
+
+
+def test_the_guarantee_rule_skips_what_koordinator_skips() -> None:
+    big = {"cpu": 100, "memory": 1}
+    assert quota_tree.guarantee_for_min(guaranteed_quota("t", big, {}, parent="temp"), [TEMP]) != []
+    forced = guaranteed_quota("t", big, {}, parent="temp", labels={keys.LABEL_ALLOW_FORCE_UPDATE: "true"})
+    assert quota_tree.guarantee_for_min(forced, [TEMP]) == []
+    no_tree = eq("t", min=big, max=big, parent="temp")
+    assert quota_tree.guarantee_for_min(no_tree, [TEMP]) == []
+    assert quota_tree.guarantee_for_min(TEMP, []) == []  # a tree root may change its min

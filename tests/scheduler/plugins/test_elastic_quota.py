@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from apis.core import Node, Pod
+from apis.features import FeatureGates
+from apis.quantity import Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
 from scheduler.backend.base import (
@@ -138,7 +140,10 @@ def test_a_pod_beyond_the_runtime_is_rejected_naming_quota_and_resource() -> Non
     world.pod(pod("a1", "6", "team-a").on("n1").obj())
     code, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
     assert code == Code.UNSCHEDULABLE
-    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > runtime 8"
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 6 + request 4 > runtime 8 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:8, used: cpu:6, pod's request: cpu:4, exceedDimensions: [cpu])"
+    )
     assert world.pre_filter(world.pod(pod("a3", "2", "team-a").obj()))[0] == Code.SUCCESS
 
 
@@ -147,7 +152,42 @@ def test_runtime_quota_off_checks_against_max() -> None:
     world.quotas(quota("team-a", "team-a", max={"cpu": "8"}))
     world.pod(pod("a1", "6", "team-a").on("n1").obj())
     _, message, _ = world.pre_filter(world.pod(pod("a2", "4", "team-a").obj()))
-    assert message == "Insufficient quotas: quota team-a cpu used 6 + request 4 > max 8"
+    # Koordinator names the limit "runtime" in its part whichever limit is checked.
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 6 + request 4 > max 8 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:8, used: cpu:6, pod's request: cpu:4, exceedDimensions: [cpu])"
+    )
+
+
+def test_the_message_names_every_exceeded_dimension_as_koordinator_does() -> None:
+    world = World()
+    limits = {"cpu": "4", "memory": "8Gi", "pods": "10"}
+    world.quotas(quota("team-a", "team-a", min=limits, max=limits))
+    first = make_pod("a1").namespace("team-a").req(cpu="3", memory="6Gi").on("n1")
+    world.pod(first.obj())
+    second = make_pod("a2").namespace("team-a").req(cpu="2", memory="4Gi")
+    second._spec["schedulerName"] = "koord-scheduler"
+    _, message, _ = world.pre_filter(world.pod(second.obj()))
+    assert message == (
+        "Insufficient quotas: quota team-a cpu used 3 + request 2 > runtime 4 (Insufficient quotas, "
+        "quotaName: team-a, runtime: cpu:4,memory:8Gi,pods:2, used: cpu:3,memory:6Gi,pods:1, "
+        "pod's request: cpu:2,memory:4Gi,pods:1, exceedDimensions: [cpu memory])"
+    )
+
+
+def test_a_full_parent_is_named_with_koordinators_quota_name_topology() -> None:
+    world = World(args=ElasticQuotaArgs(enable_check_parent_quota=True, enable_runtime_quota=False))
+    world.quotas(
+        quota("p", "default", min={"cpu": "4"}, max={"cpu": "4"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+    )
+    world.pod(pod("a1", "4", "a").on("n1").obj())
+    _, message, _ = world.pre_filter(world.pod(pod("a2", "1", "a").obj()))
+    assert message == (
+        "Insufficient quotas: parent quota p cpu used 4 + request 1 > max 4 "
+        "(Insufficient quotas, quotaNameTopo: [p a], runtime: cpu:4, used: cpu:4, "
+        "pod's request: cpu:1, exceedDimensions: [cpu])"
+    )
 
 
 def borrowing_world(lender_lends: bool) -> World:
@@ -174,7 +214,7 @@ def test_a_quota_that_does_not_lend_keeps_its_min_from_borrowers() -> None:
     world = borrowing_world(lender_lends=False)
     code, message, _ = world.pre_filter(world.pod(pod("b3", "2", "b").obj()))
     assert code == Code.UNSCHEDULABLE
-    assert message == "Insufficient quotas: quota b cpu used 4 + request 2 > runtime 4"
+    assert message.startswith("Insufficient quotas: quota b cpu used 4 + request 2 > runtime 4 (")
     assert world.plugin.quota_figures()["a"].runtime == {"cpu": 4000}
 
 
@@ -186,7 +226,9 @@ def test_non_preemptible_pods_are_limited_to_min() -> None:
     code, message, _ = world.pre_filter(world.pod(pod("np2", "2", "q", **keep).obj()))
     assert code == Code.UNSCHEDULABLE
     assert message == (
-        "Insufficient non-preemptible quotas: quota q cpu non-preemptible used 2 + request 2 > min 2"
+        "Insufficient non-preemptible quotas: quota q cpu non-preemptible used 2 + request 2 > min 2 "
+        "(Insufficient non-preemptible quotas, quotaName: q, min: cpu:2, nonPreemptibleUsed: cpu:2, "
+        "pod's request: cpu:2, exceedDimensions: [cpu])"
     )
     assert world.pre_filter(world.pod(pod("p3", "2", "q").obj()))[0] == Code.SUCCESS
 
@@ -208,7 +250,8 @@ def test_a_gang_is_admitted_as_a_whole_or_not_at_all() -> None:
         assert code == Code.UNSCHEDULABLE
         assert message == (
             "Insufficient quotas: quota g cpu used 0 + request 6 of gang g/big (3 pending members) "
-            "> runtime 4"
+            "> runtime 4 (Insufficient quotas, quotaName: g, runtime: cpu:4, used: cpu:0, "
+            "pod's request: cpu:6, exceedDimensions: [cpu])"
         )
     for member in members:
         world.feed(PODS, WatchEvent(EventType.DELETED, obj=member.pod))
@@ -350,6 +393,54 @@ async def test_the_background_writer_patches_after_a_change_and_survives_failure
     await world.plugin.writer.close()
 
 
+async def test_a_node_joining_a_profile_tree_rewrites_its_figures_without_any_other_event() -> None:
+    """Nodes reach the plugin through the cache only: the writer polls what the figures depend on,
+    as Koordinator's controller re-syncs every second, so a child of a profile root shows
+    runtime == its request (within its min) once the tree has nodes, not the 0 of before."""
+    import asyncio
+
+    world = World([make_node("arm-0").alloc(cpu="8", memory="16Gi").obj()])
+    world.plugin.writer.interval = 0.01
+    world.profile(
+        {
+            "metadata": {"name": "arm64", "namespace": "kube-system"},
+            "spec": {"quotaName": "arm64-root", "nodeSelector": {"matchLabels": {"tree": "arm64"}}},
+        }
+    )
+    root_labels = {Q + "is-root": "true", Q + "tree-id": "arm", Q + "is-parent": "true"}
+    limits = {"cpu": "8", "memory": "16Gi"}
+    world.quotas(
+        quota("arm64-root", "kube-system", min=limits, max=limits, labels=root_labels),
+        quota(
+            "arm-team",
+            "arm-team",
+            min={"cpu": "4"},
+            max={"cpu": "8"},
+            parent="arm64-root",
+            labels={Q + "tree-id": "arm"},
+        ),
+    )
+    world.pod(pod("a1", "2", "arm-team").obj())  # a pod event inside the loop starts the writer
+
+    async def runtime() -> Any:
+        stored = world.backend.get(ELASTICQUOTAS, "arm-team", "arm-team")
+        raw = ((stored.metadata.annotations or {}) if stored else {}).get(Q + "runtime")
+        return json.loads(raw) if raw else None
+
+    for _ in range(200):
+        if await runtime() is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert await runtime() == {"cpu": "0"}  # the tree has no node yet
+    world.cache.upsert_node(make_node("arm-0").alloc(cpu="8", memory="16Gi").label("tree", "arm64").obj())
+    for _ in range(200):
+        if await runtime() == {"cpu": "2"}:
+            break
+        await asyncio.sleep(0.01)
+    assert await runtime() == {"cpu": "2"}
+    await world.plugin.writer.close()
+
+
 def test_pods_seen_before_their_quota_are_charged_to_it_once_it_arrives() -> None:
     world = World()
     world.pod(pod("a1", "3", "team-a").on("n1").obj())
@@ -378,6 +469,22 @@ def test_pending_pods_of_other_schedulers_do_not_count() -> None:
     assert world.plugin.quota_figures()["team-a"].used == {"cpu": 3000}
 
 
+def test_a_profile_root_reports_its_figures_as_koordinators_only_child_of_the_tree_total() -> None:
+    """Koordinator's tree root (koordinator-root-quota) holds the total; a profile's root quota is
+    its child: runtime is what the root asks for up to the total, over the root's max resources."""
+    world = multi_tree_world()
+    world.pod(pod("arm-1", "2", "arm-team").on("arm-0").obj())
+    root = world.plugin.quota_figures()["arm64-root"]
+    assert (root.runtime, root.request, root.used) == (
+        {"cpu": 2000, "memory": 0},
+        {"cpu": 2000, "memory": 0},
+        {"cpu": 2000, "memory": 0},
+    )
+    world.pod(pod("arm-2", "7", "arm-team").obj())
+    assert world.plugin.quota_figures()["arm64-root"].runtime == {"cpu": 8000, "memory": 0}  # the total
+    assert world.plugin.quota_figures()["arm-team"].runtime["cpu"] == 8000
+
+
 def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
     """Pods of the default quota are checked without a tree computation (its runtime is its max):
     the answer and the message must be the ones the full figures give."""
@@ -393,7 +500,9 @@ def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
     code, message, _ = world.pre_filter(PodInfo.of(pod("d3", "3", "apps").obj()))
     assert code == Code.UNSCHEDULABLE
     assert message == (
-        "Insufficient quotas: quota koordinator-default-quota cpu used 2 + request 3 > runtime 4"
+        "Insufficient quotas: quota koordinator-default-quota cpu used 2 + request 3 > runtime 4 "
+        "(Insufficient quotas, quotaName: koordinator-default-quota, runtime: cpu:4, used: cpu:2, "
+        "pod's request: cpu:3, exceedDimensions: [cpu])"
     )
     np = {"quota.scheduling.koordinator.sh/preemptible": "false"}
     world.pod(pod("np0", "1", "apps", **np).on("n1").obj())
@@ -401,5 +510,96 @@ def test_the_default_quota_fast_path_decides_as_the_tree_does() -> None:
     assert code == Code.UNSCHEDULABLE
     assert message == (
         "Insufficient non-preemptible quotas: "
-        "quota koordinator-default-quota cpu non-preemptible used 1 + request 1 > min 1"
+        "quota koordinator-default-quota cpu non-preemptible used 1 + request 1 > min 1 "
+        "(Insufficient non-preemptible quotas, quotaName: koordinator-default-quota, min: cpu:1, "
+        "nonPreemptibleUsed: cpu:1, pod's request: cpu:1, exceedDimensions: [cpu])"
     )
+
+
+def gated_world(**gates: bool) -> World:
+    """A World whose plugin runs under Koordinator's feature gates (``--feature-gates``)."""
+    world = World()
+    world.handle = Handle(
+        backend=world.backend, snapshot=lambda: Snapshot(world.cache), features=FeatureGates(**gates)
+    )
+    world.plugin = ElasticQuota(ElasticQuotaArgs(), world.handle)
+    for resource in (ELASTICQUOTAS, ELASTICQUOTAPROFILES, PODS):
+        world.feed(resource, WatchEvent(EventType.REPLACED, objects=()))
+    return world
+
+
+def with_overhead(builder: Any, cpu: str) -> Pod:
+    built: Pod = builder.obj()
+    built.spec.overhead = {"cpu": Quantity.parse(cpu)}
+    return built
+
+
+@pytest.mark.parametrize("ignore", [False, True], ids=["counted", "ignored"])
+def test_elastic_quota_ignore_pod_overhead_leaves_the_overhead_out_of_the_quota(ignore: bool) -> None:
+    world = gated_world(elastic_quota_ignore_pod_overhead=ignore)
+    world.quotas(quota("q", "q", min={"cpu": "4"}, max={"cpu": "4"}))
+    world.pod(with_overhead(pod("p1", "2", "q").on("n1"), "1"))
+    assert world.plugin.quota_figures()["q"].used == {"cpu": 2000 if ignore else 3000}
+    code, _, _ = world.pre_filter(world.pod(with_overhead(pod("p2", "1", "q"), "1")))
+    assert code == (Code.SUCCESS if ignore else Code.UNSCHEDULABLE)
+
+
+def test_disable_default_quota_charges_only_the_quota_a_pod_names() -> None:
+    world = gated_world(disable_default_quota=True)
+    world.quotas(
+        quota("team-a", "team-a", min={"cpu": "2"}, max={"cpu": "2"}),
+        quota("named", "other", min={"cpu": "2"}, max={"cpu": "2"}),
+    )
+    quota_of = world.plugin.quota_of
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a").obj())) is None  # no namespace fallback
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "nope"}).obj())) is None
+    assert quota_of(PodInfo.of(pod("p", "1", "team-a", **{Q + "name": "named"}).obj())) == "named"
+    world.pod(pod("free", "8", "team-a").on("n1").obj())
+    figures = world.plugin.quota_figures()
+    assert figures["team-a"].used == {"cpu": 0}
+    assert figures["koordinator-default-quota"].used["cpu"] == 0
+    assert world.pre_filter(world.pod(pod("big", "60", "team-a").obj()))[0] == Code.SUCCESS
+    world.plugin.reserve(CycleState(), world.pod(pod("big2", "3", "team-a").obj()), "n1")
+    assert world.plugin.quota_figures()["team-a"].used == {"cpu": 0}
+    code, _, _ = world.pre_filter(world.pod(pod("over", "3", "team-a", **{Q + "name": "named"}).obj()))
+    assert code == Code.UNSCHEDULABLE
+
+
+def test_an_empty_resource_list_prints_as_koordinator_prints_it() -> None:
+    from scheduler.plugins.elastic_quota import messages
+
+    message = messages.insufficient("q", {}, {"cpu": 2000}, {"cpu": 1000}, "runtime", "")
+    assert message is not None
+    assert "used: <empty>, pod's request: cpu:2, exceedDimensions: [cpu])" in message
+
+
+@pytest.mark.parametrize("guarantee", [False, True], ids=["off", "on"])
+async def test_the_guarantee_gate_keeps_a_borrowers_pods_and_writes_allocated_and_guaranteed(
+    guarantee: bool,
+) -> None:
+    """ElasticQuotaGuaranteeUsage: B holds 6 of P's 8 (2 borrowed from A's idle min); when A asks
+    for its min, B's runtime stays at what it holds, so its pods are not reclaimed; allocated and
+    guaranteed are written on every quota (and only with the gate)."""
+    world = gated_world(elastic_quota_guarantee_usage=guarantee)
+    world.quotas(
+        quota("p", "default", min={"cpu": "8"}, max={"cpu": "8"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+        quota("b", "b", min={"cpu": "4"}, max={"cpu": "8"}, parent="p"),
+    )
+    held = [world.pod(pod(f"b{i}", "2", "b").on("n1").obj()) for i in range(3)]
+    claim = world.pod(pod("a1", "4", "a").obj())
+    figures = world.plugin.quota_figures()
+    assert figures["b"].runtime == {"cpu": 6000 if guarantee else 4000}
+    assert world.plugin.reclaimable(claim, held[0]) is not guarantee
+    await world.plugin.flush_figures()
+    stored = world.backend.get(ELASTICQUOTAS, "b", "b")
+    annotations = (stored.metadata.annotations or {}) if stored else {}
+    if guarantee:
+        assert json.loads(annotations[Q + "allocated"]) == {"cpu": "6"}
+        assert json.loads(annotations[Q + "guaranteed"]) == {"cpu": "6"}
+        parent = world.backend.get(ELASTICQUOTAS, "default", "p")
+        assert parent is not None
+        assert json.loads((parent.metadata.annotations or {})[Q + "guaranteed"]) == {"cpu": "10"}
+    else:
+        assert Q + "allocated" not in annotations
+        assert Q + "guaranteed" not in annotations

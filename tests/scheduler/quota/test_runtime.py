@@ -183,3 +183,36 @@ def test_outside_quotas_keep_their_max_and_their_use_is_taken_off() -> None:
     assert figures["team"].runtime == {"cpu": 70}
     # The default quota's request is not taken out of the shared spare (the "bug?" of 4.10).
     assert figures["root"].child_request["cpu"] == 100
+
+
+def borrowed_tree() -> tuple[dict[str, QuotaSpec], dict[str, Usage]]:
+    """P (min = max = 8) with A and B (min 4, max 8): B holds 6 (2 of them A's idle min), then A
+    asks for its min back."""
+    quotas = {
+        "root": QuotaSpec("root", "", max={"cpu": 1000}),
+        "P": QuotaSpec("P", "root", min={"cpu": 8}, max={"cpu": 8}, shared_weight={"cpu": 8}),
+        "A": QuotaSpec("A", "P", min={"cpu": 4}, max={"cpu": 8}, shared_weight={"cpu": 8}),
+        "B": QuotaSpec("B", "P", min={"cpu": 4}, max={"cpu": 8}, shared_weight={"cpu": 8}),
+    }
+    usage = {"A": Usage(request={"cpu": 4}), "B": Usage(request={"cpu": 6}, used={"cpu": 6})}
+    return quotas, usage
+
+
+def test_without_the_guarantee_a_lender_takes_its_min_back() -> None:
+    quotas, usage = borrowed_tree()
+    figures = compute_tree(quotas, usage, TreeInput("root", {"cpu": 8}))
+    assert (figures["A"].runtime, figures["B"].runtime) == ({"cpu": 4}, {"cpu": 4})
+    assert figures["B"].guaranteed == figures["B"].allocated == {}  # not computed without the gate
+
+
+def test_the_guarantee_keeps_what_a_quota_holds() -> None:
+    """Koordinator's ElasticQuotaGuaranteeUsage: allocated = used (leaf) or the children's
+    guaranteed (parent); guaranteed = max(min, allocated), and no quota is shared below it."""
+    quotas, usage = borrowed_tree()
+    figures = compute_tree(quotas, usage, TreeInput("root", {"cpu": 8}), guarantee=True)
+    assert (figures["A"].allocated, figures["A"].guaranteed) == ({"cpu": 0}, {"cpu": 4})
+    assert (figures["B"].allocated, figures["B"].guaranteed) == ({"cpu": 6}, {"cpu": 6})
+    assert (figures["P"].allocated, figures["P"].guaranteed) == ({"cpu": 10}, {"cpu": 10})
+    assert figures["B"].runtime == {"cpu": 6}  # not taken back below what B holds
+    assert figures["A"].runtime == {"cpu": 4}
+    assert figures["root"].guaranteed == {}
