@@ -36,6 +36,7 @@ __all__ = [
     "PodAffinity",
     "PodAffinityTerm",
     "PodCondition",
+    "PodResourceClaim",
     "PodSpec",
     "PodStatus",
     "PreferredSchedulingTerm",
@@ -180,6 +181,15 @@ class PodSchedulingGate(KoordModel):
     name: str
 
 
+class PodResourceClaim(KoordModel):
+    """A dynamic resource (DRA) claim of the pod: ``resource.k8s.io`` ResourceClaim by name or made
+    from a ResourceClaimTemplate."""
+
+    name: str
+    resource_claim_name: str | None = None
+    resource_claim_template_name: str | None = None
+
+
 class PodSpec(KoordModel):
     scheduler_name: str | None = None
     node_name: str | None = None
@@ -194,6 +204,7 @@ class PodSpec(KoordModel):
     init_containers: list[Container] | None = None
     overhead: dict[str, Quantity] | None = None
     scheduling_gates: list[PodSchedulingGate] | None = None
+    resource_claims: list[PodResourceClaim] | None = None
     termination_grace_period_seconds: Int64 | None = None
     topology_spread_constraints: list[TopologySpreadConstraint] | None = None
     volumes: list[Volume] | None = None

@@ -29,8 +29,8 @@ Method
    each scheduler's ``VmHWM`` at the end of its run (caches full, the measured pods scheduled).
 
 Figures are printed, never asserted; exit code 0 unless something failed to run (1), 2 for bad
-arguments. While koord-scheduler lacks InterPodAffinity and PodTopologySpread it ignores the
-constraints, so its figures here measure less work than kube-scheduler's.
+arguments. Both schedulers evaluate every term and constraint (koord-scheduler's InterPodAffinity
+and PodTopologySpread; ``e2e/scenarios/test_upstream_parity.py`` checks its placements).
 """
 
 from __future__ import annotations
@@ -79,10 +79,6 @@ def render(report: ShapesReport, output: str = "table") -> str:
     lines.append("")
     for shape in report.shapes:
         lines.append(f"ratio koord-scheduler/kube-scheduler pods/s, {shape.shape}: {_fmt(shape.ratio, 2)}")
-    lines.append(
-        "note: koord-scheduler ignores pod (anti-)affinity and topology spread constraints until "
-        "InterPodAffinity and PodTopologySpread land, so its rate here is not comparable yet"
-    )
     lines.append("phases: " + ", ".join(f"{name} {s:.1f}s" for name, s in report.phases.items()))
     for shape in report.shapes:
         for r in shape.results:

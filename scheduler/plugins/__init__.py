@@ -19,6 +19,7 @@ from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
     coscheduling,
     default_binder,
+    dynamic_resources,
     elastic_quota,
     image_locality,
     inter_pod_affinity,
@@ -68,6 +69,7 @@ DEFAULT_REGISTRY = Registry(
         ),
         PluginSpec(default_binder.NAME, default_binder.new, rbac=default_binder.RBAC),
         PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
+        PluginSpec(dynamic_resources.NAME, dynamic_resources.new),
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
         PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
         PluginSpec(node_ports.NAME, node_ports.new),
@@ -108,6 +110,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         *_VOLUME_FILTERS,
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
+        PluginRef(dynamic_resources.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from apis.core import Pod
+from apis.core import Pod, PodResourceClaim
 from scheduler.backend.base import BackendError, Conflict, NotFound
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -66,6 +66,7 @@ def test_registry_and_default_set() -> None:
     assert DEFAULT_REGISTRY.names() == [
         "Coscheduling",
         "DefaultBinder",
+        "DynamicResources",
         "ElasticQuota",
         "ImageLocality",
         "InterPodAffinity",
@@ -253,3 +254,18 @@ def test_default_profile_refuses_a_taken_host_port_and_balances_the_rest() -> No
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
     )
     assert not diagnosis.unresolvable_rows  # preemption may free the port
+
+
+def test_a_pod_with_dra_claims_is_refused_as_unresolvable_not_placed_without_them() -> None:
+    """DynamicResources: koord-scheduler cannot allocate ResourceClaims, so PreFilter says so."""
+    snapshot = make_snapshot([make_node("n0").alloc(cpu="4", memory="8Gi").obj()])
+    fw = framework(snapshot)
+    plain = make_pod("plain").req(cpu="1").obj()
+    claimed = make_pod("claimed").req(cpu="1").obj()
+    claimed.spec.resource_claims = [PodResourceClaim(name="gpu", resource_claim_name="single-gpu")]
+    status, _ = fw.run_pre_filter(CycleState(), PodInfo.of(claimed), snapshot)
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    (reason,) = status.reasons
+    assert "spec.resourceClaims: gpu" in reason
+    assert "cannot allocate yet" in reason
+    assert fw.run_pre_filter(CycleState(), PodInfo.of(plain), snapshot)[0].ok
