@@ -4,7 +4,7 @@ Symmetry makes every cycle ask about the terms of pods already placed: does an e
 required anti-affinity select the incoming pod (then its domain is forbidden), do its affinity
 terms attract it (Score)? Pods of one Deployment carry the same term, so the index keeps one
 entry per distinct (kind, term, weight), where the term is already resolved against its owner
-(namespace, ``matchLabelKeys``), with how many pods carrying it run on each node row. A cycle
+(namespace, ``matchLabelKeys``), with how many pods carrying it run on each node row (sparse). A cycle
 then matches each distinct term against the incoming pod once, and a matching term's domains
 are one ``np.bincount`` of its counts. The cache keeps the index up to date (``PodObserver``),
 simulated removals included, so preemption sees a victim's terms go away.
@@ -12,7 +12,7 @@ simulated removals included, so preemption sees a victim's terms go away.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -53,11 +53,14 @@ def carried_terms(pod: PodInfo) -> list[CarriedTerm]:
 
 
 class ExistingTerms:
-    """A ``PodObserver``: per distinct carried term, how many assigned pods carry it per row."""
+    """A ``PodObserver``: per distinct carried term, how many assigned pods carry it per row.
+
+    Counts are kept sparse (row -> carriers) and made into a row-length array only for the terms
+    that select the pod being scheduled: a term of its own on each of 12,500 pods (anti-affinity to
+    the pod's own label) would otherwise hold 12,500 arrays of every node."""
 
     def __init__(self) -> None:
-        self._counts: dict[Kind, dict[CarriedTerm, IntArray]] = {kind: {} for kind in Kind}
-        self._totals: dict[CarriedTerm, int] = {}
+        self._rows: dict[Kind, dict[CarriedTerm, dict[int, int]]] = {kind: {} for kind in Kind}
 
     def pod_added(self, pod: PodInfo, row: int) -> None:
         for carried in carried_terms(pod):
@@ -68,33 +71,37 @@ class ExistingTerms:
             self._change(carried, row, -1)
 
     def _change(self, carried: CarriedTerm, row: int, delta: int) -> None:
-        by_term = self._counts[carried.kind]
-        counts = by_term.get(carried)
-        if counts is None:
-            counts = np.zeros(max(row + 1, 64), dtype=np.int64)
-        elif counts.size <= row:
-            grown = np.zeros(max(row + 1, counts.size * 2), dtype=np.int64)
-            grown[: counts.size] = counts
-            counts = grown
-        counts[row] += delta
-        total = self._totals.get(carried, 0) + delta
-        if total <= 0:  # nobody carries it any more: the cycle stops looking at it
-            by_term.pop(carried, None)
-            self._totals.pop(carried, None)
+        by_term = self._rows[carried.kind]
+        rows = by_term.setdefault(carried, {})
+        count = rows.get(row, 0) + delta
+        if count > 0:
+            rows[row] = count
         else:
-            by_term[carried] = counts
-            self._totals[carried] = total
+            rows.pop(row, None)
+            if not rows:  # nobody carries it any more: the cycle stops looking at it
+                del by_term[carried]
+
+    def matching(
+        self, kind: Kind, selects: Callable[[CarriedTerm], bool], size: int
+    ) -> Iterator[tuple[CarriedTerm, IntArray]]:
+        """The distinct terms of ``kind`` that ``selects`` accepts, with their carriers per row
+        (``size`` long)."""
+        for carried, rows in self._rows[kind].items():
+            if selects(carried):
+                yield carried, _dense(rows, size)
 
     def terms(self, kind: Kind, size: int) -> Iterator[tuple[CarriedTerm, IntArray]]:
-        """Every distinct term of ``kind`` carried by some assigned pod, with its carriers per
-        row (``size`` long; read, do not keep)."""
-        for carried, counts in self._counts[kind].items():
-            if counts.size < size:
-                grown = np.zeros(size, dtype=np.int64)
-                grown[: counts.size] = counts
-                counts = grown
-                self._counts[kind][carried] = counts
-            yield carried, counts[:size]
+        """Every distinct term of ``kind`` carried by some assigned pod, with its carriers per row."""
+        return self.matching(kind, lambda _: True, size)
 
     def __len__(self) -> int:
-        return len(self._totals)
+        return sum(len(by_term) for by_term in self._rows.values())
+
+
+def _dense(rows: dict[int, int], size: int) -> IntArray:
+    counts: IntArray = np.zeros(size, dtype=np.int64)
+    inside = [(row, count) for row, count in rows.items() if row < size]
+    if inside:
+        index, values = zip(*inside, strict=True)
+        counts[np.asarray(index, dtype=np.int64)] = np.asarray(values, dtype=np.int64)
+    return counts

@@ -205,9 +205,9 @@ class InterPodAffinity(
     ) -> Iterable[tuple[AffinityTerm, int, IntArray]]:
         """Assigned pods' distinct terms of ``kind`` that select ``pod``: (term, weight, carriers)."""
         labels = self.namespaces.labels(pod.namespace)
-        for carried, counts in self.existing_terms(snapshot).terms(kind, size):
-            if carried.term.matches(pod, labels):
-                yield carried.term, carried.weight, counts
+        index = self.existing_terms(snapshot)
+        for carried, counts in index.matching(kind, lambda c: c.term.matches(pod, labels), size):
+            yield carried.term, carried.weight, counts
 
     # ---- PreFilter / Filter ----
 
