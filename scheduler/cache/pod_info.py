@@ -17,6 +17,7 @@ from apis.extension import priority as priority_ext
 from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
+from scheduler.cache.sharing import share
 
 __all__ = [
     "DEFAULT_BIND_ALL_HOST_IP",
@@ -170,6 +171,7 @@ class PodInfo:
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
+        share(pod)  # a Deployment's replicas keep one copy of their containers, affinity, labels
         meta = pod.metadata
         labels = meta.labels or {}
         try:

@@ -1,0 +1,62 @@
+"""Equal parts of decoded pods are one object; different parts stay apart; the table is bounded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from apis.core import Pod
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.sharing import PartSharing
+
+
+def replica(name: str, app: str = "web", cpu: str = "1") -> Pod:
+    spec: dict[str, Any] = {
+        "containers": [{"name": "c", "image": "web:1", "resources": {"requests": {"cpu": cpu}}}],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": "kubernetes.io/hostname"}
+                ]
+            }
+        },
+        "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        "nodeName": f"node-{name}",
+    }
+    return Pod.model_validate(
+        {"metadata": {"name": name, "namespace": "default", "labels": {"app": app}}, "spec": spec}
+    )
+
+
+def test_replicas_share_their_parts_and_keep_their_own_names() -> None:
+    sharing = PartSharing()
+    a, b = sharing.share(replica("a")), sharing.share(replica("b"))
+    assert a.spec.containers is b.spec.containers
+    assert a.spec.affinity is b.spec.affinity
+    assert a.spec.tolerations is b.spec.tolerations
+    assert a.metadata.labels is b.metadata.labels
+    assert (a.metadata.name, b.metadata.name) == ("a", "b")
+    assert (a.spec.node_name, b.spec.node_name) == ("node-a", "node-b")
+
+
+def test_different_parts_are_not_shared() -> None:
+    sharing = PartSharing()
+    web, db = sharing.share(replica("a")), sharing.share(replica("b", app="db", cpu="2"))
+    assert web.spec.containers is not db.spec.containers
+    assert web.spec.containers != db.spec.containers
+    assert web.spec.affinity != db.spec.affinity
+    assert web.metadata.labels == {"app": "web"}
+    assert db.metadata.labels == {"app": "db"}
+
+
+def test_the_table_forgets_the_least_recently_used_parts() -> None:
+    sharing = PartSharing(capacity=4)
+    for i in range(10):
+        sharing.share(replica(str(i), app=f"app-{i}", cpu=str(i + 1)))
+    assert len(sharing) == 4
+
+
+def test_pod_info_of_shares_the_parts_of_replicas() -> None:
+    a, b = PodInfo.of(replica("x1", app="shared-app")), PodInfo.of(replica("x2", app="shared-app"))
+    assert a.pod.spec.containers is b.pod.spec.containers
+    assert a.labels is b.labels
+    assert a.requests == b.requests
