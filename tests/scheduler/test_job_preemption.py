@@ -496,3 +496,34 @@ async def test_a_gang_group_preempts_as_one_job(filled: MemoryBackend) -> None:
     finally:
         stop.set()
         await task
+
+
+async def test_a_stale_nomination_is_cleared_when_preemption_finds_nothing_to_evict() -> None:
+    """A gang left nominated by an earlier scheduler (its victims long gone) whose members still do
+    not fit, and nothing lower-priority to evict: the nominations are cleared (held room and
+    ``status.nominatedNodeName``), as kube-scheduler clears a pod's nominated node when its
+    preemption finds no candidates, instead of holding room on that node for nothing."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0"))
+    backend.apply(PODS, pod("equal", cpu="3", priority=HIGH, node_name="n0"))
+    backend.apply(PODGROUPS, pod_group("stuck", 2))
+    for i in range(2):
+        member = pod(f"stuck-{i}", cpu="2", priority=HIGH, group="stuck")
+        member["status"] = {"nominatedNodeName": "n0"}
+        backend.apply(PODS, member)
+    app, stop, task = await start(backend)
+    try:
+
+        def nominated() -> set[str]:
+            return {
+                p.metadata.name or ""
+                for p in backend.list(PODS)
+                if p.status.nominated_node_name and not p.spec.node_name
+            }
+
+        await until(lambda: not nominated())
+        assert app.cache.nominated_node(backend.get(PODS, "default", "stuck-0").metadata.uid or "") is None  # type: ignore[union-attr]
+        assert "stuck-0" not in bound(backend)
+    finally:
+        stop.set()
+        await task

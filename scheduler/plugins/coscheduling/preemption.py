@@ -123,7 +123,35 @@ class JobPreemption:
         admit: PreemptionExtension | None = None,
     ) -> Outcome:
         """Choose victims so that every pending member of ``job`` fits, evict them and nominate the
-        members; or explain why not. ``members`` are the job's pending pods (the trigger included)."""
+        members; or explain why not. ``members`` are the job's pending pods (the trigger included).
+
+        When no victims help and no earlier preemption's victims are still going, the members'
+        nominations (held room and ``status.nominatedNodeName``) are cleared, as kube-scheduler's
+        preemption clears a pod's nominated node when it finds no candidates: a nomination left
+        from an earlier preemption (or from before a restart) must not hold room for nothing."""
+        outcome = await self._preempt(trigger, job, members, snapshot, topology, spec, release, admit)
+        if not outcome.status.ok and not outcome.holds and outcome.nominated_node is None:
+            self._clear_nominations(members, snapshot)
+        return outcome
+
+    def _clear_nominations(self, members: Sequence[PodInfo], snapshot: Snapshot) -> None:
+        for member in members:
+            if snapshot.nominated_node(member.uid) is not None:
+                self.handle.nominator.clear_nomination(member.uid)
+            if member.pod.status.nominated_node_name:
+                self._spawn(self._set_nominated(member, None))
+
+    async def _preempt(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        snapshot: Snapshot,
+        topology: ClusterNetworkTopology | None,
+        spec: NetworkTopologySpec | None,
+        release: QuotaRelease | None,
+        admit: PreemptionExtension | None,
+    ) -> Outcome:
         if trigger.pod.spec.preemption_policy == "Never":
             return Outcome(Status.unresolvable(), "not eligible due to preemptionPolicy=Never.")
         waiting = self._waiting_for_victims(trigger, job, members, snapshot)
@@ -277,7 +305,8 @@ class JobPreemption:
             sorted(set(placed.values())),
         )
 
-    async def _set_nominated(self, member: PodInfo, node: str) -> None:
+    async def _set_nominated(self, member: PodInfo, node: str | None) -> None:
+        """Write (None: remove) ``status.nominatedNodeName``."""
         try:
             await self.handle.backend.patch_pod_status(member.pod, {"status": {"nominatedNodeName": node}})
         except Exception as exc:
