@@ -6,7 +6,8 @@ Every pod here tolerates the quota pools' taint and selects them (``quota-amd64-
 - pods beyond a quota's max stay Pending with a FailedScheduling message naming the quota;
 - a tenant borrows the idle min of a sibling, unless the sibling does not lend;
 - a non-preemptible pod is limited to its quota's min;
-- a gang whose total exceeds its quota gets no member bound;
+- a gang whose total exceeds its quota gets no member bound, nor does a gang group whose gangs
+  together exceed it;
 - ``kubectl get eq -o json`` carries the runtime / request annotations and status.used;
 - ElasticQuotaProfiles split the pools into independent trees: a pod of the arm64 tree lands only
   on arm64 nodes and is limited by that tree's total.
@@ -14,6 +15,7 @@ Every pod here tolerates the quota pools' taint and selects them (``quota-amd64-
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -243,6 +245,53 @@ def test_a_gang_over_its_quota_is_rejected_as_a_whole(
     assert f"quota {ns} cpu used 0 + request 3 of gang {ns}/job (3 pending members) > runtime 2" in message
     time.sleep(3)  # every chance to (wrongly) bind part of the gang
     assert placed(control_plane, ns) == {}
+
+
+def test_a_gang_group_over_its_quota_is_rejected_as_one_job(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """master (1 x 1 cpu) and worker (2 x 1 cpu) each fit the 2-cpu quota alone; their gang group
+    (3 cpu) does not, and is refused as one job: the master too, naming the group's sum."""
+    ns = "eq-gang-group"
+    control_plane.create_namespace(ns)
+    apply(control_plane, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "2"})])
+    groups = json.dumps([f"{ns}/master", f"{ns}/worker"])
+    pod_groups = [
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "annotations": {"gang.scheduling.koordinator.sh/groups": groups},
+            },
+            "spec": {"minMember": count},
+        }
+        for name, count in (("master", 1), ("worker", 2))
+    ]
+    members = [quota_pod("master-0", ns, "1", labels={"pod-group.scheduling.sigs.k8s.io": "master"})] + [
+        quota_pod(f"worker-{i}", ns, "1", labels={"pod-group.scheduling.sigs.k8s.io": "worker"})
+        for i in range(2)
+    ]
+    apply(control_plane, [*pod_groups, *members])
+    expected = (
+        f"quota {ns} cpu used 0 + request 3 of gang group {ns}/master,{ns}/worker (3 pending members) "
+        "> runtime 2"
+    )
+    for name in ("master-0", "worker-0"):
+        wait_for(
+            functools.partial(failed_scheduling, control_plane, ns, name, expected),
+            timeout=60,
+            what=f"FailedScheduling of {name} naming the gang group's sum",
+        )
+    time.sleep(3)  # every chance to (wrongly) bind the master or a worker
+    assert placed(control_plane, ns) == {}
+    control_plane.kubectl(
+        "patch", "eq", ns, "-n", ns, "--type=merge", "-p", '{"spec":{"min":{"cpu":"3"},"max":{"cpu":"3"}}}'
+    )
+    assert wait_for(
+        lambda: placed_count(control_plane, ns, 3), timeout=60, what="the whole group bound once it fits"
+    ).keys() == {"master-0", "worker-0", "worker-1"}
 
 
 @pytest.fixture

@@ -9,8 +9,10 @@ writes the figures back onto the objects. Per pod:
    a node changes).
 2. It rejects the pod (Unschedulable, so that preemption may help) unless ``used + request <=
    runtime`` on every resource of the quota's max (``max`` instead of runtime when
-   ``enableRuntimeQuota`` is false). A gang member brings its whole gang: the request is the sum of
-   the gang's pending members charged to that quota, so a gang never half-fills its quota.
+   ``enableRuntimeQuota`` is false). A gang member brings its whole job: the request is the sum of
+   the pending members charged to that quota of its gang, or of every gang of its gang group
+   (``gang.scheduling.koordinator.sh/groups``, as Coscheduling resolves it), so a job never
+   half-fills its quota.
 3. A non-preemptible pod (label ``quota.scheduling.koordinator.sh/preemptible: "false"``) also needs
    ``non-preemptible used + request <= min`` on every resource of min.
 4. With ``enableCheckParentQuota``, step 2 is repeated for every ancestor below the tree's root.
@@ -27,6 +29,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from apis.core import Pod
 from apis.duration import parse_go_duration_ns
+from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
@@ -303,11 +306,15 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         return PreFilterResult(node_names=nodes)
 
     def _admitted_with(self, pod: PodInfo, quota: str) -> list[PodInfo]:
-        """The pods admitted together with ``pod``: its gang's pending members in its quota, or itself."""
+        """The pods admitted together with ``pod``: the pending members of its job (its gang, or
+        every gang of its gang group, as the profile's ``JobResolver`` names them) charged to its
+        quota, or itself."""
         gang = gang_key(pod)
         if gang is None:
             return [pod]
-        members = self.ledger.pending_gang_members(quota, gang)
+        job = self.handle.profile.job_of(pod)
+        gangs = gang_ext.gang_group_members(job) if job != pod.uid else [gang]
+        members = [m for g in gangs for m in self.ledger.pending_gang_members(quota, g)]
         if all(m.uid != pod.uid for m in members):
             members.append(pod)
         return members
@@ -398,10 +405,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     @staticmethod
     def _what(pods: Sequence[PodInfo]) -> str:
-        gang = gang_key(pods[0]) if pods else None
-        if gang is None:
+        gangs = {g for p in pods if (g := gang_key(p)) is not None}
+        if not gangs:
             return ""
-        return f" of gang {gang} ({len(pods)} pending members)"
+        if len(gangs) == 1:
+            return f" of gang {next(iter(gangs))} ({len(pods)} pending members)"
+        return f" of gang group {gang_ext.gang_group_id(gangs)} ({len(pods)} pending members)"
 
     # ---- reserve -----------------------------------------------------------------------------
 
