@@ -10,7 +10,8 @@ Every pod here tolerates the quota pools' taint and selects them (``quota-amd64-
   together exceed it;
 - ``kubectl get eq -o json`` carries the runtime / request annotations and status.used;
 - ElasticQuotaProfiles split the pools into independent trees: a pod of the arm64 tree lands only
-  on arm64 nodes and is limited by that tree's total.
+  on arm64 nodes and is limited by that tree's total; koord-manager writes the tree's node
+  selector into its pods' required node affinity.
 """
 
 from __future__ import annotations
@@ -300,7 +301,8 @@ def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
     them up: koord-manager creates each tree's root quota, then a team quota goes under it (the
     admission webhook copies the root's tree-id into it)."""
     cp, ns = control_plane, "eq-trees"
-    cp.create_namespace(ns)
+    if cp.run_kubectl("get", "namespace", ns).returncode != 0:  # kept between the tests using it
+        cp.create_namespace(ns)
     arches = (("amd64", "1"), ("arm64", "0.5"))
     apply(
         cp,
@@ -376,6 +378,44 @@ def test_quota_trees_keep_amd64_and_arm64_apart(
 
     runtime = wait_for(root_runtime, timeout=30, what="the arm64 tree root's runtime annotation")
     assert runtime["cpu"] == "8"
+
+
+def test_pods_of_a_profile_tree_get_its_node_selector_as_required_affinity(
+    control_plane: ControlPlane, scheduler: Scheduler, quota_trees: str
+) -> None:
+    """koord-manager's pod webhook, as Koordinator's: the arm64 profile's nodeSelector is ANDed
+    into the pod's own required term at CREATE; a pod of no profile tree is left as written."""
+    ns = quota_trees
+    own_term = {"key": "node-type", "operator": "In", "values": ["quota"]}
+    arm = quota_pod("arm-affine", ns, "1", quota="arm64-team", selector=QUOTA_POOLS)
+    arm["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [own_term]}]
+            }
+        }
+    }
+    plain = quota_pod("plain", ns, "1", selector=QUOTA_POOLS)  # the quota "eq-trees" does not exist
+    apply(control_plane, [arm, plain])
+
+    def stored(name: str) -> dict[str, Any]:
+        pod: dict[str, Any] = json.loads(control_plane.kubectl("get", "pod", name, "-n", ns, "-o", "json"))
+        return pod
+
+    terms = stored("arm-affine")["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                own_term,
+                {"key": "koord-e2e/quota-tree", "operator": "In", "values": ["arm64"]},
+            ]
+        }
+    ]
+    assert "affinity" not in stored("plain")["spec"]
+    node = wait_for(lambda: placed(control_plane, ns).get("arm-affine"), timeout=60, what="arm-affine bound")
+    assert node.startswith("quota-arm64-"), node
 
 
 ARM64 = {"koord-e2e/quota-tree": "arm64"}
