@@ -726,3 +726,125 @@ def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
     assert figure("allocated") == {"cpu": "1"}
     cp.kubectl("delete", "namespace", ns, "--wait=false")
     cp.kubectl("delete", "runtimeclass", "eq-gates-overhead", "--wait=false")
+
+
+SAMPLE_HOOK = '''
+import logging
+
+from scheduler.plugins.elastic_quota.hooks import QuotaHook
+
+log = logging.getLogger("sample_quota_hook")
+
+
+class Sample(QuotaHook):
+    """Caps the quotas its args name at 1 cpu; refuses pods labelled e2e/hook-refuse; logs pods."""
+
+    def _capped(self, quota):
+        if quota.metadata.name not in self.args.split(","):
+            return quota
+        wire = quota.to_wire()
+        wire["spec"]["max"] = {**wire["spec"].get("max", {}), "cpu": "1"}
+        return type(quota).model_validate(wire)
+
+    def replace_quotas(self, quotas):
+        return [self._capped(q) for q in quotas]
+
+    def on_quota_update(self, old, new):
+        return self._capped(new) if new is not None else None
+
+    def on_pod_updated(self, quota, old, new):
+        where = "on a node" if new else "gone"
+        log.warning("sample hook: pod %s in quota %s is %s", (new or old).name, quota, where)
+
+    def check_pod(self, quota, pod):
+        return "refused by the sample hook" if pod.labels.get("e2e/hook-refuse") else None
+'''
+
+HOOKS_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler-hooks
+  pluginConfig:
+  - name: ElasticQuota
+    args:
+      hookPlugins:
+      - {key: e2e-sample, factoryKey: sample, factoryArgs: eq-hooks-capped}
+"""
+
+
+@pytest.fixture
+def hooked_scheduler(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Scheduler]:
+    """A third koord-scheduler, ``koord-scheduler-hooks``, whose ElasticQuota loads the sample hook
+    from an installed package's entry point (``koordinator_py.quota_hooks``)."""
+    (tmp_path / "sample_quota_hook.py").write_text(SAMPLE_HOOK)
+    dist = tmp_path / "sample_quota_hook-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sample-quota-hook\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[koordinator_py.quota_hooks]\nsample = sample_quota_hook:Sample\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        "koord-scheduler-hooks",
+        config_text=HOOKS_CONFIG,
+        leader_elect=False,
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_a_quota_hook_plugin_is_loaded_called_and_honoured(
+    control_plane: ControlPlane, hooked_scheduler: Scheduler
+) -> None:
+    cp, ns = control_plane, "eq-hooks"
+    cp.create_namespace(ns)
+    apply(
+        cp,
+        [
+            elastic_quota("eq-hooks", ns, min={"cpu": "4"}, max={"cpu": "4"}),
+            elastic_quota("eq-hooks-capped", ns, min={"cpu": "4"}, max={"cpu": "4"}),
+        ],
+    )
+
+    def hooked(name: str, cpu: str, quota: str, **labels: str) -> dict[str, Any]:
+        built = quota_pod(name, ns, cpu, quota=quota, labels=labels)
+        built["spec"]["schedulerName"] = "koord-scheduler-hooks"
+        return built
+
+    apply(
+        cp,
+        [
+            hooked("fine", "1", "eq-hooks"),
+            hooked("refused", "1", "eq-hooks", **{"e2e/hook-refuse": "yes"}),
+            hooked("capped", "2", "eq-hooks-capped"),
+        ],
+    )
+    wait_for(lambda: "fine" in placed(cp, ns) or None, timeout=60, what="the plain pod bound")
+    refused = wait_for(
+        lambda: failed_scheduling(cp, ns, "refused", "sample hook"), timeout=60, what="the hook's refusal"
+    )
+    assert "quota eq-hooks: refused by the sample hook (quota hook e2e-sample)" in refused
+    capped = wait_for(
+        lambda: failed_scheduling(cp, ns, "capped", "quota eq-hooks-capped"),
+        timeout=60,
+        what="the capped quota",
+    )
+    assert "quota eq-hooks-capped cpu used 0 + request 2 > runtime 1" in capped  # max 1 from the hook
+    assert set(placed(cp, ns)) == {"fine"}
+    wait_for(
+        lambda: (
+            "sample hook: pod fine in quota eq-hooks is on a node" in hooked_scheduler.component.log_tail(400)
+            or None
+        ),
+        timeout=30,
+        what="the pod-update hook told of the bound pod",
+    )
+    cp.kubectl("delete", "namespace", ns, "--wait=false")

@@ -16,8 +16,12 @@ writes the figures back onto the objects. Per pod:
 3. A non-preemptible pod (label ``quota.scheduling.koordinator.sh/preemptible: "false"``) also needs
    ``non-preemptible used + request <= min`` on every resource of min.
 4. With ``enableCheckParentQuota``, step 2 is repeated for every ancestor below the tree's root.
-5. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
-6. Reserve counts the pod as used at once; Unreserve takes it back.
+5. The quota hook plugins' ``check_pod`` may still refuse it (``hooks``).
+6. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
+7. Reserve counts the pod as used at once; Unreserve takes it back.
+
+Quota hook plugins (``ElasticQuotaArgs.hookPlugins``) see every quota list and change (and may
+replace the quota the plugin uses) and every change of a pod on a node (``hooks``).
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.elastic_quota import messages
+from scheduler.plugins.elastic_quota import hooks, messages
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
     OUTSIDE,
@@ -66,7 +70,9 @@ from scheduler.plugins.elastic_quota.forest import (
     compute_forest,
     compute_totals,
 )
+from scheduler.plugins.elastic_quota.hooks import QuotaReader
 from scheduler.plugins.elastic_quota.ledger import (
+    Charge,
     Ledger,
     RequestsOf,
     gang_key,
@@ -167,6 +173,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 clock=handle.clock,
                 requests_of=requests_of,
             )
+        reader = QuotaReader(figures=lambda name: self.quota_figures().get(name), children=self._children)
+        self.hooks = hooks.build([(c.key, c.factory_key, c.factory_args) for c in args.hook_plugins], reader)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
         handle.subscribe(PODS, self._on_pod_event)
@@ -187,11 +195,24 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     # ---- informers ---------------------------------------------------------------------------
 
     def _on_quota_event(self, event: WatchEvent[ElasticQuotaObject]) -> None:
-        event.dispatch(self.index.replace_quotas, self.index.on_quota, self.index.on_quota_deleted)
+        event.dispatch(self._replace_quotas, self._on_quota, self._on_quota_deleted)
         if self.index.mapping_version != self._mapping_version:
             self._mapping_version = self.index.mapping_version
             self.ledger.remap(self._quota_name)
         self.writer.changed()
+
+    def _replace_quotas(self, quotas: Sequence[ElasticQuotaObject]) -> None:
+        self.index.replace_quotas(self.hooks.replace_quotas(quotas))
+
+    def _on_quota(self, quota: ElasticQuotaObject) -> None:
+        self.index.on_quota(self.hooks.on_quota(quota))
+
+    def _on_quota_deleted(self, quota: ElasticQuotaObject) -> None:
+        self.hooks.on_quota_deleted(quota)
+        self.index.on_quota_deleted(quota)
+
+    def _children(self, name: str) -> list[str]:
+        return sorted(q for q, info in self.index.quotas.items() if info.spec.parent == name and q != name)
 
     def _on_profile_event(self, event: WatchEvent[ElasticQuotaProfile]) -> None:
         event.dispatch(self.index.replace_profiles, self.index.on_profile, self.index.on_profile_deleted)
@@ -244,11 +265,24 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 self.ledger.on_pod(info, self._quota_name(info))
         elif event.obj is not None:
             info = PodInfo.of(event.obj)
+            old = self.ledger.charge(info.uid)
             if event.type is EventType.DELETED:
                 self.ledger.remove(info.uid)
             else:
                 self.ledger.on_pod(info, self._quota_name(info))
+            self._pod_hooks(old, self.ledger.charge(info.uid))
         self.writer.changed()
+
+    def _pod_hooks(self, old: Charge | None, new: Charge | None) -> None:
+        """The pod-update hook, for a pod on a node before or after (as Koordinator's, which
+        follows the quotas' used)."""
+        if not self.hooks.hooks:
+            return
+        before = old.pod if old is not None and old.assigned else None
+        after = new.pod if new is not None and new.assigned else None
+        if before is not None or after is not None:
+            quota = new.quota if new is not None and after is not None else old.quota if old else ""
+            self.hooks.on_pod_updated(quota, before, after)
 
     # ---- figures -----------------------------------------------------------------------------
 
@@ -297,9 +331,13 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         outside = self._outside_figures(quota)
         if outside is not None:
             problem = self._check_figures(outside, self._admitted_with(pod, quota), parents=())
+            if problem is None:
+                problem = self.hooks.check_pod(quota, pod)
             return PreFilterResult(Status.unschedulable(problem) if problem else Status.success())
         forest = self._current(snapshot)
         problem = self._check(forest, quota, self._admitted_with(pod, quota))
+        if problem is None:
+            problem = self.hooks.check_pod(quota, pod)
         if problem is not None:
             return PreFilterResult(Status.unschedulable(problem))
         nodes = forest.tree_nodes.get(forest.tree_of.get(quota, ""))
@@ -418,13 +456,17 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         quota = self._quota_name(pod)
         if quota:
             self.ledger.reserve(pod, quota)
+            self.hooks.on_pod_updated(quota, None, pod)
         self.writer.changed()
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         quota = self._quota_name(pod)
         if quota:
+            old = self.ledger.charge(pod.uid)
             self.ledger.unreserve(pod, quota)
+            if old is not None and old.reserved:
+                self.hooks.on_pod_updated(quota, pod, None)
         self.writer.changed()
 
     # ---- figures on the objects --------------------------------------------------------------
