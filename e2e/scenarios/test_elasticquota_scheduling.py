@@ -293,6 +293,9 @@ def test_a_gang_group_over_its_quota_is_rejected_as_one_job(
     assert wait_for(
         lambda: placed_count(control_plane, ns, 3), timeout=60, what="the whole group bound once it fits"
     ).keys() == {"master-0", "worker-0", "worker-1"}
+    # frees the pool for the next tests
+    control_plane.kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false")
 
 
 @pytest.fixture
