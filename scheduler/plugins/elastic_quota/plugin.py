@@ -65,6 +65,7 @@ from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
     OUTSIDE,
     Forest,
+    ForestState,
     NodeView,
     Totals,
     compute_forest,
@@ -154,6 +155,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
         self._forest: tuple[tuple[int, int, int], Forest] | None = None
+        self._state: tuple[tuple[int, int], ForestState] | None = None
+        """The kept trees, valid for one (quota index version, snapshot generation)."""
         self._totals: tuple[tuple[int, int], Totals] | None = None
         self._admitting: frozenset[str] = frozenset()
         self.writer = FiguresWriter(
@@ -299,21 +302,39 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         return views
 
     def _current(self, snapshot: Snapshot) -> Forest:
+        """The figures now: rebuilt after a quota, profile or node change; after pod changes only,
+        refreshed along the changed quotas' paths to their roots (``ForestState``)."""
         key = (self.index.version, self.ledger.version, snapshot.generation)
         if self._forest is not None and self._forest[0] == key:
             return self._forest[1]
-        forest = self._compute(self.ledger.usage(), snapshot)
+        changed = self.ledger.drain_changed()
+        if self._state is not None and self._state[0] == key[0::2]:
+            forest = self._state[1].update(changed, {q: self.ledger.usage_of(q) for q in changed})
+        else:
+            state = ForestState(
+                self.index,
+                self.ledger.usage(),
+                self._totals_for(snapshot),
+                scale_min=self.args.enable_min_quota_scale,
+                guarantee=self.handle.features.elastic_quota_guarantee_usage,
+            )
+            self._state = (key[0::2], state)
+            forest = state.forest
         self._forest = (key, forest)
         return forest
 
-    def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
+    def _totals_for(self, snapshot: Snapshot) -> Totals:
         key = (self.index.version, snapshot.generation)
         if self._totals is None or self._totals[0] != key:
             self._totals = (key, compute_totals(self.index, self._node_views(snapshot)))
+        return self._totals[1]
+
+    def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
+        """The figures from scratch over ``usage`` (what-if computations of preemption)."""
         return compute_forest(
             self.index,
             usage,
-            self._totals[1],
+            self._totals_for(snapshot),
             scale_min=self.args.enable_min_quota_scale,
             guarantee=self.handle.features.elastic_quota_guarantee_usage,
         )
