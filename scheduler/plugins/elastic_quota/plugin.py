@@ -264,8 +264,11 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 charge = self.ledger.charge(uid)
                 if uid not in present and charge is not None and not charge.reserved:
                     self.ledger.remove(uid)
+                    self._pod_hooks(charge, None)
             for info in infos:
+                old = self.ledger.charge(info.uid)
                 self.ledger.on_pod(info, self._quota_name(info))
+                self._pod_hooks(old, self.ledger.charge(info.uid))
         elif event.obj is not None:
             info = PodInfo.of(event.obj)
             old = self.ledger.charge(info.uid)

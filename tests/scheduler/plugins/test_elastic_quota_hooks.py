@@ -118,6 +118,14 @@ def test_each_hook_is_called_and_its_result_honoured(recorder: type[Recorder]) -
         ("on_pod_updated", "open", "small", "-"),  # deleted
     ]
 
+    bound = pod("again", "1", "open").on("n1").obj()
+    world.feed(PODS, WatchEvent(EventType.REPLACED, objects=(bound,)))  # a re-list
+    world.feed(PODS, WatchEvent(EventType.REPLACED, objects=()))
+    assert recorder.calls[-2:] == [
+        ("on_pod_updated", "open", "-", "again"),
+        ("on_pod_updated", "open", "again", "-"),
+    ]
+
     world.feed(ELASTICQUOTAS, WatchEvent(EventType.DELETED, obj=quota("open", "open", max={"cpu": "8"})))
     assert last_call(recorder) == ("on_quota_update", "open", "old", "-")
 
