@@ -1,7 +1,8 @@
 """One quota tree kept between changes: a change of some quotas' usage touches only their paths to
 the root (Koordinator v1.4's incremental quota-tree updates).
 
-``TreeState`` computes a tree once as ``compute_tree`` does, then ``update(changed, usage)``:
+``TreeState`` computes a tree once as ``compute_tree`` does, then ``update(changed, usage, specs)``
+(quotas whose usage, or whose min, max, shared weight or lending, changed):
 
 1. bottom-up, re-aggregates the changed quotas and their ancestors only (request, used,
    non-preemptible figures, and allocated / guaranteed under the guarantee gate);
@@ -85,11 +86,17 @@ class TreeState:
         root.runtime = {n: self.tree.total.get(n, 0) - sum(o.used.get(n, 0) for o in outside) for n in names}
         root.auto_scale_min = dict(root.spec.min)
 
-    def update(self, changed: Iterable[str], usage: Mapping[str, Usage]) -> set[str]:
-        """The usage of ``changed`` quotas is now ``usage[name]``: refresh what depends on it;
-        returns the quotas whose figures were recomputed."""
+    def update(
+        self, changed: Iterable[str], usage: Mapping[str, Usage], specs: Mapping[str, QuotaSpec] | None = None
+    ) -> set[str]:
+        """The usage of ``changed`` quotas is now ``usage[name]``, and the quotas of ``specs`` have
+        that spec now (same parent; their usage must be in ``usage`` too): refresh what depends on
+        them; returns the quotas whose figures were recomputed."""
+        for name, spec in (specs or {}).items():
+            if name in self._nodes:
+                self._nodes[name].spec = spec
         path: set[str] = set()
-        for name in changed:
+        for name in [*changed, *(specs or {})]:
             while name in self._nodes and name not in path:
                 path.add(name)
                 name = self._nodes[name].spec.parent

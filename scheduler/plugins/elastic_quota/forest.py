@@ -20,7 +20,7 @@ from apis.errors import InvalidSpec
 from apis.extension import quota as quota_ext
 from apis.meta import selects
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo
-from scheduler.quota import Figures, TreeInput, Usage, compute_tree
+from scheduler.quota import Figures, QuotaSpec, TreeInput, Usage, compute_tree
 from scheduler.quota.incremental import TreeState
 from scheduler.quota.tree import Resources
 
@@ -160,12 +160,16 @@ class ForestState:
         totals = {tree.root: tree.total for tree in self._totals.trees}
         return Forest(dict(self._figures), self._tree_of, self._totals.tree_nodes, totals)
 
-    def update(self, changed: Collection[str], usage: Mapping[str, Usage]) -> Forest:
-        """The usage of ``changed`` is now ``usage[name]`` (the other quotas' is unchanged)."""
+    def update(
+        self, changed: Collection[str], usage: Mapping[str, Usage], specs: Mapping[str, QuotaSpec]
+    ) -> Forest:
+        """The usage of ``changed`` is now ``usage[name]``, the quotas of ``specs`` have that spec
+        (and their usage in ``usage``); the other quotas are unchanged."""
         for state in self._trees:
             mine = [name for name in changed if name in state]
-            if mine:
-                self._publish(state, state.update(mine, usage))
+            respecced = {name: spec for name, spec in specs.items() if name in state}
+            if mine or respecced:
+                self._publish(state, state.update(mine, usage, respecced))
         self.forest = self._forest()
         return self.forest
 

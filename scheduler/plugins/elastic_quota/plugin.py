@@ -154,7 +154,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         self.ledger = Ledger(handle.scheduler_name, requests_of)
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
-        self._forest: tuple[tuple[int, int, int], Forest] | None = None
+        self._forest: tuple[tuple[int, int, int, int], Forest] | None = None
         self._state: tuple[tuple[int, int], ForestState] | None = None
         """The kept trees, valid for one (quota index version, snapshot generation)."""
         self._totals: tuple[tuple[int, int], Totals] | None = None
@@ -163,7 +163,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             self._write,
             self._payloads,
             interval=FIGURES_WRITE_INTERVAL_SECONDS,
-            version=lambda: (self.index.version, self.ledger.version, self.handle.snapshot().generation),
+            version=lambda: (
+                self.index.version,
+                self.index.spec_version,
+                self.ledger.version,
+                self.handle.snapshot().generation,
+            ),
         )
         self.revoke: RevokeController | None = None
         if args.monitor_all_quotas and args.enable_runtime_quota:
@@ -305,14 +310,18 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         return views
 
     def _current(self, snapshot: Snapshot) -> Forest:
-        """The figures now: rebuilt after a quota, profile or node change; after pod changes only,
+        """The figures now: rebuilt after a quota is added, removed or moved, or a profile or node
+        changes; after pod changes and changes of quotas' min, max, shared weight or lending,
         refreshed along the changed quotas' paths to their roots (``ForestState``)."""
-        key = (self.index.version, self.ledger.version, snapshot.generation)
+        key = (self.index.version, self.index.spec_version, self.ledger.version, snapshot.generation)
         if self._forest is not None and self._forest[0] == key:
             return self._forest[1]
         changed = self.ledger.drain_changed()
-        if self._state is not None and self._state[0] == key[0::2]:
-            forest = self._state[1].update(changed, {q: self.ledger.usage_of(q) for q in changed})
+        respecced, self.index.respecced = self.index.respecced, set()
+        if self._state is not None and self._state[0] == (self.index.version, snapshot.generation):
+            specs = {q: self.index.quotas[q].spec for q in respecced if q in self.index.quotas}
+            usage = {q: self.ledger.usage_of(q) for q in changed | respecced}
+            forest = self._state[1].update(changed, usage, specs)
         else:
             state = ForestState(
                 self.index,
@@ -321,7 +330,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 scale_min=self.args.enable_min_quota_scale,
                 guarantee=self.handle.features.elastic_quota_guarantee_usage,
             )
-            self._state = (key[0::2], state)
+            self._state = ((self.index.version, snapshot.generation), state)
             forest = state.forest
         self._forest = (key, forest)
         return forest

@@ -605,9 +605,10 @@ async def test_the_guarantee_gate_keeps_a_borrowers_pods_and_writes_allocated_an
         assert Q + "guaranteed" not in annotations
 
 
-def test_pod_changes_refresh_the_figures_incrementally_as_a_full_computation_would() -> None:
-    """Pods come, bind, go: after each, the figures kept between changes (only the changed quotas'
-    paths recomputed) equal the ones computed from scratch, and the kept trees are not rebuilt."""
+def test_pod_and_quota_changes_refresh_the_figures_incrementally_as_a_full_computation_would() -> None:
+    """Pods come, bind, go, a quota's min and max change: after each, the figures kept between
+    changes (only the changed quotas' paths recomputed) equal the ones computed from scratch, and
+    the kept trees are not rebuilt until a quota moves."""
     world = World()
     world.quotas(
         quota("dept", "dept", min={"cpu": "20"}, max={"cpu": "40"}, labels={Q + "is-parent": "true"}),
@@ -631,4 +632,15 @@ def test_pod_changes_refresh_the_figures_incrementally_as_a_full_computation_wou
     world.feed(PODS, WatchEvent(EventType.DELETED, obj=steps[1]))
     full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
     assert world.plugin.quota_figures() == full
+    # A quota's min and max change: its path only, too.
+    world.quotas(quota("a", "a", min={"cpu": "2"}, max={"cpu": "12"}, parent="dept"))
+    full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+    assert world.plugin.quota_figures() == full
+    assert full["a"].max == {"cpu": 12000}
     assert world.plugin._state is kept
+    # A quota moved to another parent rebuilds the trees.
+    world.quotas(quota("c", "c", min={"cpu": "4"}, max={"cpu": "10"}, parent="dept"))
+    full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+    assert world.plugin.quota_figures() == full
+    assert full["c"].parent == "dept"
+    assert world.plugin._state is not kept

@@ -1,5 +1,6 @@
 """Incremental quota-tree updates give exactly what a full computation gives: random trees (with
-outside quotas, non-lending quotas, min scaling and the guarantee gate), random usage changes."""
+outside quotas, non-lending quotas, min scaling and the guarantee gate), random usage changes and
+random changes of quotas' min, max, weight and lending."""
 
 from __future__ import annotations
 
@@ -24,9 +25,26 @@ def usages(draw: st.DrawFn) -> Usage:
 
 
 @st.composite
+def respecced(draw: st.DrawFn, spec: QuotaSpec) -> QuotaSpec:
+    """The same quota (same parent) with new min, max, weight and lending."""
+    maximum = {r: draw(st.integers(0, 200)) for r in spec.max}
+    return QuotaSpec(
+        spec.name,
+        spec.parent,
+        min={r: draw(st.integers(0, high)) for r, high in maximum.items()},
+        max=maximum,
+        shared_weight={r: draw(st.integers(0, 100)) for r in maximum},
+        lends=draw(st.booleans()),
+    )
+
+
+Round = tuple[dict[str, Usage], dict[str, QuotaSpec]]
+
+
+@st.composite
 def scenarios(
     draw: st.DrawFn,
-) -> tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[dict[str, Usage]], bool, bool]:
+) -> tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[Round], bool, bool]:
     """A root, the outside quota ``sys``, up to 14 quotas (each under an earlier one), two
     resources; then up to 6 rounds of usage changes on a few quotas each."""
     quotas = {
@@ -57,22 +75,37 @@ def scenarios(
         {name: draw(usages()) for name in draw(st.lists(st.sampled_from(everyone), min_size=1, max_size=3))}
         for _ in range(draw(st.integers(1, 6)))
     ]
+    respecs = [
+        {
+            name: draw(respecced(quotas[name]))
+            for name in draw(st.lists(st.sampled_from(names[1:]), max_size=2))
+        }
+        for _ in rounds
+    ]
     total = {"cpu": draw(st.integers(0, 800)), "memory": draw(st.integers(0, 800))}
     tree = TreeInput("root", total, outside=frozenset({"sys"}))
-    return quotas, usage, tree, rounds, draw(st.booleans()), draw(st.booleans())
+    return (
+        quotas,
+        usage,
+        tree,
+        list(zip(rounds, respecs, strict=True)),
+        draw(st.booleans()),
+        draw(st.booleans()),
+    )
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
 def test_an_incremental_update_equals_a_full_computation(
-    scenario: tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[dict[str, Usage]], bool, bool],
+    scenario: tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[Round], bool, bool],
 ) -> None:
     quotas, usage, tree, rounds, scale_min, guarantee = scenario
     state = TreeState(quotas, usage, tree, scale_min=scale_min, guarantee=guarantee)
     assert state.figures == compute_tree(quotas, usage, tree, scale_min=scale_min, guarantee=guarantee)
-    for changes in rounds:
+    for changes, specs in rounds:
         usage = {**usage, **changes}
-        state.update(changes, usage)
+        quotas = {**quotas, **specs}
+        state.update(changes, usage, specs)
         assert state.figures == compute_tree(quotas, usage, tree, scale_min=scale_min, guarantee=guarantee)
 
 
