@@ -38,6 +38,7 @@ from operators.handlers import (
     elasticquotaprofile,
     errors,
     networktopology,
+    pod_tree_affinity,
     podgroup,
 )
 from operators.webhook_certs import ensure_self_signed
@@ -96,6 +97,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     elasticquota.register(registry, quotas, PodClient(config), config.feature_gates)
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
+    pod_tree_affinity.register(registry, quotas)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -11,6 +11,8 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.extension.quota import LABEL_QUOTA_TREE_ID
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
 from operators.config import ManagerConfig
 
@@ -18,6 +20,7 @@ __all__ = ["PodClient", "QuotaClient", "load_configuration"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
+_EQP = ElasticQuotaProfile.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -33,7 +36,8 @@ async def load_configuration(config: ManagerConfig) -> client.Configuration:
 
 
 class QuotaClient:
-    """ElasticQuota reads and writes; the connection opens on first use and stays open."""
+    """ElasticQuota reads and writes (and the profiles of a tree); the connection opens on first use
+    and stays open."""
 
     def __init__(self, config: ManagerConfig) -> None:
         self._config = config
@@ -62,6 +66,14 @@ class QuotaClient:
         )
         items = listed.get("items") or []
         return ElasticQuota.model_validate(items[0]) if items else None
+
+    async def profiles_of_tree(self, tree_id: str) -> list[ElasticQuotaProfile]:
+        """The ElasticQuotaProfiles labelled with ``tree_id`` (any namespace)."""
+        api = await self._objects()
+        listed: dict[str, Any] = await api.list_cluster_custom_object(
+            _EQP.group, _EQP.version, _EQP.plural, label_selector=f"{LABEL_QUOTA_TREE_ID}={tree_id}"
+        )
+        return [ElasticQuotaProfile.model_validate(item) for item in listed.get("items") or []]
 
     async def create(self, quota: ElasticQuota) -> bool:
         """Create ``quota``; False when one of that name already exists."""

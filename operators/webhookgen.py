@@ -90,10 +90,12 @@ webhooks:
 
 
 def _resources() -> list[references.Resource]:
-    return [
+    crds = [
         references.Resource(group=m.crd.group, version=m.crd.version, plural=m.crd.plural, kind=m.crd.kind)
         for m in ALL_RESOURCES
     ]
+    pods = references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True)
+    return [*crds, pods]  # pods: the quota tree's node affinity (handlers.pod_tree_affinity)
 
 
 def webhooks(reason: causes.WebhookType, config: ManagerConfig | None = None) -> list[dict[str, Any]]:

@@ -54,6 +54,7 @@ __all__ = [
     "GangMatchPolicy",
     "GangMode",
     "gang_group_id",
+    "gang_group_members",
     "gang_id",
     "get_gang_groups",
     "get_gang_match_policy",
@@ -120,6 +121,11 @@ def gang_id(namespace: str, name: str) -> str:
 def gang_group_id(members: Iterable[str]) -> str:
     """The gang group id: the sorted ``namespace/name`` members joined with ``,``."""
     return ",".join(sorted(members))
+
+
+def gang_group_members(group_id: str) -> list[str]:
+    """The ``namespace/name`` gangs of a gang group id (``gang_group_id``'s inverse)."""
+    return group_id.split(",")
 
 
 def resolve_gang_mode(raw: str | None) -> Fallback[GangMode]:

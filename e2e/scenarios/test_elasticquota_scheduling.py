@@ -6,14 +6,17 @@ Every pod here tolerates the quota pools' taint and selects them (``quota-amd64-
 - pods beyond a quota's max stay Pending with a FailedScheduling message naming the quota;
 - a tenant borrows the idle min of a sibling, unless the sibling does not lend;
 - a non-preemptible pod is limited to its quota's min;
-- a gang whose total exceeds its quota gets no member bound;
+- a gang whose total exceeds its quota gets no member bound, nor does a gang group whose gangs
+  together exceed it;
 - ``kubectl get eq -o json`` carries the runtime / request annotations and status.used;
 - ElasticQuotaProfiles split the pools into independent trees: a pod of the arm64 tree lands only
-  on arm64 nodes and is limited by that tree's total.
+  on arm64 nodes and is limited by that tree's total; koord-manager writes the tree's node
+  selector into its pods' required node affinity.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Iterator
@@ -245,13 +248,64 @@ def test_a_gang_over_its_quota_is_rejected_as_a_whole(
     assert placed(control_plane, ns) == {}
 
 
+def test_a_gang_group_over_its_quota_is_rejected_as_one_job(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """master (1 x 1 cpu) and worker (2 x 1 cpu) each fit the 2-cpu quota alone; their gang group
+    (3 cpu) does not, and is refused as one job: the master too, naming the group's sum."""
+    ns = "eq-gang-group"
+    control_plane.create_namespace(ns)
+    apply(control_plane, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "2"})])
+    groups = json.dumps([f"{ns}/master", f"{ns}/worker"])
+    pod_groups = [
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "annotations": {"gang.scheduling.koordinator.sh/groups": groups},
+            },
+            "spec": {"minMember": count},
+        }
+        for name, count in (("master", 1), ("worker", 2))
+    ]
+    members = [quota_pod("master-0", ns, "1", labels={"pod-group.scheduling.sigs.k8s.io": "master"})] + [
+        quota_pod(f"worker-{i}", ns, "1", labels={"pod-group.scheduling.sigs.k8s.io": "worker"})
+        for i in range(2)
+    ]
+    apply(control_plane, [*pod_groups, *members])
+    expected = (
+        f"quota {ns} cpu used 0 + request 3 of gang group {ns}/master,{ns}/worker (3 pending members) "
+        "> runtime 2"
+    )
+    for name in ("master-0", "worker-0"):
+        wait_for(
+            functools.partial(failed_scheduling, control_plane, ns, name, expected),
+            timeout=60,
+            what=f"FailedScheduling of {name} naming the gang group's sum",
+        )
+    time.sleep(3)  # every chance to (wrongly) bind the master or a worker
+    assert placed(control_plane, ns) == {}
+    control_plane.kubectl(
+        "patch", "eq", ns, "-n", ns, "--type=merge", "-p", '{"spec":{"min":{"cpu":"3"},"max":{"cpu":"3"}}}'
+    )
+    assert wait_for(
+        lambda: placed_count(control_plane, ns, 3), timeout=60, what="the whole group bound once it fits"
+    ).keys() == {"master-0", "worker-0", "worker-1"}
+    # frees the pool for the next tests
+    control_plane.kubectl("delete", "pods", "--all", "-n", ns, "--wait=true", "--timeout=60s")
+    control_plane.kubectl("delete", "namespace", ns, "--wait=false")
+
+
 @pytest.fixture
 def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
     """One ElasticQuotaProfile per pool, amd64 at full size, arm64 at half (8 cpu), as a user sets
     them up: koord-manager creates each tree's root quota, then a team quota goes under it (the
     admission webhook copies the root's tree-id into it)."""
     cp, ns = control_plane, "eq-trees"
-    cp.create_namespace(ns)
+    if cp.run_kubectl("get", "namespace", ns).returncode != 0:  # kept between the tests using it
+        cp.create_namespace(ns)
     arches = (("amd64", "1"), ("arm64", "0.5"))
     apply(
         cp,
@@ -327,6 +381,44 @@ def test_quota_trees_keep_amd64_and_arm64_apart(
 
     runtime = wait_for(root_runtime, timeout=30, what="the arm64 tree root's runtime annotation")
     assert runtime["cpu"] == "8"
+
+
+def test_pods_of_a_profile_tree_get_its_node_selector_as_required_affinity(
+    control_plane: ControlPlane, scheduler: Scheduler, quota_trees: str
+) -> None:
+    """koord-manager's pod webhook, as Koordinator's: the arm64 profile's nodeSelector is ANDed
+    into the pod's own required term at CREATE; a pod of no profile tree is left as written."""
+    ns = quota_trees
+    own_term = {"key": "node-type", "operator": "In", "values": ["quota"]}
+    arm = quota_pod("arm-affine", ns, "1", quota="arm64-team", selector=QUOTA_POOLS)
+    arm["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [own_term]}]
+            }
+        }
+    }
+    plain = quota_pod("plain", ns, "1", selector=QUOTA_POOLS)  # the quota "eq-trees" does not exist
+    apply(control_plane, [arm, plain])
+
+    def stored(name: str) -> dict[str, Any]:
+        pod: dict[str, Any] = json.loads(control_plane.kubectl("get", "pod", name, "-n", ns, "-o", "json"))
+        return pod
+
+    terms = stored("arm-affine")["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                own_term,
+                {"key": "koord-e2e/quota-tree", "operator": "In", "values": ["arm64"]},
+            ]
+        }
+    ]
+    assert "affinity" not in stored("plain")["spec"]
+    node = wait_for(lambda: placed(control_plane, ns).get("arm-affine"), timeout=60, what="arm-affine bound")
+    assert node.startswith("quota-arm64-"), node
 
 
 ARM64 = {"koord-e2e/quota-tree": "arm64"}
@@ -637,3 +729,125 @@ def test_feature_gates_leave_the_overhead_and_the_default_quota_out(
     assert figure("allocated") == {"cpu": "1"}
     cp.kubectl("delete", "namespace", ns, "--wait=false")
     cp.kubectl("delete", "runtimeclass", "eq-gates-overhead", "--wait=false")
+
+
+SAMPLE_HOOK = '''
+import logging
+
+from scheduler.plugins.elastic_quota.hooks import QuotaHook
+
+log = logging.getLogger("sample_quota_hook")
+
+
+class Sample(QuotaHook):
+    """Caps the quotas its args name at 1 cpu; refuses pods labelled e2e/hook-refuse; logs pods."""
+
+    def _capped(self, quota):
+        if quota.metadata.name not in self.args.split(","):
+            return quota
+        wire = quota.to_wire()
+        wire["spec"]["max"] = {**wire["spec"].get("max", {}), "cpu": "1"}
+        return type(quota).model_validate(wire)
+
+    def replace_quotas(self, quotas):
+        return [self._capped(q) for q in quotas]
+
+    def on_quota_update(self, old, new):
+        return self._capped(new) if new is not None else None
+
+    def on_pod_updated(self, quota, old, new):
+        where = "on a node" if new else "gone"
+        log.warning("sample hook: pod %s in quota %s is %s", (new or old).name, quota, where)
+
+    def check_pod(self, quota, pod):
+        return "refused by the sample hook" if pod.labels.get("e2e/hook-refuse") else None
+'''
+
+HOOKS_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler-hooks
+  pluginConfig:
+  - name: ElasticQuota
+    args:
+      hookPlugins:
+      - {key: e2e-sample, factoryKey: sample, factoryArgs: eq-hooks-capped}
+"""
+
+
+@pytest.fixture
+def hooked_scheduler(
+    control_plane: ControlPlane, scheduler_kubeconfig: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Scheduler]:
+    """A third koord-scheduler, ``koord-scheduler-hooks``, whose ElasticQuota loads the sample hook
+    from an installed package's entry point (``koordinator_py.quota_hooks``)."""
+    (tmp_path / "sample_quota_hook.py").write_text(SAMPLE_HOOK)
+    dist = tmp_path / "sample_quota_hook-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: sample-quota-hook\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        "[koordinator_py.quota_hooks]\nsample = sample_quota_hook:Sample\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        "koord-scheduler-hooks",
+        config_text=HOOKS_CONFIG,
+        leader_elect=False,
+    )
+    try:
+        wait_until_ready(running.component, running.port)
+        yield running
+    finally:
+        running.component.stop()
+
+
+def test_a_quota_hook_plugin_is_loaded_called_and_honoured(
+    control_plane: ControlPlane, hooked_scheduler: Scheduler
+) -> None:
+    cp, ns = control_plane, "eq-hooks"
+    cp.create_namespace(ns)
+    apply(
+        cp,
+        [
+            elastic_quota("eq-hooks", ns, min={"cpu": "4"}, max={"cpu": "4"}),
+            elastic_quota("eq-hooks-capped", ns, min={"cpu": "4"}, max={"cpu": "4"}),
+        ],
+    )
+
+    def hooked(name: str, cpu: str, quota: str, **labels: str) -> dict[str, Any]:
+        built = quota_pod(name, ns, cpu, quota=quota, labels=labels)
+        built["spec"]["schedulerName"] = "koord-scheduler-hooks"
+        return built
+
+    apply(
+        cp,
+        [
+            hooked("fine", "1", "eq-hooks"),
+            hooked("refused", "1", "eq-hooks", **{"e2e/hook-refuse": "yes"}),
+            hooked("capped", "2", "eq-hooks-capped"),
+        ],
+    )
+    wait_for(lambda: "fine" in placed(cp, ns) or None, timeout=60, what="the plain pod bound")
+    refused = wait_for(
+        lambda: failed_scheduling(cp, ns, "refused", "sample hook"), timeout=60, what="the hook's refusal"
+    )
+    assert "quota eq-hooks: refused by the sample hook (quota hook e2e-sample)" in refused
+    capped = wait_for(
+        lambda: failed_scheduling(cp, ns, "capped", "quota eq-hooks-capped"),
+        timeout=60,
+        what="the capped quota",
+    )
+    assert "quota eq-hooks-capped cpu used 0 + request 2 > runtime 1" in capped  # max 1 from the hook
+    assert set(placed(cp, ns)) == {"fine"}
+    wait_for(
+        lambda: (
+            "sample hook: pod fine in quota eq-hooks is on a node" in hooked_scheduler.component.log_tail(400)
+            or None
+        ),
+        timeout=30,
+        what="the pod-update hook told of the bound pod",
+    )
+    cp.kubectl("delete", "namespace", ns, "--wait=false")

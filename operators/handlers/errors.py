@@ -24,7 +24,14 @@ import kopf
 from kubernetes_asyncio import client
 from pydantic import ValidationError
 
-__all__ = ["RETRY_DELAY_SECONDS", "admission_api_errors", "api_errors", "invalid_object", "raise_once"]
+__all__ = [
+    "API_ERRORS",
+    "RETRY_DELAY_SECONDS",
+    "admission_api_errors",
+    "api_errors",
+    "invalid_object",
+    "raise_once",
+]
 
 RETRY_DELAY_SECONDS = 5.0
 """How long a handler waits before trying again when the API server cannot serve it yet, in seconds:
@@ -46,11 +53,12 @@ def _api_message(exc: client.ApiException) -> str:
     return str(message or exc.reason or "no reason given")
 
 
-_API_ERRORS = (client.ApiException, TimeoutError, aiohttp.ClientError, OSError)
+API_ERRORS = (client.ApiException, TimeoutError, aiohttp.ClientError, OSError)
+"""What a call to the API server may raise."""
 
 
 def _describe(exc: BaseException) -> tuple[bool, str]:
-    """(whether it may pass by itself, what went wrong) for an exception of ``_API_ERRORS``."""
+    """(whether it may pass by itself, what went wrong) for an exception of ``API_ERRORS``."""
     if isinstance(exc, client.ApiException):
         hint = " (koord-manager's ClusterRole lacks this permission)" if exc.status == 403 else ""
         return exc.status in _TRANSIENT_STATUSES, f"HTTP {exc.status}: {_api_message(exc)}{hint}"
@@ -63,7 +71,7 @@ def api_errors(action: str, *, delay: float = RETRY_DELAY_SECONDS) -> Iterator[N
     ("create the tree root quota team/a")."""
     try:
         yield
-    except _API_ERRORS as exc:
+    except API_ERRORS as exc:
         transient, reason = _describe(exc)
         if transient:
             raise kopf.TemporaryError(
@@ -78,7 +86,7 @@ def admission_api_errors(action: str) -> Iterator[None]:
     reason (503 when it may pass, so the client knows to try again)."""
     try:
         yield
-    except _API_ERRORS as exc:
+    except API_ERRORS as exc:
         transient, reason = _describe(exc)
         retry = "; try again" if transient else ""
         raise kopf.AdmissionError(

@@ -1,7 +1,8 @@
 """Hierarchical elastic quota as pure math: no pods, nodes or scheduler types.
 
 ``runtime`` shares one resource among a quota's children (min scaling, largest-remainder sharing);
-``tree`` aggregates requests bottom-up and computes every quota's runtime top-down. The
+``tree`` aggregates requests bottom-up and computes every quota's runtime top-down;
+``incremental`` keeps a tree between changes and refreshes only the changed quotas' paths. The
 ``ElasticQuota`` plugin (``scheduler.plugins.elastic_quota``) feeds them from its informers.
 """
 

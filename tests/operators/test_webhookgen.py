@@ -40,3 +40,18 @@ def test_every_webhook_handler_is_served_through_the_chart_service() -> None:
 def test_only_the_local_process_manages_the_webhook_configurations() -> None:
     assert parse_args([]).manage_webhook_configuration  # `make up`, the e2e tests
     assert not parse_args(["--no-manage-webhook-configuration"]).manage_webhook_configuration  # the chart
+
+
+def test_the_pod_webhook_adds_the_quota_tree_affinity_at_create_and_never_blocks_pods() -> None:
+    pods = {w["clientConfig"]["service"]["path"]: w for w in webhookgen.webhooks(causes.WebhookType.MUTATING)}
+    hook = pods["/quota-tree-affinity"]
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["pods"],
+            "operations": ["CREATE"],
+            "scope": "*",
+        }
+    ]
+    assert hook["failurePolicy"] == "Ignore"

@@ -792,9 +792,6 @@ def test_args_of_a_plugin_the_profile_does_not_enable_are_checked_too() -> None:
 NOT_SUPPORTED_ARGS = [
     pytest.param("Coscheduling", "controllerWorkers", "4", "1", id="coscheduling-controllerWorkers"),
     pytest.param("Coscheduling", "skipCheckScheduleCycle", "true", "false", id="coscheduling-skipCheck"),
-    pytest.param(
-        "ElasticQuota", "hookPlugins", "[{key: k, factoryKey: f}]", "[]", id="elasticquota-hookPlugins"
-    ),
     pytest.param("ElasticQuota", "enableQueueHint", "true", "false", id="elasticquota-enableQueueHint"),
     pytest.param(
         "ElasticQuota",

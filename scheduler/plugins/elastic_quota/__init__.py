@@ -2,8 +2,8 @@
 
 Modules, one job each: ``args`` (ElasticQuotaArgs), ``quotas`` (quota and profile objects, pod ->
 quota), ``ledger`` (per-quota sums of pods), ``forest`` (every tree's total and figures),
-``writer`` (figures written back onto the objects), ``plugin`` (the extension points and the API
-preemption uses). The quota math itself is ``scheduler.quota``.
+``writer`` (figures written back onto the objects), ``hooks`` (quota hook plugins), ``plugin``
+(the extension points and the API preemption uses). The quota math itself is ``scheduler.quota``.
 """
 
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs

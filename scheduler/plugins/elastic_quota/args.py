@@ -7,6 +7,7 @@ from pydantic.alias_generators import to_camel
 
 from apis.duration import parse_go_duration_ns
 from apis.quantity import Quantity
+from scheduler.plugins.elastic_quota.hooks import ENTRY_POINT_GROUP, find_factory
 from scheduler.plugins.not_supported import only_default
 
 __all__ = ["DEFAULT_QUOTA_GROUP_MAX", "ElasticQuotaArgs", "HookPluginConf"]
@@ -23,7 +24,9 @@ def _unbounded() -> dict[str, Quantity]:
 
 
 class HookPluginConf(BaseModel):
-    """A quota hook plugin (v1.7): its shape is checked, but none is built in (see ``hookPlugins``)."""
+    """A quota hook plugin (v1.7): ``key`` names this instance, ``factoryKey`` the factory (an entry
+    point of ``koordinator_py.quota_hooks``, see ``elastic_quota.hooks``), ``factoryArgs`` is
+    handed to the factory as written."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
@@ -64,7 +67,8 @@ class ElasticQuotaArgs(BaseModel):
     """Not supported yet: only Koordinator's default 120s is accepted. Quota figures are computed
     from the live cache, with no periodic snapshot to tune."""
     hook_plugins: list[HookPluginConf] = Field(default_factory=list)
-    """Not supported yet: only Koordinator's default (none) is accepted; no hook plugin is built in."""
+    """Quota hook plugins, called in this order (``elastic_quota.hooks``). A factory key that is
+    neither registered nor an installed entry point is refused, so koord-scheduler does not start."""
 
     @field_validator("delay_evict_time", "revoke_pod_interval", "quota_snapshot_update_interval")
     @classmethod
@@ -91,5 +95,22 @@ class ElasticQuotaArgs(BaseModel):
 
     @field_validator("hook_plugins")
     @classmethod
-    def _no_hook_plugins(cls, value: list[HookPluginConf]) -> list[HookPluginConf]:
-        return only_default(value, [], "no quota hook plugin is built in")
+    def _known_hook_plugins(cls, value: list[HookPluginConf]) -> list[HookPluginConf]:
+        problems = []
+        seen: set[str] = set()
+        for index, conf in enumerate(value):
+            if not conf.key:
+                problems.append(f"[{index}]: key is empty")
+            elif conf.key in seen:
+                problems.append(f"[{index}]: key {conf.key} is used twice")
+            seen.add(conf.key)
+            if not conf.factory_key:
+                problems.append(f"[{index}] {conf.key}: factoryKey is empty")
+            elif find_factory(conf.factory_key) is None:
+                problems.append(
+                    f"[{index}] {conf.key}: factory {conf.factory_key} not found (neither registered nor "
+                    f"an installed entry point of the group {ENTRY_POINT_GROUP})"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value

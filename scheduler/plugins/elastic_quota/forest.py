@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from apis.errors import InvalidSpec
 from apis.extension import quota as quota_ext
 from apis.meta import selects
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex, QuotaInfo
-from scheduler.quota import Figures, TreeInput, Usage, compute_tree
+from scheduler.quota import Figures, QuotaSpec, TreeInput, Usage, compute_tree
+from scheduler.quota.incremental import TreeState
 from scheduler.quota.tree import Resources
 
-__all__ = ["Forest", "NodeView", "Totals", "compute_forest", "compute_totals"]
+__all__ = ["Forest", "ForestState", "NodeView", "Totals", "compute_forest", "compute_totals"]
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +122,56 @@ def compute_forest(
             figures[name] = _as_child_of_the_tree_total(fig, tree.total) if is_profile_root else fig
             tree_of[name] = tree.root
     return Forest(figures, tree_of, totals.tree_nodes, {tree.root: tree.total for tree in totals.trees})
+
+
+class ForestState:
+    """``compute_forest`` kept between changes: ``update`` refreshes the trees for the quotas whose
+    usage changed, touching only their paths to their roots (``scheduler.quota.incremental``)."""
+
+    def __init__(
+        self,
+        index: QuotaIndex,
+        usage: Mapping[str, Usage],
+        totals: Totals,
+        *,
+        scale_min: bool = True,
+        guarantee: bool = False,
+    ) -> None:
+        specs = {name: info.spec for name, info in index.quotas.items()}
+        self._totals = totals
+        self._trees = [
+            TreeState(specs, usage, tree, scale_min=scale_min, guarantee=guarantee) for tree in totals.trees
+        ]
+        self._figures: dict[str, Figures] = {}
+        self._tree_of: dict[str, str] = {}
+        for state in self._trees:
+            self._publish(state, state.figures)
+            self._tree_of.update(dict.fromkeys(state.figures, state.tree.root))
+        self.forest = self._forest()
+
+    def _publish(self, state: TreeState, names: Iterable[str]) -> None:
+        root, total = state.tree.root, state.tree.total
+        for name in names:
+            fig = state.figures[name]
+            is_profile_root = name == root and name != quota_ext.ROOT_QUOTA_NAME
+            self._figures[name] = _as_child_of_the_tree_total(fig, total) if is_profile_root else fig
+
+    def _forest(self) -> Forest:
+        totals = {tree.root: tree.total for tree in self._totals.trees}
+        return Forest(dict(self._figures), self._tree_of, self._totals.tree_nodes, totals)
+
+    def update(
+        self, changed: Collection[str], usage: Mapping[str, Usage], specs: Mapping[str, QuotaSpec]
+    ) -> Forest:
+        """The usage of ``changed`` is now ``usage[name]``, the quotas of ``specs`` have that spec
+        (and their usage in ``usage``); the other quotas are unchanged."""
+        for state in self._trees:
+            mine = [name for name in changed if name in state]
+            respecced = {name: spec for name, spec in specs.items() if name in state}
+            if mine or respecced:
+                self._publish(state, state.update(mine, usage, respecced))
+        self.forest = self._forest()
+        return self.forest
 
 
 def _as_child_of_the_tree_total(root: Figures, total: Resources) -> Figures:

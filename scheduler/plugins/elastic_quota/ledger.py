@@ -105,13 +105,20 @@ class Ledger:
         self._by_quota: dict[str, dict[str, Charge]] = {}
         self._by_gang: dict[tuple[str, str], dict[str, Charge]] = {}
         self._sums: dict[str, _Sums] = {}
+        self._changed: set[str] = set()
         self.version = 0
 
     # ---- bookkeeping -------------------------------------------------------------------------
 
     def _book(self, charge: Charge, sign: int) -> None:
         _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign, self.requests_of)
+        self._changed.add(charge.quota)
         self.version += 1
+
+    def drain_changed(self) -> set[str]:
+        """The quotas whose sums changed since the last call."""
+        changed, self._changed = self._changed, set()
+        return changed
 
     def _put(self, charge: Charge) -> None:
         self.remove(charge.pod.uid)

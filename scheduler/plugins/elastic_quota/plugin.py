@@ -9,13 +9,19 @@ writes the figures back onto the objects. Per pod:
    a node changes).
 2. It rejects the pod (Unschedulable, so that preemption may help) unless ``used + request <=
    runtime`` on every resource of the quota's max (``max`` instead of runtime when
-   ``enableRuntimeQuota`` is false). A gang member brings its whole gang: the request is the sum of
-   the gang's pending members charged to that quota, so a gang never half-fills its quota.
+   ``enableRuntimeQuota`` is false). A gang member brings its whole job: the request is the sum of
+   the pending members charged to that quota of its gang, or of every gang of its gang group
+   (``gang.scheduling.koordinator.sh/groups``, as Coscheduling resolves it), so a job never
+   half-fills its quota.
 3. A non-preemptible pod (label ``quota.scheduling.koordinator.sh/preemptible: "false"``) also needs
    ``non-preemptible used + request <= min`` on every resource of min.
 4. With ``enableCheckParentQuota``, step 2 is repeated for every ancestor below the tree's root.
-5. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
-6. Reserve counts the pod as used at once; Unreserve takes it back.
+5. The quota hook plugins' ``check_pod`` may still refuse it (``hooks``).
+6. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
+7. Reserve counts the pod as used at once; Unreserve takes it back.
+
+Quota hook plugins (``ElasticQuotaArgs.hookPlugins``) see every quota list and change (and may
+replace the quota the plugin uses) and every change of a pod on a node (``hooks``).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
 from apis.core import Pod
 from apis.duration import parse_go_duration_ns
+from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
@@ -53,17 +60,20 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.elastic_quota import messages
+from scheduler.plugins.elastic_quota import hooks, messages
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import (
     OUTSIDE,
     Forest,
+    ForestState,
     NodeView,
     Totals,
     compute_forest,
     compute_totals,
 )
+from scheduler.plugins.elastic_quota.hooks import QuotaReader
 from scheduler.plugins.elastic_quota.ledger import (
+    Charge,
     Ledger,
     RequestsOf,
     gang_key,
@@ -144,14 +154,21 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         self.ledger = Ledger(handle.scheduler_name, requests_of)
         self._mapping_version = self.index.mapping_version
         self._nodes: tuple[int, list[NodeView]] | None = None
-        self._forest: tuple[tuple[int, int, int], Forest] | None = None
+        self._forest: tuple[tuple[int, int, int, int], Forest] | None = None
+        self._state: tuple[tuple[int, int], ForestState] | None = None
+        """The kept trees, valid for one (quota index version, snapshot generation)."""
         self._totals: tuple[tuple[int, int], Totals] | None = None
         self._admitting: frozenset[str] = frozenset()
         self.writer = FiguresWriter(
             self._write,
             self._payloads,
             interval=FIGURES_WRITE_INTERVAL_SECONDS,
-            version=lambda: (self.index.version, self.ledger.version, self.handle.snapshot().generation),
+            version=lambda: (
+                self.index.version,
+                self.index.spec_version,
+                self.ledger.version,
+                self.handle.snapshot().generation,
+            ),
         )
         self.revoke: RevokeController | None = None
         if args.monitor_all_quotas and args.enable_runtime_quota:
@@ -164,6 +181,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 clock=handle.clock,
                 requests_of=requests_of,
             )
+        reader = QuotaReader(figures=lambda name: self.quota_figures().get(name), children=self._children)
+        self.hooks = hooks.build([(c.key, c.factory_key, c.factory_args) for c in args.hook_plugins], reader)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
         handle.subscribe(PODS, self._on_pod_event)
@@ -184,11 +203,24 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     # ---- informers ---------------------------------------------------------------------------
 
     def _on_quota_event(self, event: WatchEvent[ElasticQuotaObject]) -> None:
-        event.dispatch(self.index.replace_quotas, self.index.on_quota, self.index.on_quota_deleted)
+        event.dispatch(self._replace_quotas, self._on_quota, self._on_quota_deleted)
         if self.index.mapping_version != self._mapping_version:
             self._mapping_version = self.index.mapping_version
             self.ledger.remap(self._quota_name)
         self.writer.changed()
+
+    def _replace_quotas(self, quotas: Sequence[ElasticQuotaObject]) -> None:
+        self.index.replace_quotas(self.hooks.replace_quotas(quotas))
+
+    def _on_quota(self, quota: ElasticQuotaObject) -> None:
+        self.index.on_quota(self.hooks.on_quota(quota))
+
+    def _on_quota_deleted(self, quota: ElasticQuotaObject) -> None:
+        self.hooks.on_quota_deleted(quota)
+        self.index.on_quota_deleted(quota)
+
+    def _children(self, name: str) -> list[str]:
+        return sorted(q for q, info in self.index.quotas.items() if info.spec.parent == name and q != name)
 
     def _on_profile_event(self, event: WatchEvent[ElasticQuotaProfile]) -> None:
         event.dispatch(self.index.replace_profiles, self.index.on_profile, self.index.on_profile_deleted)
@@ -237,15 +269,31 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 charge = self.ledger.charge(uid)
                 if uid not in present and charge is not None and not charge.reserved:
                     self.ledger.remove(uid)
+                    self._pod_hooks(charge, None)
             for info in infos:
+                old = self.ledger.charge(info.uid)
                 self.ledger.on_pod(info, self._quota_name(info))
+                self._pod_hooks(old, self.ledger.charge(info.uid))
         elif event.obj is not None:
             info = PodInfo.of(event.obj)
+            old = self.ledger.charge(info.uid)
             if event.type is EventType.DELETED:
                 self.ledger.remove(info.uid)
             else:
                 self.ledger.on_pod(info, self._quota_name(info))
+            self._pod_hooks(old, self.ledger.charge(info.uid))
         self.writer.changed()
+
+    def _pod_hooks(self, old: Charge | None, new: Charge | None) -> None:
+        """The pod-update hook, for a pod on a node before or after (as Koordinator's, which
+        follows the quotas' used)."""
+        if not self.hooks.hooks:
+            return
+        before = old.pod if old is not None and old.assigned else None
+        after = new.pod if new is not None and new.assigned else None
+        if before is not None or after is not None:
+            quota = new.quota if new is not None and after is not None else old.quota if old else ""
+            self.hooks.on_pod_updated(quota, before, after)
 
     # ---- figures -----------------------------------------------------------------------------
 
@@ -262,21 +310,43 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         return views
 
     def _current(self, snapshot: Snapshot) -> Forest:
-        key = (self.index.version, self.ledger.version, snapshot.generation)
+        """The figures now: rebuilt after a quota is added, removed or moved, or a profile or node
+        changes; after pod changes and changes of quotas' min, max, shared weight or lending,
+        refreshed along the changed quotas' paths to their roots (``ForestState``)."""
+        key = (self.index.version, self.index.spec_version, self.ledger.version, snapshot.generation)
         if self._forest is not None and self._forest[0] == key:
             return self._forest[1]
-        forest = self._compute(self.ledger.usage(), snapshot)
+        changed = self.ledger.drain_changed()
+        respecced, self.index.respecced = self.index.respecced, set()
+        if self._state is not None and self._state[0] == (self.index.version, snapshot.generation):
+            specs = {q: self.index.quotas[q].spec for q in respecced if q in self.index.quotas}
+            usage = {q: self.ledger.usage_of(q) for q in changed | respecced}
+            forest = self._state[1].update(changed, usage, specs)
+        else:
+            state = ForestState(
+                self.index,
+                self.ledger.usage(),
+                self._totals_for(snapshot),
+                scale_min=self.args.enable_min_quota_scale,
+                guarantee=self.handle.features.elastic_quota_guarantee_usage,
+            )
+            self._state = ((self.index.version, snapshot.generation), state)
+            forest = state.forest
         self._forest = (key, forest)
         return forest
 
-    def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
+    def _totals_for(self, snapshot: Snapshot) -> Totals:
         key = (self.index.version, snapshot.generation)
         if self._totals is None or self._totals[0] != key:
             self._totals = (key, compute_totals(self.index, self._node_views(snapshot)))
+        return self._totals[1]
+
+    def _compute(self, usage: Mapping[str, Usage], snapshot: Snapshot) -> Forest:
+        """The figures from scratch over ``usage`` (what-if computations of preemption)."""
         return compute_forest(
             self.index,
             usage,
-            self._totals[1],
+            self._totals_for(snapshot),
             scale_min=self.args.enable_min_quota_scale,
             guarantee=self.handle.features.elastic_quota_guarantee_usage,
         )
@@ -294,20 +364,28 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         outside = self._outside_figures(quota)
         if outside is not None:
             problem = self._check_figures(outside, self._admitted_with(pod, quota), parents=())
+            if problem is None:
+                problem = self.hooks.check_pod(quota, pod)
             return PreFilterResult(Status.unschedulable(problem) if problem else Status.success())
         forest = self._current(snapshot)
         problem = self._check(forest, quota, self._admitted_with(pod, quota))
+        if problem is None:
+            problem = self.hooks.check_pod(quota, pod)
         if problem is not None:
             return PreFilterResult(Status.unschedulable(problem))
         nodes = forest.tree_nodes.get(forest.tree_of.get(quota, ""))
         return PreFilterResult(node_names=nodes)
 
     def _admitted_with(self, pod: PodInfo, quota: str) -> list[PodInfo]:
-        """The pods admitted together with ``pod``: its gang's pending members in its quota, or itself."""
+        """The pods admitted together with ``pod``: the pending members of its job (its gang, or
+        every gang of its gang group, as the profile's ``JobResolver`` names them) charged to its
+        quota, or itself."""
         gang = gang_key(pod)
         if gang is None:
             return [pod]
-        members = self.ledger.pending_gang_members(quota, gang)
+        job = self.handle.profile.job_of(pod)
+        gangs = gang_ext.gang_group_members(job) if job != pod.uid else [gang]
+        members = [m for g in gangs for m in self.ledger.pending_gang_members(quota, g)]
         if all(m.uid != pod.uid for m in members):
             members.append(pod)
         return members
@@ -398,10 +476,12 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
 
     @staticmethod
     def _what(pods: Sequence[PodInfo]) -> str:
-        gang = gang_key(pods[0]) if pods else None
-        if gang is None:
+        gangs = {g for p in pods if (g := gang_key(p)) is not None}
+        if not gangs:
             return ""
-        return f" of gang {gang} ({len(pods)} pending members)"
+        if len(gangs) == 1:
+            return f" of gang {next(iter(gangs))} ({len(pods)} pending members)"
+        return f" of gang group {gang_ext.gang_group_id(gangs)} ({len(pods)} pending members)"
 
     # ---- reserve -----------------------------------------------------------------------------
 
@@ -409,13 +489,17 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         quota = self._quota_name(pod)
         if quota:
             self.ledger.reserve(pod, quota)
+            self.hooks.on_pod_updated(quota, None, pod)
         self.writer.changed()
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         quota = self._quota_name(pod)
         if quota:
+            old = self.ledger.charge(pod.uid)
             self.ledger.unreserve(pod, quota)
+            if old is not None and old.reserved:
+                self.hooks.on_pod_updated(quota, pod, None)
         self.writer.changed()
 
     # ---- figures on the objects --------------------------------------------------------------

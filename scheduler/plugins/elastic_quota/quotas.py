@@ -100,6 +100,11 @@ class QuotaIndex:
         self.profiles: dict[tuple[str, str], ElasticQuotaProfile] = {}
         self._by_namespace: dict[str, str] = {}
         self.version = 0
+        """Changes when the trees must be rebuilt (a quota added, removed or moved, a profile)."""
+        self.spec_version = 0
+        """Changes when a quota's min, max, shared weight or lending changed (``respecced``)."""
+        self.respecced: set[str] = set()
+        """The quotas whose min, max, shared weight or lending changed since the plugin last asked."""
         self.mapping_version = 0
         """Changes when the pod -> quota mapping may have changed (quotas added, removed, renamed)."""
 
@@ -114,10 +119,16 @@ class QuotaIndex:
         info = _info(quota)
         old = self._objects.get(info.name)
         self._objects[info.name] = info
-        if old is None or _shape(old) != _shape(info):
+        if old is None or _place(old) != _place(info) or info.is_tree_root:
             self._rebuild()
-        else:
-            self.quotas[info.name] = info  # only the observed figures changed
+            return
+        current = self.quotas[info.name]  # its parent as the tree placed it (orphans: the root)
+        self.quotas[info.name] = dataclasses.replace(
+            info, spec=dataclasses.replace(info.spec, parent=current.spec.parent)
+        )
+        if _shape(old) != _shape(info):  # min, max, weight or lending: that quota's path only
+            self.respecced.add(info.name)
+            self.spec_version += 1
 
     def on_quota_deleted(self, quota: ElasticQuota) -> None:
         if self._objects.pop(quota.metadata.name or "", None) is not None:
@@ -191,6 +202,17 @@ class QuotaIndex:
 def _shape(info: QuotaInfo) -> QuotaInfo:
     """What figures depend on: everything but the observed figures."""
     return dataclasses.replace(info, observed={})
+
+
+def _place(info: QuotaInfo) -> QuotaInfo:
+    """What places the quota in the trees (everything but its min, max, shared weight, lending and
+    the observed figures): a change of it rebuilds the index."""
+    spec = info.spec
+    return dataclasses.replace(
+        info,
+        observed={},
+        spec=dataclasses.replace(spec, min={}, max={}, shared_weight={}, lends=True),
+    )
 
 
 def _with_parent(info: QuotaInfo, parent: str) -> QuotaInfo:

@@ -603,3 +603,44 @@ async def test_the_guarantee_gate_keeps_a_borrowers_pods_and_writes_allocated_an
     else:
         assert Q + "allocated" not in annotations
         assert Q + "guaranteed" not in annotations
+
+
+def test_pod_and_quota_changes_refresh_the_figures_incrementally_as_a_full_computation_would() -> None:
+    """Pods come, bind, go, a quota's min and max change: after each, the figures kept between
+    changes (only the changed quotas' paths recomputed) equal the ones computed from scratch, and
+    the kept trees are not rebuilt until a quota moves."""
+    world = World()
+    world.quotas(
+        quota("dept", "dept", min={"cpu": "20"}, max={"cpu": "40"}, labels={Q + "is-parent": "true"}),
+        quota("a", "a", min={"cpu": "8"}, max={"cpu": "30"}, parent="dept"),
+        quota("b", "b", min={"cpu": "12"}, max={"cpu": "30"}, parent="dept"),
+        quota("c", "c", min={"cpu": "4"}, max={"cpu": "10"}),
+    )
+    world.plugin.quota_figures()
+    kept = world.plugin._state
+    steps = [
+        pod("a1", "6", "a").obj(),
+        pod("b1", "20", "b").obj(),
+        pod("a1", "6", "a").on("n1").obj(),
+        pod("c1", "3", "c").on("n1").obj(),
+        pod("a2", "10", "a").obj(),
+    ]
+    for step in steps:
+        world.pod(step)
+        full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+        assert world.plugin.quota_figures() == full, step.metadata.name
+    world.feed(PODS, WatchEvent(EventType.DELETED, obj=steps[1]))
+    full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+    assert world.plugin.quota_figures() == full
+    # A quota's min and max change: its path only, too.
+    world.quotas(quota("a", "a", min={"cpu": "2"}, max={"cpu": "12"}, parent="dept"))
+    full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+    assert world.plugin.quota_figures() == full
+    assert full["a"].max == {"cpu": 12000}
+    assert world.plugin._state is kept
+    # A quota moved to another parent rebuilds the trees.
+    world.quotas(quota("c", "c", min={"cpu": "4"}, max={"cpu": "10"}, parent="dept"))
+    full = world.plugin._compute(world.plugin.ledger.usage(), Snapshot(world.cache)).figures
+    assert world.plugin.quota_figures() == full
+    assert full["c"].parent == "dept"
+    assert world.plugin._state is not kept
