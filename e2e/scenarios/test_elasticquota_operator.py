@@ -24,7 +24,8 @@ from apis.quantity import Quantity
 from apis.resources import add
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.kubectl_table import header, rows
-from e2e.workloads import wait_for
+from e2e.scheduler_process import Scheduler
+from e2e.workloads import make_pod, wait_for
 from operators.logic.quota_totals import profile_tree_id
 from scheduler.simulator import description as desc
 
@@ -316,10 +317,12 @@ def test_built_in_quotas_exist_and_the_root_follows_the_nodes(control_plane: Con
 
 
 def test_kubectl_get_eq_shows_a_parent_a_child_and_the_default_quota_at_a_glance(
-    mutating_webhook: ControlPlane, ns: str
+    mutating_webhook: ControlPlane, scheduler: Scheduler, ns: str
 ) -> None:
     """One short quantity per cell for cpu, memory and nvidia.com/gpu; the default quota's
-    "unlimited" max (int64 max / 5) and the whole maps only in ``-o wide``."""
+    "unlimited" max (int64 max / 5) and the whole maps only in ``-o wide``. The USED figures are
+    the ones koord-scheduler writes for a pod of 4 GPUs running in the child (a running scheduler
+    would overwrite figures written by hand, so the test does not write them)."""
     cp = mutating_webhook
     cp.kubectl(
         "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {QUOTA_NAMESPACE}}}\n"
@@ -351,63 +354,77 @@ def test_kubectl_get_eq_shows_a_parent_a_child_and_the_default_quota_at_a_glance
             parent=parent,
         ),
     )
-    # What koord-scheduler writes (there is no status subresource): a pod of 4 GPUs is running.
-    used = {"status": {"used": {"cpu": "12", "memory": "48Gi", gpu: "4"}}}
-    cp.kubectl("patch", "eq", child, "-n", ns, "--type=merge", "-p", json.dumps(used))
-
-    table = cp.kubectl("get", "eq", "-A")
-    assert header(table) == [
-        "NAMESPACE", "NAME", "PARENT", "CPU-MIN", "CPU-USED", "MEM-MIN", "MEM-USED", "GPU-MIN",
-        "GPU-USED", "AGE",
-    ]  # fmt: skip
-    got = {name: row | {"AGE": ""} for name, row in rows(table).items()}
-    assert got[parent] == {
-        "NAMESPACE": ns,
-        "NAME": parent,
-        "PARENT": keys.ROOT_QUOTA_NAME,
-        "CPU-MIN": "64",
-        "CPU-USED": "",
-        "MEM-MIN": "256Gi",
-        "MEM-USED": "",
-        "GPU-MIN": "8",
-        "GPU-USED": "",
-        "AGE": "",
-    }
-    assert got[child] == {
-        "NAMESPACE": ns,
-        "NAME": child,
-        "PARENT": parent,
-        "CPU-MIN": "16",
-        "CPU-USED": "12",
-        "MEM-MIN": "64Gi",
-        "MEM-USED": "48Gi",
-        "GPU-MIN": "2",
-        "GPU-USED": "4",
-        "AGE": "",
-    }
-    # No min, and its "unlimited" max is not in the default view. Its used depends on what other
-    # scenarios ran before, so the USED cells are not pinned.
-    default = got[keys.DEFAULT_QUOTA_NAME]
-    assert {k: v for k, v in default.items() if "USED" not in k} == {
-        "NAMESPACE": QUOTA_NAMESPACE,
-        "NAME": keys.DEFAULT_QUOTA_NAME,
-        "PARENT": keys.ROOT_QUOTA_NAME,
-        "CPU-MIN": "",
-        "MEM-MIN": "",
-        "GPU-MIN": "",
-        "AGE": "",
-    }
-    assert "1844674407370955161" not in table
-
-    wide = cp.kubectl("get", "eq", keys.DEFAULT_QUOTA_NAME, "-n", QUOTA_NAMESPACE, "-o", "wide")
-    assert header(wide)[-6:] == ["IS-PARENT", "TREE-ID", "MIN", "MAX", "USED", "RUNTIME"]
-    (default_wide,) = rows(wide).values()
-    assert default_wide["MAX"] == '{"cpu":"1844674407370955161","memory":"1844674407370955161"}'
-    child_wide = rows(cp.kubectl("get", "eq", child, "-n", ns, "-o", "wide"))[child]
-    assert (child_wide["IS-PARENT"], child_wide["USED"]) == (
-        "false",
-        '{"cpu":"12","memory":"48Gi","nvidia.com/gpu":"4"}',
+    # A pod of 4 GPUs running in the child (created bound: the figures, not the placement, matter).
+    node = cp.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").strip()
+    running = make_pod(
+        "gpu-job-0", ns, cpu="12", memory="48Gi", extra={gpu: "4"}, labels={keys.LABEL_QUOTA_NAME: child}
     )
+    running["spec"]["nodeName"] = node
+    cp.kubectl("apply", "-f", "-", input=json.dumps(running))
+    try:
+
+        def settled() -> str | None:
+            table = cp.kubectl("get", "eq", "-A")
+            found = rows(table)
+            if found.get(child, {}).get("CPU-USED") != "12" or not found.get(parent, {}).get("CPU-USED"):
+                return None
+            return table
+
+        table = wait_for(settled, TIMEOUT, "koord-scheduler's used figures for the child and the parent")
+        assert header(table) == [
+            "NAMESPACE", "NAME", "PARENT", "CPU-MIN", "CPU-USED", "MEM-MIN", "MEM-USED", "GPU-MIN",
+            "GPU-USED", "AGE",
+        ]  # fmt: skip
+        got = {name: row | {"AGE": ""} for name, row in rows(table).items()}
+        assert got[parent] == {  # a parent's used is its children's, as Koordinator counts it
+            "NAMESPACE": ns,
+            "NAME": parent,
+            "PARENT": keys.ROOT_QUOTA_NAME,
+            "CPU-MIN": "64",
+            "CPU-USED": "12",
+            "MEM-MIN": "256Gi",
+            "MEM-USED": "48Gi",
+            "GPU-MIN": "8",
+            "GPU-USED": "4",
+            "AGE": "",
+        }
+        assert got[child] == {
+            "NAMESPACE": ns,
+            "NAME": child,
+            "PARENT": parent,
+            "CPU-MIN": "16",
+            "CPU-USED": "12",
+            "MEM-MIN": "64Gi",
+            "MEM-USED": "48Gi",
+            "GPU-MIN": "2",
+            "GPU-USED": "4",
+            "AGE": "",
+        }
+        # No min, and its "unlimited" max is not in the default view. Its used depends on what other
+        # scenarios ran before, so the USED cells are not pinned.
+        default = got[keys.DEFAULT_QUOTA_NAME]
+        assert {k: v for k, v in default.items() if "USED" not in k} == {
+            "NAMESPACE": QUOTA_NAMESPACE,
+            "NAME": keys.DEFAULT_QUOTA_NAME,
+            "PARENT": keys.ROOT_QUOTA_NAME,
+            "CPU-MIN": "",
+            "MEM-MIN": "",
+            "GPU-MIN": "",
+            "AGE": "",
+        }
+        assert "1844674407370955161" not in table
+
+        wide = cp.kubectl("get", "eq", keys.DEFAULT_QUOTA_NAME, "-n", QUOTA_NAMESPACE, "-o", "wide")
+        assert header(wide)[-6:] == ["IS-PARENT", "TREE-ID", "MIN", "MAX", "USED", "RUNTIME"]
+        (default_wide,) = rows(wide).values()
+        assert default_wide["MAX"] == '{"cpu":"1844674407370955161","memory":"1844674407370955161"}'
+        child_wide = rows(cp.kubectl("get", "eq", child, "-n", ns, "-o", "wide"))[child]
+        assert (child_wide["IS-PARENT"], child_wide["USED"]) == (
+            "false",
+            '{"cpu":"12","memory":"48Gi","nvidia.com/gpu":"4"}',
+        )
+    finally:  # its 12 CPUs are on a node other scenarios use
+        cp.kubectl("delete", "pod", "gpu-job-0", "-n", ns, "--grace-period=0", "--force", check=False)
 
 
 def _profile(name: str, namespace: str, quota: str, arch: str) -> dict[str, Any]:
