@@ -95,3 +95,13 @@ def node_overcommit(cp: ControlPlane) -> list[str]:
             if amount > allocatable.get(resource, Quantity.parse(0)):
                 problems.append(f"{name}: {resource} {amount} > {allocatable.get(resource)}")
     return problems
+
+
+def failed_scheduling(cp: ControlPlane, namespace: str, name: str) -> list[str]:
+    """The messages of the FailedScheduling events of pod ``name``, oldest first."""
+    events = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    return [
+        str(e.get("message") or e.get("note") or "")
+        for e in events
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
+    ]

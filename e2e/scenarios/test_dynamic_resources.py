@@ -11,18 +11,9 @@ import json
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "dra"
-
-
-def _failed_scheduling(cp: ControlPlane, name: str) -> list[str]:
-    raw = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
-    return [
-        e.get("message") or e.get("note") or ""
-        for e in raw
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
-    ]
 
 
 def test_a_pod_with_resource_claims_is_refused_with_the_reason_and_others_still_bind(
@@ -41,7 +32,7 @@ def test_a_pod_with_resource_claims_is_refused_with_the_reason_and_others_still_
 
     wait_for(lambda: node_of("plain"), timeout=60, what="the ordinary pod bound")
     messages = wait_for(
-        lambda: [m for m in _failed_scheduling(cp, "gpu-claim") if "spec.resourceClaims: gpu" in m],
+        lambda: [m for m in failed_scheduling(cp, NAMESPACE, "gpu-claim") if "spec.resourceClaims: gpu" in m],
         timeout=60,
         what="a FailedScheduling event naming the resource claims",
     )

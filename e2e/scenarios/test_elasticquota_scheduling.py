@@ -29,6 +29,7 @@ from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import failed_scheduling as failed_scheduling_messages
 
 Q = "quota.scheduling.koordinator.sh/"
 AMD64 = {"koord-e2e/quota-tree": "amd64"}
@@ -91,16 +92,7 @@ def placed_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str]
 
 def failed_scheduling(cp: ControlPlane, namespace: str, pod: str, needle: str) -> str | None:
     """The latest FailedScheduling message of ``pod`` that contains ``needle``."""
-    raw = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-    for event in reversed(raw):
-        message = event.get("message") or event.get("note") or ""
-        if (
-            event.get("reason") == "FailedScheduling"
-            and event["involvedObject"]["name"] == pod
-            and needle in message
-        ):
-            return str(message)
-    return None
+    return next((m for m in reversed(failed_scheduling_messages(cp, namespace, pod)) if needle in m), None)
 
 
 def get_quota(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:

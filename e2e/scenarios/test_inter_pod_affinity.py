@@ -5,7 +5,6 @@ namespace watch (namespaceSelector) is exercised too."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 HOSTNAME = "kubernetes.io/hostname"
 POOL = "koord-e2e/inter-pod-affinity"
@@ -52,15 +51,6 @@ def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
 def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:
     placed = bound(cp, namespace)
     return placed if len(placed) == count else None
-
-
-def failed_scheduling(cp: ControlPlane, namespace: str, name: str) -> list[str]:
-    events = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-    return [
-        e.get("message") or e.get("note", "")
-        for e in events
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
-    ]
 
 
 def test_anti_affine_replicas_spread_and_the_leftover_waits_for_a_node(

@@ -8,13 +8,12 @@ registers pod deletion).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "node-ports"
 NODES = ("ports-0", "ports-1")
@@ -51,15 +50,6 @@ def _placement(cp: ControlPlane, prefix: str) -> dict[str, str | None]:
     }
 
 
-def _failed_scheduling(cp: ControlPlane, name: str) -> list[str]:
-    raw = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
-    return [
-        e.get("message") or e.get("note") or ""
-        for e in raw
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
-    ]
-
-
 def test_a_taken_host_port_sends_the_pod_elsewhere_or_leaves_it_pending(
     control_plane: ControlPlane, scheduler: Scheduler
 ) -> None:
@@ -75,7 +65,7 @@ def test_a_taken_host_port_sends_the_pod_elsewhere_or_leaves_it_pending(
         wait_for(lambda: _placement(cp, "web-")["web-0"], timeout=60, what="web-0 bound")
         apply(cp, [_pod("web-1", 8080, "TCP", one_node)])
         messages = wait_for(
-            lambda: [m for m in _failed_scheduling(cp, "web-1") if REASON in m],
+            lambda: [m for m in failed_scheduling(cp, NAMESPACE, "web-1") if REASON in m],
             timeout=60,
             what="a FailedScheduling event for web-1 naming the port",
         )
@@ -95,7 +85,7 @@ def test_a_taken_host_port_sends_the_pod_elsewhere_or_leaves_it_pending(
         assert sorted(bound.values()) == sorted(NODES), placed
         (waiting,) = (name for name, node in placed.items() if not node)
         messages = wait_for(
-            lambda: [m for m in _failed_scheduling(cp, waiting) if REASON in m],
+            lambda: [m for m in failed_scheduling(cp, NAMESPACE, waiting) if REASON in m],
             timeout=60,
             what=f"a FailedScheduling event for {waiting} naming the port",
         )

@@ -3,13 +3,12 @@ spread-0..5, two per zone (zone-0, zone-1, zone-2), tainted koord-e2e/pool=sprea
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 ZONE = "topology.kubernetes.io/zone"
 ZONE_OF = {f"spread-{i}": f"zone-{i // 2}" for i in range(6)}
@@ -52,15 +51,6 @@ def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
 def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:
     placed = bound(cp, namespace)
     return placed if len(placed) >= count else None
-
-
-def failed_scheduling(cp: ControlPlane, namespace: str, name: str) -> list[str]:
-    raw = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
-    return [
-        e.get("message") or e.get("note", "")
-        for e in raw
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
-    ]
 
 
 def test_zone_spread_places_two_per_zone_and_refuses_a_pod_that_would_break_it(

@@ -17,7 +17,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NS = "volumes"
 CLASS = "koord-e2e-local"
@@ -85,11 +85,8 @@ def get(cp: ControlPlane, *what: str) -> dict[str, Any]:
     return result
 
 
-def failed_scheduling(cp: ControlPlane, pod: str) -> str | None:
-    for event in get(cp, "events", "-n", NS)["items"]:
-        if event.get("reason") == "FailedScheduling" and event["involvedObject"]["name"] == pod:
-            return str(event.get("message") or event.get("note", ""))
-    return None
+def first_failure(cp: ControlPlane, pod: str) -> str | None:
+    return next(iter(failed_scheduling(cp, NS, pod)), None)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +130,7 @@ def test_a_wait_for_first_consumer_claim_lands_on_its_volumes_node_and_binds(vol
 def test_a_claim_nothing_can_satisfy_is_reported_with_upstreams_reason(volumes: ControlPlane) -> None:
     cp = volumes
     apply(cp, [claim("too-big", size="100Gi"), pod_with("unsatisfiable", "too-big")])
-    message = wait_for(lambda: failed_scheduling(cp, "unsatisfiable"), timeout=60, what="FailedScheduling")
+    message = wait_for(lambda: first_failure(cp, "unsatisfiable"), timeout=60, what="FailedScheduling")
     nodes = len(get(cp, "nodes")["items"])
     assert message.startswith(f"0/{nodes} nodes are available: "), message
     assert "node(s) didn't find available persistent volumes to bind" in message, message
@@ -146,7 +143,7 @@ def test_a_claim_nothing_can_satisfy_is_reported_with_upstreams_reason(volumes: 
 def test_a_missing_claim_is_reported(volumes: ControlPlane) -> None:
     cp = volumes
     apply(cp, [pod_with("no-claim", "does-not-exist")])
-    message = wait_for(lambda: failed_scheduling(cp, "no-claim"), timeout=60, what="FailedScheduling")
+    message = wait_for(lambda: first_failure(cp, "no-claim"), timeout=60, what="FailedScheduling")
     nodes = len(get(cp, "nodes")["items"])
     assert message.startswith(
         f'0/{nodes} nodes are available: persistentvolumeclaim "does-not-exist" not found'
@@ -163,7 +160,7 @@ def test_a_read_write_once_pod_claim_in_use_keeps_the_second_pod_pending(volumes
 
     assert wait_for(placed, timeout=90, what="the first pod bound") == RWOP_NODE
     apply(cp, [pod_with("rwop-second", "exclusive")])
-    message = wait_for(lambda: failed_scheduling(cp, "rwop-second"), timeout=60, what="FailedScheduling")
+    message = wait_for(lambda: first_failure(cp, "rwop-second"), timeout=60, what="FailedScheduling")
     assert "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode" in (
         message
     ), message
