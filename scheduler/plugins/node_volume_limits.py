@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 
 from apis.core import Pod
-from apis.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass, claim_class
+from apis.storage import claim_class
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -36,11 +36,11 @@ from scheduler.plugins.helper.storage import (
     PVCS,
     PVS,
     STORAGECLASSES,
-    Store,
     claim_key,
     claim_not_found,
     ephemeral_owner_error,
     pod_claims,
+    shared_store,
 )
 
 __all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "RBAC", "NodeVolumeLimits", "new"]
@@ -59,10 +59,10 @@ RBAC = (
 
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
     def __init__(self, handle: Handle) -> None:
-        self.claims = Store[PersistentVolumeClaim]().subscribe(handle, PVCS)
-        self.volumes = Store[PersistentVolume]().subscribe(handle, PVS)
-        self.classes = Store[StorageClass]().subscribe(handle, STORAGECLASSES)
-        self.csi_nodes = Store[CSINode]().subscribe(handle, CSINODES)
+        self.claims = shared_store(handle, PVCS)
+        self.volumes = shared_store(handle, PVS)
+        self.classes = shared_store(handle, STORAGECLASSES)
+        self.csi_nodes = shared_store(handle, CSINODES)
 
     @property
     def name(self) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import numpy as np
 
 from apis.core import Pod, Volume
-from apis.storage import PersistentVolumeClaim
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -30,7 +29,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.helper.storage import PVCS, Store, claim_key
+from scheduler.plugins.helper.storage import PVCS, claim_key, shared_store
 
 __all__ = [
     "ERR_REASON_DISK_CONFLICT",
@@ -93,7 +92,7 @@ STATE_KEY = StateKey[int]("PreFilter" + NAME)
 
 class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
     def __init__(self, handle: Handle) -> None:
-        self.claims = Store[PersistentVolumeClaim]().subscribe(handle, PVCS)
+        self.claims = shared_store(handle, PVCS)
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from apis.storage import PersistentVolume, PersistentVolumeClaim, StorageClass, claim_class
+from apis.storage import claim_class
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -32,7 +32,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.node_selector import fit_mask
-from scheduler.plugins.helper.storage import PVCS, PVS, STORAGECLASSES, Store, claim_key
+from scheduler.plugins.helper.storage import PVCS, PVS, STORAGECLASSES, claim_key, shared_store
 
 __all__ = ["ERR_REASON_CONFLICT", "NAME", "RBAC", "VolumeZone", "new"]
 
@@ -72,9 +72,9 @@ def _zones(value: str) -> frozenset[str] | None:
 
 class VolumeZone(PreFilterPlugin, FilterPlugin):
     def __init__(self, handle: Handle) -> None:
-        self.claims = Store[PersistentVolumeClaim]().subscribe(handle, PVCS)
-        self.volumes = Store[PersistentVolume]().subscribe(handle, PVS)
-        self.classes = Store[StorageClass]().subscribe(handle, STORAGECLASSES)
+        self.claims = shared_store(handle, PVCS)
+        self.volumes = shared_store(handle, PVS)
+        self.classes = shared_store(handle, STORAGECLASSES)
 
     @property
     def name(self) -> str:

@@ -1,15 +1,17 @@
 """What the volume plugins share: the storage resources they watch, an informed store of each,
 the claim a pod's volume refers to, and a PersistentVolume's node affinity as a row mask.
 
-Each plugin keeps its own stores (``Store.subscribe``), fed by the app's watch of the resource,
-as each of kube-scheduler's volume plugins reads its own listers.
+The plugins of one scheduler share one store per resource (``shared_store``), fed by the app's
+watch of it, as kube-scheduler's volume plugins share its informers' listers: four plugins reading
+claims keep one copy of them and handle each event once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+from weakref import WeakKeyDictionary
 
 import numpy as np
 from pydantic import BaseModel
@@ -19,7 +21,7 @@ from apis.storage import CSINode, PersistentVolume, PersistentVolumeClaim, Stora
 from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.cache.node_table import BoolArray
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.handle import Handle
+from scheduler.framework.handle import Handle, Informers
 from scheduler.plugins.helper.node_selector import NodeSelectorMatcher
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "claim_not_found",
     "ephemeral_owner_error",
     "pod_claims",
+    "shared_store",
     "volume_node_mask",
 ]
 
@@ -54,43 +57,62 @@ class Store(Generic[T]):
     """The current objects of one resource, by ``namespace/name`` (or ``name`` when cluster-scoped)."""
 
     objects: dict[str, T] = field(default_factory=dict)
-    on_change: Callable[[T | None, T | None], None] | None = None
+    listeners: list[Callable[[T | None, T | None], None]] = field(default_factory=list)
     """Called with (old, new) on every change (new None: deleted), for derived state."""
 
     def subscribe(self, handle: Handle, resource: ResourceType[T]) -> Store[T]:
         handle.subscribe(resource, self.on_event)
         return self
 
+    def listen(self, listener: Callable[[T | None, T | None], None]) -> Store[T]:
+        self.listeners.append(listener)
+        return self
+
     def on_event(self, event: WatchEvent[T]) -> None:
         event.dispatch(self._replace, self._upsert, self._delete)
+
+    def _changed(self, old: T | None, new: T | None) -> None:
+        for listener in self.listeners:
+            listener(old, new)
 
     def _replace(self, objects: Sequence[T]) -> None:
         old = self.objects
         self.objects = {_meta_key(o): o for o in objects}
-        if self.on_change is not None:
+        if self.listeners:
             for key, obj in old.items():
                 if key not in self.objects:
-                    self.on_change(obj, None)
+                    self._changed(obj, None)
             for key, obj in self.objects.items():
-                self.on_change(old.get(key), obj)
+                self._changed(old.get(key), obj)
 
     def _upsert(self, obj: T) -> None:
         key = _meta_key(obj)
         old = self.objects.get(key)
         self.objects[key] = obj
-        if self.on_change is not None:
-            self.on_change(old, obj)
+        self._changed(old, obj)
 
     def _delete(self, obj: T) -> None:
         old = self.objects.pop(_meta_key(obj), None)
-        if self.on_change is not None and old is not None:
-            self.on_change(old, None)
+        if old is not None:
+            self._changed(old, None)
 
     def get(self, key: str) -> T | None:
         return self.objects.get(key)
 
     def __iter__(self) -> Iterator[T]:
         return iter(self.objects.values())
+
+
+_SHARED: WeakKeyDictionary[Informers, dict[ResourceType[Any], Store[Any]]] = WeakKeyDictionary()
+
+
+def shared_store(handle: Handle, resource: ResourceType[T]) -> Store[T]:
+    """The one store of ``resource`` for every plugin subscribed through ``handle``'s informers."""
+    stores = _SHARED.setdefault(handle.informers, {})
+    store = stores.get(resource)
+    if store is None:
+        store = stores[resource] = Store[T]().subscribe(handle, resource)
+    return store
 
 
 def claim_key(namespace: str, name: str) -> str:

@@ -69,11 +69,11 @@ from scheduler.plugins.helper.storage import (
     PVCS,
     PVS,
     STORAGECLASSES,
-    Store,
     claim_key,
     claim_not_found,
     ephemeral_owner_error,
     pod_claims,
+    shared_store,
     volume_node_mask,
 )
 from scheduler.plugins.not_supported import only_default
@@ -205,9 +205,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin)
         self.args = args
         self.handle = handle
         self.assumed = _Assumed()
-        self.claims = Store[PersistentVolumeClaim](on_change=self.assumed.on_claim).subscribe(handle, PVCS)
-        self.volumes = Store[PersistentVolume](on_change=self.assumed.on_volume).subscribe(handle, PVS)
-        self.classes: Store[StorageClass] = Store[StorageClass]().subscribe(handle, STORAGECLASSES)
+        self.claims = shared_store(handle, PVCS).listen(self.assumed.on_claim)
+        self.volumes = shared_store(handle, PVS).listen(self.assumed.on_volume)
+        self.classes = shared_store(handle, STORAGECLASSES)
 
     @property
     def name(self) -> str:

@@ -269,3 +269,13 @@ def test_a_pod_with_dra_claims_is_refused_as_unresolvable_not_placed_without_the
     assert "spec.resourceClaims: gpu" in reason
     assert "cannot allocate yet" in reason
     assert fw.run_pre_filter(CycleState(), PodInfo.of(plain), snapshot)[0].ok
+
+
+def test_the_volume_plugins_share_one_store_per_storage_resource() -> None:
+    """Four plugins read claims: one copy of them, each watch event handled once."""
+    fw = framework(make_snapshot([]))
+    claims = [
+        fw.plugin(n).claims for n in ("VolumeBinding", "VolumeRestrictions", "VolumeZone", "NodeVolumeLimits")
+    ]  # type: ignore[union-attr]
+    assert all(c is claims[0] for c in claims)
+    assert fw.plugin("VolumeBinding").volumes is fw.plugin("VolumeZone").volumes  # type: ignore[union-attr]
