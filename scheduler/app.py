@@ -91,6 +91,7 @@ class SchedulerApp:
                 informers=self.informers,
                 activate=lambda uids: self.queue.activate(uids),
                 nominator=self.cache,
+                stand_ins=_StandIns(self),
                 evictor=EvictionService(self.backend, profile.scheduler_name),
                 solver_metrics=self.metrics,
                 features=self.settings.feature_gates,
@@ -249,6 +250,31 @@ class SchedulerApp:
             self.metrics.set_cache_size(*self.cache.sizes())
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
+
+
+class _StandIns:
+    """``Handle.stand_ins`` over the app's cache and queue (built before them, read when called)."""
+
+    def __init__(self, app: SchedulerApp) -> None:
+        self._app = app
+
+    def enqueue(self, pod: PodInfo) -> None:
+        cache = self._app.cache
+        if cache.pod(pod.uid) is None and not cache.is_assumed(pod.uid):
+            self._app.queue.add(pod)
+
+    def dequeue(self, uid: str) -> None:
+        self._app.queue.delete(uid)
+
+    def hold(self, pod: PodInfo) -> None:
+        self._app.queue.delete(pod.uid)
+        self._app.cache.upsert_pod(pod)
+
+    def release(self, uid: str) -> None:
+        self._app.queue.delete(uid)
+        if self._app.cache.pod(uid) is not None:
+            self._app.cache.remove_pod(uid)
+            self._app.queue.on_event(ClusterEvent.POD_DELETE)  # its room is free for everyone
 
 
 def _raise_failed(tasks: list[asyncio.Task[Any]]) -> None:

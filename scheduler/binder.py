@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from scheduler.backend.base import ClusterBackend, EventRecord
 from scheduler.backend.ratelimit import ConcurrencyLimit
 from scheduler.background import BackgroundTasks
 from scheduler.cache.cache import Cache
@@ -22,6 +22,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
+from scheduler.reporting import regarding
 
 __all__ = ["Binder"]
 
@@ -83,7 +84,7 @@ class Binder:
             self._on_bound(qp, node)
         await self._backend.record_event(
             EventRecord(
-                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                regarding=regarding(pod),
                 reason="Scheduled",
                 message=f"Successfully assigned {pod.key} to {node}",
                 action="Binding",
@@ -109,7 +110,7 @@ class Binder:
         self._spawn(
             self._backend.record_event(
                 EventRecord(
-                    regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                    regarding=regarding(pod),
                     type="Warning",
                     reason="FailedScheduling",
                     message=message,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.core import Node, Pod
+from apis.extension.reservation import is_reserve_pod
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
@@ -164,7 +165,8 @@ class EventHandlers:
         for uid in [uid for uid in self._pending if uid not in present]:
             self._delete_pod(self._pending[uid])
         for assigned in [p for p in self.cache.assigned_pods() if p.uid not in present]:
-            if not self.cache.is_assumed(assigned.uid):
+            # Reservations' stand-ins are no pods: their own informer keeps them.
+            if not self.cache.is_assumed(assigned.uid) and not is_reserve_pod(assigned.annotations):
                 self._delete_pod(assigned)
         for info in infos:
             self._guarded(self._relisted_pod, info)

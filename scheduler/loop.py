@@ -106,6 +106,7 @@ class SchedulingLoop:
         try:
             await self._schedule(fwk, qp, snapshot, started)
         finally:
+            snapshot.close()
             restore()
 
     async def _schedule(self, fwk: Framework, qp: QueuedPodInfo, snapshot: Snapshot, started: float) -> None:

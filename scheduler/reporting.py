@@ -24,14 +24,15 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from apis.extension.reservation import ANNOTATION_RESERVATION_NAME, is_reserve_pod
+from scheduler.backend.base import RESERVATIONS, ClusterBackend, EventRecord, ObjectRef
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.status import Status
 from scheduler.queue.scheduling_queue import QueuedPodInfo
 
-__all__ = ["EVENT_REPEAT_SECONDS", "Reporter", "is_malformed_input"]
+__all__ = ["EVENT_REPEAT_SECONDS", "Reporter", "is_malformed_input", "regarding"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,23 @@ def is_malformed_input(status: Status) -> bool:
     """Whether a PreEnqueue gate is the pod's own fault (it will not pass until the pod changes)
     rather than a wait: PreEnqueue plugins say so with a rejection code, a wait is PENDING."""
     return status.rejected
+
+
+def regarding(pod: PodInfo) -> ObjectRef:
+    """The object events about ``pod`` are written on: the pod, or the Reservation a reserve pod
+    stands in for."""
+    if is_reserve_pod(pod.annotations):
+        return ObjectRef(
+            api_version=RESERVATIONS.api_version,
+            kind=RESERVATIONS.kind,
+            name=pod.annotations.get(ANNOTATION_RESERVATION_NAME, pod.name),
+            uid=pod.uid,
+        )
+    return ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass
@@ -77,17 +95,18 @@ class Reporter:
             return
         self._last_failure[pod.uid] = _LastFailure(message, now)
         event = EventRecord(
-            regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
-            type="Warning",
-            reason="FailedScheduling",
-            message=message,
+            regarding=regarding(pod), type="Warning", reason="FailedScheduling", message=message
         )
+        if is_reserve_pod(pod.annotations):
+            self._spawn(self.backend.record_event(event))
+            self._spawn(self._reservation_unschedulable(pod, message))
+            return
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
-            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "lastTransitionTime": _now(),
         }
         status_patch: dict[str, Any] = {"status": {"conditions": [condition]}}
         if nominated:
@@ -147,6 +166,25 @@ class Reporter:
             await self.backend.patch_pod_status(pod.pod, patch)
         except Exception as exc:  # the pod may be gone; the next attempt writes again
             log.info("could not update the status of %s: %s", pod.key, exc)
+
+    async def _reservation_unschedulable(self, pod: PodInfo, message: str) -> None:
+        """Koordinator's record of an unschedulable reservation: phase stays Pending, condition
+        Scheduled=False with reason Unschedulable."""
+        condition = {
+            "type": "Scheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": _now(),
+            "lastTransitionTime": _now(),
+        }
+        name = regarding(pod).name
+        try:
+            await self.backend.patch_custom(
+                RESERVATIONS, None, name, {"status": {"conditions": [condition]}}, subresource="status"
+            )
+        except Exception as exc:  # the reservation may be gone; the next attempt writes again
+            log.info("could not update the status of reservation %s: %s", name, exc)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         try:

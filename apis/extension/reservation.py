@@ -48,6 +48,7 @@ __all__ = [
     "get_reservation_restricted_options",
     "is_reservation_ignored",
     "is_reservation_operating_mode",
+    "is_reserve_pod",
     "parse_exact_match_reservation",
     "parse_reservation_affinity",
     "parse_reservation_allocated",
@@ -195,6 +196,11 @@ def get_reservation_order(labels: Mapping[str, str] | None) -> int | None:
     """None when the label is absent or empty."""
     raw = lookup(labels, LABEL_RESERVATION_ORDER)
     return parse_reservation_order(raw) if raw else None
+
+
+def is_reserve_pod(annotations: Mapping[str, str] | None) -> bool:
+    """The pod is the scheduler's stand-in for a Reservation (never a real pod)."""
+    return lookup(annotations, ANNOTATION_RESERVE_POD) == "true"
 
 
 def is_reservation_operating_mode(labels: Mapping[str, str] | None) -> bool:

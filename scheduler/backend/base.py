@@ -30,6 +30,7 @@ from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
+from apis.scheduling.reservation import Reservation
 
 __all__ = [
     "ELASTICQUOTAPROFILES",
@@ -38,6 +39,7 @@ __all__ = [
     "PDBS",
     "PODGROUPS",
     "PODS",
+    "RESERVATIONS",
     "TOPOLOGIES",
     "BackendError",
     "ClusterBackend",
@@ -86,6 +88,7 @@ PODGROUPS = ResourceType.of(PodGroup)
 TOPOLOGIES = ResourceType.of(ClusterNetworkTopology)
 ELASTICQUOTAS = ResourceType.of(ElasticQuota)
 ELASTICQUOTAPROFILES = ResourceType.of(ElasticQuotaProfile)
+RESERVATIONS = ResourceType.of(Reservation)
 
 
 class EventType(StrEnum):
@@ -175,10 +178,17 @@ class ClusterBackend(Protocol):
         ...
 
     async def patch_custom(
-        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+        self,
+        resource: ResourceType[Any],
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
     ) -> None:
         """JSON merge patch of any object of ``resource`` through its main resource (metadata, spec,
-        and status when the kind has no status subresource, as ElasticQuota); NotFound if it is gone."""
+        and status when the kind has no status subresource, as ElasticQuota), or of its ``subresource``
+        (``status``); NotFound if it is gone."""
         ...
 
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:

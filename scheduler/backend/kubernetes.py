@@ -575,11 +575,17 @@ class KubernetesBackend:
         )
 
     async def patch_custom(
-        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+        self,
+        resource: ResourceType[Any],
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
     ) -> None:
         await self._write(
             "PATCH",
-            resource_path(resource, namespace, name),
+            resource_path(resource, namespace, name) + (f"/{subresource}" if subresource else ""),
             patch,
             what=f"patch {resource.plural} {namespace + '/' if namespace else ''}{name}",
             content_type=_MERGE_PATCH,

@@ -319,11 +319,20 @@ class MemoryBackend:
         self._put(PODS, key, wire)
 
     async def patch_custom(
-        self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
+        self,
+        resource: ResourceType[Any],
+        namespace: str | None,
+        name: str,
+        patch: dict[str, Any],
+        *,
+        subresource: str | None = None,
     ) -> None:
         """A JSON merge patch of the whole object (identity fields stay), as a custom resource
         without a status subresource takes it; a ``metadata.resourceVersion`` in the patch is a
-        precondition (Conflict when the object moved on), as the API server treats it."""
+        precondition (Conflict when the object moved on), as the API server treats it. With
+        ``subresource="status"`` only the status changes."""
+        if subresource == "status":
+            patch = {"status": patch.get("status") or {}, "metadata": patch.get("metadata") or {}}
         key = self._key(resource, namespace, name)
         entry = self._require(resource, key, None)
         expected = (patch.get("metadata") or {}).get("resourceVersion")

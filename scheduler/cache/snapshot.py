@@ -9,7 +9,9 @@ decision (the CP-SAT solver run in a thread) must copy what it needs first.
 preemption can try victim sets on one snapshot: their requests, non-zero requests and host ports
 are released, as kube-scheduler's ``NodeInfo.RemovePod`` releases them. ``lift_nominations``
 releases, for one cycle, the resources (and host ports) held for nominated pods that must not
-block the pod being scheduled.
+block the pod being scheduled. ``lift_reserved`` does the same, until ``close``, for the room
+placed reservations hold (their stand-in pods) that the pod being scheduled may use: the
+Reservation plugin's restore, so that every other plugin sees reserved room as free.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ _O = TypeVar("_O", bound=PodObserver)
 
 
 class Snapshot:
-    __slots__ = ("_cache", "_lifted", "generation")
+    __slots__ = ("_cache", "_lifted", "_lifted_reserved", "generation")
 
     def __init__(self, cache: Cache) -> None:
         self._cache = cache
         self.generation = cache.generation
         self._lifted: set[str] = set()
+        self._lifted_reserved: dict[str, tuple[str, int, PodInfo]] = {}
 
     @property
     def version(self) -> int:
@@ -153,6 +156,39 @@ class Snapshot:
                 self._lifted.discard(pod.uid)
 
         return restore
+
+    def lift_reserved(self, pods: Iterable[PodInfo]) -> None:
+        """Release, until ``close``, what the assigned stand-in pods ``pods`` hold on their nodes
+        (requests and non-zero requests; observers are not told: nothing but the room changes).
+
+        A pod already lifted through this snapshot is not lifted twice. Additions commute, so a
+        stand-in that is re-accounted with other requests while lifted (an owner reserved into its
+        reservation) leaves the accounting right once ``close`` puts back what was taken."""
+        table = self._cache.table
+        for pod in pods:
+            if pod.uid in self._lifted_reserved:
+                continue
+            node = self._cache.node_of(pod.uid)
+            row = table.row.get(node) if node is not None else None
+            if node is None or row is None:
+                continue
+            counted = self._cache.pod(pod.uid) or pod
+            table.add_requests(row, counted.requests, sign=-1)
+            table.add_non_zero(row, counted.non_zero, sign=-1)
+            self._lifted_reserved[pod.uid] = (node, row, counted)
+
+    def is_lifted(self, uid: str) -> bool:
+        """Whether ``lift_reserved`` released what this stand-in pod holds, in this snapshot."""
+        return uid in self._lifted_reserved
+
+    def close(self) -> None:
+        """Put back what ``lift_reserved`` released (the end of the cycle); idempotent."""
+        table = self._cache.table
+        for node, row, pod in self._lifted_reserved.values():
+            if table.row.get(node) == row:
+                table.add_requests(row, pod.requests)
+                table.add_non_zero(row, pod.non_zero)
+        self._lifted_reserved.clear()
 
     def host_port_conflicts(self, wanted: Iterable[HostPort]) -> BoolArray:
         """Full-length mask of the rows where a pod holding (or nominated with) a host port

@@ -7,6 +7,8 @@ As kube-scheduler's ``framework.Handle``, it is built once per profile and never
 - ``informers``: subscribe to watch events of a resource (a plugin's own informer).
 - ``activate(uids)``: move pending pods into the active queue now (a gang became complete).
 - ``nominator``: hold a pending pod's requests on a node (preemption, planned gangs).
+- ``stand_ins``: queue and account pods that stand in for other objects (a Reservation's
+  reserve pod: scheduled like a pod, then holding its room on its node).
 - ``evictor``: the one eviction service (``scheduler.eviction``).
 - ``solver_metrics``: solve time, status and fallbacks of the solvers plugins call.
 - ``waiting_pods``: the pods of this profile waiting at Permit.
@@ -33,7 +35,7 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
-    from scheduler.framework.interfaces import PreemptionExtension
+    from scheduler.framework.interfaces import PreemptionExtension, Preemptor
 
 __all__ = [
     "Handle",
@@ -41,6 +43,7 @@ __all__ = [
     "Nominator",
     "ProfileView",
     "SolverMetrics",
+    "StandIns",
 ]
 
 Listener = Callable[[WatchEvent[Any]], None]
@@ -79,6 +82,42 @@ class _NoNominator:
         return False
 
     def clear_nomination(self, uid: str) -> None:
+        return None
+
+
+class StandIns(Protocol):
+    """Pods the scheduler makes up for other objects (reserve pods of Reservations): queued to be
+    scheduled like any pod, and once placed accounted on their node like an assigned pod."""
+
+    def enqueue(self, pod: PodInfo) -> None:
+        """Queue ``pod`` (or update it in the queue) unless it is already placed or assumed."""
+        ...
+
+    def dequeue(self, uid: str) -> None:
+        """Take a stand-in out of the queue (its object was placed elsewhere, finished or deleted)."""
+        ...
+
+    def hold(self, pod: PodInfo) -> None:
+        """Account ``pod`` (``spec.nodeName`` set) on its node, replacing what it held before
+        (an assumed stand-in is confirmed by this)."""
+        ...
+
+    def release(self, uid: str) -> None:
+        """Stop accounting the stand-in ``uid`` anywhere and take it out of the queue."""
+        ...
+
+
+class _NoStandIns:
+    def enqueue(self, pod: PodInfo) -> None:
+        return None
+
+    def dequeue(self, uid: str) -> None:
+        return None
+
+    def hold(self, pod: PodInfo) -> None:
+        return None
+
+    def release(self, uid: str) -> None:
         return None
 
 
@@ -126,6 +165,10 @@ class ProfileView(Protocol):
         (from the profile's ``interfaces.GangSpreadSource`` plugins)."""
         ...
 
+    def preemptor(self) -> Preemptor | None:
+        """The profile's plugin that preempts for a single pod on request (``interfaces.Preemptor``)."""
+        ...
+
 
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
@@ -147,6 +190,9 @@ class _UnboundProfile:
     def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
         return ()
 
+    def preemptor(self) -> Preemptor | None:
+        return None
+
 
 def _no_activation(uids: set[str]) -> None:
     return None
@@ -162,6 +208,7 @@ class Handle:
     informers: Informers = field(default_factory=Informers)
     activate: Callable[[set[str]], None] = _no_activation
     nominator: Nominator = field(default_factory=_NoNominator)
+    stand_ins: StandIns = field(default_factory=_NoStandIns)
     evictor: Evictor | None = None
     """None: an ``EvictionService`` over ``backend`` (set at construction)."""
     solver_metrics: SolverMetrics = field(default_factory=_NoSolverMetrics)

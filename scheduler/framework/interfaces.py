@@ -47,6 +47,7 @@ __all__ = [
     "PreFilterResult",
     "PreScorePlugin",
     "PreemptionExtension",
+    "Preemptor",
     "QueueSortPlugin",
     "QuotaRelease",
     "ReservePlugin",
@@ -226,6 +227,17 @@ class JobResolver(Protocol):
 
     def job_of(self, pod: PodInfo) -> str:
         """The job's id; a pod of no job is a job of its own (its uid)."""
+        ...
+
+
+@runtime_checkable
+class Preemptor(Protocol):
+    """A plugin that can preempt for one pod on another plugin's behalf (Coscheduling's job-level
+    preemption, used by the Reservation plugin for reserve pods when
+    ``ReservationArgs.enablePreemption`` is set). ``Handle.profile.preemptor()`` finds it."""
+
+    async def preempt_alone(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PostFilterResult:
+        """Evict lower-priority pods so that ``pod`` alone fits, and nominate it."""
         ...
 
 

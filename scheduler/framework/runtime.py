@@ -147,6 +147,7 @@ class Framework:
             p for p in self.plugins.values() if isinstance(p, fw.PreemptionExtension)
         )
         self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
+        self._preemptor = next((p for p in self.plugins.values() if isinstance(p, fw.Preemptor)), None)
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -187,6 +188,9 @@ class Framework:
 
     def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
         return tuple(c for source in self._spread_sources for c in source.gang_spread(members, snapshot))
+
+    def preemptor(self) -> fw.Preemptor | None:
+        return self._preemptor
 
     # ---- lookup ------------------------------------------------------------------------------
 

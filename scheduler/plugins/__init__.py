@@ -33,6 +33,7 @@ from scheduler.plugins import (
     node_volume_limits,
     pod_topology_spread,
     queue_sort,
+    reservation,
     scarce_resource_avoidance,
     scheduling_gates,
     taint_toleration,
@@ -73,6 +74,7 @@ DEFAULT_REGISTRY = Registry(
         PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
         PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
         PluginSpec(node_ports.NAME, node_ports.new),
+        PluginSpec(reservation.NAME, reservation.new, reservation.ReservationArgs, reservation.RBAC),
         PluginSpec(
             node_resources_balanced_allocation.NAME,
             node_resources_balanced_allocation.new,
@@ -104,6 +106,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.QUEUE_SORT: (PluginRef(queue_sort.NAME),),
     ExtensionPoint.PRE_FILTER: (
+        PluginRef(reservation.NAME),
         PluginRef(node_resources_fit.NAME),
         PluginRef(node_affinity.NAME),
         PluginRef(node_ports.NAME),
@@ -114,14 +117,19 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
-    ExtensionPoint.POST_FILTER: (PluginRef(coscheduling.NAME),),
+    ExtensionPoint.POST_FILTER: (PluginRef(reservation.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.RESERVE: (
         PluginRef(volume_binding.NAME),
+        PluginRef(reservation.NAME),
         PluginRef(coscheduling.NAME),
         PluginRef(elastic_quota.NAME),
     ),
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.PRE_BIND: (PluginRef(volume_binding.NAME), PluginRef(coscheduling.NAME)),
+    ExtensionPoint.PRE_BIND: (
+        PluginRef(volume_binding.NAME),
+        PluginRef(reservation.NAME),
+        PluginRef(coscheduling.NAME),
+    ),
     ExtensionPoint.POST_BIND: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.FILTER: (
         PluginRef(node_unschedulable.NAME),
@@ -133,8 +141,13 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         *_VOLUME_FILTERS,
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
+        PluginRef(reservation.NAME),
     ),
-    ExtensionPoint.PRE_SCORE: (PluginRef(pod_topology_spread.NAME), PluginRef(inter_pod_affinity.NAME)),
+    ExtensionPoint.PRE_SCORE: (
+        PluginRef(pod_topology_spread.NAME),
+        PluginRef(inter_pod_affinity.NAME),
+        PluginRef(reservation.NAME),
+    ),
     ExtensionPoint.SCORE: (
         PluginRef(node_resources_fit.NAME, weight=1),
         PluginRef(node_affinity.NAME, weight=2),
@@ -143,6 +156,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(inter_pod_affinity.NAME, weight=2),
         PluginRef(node_resources_balanced_allocation.NAME, weight=1),
         PluginRef(image_locality.NAME, weight=1),
+        PluginRef(reservation.NAME, weight=5000),
     ),
-    ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
+    ExtensionPoint.BIND: (PluginRef(reservation.NAME), PluginRef(default_binder.NAME)),
 }

@@ -863,7 +863,6 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
 @pytest.mark.parametrize(
     ("name", "origin"),
     [
-        pytest.param("Reservation", "Koordinator", id="Reservation"),
         pytest.param("DeviceShare", "Koordinator", id="DeviceShare"),
         pytest.param("NodeNUMAResource", "Koordinator", id="NodeNUMAResource"),
         pytest.param("LoadAwareScheduling", "Koordinator", id="LoadAwareScheduling"),

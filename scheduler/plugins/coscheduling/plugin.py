@@ -25,6 +25,7 @@ import logging
 
 from apis.core import Pod
 from apis.extension import gang as gang_ext
+from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from scheduler.backend.base import (
@@ -115,6 +116,9 @@ class Coscheduling(
         handle.subscribe(PODGROUPS, self._on_pod_group_event)
         handle.subscribe(TOPOLOGIES, self._on_topology_event)
         self.preemption: JobPreemption | None = None
+        self._preemption_on_request: JobPreemption | None = None
+        """The engine built when another plugin asks (``preempt_alone``) although this plugin's
+        own PostFilter does not preempt (``enablePreemption`` false)."""
         if args.enable_preemption:
             self.preemption = JobPreemption(
                 handle, self.options, soft_eviction=args.eviction_mode == "SoftEviction"
@@ -227,9 +231,24 @@ class Coscheduling(
         state.write(GANG_PLAN, rest_of_plan)
         return PreFilterResult(node_names=frozenset({planned}))
 
+    async def preempt_alone(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PostFilterResult:
+        """Job-level preemption for ``pod`` alone, asked by another plugin (a reserve pod)."""
+        engine = self.preemption
+        if engine is None:
+            if self._preemption_on_request is None:
+                self._preemption_on_request = JobPreemption(
+                    self.handle, self.options, soft_eviction=self.args.eviction_mode == "SoftEviction"
+                )
+            engine = self._preemption_on_request
+        outcome = await engine.preempt(pod, self.job_of(pod), [pod], snapshot)
+        diagnosis.post_filter_message = outcome.message
+        return PostFilterResult(outcome.status, outcome.nominated_node)
+
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
+        if is_reserve_pod(pod.annotations):
+            return PostFilterResult(Status.unschedulable())  # ReservationArgs.enablePreemption decides
         gang = self.gangs.gang_of(pod)
         if gang is None and not self._not_a_gang(pod):
             return PostFilterResult(Status.unschedulable())

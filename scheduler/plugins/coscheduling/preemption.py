@@ -40,6 +40,7 @@ from apis.core import PodDisruptionBudget
 from apis.extension import preemption as preemption_ext
 from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
+from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
 from scheduler.backend.base import PDBS, WatchEvent
@@ -224,6 +225,8 @@ class JobPreemption:
             return False
         if pod.pod.metadata.deletion_timestamp is not None:
             return False  # already going
+        if is_reserve_pod(pod.annotations):
+            return False  # a placed reservation is never preempted (as in Koordinator)
         if not preemption_ext.is_pod_preemptible(pod.labels) or not quota_ext.is_preemptible(pod.labels):
             return False
         if not all(accept(trigger, pod) for accept in self.victim_filters):

@@ -80,6 +80,7 @@ def test_registry_and_default_set() -> None:
         "NodeVolumeLimits",
         "PodTopologySpread",
         "PrioritySort",
+        "Reservation",
         "ScarceResourceAvoidance",
         "SchedulingGates",
         "TaintToleration",
@@ -100,6 +101,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
+        PluginRef("Reservation", 5000),  # Koordinator's shipped weight: a reserved node wins
     )
     # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
     # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity
@@ -116,11 +118,16 @@ def test_registry_and_default_set() -> None:
         PluginRef("VolumeZone"),
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
+        PluginRef("Reservation"),
     )
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
+    # Reservation restores reserved room at PreFilter, before any plugin (a gang's plan) reads it.
+    assert DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER][0] == PluginRef("Reservation")
+    assert DEFAULT_PLUGINS[ExtensionPoint.BIND] == (PluginRef("Reservation"), PluginRef("DefaultBinder"))
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
+        PluginRef("Reservation"),
     )
     volumes = ["VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone"]  # upstream's order
     for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.FILTER):

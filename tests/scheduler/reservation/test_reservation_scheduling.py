@@ -1,0 +1,217 @@
+"""The Reservation plugin through the whole scheduler on the in-memory backend: reservations are
+placed as reserve pods, hold their room against everyone else, and give it to their owners."""
+
+from __future__ import annotations
+
+import json
+
+from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED
+from scheduler.backend.base import NODES, PODS, RESERVATIONS
+from scheduler.backend.memory import MemoryBackend
+from tests.scheduler.reservation.harness import (
+    affinity,
+    bound,
+    get_reservation,
+    node,
+    placed,
+    pod,
+    reservation,
+    settle,
+    start,
+    stop_app,
+    until,
+)
+
+
+async def test_a_reservation_is_placed_and_its_status_written() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        status = get_reservation(backend, "r1").status
+        assert status is not None
+        assert status.allocatable is not None
+        assert str(status.allocatable["cpu"]) == "2"
+        kinds = {(c.type, c.status) for c in status.conditions or ()}
+        assert ("Scheduled", "True") in kinds
+        assert ("Ready", "True") in kinds
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_reserved_room_is_kept_from_other_pods_and_given_to_the_owner() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="4"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(
+            RESERVATIONS,
+            reservation("r1", cpu="3", owners=[{"labelSelector": {"matchLabels": {"app": "job"}}}]),
+        )
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("stranger", cpu="2"))
+        await settle()
+        assert "stranger" not in bound(backend)
+        backend.apply(PODS, pod("owner", cpu="3", labels={"app": "job"}))
+        await until(lambda: bound(backend).get("owner") == "n1")
+        owner = backend.get(PODS, "default", "owner")
+        assert owner is not None
+        allocated = json.loads((owner.metadata.annotations or {})[ANNOTATION_RESERVATION_ALLOCATED])
+        assert allocated == {"name": "r1", "uid": "uid-r1"}
+        await settle()
+        assert "stranger" not in bound(backend)  # 4 - 3 left: 1 CPU
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_an_owner_larger_than_its_reservation_takes_the_rest_from_the_node() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="4"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("owner", cpu="3", labels={"app": "r1"}))
+        await until(lambda: bound(backend).get("owner") == "n1")
+        backend.apply(PODS, pod("small", cpu="1"))
+        await until(lambda: bound(backend).get("small") == "n1")
+        backend.apply(PODS, pod("more", cpu="1"))
+        await settle()
+        assert "more" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_owner_pods_go_to_the_reserved_node() -> None:
+    backend = MemoryBackend()
+    for name in ("n1", "n2", "n3"):
+        backend.apply(NODES, node(name, cpu="8"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2", node_name="n2"))
+        await until(lambda: placed(backend, "r1") == "n2")
+        backend.apply(PODS, pod("owner", cpu="2", labels={"app": "r1"}))
+        await until(lambda: "owner" in bound(backend))
+        assert bound(backend)["owner"] == "n2"
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_reservation_affinity_by_name_requires_that_reservation() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="8"))
+    backend.apply(NODES, node("n2", cpu="8"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(
+            RESERVATIONS, reservation("r1", cpu="2", node_name="n1", owners=[{"labelSelector": {}}])
+        )
+        backend.apply(
+            RESERVATIONS, reservation("r2", cpu="2", node_name="n2", owners=[{"labelSelector": {}}])
+        )
+        await until(lambda: placed(backend, "r1") == "n1" and placed(backend, "r2") == "n2")
+        backend.apply(PODS, pod("p", cpu="1", annotations=affinity(name="r2")))
+        await until(lambda: "p" in bound(backend))
+        assert bound(backend)["p"] == "n2"
+        backend.apply(PODS, pod("q", cpu="1", annotations=affinity(name="missing")))
+        await settle()
+        assert "q" not in bound(backend)
+        explanation = app.explanations.get("default", "q")
+        assert explanation is not None
+        assert "no reservations match reservation affinity" in explanation.message
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_reservation_taints_need_the_pods_toleration() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    _app, stop, task = await start(backend)
+    taint = {"key": "team", "value": "a", "effect": "NoSchedule"}
+    try:
+        backend.apply(
+            RESERVATIONS, reservation("r1", cpu="2", owners=[{"labelSelector": {}}], taints=[taint])
+        )
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("plain", cpu="1", annotations=affinity()))
+        await settle()
+        assert "plain" not in bound(backend)
+        tolerating = affinity(
+            tolerations=[{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
+        )
+        backend.apply(PODS, pod("tolerating", cpu="1", annotations=tolerating))
+        await until(lambda: bound(backend).get("tolerating") == "n1")
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_reservation_ignored_pods_fill_the_unused_room() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("plain", cpu="1"))
+        backend.apply(
+            PODS, pod("backfill", cpu="1", labels={"scheduling.koordinator.sh/reservation-ignored": "true"})
+        )
+        await until(lambda: bound(backend).get("backfill") == "n1")
+        assert "plain" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_exact_match_reservation_needs_equal_amounts() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    _app, stop, task = await start(backend)
+    exact = {"scheduling.koordinator.sh/exact-match-reservation": json.dumps({"resourceNames": ["cpu"]})}
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(
+            PODS, pod("smaller", cpu="1", labels={"app": "r1"}, annotations={**exact, **affinity()})
+        )
+        await settle()
+        assert "smaller" not in bound(backend)
+        backend.apply(PODS, pod("equal", cpu="2", labels={"app": "r1"}, annotations={**exact, **affinity()}))
+        await until(lambda: bound(backend).get("equal") == "n1")
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_a_reservation_deleted_frees_its_room() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("plain", cpu="2"))
+        await settle()
+        assert "plain" not in bound(backend)
+        backend.delete(RESERVATIONS, None, "r1")
+        await until(lambda: bound(backend).get("plain") == "n1")
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_a_malformed_reservation_affinity_is_refused_with_the_key() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="1"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        bad = {"scheduling.koordinator.sh/reservation-affinity": "{not json"}
+        backend.apply(PODS, pod("bad", cpu="1", annotations=bad))
+        backend.apply(PODS, pod("fine", cpu="1"))
+        await until(lambda: "fine" in bound(backend))
+        explanation = app.explanations.get("default", "bad")
+        assert explanation is not None
+        assert "reservation-affinity" in explanation.message
+    finally:
+        await stop_app(stop, task)
