@@ -76,7 +76,13 @@ class Binder:
         self._queue.done(pod.uid)
         self._explanations.put(
             Explanation(
-                pod.namespace, pod.name, "scheduled", f"bound to {node}", node=node, attempts=qp.attempts
+                pod.namespace,
+                pod.name,
+                "scheduled",
+                f"bound to {node}",
+                node=node,
+                attempts=qp.attempts,
+                notes=list(state.notes),
             )
         )
         fwk.run_post_bind(state, pod, node)

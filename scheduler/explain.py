@@ -24,6 +24,8 @@ class Explanation:
     """Rejection reason -> number of nodes rejected for it."""
     rejecting_plugins: list[str] = field(default_factory=list)
     nominated_node: str | None = None
+    notes: list[str] = field(default_factory=list)
+    """What plugins chose and why (the reservation the pod allocated from, or why none)."""
     timestamp: float = field(default_factory=time.time)
 
     def to_dict(self) -> dict[str, Any]:

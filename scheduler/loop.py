@@ -133,7 +133,7 @@ class SchedulingLoop:
                 nominated = result.nominated_node
                 if result.status.code == Code.ERROR:
                     status = result.status
-            await self._fail(fwk, qp, status, diagnosis, started, nominated=nominated)
+            await self._fail(fwk, qp, status, diagnosis, started, nominated=nominated, notes=state.notes)
             return
         rows = snapshot.candidate_rows()
         if allowed is not None:
@@ -146,7 +146,7 @@ class SchedulingLoop:
 
         feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
         if not status.ok:
-            await self._fail(fwk, qp, status, diagnosis, started)
+            await self._fail(fwk, qp, status, diagnosis, started, notes=state.notes)
             return
         if feasible.size == 0:
             result = await fwk.run_post_filter(state, pod, snapshot, diagnosis)
@@ -155,7 +155,9 @@ class SchedulingLoop:
                 if result.status.code == Code.ERROR
                 else Status.unschedulable(diagnosis.message())
             )
-            await self._fail(fwk, qp, failure, diagnosis, started, nominated=result.nominated_node)
+            await self._fail(
+                fwk, qp, failure, diagnosis, started, nominated=result.nominated_node, notes=state.notes
+            )
             return
 
         row = self._select(fwk, state, pod, snapshot, feasible)
@@ -172,7 +174,7 @@ class SchedulingLoop:
             fwk.run_unreserve(state, pod, node)
             self.cache.forget(pod.uid)
             diagnosis.rejecting_plugins.add(status.plugin)
-            await self._fail(fwk, qp, status, diagnosis, started)
+            await self._fail(fwk, qp, status, diagnosis, started, notes=state.notes)
             return
 
         self._reporter.scheduled(pod.uid)
@@ -185,6 +187,7 @@ class SchedulingLoop:
                 f"assumed on {node}",
                 node=node,
                 attempts=qp.attempts,
+                notes=list(state.notes),
             )
         )
         self.binder.submit(fwk, state, qp, node)
@@ -221,6 +224,7 @@ class SchedulingLoop:
         started: float,
         *,
         nominated: str | None = None,
+        notes: list[str] | None = None,
     ) -> None:
         pod = qp.pod
         result: Literal["error", "unschedulable"] = "error" if status.code == Code.ERROR else "unschedulable"
@@ -243,6 +247,7 @@ class SchedulingLoop:
                 reasons=dict(sorted(diagnosis.reason_counts.items())),
                 rejecting_plugins=sorted(p for p in diagnosis.rejecting_plugins if p),
                 nominated_node=nominated,
+                notes=list(notes or ()),
             )
         )
         self._reporter.pod_failed(pod, message, nominated)

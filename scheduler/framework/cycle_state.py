@@ -27,7 +27,7 @@ class StateKey(Generic[T]):
 
 
 class CycleState:
-    __slots__ = ("_data", "planning", "skip_filter", "skip_score")
+    __slots__ = ("_data", "notes", "planning", "skip_filter", "skip_score")
 
     def __init__(self, *, planning: bool = False) -> None:
         self._data: dict[str, Any] = {}
@@ -37,6 +37,13 @@ class CycleState:
         self.skip_filter: set[str] = set()
         """Plugins whose PreFilter returned SKIP: their Filter does not run this cycle."""
         self.skip_score: set[str] = set()
+        self.notes: list[str] = []
+        """Sentences plugins add to the pod's explanation (``koordctl explain pod``): what they
+        chose and why, beyond the node (the reservation a pod allocated from ...)."""
+
+    def note(self, text: str) -> None:
+        if not self.planning:
+            self.notes.append(text)
 
     def write(self, key: StateKey[T], value: T) -> None:
         self._data[key.name] = value

@@ -55,6 +55,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -261,7 +262,15 @@ class ReservationPlugin:
             return PreFilterResult(Status.skip())
         if affinity is None and not self.store.by_node:
             return PreFilterResult(Status.skip())
-        matched = self._match(pod, affinity, exact, snapshot)
+        passed_over: list[str] = []
+        matched = self._match(pod, affinity, exact, snapshot, passed_over)
+        if passed_over:
+            state.note(
+                "reservation(s) the pod's owners match but it may not use: " + ", ".join(sorted(passed_over))
+            )
+        if matched:
+            usable = sorted(f"{r.name} on {r.node}" for states in matched.values() for r in states)
+            state.note("reservation(s) the pod may use: " + ", ".join(usable))
         if not matched:
             if affinity is not None:
                 return PreFilterResult(Status.unresolvable(ERR_AFFINITY))
@@ -297,7 +306,10 @@ class ReservationPlugin:
         affinity: ReservationAffinity | None,
         exact: ExactMatchReservationSpec | None,
         snapshot: Snapshot,
+        passed_over: list[str],
     ) -> dict[int, list[ReservationState]]:
+        """Row -> the reservations on that node the pod may use; ``passed_over`` collects the
+        reservations its owners match that it may not use, and why."""
         table = snapshot.table
         wanted = affinity if affinity is not None else ReservationAffinity()
         matched: dict[int, list[ReservationState]] = {}
@@ -305,24 +317,40 @@ class ReservationPlugin:
             node = snapshot.node(reservation.node or "")
             if node is None or node.node is None:
                 continue
-            if not affinity_admits(
-                wanted,
-                name=reservation.name,
-                labels=reservation.labels,
-                node_labels=node.labels,
-                unschedulable=reservation.unschedulable,
-                taints=reservation.taints,
-            ):
+            why = self._unusable(pod, reservation, wanted, affinity, exact, node.labels)
+            if why is not None:
+                passed_over.append(f"{reservation.name} ({why})")
                 continue
-            if not exact_match(exact, pod.requests, reservation.allocatable):
-                continue
-            limit = reservation.allocatable.get(PODS_RESOURCE)
-            if limit is not None and len(reservation.owner_requests) + 1 > limit:
-                continue
-            if affinity is None and not (set(reservation.allocatable) - {PODS_RESOURCE}) & set(pod.requests):
-                continue  # shares no resource with the pod: using it would only cost a pod slot
             matched.setdefault(table.row[node.name], []).append(reservation)
         return matched
+
+    @staticmethod
+    def _unusable(
+        pod: PodInfo,
+        reservation: ReservationState,
+        wanted: ReservationAffinity,
+        affinity: ReservationAffinity | None,
+        exact: ExactMatchReservationSpec | None,
+        node_labels: dict[str, str],
+    ) -> str | None:
+        """Why the pod may not use this reservation its owners match (None: it may)."""
+        if not affinity_admits(
+            wanted,
+            name=reservation.name,
+            labels=reservation.labels,
+            node_labels=node_labels,
+            unschedulable=reservation.unschedulable,
+            taints=reservation.taints,
+        ):
+            return "reservation affinity, unschedulable or taints"
+        if not exact_match(exact, pod.requests, reservation.allocatable):
+            return "exact-match-reservation"
+        limit = reservation.allocatable.get(PODS_RESOURCE)
+        if limit is not None and len(reservation.owner_requests) + 1 > limit:
+            return f"already {len(reservation.owner_requests)} of {limit} pods"
+        if affinity is None and not (set(reservation.allocatable) - {PODS_RESOURCE}) & set(pod.requests):
+            return "reserves nothing the pod requests"  # using it would only cost a pod slot
+        return None
 
     # ---- Filter ------------------------------------------------------------------------------
 
@@ -451,9 +479,16 @@ class ReservationPlugin:
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
-        """With ``enablePreemption``, a reserve pod that fits nowhere evicts lower-priority pods
-        through the profile's job-level preemption (a placed reservation is never a victim)."""
-        if not self.args.enable_preemption or not is_reserve_pod(pod.annotations):
+        """A reserve pod that fits nowhere evicts lower-priority pods through the profile's
+        job-level preemption when ``enablePreemption`` is set (a placed reservation is never a
+        victim). An owner that finds its reservation's room filled by ``reservation-ignored``
+        pods evicts just enough of them (``_evict_backfill``)."""
+        if not is_reserve_pod(pod.annotations):
+            cycle = state.get(_CYCLE)
+            if cycle is None:
+                return PostFilterResult(Status.unschedulable())
+            return await self._evict_backfill(cycle, pod, snapshot, diagnosis)
+        if not self.args.enable_preemption:
             return PostFilterResult(Status.unschedulable())
         preemptor = self.handle.profile.preemptor()
         if preemptor is None:
@@ -461,6 +496,67 @@ class ReservationPlugin:
                 Status.unschedulable("no plugin of this profile can preempt (Coscheduling)")
             )
         return await preemptor.preempt_alone(pod, snapshot, diagnosis)
+
+    async def _evict_backfill(
+        self, cycle: _Cycle, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        """Backfill pods (``reservation-ignored``) may use a reservation's room only until an owner
+        comes: then the fewest of them (largest first) on one node whose reservation would hold
+        the owner are evicted and the owner is nominated there. Nothing is evicted otherwise."""
+        table = snapshot.table
+        resources = sorted(name for name, amount in pod.requests.items() if amount)
+        cols = np.array([table.column_of(r) for r in resources], dtype=np.int64)
+        requests = np.array([pod.requests[r] for r in resources], dtype=np.int64)
+        for row in sorted(cycle.matched):
+            node = table.names[row]
+            backfill = [
+                p
+                for p in snapshot.pods_on(node)
+                if is_reservation_ignored(p.labels)
+                and not snapshot.is_assumed(p.uid)
+                and not p.is_terminal()
+                and p.pod.metadata.deletion_timestamp is None
+            ]
+            if not backfill:
+                continue
+            states = cycle.matched[row]
+            free = table.free(np.array([row], dtype=np.int64), cols)[0]
+            held = self._remaining(states, resources)
+            for reservation in states:
+                if cycle.affinity_name and reservation.name != cycle.affinity_name:
+                    continue
+                remaining = reservation.remaining()
+                room = free - held + np.array([remaining.get(r, 0) for r in resources], dtype=np.int64)
+                victims: list[PodInfo] = []
+                for candidate in sorted(
+                    backfill, key=lambda p: (-sum(p.requests.get(r, 0) for r in resources), p.key)
+                ):
+                    if not np.any(requests > room):
+                        break
+                    victims.append(candidate)
+                    room = room + np.array([candidate.requests.get(r, 0) for r in resources], dtype=np.int64)
+                if np.any(requests > room):
+                    continue
+                for victim in victims:
+                    await self.handle.eviction.evict(
+                        EvictionRequest(
+                            pod=victim,
+                            reason="Preempted",
+                            action="Preempting",
+                            message=(
+                                f"Evicted from the room of reservation {reservation.name} on node {node}: "
+                                f"its owner {pod.key} arrived (this pod was placed as reservation-ignored)"
+                            ),
+                            node=node,
+                        )
+                    )
+                self.handle.nominator.nominate(pod, node)
+                diagnosis.post_filter_message = (
+                    f"{len(victims)} reservation-ignored pod(s) evicted from reservation {reservation.name} "
+                    f"on node {node}."
+                )
+                return PostFilterResult(Status.success(), node)
+        return PostFilterResult(Status.unschedulable())
 
     # ---- Score -------------------------------------------------------------------------------
 
@@ -496,11 +592,16 @@ class ReservationPlugin:
         if choice is None:
             if cycle.required:
                 return Status.unschedulable(ERR_NO_RESERVATION_FITS)
+            if row in cycle.matched:
+                state.note(
+                    f"no reservation on {node} had room left for the pod: it took the node's free room"
+                )
             return Status.success()
         reservation = self.store.add_owner(choice.uid, pod)
         if reservation is None:
             return Status.unschedulable("reservation is not active")
         self._rehold(reservation)
+        state.note(f"allocated from reservation {reservation.name} on {node}")
         state.write(_ALLOCATED, reservation)
         return Status.success()
 

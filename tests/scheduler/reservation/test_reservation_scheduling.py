@@ -128,7 +128,7 @@ async def test_reservation_affinity_by_name_requires_that_reservation() -> None:
 async def test_reservation_taints_need_the_pods_toleration() -> None:
     backend = MemoryBackend()
     backend.apply(NODES, node("n1", cpu="2"))
-    _app, stop, task = await start(backend)
+    app, stop, task = await start(backend)
     taint = {"key": "team", "value": "a", "effect": "NoSchedule"}
     try:
         backend.apply(
@@ -138,6 +138,12 @@ async def test_reservation_taints_need_the_pods_toleration() -> None:
         backend.apply(PODS, pod("plain", cpu="1", annotations=affinity()))
         await settle()
         assert "plain" not in bound(backend)
+        explanation = app.explanations.get("default", "plain")
+        assert explanation is not None
+        assert explanation.notes == [
+            "reservation(s) the pod's owners match but it may not use: r1 (reservation affinity, "
+            "unschedulable or taints)"
+        ]
         tolerating = affinity(
             tolerations=[{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
         )
@@ -213,5 +219,34 @@ async def test_a_malformed_reservation_affinity_is_refused_with_the_key() -> Non
         explanation = app.explanations.get("default", "bad")
         assert explanation is not None
         assert "reservation-affinity" in explanation.message
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_backfill_in_reserved_room_is_evicted_when_the_owner_arrives_and_never_before() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="6"))
+    app, stop, task = await start(backend)
+    ignored = {"scheduling.koordinator.sh/reservation-ignored": "true"}
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="3"))
+        await until(lambda: placed(backend, "r1") == "n1")
+        backend.apply(PODS, pod("backfill-0", cpu="2", labels=ignored))
+        backend.apply(PODS, pod("backfill-1", cpu="2", labels=ignored))
+        await until(lambda: {"backfill-0", "backfill-1"} <= set(bound(backend)))
+        backend.apply(PODS, pod("stranger", cpu="1"))  # 6 - 3 reserved - 4 backfill: no room
+        await settle()
+        assert "stranger" not in bound(backend)
+        assert {"backfill-0", "backfill-1"} <= {
+            p.metadata.name for p in backend.list(PODS)
+        }  # never otherwise
+        # The owner (3 CPUs) needs the reserved room: evicting one backfill pod (2 CPUs) is enough.
+        backend.apply(PODS, pod("owner", cpu="3", labels={"app": "r1"}))
+        await until(lambda: bound(backend).get("owner") == "n1")
+        left = {p.metadata.name for p in backend.list(PODS)}
+        assert len(left & {"backfill-0", "backfill-1"}) == 1, left
+        explanation = app.explanations.get("default", "owner")  # what `koordctl explain pod` shows
+        assert explanation is not None
+        assert "allocated from reservation r1 on n1" in explanation.notes
     finally:
         await stop_app(stop, task)
