@@ -91,7 +91,9 @@ def _cleanup(cp: ControlPlane, *reservations: str) -> None:
         cp.kubectl("delete", "reservation", name, "--ignore-not-found", check=False)
 
 
-def test_a_job_lands_exactly_on_the_nodes_reserved_for_it(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+def test_a_job_lands_exactly_on_the_nodes_reserved_for_it(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
     cp = control_plane
     cp.create_namespace(NAMESPACE)
     apply(cp, [_node(f"resv-{i}", "8") for i in range(4)])
@@ -109,7 +111,10 @@ def test_a_job_lands_exactly_on_the_nodes_reserved_for_it(control_plane: Control
         assert len(set(reserved.values())) == 2, reserved
         status = _reservation(cp, names[0])["status"]
         assert status["allocatable"]["cpu"] == "6", status
-        assert {(c["type"], c["status"]) for c in status["conditions"]} >= {("Scheduled", "True"), ("Ready", "True")}
+        assert {(c["type"], c["status"]) for c in status["conditions"]} >= {
+            ("Scheduled", "True"),
+            ("Ready", "True"),
+        }
 
         # A stranger asking for 4 CPUs may not use reserved room: it goes to one of the free nodes.
         apply(cp, [_pod("stranger", "4")])
@@ -146,7 +151,9 @@ def test_a_non_owner_is_kept_off_reserved_room_and_a_too_large_reservation_says_
         # Every pool node is 6/8 reserved: 2 CPUs stay free per node.
         for name in reservations:
             cp.kubectl("apply", "-f", "-", input=_reservation_yaml(name, "6", "owner"))
-        wait_for(lambda: all(_available(cp, n) for n in reservations), timeout=60, what="4 reservations Available")
+        wait_for(
+            lambda: all(_available(cp, n) for n in reservations), timeout=60, what="4 reservations Available"
+        )
         apply(cp, [_pod("too-big", "3")])
         message = wait_for(
             lambda: [m for m in failed_scheduling(cp, NAMESPACE, "too-big") if "Insufficient cpu" in m],
@@ -198,16 +205,22 @@ def test_reservation_affinity_and_ignored_pods(control_plane: ControlPlane, sche
     try:
         for name in reservations:
             cp.kubectl("apply", "-f", "-", input=_reservation_yaml(name, "6", "any"))
-        wait_for(lambda: all(_available(cp, n) for n in reservations), timeout=60, what="4 reservations Available")
+        wait_for(
+            lambda: all(_available(cp, n) for n in reservations), timeout=60, what="4 reservations Available"
+        )
         target = _available(cp, "named-2")
         # By name: the pod goes to that reservation's node, whatever else is free.
         pod = _pod("by-name", "1", {"app": "any"})
-        pod["metadata"]["annotations"] = {"scheduling.koordinator.sh/reservation-affinity": '{"name": "named-2"}'}
+        pod["metadata"]["annotations"] = {
+            "scheduling.koordinator.sh/reservation-affinity": '{"name": "named-2"}'
+        }
         apply(cp, [pod])
         assert wait_for(lambda: _bound(cp).get("by-name"), timeout=60, what="by-name bound") == target
         # A pod that names a reservation that does not exist waits, and the event says so.
         missing = _pod("missing", "1", {"app": "any"})
-        missing["metadata"]["annotations"] = {"scheduling.koordinator.sh/reservation-affinity": '{"name": "nope"}'}
+        missing["metadata"]["annotations"] = {
+            "scheduling.koordinator.sh/reservation-affinity": '{"name": "nope"}'
+        }
         apply(cp, [missing])
         message = wait_for(
             lambda: failed_scheduling(cp, NAMESPACE, "missing"), timeout=60, what="missing's FailedScheduling"
@@ -235,7 +248,9 @@ def test_the_documented_example_applies(control_plane: ControlPlane, scheduler: 
     try:
         for path in files:
             cp.apply_file(path)
-        wait_for(lambda: all(_available(cp, n) for n in names), timeout=60, what="example reservations Available")
+        wait_for(
+            lambda: all(_available(cp, n) for n in names), timeout=60, what="example reservations Available"
+        )
         owners = [d for d in docs if d["kind"] == "Pod"]
         namespace = owners[0]["metadata"]["namespace"]
         for owner in owners:
