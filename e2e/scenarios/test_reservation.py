@@ -123,11 +123,12 @@ def test_a_job_lands_exactly_on_the_nodes_reserved_for_it(
 
         # The job's two pods land exactly on the reserved nodes and say which reservation they used.
         apply(cp, [_pod(f"worker-{i}", "6", {"app": "train"}) for i in range(2)])
-        placed = wait_for(
-            lambda: (b := _bound(cp)) and b.get("worker-0") and b.get("worker-1") and b,
-            timeout=60,
-            what="both workers bound",
-        )
+
+        def workers() -> dict[str, str | None] | None:
+            bound = _bound(cp)
+            return bound if bound.get("worker-0") and bound.get("worker-1") else None
+
+        placed = wait_for(workers, timeout=60, what="both workers bound")
         assert {placed["worker-0"], placed["worker-1"]} == set(reserved.values()), (placed, reserved)
         by_node = {node: name for name, node in reserved.items()}
         for pod in pods(cp, NAMESPACE):
@@ -253,15 +254,12 @@ def test_the_documented_example_applies(control_plane: ControlPlane, scheduler: 
         )
         owners = [d for d in docs if d["kind"] == "Pod"]
         namespace = owners[0]["metadata"]["namespace"]
-        for owner in owners:
-            name = owner["metadata"]["name"]
-            wait_for(
-                lambda name=name: any(
-                    p["metadata"]["name"] == name and p["spec"].get("nodeName") for p in pods(cp, namespace)
-                ),
-                timeout=60,
-                what=f"{name} bound",
-            )
+        wanted = {owner["metadata"]["name"] for owner in owners}
+
+        def all_bound() -> bool:
+            return wanted <= {p["metadata"]["name"] for p in pods(cp, namespace) if p["spec"].get("nodeName")}
+
+        wait_for(all_bound, timeout=60, what=f"{sorted(wanted)} bound")
         for pod in pods(cp, namespace):
             assert ALLOCATED in (pod["metadata"].get("annotations") or {}), pod["metadata"]
     finally:
