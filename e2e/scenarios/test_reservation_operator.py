@@ -417,3 +417,19 @@ def test_the_chart_lets_koord_manager_do_what_the_reservation_operator_does(
     finally:
         for kind in ("clusterrolebinding", "clusterrole"):
             cp.kubectl("delete", kind, account, "--ignore-not-found")
+
+
+def test_the_chart_passes_the_retention_to_koord_manager(control_plane: ControlPlane) -> None:
+    def command(*values: str) -> list[str]:
+        rendered = subprocess.run(
+            [control_plane.tool("helm"), "template", "rsv", str(repo_root() / "charts" / "koordinator-py"),
+             "--show-only", "templates/manager-deployment.yaml", *values],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        (deployment,) = [doc for doc in yaml.safe_load_all(rendered) if doc]
+        return list(deployment["spec"]["template"]["spec"]["containers"][0]["command"])
+
+    assert "--reservation-gc-duration-seconds=86400" in command()  # Koordinator's 24h
+    assert "--reservation-gc-duration-seconds=600" in command(
+        "--set", "manager.reservation.gcDurationSeconds=600"
+    )
