@@ -172,7 +172,7 @@ def plan(
 ) -> Plan:
     """What to do with ``reservation`` now (see the module docstring); ``pods`` may hold owners of
     other reservations, and ``node_exists`` says whether ``status.nodeName`` names a node."""
-    now = now.replace(microsecond=0)
+    stamp = now.replace(microsecond=0)  # what the conditions record (metav1.Time has seconds)
     status = reservation.status or ReservationStatus()
     if expiry.is_finished(reservation):
         gc_at = expiry.gc_deadline(reservation, retention)
@@ -181,13 +181,13 @@ def plan(
         return Plan(wake_at=gc_at)
     deadline = expiry.expiry(reservation)
     if deadline is not None and now >= deadline.at:
-        return Plan(status=_failed(status, f"the reservation expired: {deadline.why}", now))
+        return Plan(status=_failed(status, f"the reservation expired: {deadline.why}", stamp))
     wake_at = deadline.at if deadline is not None else None
     if not status.node_name:
         return Plan(wake_at=wake_at)
     if not node_exists:
         message = f"the reservation expired: its node {status.node_name} was deleted"
-        return Plan(status=_failed(status, message, now))
+        return Plan(status=_failed(status, message, stamp))
     owners = _owners(reservation, pods)
     references = [p.reference() for p in owners]
     in_use = allocated(reservation, owners)
@@ -203,7 +203,7 @@ def plan(
         update = update.model_copy(
             update={
                 "phase": PHASE_SUCCEEDED,
-                "conditions": _ready_false(status, REASON_SUCCEEDED, message, now),
+                "conditions": _ready_false(status, REASON_SUCCEEDED, message, stamp),
             }
         )
     return Plan(status=update, wake_at=wake_at)

@@ -251,3 +251,17 @@ def test_a_finished_reservation_is_deleted_after_the_retention(phase: str) -> No
     assert due.delete
     short = plan(r, [], node_exists=True, now=NOW, retention=timedelta(minutes=5))
     assert short.delete
+
+
+def test_a_sub_second_deadline_is_judged_at_the_exact_time_and_recorded_in_seconds() -> None:
+    r = reservation({}, ttl="1500ms")
+    early = plan(r, [], node_exists=False, now=CREATED + timedelta(milliseconds=1400), retention=DAY)
+    assert early.status is None
+    assert early.wake_at == CREATED + timedelta(milliseconds=1500)
+    late = plan(r, [], node_exists=False, now=CREATED + timedelta(milliseconds=1600), retention=DAY)
+    status = (
+        None if late.status is None else late.status.model_dump(by_alias=True, exclude_none=True, mode="json")
+    )
+    assert status is not None
+    assert status["phase"] == "Failed"
+    assert ready(status)["lastTransitionTime"] == "2026-11-25T10:00:01Z"
