@@ -28,7 +28,7 @@ from e2e.kubectl_table import header, rows
 from e2e.workloads import wait_for
 
 TIMEOUT = 30.0
-NODE = "cpu-20"
+NODE = "cpu-9"  # a node no other scenario names
 TEMPLATE: dict[str, Any] = {
     "metadata": {"namespace": "default"},
     "spec": {
@@ -143,7 +143,8 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = _name("rsv")
     control_plane.create_namespace(name)
     yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+    # Waited for, so that the owner pods are gone from the node before the next scenario.
+    control_plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
 
 
 def test_a_reservation_with_ttl_3s_expires_to_failed(
