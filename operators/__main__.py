@@ -4,7 +4,8 @@ It serves the admission webhooks of every Koordinator kind (see ``operators.logi
 keeping their webhook configurations current when run as a local process (in a cluster the Helm
 chart renders them: ``operators.webhookgen``), and runs the
 lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``),
-the ClusterNetworkTopology tree (``operators.handlers.networktopology``), ElasticQuota tree
+the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Reservation
+lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
 (``operators.handlers.builtin_quotas``) and each ElasticQuotaProfile's tree root
 (``operators.handlers.elasticquotaprofile``).
@@ -29,7 +30,7 @@ from kubernetes_asyncio import client
 
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
-from operators.clients import PodClient, QuotaClient, load_configuration
+from operators.clients import PodClient, QuotaClient, ReservationClient, load_configuration
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
@@ -40,6 +41,7 @@ from operators.handlers import (
     networktopology,
     pod_tree_affinity,
     podgroup,
+    reservation,
 )
 from operators.webhook_certs import ensure_self_signed
 
@@ -72,6 +74,11 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
         "--quota-group-namespace", help="namespace of the built-in quotas (default koordinator-system)"
     )
     parser.add_argument(
+        "--reservation-gc-duration-seconds",
+        type=int,
+        help="seconds a Succeeded or Failed Reservation is kept before it is deleted (default 86400)",
+    )
+    parser.add_argument(
         "--shutdown-timeout",
         dest="shutdown_timeout_seconds",
         type=float,
@@ -98,6 +105,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
     pod_tree_affinity.register(registry, quotas)
+    reservation.register(registry, config, ReservationClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

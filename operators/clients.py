@@ -14,13 +14,15 @@ from kubernetes_asyncio import config as k8s_config
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
+from apis.scheduling.reservation import Reservation
 from operators.config import ManagerConfig
 
-__all__ = ["PodClient", "QuotaClient", "load_configuration"]
+__all__ = ["PodClient", "QuotaClient", "ReservationClient", "load_configuration"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
+_RESERVATION = Reservation.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -121,3 +123,42 @@ class PodClient:
         api = await self._core()
         listed = await api.list_namespaced_pod(namespace, limit=1)
         return bool(listed.items)
+
+
+class ReservationClient:
+    """Reservation status writes and deletions (cluster-scoped); the connection opens on first use
+    and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CustomObjectsApi | None = None
+
+    async def _objects(self) -> client.CustomObjectsApi:
+        if self._api is None:
+            self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def replace_status(self, body: dict[str, Any]) -> None:
+        """PUT ``body`` (a whole object with its resourceVersion) to the status subresource: the API
+        server refuses it with 409 when the object changed since it was read."""
+        api = await self._objects()
+        name = body["metadata"]["name"]
+        await api.replace_cluster_custom_object_status(
+            _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, name, body
+        )
+
+    async def delete(self, name: str, uid: str) -> None:
+        """Delete the reservation if it is still the one with ``uid``; a reservation already gone is
+        no error."""
+        api = await self._objects()
+        try:
+            await api.delete_cluster_custom_object(
+                _RESERVATION.group,
+                _RESERVATION.version,
+                _RESERVATION.plural,
+                name,
+                body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise

@@ -59,3 +59,6 @@ class ManagerConfig(BaseModel):
     default_schedule_timeout_seconds: int = Field(default=600, gt=0)
     """``CoschedulingArgs.defaultTimeout``: a PodGroup's schedule timeout when
     ``spec.scheduleTimeoutSeconds`` is not > 0, in seconds."""
+    reservation_gc_duration_seconds: int = Field(default=86400, gt=0)
+    """``ReservationArgs.gcDurationSeconds``: how long a Succeeded or Failed Reservation is kept
+    after it finished before koord-manager deletes it, in seconds (Koordinator's 24h default)."""

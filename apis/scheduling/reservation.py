@@ -149,6 +149,14 @@ class Reservation(KoordResource):
             PrinterColumn(name="Node", type="string", json_path=".status.nodeName"),
             PrinterColumn(name="TTL", type="string", json_path=".spec.ttl"),
             PrinterColumn(name="Expires", type="string", json_path=".spec.expires"),
+            # Not Koordinator's: the API server prints the first match of a list path, so with
+            # allocateOnce: false and several owners this shows the first (currentOwners is sorted by uid).
+            PrinterColumn(
+                name="Owners",
+                type="string",
+                json_path=".status.currentOwners[*].name",
+                description="The pods that allocated the reservation (the first, when several)",
+            ),
         ),
     )
 

@@ -104,7 +104,7 @@ def test_kubectl_get_shows_printer_columns(control_plane: ControlPlane) -> None:
     assert (_row(wide)["MIN"], _row(wide)["MAX"]) == ('{"cpu":"5"}', '{"cpu":"10","memory":"20Gi"}')
 
     rsv = control_plane.kubectl("get", "reservations", "columns-reservation")
-    assert header(rsv) == ["NAME", "PHASE", "AGE", "NODE", "TTL", "EXPIRES"]
+    assert header(rsv) == ["NAME", "PHASE", "AGE", "NODE", "TTL", "EXPIRES", "OWNERS"]
     assert _row(rsv)["TTL"] == "24h"  # the schema default of spec.ttl
 
     devices = control_plane.kubectl("get", "devices")

@@ -1,4 +1,4 @@
-"""Resync timers that put no finalizer on the objects they watch.
+"""Resync timers (and daemons) that put no finalizer on the objects they watch.
 
 Every timer of koord-manager recomputes something from indexes (a status, a total) and has nothing
 to do when its object is deleted. Kopf, however, marks each timer ``requires_finalizer=True`` (so
@@ -12,6 +12,9 @@ deletion only as the watch's DELETED event and would keep the timer of the vanis
 running; a companion ``on.event`` handler marks the object's memo as gone on that event, and the
 timer's ``when`` filter, re-checked by Kopf on the same event, then stops the timer.
 Kopf removes its finalizer from objects that still carry it from an earlier version.
+
+``daemon`` does the same for a ``kopf.daemon``: one long-running task per object, for work that
+sleeps until a deadline of the object's own (a Reservation's expiry) rather than ticking.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import kopf
 
-__all__ = ["GONE", "resync_timer"]
+__all__ = ["GONE", "daemon", "resync_timer"]
 
 GONE = "koordinator-py.gone"
 """Per-object memo key set on the object's DELETED watch event."""
@@ -62,10 +65,44 @@ def resync_timer(
         kopf.timer(group, version, plural, id=id, interval=interval, when=_present(when), registry=registry)(
             fn
         )
-        spawning = registry._spawning
-        spawning._handlers = [
-            dataclasses.replace(h, requires_finalizer=False) if h.id == id else h for h in spawning._handlers
-        ]
+        _without_finalizer(registry, id)
         return fn
 
     return decorator
+
+
+def daemon(
+    group: str,
+    version: str,
+    plural: str,
+    *,
+    id: str,
+    registry: kopf.OperatorRegistry,
+    cancellation_timeout: float = 1.0,
+) -> Callable[[Any], Any]:
+    """Like ``kopf.daemon(group, version, plural, id=, registry=)``, but the daemon needs no
+    finalizer and is stopped (``stopped`` set, then cancelled after ``cancellation_timeout``
+    seconds) when its object is deleted."""
+
+    def decorator(fn: Any) -> Any:
+        kopf.on.event(group, version, plural, id=f"{id}.gone", registry=registry)(_mark_gone)
+        kopf.daemon(
+            group,
+            version,
+            plural,
+            id=id,
+            when=_present(None),
+            cancellation_timeout=cancellation_timeout,
+            registry=registry,
+        )(fn)
+        _without_finalizer(registry, id)
+        return fn
+
+    return decorator
+
+
+def _without_finalizer(registry: kopf.OperatorRegistry, id: str) -> None:
+    spawning = registry._spawning
+    spawning._handlers = [
+        dataclasses.replace(h, requires_finalizer=False) if h.id == id else h for h in spawning._handlers
+    ]

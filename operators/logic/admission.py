@@ -10,7 +10,8 @@ What it cannot see is checked here, with messages that name the field:
    rejected here, where Koordinator would silently ignore the whole annotation);
 3. per-kind rules across fields of a valid object (``SPEC_CHECKS``): a ClusterNetworkTopology
    whose layers do not form one chain ending at NodeTopologyLayer; an ElasticQuotaProfile whose
-   ``resourceRatio`` is no number (Koordinator's controller would fail on it at every resync).
+   ``resourceRatio`` is no number (Koordinator's controller would fail on it at every resync);
+   a Reservation the scheduler could never place or match (``reservation_admission``).
 
 Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
 they produce a warning, which kubectl prints: an unknown gang ``mode``, a ``resourceRatio``
@@ -30,7 +31,8 @@ from apis.extension import gang, networktopology
 from apis.meta import KoordResource
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile, parse_resource_ratio
 from apis.scheduling.networktopology import ClusterNetworkTopology
-from operators.logic import topology_tree
+from apis.scheduling.reservation import Reservation
+from operators.logic import reservation_admission, topology_tree
 
 __all__ = ["AdmissionResult", "review"]
 
@@ -79,9 +81,15 @@ def _resource_ratio_range(obj: KoordResource) -> list[str]:
     return [f"spec.resourceRatio: {raw!r} is outside (0, 1]; the quota uses 1 (the nodes' whole total)"]
 
 
+def _reservation(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, Reservation)
+    return reservation_admission.validate(obj)
+
+
 SPEC_CHECKS: dict[str, list[SpecCheck]] = {
     "ClusterNetworkTopology": [_network_topology_chain],
     "ElasticQuotaProfile": [_resource_ratio],
+    "Reservation": [_reservation],
 }
 """Per-kind checks over an object that passed its model; each returns its problems."""
 

@@ -1077,7 +1077,7 @@ def test_camel_case_spellings_of_irregular_names_are_ignored() -> None:
             "Cluster",
             (),
             True,
-            ("Phase", "Age", "Node", "TTL", "Expires"),
+            ("Phase", "Age", "Node", "TTL", "Expires", "Owners"),
             id="Reservation",
         ),
         pytest.param(

@@ -7,6 +7,7 @@ import logging
 import kopf
 import pytest
 from kubernetes_asyncio import client
+from pydantic import ValidationError
 
 import operators.__main__ as main_module
 from operators.__main__ import build_registry, operator_settings, parse_args
@@ -28,12 +29,27 @@ def test_peering_flags() -> None:
     assert parse_args(["--quota-group-namespace", "quotas"]).quota_group_namespace == "quotas"
 
 
+def test_reservation_gc_duration_defaults_to_koordinators_24h() -> None:
+    assert parse_args([]).reservation_gc_duration_seconds == 86400
+    assert parse_args(["--reservation-gc-duration-seconds", "60"]).reservation_gc_duration_seconds == 60
+    with pytest.raises(ValidationError):
+        parse_args(["--reservation-gc-duration-seconds", "0"])
+
+
 def test_registry_holds_the_operators() -> None:
     registry = build_registry(parse_args(["--standalone"]))
     indices = {h.id for h in registry._indexing.get_all_handlers()}
     timers = {h.id for h in registry._spawning.get_all_handlers()}
-    assert indices == {"podgroup_members", "node_topology_labels", "elastic_quotas", "node_capacity"}
+    assert indices == {
+        "podgroup_members",
+        "node_topology_labels",
+        "elastic_quotas",
+        "node_capacity",
+        "reservation_owners",
+        "reservation_nodes",
+    }
     assert timers == {
+        "reservation_lifecycle",
         "podgroup_status",
         "networktopology_detail_status",
         "root_quota_total",
@@ -41,7 +57,7 @@ def test_registry_holds_the_operators() -> None:
         "builtin_quotas_namespace",
     }
     webhooks = {h.id for h in registry._webhooks.get_all_handlers()}
-    assert {"validate-elasticquota-tree", "default-elasticquotas"} <= webhooks
+    assert {"validate-elasticquota-tree", "default-elasticquotas", "validate-reservation-binding"} <= webhooks
     startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}
     assert any("peering" in i for i in startup)
 

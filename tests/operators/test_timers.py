@@ -1,4 +1,5 @@
-"""koord-manager's resync timers put no finalizer on their objects and stop when the object is gone.
+"""koord-manager's resync timers (and the reservation daemon) put no finalizer on their objects and
+stop when the object is gone.
 
 These tests reach into Kopf's registry on purpose: they pin the Kopf behaviour that
 ``operators.handlers.timers`` relies on, so an upgrade that changes it fails here, not in a cluster.
@@ -46,6 +47,7 @@ OBJECTS = {
         {"name": "p", "namespace": "team"},
     ),
     "builtin_quotas_namespace": ("", "v1", "namespaces", {"name": "koordinator-system"}),
+    "reservation_lifecycle": ("scheduling.koordinator.sh", "v1alpha1", "reservations", {"name": "r"}),
 }
 
 
@@ -107,4 +109,19 @@ def test_a_plain_kopf_timer_would_require_a_finalizer() -> None:
     timers.resync_timer(
         "scheduling.sigs.k8s.io", "v1alpha1", "podgroups", id="t", interval=1, registry=other
     )(lambda **_: None)
+    assert not other._spawning.requires_finalizer(cause=plain)
+
+
+def test_a_plain_kopf_daemon_would_require_a_finalizer() -> None:
+    """The reason for ``timers.daemon``: Kopf marks every daemon as needing a finalizer too."""
+    registry = kopf.OperatorRegistry()
+    kopf.daemon("scheduling.koordinator.sh", "v1alpha1", "reservations", id="d", registry=registry)(
+        lambda **_: None
+    )
+    plain = spawning_cause("reservation_lifecycle", kopf.Memo())
+    assert registry._spawning.requires_finalizer(cause=plain)
+    other = kopf.OperatorRegistry()
+    timers.daemon("scheduling.koordinator.sh", "v1alpha1", "reservations", id="d", registry=other)(
+        lambda **_: None
+    )
     assert not other._spawning.requires_finalizer(cause=plain)
