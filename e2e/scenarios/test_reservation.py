@@ -236,32 +236,76 @@ def test_reservation_affinity_and_ignored_pods(control_plane: ControlPlane, sche
 
 
 def test_the_documented_example_applies(control_plane: ControlPlane, scheduler: Scheduler) -> None:
-    """docs/examples/reservation/ as a user applies it: the reservation is placed and its owner uses it."""
+    """docs/examples/reservation/ as a user applies it: koord-scheduler places the reservation and
+    its owner uses it; koord-manager then records the owner and, allocateOnce, ends it Succeeded."""
     from pathlib import Path
 
     cp = control_plane
     files = sorted(Path("docs/examples/reservation").glob("*.yaml"))
     assert files, "docs/examples/reservation/*.yaml"
-    apply(cp, [_node(f"resv-{i}", "8") for i in range(4)])
-    wait_nodes_ready(cp)
     docs = [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
     names = [d["metadata"]["name"] for d in docs if d["kind"] == "Reservation"]
+    owners = [d for d in docs if d["kind"] == "Pod"]
+    namespace = owners[0]["metadata"]["namespace"]
+    wanted = {owner["metadata"]["name"] for owner in owners}
     try:
         for path in files:
             cp.apply_file(path)
-        wait_for(
-            lambda: all(_available(cp, n) for n in names), timeout=60, what="example reservations Available"
-        )
-        owners = [d for d in docs if d["kind"] == "Pod"]
-        namespace = owners[0]["metadata"]["namespace"]
-        wanted = {owner["metadata"]["name"] for owner in owners}
 
         def all_bound() -> bool:
             return wanted <= {p["metadata"]["name"] for p in pods(cp, namespace) if p["spec"].get("nodeName")}
 
         wait_for(all_bound, timeout=60, what=f"{sorted(wanted)} bound")
         for pod in pods(cp, namespace):
-            assert ALLOCATED in (pod["metadata"].get("annotations") or {}), pod["metadata"]
+            allocated = json.loads((pod["metadata"].get("annotations") or {})[ALLOCATED])
+            assert allocated["name"] in names, allocated
+
+        def succeeded() -> list[dict[str, Any]] | None:
+            statuses = [_reservation(cp, n).get("status") or {} for n in names]
+            return statuses if all(s.get("phase") == "Succeeded" for s in statuses) else None
+
+        for status in wait_for(succeeded, timeout=60, what="the example reservations Succeeded"):
+            assert {o["name"] for o in status["currentOwners"]} <= wanted, status
+            assert status["nodeName"], status
     finally:
         for path in files:
             cp.kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_an_expired_reservation_frees_its_room(control_plane: ControlPlane, scheduler: Scheduler) -> None:
+    """koord-scheduler holds the room; koord-manager fails the reservation when its ttl passes;
+    the room goes back to everyone and the waiting pod binds."""
+    cp = control_plane
+    cp.kubectl("create", "namespace", NAMESPACE, check=False)
+    cp.wait_service_account(NAMESPACE)
+    apply(cp, [_node(f"resv-{i}", "8") for i in range(4)])
+    wait_nodes_ready(cp)
+    reservations = [f"short-{i}" for i in range(4)]
+    try:
+        for name in reservations:
+            extra = "  ttl: 20s\n" if name == "short-0" else ""
+            text = _reservation_yaml(name, "6", "nobody")
+            if extra:
+                text = text.replace("  ttl: 1h\n", extra)
+            cp.kubectl("apply", "-f", "-", input=text)
+        wait_for(
+            lambda: all(_available(cp, n) for n in reservations), timeout=60, what="4 reservations Available"
+        )
+        apply(cp, [_pod("waiting", "4")])
+        wait_for(
+            lambda: [m for m in failed_scheduling(cp, NAMESPACE, "waiting") if "Insufficient cpu" in m],
+            timeout=60,
+            what="waiting is refused while every node is reserved",
+        )
+        freed = _available(cp, "short-0")
+
+        def expired() -> bool:
+            status = _reservation(cp, "short-0").get("status") or {}
+            return status.get("phase") == "Failed"
+
+        wait_for(expired, timeout=90, what="short-0 Failed by koord-manager")
+        ready = next(c for c in _reservation(cp, "short-0")["status"]["conditions"] if c["type"] == "Ready")
+        assert (ready["status"], ready["reason"]) == ("False", "Expired"), ready
+        assert wait_for(lambda: _bound(cp).get("waiting"), timeout=60, what="waiting bound") == freed
+    finally:
+        _cleanup(cp, *reservations)

@@ -28,6 +28,8 @@ from scheduler.solver.problem import SpreadConstraint
 
 __all__ = [
     "GANG_PLAN",
+    "RESERVATION_CREDIT",
+    "RESERVATION_TAKEN",
     "BindPlugin",
     "ClusterEvent",
     "Diagnosis",
@@ -246,6 +248,16 @@ GANG_PLAN = StateKey[Callable[[], Mapping[str, tuple[PodInfo, str]]]]("GangPlan"
 (member, planned node) for the gang's other members not yet placed (built only when asked). A
 Filter that counts pods (PodTopologySpread) judges the pod's node by the state the whole plan
 leads to, as the plan was made, not by the transient order in which the members are scheduled."""
+
+
+RESERVATION_CREDIT = StateKey[Mapping[str, int]]("ReservationCredit")
+"""Written by the PreFilter that restores reservations (Reservation): per resource, the most the
+pod may take from a reservation it may use. A reservation charges its quota from its creation, so
+ElasticQuota admits the pod for its request less this, and checks again at Reserve against what
+the pod really took (``RESERVATION_TAKEN``)."""
+
+RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
+"""Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""
 
 
 @runtime_checkable

@@ -11,6 +11,7 @@ The sums are kept incrementally, so a pod event costs O(resources of the pod).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -165,6 +166,28 @@ class Ledger:
                 self.remove(charge.pod.uid)
             elif quota != charge.quota:
                 self._put(Charge(charge.pod, quota, charge.assigned, charge.reserved))
+
+    def replace_requests(self, uid: str, requests: Mapping[str, int]) -> PodInfo | None:
+        """Charge ``uid`` for ``requests`` from now on (a reservation an owner took room from);
+        the pod as it was charged before, None when ``uid`` is not charged."""
+        charge = self._charges.get(uid)
+        if charge is None:
+            return None
+        self._put(
+            Charge(
+                dataclasses.replace(charge.pod, requests=dict(requests)),
+                charge.quota,
+                charge.assigned,
+                charge.reserved,
+            )
+        )
+        return charge.pod
+
+    def restore(self, pod: PodInfo) -> None:
+        """Charge ``pod`` (a version ``replace_requests`` returned) again, if still charged."""
+        charge = self._charges.get(pod.uid)
+        if charge is not None:
+            self._put(Charge(pod, charge.quota, charge.assigned, charge.reserved))
 
     # ---- scheduler side ----------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
@@ -35,21 +36,26 @@ from apis.core import Pod
 from apis.duration import parse_go_duration_ns
 from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
+from apis.extension.reservation import is_reserve_pod
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
+from apis.scheduling.reservation import Reservation
 from scheduler.backend.base import (
     ELASTICQUOTAPROFILES,
     ELASTICQUOTAS,
     PODS,
+    RESERVATIONS,
     EventType,
     WatchEvent,
 )
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.eviction import EVICTION_RULES, EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
+    RESERVATION_CREDIT,
+    RESERVATION_TAKEN,
     ClusterEvent,
     EnqueueExtensions,
     PreemptionExtension,
@@ -83,6 +89,7 @@ from scheduler.plugins.elastic_quota.ledger import (
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
+from scheduler.plugins.helper.reservation import quota_stand_in
 from scheduler.quota import Figures, Usage
 
 __all__ = ["NAME", "RBAC", "ElasticQuota", "new"]
@@ -98,8 +105,11 @@ RBAC = (
         "scheduler writes them (annotations, and status.used through the main resource).",
     ),
     PolicyRule.watching(ELASTICQUOTAPROFILES, why="Quota profiles (one tree root each)."),
+    PolicyRule.watching(RESERVATIONS, why="Reservations charge their quota from their creation."),
     *EVICTION_RULES,
 )
+_SHRUNK = StateKey[PodInfo]("ElasticQuota/reservationShrunk")
+"""The reservation's charge before an owner took room from it at Reserve (Unreserve restores it)."""
 FIGURES_WRITE_INTERVAL_SECONDS = 1.0
 """The figures of one quota are patched at most this often."""
 
@@ -186,6 +196,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
         handle.subscribe(ELASTICQUOTAPROFILES, self._on_profile_event)
         handle.subscribe(PODS, self._on_pod_event)
+        handle.subscribe(RESERVATIONS, self._on_reservation_event)
 
     @property
     def name(self) -> str:
@@ -236,7 +247,11 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         self.revoke.start()
 
     def _running_pods(self, quota: str) -> list[PodInfo]:
-        return [c.pod for c in self.ledger.charges_of(quota) if c.assigned and not c.reserved]
+        return [
+            c.pod
+            for c in self.ledger.charges_of(quota)
+            if c.assigned and not c.reserved and not is_reserve_pod(c.pod.annotations)
+        ]
 
     async def _revoke(self, pod: PodInfo, quota: str) -> None:
         """Evict one pod of an overused quota (Eviction API: a PodDisruptionBudget may refuse)."""
@@ -267,7 +282,9 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             present = {p.uid for p in infos}
             for uid in self.ledger.uids():
                 charge = self.ledger.charge(uid)
-                if uid not in present and charge is not None and not charge.reserved:
+                if charge is None or is_reserve_pod(charge.pod.annotations):
+                    continue  # a reservation's charge: kept by the reservation watch
+                if uid not in present and not charge.reserved:
                     self.ledger.remove(uid)
                     self._pod_hooks(charge, None)
             for info in infos:
@@ -283,6 +300,34 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 self.ledger.on_pod(info, self._quota_name(info))
             self._pod_hooks(old, self.ledger.charge(info.uid))
         self.writer.changed()
+
+    def _on_reservation_event(self, event: WatchEvent[Reservation]) -> None:
+        """A reservation charges its quota from its creation (a request while Pending, used once
+        placed) for the room its owners have not taken (``helper.reservation.quota_stand_in``)."""
+        if event.type is EventType.REPLACED:
+            present = {r.metadata.uid or "" for r in event.objects}
+            for uid in self.ledger.uids():
+                charge = self.ledger.charge(uid)
+                if charge is not None and is_reserve_pod(charge.pod.annotations) and uid not in present:
+                    self.ledger.remove(uid)
+            for reservation in event.objects:
+                self._charge_reservation(reservation)
+        elif event.obj is not None:
+            if event.type is EventType.DELETED:
+                self.ledger.remove(event.obj.metadata.uid or "")
+            else:
+                self._charge_reservation(event.obj)
+        self.writer.changed()
+
+    def _charge_reservation(self, reservation: Reservation) -> None:
+        stand_in = quota_stand_in(reservation)
+        if stand_in is None:
+            self.ledger.remove(reservation.metadata.uid or "")
+            return
+        old = self.ledger.charge(stand_in.uid)
+        if old is not None and old.reserved and not stand_in.node_name:
+            return  # our Reserve placed it; the watch has not seen it Available yet
+        self.ledger.on_pod(stand_in, self._quota_name(stand_in))
 
     def _pod_hooks(self, old: Charge | None, new: Charge | None) -> None:
         """The pod-update hook, for a pod on a node before or after (as Koordinator's, which
@@ -361,6 +406,7 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             # Preemption is planning this job with its quota freed by the victims it will choose.
             forest = self._current(snapshot)
             return PreFilterResult(node_names=forest.tree_nodes.get(forest.tree_of.get(quota, "")))
+        pod = self._credited(state, pod)
         outside = self._outside_figures(quota)
         if outside is not None:
             problem = self._check_figures(outside, self._admitted_with(pod, quota), parents=())
@@ -375,6 +421,15 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
             return PreFilterResult(Status.unschedulable(problem))
         nodes = forest.tree_nodes.get(forest.tree_of.get(quota, ""))
         return PreFilterResult(node_names=nodes)
+
+    @staticmethod
+    def _credited(state: CycleState, pod: PodInfo, credit: Mapping[str, int] | None = None) -> PodInfo:
+        """``pod`` asking its quota only for what no reservation it may use already charges."""
+        credit = state.get(RESERVATION_CREDIT) if credit is None else credit
+        if not credit:
+            return pod
+        requests = {k: v - credit.get(k, 0) for k, v in pod.requests.items()}
+        return dataclasses.replace(pod, requests={k: v for k, v in requests.items() if v > 0})
 
     def _admitted_with(self, pod: PodInfo, quota: str) -> list[PodInfo]:
         """The pods admitted together with ``pod``: the pending members of its job (its gang, or
@@ -488,12 +543,38 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         quota = self._quota_name(pod)
         if quota:
+            problem = self._reserve_from_reservation(state, pod, quota)
+            if problem is not None:
+                return Status.unschedulable(problem)
             self.ledger.reserve(pod, quota)
             self.hooks.on_pod_updated(quota, None, pod)
         self.writer.changed()
         return Status.success()
 
+    def _reserve_from_reservation(self, state: CycleState, pod: PodInfo, quota: str) -> str | None:
+        """An owner takes room its reservation already charges: that charge shrinks by what it
+        took. A pod admitted with a reservation's credit that took none is checked in full."""
+        taken = state.get(RESERVATION_TAKEN)
+        if taken is not None:
+            uid, amounts = taken
+            charge = self.ledger.charge(uid)
+            if charge is not None:
+                requests = {k: max(0, v - amounts.get(k, 0)) for k, v in charge.pod.requests.items()}
+                before = self.ledger.replace_requests(uid, requests)
+                if before is not None:
+                    state.write(_SHRUNK, before)
+            return None
+        if not state.get(RESERVATION_CREDIT) or gang_key(pod) is not None:
+            return None
+        outside = self._outside_figures(quota)
+        if outside is not None:
+            return self._check_figures(outside, [pod], parents=())
+        return self._check(self._current(self.handle.snapshot()), quota, [pod])
+
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        shrunk = state.get(_SHRUNK)
+        if shrunk is not None:
+            self.ledger.restore(shrunk)
         quota = self._quota_name(pod)
         if quota:
             old = self.ledger.charge(pod.uid)

@@ -51,7 +51,8 @@ class ReservationArgs(KoordModel):
         ):
             raise ValueError(
                 "gcDurationSeconds, gcIntervalSeconds and disableGarbageCollection are koord-manager's "
-                "settings here (--reservation-gc-duration-seconds, chart value manager.reservation.gcDurationSeconds); remove them from ReservationArgs"
+                "settings here (--reservation-gc-duration-seconds, chart value "
+                "manager.reservation.gcDurationSeconds); remove them from ReservationArgs"
             )
         if self.pre_allocation_config is not None and self.pre_allocation_config.enable_cluster_mode:
             raise ValueError("preAllocationConfig.enableClusterMode: pre-allocation is not supported yet")

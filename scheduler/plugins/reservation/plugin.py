@@ -59,6 +59,8 @@ from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    RESERVATION_CREDIT,
+    RESERVATION_TAKEN,
     ClusterEvent,
     Diagnosis,
     FilterResult,
@@ -67,9 +69,9 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.helper.reservation import PODS as PODS_RESOURCE
 from scheduler.plugins.reservation.args import ReservationArgs
 from scheduler.plugins.reservation.matching import affinity_admits, exact_match
-from scheduler.plugins.reservation.state import PODS as PODS_RESOURCE
 from scheduler.plugins.reservation.state import ReservationState
 from scheduler.plugins.reservation.store import ReservationStore
 
@@ -276,6 +278,7 @@ class ReservationPlugin:
                 return PreFilterResult(Status.unresolvable(ERR_AFFINITY))
             return PreFilterResult(Status.skip())
         snapshot.lift_reserved(s.stand_in() for states in matched.values() for s in states)
+        state.write(RESERVATION_CREDIT, self._credit(pod, matched))
         state.write(
             _CYCLE,
             _Cycle(
@@ -289,6 +292,17 @@ class ReservationPlugin:
             return PreFilterResult()
         names = frozenset(snapshot.table.names[row] for row in matched)
         return PreFilterResult(node_names=names)
+
+    @staticmethod
+    def _credit(pod: PodInfo, matched: dict[int, list[ReservationState]]) -> dict[str, int]:
+        """Per resource, the most of its request the pod may take from one matched reservation."""
+        credit: dict[str, int] = {}
+        for states in matched.values():
+            for reservation in states:
+                for name, amount in reservation.remaining().items():
+                    if name in pod.requests and name != PODS_RESOURCE:
+                        credit[name] = max(credit.get(name, 0), min(amount, pod.requests[name]))
+        return credit
 
     def _pre_filter_reserve_pod(self, state: CycleState, pod: PodInfo) -> PreFilterResult:
         reservation = self.store.by_uid.get(pod.uid)
@@ -597,9 +611,16 @@ class ReservationPlugin:
                     f"no reservation on {node} had room left for the pod: it took the node's free room"
                 )
             return Status.success()
+        remaining = choice.remaining()
+        taken = {
+            name: min(amount, remaining.get(name, 0))
+            for name, amount in pod.requests.items()
+            if name != PODS_RESOURCE and remaining.get(name, 0) > 0
+        }
         reservation = self.store.add_owner(choice.uid, pod)
         if reservation is None:
             return Status.unschedulable("reservation is not active")
+        state.write(RESERVATION_TAKEN, (reservation.uid, taken))
         self._rehold(reservation)
         state.note(f"allocated from reservation {reservation.name} on {node}")
         state.write(_ALLOCATED, reservation)

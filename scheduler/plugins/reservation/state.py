@@ -12,86 +12,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from apis.core import Pod
-from apis.extension import priority as priority_ext
-from apis.extension.reservation import (
-    ANNOTATION_RESERVATION_NAME,
-    ANNOTATION_RESERVATION_NODE,
-    ANNOTATION_RESERVE_POD,
-    ReservationOwner,
-    get_reservation_order,
-)
+from apis.extension.reservation import ReservationOwner, get_reservation_order
 from apis.meta import Taint
 from apis.scheduling.reservation import Reservation
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.quantity_range import check_list
+from scheduler.plugins.helper.reservation import AVAILABLE, PODS, explicit_pods, reserve_pod
 
-__all__ = ["AVAILABLE", "MAX_PRIORITY", "PODS", "ReservationState", "reserve_pod"]
-
-AVAILABLE = "Available"
-PODS = "pods"
-MAX_PRIORITY = 2**31 - 1
-"""A reserve pod's priority when neither its template nor the reservation gives one."""
-
-
-def _explicit_pods(template_spec: dict[str, object]) -> int:
-    """The ``pods`` the template's containers request explicitly (a limit on owners)."""
-    total = 0
-    for container in template_spec.get("containers") or ():  # type: ignore[attr-defined]
-        requests = ((container or {}).get("resources") or {}).get("requests") or {}
-        raw = requests.get(PODS)
-        if raw is not None:
-            try:
-                total += int(str(raw))
-            except ValueError:
-                continue
-    return total
-
-
-def reserve_pod(reservation: Reservation) -> PodInfo:
-    """The pod that stands in for ``reservation`` while it is scheduled: the template's metadata
-    and spec with the reservation's labels and annotations over them, the reservation's name and
-    uid, ``template.spec.nodeName`` moved to the ``reservation-node`` annotation (the pin), and
-    the template's priority, else the reservation's ``koordinator.sh/priority`` label, else the
-    highest int32. Raises ValueError when the template is no pod template."""
-    meta = reservation.metadata
-    template = (reservation.spec.template if reservation.spec is not None else None) or {}
-    template_meta = template.get("metadata") or {}
-    spec = dict(template.get("spec") or {})
-    pin = spec.pop("nodeName", None)
-    annotations = {
-        **(template_meta.get("annotations") or {}),
-        **(meta.annotations or {}),
-        ANNOTATION_RESERVE_POD: "true",
-        ANNOTATION_RESERVATION_NAME: meta.name or "",
-    }
-    if pin:
-        annotations[ANNOTATION_RESERVATION_NODE] = str(pin)
-    if spec.get("priority") is None:
-        try:
-            label_priority = priority_ext.get_pod_sub_priority(meta.labels)
-        except ValueError:
-            label_priority = 0
-        spec["priority"] = label_priority or MAX_PRIORITY
-    try:
-        pod = Pod.model_validate(
-            {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    "name": meta.name,
-                    "namespace": template_meta.get("namespace") or "default",
-                    "uid": meta.uid,
-                    "labels": {**(template_meta.get("labels") or {}), **(meta.labels or {})},
-                    "annotations": annotations,
-                    "creationTimestamp": meta.creation_timestamp,
-                },
-                "spec": spec,
-            }
-        )
-    except Exception as exc:
-        raise ValueError(f"spec.template is not a valid pod template: {exc}") from None
-    return PodInfo.of(pod)
+__all__ = ["ReservationState"]
 
 
 @dataclass(eq=False)
@@ -141,7 +69,7 @@ class ReservationState:
         elif pod is not None:
             allocatable = {k: v for k, v in pod.requests.items() if k != PODS}
             template_spec = ((spec.template if spec else None) or {}).get("spec") or {}
-            explicit = _explicit_pods(template_spec)
+            explicit = explicit_pods(template_spec)
             if explicit:
                 allocatable[PODS] = explicit
         else:
