@@ -169,6 +169,11 @@ class ProfileView(Protocol):
         """The profile's plugin that preempts for a single pod on request (``interfaces.Preemptor``)."""
         ...
 
+    def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
+        """Release in ``snapshot`` (until its ``close``) the room reserved for any of ``pods``
+        (the profile's ``interfaces.ReservedRoom`` plugins)."""
+        ...
+
 
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
@@ -191,6 +196,9 @@ class _UnboundProfile:
         return ()
 
     def preemptor(self) -> Preemptor | None:
+        return None
+
+    def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         return None
 
 

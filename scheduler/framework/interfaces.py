@@ -53,6 +53,7 @@ __all__ = [
     "QueueSortPlugin",
     "QuotaRelease",
     "ReservePlugin",
+    "ReservedRoom",
     "ScoreExtensions",
     "ScorePlugin",
 ]
@@ -240,6 +241,17 @@ class Preemptor(Protocol):
 
     async def preempt_alone(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PostFilterResult:
         """Evict lower-priority pods so that ``pod`` alone fits, and nominate it."""
+        ...
+
+
+@runtime_checkable
+class ReservedRoom(Protocol):
+    """A plugin that holds room for some pods (Reservation): it restores that room for them in a
+    snapshot it did not schedule in (a gang's plan, checked after its solve).
+    ``Handle.profile.restore_reserved`` asks it."""
+
+    def restore_for(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
+        """Release in ``snapshot``, until its ``close``, the room held for any of ``pods``."""
         ...
 
 

@@ -148,6 +148,7 @@ class Framework:
         )
         self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
         self._preemptor = next((p for p in self.plugins.values() if isinstance(p, fw.Preemptor)), None)
+        self._reserved_room = [p for p in self.plugins.values() if isinstance(p, fw.ReservedRoom)]
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -191,6 +192,10 @@ class Framework:
 
     def preemptor(self) -> fw.Preemptor | None:
         return self._preemptor
+
+    def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
+        for plugin in self._reserved_room:
+            plugin.restore_for(pods, snapshot)
 
     # ---- lookup ------------------------------------------------------------------------------
 

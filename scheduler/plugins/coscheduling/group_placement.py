@@ -111,6 +111,7 @@ class GroupPlanner:
         profile = self.handle.profile
         uids = {m.uid for m in members}
         restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids)  # the group's own room
+        profile.restore_reserved(members, snapshot)  # and reserved for them (till the cycle's end)
         try:
             problem = build_problem(
                 group.id,
@@ -186,8 +187,10 @@ class GroupPlanner:
         uids = {m.uid for m in members}
         restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids)
         try:
+            self.handle.profile.restore_reserved(members, snapshot)
             return self._short_nodes(snapshot, members, assignment)
         finally:
+            snapshot.close()
             restore()
 
     @staticmethod

@@ -304,6 +304,23 @@ class ReservationPlugin:
                         credit[name] = max(credit.get(name, 0), min(amount, pod.requests[name]))
         return credit
 
+    def restore_for(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
+        """``interfaces.ReservedRoom``: release the room of every reservation one of ``pods`` may
+        use (what their PreFilters would restore), for a plan made or checked outside their cycles."""
+        for pod in pods:
+            if is_reserve_pod(pod.annotations):
+                continue
+            try:
+                affinity = get_reservation_affinity(pod.annotations)
+                exact = get_exact_match_reservation(pod.annotations)
+            except InvalidAnnotation:
+                continue
+            if is_reservation_ignored(pod.labels):
+                snapshot.lift_reserved(s.stand_in() for s in self.store.placed())
+                continue
+            matched = self._match(pod, affinity, exact, snapshot, [])
+            snapshot.lift_reserved(s.stand_in() for states in matched.values() for s in states)
+
     def _pre_filter_reserve_pod(self, state: CycleState, pod: PodInfo) -> PreFilterResult:
         reservation = self.store.by_uid.get(pod.uid)
         if reservation is None:
@@ -576,9 +593,21 @@ class ReservationPlugin:
 
     def pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
         cycle = state.get(_CYCLE)
-        if cycle is None or not cycle.choice:
+        if cycle is None:
             return Status.skip()
-        return Status.success()
+        if state.planning:
+            # Scored for a plan (a gang's), without this cycle's Filter: choose on these rows now.
+            resources = sorted(name for name, amount in pod.requests.items() if amount)
+            cols = np.array([snapshot.table.column_of(r) for r in resources], dtype=np.int64)
+            requests = np.array([pod.requests[r] for r in resources], dtype=np.int64)
+            for row in rows.tolist():
+                states = cycle.matched.get(row)
+                if states and row not in cycle.choice:
+                    free = snapshot.table.free(np.array([row], dtype=np.int64), cols)[0]
+                    choice = self._choose(cycle, pod, resources, requests, free, states)
+                    if choice is not None:
+                        cycle.choice[row] = choice
+        return Status.success() if cycle.choice else Status.skip()
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         """The node holding the preferred reservation (lowest positive ``reservation-order``
