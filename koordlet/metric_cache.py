@@ -91,7 +91,8 @@ class MetricCache:
         window = [(t, v) for t, v in series if start <= t <= end]
         if not window:
             return None
-        return Aggregate.of((v for _, v in window), first=window[0][0], last=window[-1][0])
+        times = [t for t, _ in window]
+        return Aggregate.of((v for _, v in window), first=min(times), last=max(times))
 
     def latest(self, key: SeriesKey) -> float | None:
         series = self._series.get(key)
