@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apis.duration import parse_go_duration_ns
-from apis.slo.nodemetric import AggregatePolicy, NodeMetricCollectPolicy, NodeMetricSpec
+from apis.slo.nodemetric import NodeMetricCollectPolicy, NodeMetricSpec, default_collect_policy
 
 __all__ = [
     "DEFAULT_COLLECT_POLICY",
@@ -23,12 +23,7 @@ __all__ = [
 MIN_REPORT_INTERVAL_SECONDS = 30
 MIN_AGGREGATE_DURATION_SECONDS = 60
 
-DEFAULT_COLLECT_POLICY = NodeMetricCollectPolicy(
-    aggregate_duration_seconds=300,
-    report_interval_seconds=60,
-    node_aggregate_policy=AggregatePolicy(durations=["5m0s", "10m0s", "30m0s"]),
-    node_memory_collect_policy="usageWithoutPageCache",
-)
+DEFAULT_COLLECT_POLICY = default_collect_policy()
 """What koord-manager writes into a new NodeMetric, and what koordlet assumes for a field left out."""
 
 

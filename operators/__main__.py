@@ -6,8 +6,8 @@ chart renders them: ``operators.webhookgen``), and runs the
 lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.podgroup``),
 the ClusterNetworkTopology tree (``operators.handlers.networktopology``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
-(``operators.handlers.builtin_quotas``) and each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``).
+(``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
+(``operators.handlers.elasticquotaprofile``) and a NodeMetric per node (``operators.handlers.nodemetric``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -29,7 +29,7 @@ from kubernetes_asyncio import client
 
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
-from operators.clients import PodClient, QuotaClient, load_configuration
+from operators.clients import NodeMetricClient, PodClient, QuotaClient, load_configuration
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
@@ -38,6 +38,7 @@ from operators.handlers import (
     elasticquotaprofile,
     errors,
     networktopology,
+    nodemetric,
     pod_tree_affinity,
     podgroup,
 )
@@ -98,6 +99,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
     pod_tree_affinity.register(registry, quotas)
+    nodemetric.register(registry, NodeMetricClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -14,13 +14,15 @@ from kubernetes_asyncio import config as k8s_config
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
+from apis.slo.nodemetric import NodeMetric
 from operators.config import ManagerConfig
 
-__all__ = ["PodClient", "QuotaClient", "load_configuration"]
+__all__ = ["NodeMetricClient", "PodClient", "QuotaClient", "load_configuration"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
+_NM = NodeMetric.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -121,3 +123,38 @@ class PodClient:
         api = await self._core()
         listed = await api.list_namespaced_pod(namespace, limit=1)
         return bool(listed.items)
+
+
+class NodeMetricClient:
+    """NodeMetric creation and deletion (one per node); the connection opens on first use."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CustomObjectsApi | None = None
+
+    async def _objects(self) -> client.CustomObjectsApi:
+        if self._api is None:
+            self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def create(self, metric: NodeMetric) -> bool:
+        """Create ``metric``; False when one of that name already exists."""
+        api = await self._objects()
+        try:
+            await api.create_cluster_custom_object(_NM.group, _NM.version, _NM.plural, metric.to_wire())
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def delete(self, name: str) -> bool:
+        """Delete the NodeMetric ``name``; False when there was none."""
+        api = await self._objects()
+        try:
+            await api.delete_cluster_custom_object(_NM.group, _NM.version, _NM.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
