@@ -127,7 +127,7 @@ def build_status(
             )
         )
     return NodeMetricStatus(
-        update_time=datetime.fromtimestamp(now, UTC),
+        update_time=datetime.fromtimestamp(int(now), UTC),  # whole seconds, as metav1.Time is written
         node_metric=NodeMetricInfo(
             node_usage=node_usage,
             aggregated_node_usages=_windows(cache, node_cpu, node_memory, policy, now),
