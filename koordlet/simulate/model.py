@@ -49,7 +49,7 @@ class LoadStep(_Model):
     at_seconds: float = Field(ge=0)
     """Seconds after koordlet started from which this step holds (until the next step)."""
     usage: Usage | None = None
-    """The node's usage from then on; unchanged when left out."""
+    """The node's usage from then on; a resource left out keeps its value."""
     pods: list[PodLoad] | None = None
     """The pods' usage from then on (replaces the whole list); unchanged when left out."""
 

@@ -68,7 +68,7 @@ class LoadSource:
             previous = states[-1]
             states.append(
                 _State(
-                    step.usage if step.usage is not None else previous.usage,
+                    _merged(previous.usage, step.usage),
                     tuple(step.pods) if step.pods is not None else previous.pods,
                 )
             )
@@ -108,3 +108,13 @@ class LoadSource:
         return Aggregate(
             levels=tuple(sorted(counts.items())), first=end - last_index * self.interval, last=end
         )
+
+
+def _merged(before: Usage | None, step: Usage | None) -> Usage | None:
+    """A step's usage over the one before it: a resource the step leaves out keeps its value."""
+    if step is None or before is None:
+        return step if step is not None else before
+    return Usage(
+        cpu=step.cpu if step.cpu is not None else before.cpu,
+        memory=step.memory if step.memory is not None else before.memory,
+    )

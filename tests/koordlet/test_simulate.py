@@ -65,7 +65,7 @@ def test_steps_change_the_usage_and_windows_count_samples_per_step() -> None:
     assert after.value("p90") == 4.0
     memory = source.query((series.NODE_MEMORY,), 960, 1059)
     assert memory is not None
-    assert memory.value("p99") == GI  # the step left memory as it was
+    assert memory.levels == ((GI, 100),)  # the step left memory as it was
 
 
 def test_node_usage_defaults_to_the_pods_and_system_is_the_rest() -> None:
