@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -13,9 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 
+from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent, koordlet_simulation
@@ -24,7 +27,7 @@ from e2e.workloads import wait_for
 
 CHART = repo_root() / "charts" / "koordinator-py"
 NAMESPACE = "koordinator-system"
-HOT, STEPPED, STOPPING = "cpu-20", "cpu-21", "cpu-22"
+HOT, STEPPED, STOPPING, REAL = "cpu-20", "cpu-21", "cpu-22", "cpu-23"
 
 
 def node_metric(cp: ControlPlane, name: str) -> dict[str, Any] | None:
@@ -98,8 +101,8 @@ def simulation(
             },
             {"name": STOPPING, "usage": {"cpu": "3", "memory": "3Gi"}, "stopReportingAfterSeconds": 4},
         ],
-        "default": {"usage": {"cpu": "250m", "memory": "1Gi"}},
     }
+    load["nodes"].append({"names": ["cpu-0", "cpu-1"], "usage": {"cpu": "250m", "memory": "1Gi"}})
     path = tmp_path_factory.mktemp("koordlet") / "load.yaml"
     path.write_text(yaml.safe_dump(load))
     port = free_port()
@@ -193,8 +196,9 @@ def test_simulation_reports_the_load_file(control_plane: ControlPlane, simulatio
     ]
     updated = datetime.fromisoformat(status["updateTime"].replace("Z", "+00:00"))
     assert abs((datetime.now(UTC) - updated).total_seconds()) < 30
-    # every other node reports the default load
+    # a load shared by several nodes
     assert node_usage(control_plane, "cpu-0") == {"cpu": "250m", "memory": "1Gi"}
+    assert node_usage(control_plane, "cpu-1") == {"cpu": "250m", "memory": "1Gi"}
 
 
 def test_a_step_of_the_load_file_shows_in_the_reported_usage(
@@ -219,3 +223,36 @@ def test_a_node_that_stops_reporting_keeps_its_last_update_time(
     time.sleep(3)
     assert (node_metric(control_plane, STOPPING) or {})["status"]["updateTime"] == first
     assert (node_metric(control_plane, "cpu-0") or {})["status"]["updateTime"] != first
+
+
+def test_koordlet_on_this_host_reports_its_usage_for_a_node(control_plane: ControlPlane) -> None:
+    """The real agent (not the simulation) with the chart's koordlet RBAC: this machine's usage,
+    read with psutil and cgroups, lands in the NodeMetric of the node it is told it runs on."""
+    component = LocalComponent(
+        name="koordlet-host",
+        argv=(
+            sys.executable,
+            "-m",
+            "koordlet",
+            "--node-name",
+            REAL,
+            "--kubeconfig",
+            str(koordlet_kubeconfig(control_plane)),
+            "--report-interval-seconds",
+            "1",
+            "--metrics-port",
+            "0",
+        ),
+        cluster=control_plane,
+    )
+    component.start()
+    try:
+        usage = wait_for(lambda: node_usage(control_plane, REAL), 60, f"koordlet's report for {REAL}")
+    finally:
+        print(component.stop())
+    memory = psutil.virtual_memory()
+    reported = Quantity.parse(usage["memory"]).value()
+    assert abs(reported - (memory.total - memory.available)) < 0.1 * memory.total, usage
+    assert 0 <= Quantity.parse(usage["cpu"]).milli_value() <= 1000 * psutil.cpu_count(), usage
+    status = (node_metric(control_plane, REAL) or {})["status"]
+    assert status["podsMetric"] == []  # no pod of this node runs here

@@ -34,15 +34,20 @@ class NodeCollector:
         self,
         cpu_times: Callable[[], Any] = psutil.cpu_times,
         virtual_memory: Callable[[], Any] = psutil.virtual_memory,
+        cpu_count: int | None = None,
     ) -> None:
         self._cpu_times = cpu_times
         self._virtual_memory = virtual_memory
+        self._cpu_count = cpu_count or psutil.cpu_count() or 1
         self._last: tuple[float, float] | None = None
 
     def collect(self, now: float, cache: MetricCache) -> None:
         busy = busy_seconds(self._cpu_times())
         if self._last is not None and now > self._last[0]:
-            cache.append((NODE_CPU,), now, max(busy - self._last[1], 0.0) / (now - self._last[0]))
+            rate = max(busy - self._last[1], 0.0) / (now - self._last[0])
+            # koordlet descheduled between taking the time and reading the counters stretches or
+            # shrinks the interval; a node never uses more than all its CPUs
+            cache.append((NODE_CPU,), now, min(rate, float(self._cpu_count)))
         self._last = (now, busy)
         memory = self._virtual_memory()
         cache.append((NODE_MEMORY,), now, float(memory.total - memory.available))

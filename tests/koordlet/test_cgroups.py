@@ -57,7 +57,7 @@ class FakeNode:
 
     def collector(self) -> NodeCollector:
         return NodeCollector(
-            cpu_times=lambda: FakeCPUTimes(self.busy, 1000.0), virtual_memory=lambda: self.memory
+            cpu_times=lambda: FakeCPUTimes(self.busy, 1000.0), virtual_memory=lambda: self.memory, cpu_count=8
         )
 
 
@@ -176,6 +176,9 @@ def test_node_cpu_is_busy_time_over_wall_time_and_system_is_node_minus_pods(tmp_
     assert cache.latest((series.NODE_MEMORY_WITH_PAGE_CACHE,)) == 12 * GI  # total - free
     assert cache.latest((series.SYSTEM_CPU,)) == pytest.approx(2.5)
     assert cache.latest((series.SYSTEM_MEMORY,)) == 3 * GI
+    node.busy += 20.0  # 10 cores in 2 s on an 8-CPU node: the interval was measured short
+    collectors.collect(4.0, cache)
+    assert cache.latest((series.NODE_CPU,)) == 8.0
 
 
 class Broken:
