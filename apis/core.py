@@ -222,6 +222,8 @@ class PodStatus(KoordModel):
     phase: str | None = None
     conditions: list[PodCondition] | None = None
     nominated_node_name: str | None = None
+    qos_class: str | None = None
+    """Kubernetes QoS class kubelet computed: Guaranteed, Burstable or BestEffort."""
 
 
 class Pod(KoordModel):

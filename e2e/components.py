@@ -25,7 +25,7 @@ from pathlib import Path
 from e2e.cluster import processes
 from e2e.cluster.controlplane import ControlPlane
 
-__all__ = ["LocalComponent", "koord_manager"]
+__all__ = ["LocalComponent", "koord_manager", "koordlet_simulation"]
 
 # Children started by this process, so that stop() can reap them (no zombie, no ResourceWarning).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -128,6 +128,35 @@ def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalCompo
         ),
         cluster=cluster,
     )
+
+
+def koordlet_simulation(
+    cluster: ControlPlane,
+    load_file: Path,
+    *,
+    kubeconfig: Path | None = None,
+    report_interval_seconds: float | None = 1.0,
+    metrics_port: int = 0,
+    name: str = "koordlet-simulation",
+) -> LocalComponent:
+    """``koordlet --simulate LOAD_FILE``: NodeMetric status for the cluster's KWOK nodes from a load
+    file (docs/koordlet.md), reported every ``report_interval_seconds`` (None: the NodeMetrics')."""
+    argv = [
+        sys.executable,
+        "-m",
+        "koordlet",
+        "--simulate",
+        str(load_file),
+        "--kubeconfig",
+        str(kubeconfig or cluster.kubeconfig),
+        "--metrics-bind",
+        "127.0.0.1",
+        "--metrics-port",
+        str(metrics_port),
+    ]
+    if report_interval_seconds is not None:
+        argv += ["--report-interval-seconds", str(report_interval_seconds)]
+    return LocalComponent(name=name, argv=tuple(argv), cluster=cluster)
 
 
 def koord_scheduler(

@@ -7,8 +7,8 @@ lifecycle operators: PodGroup status and schedule timeout (``operators.handlers.
 the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Reservation
 lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
-(``operators.handlers.builtin_quotas``) and each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``).
+(``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
+(``operators.handlers.elasticquotaprofile``) and a NodeMetric per node (``operators.handlers.nodemetric``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -30,7 +30,7 @@ from kubernetes_asyncio import client
 
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
-from operators.clients import PodClient, QuotaClient, ReservationClient, load_configuration
+from operators.clients import NodeMetricClient, PodClient, QuotaClient, ReservationClient, load_configuration
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
@@ -39,6 +39,7 @@ from operators.handlers import (
     elasticquotaprofile,
     errors,
     networktopology,
+    nodemetric,
     pod_tree_affinity,
     podgroup,
     reservation,
@@ -106,6 +107,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     elasticquotaprofile.register(registry, config, quotas)
     pod_tree_affinity.register(registry, quotas)
     reservation.register(registry, config, ReservationClient(config))
+    nodemetric.register(registry, NodeMetricClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

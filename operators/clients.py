@@ -15,14 +15,16 @@ from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.reservation import Reservation
+from apis.slo.nodemetric import NodeMetric
 from operators.config import ManagerConfig
 
-__all__ = ["PodClient", "QuotaClient", "ReservationClient", "load_configuration"]
+__all__ = ["NodeMetricClient", "PodClient", "QuotaClient", "ReservationClient", "load_configuration"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
 _RESERVATION = Reservation.crd
+_NM = NodeMetric.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -37,9 +39,8 @@ async def load_configuration(config: ManagerConfig) -> client.Configuration:
     return configuration
 
 
-class QuotaClient:
-    """ElasticQuota reads and writes (and the profiles of a tree); the connection opens on first use
-    and stays open."""
+class _CustomObjects:
+    """A CustomObjectsApi opened on first use and kept open."""
 
     def __init__(self, config: ManagerConfig) -> None:
         self._config = config
@@ -49,6 +50,11 @@ class QuotaClient:
         if self._api is None:
             self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
         return self._api
+
+
+class QuotaClient(_CustomObjects):
+    """ElasticQuota reads and writes (and the profiles of a tree); the connection opens on first use
+    and stays open."""
 
     async def get(self, namespace: str, name: str) -> ElasticQuota | None:
         api = await self._objects()
@@ -125,18 +131,9 @@ class PodClient:
         return bool(listed.items)
 
 
-class ReservationClient:
+class ReservationClient(_CustomObjects):
     """Reservation status writes and deletions (cluster-scoped); the connection opens on first use
     and stays open."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        self._config = config
-        self._api: client.CustomObjectsApi | None = None
-
-    async def _objects(self) -> client.CustomObjectsApi:
-        if self._api is None:
-            self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
-        return self._api
 
     async def replace_status(self, body: dict[str, Any]) -> None:
         """PUT ``body`` (a whole object with its resourceVersion) to the status subresource: the API
@@ -162,3 +159,29 @@ class ReservationClient:
         except client.ApiException as exc:
             if exc.status != 404:
                 raise
+
+
+class NodeMetricClient(_CustomObjects):
+    """NodeMetric creation and deletion (one per node); the connection opens on first use."""
+
+    async def create(self, metric: NodeMetric) -> bool:
+        """Create ``metric``; False when one of that name already exists."""
+        api = await self._objects()
+        try:
+            await api.create_cluster_custom_object(_NM.group, _NM.version, _NM.plural, metric.to_wire())
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def delete(self, name: str) -> bool:
+        """Delete the NodeMetric ``name``; False when there was none."""
+        api = await self._objects()
+        try:
+            await api.delete_cluster_custom_object(_NM.group, _NM.version, _NM.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True

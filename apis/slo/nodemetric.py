@@ -28,6 +28,7 @@ __all__ = [
     "PodMetricInfo",
     "ReclaimableMetric",
     "ResourceMap",
+    "default_collect_policy",
 ]
 
 MemoryCollectPolicy = Literal["usageWithHotPageCache", "usageWithoutPageCache", "usageWithPageCache"]
@@ -52,6 +53,17 @@ class NodeMetricCollectPolicy(KoordModel):
     node_memory_collect_policy: MemoryCollectPolicy | None = None
     """How memory usage is measured; koord-manager and koordlet default to
     usageWithoutPageCache."""
+
+
+def default_collect_policy() -> NodeMetricCollectPolicy:
+    """The policy Koordinator's slo-controller writes into a new NodeMetric (its colocation defaults),
+    and what koordlet assumes for a field the spec leaves out."""
+    return NodeMetricCollectPolicy(
+        aggregate_duration_seconds=300,
+        report_interval_seconds=60,
+        node_aggregate_policy=AggregatePolicy(durations=["5m0s", "10m0s", "30m0s"]),
+        node_memory_collect_policy="usageWithoutPageCache",
+    )
 
 
 class NodeMetricSpec(KoordModel):

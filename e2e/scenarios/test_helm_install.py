@@ -188,6 +188,13 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
     try:
         wait_for_admission(cluster, manager)
         wait_until_ready(scheduler, port, timeout=90)
+        # koord-manager, with the chart's RBAC, creates a NodeMetric per node.
+        nodes = {n["metadata"]["name"] for n in get(cluster, "nodes")["items"]}
+        wait_for(
+            lambda: nodes <= {m["metadata"]["name"] for m in get(cluster, "nodemetrics")["items"]} or None,
+            60,
+            "a NodeMetric per node from the chart-permissioned koord-manager",
+        )
         ns = "helm-gang"
         cluster.create_namespace(ns)
         apply(cluster, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "4"})])

@@ -56,6 +56,8 @@ def test_registry_holds_the_operators() -> None:
         "elasticquotaprofile_tree_root",
         "builtin_quotas_namespace",
     }
+    watchers = {h.id for h in registry._watching.get_all_handlers()}
+    assert {"nodemetric_per_node", "nodemetric_recreate"} <= watchers
     webhooks = {h.id for h in registry._webhooks.get_all_handlers()}
     assert {"validate-elasticquota-tree", "default-elasticquotas", "validate-reservation-binding"} <= webhooks
     startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}

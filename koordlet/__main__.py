@@ -1,0 +1,104 @@
+"""``koordlet``: the node agent, reporting node, system and pod usage into the node's NodeMetric.
+
+``koordlet --node-name NODE [--kubeconfig FILE]`` collects this host's usage; ``koordlet --simulate
+FILE [--kubeconfig FILE] [--report-interval-seconds S]`` reports for every node a load file
+describes instead (docs/koordlet.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from koordlet.agent import Agent
+from koordlet.client import KoordletClient
+from koordlet.config import KoordletConfig
+from koordlet.metrics import KoordletMetrics, serve
+from koordlet.simulate.model import load_file
+from koordlet.simulate.runner import Simulation
+
+__all__ = ["main", "parse_args"]
+
+log = logging.getLogger("koordlet")
+
+
+def parse_args(argv: list[str] | None) -> KoordletConfig:
+    parser = argparse.ArgumentParser(prog="koordlet", description=__doc__.splitlines()[0])
+    parser.add_argument("--node-name", help="the node to report for (required unless --simulate)")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
+    parser.add_argument("--simulate", type=Path, metavar="FILE", help="report for the nodes of a load file")
+    parser.add_argument(
+        "--report-interval-seconds",
+        type=float,
+        help="report this often instead of the NodeMetric's reportIntervalSeconds (no 30 s floor)",
+    )
+    parser.add_argument(
+        "--host-root", type=Path, help="where the host's sys/fs/cgroup is mounted (default /)"
+    )
+    parser.add_argument("--cgroup-root", help="kubelet's --cgroup-root, the parent of kubepods (default /)")
+    parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="force cgroups v1 or v2")
+    parser.add_argument("--collect-interval-seconds", type=float, help="sampling period (default 1)")
+    parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
+    parser.add_argument(
+        "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    try:
+        return KoordletConfig(**{k: v for k, v in vars(args).items() if v is not None})
+    except ValidationError as exc:
+        parser.error("; ".join(str(error["msg"]) for error in exc.errors()))
+
+
+async def run(config: KoordletConfig) -> None:
+    metrics = KoordletMetrics()
+    metrics.started(config.node_name or "simulation")
+    runner = await serve(metrics, config.metrics_bind, config.metrics_port) if config.metrics_port else None
+    api = KoordletClient(config.kubeconfig)
+    try:
+        if config.simulate is not None:
+            await Simulation(config, load_file(config.simulate), metrics).run(api)
+        else:
+            agent = Agent(config, metrics)
+            await asyncio.gather(agent.collect_forever(), agent.report_forever(api))
+    finally:
+        await api.close()
+        if runner is not None:
+            await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    config = parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if config.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    if config.simulate is not None:
+        try:
+            load_file(config.simulate)
+        except (OSError, ValueError) as exc:
+            print(f"koordlet: cannot use load file {config.simulate}: {exc}", file=sys.stderr)
+            return 2
+
+    async def main_task() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, task.cancel)
+        with contextlib.suppress(asyncio.CancelledError):
+            await run(config)
+
+    asyncio.run(main_task())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,102 @@
+"""koordlet's API calls over kubernetes-asyncio: read a NodeMetric, write its status, list a node's pods.
+
+These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
+(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio import config as k8s_config
+
+from apis.core import Pod
+from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
+from apis.extension.qos import qos_class_of
+from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
+from koordlet.reporter import PodMeta
+
+__all__ = ["KoordletClient", "pod_meta"]
+
+_NM = NodeMetric.crd
+
+
+def pod_meta(pod: Pod) -> PodMeta:
+    """A pod's identity with Koordinator's priority and QoS class (defaults derived as koordlet does)."""
+    labels = pod.metadata.labels or {}
+    qos = qos_class_of(labels, pod.status.qos_class)
+    return PodMeta(
+        uid=pod.metadata.uid or "",
+        name=pod.metadata.name or "",
+        namespace=pod.metadata.namespace or "",
+        priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
+        qos=qos,
+    )
+
+
+class KoordletClient:
+    def __init__(self, kubeconfig: Path | None) -> None:
+        self._kubeconfig = kubeconfig
+        self._api: client.ApiClient | None = None
+
+    async def _client(self) -> client.ApiClient:
+        if self._api is None:
+            configuration = client.Configuration()
+            if self._kubeconfig is None:
+                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            else:
+                await k8s_config.load_kube_config(
+                    config_file=str(self._kubeconfig),
+                    client_configuration=configuration,
+                    persist_config=False,
+                )
+            self._api = client.ApiClient(configuration)
+        return self._api
+
+    async def close(self) -> None:
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    async def get_node_metric(self, name: str) -> NodeMetric | None:
+        """The NodeMetric named after the node; None while koord-manager has not created it."""
+        api = client.CustomObjectsApi(await self._client())
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                _NM.group, _NM.version, _NM.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return NodeMetric.model_validate(raw)
+
+    async def list_node_metrics(self) -> list[NodeMetric]:
+        api = client.CustomObjectsApi(await self._client())
+        listed: dict[str, Any] = await api.list_cluster_custom_object(_NM.group, _NM.version, _NM.plural)
+        return [NodeMetric.model_validate(item) for item in listed.get("items") or []]
+
+    async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
+        """Replace the status subresource (optimistic: a conflict raises ApiException 409)."""
+        api = client.CustomObjectsApi(await self._client())
+        body = metric.to_wire()
+        body["status"] = status.to_wire()
+        name = metric.metadata.name or ""
+        await api.replace_cluster_custom_object_status(_NM.group, _NM.version, _NM.plural, name, body)
+
+    async def pods_on_node(self, node_name: str) -> list[PodMeta]:
+        return await self._pods(f"spec.nodeName={node_name}")
+
+    async def all_pods(self) -> list[PodMeta]:
+        """Every bound pod (the simulator looks pods of its load file up by name)."""
+        return await self._pods("spec.nodeName!=")
+
+    async def _pods(self, field_selector: str) -> list[PodMeta]:
+        core = client.CoreV1Api(await self._client())
+        listed: Any = await core.list_pod_for_all_namespaces(
+            field_selector=field_selector, _preload_content=False
+        )
+        raw: dict[str, Any] = await listed.json()
+        return [pod_meta(Pod.model_validate(item)) for item in raw.get("items") or []]

@@ -1,0 +1,42 @@
+"""koordlet's settings: command-line flags validated into one typed model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["KoordletConfig"]
+
+
+class KoordletConfig(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    node_name: str | None = None
+    """The node to report for (the DaemonSet passes ``spec.nodeName``); not used with ``simulate``."""
+    kubeconfig: Path | None = None
+    """Kubeconfig to use; None means in-cluster service-account credentials."""
+    simulate: Path | None = None
+    """A load file (docs/koordlet.md): report for every node it describes instead of this host."""
+    report_interval_seconds: float | None = Field(default=None, gt=0)
+    """Report this often instead of the NodeMetric's ``reportIntervalSeconds`` (and its 30 s floor)."""
+    host_root: Path = Path("/")
+    """Where the host's ``sys/fs/cgroup`` is found (the chart mounts the host's at /host)."""
+    cgroup_root: str = "/"
+    """kubelet's ``--cgroup-root``: the parent of the ``kubepods`` cgroup."""
+    cgroup_version: Literal[1, 2] | None = None
+    """Force cgroups v1 or v2; detected from the mount when None."""
+    collect_interval_seconds: float = Field(default=1.0, gt=0)
+    """How often the collectors sample (Koordinator's ``CollectResUsedInterval``, 1 s)."""
+    metrics_bind: str = "0.0.0.0"
+    metrics_port: int = Field(default=9316, ge=0, le=65535)
+    """Port of /metrics and /healthz (Koordinator's koordlet serves its metrics on 9316); 0 turns the
+    server off."""
+    verbose: bool = False
+
+    @model_validator(mode="after")
+    def _node_or_simulation(self) -> KoordletConfig:
+        if self.simulate is None and not self.node_name:
+            raise ValueError("--node-name is required unless --simulate is given")
+        return self

@@ -1,0 +1,90 @@
+"""koordlet's Prometheus metrics under Koordinator's names, and the HTTP server with /metrics and /healthz.
+
+- ``koordlet_start_time{node}``: the start time, seconds since the epoch;
+- ``koordlet_node_metric_node_usage{node,resource,unit}``: ``nodeUsage`` last reported (core, byte);
+- ``koordlet_node_metric_system_usage{node,resource,unit}``: ``systemUsage`` last reported.
+
+As Koordinator's koordlet does, the usage series are reset before each report is recorded, so a
+node or resource that stops being reported leaves no stale series.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+
+from apis.slo.nodemetric import NodeMetricStatus, ResourceMap
+
+__all__ = ["KoordletMetrics", "serve"]
+
+
+class KoordletMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.start_time = Gauge(
+            "koordlet_start_time", "the start time of koordlet", ["node"], registry=self.registry
+        )
+        self.node_usage = Gauge(
+            "koordlet_node_metric_node_usage",
+            "the node usage reported in the NodeMetric",
+            ["node", "resource", "unit"],
+            registry=self.registry,
+        )
+        self.system_usage = Gauge(
+            "koordlet_node_metric_system_usage",
+            "the system usage reported in the NodeMetric",
+            ["node", "resource", "unit"],
+            registry=self.registry,
+        )
+
+    def started(self, node: str) -> None:
+        self.start_time.labels(node=node).set(time.time())
+
+    def reset(self) -> None:
+        self.node_usage.clear()
+        self.system_usage.clear()
+
+    def record(self, node: str, status: NodeMetricStatus) -> None:
+        """Record one node's reported usage (call :meth:`reset` once before a round of nodes)."""
+        info = status.node_metric
+        if info is None:
+            return
+        for gauge, usage in ((self.node_usage, info.node_usage), (self.system_usage, info.system_usage)):
+            for resource, unit, value in _values(usage):
+                gauge.labels(node=node, resource=resource, unit=unit).set(value)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _values(usage: ResourceMap | None) -> list[tuple[str, str, float]]:
+    if usage is None or not usage.resources:
+        return []
+    out = []
+    if (cpu := usage.resources.get("cpu")) is not None:
+        out.append(("cpu", "core", cpu.milli_value() / 1000))
+    if (memory := usage.resources.get("memory")) is not None:
+        out.append(("memory", "byte", float(memory.value())))
+    return out
+
+
+async def serve(metrics: KoordletMetrics, host: str, port: int) -> web.AppRunner:
+    """Start serving /metrics and /healthz; the caller cleans the runner up."""
+
+    async def metrics_handler(_: web.Request) -> web.Response:
+        response = web.Response(body=metrics.exposition())
+        response.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

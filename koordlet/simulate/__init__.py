@@ -1,0 +1,1 @@
+"""Simulation mode: one koordlet process reports NodeMetric status for many (KWOK) nodes from a load file."""
