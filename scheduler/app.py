@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.core import Pod
 from apis.features import FeatureGates
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
 from scheduler.binder import Binder
@@ -269,6 +270,13 @@ class _StandIns:
     def hold(self, pod: PodInfo) -> None:
         self._app.queue.delete(pod.uid)
         self._app.cache.upsert_pod(pod)
+
+    def announce(self, event: WatchEvent[Pod]) -> None:
+        for listener in self._app.handlers.pod_listeners:
+            try:
+                listener(event)
+            except Exception:
+                log.exception("a pod listener failed on a stand-in")
 
     def release(self, uid: str) -> None:
         self._app.queue.delete(uid)

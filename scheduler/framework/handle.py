@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from apis.core import Pod
 from apis.features import FeatureGates
 from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
 from scheduler.cache.node_table import IntArray
@@ -106,6 +107,11 @@ class StandIns(Protocol):
         """Stop accounting the stand-in ``uid`` anywhere and take it out of the queue."""
         ...
 
+    def announce(self, event: WatchEvent[Pod]) -> None:
+        """Tell the plugins' pod informers of a stand-in as if the pod watch had (a reserve pod is
+        then a gang member like any pod: Coscheduling counts and places it with its gang)."""
+        ...
+
 
 class _NoStandIns:
     def enqueue(self, pod: PodInfo) -> None:
@@ -118,6 +124,9 @@ class _NoStandIns:
         return None
 
     def release(self, uid: str) -> None:
+        return None
+
+    def announce(self, event: WatchEvent[Pod]) -> None:
         return None
 
 

@@ -373,8 +373,8 @@ class Coscheduling(
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         gang = self.gangs.gang_of(pod)
-        if gang is None:
-            return Status.success()
+        if gang is None or is_reserve_pod(pod.annotations):
+            return Status.success()  # a reserve pod is no pod to annotate
         # Koordinator records the members its Permit released the group with: minMember of each
         # gang, also for members bound after (an oversubscribed gang with pods > minMember).
         count = sum(g.min_member for g in self.gangs.members_of_group(gang))

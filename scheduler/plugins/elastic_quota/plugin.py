@@ -292,6 +292,8 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 self.ledger.on_pod(info, self._quota_name(info))
                 self._pod_hooks(old, self.ledger.charge(info.uid))
         elif event.obj is not None:
+            if is_reserve_pod(event.obj.metadata.annotations):
+                return  # a reservation's stand-in: charged by the reservation watch
             info = PodInfo.of(event.obj)
             old = self.ledger.charge(info.uid)
             if event.type is EventType.DELETED:

@@ -36,6 +36,7 @@ import numpy as np
 
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
+from apis.extension import gang as gang_ext
 from apis.extension.reservation import (
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NODE,
@@ -50,7 +51,7 @@ from apis.extension.reservation import (
 )
 from apis.resources import from_int_units
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import PODS, RESERVATIONS, BackendError, WatchEvent
+from scheduler.backend.base import PODS, RESERVATIONS, BackendError, EventType, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -147,6 +148,8 @@ class ReservationPlugin:
         self.store = ReservationStore()
         self._ignored = frozenset(args.ignored_resources)
         self._queued: dict[str, tuple[int | None, str | None]] = {}
+        self._announced: set[str] = set()
+        """Reserve pods of gang members shown to the pod informers (``_announce``)."""
         """Reserve pods queued, by uid -> (metadata.generation, resourceVersion of the spec seen)."""
         handle.subscribe(RESERVATIONS, self._on_reservation)
         handle.subscribe(PODS, self._on_pod)
@@ -177,9 +180,25 @@ class ReservationPlugin:
         self._forget(reservation.metadata.uid or reservation.metadata.name or "")
 
     def _forget(self, uid: str) -> None:
-        self.store.remove(uid)
+        state = self.store.remove(uid)
         self._queued.pop(uid, None)
         self.handle.stand_ins.release(uid)
+        if uid in self._announced:
+            self._announced.discard(uid)
+            if state is not None and state.pod is not None:
+                self.handle.stand_ins.announce(WatchEvent(EventType.DELETED, state.pod.pod))
+
+    def _announce(self, state: ReservationState) -> None:
+        """Show the reserve pod to the pod informers (a gang of reservations is a gang), pending
+        or, placed, on its node."""
+        if state.pod is None:
+            return
+        pod = state.pod.pod
+        if state.node is not None:
+            pod = pod.model_copy(update={"spec": pod.spec.model_copy(update={"node_name": state.node})})
+        kind = EventType.MODIFIED if state.uid in self._announced else EventType.ADDED
+        self._announced.add(state.uid)
+        self.handle.stand_ins.announce(WatchEvent(kind, pod))
 
     def _upsert_reservation(self, reservation: Reservation) -> None:
         state = ReservationState.of(reservation, self._ignored)
@@ -191,6 +210,8 @@ class ReservationPlugin:
         if state.placed:
             self._queued.pop(state.uid, None)
             self.handle.stand_ins.hold(state.stand_in())
+            if self._is_gang_member(state):
+                self._announce(state)
             return
         if state.node is not None or state.pod is None:
             if state.error is not None:
@@ -202,7 +223,21 @@ class ReservationPlugin:
         if self._queued.get(state.uid) == version:
             return  # only its status changed (our own Unschedulable condition): no new attempt
         self._queued[state.uid] = version
+        if self._is_gang_member(state):
+            self._announce(state)
         self.handle.stand_ins.enqueue(state.pod)
+
+    @staticmethod
+    def _is_gang_member(state: ReservationState) -> bool:
+        """The reserve pod carries a gang's labels or annotations (a reservation per member)."""
+        if state.pod is None:
+            return False
+        labels, annotations = state.pod.labels, state.pod.annotations
+        return bool(
+            labels.get(gang_ext.LABEL_POD_GROUP)
+            or labels.get(gang_ext.LABEL_LIGHTWEIGHT_COSCHEDULING_POD_GROUP_NAME)
+            or annotations.get(gang_ext.ANNOTATION_GANG_NAME)
+        )
 
     def _on_pod(self, event: WatchEvent[Pod]) -> None:
         event.dispatch(self._replace_pods, self._upsert_pod, self._delete_pod)

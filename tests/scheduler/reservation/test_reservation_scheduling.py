@@ -250,3 +250,109 @@ async def test_backfill_in_reserved_room_is_evicted_when_the_owner_arrives_and_n
         assert "allocated from reservation r1 on n1" in explanation.notes
     finally:
         await stop_app(stop, task)
+
+
+async def test_allocate_once_false_shares_the_room_among_owners_and_true_gives_it_once() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="4"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("shared", cpu="4", allocateOnce=False))
+        await until(lambda: placed(backend, "shared") == "n1")
+        for name in ("a", "b"):
+            backend.apply(PODS, pod(name, cpu="2", labels={"app": "shared"}))
+        await until(lambda: {"a", "b"} <= set(bound(backend)))
+        notes = [app.explanations.get("default", name) for name in ("a", "b")]
+        assert all(n is not None and "allocated from reservation shared on n1" in n.notes for n in notes)
+    finally:
+        await stop_app(stop, task)
+
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="4"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("once", cpu="3"))
+        await until(lambda: placed(backend, "once") == "n1")
+        backend.apply(PODS, pod("first", cpu="1", labels={"app": "once"}))
+        await until(lambda: "first" in bound(backend))
+        # Used once: the second owner may not take the 2 CPUs left in it (1 CPU free on the node).
+        backend.apply(PODS, pod("second", cpu="2", labels={"app": "once"}))
+        await settle()
+        assert "second" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_restricted_reservations_give_only_what_they_hold() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="8"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("strict", cpu="2", allocatePolicy="Restricted"))
+        await until(lambda: placed(backend, "strict") == "n1")
+        # 3 CPUs would fit the node (6 free + 2 reserved) but a Restricted reservation caps the
+        # reserved resources at what it holds: the owner waits.
+        backend.apply(PODS, pod("big", cpu="3", labels={"app": "strict"}, annotations=affinity()))
+        await settle()
+        assert "big" not in bound(backend)
+        backend.apply(PODS, pod("fits", cpu="2", labels={"app": "strict"}, annotations=affinity()))
+        await until(lambda: bound(backend).get("fits") == "n1")
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_owners_by_controller_and_by_object() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    backend.apply(NODES, node("n2", cpu="2"))
+    _app, stop, task = await start(backend)
+    controller = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": "rs",
+        "uid": "rs-uid",
+        "namespace": "default",
+    }
+    try:
+        backend.apply(
+            RESERVATIONS, reservation("by-rs", cpu="2", node_name="n1", owners=[{"controller": controller}])
+        )
+        backend.apply(
+            RESERVATIONS,
+            reservation(
+                "by-pod",
+                cpu="2",
+                node_name="n2",
+                owners=[{"object": {"name": "exact", "namespace": "default"}}],
+            ),
+        )
+        await until(lambda: placed(backend, "by-rs") == "n1" and placed(backend, "by-pod") == "n2")
+        backend.apply(PODS, pod("replica", cpu="2", owner_uid="rs-uid"))
+        backend.apply(PODS, pod("exact", cpu="2"))
+        backend.apply(PODS, pod("other", cpu="2", owner_uid="another-rs"))
+        await until(lambda: {"replica", "exact"} <= set(bound(backend)))
+        assert bound(backend)["replica"] == "n1"
+        assert bound(backend)["exact"] == "n2"
+        assert "other" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_an_unschedulable_reservation_is_used_only_with_the_toleration() -> None:
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("paused", cpu="2"))
+        await until(lambda: placed(backend, "paused") == "n1")
+        body = reservation("paused", cpu="2", unschedulable=True)
+        body["status"] = backend.get(RESERVATIONS, None, "paused").status.to_wire()  # type: ignore[union-attr]
+        backend.apply(RESERVATIONS, body)
+        backend.apply(PODS, pod("owner", cpu="2", labels={"app": "paused"}))
+        await settle()
+        assert "owner" not in bound(backend)
+        tolerant = affinity(tolerations=[{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}])
+        backend.apply(PODS, pod("tolerant", cpu="2", labels={"app": "paused"}, annotations=tolerant))
+        await until(lambda: bound(backend).get("tolerant") == "n1")
+    finally:
+        await stop_app(stop, task)
