@@ -63,6 +63,10 @@ def _render_explanation(e: dict[str, Any]) -> str:
         lines.extend(
             f"  {count:>6}  {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
         )
+    notes = e.get("notes") or []
+    if notes:
+        lines.append("Notes:")
+        lines.extend(f"  {note}" for note in notes)
     return "\n".join(lines)
 
 

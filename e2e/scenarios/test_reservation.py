@@ -10,6 +10,8 @@ Reservation's status (phase, nodeName, allocatable, conditions), the pods' nodes
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import yaml
@@ -135,6 +137,27 @@ def test_a_job_lands_exactly_on_the_nodes_reserved_for_it(
             if pod["metadata"]["name"].startswith("worker-"):
                 allocated = json.loads(pod["metadata"]["annotations"][ALLOCATED])
                 assert allocated["name"] == by_node[pod["spec"]["nodeName"]], allocated
+
+        # koordctl explain says which reservation the pod used.
+        explained = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scheduler.koordctl",
+                "explain",
+                "pod",
+                "worker-0",
+                "-n",
+                NAMESPACE,
+                "--server",
+                scheduler.url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        used = by_node[placed["worker-0"] or ""]
+        assert f"allocated from reservation {used} on {placed['worker-0']}" in explained, explained
     finally:
         _cleanup(cp, *names)
 
