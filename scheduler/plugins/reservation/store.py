@@ -58,6 +58,9 @@ class ReservationStore:
         """Owner pod uid -> the uid of the reservation it allocated from."""
         self._anchored: dict[_Anchor, set[str]] = {}
         self._unanchored: set[str] = set()
+        self._early_owners: dict[str, dict[str, PodInfo]] = {}
+        """Reservation uid -> owners seen before the reservation itself (a restart lists pods and
+        reservations in either order): attached when it arrives."""
 
     def __len__(self) -> int:
         return len(self.by_uid)
@@ -73,6 +76,8 @@ class ReservationStore:
         old = self.remove(state.uid)
         if old is not None:
             state.owner_requests = old.owner_requests
+        for pod in self._early_owners.pop(state.uid, {}).values():
+            state.owner_requests[pod.uid] = state.taken_by(pod.requests)
         self.by_uid[state.uid] = state
         if state.placed and state.node is not None:
             self.by_node.setdefault(state.node, {})[state.uid] = state
@@ -95,15 +100,20 @@ class ReservationStore:
     def add_owner(self, reservation_uid: str, pod: PodInfo) -> ReservationState | None:
         """Record that ``pod`` allocates from the reservation (moving it from any other)."""
         previous = self.remove_owner(pod.uid)
+        self.owner_of[pod.uid] = reservation_uid
         state = self.by_uid.get(reservation_uid)
         if state is None:
+            self._early_owners.setdefault(reservation_uid, {})[pod.uid] = pod
             return previous
         state.owner_requests[pod.uid] = state.taken_by(pod.requests)
-        self.owner_of[pod.uid] = reservation_uid
         return state
 
     def remove_owner(self, pod_uid: str) -> ReservationState | None:
         uid = self.owner_of.pop(pod_uid, None)
+        if uid is not None and uid in self._early_owners:
+            self._early_owners[uid].pop(pod_uid, None)
+            if not self._early_owners[uid]:
+                del self._early_owners[uid]
         state = self.by_uid.get(uid) if uid is not None else None
         if state is not None:
             state.owner_requests.pop(pod_uid, None)

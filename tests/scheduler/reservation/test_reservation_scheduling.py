@@ -356,3 +356,22 @@ async def test_an_unschedulable_reservation_is_used_only_with_the_toleration() -
         await until(lambda: bound(backend).get("tolerant") == "n1")
     finally:
         await stop_app(stop, task)
+
+
+async def test_a_restarted_scheduler_rebuilds_the_allocation_from_the_owners_annotation() -> None:
+    """A placed reservation and its owner already bound when koord-scheduler starts: the owner's
+    ``reservation-allocated`` is the record, so the reservation holds nothing more (whichever of
+    pods and reservations the watches list first)."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="4"))
+    body = reservation("r1", cpu="3")
+    body["status"] = {"phase": "Available", "nodeName": "n1", "allocatable": {"cpu": "3", "memory": "2Gi"}}
+    backend.apply(RESERVATIONS, body)
+    allocated = {ANNOTATION_RESERVATION_ALLOCATED: json.dumps({"name": "r1", "uid": "uid-r1"})}
+    backend.apply(PODS, pod("owner", cpu="3", labels={"app": "r1"}, annotations=allocated, node_name="n1"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, pod("small", cpu="1"))
+        await until(lambda: bound(backend).get("small") == "n1")
+    finally:
+        await stop_app(stop, task)
