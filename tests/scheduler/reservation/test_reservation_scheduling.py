@@ -369,7 +369,7 @@ async def test_a_restarted_scheduler_rebuilds_the_allocation_from_the_owners_ann
     backend.apply(RESERVATIONS, body)
     allocated = {ANNOTATION_RESERVATION_ALLOCATED: json.dumps({"name": "r1", "uid": "uid-r1"})}
     backend.apply(PODS, pod("owner", cpu="3", labels={"app": "r1"}, annotations=allocated, node_name="n1"))
-    app, stop, task = await start(backend)
+    _app, stop, task = await start(backend)
     try:
         backend.apply(PODS, pod("small", cpu="1"))
         await until(lambda: bound(backend).get("small") == "n1")
