@@ -65,9 +65,10 @@ def row(size: str, selector: str, selection: VictimSelection | None, seconds: fl
     if selection is None:
         return f"{size:>10}  {selector:<7}  {'none':<24}  {'-':<15}  {seconds:7.3f}  {'-':>9}"
     objective = "(" + ", ".join(str(x) for x in selection.objective) + ")"
+    gap = "-" if selection.gap is None else f"{selection.gap:.2%}"
     return (
         f"{size:>10}  {selector:<7}  {objective:<24}  {selection.status:<15}  {seconds:7.3f}  "
-        f"{selection.variables:>9}"
+        f"{selection.variables:>9}  {gap:>6}"
     )
 
 
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     print(f"{'nodes x M':>10}  {'solver':<7}  {'objective':<24}  {'status':<15}  {'seconds':>7}  ", end="")
-    print(f"{'variables':>9}")
+    print(f"{'variables':>9}  {'gap':>6}")
     for size in args.sizes.split(","):
         nodes, members = (int(x) for x in size.split("x"))
         print(f"[bench] {size}: building the problem", file=sys.stderr)

@@ -57,6 +57,7 @@ from ortools.sat.python import cp_model
 
 from scheduler.solver import explain, greedy
 from scheduler.solver.aggregate import Aggregate, DomainCapacity, NodeClass, aggregate
+from scheduler.solver.gap import relative_gap
 from scheduler.solver.problem import (
     Infeasible,
     ModelSize,
@@ -69,6 +70,7 @@ from scheduler.solver.problem import (
     spread_violations,
     violations,
 )
+from scheduler.solver.score_bound import DomainSlots, best_choice, score_upper_bound
 
 __all__ = ["solve_cpsat"]
 
@@ -83,6 +85,7 @@ class _Outcome:
     variables: int
     constraints: int
     core: tuple[str, ...] = ()
+    gap: float | None = 0.0
 
 
 class _Context:
@@ -145,6 +148,92 @@ class _Context:
         return tuple(bounds)
 
 
+@dataclasses.dataclass(frozen=True)
+class _ScoreTerm:
+    """The score term of one candidate, by counting (`score_bound`)."""
+
+    ctx: _Context
+    positions: tuple[int, ...]
+    """Positions in the objective of the PreferGather layers modelled inside the candidate."""
+    bound: Objective
+    domains: tuple[DomainSlots, ...]
+    k: int | None
+    one_parent: bool
+    plan: dict[str, str] | None
+
+    @staticmethod
+    def of(ctx: _Context, cand: Domain, bound: Objective, classes: list[NodeClass]) -> _ScoreTerm:
+        problem = ctx.problem
+        order = problem.prefer_gather_order
+        positions = tuple(pos for pos, i in enumerate(order) if i >= len(cand))
+        slots = {c.index: c.multiplicity * min(c.max_pods_per_node, ctx.total) for c in classes}
+        k: int | None = None
+        one_parent = True
+        depth = len(problem.layers)
+        parent = -1
+        if positions:
+            nearest = order[positions[0]]
+            depth, k = nearest + 1, bound[positions[0]]
+            parent = nearest - 1
+            one_parent = parent < len(cand) or (parent in order and bound[order.index(parent)] == 1)
+        domains = tuple(DomainSlots.of(classes, depth, slots))
+        term = _ScoreTerm(ctx, positions, bound, domains, k, one_parent, None)
+        plan = term._counting_plan(classes)
+        if plan is None and k is not None and one_parent and parent >= len(cand):
+            # No parent's k roomiest domains hold the gang: with k domains (the nearest layer
+            # ranks first) the layer above uses at least two.
+            raised = list(bound)
+            raised[order.index(parent)] = 2
+            term = dataclasses.replace(term, bound=tuple(raised), one_parent=False)
+            plan = term._counting_plan(classes)
+        return dataclasses.replace(term, plan=plan)
+
+    def decided(self, reference: Objective | None) -> bool:
+        """Whether ``reference`` reaches the counting bound of every modelled domain count."""
+        return reference is not None and all(reference[p] == self.bound[p] for p in self.positions)
+
+    def upper_bound(self, reference: Objective | None) -> int | None:
+        """The most a plan can score once the domain counts are decided (None: not decided)."""
+        if not self.decided(reference):
+            return None
+        return score_upper_bound(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+
+    def plan_reaches_bounds(self, reference: Objective) -> bool:
+        return self.decided(reference)
+
+    def score(self, assignment: Mapping[str, str]) -> int:
+        return sum(self.ctx.problem.score(node) for node in assignment.values())
+
+    def _counting_plan(self, classes: list[NodeClass]) -> dict[str, str] | None:
+        """Where the per-class counts are the whole answer (one pod class, no podCountMultiple,
+        apart or spread rule): k domains reaching the count bound, their best slots filled."""
+        problem, ctx = self.ctx.problem, self.ctx
+        if len(ctx.agg.pod_classes) != 1 or problem.apart or problem.spread:
+            return None
+        if any(layer.pod_count_multiple > 1 for layer in problem.layers):
+            return None
+        if self.k is None:
+            chosen = {d.domain for d in self.domains}
+        else:
+            found = best_choice(self.domains, ctx.total, self.k, one_parent=self.one_parent)
+            if found is None:
+                return None
+            chosen = set(found[0])
+        depth = len(self.domains[0].domain) if self.domains else 0
+        left = ctx.total
+        counts: dict[tuple[int, int], int] = {}
+        for c in sorted(classes, key=lambda c: (-c.score, c.index)):
+            if left == 0:
+                break
+            if c.path[:depth] in chosen and c.caps[0] > 0:
+                take = min(left, c.multiplicity * c.caps[0])
+                counts[c.index, 0] = take
+                left -= take
+        if left:
+            return None
+        return _layout(ctx, classes, counts, {})
+
+
 def _candidate_tiers(ctx: _Context) -> list[list[Domain]]:
     problem = ctx.problem
     tiers: list[list[Domain]] = []
@@ -181,6 +270,23 @@ def _solve_candidate(
     # Data.
     classes = ctx.classes_in(cand)
     pods = agg.pod_classes
+
+    # Counting: the score bound once the domain counts are decided, and where the counts are the
+    # whole answer, the plan that reaches the domain bound with the best score found. Within the
+    # relative gap of the bound, that plan is the answer and CP-SAT is not needed.
+    counted = _ScoreTerm.of(ctx, cand, bound, classes)
+    if not explain_mode and counted.plan is not None:
+        plan_obj = objective(problem, counted.plan)
+        if decided is None or plan_obj < decided:
+            decided, hint = plan_obj, counted.plan
+        if plan_obj[: len(problem.prefer_gather_order)] == counted.bound[: len(problem.prefer_gather_order)]:
+            bound = counted.bound  # the raised bound holds: the plan reaches the nearest layer's
+    score_bound = counted.upper_bound(decided)
+    if not explain_mode and decided is not None and hint is not None and score_bound is not None:
+        reached = counted.plan_reaches_bounds(decided)
+        gap = relative_gap(-counted.score(hint), -score_bound)
+        if reached and gap <= options.relative_gap and objective(problem, hint) == decided:
+            return _Outcome("OPTIMAL", dict(hint), 0, 0, gap=gap)
 
     # Model and variables.
     model = cp_model.CpModel()
@@ -292,13 +398,15 @@ def _solve_candidate(
             deciding = False
             model.add(domain_count[i] >= bound[pos])
             objective_layers.append(i)
+    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
+    if deciding and score_bound is not None and not isinstance(score_expr, int):
+        model.add(score_expr <= score_bound)  # redundant: the counting bound CP-SAT cannot find
 
     # Objective: domains used per PreferGather layer (nearest first), then minus the score sum,
     # with each weight larger than the whole range of the terms after it.
     terms: list[tuple[cp_model.LinearExprT, int]] = []
     for i in objective_layers:
         terms.append((domain_count[i], len([k for k in used if len(k) == i + 1])))
-    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
     if options.score_weight and not isinstance(score_expr, int):
         terms.append((-options.score_weight * score_expr, options.score_weight * 100 * ctx.total))
     if terms and not explain_mode:
@@ -320,8 +428,14 @@ def _solve_candidate(
     solver.parameters.random_seed = options.seed
     if options.workers > 1 and not explain_mode:
         solver.parameters.interleave_search = True
+    score_only = not objective_layers
+    if score_only and not explain_mode:
+        # Only the score is left to optimise: stop within the tolerated gap of the bound.
+        solver.parameters.relative_gap_limit = options.relative_gap
     if explain_mode:
         model.add_assumptions(list(assumptions.values()))
+    # relative_gap_limit is checked between the interleaved search's batches, which keeps the
+    # answer deterministic (a solution callback stopping mid-batch would not).
     status = solver.solve(model)
     n_vars, n_cons = len(model.proto.variables), len(model.proto.constraints)
 
@@ -329,7 +443,16 @@ def _solve_candidate(
         counts = {k: solver.value(v) for k, v in x.items()}
         patterns = {k: solver.value(v) for k, v in y.items()}
         assignment = _layout(ctx, classes, counts, patterns)
-        return _Outcome("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons)
+        found_gap: float | None = None
+        if explain_mode or not terms:
+            found_gap = 0.0
+        elif score_only:
+            found_gap = relative_gap(solver.objective_value, solver.best_objective_bound)
+        elif status == cp_model.OPTIMAL:
+            found_gap = 0.0
+        return _Outcome(
+            "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons, gap=found_gap
+        )
     if status == cp_model.INFEASIBLE:
         core: tuple[str, ...] = ()
         if explain_mode:
@@ -493,6 +616,7 @@ def solve_cpsat(
     proved = True
     size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
     infeasible_cands: list[Domain] = []
+    gaps: list[float | None] = []
 
     for tier in _candidate_tiers(ctx):
         depth = len(tier[0]) if tier else 0
@@ -522,6 +646,7 @@ def solve_cpsat(
                 )
                 hint = greedy.plan(sub)
             out = _solve_candidate(ctx, cand, bounds[cand], hint, remaining, decided=best_obj)
+            gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
             size["variables"] += out.variables
             size["constraints"] += out.constraints
             size["solved"] += 1
@@ -560,7 +685,9 @@ def solve_cpsat(
             status = "GREEDY_FALLBACK"
             if on_fallback is not None:
                 on_fallback(problem)
-        return _plan(problem, best, status, start, model_size)
+        known = [g for g in gaps if g is not None]
+        gap = None if status == "GREEDY_FALLBACK" or len(known) < len(gaps) else max(known, default=0.0)
+        return dataclasses.replace(_plan(problem, best, status, start, model_size), gap=gap)
     if not proved or not infeasible_cands:
         return dataclasses.replace(
             explain.timeout(problem, problem.options.time_limit_seconds),

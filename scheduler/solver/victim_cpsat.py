@@ -34,12 +34,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ortools.sat.python import cp_model
 
+from scheduler.solver.gap import GapStop, relative_gap, within
 from scheduler.solver.greedy import members_in_rank_order
-from scheduler.solver.preemption_problem import PreemptionProblem, VictimSelection, objective
+from scheduler.solver.preemption_problem import (
+    PreemptionProblem,
+    SelectionStatus,
+    VictimSelection,
+    VictimSpec,
+    objective,
+)
 from scheduler.solver.problem import domain_key
 from scheduler.solver.victim_greedy import cheapest_nodes, select_greedy
 
@@ -51,16 +58,27 @@ Domain = tuple[str, ...]
 class _Model:
     """The CP-SAT model of one preemption problem and how to read a selection back."""
 
-    def __init__(self, problem: PreemptionProblem) -> None:
+    def __init__(
+        self, problem: PreemptionProblem, max_rank: int | None = None, pdb_hard: bool = False
+    ) -> None:
+        """``max_rank``: victims of a higher priority rank stay (the first term decided by
+        counting); ``pdb_hard``: no budget may be exceeded (the second term decided at 0)."""
         self.problem = problem
         placement = problem.placement
         self.model = cp_model.CpModel()
         model = self.model
-        by_node = problem.victims_on()
+        ranks = problem.priority_ranks
+        stays = frozenset(
+            v.uid for v in problem.victims if max_rank is not None and ranks[v.priority] > max_rank
+        )
+        by_node = {node: [v for v in vs if v.uid not in stays] for node, vs in problem.victims_on().items()}
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
+        self.x_ub: dict[tuple[int, str], int] = {}
         for gi, group in enumerate(placement.pod_groups):
             for node in placement.nodes:
                 if not placement.feasible(group, node):
+                    continue
+                if problem.blockers.get((group.name, node.name), frozenset()) & stays:
                     continue
                 room = list(node.free.values)
                 for v in by_node.get(node.name, ()):
@@ -71,12 +89,15 @@ class _Model:
                         cap = min(cap, max(have, 0) // need)
                 if cap > 0:
                     self.x[gi, node.name] = model.new_int_var(0, cap, f"x[{gi},{node.name}]")
+                    self.x_ub[gi, node.name] = cap
         hosting = {n for _, n in self.x}
         blocking = {
             uid for (gi, n) in self.x for uid in problem.blockers.get((placement.pod_groups[gi].name, n), ())
         }
         self.v: dict[str, cp_model.IntVar] = {}
         for victim in problem.victims:
+            if victim.uid in stays:
+                continue
             # elsewhere only a release helps, or making way for a member (pod anti-affinity)
             if victim.node in hosting or victim.release is not None or victim.uid in blocking:
                 self.v[victim.uid] = model.new_bool_var(f"v[{victim.name}]")
@@ -162,6 +183,9 @@ class _Model:
                 members_of[pdb].append(victim.uid)
         self.over: dict[str, cp_model.IntVar] = {}
         for pdb, uids in sorted(members_of.items()):
+            if pdb_hard:
+                model.add(sum(self.v[u] for u in uids) <= problem.pdb_allowed.get(pdb, 0))
+                continue
             over = model.new_int_var(0, len(uids), f"over[{pdb}]")
             model.add(over >= sum(self.v[u] for u in uids) - problem.pdb_allowed.get(pdb, 0))
             self.over[pdb] = over
@@ -170,6 +194,7 @@ class _Model:
             if victim.job not in self.job:
                 self.job[victim.job] = model.new_bool_var(f"job[{victim.job}]")
             model.add_implication(self.v[victim.uid], self.job[victim.job])
+        self._counting_cuts(by_node)
         self.terms: list[cp_model.LinearExprT] = [
             self.top,
             sum(self.over.values()),
@@ -177,6 +202,39 @@ class _Model:
             sum(problem.job_size(j) * var for j, var in self.job.items()),
             sum(self.v.values()),
         ]
+
+    def _counting_cuts(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
+        """Redundant, by counting what one member needs on a node: the victims without which it
+        cannot fit are evicted, and so are at least as many victims and victim jobs as the fewest
+        that free its lack. Without these the relaxation spreads members thinly over every node
+        and proves nothing about the jobs term."""
+        placement, model = self.problem.placement, self.model
+        free = {n.name: n.free.values for n in placement.nodes}
+        dims = range(len(placement.resources))
+        for (gi, name), var in sorted(self.x.items()):
+            request = placement.pod_groups[gi].request.values
+            lack = [max(0, r - f) for r, f in zip(request, free[name], strict=True)]
+            if not any(lack):
+                continue
+            here = [v for v in by_node.get(name, ()) if v.uid in self.v]
+            used: cp_model.LinearExprT = var
+            if self.x_ub[gi, name] > 1:
+                flag = model.new_bool_var(f"u[{gi},{name}]")
+                model.add(var <= self.x_ub[gi, name] * flag)
+                used = flag
+            total = [sum(v.request.values[r] for v in here) for r in dims]
+            for v in here:
+                if any(total[r] - v.request.values[r] < lack[r] for r in dims):
+                    model.add(self.v[v.uid] >= used)
+            model.add(
+                sum(self.v[v.uid] for v in here) >= _fewest([v.request.values for v in here], lack) * used
+            )
+            per_job: dict[str, list[int]] = {}
+            for v in here:
+                amounts = per_job.setdefault(v.job, [0] * len(lack))
+                for r in dims:
+                    amounts[r] += v.request.values[r]
+            model.add(sum(self.job[j] for j in per_job) >= _fewest(list(per_job.values()), lack) * used)
 
     def hint(self, victims: set[str], assignment: Mapping[str, str]) -> None:
         problem, placement = self.problem, self.problem.placement
@@ -238,6 +296,60 @@ class _Model:
         return victims, assignment
 
 
+def _fewest(amounts: Sequence[Sequence[int]], lack: Sequence[int]) -> int:
+    """The fewest of ``amounts`` whose sum covers ``lack`` in every resource, by counting each
+    resource alone (a lower bound)."""
+    most = 0
+    for r, need in enumerate(lack):
+        if need <= 0:
+            continue
+        got, k = 0, 0
+        for a in sorted((a[r] for a in amounts), reverse=True):
+            if got >= need:
+                break
+            got, k = got + a, k + 1
+        most = max(most, k)
+    return most
+
+
+def rank_lower_bound(problem: PreemptionProblem) -> int:
+    """The least highest-victim rank by counting: the smallest rank r such that, with every
+    eligible victim of rank <= r gone, each pod group finds room for all its members summed over
+    the nodes (one group at a time; budgets, releases and topology relaxed), so no selection can
+    do with a lower one. Returns one above the top rank when even that does not suffice."""
+    placement = problem.placement
+    ranks = problem.priority_ranks
+    by_node = problem.victims_on()
+    top = max(ranks.values(), default=0)
+    for r in range(top + 1):
+        fits = True
+        for group in placement.pod_groups:
+            room_total = 0
+            for node in placement.nodes:
+                if not placement.feasible(group, node):
+                    continue
+                gone = [v for v in by_node.get(node.name, ()) if ranks[v.priority] <= r]
+                blockers = problem.blockers.get((group.name, node.name), frozenset())
+                if blockers - {v.uid for v in gone}:
+                    continue
+                room = list(node.free.values)
+                for v in gone:
+                    room = [a + b for a, b in zip(room, v.request.values, strict=True)]
+                cap = group.count
+                for need, have in zip(group.request.values, room, strict=True):
+                    if need > 0:
+                        cap = min(cap, max(have, 0) // need)
+                room_total += cap
+                if room_total >= group.count:
+                    break
+            if room_total < group.count:
+                fits = False
+                break
+        if fits:
+            return r
+    return top + 1
+
+
 PRUNE_MIN_NODES = 64
 PRUNE_NODES_PER_MEMBER = 3
 
@@ -253,7 +365,8 @@ def _prune(problem: PreemptionProblem, greedy: VictimSelection | None) -> Preemp
     keep = cheapest_nodes(problem, per_class)
     if greedy is not None:
         keep.update(greedy.assignment.values())
-        keep.update(v.node for v in problem.victims if v.uid in set(greedy.victims))
+        chosen = set(greedy.victims)
+        keep.update(v.node for v in problem.victims if v.uid in chosen)
     if len(keep) >= len(placement.nodes):
         return problem
     victims = tuple(v for v in problem.victims if v.node in keep)
@@ -292,16 +405,40 @@ def _fallback(
     )
 
 
+def _stages(built: _Model, decided_rank: bool, pdb_hard: bool) -> list[cp_model.LinearExprT]:
+    """The terms still to minimise, in order: the top rank and the budget violations unless
+    counting decided them, then jobs, their pods and the evictions as one weighted term (each
+    weight above the whole range of the terms after it), so the last solve can stop within the
+    tolerated gap instead of proving three terms one after the other."""
+    top, over, jobs, pods, evicted = built.terms
+    stages: list[cp_model.LinearExprT] = []
+    if not decided_rank:
+        stages.append(top)
+    if not pdb_hard:
+        stages.append(over)
+    w_pods = len(built.v) + 1
+    w_jobs = (sum(built.problem.job_size(j) for j in built.job) + 1) * w_pods
+    stages.append(cp_model.LinearExpr.weighted_sum([jobs, pods, evicted], [w_jobs, w_pods, 1]))
+    return stages
+
+
 def select_cpsat(
     problem: PreemptionProblem, *, on_fallback: Callable[[PreemptionProblem], None] | None = None
 ) -> VictimSelection | None:
-    """The cheapest victims by the lexicographic objective, or None when no victims let the job fit."""
+    """The cheapest victims by the lexicographic objective, or None when no victims let the job fit.
+
+    Counting decides the first terms where it can: when the greedy selection's highest rank is
+    `rank_lower_bound`, no victim above it can be part of a better selection and none enters the
+    model; when it also breaks no PodDisruptionBudget, no budget may be exceeded. The greedy
+    selection is the hint, and the answer whenever it is at least as cheap."""
     start = time.perf_counter()
     options = problem.placement.options
     deadline = start + options.time_limit_seconds
     greedy = select_greedy(problem)
+    decided_rank = greedy is not None and greedy.objective[0] == rank_lower_bound(problem)
+    pdb_hard = decided_rank and greedy is not None and greedy.objective[1] == 0
     pruned = _prune(problem, greedy)
-    built = _Model(pruned)
+    built = _Model(pruned, greedy.objective[0] if greedy and decided_rank else None, pdb_hard)
     if not built.placeable:
         return None if pruned is problem or greedy is None else _fallback(problem, greedy, start, on_fallback)
     best: tuple[set[str], dict[str, str]] | None = (
@@ -309,40 +446,53 @@ def select_cpsat(
     )
     found_by_cpsat = False
     all_optimal = True
-    terms = built.terms
-    for stage, term in enumerate(terms):
-        if isinstance(term, int):
+    gap: float | None = None
+    stages = _stages(built, decided_rank, pdb_hard)
+    for stage, term in enumerate(stages):
+        last = stage == len(stages) - 1
+        if isinstance(term, int) and not (last and not found_by_cpsat):
             continue  # nothing to choose for this term (no budgets, no victims)
         left = deadline - time.perf_counter()
         if left <= 0:
             all_optimal = False
             break
-        built.model.minimize(term)
+        if isinstance(term, int):
+            built.model.clear_objective()  # type: ignore[no-untyped-call]  # counting decided every term: any placement will do
+        else:
+            built.model.minimize(term)
         if best is not None:
             built.hint(*best)
         solver = cp_model.CpSolver()
-        share = 0.6 if stage == 0 else 0.5 if stage < len(terms) - 1 else 1.0
+        share = 1.0 if last else 0.6 if stage == 0 else 0.5
         solver.parameters.max_time_in_seconds = max(left * share, 0.001)
-        solver.parameters.num_workers = max(options.workers, 1)
+        # One worker with the full linear relaxation: the relaxation of this model is nearly
+        # integral (the counting cuts), so one LP-guided search proves in tens of milliseconds
+        # what the two-worker interleaved portfolio did not prove in a second; and one worker is
+        # deterministic with the gap callback.
+        solver.parameters.num_workers = 1
+        solver.parameters.linearization_level = 2
         solver.parameters.random_seed = options.seed
-        if options.workers > 1:
-            solver.parameters.interleave_search = True
-        status = solver.solve(built.model)
+        if last:
+            solver.parameters.relative_gap_limit = options.relative_gap
+        status = solver.solve(built.model, GapStop(options.relative_gap) if last else None)
+        if last and within(solver, status, options.relative_gap):
+            status = cp_model.OPTIMAL  # proven within the tolerated gap
         if status == cp_model.INFEASIBLE and stage == 0:
             return None
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             all_optimal = False
             break
-        value = round(solver.objective_value)
+        value = term if isinstance(term, int) else round(solver.objective_value)
         best = built.read(solver)
         if pruned is not problem:
             all_optimal = False  # optimal among the candidate nodes kept, not proven overall
         found_by_cpsat = True
-        if status == cp_model.OPTIMAL:
-            built.model.add(term == value)
-        else:
+        if last:
+            gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
+        if status != cp_model.OPTIMAL:
             all_optimal = False
-            built.model.add(term <= value)
+        if not last:
+            built.model.add(term == value if status == cp_model.OPTIMAL else term <= value)
     seconds = time.perf_counter() - start
     size = (len(built.model.proto.variables), len(built.model.proto.constraints))
     if not found_by_cpsat:
@@ -352,8 +502,11 @@ def select_cpsat(
     assert best is not None
     victims = tuple(sorted(best[0]))
     cost = objective(problem, victims)
-    if greedy is not None and greedy.objective < cost and not all_optimal:
-        # A stage stopped by the time limit fixed its term at a value worse than the hint's, so
-        # the later stages could not get back to it: the greedy answer is better overall.
-        return VictimSelection(greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size)
-    return VictimSelection(victims, best[1], cost, "OPTIMAL" if all_optimal else "FEASIBLE", seconds, *size)
+    if greedy is not None and greedy.objective < cost:
+        # A stage stopped by the time limit (or within the gap) fixed its term at a value worse
+        # than the hint's: the greedy answer is better overall.
+        return VictimSelection(
+            greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size, gap=None
+        )
+    status_out: SelectionStatus = "OPTIMAL" if all_optimal else "FEASIBLE"
+    return VictimSelection(victims, best[1], cost, status_out, seconds, *size, gap=gap)
