@@ -70,7 +70,7 @@ from scheduler.solver.problem import (
     spread_violations,
     violations,
 )
-from scheduler.solver.score_bound import DomainSlots, best_choice, score_upper_bound
+from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
 
 __all__ = ["solve_cpsat"]
 
@@ -168,7 +168,7 @@ class _ScoreTerm:
         positions = tuple(pos for pos, i in enumerate(order) if i >= len(cand))
         slots = {c.index: c.multiplicity * min(c.max_pods_per_node, ctx.total) for c in classes}
         k: int | None = None
-        one_parent = True
+        one_parent = False
         depth = len(problem.layers)
         parent = -1
         if positions:
@@ -198,27 +198,42 @@ class _ScoreTerm:
             return None
         return score_upper_bound(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
 
-    def plan_reaches_bounds(self, reference: Objective) -> bool:
-        return self.decided(reference)
-
     def score(self, assignment: Mapping[str, str]) -> int:
         return sum(self.ctx.problem.score(node) for node in assignment.values())
 
-    def _counting_plan(self, classes: list[NodeClass]) -> dict[str, str] | None:
-        """Where the per-class counts are the whole answer (one pod class, no podCountMultiple,
-        apart or spread rule): k domains reaching the count bound, their best slots filled."""
-        problem, ctx = self.ctx.problem, self.ctx
-        if len(ctx.agg.pod_classes) != 1 or problem.apart or problem.spread:
+    def exact(self, classes: list[NodeClass]) -> tuple[dict[str, str] | None, int] | None:
+        """The best choice of k domains by `exact_choice`: its plan where the counts are the
+        whole answer, and its score, the most any plan with the decided counts can score (None:
+        the programme would be too big)."""
+        if self.k is None:
             return None
-        if any(layer.pod_count_multiple > 1 for layer in problem.layers):
+        found = exact_choice(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        if found is None:
+            return None
+        plan = self._fill(classes, set(found[0])) if self._counts_are_the_answer() else None
+        return plan, found[1]
+
+    def _counts_are_the_answer(self) -> bool:
+        """One pod class and no podCountMultiple, apart or spread rule: the members per node
+        class say everything about a placement."""
+        problem = self.ctx.problem
+        if len(self.ctx.agg.pod_classes) != 1 or problem.apart or problem.spread:
+            return False
+        return all(layer.pod_count_multiple == 1 for layer in problem.layers)
+
+    def _counting_plan(self, classes: list[NodeClass]) -> dict[str, str] | None:
+        """Where the counts are the whole answer: k domains reaching the count bound, their best
+        slots filled."""
+        if not self._counts_are_the_answer():
             return None
         if self.k is None:
-            chosen = {d.domain for d in self.domains}
-        else:
-            found = best_choice(self.domains, ctx.total, self.k, one_parent=self.one_parent)
-            if found is None:
-                return None
-            chosen = set(found[0])
+            return self._fill(classes, {d.domain for d in self.domains})
+        found = best_choice(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        return None if found is None else self._fill(classes, set(found[0]))
+
+    def _fill(self, classes: list[NodeClass], chosen: set[Domain]) -> dict[str, str] | None:
+        """The best-scored nodes of the ``chosen`` domains, for every member (one pod class)."""
+        ctx = self.ctx
         depth = len(self.domains[0].domain) if self.domains else 0
         left = ctx.total
         counts: dict[tuple[int, int], int] = {}
@@ -283,9 +298,14 @@ def _solve_candidate(
             bound = counted.bound  # the raised bound holds: the plan reaches the nearest layer's
     score_bound = counted.upper_bound(decided)
     if not explain_mode and decided is not None and hint is not None and score_bound is not None:
-        reached = counted.plan_reaches_bounds(decided)
         gap = relative_gap(-counted.score(hint), -score_bound)
-        if reached and gap <= options.relative_gap and objective(problem, hint) == decided:
+        exact = counted.exact(classes) if gap > options.relative_gap else None
+        if exact is not None:
+            exact_plan, score_bound = exact[0], min(score_bound, exact[1])
+            if exact_plan is not None and objective(problem, exact_plan) < decided:
+                decided, hint = objective(problem, exact_plan), exact_plan
+            gap = relative_gap(-counted.score(hint), -score_bound)
+        if counted.decided(decided) and gap <= options.relative_gap and objective(problem, hint) == decided:
             return _Outcome("OPTIMAL", dict(hint), 0, 0, gap=gap)
 
     # Model and variables.

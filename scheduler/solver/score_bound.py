@@ -11,6 +11,10 @@ cannot prove a plan optimal and burns its time limit. Two counting arguments clo
   ``h_d(lam) = sum of slots * (score - lam)+`` over the domain's node classes. When the layer
   above is decided at one domain, the k domains also share one parent. The bound is convex
   piecewise linear in ``lam`` with breaks at the node scores, so its minimum is at one of them.
+* **Exact** (`exact_choice`): when the bound and the plan are further apart than the tolerated
+  gap, a dynamic programme over the domains (chosen count x members placed, each domain adding
+  its best t slots) gives the best choice of at most k domains itself: the true optimum of the
+  slot relaxation, so both a bound and, where the counts are the whole answer, a plan.
 * **Plan** (one pod class, no podCountMultiple, apart or spread rules: the counts are the whole
   answer): choose k domains by ``h_d(lam)`` for each ``lam`` (and by capacity), improve the
   choice by swapping one domain at a time, and fill the best-scored slots of the chosen domains.
@@ -25,9 +29,14 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from scheduler.solver.aggregate import NodeClass
 
-__all__ = ["DomainSlots", "best_choice", "score_upper_bound"]
+__all__ = ["DomainSlots", "best_choice", "exact_choice", "score_upper_bound"]
+
+EXACT_WORK_LIMIT = 40_000_000
+"""Most array cells `exact_choice` may touch (domains x slots x k x members), about 0.1 s."""
 
 Domain = tuple[str, ...]
 
@@ -74,8 +83,8 @@ def _groups(domains: Sequence[DomainSlots], one_parent: bool) -> list[list[Domai
 def score_upper_bound(
     domains: Sequence[DomainSlots], members: int, k: int | None, *, one_parent: bool = False
 ) -> int:
-    """The most any plan of ``members`` members using at most ``k`` of ``domains`` (all of
-    them when None; under one parent when ``one_parent``) can score."""
+    """The most any plan of ``members`` members using at most ``k`` of ``domains`` (any number
+    when None) can score; the k share one parent when ``one_parent``."""
     lams = sorted({0} | {s for d in domains for s, _ in d.slots})
     best: int | None = None
     for lam in lams:
@@ -88,68 +97,113 @@ def score_upper_bound(
     return best if best is not None else 0
 
 
-def _fill(chosen: Sequence[DomainSlots], members: int) -> int | None:
-    """Score of the best ``members`` slots of ``chosen`` (None: they do not hold them)."""
-    merged: dict[int, int] = defaultdict(int)
-    for d in chosen:
-        for s, n in d.slots:
-            merged[s] += n
-    left, total = members, 0
-    for s in sorted(merged, reverse=True):
-        take = min(left, merged[s])
-        total += take * s
-        left -= take
-        if left == 0:
-            return total
-    return None
-
-
 def best_choice(
     domains: Sequence[DomainSlots], members: int, k: int, *, one_parent: bool = False
 ) -> tuple[tuple[Domain, ...], int] | None:
     """k domains (under one parent when ``one_parent``) that hold ``members`` with the best score
     found, and that score; None when no such choice was found (no k domains hold them)."""
-    lams = sorted({0} | {s for d in domains for s, _ in d.slots})
-    best: tuple[list[DomainSlots], int] | None = None
+    scores = sorted({s for d in domains for s, _ in d.slots}, reverse=True)
+    best: tuple[tuple[Domain, ...], int] | None = None
     for group in _groups(domains, one_parent):
         if len(group) < k:
             continue
-        starts = {_by(group, None)[:k], *(_by(group, lam)[:k] for lam in lams)}
-        for start in sorted(starts, key=lambda ds: [d.domain for d in ds]):
-            chosen = list(start)
-            score = _fill(chosen, members)
-            if score is None:
-                continue
-            chosen, score = _improve(group, chosen, members, score)
-            if best is None or score > best[1]:
-                best = (chosen, score)
-    if best is None:
+        table = _Table(group, scores, members)
+        starts = {table.by_capacity()[:k], *(table.by_value(lam)[:k] for lam in [0, *scores])}
+        for start in sorted(starts):
+            found = table.improve(list(start))
+            if found is not None and (best is None or found[1] > best[1]):
+                best = (tuple(sorted(group[i].domain for i in found[0])), found[1])
+    return best
+
+
+class _Table:
+    """A group's slots as a matrix (domain x score, best score first), to score many choices of
+    domains at once."""
+
+    def __init__(self, group: Sequence[DomainSlots], scores: list[int], members: int) -> None:
+        index = {s: i for i, s in enumerate(scores)}
+        self.slots = np.zeros((len(group), len(scores)), dtype=np.int64)
+        for row, d in enumerate(group):
+            for s, n in d.slots:
+                self.slots[row, index[s]] = n
+        self.scores = np.array(scores, dtype=np.int64)
+        self.members = members
+
+    def by_capacity(self) -> tuple[int, ...]:
+        return tuple(int(i) for i in np.lexsort((np.arange(len(self.slots)), -self.slots.sum(axis=1))))
+
+    def by_value(self, lam: int) -> tuple[int, ...]:
+        value = self.slots @ np.maximum(self.scores - lam, 0)
+        return tuple(int(i) for i in np.lexsort((np.arange(len(self.slots)), -value)))
+
+    def fill(self, totals: np.ndarray) -> np.ndarray:
+        """Score of the best ``members`` slots for each row of ``totals`` (-1: too few slots)."""
+        before = np.cumsum(totals, axis=-1) - totals
+        take = np.clip(self.members - before, 0, totals)
+        score = take @ self.scores
+        return np.where(totals.sum(axis=-1) >= self.members, score, -1)
+
+    def improve(self, chosen: list[int]) -> tuple[list[int], int] | None:
+        """Make the best swap of one chosen domain for an unchosen one while it raises the score."""
+        score = int(self.fill(self.slots[chosen].sum(axis=0)))
+        if score < 0:
+            return None
+        while True:
+            outside = [i for i in range(len(self.slots)) if i not in chosen]
+            if not outside:
+                return chosen, score
+            base = self.slots[chosen].sum(axis=0)
+            trial = base[None, None, :] - self.slots[chosen][:, None, :] + self.slots[outside][None, :, :]
+            got = self.fill(trial)
+            i, j = np.unravel_index(int(np.argmax(got)), got.shape)
+            if got[i, j] <= score:
+                return chosen, score
+            chosen = sorted([*chosen[:i], outside[j], *chosen[i + 1 :]])
+            score = int(got[i, j])
+
+
+def exact_choice(
+    domains: Sequence[DomainSlots], members: int, k: int, *, one_parent: bool = False
+) -> tuple[tuple[Domain, ...], int] | None:
+    """At most k domains (under one parent when ``one_parent``) whose best ``members`` slots score
+    the most, and that score; None when none hold them or the programme would be too big."""
+    best: tuple[tuple[Domain, ...], int] | None = None
+    for group in _groups(domains, one_parent):
+        longest = max((min(d.capacity, members) for d in group), default=0)
+        if len(group) * longest * (k + 1) * (members + 1) > EXACT_WORK_LIMIT:
+            return None
+        found = _programme(group, members, k)
+        if found is not None and (best is None or found[1] > best[1]):
+            best = found
+    return best
+
+
+_NONE = -(1 << 50)
+
+
+def _programme(group: Sequence[DomainSlots], members: int, k: int) -> tuple[tuple[Domain, ...], int] | None:
+    # values[i][j, m]: the best score of m members in j of the first i domains.
+    value = np.full((k + 1, members + 1), _NONE, dtype=np.int64)
+    value[0, 0] = 0
+    values, prefixes = [value], []
+    for d in group:
+        prefix = np.cumsum([0, *(s for s, n in d.slots for _ in range(n))][: members + 1], dtype=np.int64)
+        nxt = value.copy()
+        for t in range(1, len(prefix)):
+            np.maximum(nxt[1:, t:], value[:-1, : members + 1 - t] + prefix[t], out=nxt[1:, t:])
+        value = nxt
+        values.append(value)
+        prefixes.append(prefix)
+    column = value[:, members]
+    j = int(np.argmax(column))
+    if column[j] <= _NONE // 2:
         return None
-    return tuple(d.domain for d in best[0]), best[1]
-
-
-def _by(group: Sequence[DomainSlots], lam: int | None) -> tuple[DomainSlots, ...]:
-    """The group by capacity (``lam`` None) or by ``h_d(lam)``, best first."""
-    if lam is None:
-        return tuple(sorted(group, key=lambda d: (-d.capacity, d.domain)))
-    return tuple(sorted(group, key=lambda d: (-d.value(lam), -d.capacity, d.domain)))
-
-
-def _improve(
-    group: Sequence[DomainSlots], chosen: list[DomainSlots], members: int, score: int
-) -> tuple[list[DomainSlots], int]:
-    """Swap one chosen domain for an unchosen one while that raises the score."""
-    improved = True
-    while improved:
-        improved = False
-        outside = [d for d in group if d not in chosen]
-        for i in range(len(chosen)):
-            for d in outside:
-                trial = [*chosen[:i], d, *chosen[i + 1 :]]
-                got = _fill(trial, members)
-                if got is not None and got > score:
-                    chosen, score, improved = trial, got, True
-                    break
-            if improved:
-                break
-    return chosen, score
+    score, m, chosen = int(column[j]), members, []
+    for i in range(len(group), 0, -1):  # walk back: which t of domain i-1 gave the value
+        here, before, prefix = values[i][j, m], values[i - 1], prefixes[i - 1]
+        if here == before[j, m]:
+            continue
+        t = next(t for t in range(1, min(len(prefix), m + 1)) if before[j - 1, m - t] + prefix[t] == here)
+        chosen.append(group[i - 1].domain)
+        j, m = j - 1, m - t
+    return tuple(sorted(chosen)), score

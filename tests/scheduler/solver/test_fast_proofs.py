@@ -24,12 +24,13 @@ from scheduler.solver import (
     PreemptionProblem,
     ResourceVector,
     SolveOptions,
+    TopologyLayer,
     VictimSpec,
     select_victims,
     solve,
     violations,
 )
-from scheduler.solver.score_bound import DomainSlots, best_choice, score_upper_bound
+from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
 from scheduler.solver.victim_cpsat import rank_lower_bound
 from scheduler.solver.victim_greedy import select_greedy
 
@@ -71,6 +72,14 @@ def test_the_counting_bound_is_never_below_the_best_choice_and_the_plan_never_ab
     if brute is None:
         return
     assert score_upper_bound(domains, members, k, one_parent=one_parent) >= brute
+    anywhere = _brute_best(domains, members, len(domains), one_parent=False)
+    assert anywhere is not None
+    assert score_upper_bound(domains, members, None) >= anywhere
+    exact = exact_choice(domains, members, k, one_parent=one_parent)
+    assert exact is not None
+    assert exact[1] == brute
+    assert len(exact[0]) <= k
+    assert _brute_best([d for d in domains if d.domain in exact[0]], members, k, one_parent) == brute
     found = best_choice(domains, members, k, one_parent=one_parent)
     if found is not None:
         chosen, score = found
@@ -85,6 +94,28 @@ def test_the_bound_is_tight_when_one_domain_has_every_best_slot() -> None:
     assert score_upper_bound(domains, 4, 1) == 400
     assert best_choice(domains, 4, 1) == ((("s0", "b0"),), 400)
     assert best_choice(domains, 12, 1) is None  # no one domain holds 12
+
+
+def test_without_prefer_gather_the_score_bound_sums_every_spine() -> None:
+    """No PreferGather layer: any nodes may be used, so the bound adds up the slots of every
+    domain (a bound over one spine's alone cut the best plan, score 3, down to greedy's 2)."""
+    r = ResourceVector
+    problem = PlacementProblem(
+        gang="default/train",
+        resources=("gpu", "cpu"),
+        pod_groups=(PodGroupSpec("w", r((1, 0)), ("w-0",)), PodGroupSpec("m", r((1, 1)), ("m-0",))),
+        nodes=(
+            NodeSpec("n0", r((1, 1)), ("s0", "b0")),
+            NodeSpec("n2", r((1, 0)), ("s0", "b0")),
+            NodeSpec("n3", r((1, 1)), ("s1", "b0")),
+        ),
+        layers=(TopologyLayer("SpineLayer"), TopologyLayer("BlockLayer")),
+        node_scores={"n2": 1, "n3": 2},
+    )
+    plan = solve(problem)
+    assert isinstance(plan, Plan)
+    assert plan.objective == (-3,)
+    assert plan.assignment == {"m-0": "n3", "w-0": "n2"}
 
 
 def _bench_gang(nodes: int, size: int, trial: int, **options: object) -> PlacementProblem:
