@@ -48,7 +48,7 @@ from scheduler.solver.preemption_problem import (
     objective,
 )
 from scheduler.solver.problem import domain_key
-from scheduler.solver.victim_greedy import cheapest_nodes, select_greedy
+from scheduler.solver.victim_greedy import select_greedy_and_cheapest
 
 __all__ = ["select_cpsat"]
 
@@ -105,8 +105,11 @@ class _Model:
             for uid in sorted(problem.blockers.get((placement.pod_groups[gi].name, n), ())):
                 model.add(var == 0).only_enforce_if(self.v[uid].Not())
 
+        on_node: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
+        for (gi, n), var in self.x.items():
+            on_node[n].append((gi, var))
         for node in placement.nodes:
-            placed = [(gi, var) for (gi, n), var in self.x.items() if n == node.name]
+            placed = on_node.get(node.name, [])
             if not placed:
                 continue
             for r in range(len(placement.resources)):
@@ -354,15 +357,23 @@ PRUNE_MIN_NODES = 64
 PRUNE_NODES_PER_MEMBER = 3
 
 
-def _prune(problem: PreemptionProblem, greedy: VictimSelection | None) -> PreemptionProblem:
-    """Keep the candidate nodes where the members are cheapest to fit (per class and MustGather
-    domain, ``PRUNE_NODES_PER_MEMBER`` per member) and every node the greedy answer uses, so that
-    the model stays small on big clusters and the greedy answer stays a complete hint."""
+def _prune_per_class(problem: PreemptionProblem) -> int:
+    """How many of the cheapest nodes per class and MustGather domain the model keeps (0: all)."""
+    per_class = max(PRUNE_MIN_NODES, PRUNE_NODES_PER_MEMBER * problem.placement.member_count)
+    if len(problem.placement.nodes) <= per_class or problem.releases:
+        return 0  # a release may need victims on any node
+    return per_class
+
+
+def _prune(
+    problem: PreemptionProblem, greedy: VictimSelection | None, cheapest: set[str]
+) -> PreemptionProblem:
+    """Keep the candidate nodes where the members are cheapest to fit (``cheapest``: per class
+    and MustGather domain, ``PRUNE_NODES_PER_MEMBER`` per member) and every node the greedy answer
+    uses, so that the model stays small on big clusters and the greedy answer stays a complete
+    hint."""
     placement = problem.placement
-    per_class = max(PRUNE_MIN_NODES, PRUNE_NODES_PER_MEMBER * placement.member_count)
-    if len(placement.nodes) <= per_class or problem.releases:
-        return problem  # a release may need victims on any node
-    keep = cheapest_nodes(problem, per_class)
+    keep = set(cheapest)
     if greedy is not None:
         keep.update(greedy.assignment.values())
         chosen = set(greedy.victims)
@@ -434,10 +445,11 @@ def select_cpsat(
     start = time.perf_counter()
     options = problem.placement.options
     deadline = start + options.time_limit_seconds
-    greedy = select_greedy(problem)
+    per_class = _prune_per_class(problem)
+    greedy, cheapest = select_greedy_and_cheapest(problem, per_class)
     decided_rank = greedy is not None and greedy.objective[0] == rank_lower_bound(problem)
     pdb_hard = decided_rank and greedy is not None and greedy.objective[1] == 0
-    pruned = _prune(problem, greedy)
+    pruned = _prune(problem, greedy, cheapest) if per_class else problem
     built = _Model(pruned, greedy.objective[0] if greedy and decided_rank else None, pdb_hard)
     if not built.placeable:
         return None if pruned is problem or greedy is None else _fallback(problem, greedy, start, on_fallback)
