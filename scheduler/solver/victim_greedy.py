@@ -39,7 +39,10 @@ Domain = tuple[str, ...]
 
 
 def _fits(request: Sequence[int], free: Sequence[int]) -> bool:
-    return all(r <= f for r, f in zip(request, free, strict=True))
+    for r, f in zip(request, free, strict=True):
+        if r > f:
+            return False
+    return True
 
 
 def _add(into: list[int], amount: Sequence[int], sign: int = 1) -> None:
@@ -89,7 +92,8 @@ class _Domain:
         room = list(self.free[name])
         spend = {key: list(left) for key, left in self.budget_left.items()}
         new: list[VictimSpec] = []
-        for uid in sorted(self.blockers(gi, name) - set(self.removed)):  # they go whatever the room
+        blockers = self.blockers(gi, name)
+        for uid in sorted(u for u in blockers if u not in self.removed):  # they go whatever the room
             v = self.by_uid[uid]
             if v.budget is not None:
                 if not _fits(v.request.values, spend[v.budget]):
@@ -99,8 +103,9 @@ class _Domain:
             if v.node == name:
                 _add(room, v.request.values)
         if not _fits(request, room):
+            forced = {v.uid for v in new}
             for v in self.order.get(name, ()):
-                if v.uid in self.removed or v in new:
+                if v.uid in self.removed or v.uid in forced:
                     continue
                 if v.budget is not None:
                     if not _fits(v.request.values, spend[v.budget]):
