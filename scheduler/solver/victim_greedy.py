@@ -39,10 +39,7 @@ Domain = tuple[str, ...]
 
 
 def _fits(request: Sequence[int], free: Sequence[int]) -> bool:
-    for r, f in zip(request, free, strict=True):
-        if r > f:
-            return False
-    return True
+    return all(r <= f for r, f in zip(request, free, strict=True))
 
 
 def _add(into: list[int], amount: Sequence[int], sign: int = 1) -> None:
