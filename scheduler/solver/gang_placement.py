@@ -457,6 +457,8 @@ def _solve_candidate(
     # relative_gap_limit is checked between the interleaved search's batches, which keeps the
     # answer deterministic (a solution callback stopping mid-batch would not).
     status = solver.solve(model)
+    if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
+        raise AssertionError(f"invalid placement model: {model.validate()}")
     n_vars, n_cons = len(model.proto.variables), len(model.proto.constraints)
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):

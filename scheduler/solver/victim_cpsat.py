@@ -132,7 +132,7 @@ class _Model:
             if not options:
                 self.placeable = False  # no node takes this group even with every victim gone
                 continue
-            model.add(sum(options) == group.count)
+            model.add(cp_model.LinearExpr.sum(options) == group.count)
 
         path = {n.name: n.path for n in placement.nodes}
         self.domain: dict[Domain, cp_model.IntVar] = {}
@@ -155,7 +155,7 @@ class _Model:
             for key, vars_ in sorted(inside.items()):
                 z = model.new_int_var(0, total // k, f"z[{'/'.join(key)}]")
                 self.multiple[key] = z
-                model.add(sum(vars_) == k * z)
+                model.add(cp_model.LinearExpr.sum(vars_) == k * z)
 
         for budget, limit in sorted(problem.budgets.items()):
             members = [v for v in problem.victims if v.budget == budget and v.uid in self.v]
@@ -193,17 +193,25 @@ class _Model:
             model.add(over >= sum(self.v[u] for u in uids) - problem.pdb_allowed.get(pdb, 0))
             self.over[pdb] = over
         self.job: dict[str, cp_model.IntVar] = {}
+        self.one_victim_jobs: set[str] = set()
+        of_job: dict[str, list[str]] = defaultdict(list)
         for victim in chosen:
-            if victim.job not in self.job:
-                self.job[victim.job] = model.new_bool_var(f"job[{victim.job}]")
-            model.add_implication(self.v[victim.uid], self.job[victim.job])
+            of_job[victim.job].append(victim.uid)
+        for job, uids in of_job.items():
+            if len(uids) == 1:  # a job of one victim in the model is broken exactly when it goes
+                self.job[job] = self.v[uids[0]]
+                self.one_victim_jobs.add(job)
+                continue
+            self.job[job] = model.new_bool_var(f"job[{job}]")
+            for uid in uids:
+                model.add_implication(self.v[uid], self.job[job])
         self._counting_cuts(by_node)
         self.terms: list[cp_model.LinearExprT] = [
             self.top,
-            sum(self.over.values()),
-            sum(self.job.values()),
-            sum(problem.job_size(j) * var for j, var in self.job.items()),
-            sum(self.v.values()),
+            _sum(list(self.over.values())),
+            _sum(list(self.job.values())),
+            _sum(list(self.job.values()), [problem.job_size(j) for j in self.job]),
+            _sum(list(self.v.values())),
         ]
 
     def _counting_cuts(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
@@ -255,7 +263,8 @@ class _Model:
             model.add_hint(var, 1 if uid in victims else 0)
         jobs = {v.job for v in problem.victims if v.uid in victims}
         for job, var in self.job.items():
-            model.add_hint(var, 1 if job in jobs else 0)
+            if job not in self.one_victim_jobs:  # hinted as its victim (a variable is hinted once)
+                model.add_hint(var, 1 if job in jobs else 0)
         ranks = problem.priority_ranks
         top = max((ranks[v.priority] for v in problem.victims if v.uid in victims), default=0)
         model.add_hint(self.top, top)
@@ -297,6 +306,16 @@ class _Model:
             taken[gi] += 1
         assert len(assignment) == len(group_of)
         return victims, assignment
+
+
+def _sum(variables: list[cp_model.IntVar], weights: list[int] | None = None) -> cp_model.LinearExprT:
+    """A (weighted) sum built in one call (``sum()`` chains one expression per term); 0 when
+    empty, so that a term with nothing to choose stays a plain int."""
+    if not variables:
+        return 0
+    if weights is None:
+        return cp_model.LinearExpr.sum(variables)
+    return cp_model.LinearExpr.weighted_sum(variables, weights)
 
 
 def _fewest(amounts: Sequence[Sequence[int]], lack: Sequence[int]) -> int:
@@ -489,6 +508,8 @@ def select_cpsat(
         status = solver.solve(built.model, GapStop(options.relative_gap) if last else None)
         if last and within(solver, status, options.relative_gap):
             status = cp_model.OPTIMAL  # proven within the tolerated gap
+        if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
+            raise AssertionError(f"invalid victim model: {built.model.validate()}")
         if status == cp_model.INFEASIBLE and stage == 0:
             return None
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

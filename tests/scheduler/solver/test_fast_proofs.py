@@ -30,6 +30,7 @@ from scheduler.solver import (
     solve,
     violations,
 )
+from scheduler.solver.preemption_problem import violations as vviolations
 from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
 from scheduler.solver.victim_cpsat import rank_lower_bound
 from scheduler.solver.victim_greedy import select_greedy
@@ -220,3 +221,36 @@ def test_solver_relative_gap_is_a_coscheduling_arg_with_a_one_percent_default() 
     for bad in (-0.1, 1.0):
         with pytest.raises(ValidationError):
             CoschedulingArgs.model_validate({"solverRelativeGap": bad})
+
+
+# ---- never worse than greedy, at the benches' sizes ---------------------------------------------
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    st.sampled_from([1000, 5000]),
+    st.sampled_from([8, 64, 256, 1024]),
+    st.integers(0, 10_000),
+)
+def test_gang_placement_is_never_worse_than_greedy_at_bench_sizes(nodes: int, size: int, seed: int) -> None:
+    problem = _bench_gang(nodes, size, trial=seed)
+    plan = solve(problem)
+    greedy = solve(dataclasses.replace(problem, options=SolveOptions(strategy="greedy")))
+    assert isinstance(plan, Plan)
+    assert violations(problem, plan.assignment) == []
+    if isinstance(greedy, Plan):
+        assert plan.objective <= greedy.objective
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.sampled_from([(100, 16), (1000, 64), (5000, 256)]), st.integers(0, 10_000))
+def test_victim_selection_is_never_costlier_than_greedy_at_bench_sizes(
+    size: tuple[int, int], seed: int
+) -> None:
+    problem = victim_bench(*size, 1.0, seed)
+    greedy = select_greedy(problem)
+    cpsat = select_victims(problem)
+    assert greedy is not None
+    assert cpsat is not None
+    assert vviolations(problem, cpsat.victims, cpsat.assignment) == []
+    assert cpsat.objective <= greedy.objective
