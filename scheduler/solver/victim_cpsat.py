@@ -339,37 +339,49 @@ def rank_lower_bound(problem: PreemptionProblem) -> int:
     eligible victim of rank <= r gone, each pod group finds room for all its members summed over
     the nodes (one group at a time; budgets, releases and topology relaxed), so no selection can
     do with a lower one. Returns one above the top rank when even that does not suffice."""
+    top = max(problem.priority_ranks.values(), default=0)
+    for r in range(top + 1):
+        if fits_by_counting(problem, r):
+            return r
+    return top + 1
+
+
+def fits_by_counting(problem: PreemptionProblem, rank: int) -> bool:
+    """Whether every pod group finds room for its members, summed over the nodes, once every
+    eligible victim of priority rank <= ``rank`` is gone (`rank_lower_bound`'s test; more room
+    with a higher rank, so the least rank that passes is the bound)."""
     placement = problem.placement
     ranks = problem.priority_ranks
     by_node = problem.victims_on()
-    top = max(ranks.values(), default=0)
-    for r in range(top + 1):
-        fits = True
-        for group in placement.pod_groups:
-            room_total = 0
-            for node in placement.nodes:
-                if not placement.feasible(group, node):
-                    continue
-                gone = [v for v in by_node.get(node.name, ()) if ranks[v.priority] <= r]
-                blockers = problem.blockers.get((group.name, node.name), frozenset())
-                if blockers - {v.uid for v in gone}:
-                    continue
-                room = list(node.free.values)
-                for v in gone:
-                    room = [a + b for a, b in zip(room, v.request.values, strict=True)]
-                cap = group.count
-                for need, have in zip(group.request.values, room, strict=True):
-                    if need > 0:
-                        cap = min(cap, max(have, 0) // need)
-                room_total += cap
-                if room_total >= group.count:
-                    break
-            if room_total < group.count:
-                fits = False
+    released: dict[str, list[int]] = {}
+    gone: dict[str, set[str]] = {}
+    for node in placement.nodes:
+        room = list(node.free.values)
+        uids = set()
+        for v in by_node.get(node.name, ()):
+            if ranks[v.priority] <= rank:
+                uids.add(v.uid)
+                for i, a in enumerate(v.request.values):
+                    room[i] += a
+        released[node.name], gone[node.name] = room, uids
+    for group in placement.pod_groups:
+        room_total = 0
+        for node in placement.nodes:
+            if not placement.feasible(group, node):
+                continue
+            blockers = problem.blockers.get((group.name, node.name))
+            if blockers and not blockers <= gone[node.name]:
+                continue
+            cap = group.count
+            for need, have in zip(group.request.values, released[node.name], strict=True):
+                if need > 0:
+                    cap = min(cap, max(have, 0) // need)
+            room_total += cap
+            if room_total >= group.count:
                 break
-        if fits:
-            return r
-    return top + 1
+        if room_total < group.count:
+            return False
+    return True
 
 
 PRUNE_MIN_NODES = 64
@@ -466,7 +478,10 @@ def select_cpsat(
     deadline = start + options.time_limit_seconds
     per_class = _prune_per_class(problem)
     greedy, cheapest = select_greedy_and_cheapest(problem, per_class)
-    decided_rank = greedy is not None and greedy.objective[0] == rank_lower_bound(problem)
+    # Greedy's top rank is the least possible when one rank less does not fit by counting.
+    decided_rank = greedy is not None and (
+        greedy.objective[0] == 0 or not fits_by_counting(problem, greedy.objective[0] - 1)
+    )
     pdb_hard = decided_rank and greedy is not None and greedy.objective[1] == 0
     pruned = _prune(problem, greedy, cheapest) if per_class else problem
     built = _Model(pruned, greedy.objective[0] if greedy and decided_rank else None, pdb_hard)
