@@ -517,6 +517,10 @@ def select_cpsat(
         # deterministic with the gap callback.
         solver.parameters.num_workers = 1
         solver.parameters.linearization_level = 2
+        # Presolve's probing and symmetry detection find nothing in this model and were a third
+        # of the solve at 1,000 nodes x 64 members.
+        solver.parameters.cp_model_probing_level = 0
+        solver.parameters.symmetry_level = 0
         solver.parameters.random_seed = options.seed
         if last:
             solver.parameters.relative_gap_limit = options.relative_gap
