@@ -160,6 +160,10 @@ class _ScoreTerm:
     k: int | None
     one_parent: bool
     plan: dict[str, str] | None
+    per_class: tuple[tuple[tuple[DomainSlots, ...], int], ...] = ()
+    """Each pod class's own slots (per-node capacity for it alone) and member count, when there
+    are several: the sum of their bounds is a second relaxation, tighter when the classes pack
+    differently (a class that fits eight to a node inflates the shared slots)."""
 
     @staticmethod
     def of(ctx: _Context, cand: Domain, bound: Objective, classes: list[NodeClass]) -> _ScoreTerm:
@@ -177,16 +181,36 @@ class _ScoreTerm:
             parent = nearest - 1
             one_parent = parent < len(cand) or (parent in order and bound[order.index(parent)] == 1)
         domains = tuple(DomainSlots.of(classes, depth, slots))
-        term = _ScoreTerm(ctx, positions, bound, domains, k, one_parent, None)
-        plan = term._counting_plan(classes)
-        if plan is None and k is not None and one_parent and parent >= len(cand):
-            # No parent's k roomiest domains hold the gang: with k domains (the nearest layer
-            # ranks first) the layer above uses at least two.
+        per_class: tuple[tuple[tuple[DomainSlots, ...], int], ...] = ()
+        if len(ctx.agg.pod_classes) > 1:
+            per_class = tuple(
+                (
+                    tuple(
+                        DomainSlots.of(
+                            classes, depth, {c.index: c.multiplicity * c.caps[pc.index] for c in classes}
+                        )
+                    ),
+                    pc.count,
+                )
+                for pc in ctx.agg.pod_classes
+            )
+        term = _ScoreTerm(ctx, positions, bound, domains, k, one_parent, None, per_class)
+        if k is not None and one_parent and parent >= len(cand) and not term._one_parent_holds():
+            # No parent's k roomiest domains hold the gang (slots overstate what fits, so this
+            # is proven): with k domains (the nearest layer ranks first) the layer above uses at
+            # least two.
             raised = list(bound)
             raised[order.index(parent)] = 2
             term = dataclasses.replace(term, bound=tuple(raised), one_parent=False)
-            plan = term._counting_plan(classes)
-        return dataclasses.replace(term, plan=plan)
+        return dataclasses.replace(term, plan=term._counting_plan(classes))
+
+    def _one_parent_holds(self) -> bool:
+        """Whether the k roomiest domains under some one parent have slots for every member."""
+        assert self.k is not None
+        by_parent: dict[Domain, list[int]] = defaultdict(list)
+        for d in self.domains:
+            by_parent[d.domain[:-1]].append(d.capacity)
+        return any(sum(sorted(caps, reverse=True)[: self.k]) >= self.ctx.total for caps in by_parent.values())
 
     def decided(self, reference: Objective | None) -> bool:
         """Whether ``reference`` reaches the counting bound of every modelled domain count."""
@@ -196,7 +220,11 @@ class _ScoreTerm:
         """The most a plan can score once the domain counts are decided (None: not decided)."""
         if not self.decided(reference):
             return None
-        return score_upper_bound(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        shared = score_upper_bound(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        if not self.per_class:
+            return shared
+        apart = sum(score_upper_bound(d, n, self.k, one_parent=self.one_parent) for d, n in self.per_class)
+        return min(shared, apart)
 
     def score(self, assignment: Mapping[str, str]) -> int:
         return sum(self.ctx.problem.score(node) for node in assignment.values())

@@ -254,3 +254,38 @@ def test_victim_selection_is_never_costlier_than_greedy_at_bench_sizes(
     assert cpsat is not None
     assert vviolations(problem, cpsat.victims, cpsat.assignment) == []
     assert cpsat.objective <= greedy.objective
+
+
+def test_several_member_classes_keep_the_decided_counts_and_get_a_score_bound() -> None:
+    """With two member classes there is no counting plan, which once read as "no spine holds the
+    gang" and raised the spine bound to two: the counts were then never decided and the model got
+    no score bound. The spine bound is raised only when no spine's k roomiest blocks have room."""
+    from scheduler.solver import gang_placement as gp
+    from scheduler.solver.problem import objective
+
+    r = ResourceVector
+    nodes = tuple(
+        NodeSpec(f"n-{s}{b}{i}", r((8, 64_000)), (f"s{s}", f"s{s}-b{b}"))
+        for s in range(2)
+        for b in range(2)
+        for i in range(2)
+    )
+    problem = PlacementProblem(
+        gang="default/mixed",
+        resources=("gpu", "cpu"),
+        pod_groups=(
+            PodGroupSpec("worker", r((2, 8_000)), tuple(f"w-{i}" for i in range(4))),
+            PodGroupSpec("ps", r((1, 4_000)), ("p-0", "p-1")),
+        ),
+        nodes=nodes,
+        layers=(TopologyLayer("SpineLayer", "PreferGather"), TopologyLayer("BlockLayer", "PreferGather")),
+        node_scores={n.name: 10 * i for i, n in enumerate(nodes)},
+    )
+    ctx = gp._Context(problem)
+    bound = ctx.lower_bound(())
+    term = gp._ScoreTerm.of(ctx, (), bound, ctx.classes_in(()))
+    assert term.bound[:2] == bound[:2] == (1, 1)
+    plan = solve(problem)
+    assert isinstance(plan, Plan)
+    assert plan.objective[:2] == (1, 1)
+    assert term.upper_bound(objective(problem, plan.assignment)) is not None
