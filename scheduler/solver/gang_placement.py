@@ -37,6 +37,12 @@ Formulation (design.md, "Gangs are placed as a whole"):
   (path, then node name), so consecutive ranks share the lowest domain except at the fewest
   boundaries that the chosen domain counts allow; minimising domains at the nearest layer is
   what keeps pipeline neighbours close.
+* Score by counting (`_ScoreTerm`, `score_bound`): once the domain counts are decided, the score
+  is bounded by counting (Lagrangian over the k best domains, and per member class), and where the
+  counts are the whole answer (one member class, no podCountMultiple, apart or spread rule) a
+  counting plan reaches the domain bound; an exact programme over the domains closes a remaining
+  gap. Within ``SolveOptions.relative_gap`` of the bound the plan is the answer and no model is
+  built; otherwise the bound is a redundant constraint and the solve stops within the gap.
 * Search: Koordinator's greedy plan (`greedy.plan`) on the candidate is the complete hint; the
   time limit covers all candidates together; seed and worker count are fixed and the search is
   interleaved, so the same input gives the same plan. FEASIBLE is accepted. If no CP-SAT solve

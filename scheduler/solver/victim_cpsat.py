@@ -14,12 +14,20 @@ Formulation (`preemption_problem` states the problem and the objective):
 * Eviction budgets (quota reclaim): the victims of one budget release at most its amounts.
 * Costs: ``top >= rank(p) * v[p]`` (highest victim priority); per budget ``over[b] >= sum v - allowed``;
   ``job[j] >= v[p]`` for the victims of job j, a broken job costing ``size(j)`` pods.
-* Lexicographic minimisation by stages: minimise a term, then fix it (``==`` its optimum, or
-  ``<=`` the value found when the stage ran out of time) and go on to the next, every stage hinted
-  with the best selection so far. The time limit covers all stages; seed and worker count are fixed
-  (interleaved search), so the same input gives the same victims. If no stage finds a solution in
-  time, the greedy selection is returned as GREEDY_FALLBACK; a proven infeasibility means that no
-  set of victims lets the job fit, so nothing is evicted.
+* Counting decides what it can (`fits_by_counting`): greedy's highest rank is the least possible
+  when one rank less leaves some pod group without room summed over the nodes; then no victim of a
+  higher rank enters the model. When greedy also breaks no PodDisruptionBudget, none may be
+  exceeded. Redundant counting cuts per (group, node) (`_counting_cuts`: the victims without
+  which a member cannot fit, and at least the fewest victims and jobs that free its lack) make the
+  linear relaxation nearly tight; a job with one victim in the model is that victim's variable.
+* Lexicographic minimisation by stages, for the terms counting left open: minimise a term, then
+  fix it (``==`` its optimum, or ``<=`` the value found when the stage ran out of time) and go on
+  to the next, every stage hinted with the best selection so far; jobs, their pods and the
+  evictions are one weighted last stage, which stops at the first solution proven within
+  ``SolveOptions.relative_gap`` (`gap.GapStop`). One worker with the full linear relaxation, a
+  fixed seed: the same input gives the same victims. The time limit covers all stages. If no
+  stage finds a solution in time, the greedy selection is returned as GREEDY_FALLBACK; a proven
+  infeasibility means that no set of victims lets the job fit, so nothing is evicted.
 * Never worse than greedy: a stage stopped by the time limit fixes its term at the value it found,
   which may be worse than the hint's, and no later stage can undo that; the staged answer is
   therefore compared with the greedy one by the full objective and the greedy one (status GREEDY)
