@@ -57,6 +57,7 @@ _VICTIM_BUCKETS = exponential_buckets(1, 2, 7)
 _SLI_BUCKETS = exponential_buckets(0.01, 2, 20)
 _POD_ATTEMPTS_BUCKETS = exponential_buckets(1, 2, 5)
 _SOLVER_BUCKETS = exponential_buckets(0.001, 2, 15)
+_GAP_BUCKETS = (0.0, 0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 
 
 class SchedulerMetrics:
@@ -183,6 +184,13 @@ class SchedulerMetrics:
             ["solver", "reason"],
             registry=r,
         )
+        self.solver_gap = Histogram(
+            "koord_scheduler_solver_gap_ratio",
+            "Proven relative gap of a CP-SAT answer to the best possible one (0: optimal), by solver.",
+            ["solver"],
+            buckets=_GAP_BUCKETS,
+            registry=r,
+        )
         self.solver_model_size = Gauge(
             "koord_scheduler_solver_model_size",
             "Size of the last model built by a solver: number of variables or constraints.",
@@ -262,9 +270,14 @@ class SchedulerMetrics:
         """One solver call; ``status`` is OPTIMAL, FEASIBLE, INFEASIBLE, UNKNOWN, or greedy's outcome."""
         self.solver_duration.labels(solver=solver, status=status).observe(seconds)
 
-    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
-        """``framework.handle.SolverMetrics``: one solve, and whether its greedy answer was used."""
+    def solved(
+        self, solver: str, status: str, seconds: float, fell_back: bool, gap: float | None = None
+    ) -> None:
+        """``framework.handle.SolverMetrics``: one solve, whether its greedy answer was used, and
+        the proven relative gap of its answer (None: nothing bounds it, e.g. greedy)."""
         self.solver_solve(solver, status, seconds)
+        if gap is not None:
+            self.solver_gap.labels(solver=solver).observe(gap)
         if fell_back:
             self.solver_fallback(solver, "timeout")
 

@@ -1,7 +1,7 @@
 """Gang placement: CP-SAT against Koordinator's greedy plan on the same fragmented clusters.
 
     python -m e2e.bench.gang_placement [--nodes 1000 5000] [--gang-sizes 8 64 256 1024] [--trials N]
-                                       [--time-limit 1.0] [--workers 2] [--seed 0]
+                                       [--time-limit 1.0] [--relative-gap 0.01] [--workers 2] [--seed 0]
 
 Method
 ------
@@ -16,14 +16,15 @@ Method
    BlockLayer PreferGather and SpineLayer PreferGather (no MustGather), node scores from a
    GPU bin-packing score (100 for a node whose free GPUs the member would exactly use up).
 3. **Strategies.** The same problem goes to ``strategy="greedy"`` (algorithms.md 2.3) and to
-   ``strategy="cpsat"`` (hint = greedy, ``--time-limit`` s, ``--workers``, fixed seed), in the
-   same process, one after the other.
+   ``strategy="cpsat"`` (hint = greedy, ``--time-limit`` s, ``--relative-gap``, ``--workers``,
+   fixed seed), in the same process, one after the other.
 
 Figures per (nodes, gang size, strategy): gangs placed out of the trials; share of placed gangs
 inside one block; mean blocks and spines used per placed gang; mean bin-packing score per member
 (0..100, the term ranked after topology); solve latency p50 / p99 in ms
-(wall time of ``solve``, including model building and, for CP-SAT, the greedy hint); CP-SAT
-statuses. Nothing is asserted; the exit code is 0 unless a plan breaks a rule.
+(wall time of ``solve``, including model building and, for CP-SAT, the greedy hint); for CP-SAT
+the share of solves proven optimal or within the relative gap (status OPTIMAL) and the largest
+proven gap; statuses. Nothing is asserted; the exit code is 0 unless a plan breaks a rule.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ class Row:
     ms: list[float] = field(default_factory=list)
     score: list[float] = field(default_factory=list)
     statuses: Counter[str] = field(default_factory=Counter)
+    gaps: list[float] = field(default_factory=list)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -120,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gang-sizes", type=int, nargs="+", default=[8, 64, 256, 1024])
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--time-limit", type=float, default=1.0)
+    parser.add_argument("--relative-gap", type=float, default=SolveOptions().relative_gap)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -127,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     broken = 0
     header = (
         f"{'nodes':>6} {'gang':>5} {'strategy':<7} {'placed':>7} {'1 block':>8} {'blocks':>7} "
-        f"{'spines':>7} {'score':>6} {'p50 ms':>8} {'p99 ms':>8}  statuses"
+        f"{'spines':>7} {'score':>6} {'p50 ms':>8} {'p99 ms':>8} {'proven':>7} {'max gap':>8}  statuses"
     )
     print(header)
     print("-" * len(header))
@@ -136,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
             rows = {"greedy": Row(), "cpsat": Row()}
             for trial in range(args.trials):
                 nodes = build_cluster(n_nodes, random.Random(args.seed * 7919 + trial * 104729 + n_nodes))
-                base = SolveOptions(time_limit_seconds=args.time_limit, workers=args.workers, seed=args.seed)
+                base = SolveOptions(
+                    time_limit_seconds=args.time_limit,
+                    workers=args.workers,
+                    seed=args.seed,
+                    relative_gap=args.relative_gap,
+                )
                 for strategy in ("greedy", "cpsat"):
                     problem = build_problem(nodes, size, replace(base, strategy=strategy))
                     t0 = time.perf_counter()
@@ -158,16 +166,20 @@ def main(argv: list[str] | None = None) -> int:
                     row.one_block += used["BlockLayer"] == 1
                     row.score.append(-result.objective[-1] / size)
                     row.statuses[result.status] += 1
+                    if result.gap is not None:
+                        row.gaps.append(result.gap)
             for strategy, row in rows.items():
                 share = f"{row.one_block / row.placed:.0%}" if row.placed else "-"
                 blocks = f"{statistics.mean(row.blocks):.2f}" if row.blocks else "-"
                 spines = f"{statistics.mean(row.spines):.2f}" if row.spines else "-"
                 score = f"{statistics.mean(row.score):.1f}" if row.score else "-"
                 statuses = " ".join(f"{k}={v}" for k, v in sorted(row.statuses.items()))
+                proven = f"{row.statuses['OPTIMAL'] / row.trials:.0%}" if strategy == "cpsat" else "-"
+                max_gap = f"{max(row.gaps):.2%}" if row.gaps else "-"
                 print(
                     f"{n_nodes:>6} {size:>5} {strategy:<7} {row.placed:>3}/{row.trials:<3} {share:>8} "
                     f"{blocks:>7} {spines:>7} {score:>6} {percentile(row.ms, 50):>8.1f} "
-                    f"{percentile(row.ms, 99):>8.1f}  {statuses}",
+                    f"{percentile(row.ms, 99):>8.1f} {proven:>7} {max_gap:>8}  {statuses}",
                     flush=True,
                 )
     if broken:

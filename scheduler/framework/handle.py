@@ -131,8 +131,11 @@ class _NoStandIns:
 
 
 class SolverMetrics(Protocol):
-    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
-        """One solve of ``solver`` (``cpsat``, ``greedy``, ``preemption-cpsat`` ...)."""
+    def solved(
+        self, solver: str, status: str, seconds: float, fell_back: bool, gap: float | None = None
+    ) -> None:
+        """One solve of ``solver`` (``cpsat``, ``greedy``, ``preemption-cpsat`` ...) and the proven
+        relative gap of its answer (None: unknown)."""
         ...
 
     def preemption(self, victims: int) -> None:
@@ -141,7 +144,9 @@ class SolverMetrics(Protocol):
 
 
 class _NoSolverMetrics:
-    def solved(self, solver: str, status: str, seconds: float, fell_back: bool) -> None:
+    def solved(
+        self, solver: str, status: str, seconds: float, fell_back: bool, gap: float | None = None
+    ) -> None:
         return None
 
     def preemption(self, victims: int) -> None:

@@ -37,6 +37,12 @@ Formulation (design.md, "Gangs are placed as a whole"):
   (path, then node name), so consecutive ranks share the lowest domain except at the fewest
   boundaries that the chosen domain counts allow; minimising domains at the nearest layer is
   what keeps pipeline neighbours close.
+* Score by counting (`_ScoreTerm`, `score_bound`): once the domain counts are decided, the score
+  is bounded by counting (Lagrangian over the k best domains, and per member class), and where the
+  counts are the whole answer (one member class, no podCountMultiple, apart or spread rule) a
+  counting plan reaches the domain bound; an exact programme over the domains closes a remaining
+  gap. Within ``SolveOptions.relative_gap`` of the bound the plan is the answer and no model is
+  built; otherwise the bound is a redundant constraint and the solve stops within the gap.
 * Search: Koordinator's greedy plan (`greedy.plan`) on the candidate is the complete hint; the
   time limit covers all candidates together; seed and worker count are fixed and the search is
   interleaved, so the same input gives the same plan. FEASIBLE is accepted. If no CP-SAT solve
@@ -57,6 +63,7 @@ from ortools.sat.python import cp_model
 
 from scheduler.solver import explain, greedy
 from scheduler.solver.aggregate import Aggregate, DomainCapacity, NodeClass, aggregate
+from scheduler.solver.gap import relative_gap
 from scheduler.solver.problem import (
     Infeasible,
     ModelSize,
@@ -69,6 +76,7 @@ from scheduler.solver.problem import (
     spread_violations,
     violations,
 )
+from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
 
 __all__ = ["solve_cpsat"]
 
@@ -83,6 +91,7 @@ class _Outcome:
     variables: int
     constraints: int
     core: tuple[str, ...] = ()
+    gap: float | None = 0.0
 
 
 class _Context:
@@ -145,6 +154,135 @@ class _Context:
         return tuple(bounds)
 
 
+@dataclasses.dataclass(frozen=True)
+class _ScoreTerm:
+    """The score term of one candidate, by counting (`score_bound`)."""
+
+    ctx: _Context
+    positions: tuple[int, ...]
+    """Positions in the objective of the PreferGather layers modelled inside the candidate."""
+    bound: Objective
+    domains: tuple[DomainSlots, ...]
+    k: int | None
+    one_parent: bool
+    plan: dict[str, str] | None
+    per_class: tuple[tuple[tuple[DomainSlots, ...], int], ...] = ()
+    """Each pod class's own slots (per-node capacity for it alone) and member count, when there
+    are several: the sum of their bounds is a second relaxation, tighter when the classes pack
+    differently (a class that fits eight to a node inflates the shared slots)."""
+
+    @staticmethod
+    def of(ctx: _Context, cand: Domain, bound: Objective, classes: list[NodeClass]) -> _ScoreTerm:
+        problem = ctx.problem
+        order = problem.prefer_gather_order
+        positions = tuple(pos for pos, i in enumerate(order) if i >= len(cand))
+        slots = {c.index: c.multiplicity * min(c.max_pods_per_node, ctx.total) for c in classes}
+        k: int | None = None
+        one_parent = False
+        depth = len(problem.layers)
+        parent = -1
+        if positions:
+            nearest = order[positions[0]]
+            depth, k = nearest + 1, bound[positions[0]]
+            parent = nearest - 1
+            one_parent = parent < len(cand) or (parent in order and bound[order.index(parent)] == 1)
+        domains = tuple(DomainSlots.of(classes, depth, slots))
+        per_class: tuple[tuple[tuple[DomainSlots, ...], int], ...] = ()
+        if len(ctx.agg.pod_classes) > 1:
+            per_class = tuple(
+                (
+                    tuple(
+                        DomainSlots.of(
+                            classes, depth, {c.index: c.multiplicity * c.caps[pc.index] for c in classes}
+                        )
+                    ),
+                    pc.count,
+                )
+                for pc in ctx.agg.pod_classes
+            )
+        term = _ScoreTerm(ctx, positions, bound, domains, k, one_parent, None, per_class)
+        if k is not None and one_parent and parent >= len(cand) and not term._one_parent_holds():
+            # No parent's k roomiest domains hold the gang (slots overstate what fits, so this
+            # is proven): with k domains (the nearest layer ranks first) the layer above uses at
+            # least two.
+            raised = list(bound)
+            raised[order.index(parent)] = 2
+            term = dataclasses.replace(term, bound=tuple(raised), one_parent=False)
+        return dataclasses.replace(term, plan=term._counting_plan(classes))
+
+    def _one_parent_holds(self) -> bool:
+        """Whether the k roomiest domains under some one parent have slots for every member."""
+        assert self.k is not None
+        by_parent: dict[Domain, list[int]] = defaultdict(list)
+        for d in self.domains:
+            by_parent[d.domain[:-1]].append(d.capacity)
+        return any(sum(sorted(caps, reverse=True)[: self.k]) >= self.ctx.total for caps in by_parent.values())
+
+    def decided(self, reference: Objective | None) -> bool:
+        """Whether ``reference`` reaches the counting bound of every modelled domain count."""
+        return reference is not None and all(reference[p] == self.bound[p] for p in self.positions)
+
+    def upper_bound(self, reference: Objective | None) -> int | None:
+        """The most a plan can score once the domain counts are decided (None: not decided)."""
+        if not self.decided(reference):
+            return None
+        shared = score_upper_bound(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        if not self.per_class:
+            return shared
+        apart = sum(score_upper_bound(d, n, self.k, one_parent=self.one_parent) for d, n in self.per_class)
+        return min(shared, apart)
+
+    def score(self, assignment: Mapping[str, str]) -> int:
+        return sum(self.ctx.problem.score(node) for node in assignment.values())
+
+    def exact(self, classes: list[NodeClass]) -> tuple[dict[str, str] | None, int] | None:
+        """The best choice of k domains by `exact_choice`: its plan where the counts are the
+        whole answer, and its score, the most any plan with the decided counts can score (None:
+        the programme would be too big)."""
+        if self.k is None:
+            return None
+        found = exact_choice(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        if found is None:
+            return None
+        plan = self._fill(classes, set(found[0])) if self._counts_are_the_answer() else None
+        return plan, found[1]
+
+    def _counts_are_the_answer(self) -> bool:
+        """One pod class and no podCountMultiple, apart or spread rule: the members per node
+        class say everything about a placement."""
+        problem = self.ctx.problem
+        if len(self.ctx.agg.pod_classes) != 1 or problem.apart or problem.spread:
+            return False
+        return all(layer.pod_count_multiple == 1 for layer in problem.layers)
+
+    def _counting_plan(self, classes: list[NodeClass]) -> dict[str, str] | None:
+        """Where the counts are the whole answer: k domains reaching the count bound, their best
+        slots filled."""
+        if not self._counts_are_the_answer():
+            return None
+        if self.k is None:
+            return self._fill(classes, {d.domain for d in self.domains})
+        found = best_choice(self.domains, self.ctx.total, self.k, one_parent=self.one_parent)
+        return None if found is None else self._fill(classes, set(found[0]))
+
+    def _fill(self, classes: list[NodeClass], chosen: set[Domain]) -> dict[str, str] | None:
+        """The best-scored nodes of the ``chosen`` domains, for every member (one pod class)."""
+        ctx = self.ctx
+        depth = len(self.domains[0].domain) if self.domains else 0
+        left = ctx.total
+        counts: dict[tuple[int, int], int] = {}
+        for c in sorted(classes, key=lambda c: (-c.score, c.index)):
+            if left == 0:
+                break
+            if c.path[:depth] in chosen and c.caps[0] > 0:
+                take = min(left, c.multiplicity * c.caps[0])
+                counts[c.index, 0] = take
+                left -= take
+        if left:
+            return None
+        return _layout(ctx, classes, counts, {})
+
+
 def _candidate_tiers(ctx: _Context) -> list[list[Domain]]:
     problem = ctx.problem
     tiers: list[list[Domain]] = []
@@ -181,6 +319,28 @@ def _solve_candidate(
     # Data.
     classes = ctx.classes_in(cand)
     pods = agg.pod_classes
+
+    # Counting: the score bound once the domain counts are decided, and where the counts are the
+    # whole answer, the plan that reaches the domain bound with the best score found. Within the
+    # relative gap of the bound, that plan is the answer and CP-SAT is not needed.
+    counted = _ScoreTerm.of(ctx, cand, bound, classes)
+    if not explain_mode and counted.plan is not None:
+        plan_obj = objective(problem, counted.plan)
+        if decided is None or plan_obj < decided:
+            decided, hint = plan_obj, counted.plan
+        if plan_obj[: len(problem.prefer_gather_order)] == counted.bound[: len(problem.prefer_gather_order)]:
+            bound = counted.bound  # the raised bound holds: the plan reaches the nearest layer's
+    score_bound = counted.upper_bound(decided)
+    if not explain_mode and decided is not None and hint is not None and score_bound is not None:
+        gap = relative_gap(-counted.score(hint), -score_bound)
+        exact = counted.exact(classes) if gap > options.relative_gap else None
+        if exact is not None:
+            exact_plan, score_bound = exact[0], min(score_bound, exact[1])
+            if exact_plan is not None and objective(problem, exact_plan) < decided:
+                decided, hint = objective(problem, exact_plan), exact_plan
+            gap = relative_gap(-counted.score(hint), -score_bound)
+        if counted.decided(decided) and gap <= options.relative_gap and objective(problem, hint) == decided:
+            return _Outcome("OPTIMAL", dict(hint), 0, 0, gap=gap)
 
     # Model and variables.
     model = cp_model.CpModel()
@@ -292,13 +452,15 @@ def _solve_candidate(
             deciding = False
             model.add(domain_count[i] >= bound[pos])
             objective_layers.append(i)
+    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
+    if deciding and score_bound is not None and not isinstance(score_expr, int):
+        model.add(score_expr <= score_bound)  # redundant: the counting bound CP-SAT cannot find
 
     # Objective: domains used per PreferGather layer (nearest first), then minus the score sum,
     # with each weight larger than the whole range of the terms after it.
     terms: list[tuple[cp_model.LinearExprT, int]] = []
     for i in objective_layers:
         terms.append((domain_count[i], len([k for k in used if len(k) == i + 1])))
-    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
     if options.score_weight and not isinstance(score_expr, int):
         terms.append((-options.score_weight * score_expr, options.score_weight * 100 * ctx.total))
     if terms and not explain_mode:
@@ -320,16 +482,33 @@ def _solve_candidate(
     solver.parameters.random_seed = options.seed
     if options.workers > 1 and not explain_mode:
         solver.parameters.interleave_search = True
+    score_only = not objective_layers
+    if score_only and not explain_mode:
+        # Only the score is left to optimise: stop within the tolerated gap of the bound.
+        solver.parameters.relative_gap_limit = options.relative_gap
     if explain_mode:
         model.add_assumptions(list(assumptions.values()))
+    # relative_gap_limit is checked between the interleaved search's batches, which keeps the
+    # answer deterministic (a solution callback stopping mid-batch would not).
     status = solver.solve(model)
+    if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
+        raise AssertionError(f"invalid placement model: {model.validate()}")
     n_vars, n_cons = len(model.proto.variables), len(model.proto.constraints)
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         counts = {k: solver.value(v) for k, v in x.items()}
         patterns = {k: solver.value(v) for k, v in y.items()}
         assignment = _layout(ctx, classes, counts, patterns)
-        return _Outcome("OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons)
+        found_gap: float | None = None
+        if explain_mode or not terms:
+            found_gap = 0.0
+        elif score_only:
+            found_gap = relative_gap(solver.objective_value, solver.best_objective_bound)
+        elif status == cp_model.OPTIMAL:
+            found_gap = 0.0
+        return _Outcome(
+            "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons, gap=found_gap
+        )
     if status == cp_model.INFEASIBLE:
         core: tuple[str, ...] = ()
         if explain_mode:
@@ -493,6 +672,7 @@ def solve_cpsat(
     proved = True
     size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
     infeasible_cands: list[Domain] = []
+    gaps: list[float | None] = []
 
     for tier in _candidate_tiers(ctx):
         depth = len(tier[0]) if tier else 0
@@ -522,6 +702,7 @@ def solve_cpsat(
                 )
                 hint = greedy.plan(sub)
             out = _solve_candidate(ctx, cand, bounds[cand], hint, remaining, decided=best_obj)
+            gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
             size["variables"] += out.variables
             size["constraints"] += out.constraints
             size["solved"] += 1
@@ -560,7 +741,9 @@ def solve_cpsat(
             status = "GREEDY_FALLBACK"
             if on_fallback is not None:
                 on_fallback(problem)
-        return _plan(problem, best, status, start, model_size)
+        known = [g for g in gaps if g is not None]
+        gap = None if status == "GREEDY_FALLBACK" or len(known) < len(gaps) else max(known, default=0.0)
+        return dataclasses.replace(_plan(problem, best, status, start, model_size), gap=gap)
     if not proved or not infeasible_cands:
         return dataclasses.replace(
             explain.timeout(problem, problem.options.time_limit_seconds),

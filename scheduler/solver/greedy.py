@@ -250,6 +250,7 @@ def solve_greedy(problem: PlacementProblem) -> Plan | Infeasible:
         domains_used=domains_used(problem, assignment),
         objective=objective(problem, assignment),
         solve_seconds=seconds,
+        gap=None,
     )
 
 

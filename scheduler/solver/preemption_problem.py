@@ -130,11 +130,15 @@ class VictimSelection:
     solve_seconds: float
     variables: int = 0
     constraints: int = 0
+    gap: float | None = None
+    """Proven relative gap of the last weighted term (victim jobs, their pods, evictions) among
+    the nodes modelled (0: optimal there); None for a greedy answer."""
 
 
 def objective(problem: PreemptionProblem, victims: Collection[str]) -> tuple[int, ...]:
     """(highest priority rank, PDB violations, jobs, pods of those jobs, pods evicted)."""
-    chosen = [v for v in problem.victims if v.uid in set(victims)]
+    wanted = set(victims)  # once: a set per victim made this quadratic (0.14 s at 20,000 victims)
+    chosen = [v for v in problem.victims if v.uid in wanted]
     ranks = problem.priority_ranks
     top = max((ranks[v.priority] for v in chosen), default=0)
     per_pdb: dict[str, int] = defaultdict(int)

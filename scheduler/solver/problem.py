@@ -179,6 +179,10 @@ class SolveOptions:
     """Weight of the node-score term; it always ranks after the topology terms. 0 ignores scores."""
     max_patterns_per_class: int = 64
     """Per-node packing patterns kept for a node class before it is split into single nodes."""
+    relative_gap: float = 0.01
+    """Stop as soon as the answer is proven within this relative gap of the best possible one
+    (on the first objective term not yet proven optimal); 0 asks for a proof of optimality.
+    Such an answer is reported OPTIMAL, with its gap."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -287,6 +291,9 @@ class Plan:
     objective: tuple[int, ...]
     solve_seconds: float
     model_size: ModelSize = ModelSize()
+    gap: float | None = 0.0
+    """Proven relative gap of the first objective term not proven optimal (0: optimal; at most
+    ``SolveOptions.relative_gap`` when OPTIMAL); None when nothing bounds it (greedy)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

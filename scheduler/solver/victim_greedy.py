@@ -63,6 +63,7 @@ class _Domain:
 
     def __init__(self, problem: PreemptionProblem, domain: Domain) -> None:
         self.problem = problem
+        self.domain = domain
         self.ranks = problem.priority_ranks
         self.nodes = {n.name: n for n in problem.placement.nodes if n.path[: len(domain)] == domain}
         self.free = {name: list(n.free.values) for name, n in self.nodes.items()}
@@ -74,6 +75,8 @@ class _Domain:
         self.broken: set[str] = set()
         self.budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
         self.heaps: dict[int, list[tuple[Cost, str]]] = {}
+        self.first: dict[int, list[tuple[Cost, str]]] = {}
+        """Each class's heap as first weighed, before any choice (`cheapest_nodes`)."""
         self.by_uid = {v.uid: v for v in problem.victims}
         self.placed: list[tuple[int, str]] = []
 
@@ -86,7 +89,8 @@ class _Domain:
         room = list(self.free[name])
         spend = {key: list(left) for key, left in self.budget_left.items()}
         new: list[VictimSpec] = []
-        for uid in sorted(self.blockers(gi, name) - set(self.removed)):  # they go whatever the room
+        blockers = self.blockers(gi, name)
+        for uid in sorted(u for u in blockers if u not in self.removed):  # they go whatever the room
             v = self.by_uid[uid]
             if v.budget is not None:
                 if not _fits(v.request.values, spend[v.budget]):
@@ -96,8 +100,9 @@ class _Domain:
             if v.node == name:
                 _add(room, v.request.values)
         if not _fits(request, room):
+            forced = {v.uid for v in new}
             for v in self.order.get(name, ()):
-                if v.uid in self.removed or v in new:
+                if v.uid in self.removed or v.uid in forced:
                     continue
                 if v.budget is not None:
                     if not _fits(v.request.values, spend[v.budget]):
@@ -126,6 +131,7 @@ class _Domain:
                     found.append((opt[0], name))
             heapq.heapify(found)
             self.heaps[gi] = found
+            self.first[gi] = list(found)
         return found
 
     def place(self, gi: int) -> str | None:
@@ -202,8 +208,8 @@ class _Domain:
                     _add(self.budget_left[v.budget], v.request.values)
 
 
-def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], dict[str, str]] | None:
-    state = _Domain(problem, domain)
+def _in_domain(state: _Domain) -> tuple[list[str], dict[str, str]] | None:
+    problem = state.problem
     assignment: dict[str, str] = {}
     for member, gi in members_in_rank_order(problem.placement):
         node = state.place(gi)
@@ -219,34 +225,54 @@ def _in_domain(problem: PreemptionProblem, domain: Domain) -> tuple[list[str], d
     return victims, assignment
 
 
+def _cheapest(state: _Domain, per_class: int) -> set[str]:
+    keep: set[str] = set()
+    fresh: _Domain | None = None
+    for gi in range(len(state.problem.placement.pod_groups)):
+        first = state.first.get(gi)
+        if first is None:  # the greedy pass stopped before this class: weigh it on a fresh state
+            fresh = fresh or _Domain(state.problem, state.domain)
+            first = fresh.heap(gi)
+        keep.update(name for _, name in heapq.nsmallest(per_class, first))
+    return keep
+
+
 def cheapest_nodes(problem: PreemptionProblem, per_class: int) -> set[str]:
     """The ``per_class`` nodes where one member of each class is cheapest to fit, before any
     choice, in every MustGather domain: where a good selection lives (a model's candidates)."""
-    keep: set[str] = set()
-    for domain in _domains(problem):
-        state = _Domain(problem, domain)
-        for gi in range(len(problem.placement.pod_groups)):
-            keep.update(name for _, name in heapq.nsmallest(per_class, state.heap(gi)))
-    return keep
+    return select_greedy_and_cheapest(problem, per_class)[1]
 
 
 def select_greedy(problem: PreemptionProblem) -> VictimSelection | None:
     """The cheapest greedy selection over the MustGather domains, or None when none was found."""
+    return select_greedy_and_cheapest(problem, 0)[0]
+
+
+def select_greedy_and_cheapest(
+    problem: PreemptionProblem, per_class: int
+) -> tuple[VictimSelection | None, set[str]]:
+    """`select_greedy` and `cheapest_nodes` from one weighing of the nodes (the greedy pass's
+    first heaps are the cheapest nodes before any choice)."""
     start = time.perf_counter()
     best: tuple[tuple[int, ...], list[str], dict[str, str]] | None = None
+    keep: set[str] = set()
     for domain in _domains(problem):
-        found = _in_domain(problem, domain)
+        state = _Domain(problem, domain)
+        found = _in_domain(state)
+        if per_class:
+            keep |= _cheapest(state, per_class)
         if found is None:
             continue
         cost = objective(problem, found[0])
         if best is None or cost < best[0]:
             best = (cost, found[0], found[1])
     if best is None:
-        return None
-    return VictimSelection(
+        return None, keep
+    selection = VictimSelection(
         victims=tuple(best[1]),
         assignment=best[2],
         objective=best[0],
         status="GREEDY",
         solve_seconds=time.perf_counter() - start,
     )
+    return selection, keep

@@ -4,6 +4,7 @@ have a place, Strict rolls back, gang groups go together."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -364,3 +365,29 @@ async def test_the_cache_size_gauge_follows_the_cache(cluster: tuple[MemoryBacke
         await asyncio.sleep(0.02)
     assert 'scheduler_scheduler_cache_size{type="nodes"} 3.0' in text
     assert line in text
+
+
+async def test_a_gang_solve_reports_its_status_time_and_proven_gap(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    """The placement's solve is recorded with its status and wall time, and its proven relative
+    gap (``koord_scheduler_solver_gap_ratio``; 0 for a proven optimum)."""
+    backend, app = cluster
+    backend.apply(PODGROUPS, pod_group("measured", 2))
+    for i in range(2):
+        backend.apply(PODS, member(f"m{i}", group="measured", cpu="1"))
+    for _ in range(250):
+        if {"m0", "m1"} <= set(bound(backend)):
+            break
+        await asyncio.sleep(0.02)
+    assert {"m0", "m1"} <= set(bound(backend))
+    text = app.metrics.exposition().decode()
+    # one solve, or more if the plan went stale before binding: every one proven optimal
+    solves = re.search(
+        r'koord_scheduler_solver_duration_seconds_count\{solver="cpsat",status="OPTIMAL"\} (\S+)', text
+    )
+    exact = re.search(r'koord_scheduler_solver_gap_ratio_bucket\{le="0.0",solver="cpsat"\} (\S+)', text)
+    assert solves is not None
+    assert exact is not None
+    assert float(solves.group(1)) >= 1
+    assert float(exact.group(1)) == float(solves.group(1))

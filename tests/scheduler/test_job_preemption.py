@@ -129,6 +129,9 @@ async def test_the_v17_gang_preempts_just_enough_and_binds(filled: MemoryBackend
         assert len(preempted) == 6
         assert all("default/hp-worker-" in e.message for e in preempted)
         assert app.metrics.preemption_attempts._value.get() >= 1
+        assert 'koord_scheduler_solver_gap_ratio_count{solver="preemption-cpsat"}' in (
+            app.metrics.exposition().decode()
+        )
     finally:
         stop.set()
         await task

@@ -28,6 +28,7 @@ SOLVER_NAMES = [
     "koord_scheduler_solver_duration_seconds",
     "koord_scheduler_solver_fallbacks_total",
     "koord_scheduler_solver_model_size",
+    "koord_scheduler_solver_gap_ratio",
 ]
 
 
@@ -48,6 +49,7 @@ def recorded() -> SchedulerMetrics:
     m.solver_solve("gang_placement", "OPTIMAL", 0.02)
     m.solver_fallback("gang_placement", "timeout")
     m.solver_model("gang_placement", variables=120, constraints=40)
+    m.solved("cpsat", "OPTIMAL", 0.03, fell_back=False, gap=0.004)
     return m
 
 
@@ -220,3 +222,14 @@ def test_status_label(given: str, want: str) -> None:
 
 def test_exponential_buckets() -> None:
     assert exponential_buckets(1, 2, 4) == (1, 2, 4, 8)
+
+
+def test_a_solve_records_its_gap_and_a_greedy_one_none() -> None:
+    m = SchedulerMetrics()
+    m.solved("cpsat", "OPTIMAL", 0.03, fell_back=False, gap=0.004)
+    m.solved("greedy", "GREEDY", 0.01, fell_back=False)
+    text = m.exposition().decode()
+    assert 'koord_scheduler_solver_gap_ratio_count{solver="cpsat"} 1.0' in text
+    assert 'koord_scheduler_solver_gap_ratio_bucket{le="0.005",solver="cpsat"} 1.0' in text
+    assert 'koord_scheduler_solver_gap_ratio_bucket{le="0.001",solver="cpsat"} 0.0' in text
+    assert 'solver_gap_ratio_count{solver="greedy"}' not in text

@@ -42,6 +42,9 @@ class CoschedulingArgs(BaseModel):
     its hint and fallback) or ``greedy`` (Koordinator's plan algorithm)."""
     solver_time_limit_seconds: float = Field(default=1.0, gt=0)
     """koordinator-py: CP-SAT's time limit per gang placement; the greedy plan is used after it."""
+    solver_relative_gap: float = Field(default=0.01, ge=0, lt=1)
+    """koordinator-py: CP-SAT stops as soon as its answer is proven within this relative gap of
+    the best possible one (gang placement and victim selection); 0 asks for proven optima."""
 
     @field_validator("default_timeout")
     @classmethod

@@ -157,7 +157,10 @@ class GroupPlanner:
     ) -> Status | None:
         result = solved.result
         status = result.status if isinstance(result, Plan) else "INFEASIBLE"
-        self.handle.solver_metrics.solved(self.options.strategy, status, solved.seconds, solved.fell_back)
+        gap = result.gap if isinstance(result, Plan) else None
+        self.handle.solver_metrics.solved(
+            self.options.strategy, status, solved.seconds, solved.fell_back, gap
+        )
         if isinstance(result, Infeasible):
             group.failure, group.failure_version = result.message, version
             self.report(gang, result.message)

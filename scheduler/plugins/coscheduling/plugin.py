@@ -103,7 +103,9 @@ class Coscheduling(
         self._reported: dict[str, str] = {}
         self._background = BackgroundTasks()
         self.options = SolveOptions(
-            time_limit_seconds=args.solver_time_limit_seconds, strategy=args.placement_strategy
+            time_limit_seconds=args.solver_time_limit_seconds,
+            strategy=args.placement_strategy,
+            relative_gap=args.solver_relative_gap,
         )
         self.planner = GroupPlanner(
             handle,

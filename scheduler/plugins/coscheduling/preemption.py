@@ -191,7 +191,11 @@ class JobPreemption:
         selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
         status = selection.status if selection is not None else "INFEASIBLE"
         self.handle.solver_metrics.solved(
-            f"preemption-{self.options.strategy}", status, time.perf_counter() - started, fell_back
+            f"preemption-{self.options.strategy}",
+            status,
+            time.perf_counter() - started,
+            fell_back,
+            selection.gap if selection is not None else None,
         )
         if selection is None:
             self.handle.solver_metrics.preemption(0)
