@@ -9,7 +9,8 @@ job-level preemption, which asks ElasticQuota what a rejected job's quota must f
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
 only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
-the gang plugins do.
+the gang plugins do. LoadAwareScheduling runs at Filter, Score (weight 1) and Reserve, as in
+Koordinator's shipped profile; without NodeMetric objects it passes every node and scores 0.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from scheduler.plugins import (
     elastic_quota,
     image_locality,
     inter_pod_affinity,
+    load_aware,
     node_affinity,
     node_name,
     node_ports,
@@ -91,6 +93,7 @@ DEFAULT_REGISTRY = Registry(
             pod_topology_spread.PodTopologySpreadArgs,
             pod_topology_spread.RBAC,
         ),
+        PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
     ]
 )
 
@@ -119,6 +122,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(volume_binding.NAME),
         PluginRef(coscheduling.NAME),
         PluginRef(elastic_quota.NAME),
+        PluginRef(load_aware.NAME),
     ),
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.PRE_BIND: (PluginRef(volume_binding.NAME), PluginRef(coscheduling.NAME)),
@@ -133,6 +137,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         *_VOLUME_FILTERS,
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
+        PluginRef(load_aware.NAME),
     ),
     ExtensionPoint.PRE_SCORE: (PluginRef(pod_topology_spread.NAME), PluginRef(inter_pod_affinity.NAME)),
     ExtensionPoint.SCORE: (
@@ -143,6 +148,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(inter_pod_affinity.NAME, weight=2),
         PluginRef(node_resources_balanced_allocation.NAME, weight=1),
         PluginRef(image_locality.NAME, weight=1),
+        PluginRef(load_aware.NAME, weight=1),
     ),
     ExtensionPoint.BIND: (PluginRef(default_binder.NAME),),
 }

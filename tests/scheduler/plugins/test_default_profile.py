@@ -70,6 +70,7 @@ def test_registry_and_default_set() -> None:
         "ElasticQuota",
         "ImageLocality",
         "InterPodAffinity",
+        "LoadAwareScheduling",
         "NodeAffinity",
         "NodeName",
         "NodePorts",
@@ -100,9 +101,11 @@ def test_registry_and_default_set() -> None:
         PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
+        PluginRef("LoadAwareScheduling", 1),  # Koordinator's shipped profile (api-reference 3)
     )
     # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
-    # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity
+    # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
+    # then what Koordinator's shipped profile adds: LoadAwareScheduling
     assert DEFAULT_PLUGINS[ExtensionPoint.FILTER] == (
         PluginRef("NodeUnschedulable"),
         PluginRef("NodeName"),
@@ -116,6 +119,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("VolumeZone"),
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
+        PluginRef("LoadAwareScheduling"),
     )
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_SCORE] == (

@@ -1,0 +1,236 @@
+"""Every node's reported and estimated usage in numpy arrays, one row per node row of the cache's
+``NodeTable`` and one column per tracked resource (algorithms 7.3).
+
+A row is recomputed only when its inputs change: its NodeMetric (a watch event), the pods
+assigned to it (the cache's observer), or its Node object (annotations carry per-node
+thresholds). A cycle then reads the rows it is given with no per-node Python work.
+
+What a row holds, per resource, before the incoming pod's own estimate is added:
+
+- ``filter_used``: the usage the filter compares with the non-prod thresholds: the node's usage
+  (its aggregate of the node's filter profile when that profile is aggregated, falling back to
+  the latest usage) plus, for every assigned pod still estimated, what its estimate exceeds its
+  reported usage; without any node usage, the sum of every assigned pod's estimate;
+- ``score_used``: the same over the score's usage (``aggregated.scoreAggregationType``);
+- ``prod_used``: the reported usage of prod pods (plus system usage with ``prodUsageIncludeSys``)
+  plus the estimates of prod pods not measured yet;
+- ``usage_thresholds`` / ``prod_thresholds``: the node's filter profile (plugin args, or the
+  node's ``scheduling.koordinator.sh/usage-thresholds`` annotation), 0 where none.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from apis.core import Node
+from apis.duration import parse_go_duration_ns
+from apis.extension import loadaware
+from apis.slo.nodemetric import NodeMetric
+from scheduler.backend.base import WatchEvent
+from scheduler.cache.node_table import BoolArray, IntArray
+from scheduler.cache.snapshot import Snapshot
+from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
+from scheduler.plugins.load_aware.assigned import AssignedPod, AssignedPods
+from scheduler.plugins.load_aware.node_metrics import NodeLoad, decode
+
+__all__ = ["FilterProfile", "FloatArray", "LoadTable"]
+
+log = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class FilterProfile:
+    """Koordinator's ``usageThresholdsFilterProfile`` of one node."""
+
+    usage: Mapping[str, int]
+    prod: Mapping[str, int]
+    aggregated: tuple[Mapping[str, int], str, int] | None = None
+    """(thresholds, aggregation type, window in ns) when filtering on an aggregate."""
+
+
+def plugin_profile(args: LoadAwareSchedulingArgs) -> FilterProfile:
+    agg = args.aggregated
+    aggregated = None
+    if agg is not None and agg.filter_active and agg.usage_aggregation_type is not None:
+        duration = parse_go_duration_ns(agg.usage_aggregated_duration)
+        aggregated = (agg.usage_thresholds, agg.usage_aggregation_type, duration)
+    return FilterProfile(args.usage_thresholds, args.prod_usage_thresholds, aggregated)
+
+
+def node_profile(node: Node | None, default: FilterProfile) -> FilterProfile:
+    """The node's annotation over the plugin's profile, each part falling back when empty."""
+    annotations = node.metadata.annotations if node is not None else None
+    if not annotations or loadaware.ANNOTATION_CUSTOM_USAGE_THRESHOLDS not in annotations:
+        return default
+    try:
+        custom = loadaware.get_custom_usage_thresholds(annotations)
+    except ValueError as error:
+        log.debug("node %s: %s; the plugin's thresholds apply", node.metadata.name if node else "", error)
+        return default
+    aggregated = default.aggregated
+    agg = custom.aggregated_usage
+    if agg is not None and agg.usage_thresholds and agg.usage_aggregation_type:
+        duration = parse_go_duration_ns(agg.usage_aggregated_duration) if agg.usage_aggregated_duration else 0
+        aggregated = (agg.usage_thresholds, agg.usage_aggregation_type, duration)
+    return FilterProfile(
+        custom.usage_thresholds or default.usage, custom.prod_usage_thresholds or default.prod, aggregated
+    )
+
+
+class LoadTable:
+    def __init__(self, args: LoadAwareSchedulingArgs, resources: Sequence[str]) -> None:
+        self.args = args
+        self.resources = tuple(resources)
+        self._index = {name: i for i, name in enumerate(self.resources)}
+        self.default_profile = plugin_profile(args)
+        agg = args.aggregated
+        self._score_aggregate: tuple[str, int] | None = None
+        if agg is not None and agg.score_active and agg.score_aggregation_type is not None:
+            self._score_aggregate = (
+                agg.score_aggregation_type,
+                parse_go_duration_ns(agg.score_aggregated_duration),
+            )
+        self.loads: dict[str, NodeLoad] = {}
+        self._dirty: set[str] = set()
+        self._generation = -1
+        self._node_ids: list[int] = []
+        self._allocate(64)
+
+    def _allocate(self, rows: int) -> None:
+        """Arrays for ``rows`` rows, all empty: every row is rebuilt at the next refresh."""
+        width = len(self.resources)
+        self.has_metric: BoolArray = np.zeros(rows, dtype=np.bool_)
+        self.update_time: FloatArray = np.full(rows, -np.inf, dtype=np.float64)
+        self.aggregated_filter: BoolArray = np.zeros(rows, dtype=np.bool_)
+        self.filter_used: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self.score_used: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self.prod_used: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self.usage_thresholds: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self.prod_thresholds: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self._generation = -1
+        self._node_ids = []
+
+    # ---- inputs ------------------------------------------------------------------------------
+
+    def on_metric_event(self, event: WatchEvent[NodeMetric]) -> None:
+        event.dispatch(self._replace, self._upsert, self._delete)
+
+    def _replace(self, metrics: Sequence[NodeMetric]) -> None:
+        gone = set(self.loads)
+        for metric in metrics:
+            name = self._upsert(metric)
+            gone.discard(name)
+        for name in gone:
+            del self.loads[name]
+            self._dirty.add(name)
+
+    def _upsert(self, metric: NodeMetric) -> str:
+        name = metric.metadata.name or ""
+        self.loads[name] = decode(metric)
+        self._dirty.add(name)
+        return name
+
+    def _delete(self, metric: NodeMetric) -> None:
+        name = metric.metadata.name or ""
+        self.loads.pop(name, None)
+        self._dirty.add(name)
+
+    def changed(self, node: str) -> None:
+        """The pods assigned to ``node`` changed."""
+        self._dirty.add(node)
+
+    # ---- rows --------------------------------------------------------------------------------
+
+    def refresh(self, snapshot: Snapshot, assigned: AssignedPods) -> None:
+        """Bring every row the cycle may read up to date."""
+        table = snapshot.table
+        if table.row_count > self.has_metric.shape[0]:
+            self._allocate(max(64, 2 * table.row_count))
+        if snapshot.generation != self._generation:
+            self._generation = snapshot.generation
+            if len(self._node_ids) < table.row_count:
+                self._node_ids.extend([0] * (table.row_count - len(self._node_ids)))
+            for row, name in enumerate(table.names):
+                info = snapshot.node(name) if name else None
+                node_id = id(info.node) if info is not None and info.node is not None else 0
+                if node_id != self._node_ids[row]:
+                    self._node_ids[row] = node_id
+                    self._dirty.add(name)
+        for name in self._dirty:
+            at = table.row.get(name)
+            if at is not None:
+                info = snapshot.node(name)
+                self._build_row(at, name, info.node if info is not None else None, assigned)
+        self._dirty.clear()
+        assigned.settle()
+
+    def _vector(self, amounts: Mapping[str, int]) -> IntArray:
+        out = np.zeros(len(self.resources), dtype=np.int64)
+        for name, amount in amounts.items():
+            i = self._index.get(name)
+            if i is not None:
+                out[i] = amount
+        return out
+
+    def _build_row(self, row: int, name: str, node: Node | None, assigned: AssignedPods) -> None:
+        load = self.loads.get(name)
+        profile = node_profile(node, self.default_profile)
+        thresholds = profile.aggregated[0] if profile.aggregated else profile.usage
+        self.usage_thresholds[row] = self._vector(thresholds)
+        self.prod_thresholds[row] = self._vector(profile.prod)
+        self.aggregated_filter[row] = profile.aggregated is not None
+        if load is None:
+            self.has_metric[row] = False
+            self.update_time[row] = -np.inf
+            return
+        self.has_metric[row] = True
+        self.update_time[row] = load.update_time if load.update_time is not None else -np.inf
+        delta, estimated, prod = self._pods(load, assigned.by_node.get(name, {}).values())
+        filter_usage = load.node_usage if load.has_node_metric else {}
+        if profile.aggregated is not None:
+            _, kind, window = profile.aggregated
+            filter_usage = load.aggregated_usage(window, kind) or filter_usage
+        score_usage = load.node_usage if load.has_node_metric else {}
+        if self._score_aggregate is not None:
+            kind, window = self._score_aggregate
+            score_usage = load.aggregated_usage(window, kind) or score_usage
+        self.filter_used[row] = self._vector(filter_usage) + delta if filter_usage else estimated
+        self.score_used[row] = self._vector(score_usage) + delta if score_usage else estimated
+        self.prod_used[row] = prod
+
+    def _pods(self, load: NodeLoad, pods: Iterable[AssignedPod]) -> tuple[IntArray, IntArray, IntArray]:
+        """(node delta, every pod's estimate, prod usage) from the pods assigned to the node."""
+        width = len(self.resources)
+        delta = np.zeros(width, dtype=np.int64)
+        estimated = np.zeros(width, dtype=np.int64)
+        prod = (
+            self._vector(load.system_usage) if self.args.prod_usage_include_sys else np.zeros(width, np.int64)
+        )
+        updated = load.update_time if load.update_time is not None else -np.inf
+        for pod in pods:
+            reported = load.pods.get(pod.key)
+            usage = self._vector(reported.usage) if reported is not None else None
+            pending = (
+                usage is None
+                or pod.assigned_at > updated - load.report_interval
+                or (pod.deadline is not None and pod.deadline > updated)
+            )
+            above = np.maximum(pod.estimate - usage, 0) if usage is not None else pod.estimate
+            if pending:
+                delta += above
+            estimated += pod.estimate
+            if pod.prod:
+                if reported is not None and reported.prod and usage is not None:
+                    prod += usage
+                    if pending:
+                        prod += above
+                else:
+                    prod += pod.estimate
+        return delta, estimated, prod
