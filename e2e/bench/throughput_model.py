@@ -50,6 +50,9 @@ class Options:
     """Seconds without a new binding after which a run is given up (its pods left unbound)."""
     keep: bool = False
     """Leave the cluster running at the end (for looking around)."""
+    load_aware: bool = False
+    """Give every node a fresh NodeMetric before koord-scheduler runs, so that LoadAwareScheduling
+    (in its default profile) filters and scores on reported usage rather than passing every node."""
 
 
 @dataclass
