@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from apis.extension.priority import PRIORITY_PROD
 from scheduler.cache.node_table import IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
-from scheduler.plugins.load_aware.estimator import Estimator, assigned_at, is_prod
+from scheduler.plugins.load_aware.estimator import Estimator, assigned_at, priority_class
 
 __all__ = ["AssignedPod", "AssignedPods"]
 
@@ -50,12 +51,13 @@ class AssignedPods:
             return
         previous = self._just_removed.pop(pod.uid, None)
         at = previous[1] if previous is not None and previous[0] == node else assigned_at(pod, self._clock())
+        klass = priority_class(pod.pod)
         pods[pod.uid] = AssignedPod(
             key=pod.key,
-            estimate=self._estimator.estimate(pod),
+            estimate=self._estimator.estimate(pod, klass),
             assigned_at=at,
             deadline=self._estimator.deadline(pod, at),
-            prod=is_prod(pod.pod),
+            prod=klass == PRIORITY_PROD,
         )
         self._changed(node)
 

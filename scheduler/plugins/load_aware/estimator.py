@@ -143,10 +143,12 @@ class Estimator:
             custom = None
         return {**factors, **custom} if custom else factors
 
-    def estimate(self, pod: PodInfo) -> IntArray:
-        """Estimated usage per tracked resource (milli-cpu, bytes, units)."""
+    def estimate(self, pod: PodInfo, klass: priority_ext.PriorityClass | None = None) -> IntArray:
+        """Estimated usage per tracked resource (milli-cpu, bytes, units); ``klass``: the pod's
+        priority class when the caller has it already."""
         factors = self._factors(pod)
-        klass = priority_class(pod.pod)
+        if klass is None:
+            klass = priority_class(pod.pod)
         limits = pod_limits(pod.pod)
         out = np.zeros(len(self.resources), dtype=np.int64)
         for i, name in enumerate(self.resources):

@@ -14,8 +14,9 @@ What a row holds, per resource, before the incoming pod's own estimate is added:
 - ``score_used``: the same over the score's usage (``aggregated.scoreAggregationType``);
 - ``prod_used``: the reported usage of prod pods (plus system usage with ``prodUsageIncludeSys``)
   plus the estimates of prod pods not measured yet;
-- ``usage_thresholds`` / ``prod_thresholds``: the node's filter profile (plugin args, or the
-  node's ``scheduling.koordinator.sh/usage-thresholds`` annotation), 0 where none.
+- ``usage_limits`` / ``prod_limits``: the node's filter profile (plugin args, or the node's
+  ``scheduling.koordinator.sh/usage-thresholds`` annotation) as ``threshold + 0.5`` per resource,
+  infinite where there is none.
 """
 
 from __future__ import annotations
@@ -112,8 +113,9 @@ class LoadTable:
         self.filter_used: IntArray = np.zeros((rows, width), dtype=np.int64)
         self.score_used: IntArray = np.zeros((rows, width), dtype=np.int64)
         self.prod_used: IntArray = np.zeros((rows, width), dtype=np.int64)
-        self.usage_thresholds: IntArray = np.zeros((rows, width), dtype=np.int64)
-        self.prod_thresholds: IntArray = np.zeros((rows, width), dtype=np.int64)
+        self.usage_limits: FloatArray = np.full((rows, width), np.inf, dtype=np.float64)
+        self.prod_limits: FloatArray = np.full((rows, width), np.inf, dtype=np.float64)
+        self.uses_prod_thresholds: BoolArray = np.zeros(rows, dtype=np.bool_)
         self._generation = -1
         self._node_ids = []
 
@@ -179,12 +181,23 @@ class LoadTable:
                 out[i] = amount
         return out
 
+    def _limits(self, thresholds: Mapping[str, int]) -> FloatArray:
+        """``threshold + 0.5`` per resource (infinite where none): ``round(p) > t`` iff ``p >= t + 0.5``
+        for Go's rounding of a non-negative percentage ``p`` and an integer ``t``."""
+        limits = np.full(len(self.resources), np.inf, dtype=np.float64)
+        for name, threshold in thresholds.items():
+            i = self._index.get(name)
+            if i is not None and threshold > 0:
+                limits[i] = threshold + 0.5
+        return limits
+
     def _build_row(self, row: int, name: str, node: Node | None, assigned: AssignedPods) -> None:
         load = self.loads.get(name)
         profile = node_profile(node, self.default_profile)
         thresholds = profile.aggregated[0] if profile.aggregated else profile.usage
-        self.usage_thresholds[row] = self._vector(thresholds)
-        self.prod_thresholds[row] = self._vector(profile.prod)
+        self.usage_limits[row] = self._limits(thresholds)
+        self.prod_limits[row] = self._limits(profile.prod)
+        self.uses_prod_thresholds[row] = any(profile.prod.get(r, 0) > 0 for r in self.resources)
         self.aggregated_filter[row] = profile.aggregated is not None
         if load is None:
             self.has_metric[row] = False

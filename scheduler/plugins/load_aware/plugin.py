@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.extension.priority import PRIORITY_PROD
 from apis.slo.nodemetric import NodeMetric
 from scheduler.backend.base import ResourceType
 from scheduler.cache.node_table import BoolArray, IntArray
@@ -49,7 +50,7 @@ from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
 from scheduler.plugins.load_aware.assigned import AssignedPods
-from scheduler.plugins.load_aware.estimator import Estimator, is_daemonset_pod, is_prod
+from scheduler.plugins.load_aware.estimator import Estimator, is_daemonset_pod, priority_class
 from scheduler.plugins.load_aware.load_table import FloatArray, LoadTable
 
 __all__ = [
@@ -86,11 +87,14 @@ class _PodState:
 PRE_FILTER_KEY = StateKey[_PodState]("LoadAwareScheduling/preFilter")
 
 
-def _go_round(values: FloatArray) -> FloatArray:
-    """Go's ``math.Round`` of non-negative floats (half away from zero)."""
-    floor = np.floor(values)
-    rounded: FloatArray = floor + (values - floor >= 0.5)
-    return rounded
+@dataclass(frozen=True, slots=True)
+class _Allocatable:
+    amounts: IntArray
+    """rows x tracked resources."""
+    nonzero: IntArray
+    """``amounts`` with 0 replaced by 1 (a divisor)."""
+    divisor: FloatArray
+    """``amounts`` as floats with 0 replaced by infinity."""
 
 
 class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, EnqueueExtensions):
@@ -105,7 +109,9 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         self.estimator = Estimator(args, self.resources)
         self.loads = LoadTable(args, self.resources)
         self._weights = np.array([args.resource_weights.get(r, 0) for r in self.resources], dtype=np.int64)
+        self._total_weight = int(self._weights.sum()) + args.dominant_resource_weight
         self._assigned: AssignedPods | None = None
+        self._alloc: tuple[tuple[int, int], _Allocatable] | None = None
         handle.subscribe(NODEMETRICS, self.loads.on_metric_event)
 
     @property
@@ -131,20 +137,32 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         if found is not None:
             return found
         self.loads.refresh(snapshot, self.assigned(snapshot))
+        klass = priority_class(pod.pod)
         computed = _PodState(
             skip_filter=is_daemonset_pod(pod.pod),
-            prod=is_prod(pod.pod),
-            estimate=self.estimator.estimate(pod),
+            prod=klass == PRIORITY_PROD,
+            estimate=self.estimator.estimate(pod, klass),
             now=self.clock(),
         )
         state.write(PRE_FILTER_KEY, computed)
         return computed
 
-    def _columns(self, snapshot: Snapshot) -> IntArray:
+    def _allocatable(self, snapshot: Snapshot) -> _Allocatable:
+        """Every row's allocatable of the tracked resources, kept until a node changes."""
         table = snapshot.table
-        return np.fromiter(
-            (table.column_of(r) for r in self.resources), dtype=np.int64, count=len(self.resources)
-        )
+        key = (snapshot.generation, table.row_count)
+        if self._alloc is None or self._alloc[0] != key:
+            cols = [table.column_of(r) for r in self.resources]
+            amounts = np.ascontiguousarray(table.allocatable[: table.row_count][:, cols])
+            self._alloc = (
+                key,
+                _Allocatable(
+                    amounts=amounts,
+                    nonzero=np.where(amounts > 0, amounts, 1),
+                    divisor=np.where(amounts > 0, amounts.astype(np.float64), np.inf),
+                ),
+            )
+        return self._alloc[1]
 
     def _expired(self, rows: IntArray, now: float) -> BoolArray:
         age = now - self.loads.update_time[rows]
@@ -162,28 +180,32 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         if st.skip_filter:
             return FilterResult.all_feasible(rows.size)
         loads = self.loads
-        has = loads.has_metric[rows]
-        evaluated = has.copy()
+        evaluated = loads.has_metric[rows]
         rejections: list[tuple[str, BoolArray]] = []
         if self.args.filter_expired_node_metrics:
-            expired = has & self._expired(rows, st.now)
-            evaluated &= ~expired
+            expired = evaluated & self._expired(rows, st.now)
+            evaluated = evaluated & ~expired
             if not self.args.enable_schedule_when_node_metrics_expired and expired.any():
                 rejections.append((REASON_NODE_METRIC_EXPIRED, expired))
-        prod_thresholds = loads.prod_thresholds[rows]
-        use_prod = np.zeros(rows.size, dtype=np.bool_)
-        if st.prod:
-            use_prod |= (prod_thresholds > 0).any(axis=1)
-        thresholds = np.where(use_prod[:, None], prod_thresholds, loads.usage_thresholds[rows])
-        used = np.where(use_prod[:, None], loads.prod_used[rows], loads.filter_used[rows]) + st.estimate
-        allocatable = snapshot.table.allocatable[:, self._columns(snapshot)][rows]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            percent = _go_round(used / np.where(allocatable > 0, allocatable, 1) * 100)
-        over = evaluated[:, None] & (thresholds > 0) & (allocatable > 0) & (percent > thresholds)
+        use_prod = loads.uses_prod_thresholds[rows] if st.prod else None
+        if use_prod is not None and use_prod.any():
+            prod = use_prod[:, None]
+            used = np.where(prod, loads.prod_used[rows], loads.filter_used[rows])
+            limits = np.where(prod, loads.prod_limits[rows], loads.usage_limits[rows])
+        else:
+            use_prod = None
+            used = loads.filter_used[rows]
+            limits = loads.usage_limits[rows]
+        # Go's round(used / allocatable * 100) > threshold is exactly this comparison; a resource
+        # the node lacks divides by infinity (never over), a threshold of 0 is an infinite limit.
+        percent = (used + st.estimate) / self._allocatable(snapshot).divisor[rows] * 100
+        over = (percent >= limits) & evaluated[:, None]
         exceeded = over.any(axis=1)
         if exceeded.any():
             first = over.argmax(axis=1)  # one reason per node: the first resource over, in order
-            aggregated = ~use_prod & loads.aggregated_filter[rows]
+            aggregated = loads.aggregated_filter[rows]
+            if use_prod is not None:
+                aggregated = aggregated & ~use_prod
             for i, resource in enumerate(self.resources):
                 at = exceeded & (first == i)
                 for reason, mask in (
@@ -192,9 +214,11 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
                 ):
                     if mask.any():
                         rejections.append((reason.format(resource), mask))
-        rejected = np.zeros(rows.size, dtype=np.bool_)
-        for _, mask in rejections:
-            rejected |= mask
+        if not rejections:
+            return FilterResult.all_feasible(rows.size)
+        rejected = rejections[0][1]
+        for _, mask in rejections[1:]:
+            rejected = rejected | mask
         return FilterResult(feasible=~rejected, rejections=rejections)
 
     # ---- Score -------------------------------------------------------------------------------
@@ -202,21 +226,22 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         st = self._state(state, pod, snapshot)
         dominant = self.args.dominant_resource_weight
-        total_weight = int(self._weights.sum()) + dominant
-        if total_weight == 0:
+        if self._total_weight == 0:
             return np.zeros(rows.size, dtype=np.int64)
         loads = self.loads
         prod = st.prod and self.args.score_according_prod_usage
         used = (loads.prod_used if prod else loads.score_used)[rows] + st.estimate
-        allocatable = snapshot.table.allocatable[:, self._columns(snapshot)][rows]
-        fits = (allocatable > 0) & (used <= allocatable)
-        least = np.where(fits, (allocatable - used) * MAX_NODE_SCORE // np.where(fits, allocatable, 1), 0)
+        allocatable = self._allocatable(snapshot)
+        alloc = allocatable.amounts[rows]
+        # A resource the node lacks (allocatable 0) scores 0 either way.
+        least = np.where(used <= alloc, (alloc - used) * MAX_NODE_SCORE // allocatable.nonzero[rows], 0)
         weighted = least @ self._weights
         if dominant:
             weighted = weighted + dominant * least.min(axis=1)
-        scores: IntArray = weighted // total_weight
+        scores: IntArray = weighted // self._total_weight
         fresh = loads.has_metric[rows] & ~self._expired(rows, st.now)
-        return np.where(fresh, scores, 0).astype(np.int64)
+        scores[~fresh] = 0
+        return scores
 
     # ---- Reserve -----------------------------------------------------------------------------
 
