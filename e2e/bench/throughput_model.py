@@ -85,6 +85,8 @@ class Report:
     qps: float
     burst: int
     parallelism: int | None = None
+    load_aware: bool = False
+    """Every node had a fresh NodeMetric during koord-scheduler's run (``--load-aware``)."""
     results: list[RunResult] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -125,6 +127,7 @@ class Report:
             "qps": self.qps,
             "burst": self.burst,
             "parallelism": self.parallelism,
+            "loadAware": self.load_aware,
             "results": [asdict(r) for r in self.results],
             "ratio": self.ratio,
             "sustainedRatio": self.sustained_ratio,

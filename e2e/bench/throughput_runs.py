@@ -134,7 +134,12 @@ async def measure_simulate(
 async def run_benchmark(opts: Options) -> Report:
     """Run every phase; a failure is recorded in ``report.errors`` and the cluster is still stopped."""
     report = Report(
-        nodes=opts.nodes, pods=opts.pods, qps=opts.qps, burst=opts.burst, parallelism=opts.parallelism
+        nodes=opts.nodes,
+        pods=opts.pods,
+        qps=opts.qps,
+        burst=opts.burst,
+        parallelism=opts.parallelism,
+        load_aware=opts.load_aware,
     )
     check_fits(opts, 1 if opts.skip_upstream else 2)
     description = bench_description(opts)
