@@ -318,6 +318,20 @@ def test_dominant_resource_weight() -> None:
     assert scores(both.plugin, p, both.snapshot) == {"n": (24 + 87 + 2 * 24) // 4}
 
 
+def test_supported_resources_are_tracked_and_weigh_in_the_dominant_term() -> None:
+    node = make_node("n").alloc({"ephemeral-storage": "100Gi"}, cpu="32", memory="64Gi").obj()
+    metric = node_metric("n", {"cpu": "8", "memory": "16Gi", "ephemeral-storage": "90Gi"})
+    p = PodInfo.of(pod("p", {"cpu": "0", "memory": "0"}))
+    plain = Rig([node], args(dominantResourceWeight=1), metrics=[metric])
+    # min over cpu (32000 - 8250 -> 74) and memory (64Gi - 16.2Gi -> 74)
+    assert scores(plain.plugin, p, plain.snapshot) == {"n": 74}
+    storage = Rig(
+        [node], args(dominantResourceWeight=1, supportedResources=["ephemeral-storage"]), metrics=[metric]
+    )
+    assert storage.plugin.resources == ("cpu", "memory", "ephemeral-storage")
+    assert scores(storage.plugin, p, storage.snapshot) == {"n": 10}  # 10Gi of 100Gi free
+
+
 def test_score_according_prod_usage() -> None:
     prod_labels = {"koordinator.sh/priority-class": "koord-prod"}
     running = [pod("web", {"cpu": "10"}, labels=prod_labels, node="n", scheduled_at=NOW - 3600)]
