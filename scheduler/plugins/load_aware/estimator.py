@@ -13,7 +13,6 @@ from apis.core import Container, Pod
 from apis.extension import colocation, loadaware
 from apis.extension import priority as priority_ext
 from apis.extension import qos as qos_ext
-from apis.quantity import Quantity
 from apis.resources import to_int_units
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -44,35 +43,31 @@ def go_round(value: float) -> int:
     return int(math.copysign(rounded, value))
 
 
-def _kubernetes_qos(pod: Pod) -> str:
-    """The pod's Kubernetes QoS class, computed from its containers as the kubelet does."""
-    containers = [*pod.spec.containers, *(pod.spec.init_containers or ())]
-    requests: list[dict[str, Quantity]] = []
-    limits: list[dict[str, Quantity]] = []
-    for c in containers:
-        res = c.resources
-        requests.append(
-            {k: v for k, v in ((res.requests or {}) if res else {}).items() if k in ("cpu", "memory")}
-        )
-        limits.append(
-            {k: v for k, v in ((res.limits or {}) if res else {}).items() if k in ("cpu", "memory")}
-        )
-    if not any(r or lim for r, lim in zip(requests, limits, strict=True)):
-        return qos_ext.KUBERNETES_QOS_BEST_EFFORT
-    guaranteed = all(
-        set(lim) == {"cpu", "memory"} and all(req.get(k, lim[k]) == lim[k] for k in lim)
-        for req, lim in zip(requests, limits, strict=True)
-    )
-    return qos_ext.KUBERNETES_QOS_GUARANTEED if guaranteed else qos_ext.KUBERNETES_QOS_BURSTABLE
+def _best_effort(pod: Pod) -> bool:
+    """Kubernetes' BestEffort QoS class: no container requests or limits any cpu or memory."""
+    for container in (*pod.spec.containers, *(pod.spec.init_containers or ())):
+        res = container.resources
+        if res is None:
+            continue
+        for amounts in (res.requests, res.limits):
+            for name, quantity in (amounts or {}).items():
+                if name in ("cpu", "memory") and to_int_units(name, quantity) > 0:
+                    return False
+    return True
 
 
 def priority_class(pod: Pod) -> priority_ext.PriorityClass:
-    """Koordinator's ``GetPodPriorityClassWithDefault``: the label or priority range, else by QoS."""
+    """Koordinator's ``GetPodPriorityClassWithDefault``: the label or the priority range, else the
+    default of the pod's QoS class. Without a QoS label, Guaranteed (LSR) and Burstable (LS) both
+    default to koord-prod and BestEffort (BE) to koord-batch, so only BestEffort is told apart."""
     labels = pod.metadata.labels or {}
-    qos = qos_ext.qos_class_of(labels, _kubernetes_qos(pod))
-    return priority_ext.priority_class_of(
-        pod.spec.priority, labels.get(priority_ext.LABEL_POD_PRIORITY_CLASS), qos
+    klass = priority_ext.priority_class_of(
+        pod.spec.priority, labels.get(priority_ext.LABEL_POD_PRIORITY_CLASS)
     )
+    if klass != priority_ext.PRIORITY_NONE:
+        return klass
+    kube_qos = qos_ext.KUBERNETES_QOS_BEST_EFFORT if _best_effort(pod) else qos_ext.KUBERNETES_QOS_BURSTABLE
+    return priority_ext.priority_class_of_qos(qos_ext.qos_class_of(labels, kube_qos))
 
 
 def is_prod(pod: Pod) -> bool:

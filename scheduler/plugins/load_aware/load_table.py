@@ -99,6 +99,8 @@ class LoadTable:
                 parse_go_duration_ns(agg.score_aggregated_duration),
             )
         self.loads: dict[str, NodeLoad] = {}
+        self._profiles: dict[str, FilterProfile] = {}
+        """Nodes whose annotation sets their own thresholds."""
         self._dirty: set[str] = set()
         self._generation = -1
         self._node_ids: list[int] = []
@@ -164,12 +166,12 @@ class LoadTable:
                 node_id = id(info.node) if info is not None and info.node is not None else 0
                 if node_id != self._node_ids[row]:
                     self._node_ids[row] = node_id
+                    self._set_profile(row, name, info.node if info is not None else None)
                     self._dirty.add(name)
         for name in self._dirty:
             at = table.row.get(name)
             if at is not None:
-                info = snapshot.node(name)
-                self._build_row(at, name, info.node if info is not None else None, assigned)
+                self._build_row(at, name, assigned)
         self._dirty.clear()
         assigned.settle()
 
@@ -191,14 +193,23 @@ class LoadTable:
                 limits[i] = threshold + 0.5
         return limits
 
-    def _build_row(self, row: int, name: str, node: Node | None, assigned: AssignedPods) -> None:
-        load = self.loads.get(name)
+    def _set_profile(self, row: int, name: str, node: Node | None) -> None:
+        """The node's thresholds (its Node object changed)."""
         profile = node_profile(node, self.default_profile)
+        if profile is self.default_profile:
+            self._profiles.pop(name, None)
+        else:
+            self._profiles[name] = profile
         thresholds = profile.aggregated[0] if profile.aggregated else profile.usage
         self.usage_limits[row] = self._limits(thresholds)
         self.prod_limits[row] = self._limits(profile.prod)
         self.uses_prod_thresholds[row] = any(profile.prod.get(r, 0) > 0 for r in self.resources)
         self.aggregated_filter[row] = profile.aggregated is not None
+
+    def _build_row(self, row: int, name: str, assigned: AssignedPods) -> None:
+        """The node's usage rows (its NodeMetric or its pods changed)."""
+        load = self.loads.get(name)
+        profile = self._profiles.get(name, self.default_profile)
         if load is None:
             self.has_metric[row] = False
             self.update_time[row] = -np.inf

@@ -124,10 +124,14 @@ class Rig:
     ) -> None:
         self.now = NOW
         self.cache: Cache = make_cache(nodes, assigned)
-        self.snapshot = Snapshot(self.cache)
         self.handle = Handle(backend=None, snapshot=lambda: self.snapshot)  # type: ignore[arg-type]
         self.plugin = LoadAwareScheduling(args or LoadAwareSchedulingArgs(), self.handle, lambda: self.now)
         self.publish(*metrics)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """A snapshot of the cache as it is now (a cycle takes one each time)."""
+        return Snapshot(self.cache)
 
     def publish(self, *metrics: NodeMetric, deleted: bool = False) -> None:
         """Deliver NodeMetric watch events the way the scheduler's informer does."""

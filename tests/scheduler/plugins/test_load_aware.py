@@ -14,7 +14,7 @@ from apis.core import Node
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.load_aware import LoadAwareSchedulingArgs
-from scheduler.plugins.load_aware.estimator import Estimator
+from scheduler.plugins.load_aware.estimator import Estimator, priority_class
 from tests.scheduler.builders import make_node
 from tests.scheduler.plugins.helpers import filter_reasons, scores
 from tests.scheduler.plugins.load_aware_helpers import NOW, Rig, node_metric, pod
@@ -192,6 +192,36 @@ def test_node_annotation_overrides_thresholds() -> None:
         "strict": ["node(s) cpu usage exceed threshold"],
         "plain": [],
     }
+
+
+def test_a_changed_node_annotation_takes_effect() -> None:
+    rig = Rig(nodes("n"), metrics=[node_metric("n", {"cpu": "40"})])
+    p = PodInfo.of(pod("p"))
+    assert filter_reasons(rig.plugin, p, rig.snapshot) == {"n": []}
+    strict = make_node("n").alloc(cpu="100", memory="100Gi").obj()
+    strict.metadata.annotations = {
+        "scheduling.koordinator.sh/usage-thresholds": json.dumps({"usageThresholds": {"cpu": 30}})
+    }
+    rig.cache.upsert_node(strict)
+    assert filter_reasons(rig.plugin, p, rig.snapshot) == {"n": ["node(s) cpu usage exceed threshold"]}
+    rig.cache.upsert_node(make_node("n").alloc(cpu="100", memory="100Gi").obj())
+    assert filter_reasons(rig.plugin, p, rig.snapshot) == {"n": []}
+
+
+def test_default_priority_class_follows_the_qos_class() -> None:
+    assert priority_class(pod("burstable", {"cpu": "1"})) == "koord-prod"
+    assert priority_class(
+        pod("guaranteed", {"cpu": "1", "memory": "1Gi"}, limits={"cpu": "1", "memory": "1Gi"})
+    ) == ("koord-prod")
+    assert priority_class(pod("best-effort")) == "koord-batch"
+    assert priority_class(
+        pod("labelled", {"cpu": "1"}, labels={"koordinator.sh/priority-class": "koord-mid"})
+    ) == ("koord-mid")
+    assert priority_class(pod("ranged", priority=5500)) == "koord-batch"
+    assert (
+        priority_class(pod("be-label", {"cpu": "1"}, labels={"koordinator.sh/qosClass": "BE"}))
+        == "koord-batch"
+    )
 
 
 def test_prod_pods_are_judged_on_prod_usage() -> None:
