@@ -119,8 +119,14 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         return NAME
 
     def events_to_register(self) -> ClusterEvent:
-        """A NodeMetric changed (usage fell, a fresh report), or a pod left a node."""
-        return ClusterEvent.CUSTOM_RESOURCE | ClusterEvent.POD_DELETE | ClusterEvent.NODE_ADD
+        """A NodeMetric changed (usage fell, a fresh report), a pod left a node, or a node came or
+        changed (its thresholds annotation)."""
+        return (
+            ClusterEvent.CUSTOM_RESOURCE
+            | ClusterEvent.POD_DELETE
+            | ClusterEvent.NODE_ADD
+            | ClusterEvent.NODE_UPDATE
+        )
 
     def assigned(self, snapshot: Snapshot) -> AssignedPods:
         """This plugin's index of assigned pods, fed by the cache from its first use on."""
