@@ -24,7 +24,6 @@ __all__ = [
     "Estimator",
     "go_round",
     "is_daemonset_pod",
-    "is_prod",
     "pod_limits",
     "priority_class",
 ]
@@ -68,10 +67,6 @@ def priority_class(pod: Pod) -> priority_ext.PriorityClass:
         return klass
     kube_qos = qos_ext.KUBERNETES_QOS_BEST_EFFORT if _best_effort(pod) else qos_ext.KUBERNETES_QOS_BURSTABLE
     return priority_ext.priority_class_of_qos(qos_ext.qos_class_of(labels, kube_qos))
-
-
-def is_prod(pod: Pod) -> bool:
-    return priority_class(pod) == priority_ext.PRIORITY_PROD
 
 
 def is_daemonset_pod(pod: Pod) -> bool:
