@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.core import Node, Pod
+from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from scheduler.cache.cache import Cache
@@ -49,12 +50,13 @@ def _describe(obj: object) -> str:
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
-    """What of a node matters to scheduling; heartbeats change none of it."""
+    """What of a node matters to scheduling (load thresholds included); heartbeats change none of it."""
     return (
         tuple(sorted((node.metadata.labels or {}).items())),
         tuple((t.key, t.value, t.effect) for t in node.spec.taints or ()),
         bool(node.spec.unschedulable),
         tuple(sorted((k, str(v)) for k, v in (node.status.allocatable or {}).items())),
+        (node.metadata.annotations or {}).get(ANNOTATION_CUSTOM_USAGE_THRESHOLDS),
     )
 
 

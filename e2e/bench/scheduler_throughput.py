@@ -1,7 +1,8 @@
 """Scheduler throughput: koord-scheduler against the upstream kube-scheduler, same cluster, same run.
 
     python -m e2e.bench.scheduler_throughput [--nodes 1000] [--pods 10000] [--qps 1000 --burst 2000]
-                                             [--skip-upstream] [--skip-simulate] [-o table|json]
+                                             [--load-aware] [--skip-upstream] [--skip-simulate]
+                                             [-o table|json]
 
 Method
 ------
@@ -35,6 +36,9 @@ Method
    the default plugins, serving on a free port. Its clock starts at its ``/readyz`` (HTTPS, which
    includes the scheduler's informer-handler sync) or its first binding, whichever is earlier.
    Both schedulers run with their default ``percentageOfNodesToScore`` (adaptive) and parallelism.
+   With ``--load-aware``, every node first gets a NodeMetric with fresh usage (0..30% of the
+   node, ``e2e.bench.node_metrics``), just before koord-scheduler starts, so that its
+   LoadAwareScheduling (in the default profile) filters and scores on reported usage.
 5. **koordctl simulate**: ``scheduler.simulator.run.simulate`` (the same app and plugins on the
    in-memory backend) on the same node description and the same pods, in this process, after the
    cluster has been stopped; its clock covers submitting the pods to the last binding.
@@ -96,6 +100,11 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
     parser.add_argument(
         "--parallelism", type=int, help="parallelism of both schedulers' configurations (default: theirs, 16)"
     )
+    parser.add_argument(
+        "--load-aware",
+        action="store_true",
+        help="give every node a fresh NodeMetric first (LoadAwareScheduling works on real usage)",
+    )
     parser.add_argument("--skip-upstream", action="store_true", help="do not run kube-scheduler")
     parser.add_argument("--skip-simulate", action="store_true", help="do not run koordctl simulate")
     parser.add_argument("--concurrency", type=int, default=32, help="create requests in flight")
@@ -120,6 +129,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
         concurrency=args.concurrency,
         stall_timeout=args.stall_timeout,
         keep=args.keep,
+        load_aware=args.load_aware,
     ), args.output
 
 

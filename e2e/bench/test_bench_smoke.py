@@ -40,3 +40,26 @@ def test_benchmark_harness_binds_every_pod_with_both_schedulers_and_simulate() -
     assert [r["scheduler"] for r in decoded["results"]] == [KOORD, KUBE, SIMULATE]
     assert not cluster.is_running()
     shutil.rmtree(cluster.state_dir, ignore_errors=True)
+
+
+def test_load_aware_run_reports_node_metrics_and_binds_every_pod() -> None:
+    """``--load-aware``: every node gets a fresh NodeMetric first, and koord-scheduler (its default
+    profile runs LoadAwareScheduling) still binds every pod."""
+    cluster = ControlPlane(name=f"bench-smoke-la-{os.getpid()}")
+    opts = Options(
+        nodes=NODES,
+        pods=PODS,
+        cluster_name=cluster.name,
+        stall_timeout=60.0,
+        load_aware=True,
+        skip_upstream=True,
+        skip_simulate=True,
+    )
+
+    report = asyncio.run(run_benchmark(opts))
+
+    assert report.errors == []
+    assert "node metrics" in report.phases
+    assert [(r.scheduler, r.bound) for r in report.results] == [(KOORD, PODS)]
+    assert "node metrics: every node reports usage" in render(report)
+    shutil.rmtree(cluster.state_dir, ignore_errors=True)

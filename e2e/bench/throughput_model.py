@@ -50,6 +50,9 @@ class Options:
     """Seconds without a new binding after which a run is given up (its pods left unbound)."""
     keep: bool = False
     """Leave the cluster running at the end (for looking around)."""
+    load_aware: bool = False
+    """Give every node a fresh NodeMetric before koord-scheduler runs, so that LoadAwareScheduling
+    (in its default profile) filters and scores on reported usage rather than passing every node."""
 
 
 @dataclass
@@ -82,6 +85,8 @@ class Report:
     qps: float
     burst: int
     parallelism: int | None = None
+    load_aware: bool = False
+    """Every node had a fresh NodeMetric during koord-scheduler's run (``--load-aware``)."""
     results: list[RunResult] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -122,6 +127,7 @@ class Report:
             "qps": self.qps,
             "burst": self.burst,
             "parallelism": self.parallelism,
+            "loadAware": self.load_aware,
             "results": [asdict(r) for r in self.results],
             "ratio": self.ratio,
             "sustainedRatio": self.sustained_ratio,

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from apis.core import Pod
+from apis.quantity import Quantity
 from e2e.bench.bindings import BindWatcher, sustained_rate
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
+from e2e.bench.node_metrics import report_node_metrics
 from e2e.bench.nodes import wait_nodes_schedulable
 from e2e.bench.processes import (
     KOORD,
@@ -132,7 +134,12 @@ async def measure_simulate(
 async def run_benchmark(opts: Options) -> Report:
     """Run every phase; a failure is recorded in ``report.errors`` and the cluster is still stopped."""
     report = Report(
-        nodes=opts.nodes, pods=opts.pods, qps=opts.qps, burst=opts.burst, parallelism=opts.parallelism
+        nodes=opts.nodes,
+        pods=opts.pods,
+        qps=opts.qps,
+        burst=opts.burst,
+        parallelism=opts.parallelism,
+        load_aware=opts.load_aware,
     )
     check_fits(opts, 1 if opts.skip_upstream else 2)
     description = bench_description(opts)
@@ -157,6 +164,11 @@ async def run_benchmark(opts: Options) -> Report:
             if not opts.skip_upstream:
                 kube_pods = workload(KUBE_NAMESPACE, KUBE_PROFILE, opts.pods)
                 await create_all(api, pods_path, kube_pods, f"pods {KUBE_NAMESPACE}", opts.concurrency)
+        if opts.load_aware:
+            with phase(report.phases, "node metrics"):
+                names = [node["metadata"]["name"] for node in description.nodes()]
+                cpu, memory = Quantity.parse(opts.node_cpu), Quantity.parse(opts.node_memory)
+                await report_node_metrics(api, names, cpu.milli_value(), memory.value(), opts.concurrency)
         with phase(report.phases, KOORD):
             config = cp.state_dir / "koord-scheduler-bench.yaml"
             config.write_text(config_text)

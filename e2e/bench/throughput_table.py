@@ -53,6 +53,10 @@ def render(report: Report, output: str = "table") -> str:
     lines.append("")
     parallelism = "default" if report.parallelism is None else str(report.parallelism)
     lines.append(f"client qps/burst: {report.qps:g}/{report.burst}, parallelism: {parallelism}")
+    if report.load_aware:
+        lines.append(
+            "node metrics: every node reports usage (koord-scheduler's LoadAwareScheduling works on it)"
+        )
     lines.append(
         f"ratio koord-scheduler/kube-scheduler: {_fmt(report.ratio, 2)} "
         f"(sustained: {_fmt(report.sustained_ratio, 2)})"

@@ -9,7 +9,11 @@ job-level preemption, which asks ElasticQuota what a rejected job's quota must f
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
 only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
-the gang plugins do.
+the gang plugins do. Reservation runs first at PreFilter (it restores reserved room before any
+plugin reads it) and binds reservations before DefaultBinder. LoadAwareScheduling is registered
+but enabled only by configuration: Koordinator's shipped profile enables it, but it refuses every
+node whose NodeMetric has not been reported yet (koord-manager creates one per node), so a cluster
+without koordlet on every node would place nothing (docs/load-aware.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from scheduler.plugins import (
     elastic_quota,
     image_locality,
     inter_pod_affinity,
+    load_aware,
     node_affinity,
     node_name,
     node_ports,
@@ -93,6 +98,7 @@ DEFAULT_REGISTRY = Registry(
             pod_topology_spread.PodTopologySpreadArgs,
             pod_topology_spread.RBAC,
         ),
+        PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
     ]
 )
 

@@ -865,7 +865,6 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
     [
         pytest.param("DeviceShare", "Koordinator", id="DeviceShare"),
         pytest.param("NodeNUMAResource", "Koordinator", id="NodeNUMAResource"),
-        pytest.param("LoadAwareScheduling", "Koordinator", id="LoadAwareScheduling"),
         pytest.param("SchedulingHint", "Koordinator", id="SchedulingHint"),
         pytest.param("DefaultPreBind", "Koordinator", id="DefaultPreBind"),
         pytest.param("DefaultPreemption", "kube-scheduler", id="DefaultPreemption"),

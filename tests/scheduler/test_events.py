@@ -100,3 +100,25 @@ async def test_a_watch_that_fails_before_the_first_list_ends_the_run_instead_of_
         await asyncio.wait_for(app.run(asyncio.Event()), timeout=3)
     assert loop.time() - started < 1.0  # at once, not when the timeout cancelled the hang
     assert not app.ready
+
+
+async def test_a_change_of_a_nodes_load_thresholds_reaches_the_cache_and_a_heartbeat_does_not() -> None:
+    """LoadAwareScheduling reads ``scheduling.koordinator.sh/usage-thresholds`` from the node."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n"))
+    h = handlers(backend, Cache())
+    task = asyncio.create_task(h.run_nodes())
+    await asyncio.wait_for(h.synced_nodes.wait(), timeout=1)
+    generation = h.cache.generation
+    backend.apply(NODES, {**node("n"), "metadata": {"name": "n", "annotations": {"heartbeat": "1"}}})
+    await asyncio.sleep(0.02)
+    assert h.cache.generation == generation
+    custom = {"scheduling.koordinator.sh/usage-thresholds": '{"usageThresholds": {"cpu": 30}}'}
+    backend.apply(NODES, {**node("n"), "metadata": {"name": "n", "annotations": custom}})
+    await asyncio.sleep(0.02)
+    assert h.cache.generation > generation
+    info = h.cache.nodes["n"].node
+    assert info is not None
+    assert (info.metadata.annotations or {}) == custom
+    await backend.close()
+    await task

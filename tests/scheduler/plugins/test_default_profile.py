@@ -70,6 +70,7 @@ def test_registry_and_default_set() -> None:
         "ElasticQuota",
         "ImageLocality",
         "InterPodAffinity",
+        "LoadAwareScheduling",
         "NodeAffinity",
         "NodeName",
         "NodePorts",
@@ -104,7 +105,8 @@ def test_registry_and_default_set() -> None:
         PluginRef("Reservation", 5000),  # Koordinator's shipped weight: a reserved node wins
     )
     # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
-    # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity
+    # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity,
+    # then Reservation
     assert DEFAULT_PLUGINS[ExtensionPoint.FILTER] == (
         PluginRef("NodeUnschedulable"),
         PluginRef("NodeName"),
@@ -137,6 +139,7 @@ def test_registry_and_default_set() -> None:
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_BIND][0] == PluginRef("VolumeBinding")
     enabled = {ref.name for refs in DEFAULT_PLUGINS.values() for ref in refs}
     assert "NodeResourcesFitPlus" not in enabled
+    assert "LoadAwareScheduling" not in enabled  # it refuses nodes koordlet has not reported yet
     assert "ScarceResourceAvoidance" not in enabled
 
 
