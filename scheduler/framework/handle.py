@@ -36,7 +36,7 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
-    from scheduler.framework.interfaces import PreemptionExtension, Preemptor
+    from scheduler.framework.interfaces import PreemptionExtension, Preemptor, ReservationFilterPlugin
 
 __all__ = [
     "Handle",
@@ -188,6 +188,11 @@ class ProfileView(Protocol):
         (the profile's ``interfaces.ReservedRoom`` plugins)."""
         ...
 
+    def reservation_filters(self) -> Sequence[ReservationFilterPlugin]:
+        """The profile's plugins that judge a pod against one reservation
+        (``interfaces.ReservationFilterPlugin``)."""
+        ...
+
 
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
@@ -214,6 +219,9 @@ class _UnboundProfile:
 
     def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         return None
+
+    def reservation_filters(self) -> Sequence[ReservationFilterPlugin]:
+        return ()
 
 
 def _no_activation(uids: set[str]) -> None:

@@ -52,6 +52,8 @@ __all__ = [
     "Preemptor",
     "QueueSortPlugin",
     "QuotaRelease",
+    "ReservationFilterPlugin",
+    "ReservationView",
     "ReservePlugin",
     "ReservedRoom",
     "ScoreExtensions",
@@ -241,6 +243,36 @@ class Preemptor(Protocol):
 
     async def preempt_alone(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PostFilterResult:
         """Evict lower-priority pods so that ``pod`` alone fits, and nominate it."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationView:
+    """One placed reservation as other plugins see it (``ReservationFilterPlugin``)."""
+
+    name: str
+    uid: str
+    node: str
+    labels: Mapping[str, str]
+    allocatable: Mapping[str, int]
+    """What it holds in all, in the node table's units."""
+    remaining: Mapping[str, int]
+    """What its owners have not taken yet."""
+
+
+@runtime_checkable
+class ReservationFilterPlugin(Protocol):
+    """A plugin that also judges whether a pod may allocate from one reservation on a node
+    (Koordinator's ``frameworkext.ReservationFilterPlugin``, run in Filter since v1.6): a device or
+    CPU plugin checks that the reservation's own devices or CPUs hold the pod. Reservation asks
+    every such plugin of the profile (``Handle.profile.reservation_filters``) before it lets the
+    pod use a reservation; a rejection's reason goes into the pod's explanation."""
+
+    @property
+    def name(self) -> str: ...
+
+    def filter_reservation(self, state: CycleState, pod: PodInfo, reservation: ReservationView) -> Status:
+        """SUCCESS: the pod may allocate from ``reservation``; a rejection says why not."""
         ...
 
 

@@ -149,6 +149,9 @@ class Framework:
         self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
         self._preemptor = next((p for p in self.plugins.values() if isinstance(p, fw.Preemptor)), None)
         self._reserved_room = [p for p in self.plugins.values() if isinstance(p, fw.ReservedRoom)]
+        self._reservation_filters = tuple(
+            p for p in self.plugins.values() if isinstance(p, fw.ReservationFilterPlugin)
+        )
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -196,6 +199,9 @@ class Framework:
     def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         for plugin in self._reserved_room:
             plugin.restore_for(pods, snapshot)
+
+    def reservation_filters(self) -> Sequence[fw.ReservationFilterPlugin]:
+        return self._reservation_filters
 
     # ---- lookup ------------------------------------------------------------------------------
 

@@ -67,6 +67,7 @@ from scheduler.framework.interfaces import (
     FilterResult,
     PostFilterResult,
     PreFilterResult,
+    ReservationView,
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
@@ -440,7 +441,7 @@ class ReservationPlugin:
                     feasible[i], unmatched[i] = False, True
                 continue
             free = snapshot.table.free(np.array([row], dtype=np.int64), cols)[0]
-            choice = self._choose(cycle, pod, resources, requests, free, states)
+            choice = self._choose(state, cycle, pod, resources, requests, free, states)
             if choice is not None:
                 cycle.choice[row] = choice
                 continue
@@ -463,6 +464,7 @@ class ReservationPlugin:
 
     def _choose(
         self,
+        state: CycleState,
         cycle: _Cycle,
         pod: PodInfo,
         resources: Sequence[str],
@@ -490,6 +492,10 @@ class ReservationPlugin:
                     if name in reservation.allocatable and name != PODS_RESOURCE
                 ):
                     continue
+            refused = self._refused(state, pod, reservation, remaining)
+            if refused is not None:
+                state.note(f"reservation {reservation.name} on {reservation.node}: {refused}")
+                continue
             score = self._most_allocated(reservation, pod)
             order = reservation.order if reservation.order and reservation.order > 0 else 2**63 - 1
             key = (order, -score, reservation.name)
@@ -499,6 +505,27 @@ class ReservationPlugin:
             return None
         cycle.scores[id(best[1])] = self._most_allocated(best[1], pod)
         return best[1]
+
+    def _refused(
+        self, state: CycleState, pod: PodInfo, reservation: ReservationState, remaining: dict[str, int]
+    ) -> str | None:
+        """Why a plugin of the profile refuses the pod this reservation (None: none does)."""
+        filters = self.handle.profile.reservation_filters()
+        if not filters:
+            return None
+        view = ReservationView(
+            name=reservation.name,
+            uid=reservation.uid,
+            node=reservation.node or "",
+            labels=reservation.labels,
+            allocatable=reservation.allocatable,
+            remaining=remaining,
+        )
+        for plugin in filters:
+            status = plugin.filter_reservation(state, pod, view)
+            if not status.ok:
+                return f"{plugin.name}: {status.message()}"
+        return None
 
     @staticmethod
     def _most_allocated(reservation: ReservationState, pod: PodInfo) -> int:
@@ -639,7 +666,7 @@ class ReservationPlugin:
                 states = cycle.matched.get(row)
                 if states and row not in cycle.choice:
                     free = snapshot.table.free(np.array([row], dtype=np.int64), cols)[0]
-                    choice = self._choose(cycle, pod, resources, requests, free, states)
+                    choice = self._choose(state, cycle, pod, resources, requests, free, states)
                     if choice is not None:
                         cycle.choice[row] = choice
         return Status.success() if cycle.choice else Status.skip()
