@@ -132,21 +132,23 @@ def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalCompo
 
 def koordlet_simulation(
     cluster: ControlPlane,
-    load_file: Path,
+    load_file: Path | None,
     *,
+    devices_file: Path | None = None,
     kubeconfig: Path | None = None,
     report_interval_seconds: float | None = 1.0,
     metrics_port: int = 0,
     name: str = "koordlet-simulation",
 ) -> LocalComponent:
     """``koordlet --simulate LOAD_FILE``: NodeMetric status for the cluster's KWOK nodes from a load
-    file (docs/koordlet.md), reported every ``report_interval_seconds`` (None: the NodeMetrics')."""
-    argv = [
-        sys.executable,
-        "-m",
-        "koordlet",
-        "--simulate",
-        str(load_file),
+    file (docs/koordlet.md), reported every ``report_interval_seconds`` (None: the NodeMetrics');
+    with ``devices_file``, ``--simulate-devices``: their Device objects (docs/devices.md)."""
+    argv = [sys.executable, "-m", "koordlet"]
+    if load_file is not None:
+        argv += ["--simulate", str(load_file)]
+    if devices_file is not None:
+        argv += ["--simulate-devices", str(devices_file)]
+    argv += [
         "--kubeconfig",
         str(kubeconfig or cluster.kubeconfig),
         "--metrics-bind",

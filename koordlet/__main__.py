@@ -1,8 +1,9 @@
 """``koordlet``: the node agent, reporting node, system and pod usage into the node's NodeMetric.
 
-``koordlet --node-name NODE [--kubeconfig FILE]`` collects this host's usage; ``koordlet --simulate
-FILE [--kubeconfig FILE] [--report-interval-seconds S]`` reports for every node a load file
-describes instead (docs/koordlet.md).
+``koordlet --node-name NODE [--kubeconfig FILE]`` collects this host's usage and writes its Device;
+``koordlet --simulate FILE [--kubeconfig FILE] [--report-interval-seconds S]`` reports for every node
+a load file describes instead (docs/koordlet.md), ``--simulate-devices FILE`` writes the Device of
+every node a devices file describes (docs/devices.md).
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from pydantic import ValidationError
 from koordlet.agent import Agent
 from koordlet.client import KoordletClient
 from koordlet.config import KoordletConfig
+from koordlet.devices.description import load_devices_file
+from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
+from koordlet.fs import HostFS
 from koordlet.metrics import KoordletMetrics, serve
 from koordlet.simulate.model import load_file
 from koordlet.simulate.runner import Simulation
@@ -34,6 +38,12 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
     parser.add_argument("--node-name", help="the node to report for (required unless --simulate)")
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
     parser.add_argument("--simulate", type=Path, metavar="FILE", help="report for the nodes of a load file")
+    parser.add_argument(
+        "--simulate-devices", type=Path, metavar="FILE", help="write the Devices of a devices file's nodes"
+    )
+    parser.add_argument(
+        "--device-config", type=Path, metavar="FILE", help="this host's NPUs and MLUs (a device description)"
+    )
     parser.add_argument(
         "--report-interval-seconds",
         type=float,
@@ -63,11 +73,23 @@ async def run(config: KoordletConfig) -> None:
     runner = await serve(metrics, config.metrics_bind, config.metrics_port) if config.metrics_port else None
     api = KoordletClient(config.kubeconfig)
     try:
-        if config.simulate is not None:
-            await Simulation(config, load_file(config.simulate), metrics).run(api)
+        if config.simulate is not None or config.simulate_devices is not None:
+            tasks = []
+            if config.simulate is not None:
+                tasks.append(Simulation(config, load_file(config.simulate), metrics).run(api))
+            if config.simulate_devices is not None:
+                simulated = DeviceSimulation(config.simulate_devices, config.report_interval_seconds)
+                tasks.append(simulated.run(api))
+            await asyncio.gather(*tasks)
         else:
             agent = Agent(config, metrics)
-            await asyncio.gather(agent.collect_forever(), agent.report_forever(api))
+            devices = NodeDeviceReporter(
+                config.node_name or "",
+                HostFS(config.host_root),
+                config.device_config,
+                config.report_interval_seconds,
+            )
+            await asyncio.gather(agent.collect_forever(), agent.report_forever(api), devices.run(api))
     finally:
         await api.close()
         if runner is not None:
@@ -85,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             load_file(config.simulate)
         except (OSError, ValueError) as exc:
             print(f"koordlet: cannot use load file {config.simulate}: {exc}", file=sys.stderr)
+            return 2
+    if config.simulate_devices is not None:
+        try:
+            load_devices_file(config.simulate_devices)
+        except (OSError, ValueError) as exc:
+            print(f"koordlet: cannot use devices file {config.simulate_devices}: {exc}", file=sys.stderr)
             return 2
 
     async def main_task() -> None:

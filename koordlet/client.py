@@ -1,7 +1,7 @@
-"""koordlet's API calls over kubernetes-asyncio: read a NodeMetric, write its status, list a node's pods.
+"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, its Device object.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
-(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get).
+(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update).
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from kubernetes_asyncio import config as k8s_config
 from apis.core import Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
+from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from koordlet.reporter import PodMeta
 
 __all__ = ["KoordletClient", "pod_meta"]
 
 _NM = NodeMetric.crd
+_DEVICE = Device.crd
 
 
 def pod_meta(pod: Pod) -> PodMeta:
@@ -100,3 +102,40 @@ class KoordletClient:
         )
         raw: dict[str, Any] = await listed.json()
         return [pod_meta(Pod.model_validate(item)) for item in raw.get("items") or []]
+
+    async def node_uid(self, name: str) -> str | None:
+        """The UID of node ``name`` (the Device's owner); None when there is no such node."""
+        core = client.CoreV1Api(await self._client())
+        try:
+            node = await core.read_node(name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        uid: str | None = node.metadata.uid
+        return uid
+
+    async def get_device(self, name: str) -> Device | None:
+        api = client.CustomObjectsApi(await self._client())
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                _DEVICE.group, _DEVICE.version, _DEVICE.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Device.model_validate(raw)
+
+    async def create_device(self, device: Device) -> None:
+        api = client.CustomObjectsApi(await self._client())
+        body = device.to_wire()
+        await api.create_cluster_custom_object(_DEVICE.group, _DEVICE.version, _DEVICE.plural, body)
+
+    async def update_device(self, device: Device) -> None:
+        """Replace the Device (optimistic: a conflict raises ApiException 409)."""
+        api = client.CustomObjectsApi(await self._client())
+        name = device.metadata.name or ""
+        await api.replace_cluster_custom_object(
+            _DEVICE.group, _DEVICE.version, _DEVICE.plural, name, device.to_wire()
+        )

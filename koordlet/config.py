@@ -19,6 +19,11 @@ class KoordletConfig(BaseModel):
     """Kubeconfig to use; None means in-cluster service-account credentials."""
     simulate: Path | None = None
     """A load file (docs/koordlet.md): report for every node it describes instead of this host."""
+    simulate_devices: Path | None = None
+    """A devices file (docs/devices.md): write the Device of every node it describes instead of
+    this host's."""
+    device_config: Path | None = None
+    """A device description of this host's NPUs and MLUs (as koord-device-daemon provides them)."""
     report_interval_seconds: float | None = Field(default=None, gt=0)
     """Report this often instead of the NodeMetric's ``reportIntervalSeconds`` (and its 30 s floor)."""
     host_root: Path = Path("/")
@@ -37,6 +42,6 @@ class KoordletConfig(BaseModel):
 
     @model_validator(mode="after")
     def _node_or_simulation(self) -> KoordletConfig:
-        if self.simulate is None and not self.node_name:
-            raise ValueError("--node-name is required unless --simulate is given")
+        if self.simulate is None and self.simulate_devices is None and not self.node_name:
+            raise ValueError("--node-name is required unless --simulate is given (or --simulate-devices)")
         return self

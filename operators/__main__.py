@@ -30,11 +30,19 @@ from kubernetes_asyncio import client
 
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
-from operators.clients import NodeMetricClient, PodClient, QuotaClient, ReservationClient, load_configuration
+from operators.clients import (
+    DeviceNodeClient,
+    NodeMetricClient,
+    PodClient,
+    QuotaClient,
+    ReservationClient,
+    load_configuration,
+)
 from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
     builtin_quotas,
+    device,
     elasticquota,
     elasticquotaprofile,
     errors,
@@ -108,6 +116,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     pod_tree_affinity.register(registry, quotas)
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))
+    device.register(registry, DeviceNodeClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

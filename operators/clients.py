@@ -13,18 +13,27 @@ from kubernetes_asyncio import config as k8s_config
 
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.device import Device
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
 from operators.config import ManagerConfig
 
-__all__ = ["NodeMetricClient", "PodClient", "QuotaClient", "ReservationClient", "load_configuration"]
+__all__ = [
+    "DeviceNodeClient",
+    "NodeMetricClient",
+    "PodClient",
+    "QuotaClient",
+    "ReservationClient",
+    "load_configuration",
+]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
 _RESERVATION = Reservation.crd
 _NM = NodeMetric.crd
+_DEVICE = Device.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -185,3 +194,36 @@ class NodeMetricClient(_CustomObjects):
                 return False
             raise
         return True
+
+
+class DeviceNodeClient(_CustomObjects):
+    """Device reads and node patches for the device resources (status subresource) and labels; the
+    connection opens on first use and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        super().__init__(config)
+        self._core_api: client.CoreV1Api | None = None
+
+    async def get_device(self, name: str) -> Device | None:
+        api = await self._objects()
+        try:
+            raw = await api.get_cluster_custom_object(_DEVICE.group, _DEVICE.version, _DEVICE.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Device.model_validate(raw)
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._core_api is None:
+            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._core_api
+
+    async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
+        core = await self._core()
+        # The stubs leave out the generated client's documented ``_content_type`` keyword.
+        await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+    async def patch_node(self, name: str, patch: dict[str, Any]) -> None:
+        core = await self._core()
+        await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
