@@ -16,6 +16,7 @@ __all__ = [
     "TARGET_RATIO",
     "TARGET_SUSTAINED",
     "Options",
+    "PlacementResult",
     "Report",
     "RunResult",
 ]
@@ -50,6 +51,22 @@ class Options:
     """Seconds without a new binding after which a run is given up (its pods left unbound)."""
     keep: bool = False
     """Leave the cluster running at the end (for looking around)."""
+    reservations: int = 0
+    """Reservations placed by koord-scheduler before the pods are created (``throughput_reservations``)."""
+    owner_share: float = 0.0
+    """Share of the measured pods that are owners of one of the reservations."""
+
+
+@dataclass
+class PlacementResult:
+    """koord-scheduler placing the reservations, before the measured pods exist."""
+
+    reservations: int
+    placed: int = 0
+    seconds: float = 0.0
+    per_second: float = 0.0
+    startup_seconds: float | None = None
+    error: str = ""
 
 
 @dataclass
@@ -82,6 +99,11 @@ class Report:
     qps: float
     burst: int
     parallelism: int | None = None
+    reservations: int = 0
+    owner_share: float = 0.0
+    placement: PlacementResult | None = None
+    owners_allocated: int | None = None
+    """koord-scheduler's pods that allocated from a reservation (``reservation-allocated``)."""
     results: list[RunResult] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -122,6 +144,10 @@ class Report:
             "qps": self.qps,
             "burst": self.burst,
             "parallelism": self.parallelism,
+            "reservations": self.reservations,
+            "ownerShare": self.owner_share,
+            "placement": None if self.placement is None else asdict(self.placement),
+            "ownersAllocated": self.owners_allocated,
             "results": [asdict(r) for r in self.results],
             "ratio": self.ratio,
             "sustainedRatio": self.sustained_ratio,

@@ -18,6 +18,24 @@ def _verdict(value: bool | None) -> str:
     return "n/a" if value is None else ("met" if value else "NOT met")
 
 
+def _reservation_lines(report: Report) -> list[str]:
+    placement = report.placement
+    if placement is None:
+        placed = "not placed"
+    else:
+        placed = (
+            f"{placement.placed}/{placement.reservations} placed by koord-scheduler in "
+            f"{placement.seconds:.2f}s ({placement.per_second:.1f}/s, "
+            f"startup {_fmt(placement.startup_seconds)}s)"
+        )
+    allocated = "" if report.owners_allocated is None else f", {report.owners_allocated} allocated from one"
+    return [
+        f"reservations: {report.reservations}, {placed}, before the pods were created",
+        f"owner pods: {report.owner_share:.0%} of the pods own a reservation{allocated}",
+        "kube-scheduler ignores Reservations: its pods (same labels) see no reserved room",
+    ]
+
+
 def render(report: Report, output: str = "table") -> str:
     if output == "json":
         return json.dumps(report.to_json(), indent=2)
@@ -53,6 +71,8 @@ def render(report: Report, output: str = "table") -> str:
     lines.append("")
     parallelism = "default" if report.parallelism is None else str(report.parallelism)
     lines.append(f"client qps/burst: {report.qps:g}/{report.burst}, parallelism: {parallelism}")
+    if report.reservations:
+        lines.extend(_reservation_lines(report))
     lines.append(
         f"ratio koord-scheduler/kube-scheduler: {_fmt(report.ratio, 2)} "
         f"(sustained: {_fmt(report.sustained_ratio, 2)})"
