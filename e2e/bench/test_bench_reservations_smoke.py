@@ -44,6 +44,10 @@ def test_reservations_are_placed_before_the_pods_and_owner_pods_allocate_from_th
     table = render(report)
     assert f"reservations: {RESERVATIONS}, {RESERVATIONS}/{RESERVATIONS} placed by koord-scheduler" in table
     assert "kube-scheduler ignores Reservations" in table
+    for result in report.results[:2]:
+        assert result.first_binding_seconds is not None
+        assert 0 <= result.first_binding_seconds <= result.seconds
+    assert "first binding after the clock started: koord-scheduler" in table
     decoded = json.loads(render(report, "json"))
     assert decoded["placement"]["placed"] == RESERVATIONS
     assert decoded["ownersAllocated"] == report.owners_allocated

@@ -84,6 +84,8 @@ class RunResult:
     cpu_percent: dict[str, float] = field(default_factory=dict)
     peak_rss_mib: float | None = None
     """The scheduler process's peak resident memory (``VmHWM``) when its run ended."""
+    first_binding_seconds: float | None = None
+    """Start of the clock to the first binding (koord-scheduler cycles its whole backlog first)."""
     log: str = ""
     error: str = ""
 

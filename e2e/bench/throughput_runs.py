@@ -97,6 +97,7 @@ async def measure_scheduler(
         result.bound = len(times)
         if times:
             clock = min(clock, times[0])
+            result.first_binding_seconds = round(min(times) - clock, 2)
             result.seconds = round(max(times) - clock, 3)
             result.pods_per_second = round(result.bound / max(max(times) - clock, 1e-9), 1)
             sustained = sustained_rate(times)

@@ -91,6 +91,13 @@ def render(report: Report, output: str = "table") -> str:
     else:
         note = f"{_verdict(at_5000)} ({_fmt(sustained, 0)} pods/s)"
     lines.append(f"target >= {TARGET_SUSTAINED:g} pods/s sustained at {TARGET_NODES:,} nodes: {note}")
+    first = [
+        f"{r.scheduler} {r.first_binding_seconds:.1f}s"
+        for r in report.results
+        if r.first_binding_seconds is not None
+    ]
+    if first:
+        lines.append("first binding after the clock started: " + ", ".join(first))
     lines.append("")
     lines.append("phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in report.phases.items()))
     for r in report.results:
