@@ -9,6 +9,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import aiohttp
 
@@ -21,11 +22,14 @@ __all__ = ["BindWatcher", "sustained_rate"]
 
 class BindWatcher:
     """Counts the pods of one namespace whose ``spec.nodeName`` is set, with the time each was first
-    seen bound. ``start`` lists (pods bound already count at that moment) and keeps watching."""
+    seen bound. ``start`` lists (pods bound already count at that moment) and keeps watching.
 
-    def __init__(self, api: Api, namespace: str, expected: int) -> None:
+    ``path`` and ``is_bound`` let a subclass follow other objects placed on a node (a
+    Reservation's ``status.nodeName``)."""
+
+    def __init__(self, api: Api, namespace: str, expected: int, *, path: str | None = None) -> None:
         self.api = api
-        self.path = f"/api/v1/namespaces/{namespace}/pods"
+        self.path = path or f"/api/v1/namespaces/{namespace}/pods"
         self.expected = expected
         self.times: list[float] = []
         self.bound: set[str] = set()
@@ -43,6 +47,9 @@ class BindWatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def is_bound(self, obj: dict[str, Any]) -> bool:
+        return bool((obj.get("spec") or {}).get("nodeName"))
+
     def _seen(self, name: str, at: float) -> None:
         if name not in self.bound:
             self.bound.add(name)
@@ -53,9 +60,9 @@ class BindWatcher:
     async def _relist(self) -> None:
         items, self._rv = await self.api.list(self.path)
         now = time.monotonic()
-        for pod in items:
-            if (pod.get("spec") or {}).get("nodeName"):
-                self._seen(pod["metadata"]["name"], now)
+        for obj in items:
+            if self.is_bound(obj):
+                self._seen(obj["metadata"]["name"], now)
 
     async def _run(self) -> None:
         failures = 0
@@ -76,7 +83,7 @@ class BindWatcher:
                             break
                         raise BackendError(f"watch {self.path}: {obj.get('message')}", status=obj.get("code"))
                     self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
-                    if event.get("type") in ("ADDED", "MODIFIED") and (obj.get("spec") or {}).get("nodeName"):
+                    if event.get("type") in ("ADDED", "MODIFIED") and self.is_bound(obj):
                         self._seen(obj["metadata"]["name"], at)
             except (aiohttp.ClientError, BackendError, TimeoutError) as exc:
                 failures += 1

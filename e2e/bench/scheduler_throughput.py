@@ -1,8 +1,8 @@
 """Scheduler throughput: koord-scheduler against the upstream kube-scheduler, same cluster, same run.
 
     python -m e2e.bench.scheduler_throughput [--nodes 1000] [--pods 10000] [--qps 1000 --burst 2000]
-                                             [--load-aware] [--skip-upstream] [--skip-simulate]
-                                             [-o table|json]
+                                             [--load-aware] [--reservations N [--owner-share 0.5]]
+                                             [--skip-upstream] [--skip-simulate] [-o table|json]
 
 Method
 ------
@@ -42,6 +42,15 @@ Method
 5. **koordctl simulate**: ``scheduler.simulator.run.simulate`` (the same app and plugins on the
    in-memory backend) on the same node description and the same pods, in this process, after the
    cluster has been stopped; its clock covers submitting the pods to the last binding.
+
+With ``--reservations N`` (``throughput_reservations``), N Reservations owned by pods the
+workload does not contain (``app=reserved-<i>``) are created after the nodes and placed by a
+koord-scheduler process of their own (the clock from its ``/readyz`` to the last one seen
+Available gives the placement rate) before the pods are created; the measured koord-scheduler
+then starts with them placed and holding room. kube-scheduler does not know Reservations and
+ignores them. ``--owner-share S`` labels that share of the pods (both namespaces) as owners of a
+reservation, so koord-scheduler restores reserved room for them. ``koordctl simulate`` gets the
+reservations already placed (round-robin over the nodes).
 
 Figures: ``seconds`` is start of the clock to the last binding; ``pods/s`` = bound / seconds;
 ``sustained pods/s`` is the rate over the middle 80% of the bindings (from the 10th to the 90th
@@ -111,12 +120,28 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
     parser.add_argument(
         "--stall-timeout", type=float, default=120.0, help="give up after s without a binding"
     )
+    parser.add_argument(
+        "--reservations",
+        type=int,
+        default=0,
+        help="Reservations placed by koord-scheduler before the pods (kube-scheduler ignores them)",
+    )
+    parser.add_argument(
+        "--owner-share",
+        type=float,
+        default=0.0,
+        help="share of the pods that own one of the reservations (0..1; needs --reservations)",
+    )
     parser.add_argument("--cluster-name", default="bench")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     if args.nodes < 1 or args.pods < 1:
         parser.error("--nodes and --pods must be positive")
+    if args.reservations < 0:
+        parser.error("--reservations must not be negative")
+    if not 0.0 <= args.owner_share <= 1.0 or (args.owner_share and not args.reservations):
+        parser.error("--owner-share must be within 0..1, with --reservations")
     return Options(
         nodes=args.nodes,
         pods=args.pods,
@@ -130,6 +155,8 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
         stall_timeout=args.stall_timeout,
         keep=args.keep,
         load_aware=args.load_aware,
+        reservations=args.reservations,
+        owner_share=args.owner_share,
     ), args.output
 
 

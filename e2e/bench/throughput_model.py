@@ -16,6 +16,7 @@ __all__ = [
     "TARGET_RATIO",
     "TARGET_SUSTAINED",
     "Options",
+    "PlacementResult",
     "Report",
     "RunResult",
 ]
@@ -53,6 +54,22 @@ class Options:
     load_aware: bool = False
     """Give every node a fresh NodeMetric before koord-scheduler runs, so that LoadAwareScheduling
     (in its default profile) filters and scores on reported usage rather than passing every node."""
+    reservations: int = 0
+    """Reservations placed by koord-scheduler before the pods are created (``throughput_reservations``)."""
+    owner_share: float = 0.0
+    """Share of the measured pods that are owners of one of the reservations."""
+
+
+@dataclass
+class PlacementResult:
+    """koord-scheduler placing the reservations, before the measured pods exist."""
+
+    reservations: int
+    placed: int = 0
+    seconds: float = 0.0
+    per_second: float = 0.0
+    startup_seconds: float | None = None
+    error: str = ""
 
 
 @dataclass
@@ -70,6 +87,8 @@ class RunResult:
     cpu_percent: dict[str, float] = field(default_factory=dict)
     peak_rss_mib: float | None = None
     """The scheduler process's peak resident memory (``VmHWM``) when its run ended."""
+    first_binding_seconds: float | None = None
+    """Start of the clock to the first binding (koord-scheduler cycles its whole backlog first)."""
     log: str = ""
     error: str = ""
 
@@ -87,6 +106,11 @@ class Report:
     parallelism: int | None = None
     load_aware: bool = False
     """Every node had a fresh NodeMetric during koord-scheduler's run (``--load-aware``)."""
+    reservations: int = 0
+    owner_share: float = 0.0
+    placement: PlacementResult | None = None
+    owners_allocated: int | None = None
+    """koord-scheduler's pods that allocated from a reservation (``reservation-allocated``)."""
     results: list[RunResult] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -128,6 +152,10 @@ class Report:
             "burst": self.burst,
             "parallelism": self.parallelism,
             "loadAware": self.load_aware,
+            "reservations": self.reservations,
+            "ownerShare": self.owner_share,
+            "placement": None if self.placement is None else asdict(self.placement),
+            "ownersAllocated": self.owners_allocated,
             "results": [asdict(r) for r in self.results],
             "ratio": self.ratio,
             "sustainedRatio": self.sustained_ratio,

@@ -12,6 +12,7 @@ from typing import Any
 
 from apis.core import Pod
 from apis.quantity import Quantity
+from apis.scheduling.reservation import Reservation
 from e2e.bench.bindings import BindWatcher, sustained_rate
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
@@ -30,11 +31,19 @@ from e2e.bench.processes import (
     wait_ready,
 )
 from e2e.bench.throughput_model import KOORD_NAMESPACE, KUBE_NAMESPACE, SIMULATE, Options, Report, RunResult
+from e2e.bench.throughput_reservations import (
+    RESERVATIONS_PATH,
+    count_allocated,
+    place_reservations,
+    placed_reservations,
+    reservations,
+)
 from e2e.bench.throughput_workload import bench_description, check_fits, pods_path, scheduler_config, workload
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
+from scheduler.backend.base import RESERVATIONS
 from scheduler.simulator.description import ClusterDescription
 from scheduler.simulator.run import simulate
 
@@ -90,6 +99,7 @@ async def measure_scheduler(
         result.bound = len(times)
         if times:
             clock = min(clock, times[0])
+            result.first_binding_seconds = round(min(times) - clock, 2)
             result.seconds = round(max(times) - clock, 3)
             result.pods_per_second = round(result.bound / max(max(times) - clock, 1e-9), 1)
             sustained = sustained_rate(times)
@@ -112,9 +122,14 @@ async def measure_simulate(
     description: ClusterDescription, pods: Sequence[dict[str, Any]], config_text: str, opts: Options
 ) -> RunResult:
     models = [Pod.model_validate(p) for p in pods]
+    nodes = [node["metadata"]["name"] for node in description.nodes()]
+    placed = [
+        (RESERVATIONS, Reservation.model_validate(r))
+        for r in placed_reservations(reservations(opts.reservations), nodes)
+    ]
     meter = CpuMeter({"harness (simulate)": os.getpid()})
     meter.start()
-    simulated = await simulate(description, models, config_text=config_text)
+    simulated = await simulate(description, models, config_text=config_text, custom_resources=placed)
     result = RunResult(
         scheduler=SIMULATE,
         nodes=simulated.nodes,
@@ -131,6 +146,20 @@ async def measure_simulate(
     return result
 
 
+def _workload(namespace: str, scheduler_name: str, opts: Options) -> list[dict[str, Any]]:
+    return workload(
+        namespace, scheduler_name, opts.pods, reservations=opts.reservations, owner_share=opts.owner_share
+    )
+
+
+def _koord_component(cp: ControlPlane, config_text: str) -> tuple[LocalComponent, int]:
+    """A fresh koord-scheduler process (not started) with the benchmark's configuration."""
+    config = cp.state_dir / "koord-scheduler-bench.yaml"
+    config.write_text(config_text)
+    port = free_port()
+    return koord_scheduler(cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False), port
+
+
 async def run_benchmark(opts: Options) -> Report:
     """Run every phase; a failure is recorded in ``report.errors`` and the cluster is still stopped."""
     report = Report(
@@ -140,10 +169,12 @@ async def run_benchmark(opts: Options) -> Report:
         burst=opts.burst,
         parallelism=opts.parallelism,
         load_aware=opts.load_aware,
+        reservations=opts.reservations,
+        owner_share=opts.owner_share,
     )
     check_fits(opts, 1 if opts.skip_upstream else 2)
     description = bench_description(opts)
-    koord_pods = workload(KOORD_NAMESPACE, KOORD, opts.pods)
+    koord_pods = _workload(KOORD_NAMESPACE, KOORD, opts)
     cp = ControlPlane(name=opts.cluster_name)
     config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
     api: Api | None = None
@@ -156,13 +187,23 @@ async def run_benchmark(opts: Options) -> Report:
         with phase(report.phases, "create nodes"):
             await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
             await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
+        if opts.reservations:
+            with phase(report.phases, "place reservations"):
+                objects = reservations(opts.reservations)
+                await create_all(api, lambda _: RESERVATIONS_PATH, objects, "reservations", opts.concurrency)
+                component, port = _koord_component(cp, config_text)
+                report.placement = await place_reservations(
+                    api, opts, component, f"http://127.0.0.1:{port}/readyz"
+                )
+                if report.placement.error:
+                    raise BenchError(f"reservations: {report.placement.error}")
         namespaces = [KOORD_NAMESPACE] + ([] if opts.skip_upstream else [KUBE_NAMESPACE])
         with phase(report.phases, "create pods"):
             for namespace in namespaces:
                 await create_namespace(api, namespace)
             await create_all(api, pods_path, koord_pods, f"pods {KOORD_NAMESPACE}", opts.concurrency)
             if not opts.skip_upstream:
-                kube_pods = workload(KUBE_NAMESPACE, KUBE_PROFILE, opts.pods)
+                kube_pods = _workload(KUBE_NAMESPACE, KUBE_PROFILE, opts)
                 await create_all(api, pods_path, kube_pods, f"pods {KUBE_NAMESPACE}", opts.concurrency)
         if opts.load_aware:
             with phase(report.phases, "node metrics"):
@@ -170,12 +211,7 @@ async def run_benchmark(opts: Options) -> Report:
                 cpu, memory = Quantity.parse(opts.node_cpu), Quantity.parse(opts.node_memory)
                 await report_node_metrics(api, names, cpu.milli_value(), memory.value(), opts.concurrency)
         with phase(report.phases, KOORD):
-            config = cp.state_dir / "koord-scheduler-bench.yaml"
-            config.write_text(config_text)
-            port = free_port()
-            component = koord_scheduler(
-                cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
-            )
+            component, port = _koord_component(cp, config_text)
             report.results.append(
                 await measure_scheduler(
                     api,
@@ -188,6 +224,8 @@ async def run_benchmark(opts: Options) -> Report:
                     metrics_url=f"http://127.0.0.1:{port}/metrics",
                 )
             )
+            if opts.reservations:
+                report.owners_allocated = await count_allocated(api, KOORD_NAMESPACE)
         if not opts.skip_upstream:
             with phase(report.phases, KUBE):
                 config = cp.state_dir / "kube-scheduler-bench.yaml"

@@ -18,6 +18,24 @@ def _verdict(value: bool | None) -> str:
     return "n/a" if value is None else ("met" if value else "NOT met")
 
 
+def _reservation_lines(report: Report) -> list[str]:
+    placement = report.placement
+    if placement is None:
+        placed = "not placed"
+    else:
+        placed = (
+            f"{placement.placed}/{placement.reservations} placed by koord-scheduler in "
+            f"{placement.seconds:.2f}s ({placement.per_second:.1f}/s, "
+            f"startup {_fmt(placement.startup_seconds)}s)"
+        )
+    allocated = "" if report.owners_allocated is None else f", {report.owners_allocated} allocated from one"
+    return [
+        f"reservations: {report.reservations}, {placed}, before the pods were created",
+        f"owner pods: {report.owner_share:.0%} of the pods own a reservation{allocated}",
+        "kube-scheduler ignores Reservations: its pods (same labels) see no reserved room",
+    ]
+
+
 def render(report: Report, output: str = "table") -> str:
     if output == "json":
         return json.dumps(report.to_json(), indent=2)
@@ -57,6 +75,8 @@ def render(report: Report, output: str = "table") -> str:
         lines.append(
             "node metrics: every node reports usage (koord-scheduler's LoadAwareScheduling works on it)"
         )
+    if report.reservations:
+        lines.extend(_reservation_lines(report))
     lines.append(
         f"ratio koord-scheduler/kube-scheduler: {_fmt(report.ratio, 2)} "
         f"(sustained: {_fmt(report.sustained_ratio, 2)})"
@@ -75,6 +95,13 @@ def render(report: Report, output: str = "table") -> str:
     else:
         note = f"{_verdict(at_5000)} ({_fmt(sustained, 0)} pods/s)"
     lines.append(f"target >= {TARGET_SUSTAINED:g} pods/s sustained at {TARGET_NODES:,} nodes: {note}")
+    first = [
+        f"{r.scheduler} {r.first_binding_seconds:.1f}s"
+        for r in report.results
+        if r.first_binding_seconds is not None
+    ]
+    if first:
+        lines.append("first binding after the clock started: " + ", ".join(first))
     lines.append("")
     lines.append("phases: " + ", ".join(f"{name} {seconds:.1f}s" for name, seconds in report.phases.items()))
     for r in report.results:

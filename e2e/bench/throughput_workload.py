@@ -9,7 +9,9 @@ from typing import Any
 
 from apis.quantity import Quantity
 from e2e.bench.harness import BenchError
+from e2e.bench.processes import KOORD
 from e2e.bench.throughput_model import Options
+from e2e.bench.throughput_reservations import RESERVATION_CPU, RESERVATION_MEMORY, owner_label
 from scheduler.simulator.description import ClusterDescription, NodePool
 
 __all__ = ["bench_description", "check_fits", "pods_path", "scheduler_config", "workload"]
@@ -44,12 +46,16 @@ def bench_description(opts: Options) -> ClusterDescription:
     return ClusterDescription(name=opts.cluster_name, node_pools=pools)
 
 
-def workload(namespace: str, scheduler_name: str, count: int) -> list[dict[str, Any]]:
-    """``count`` pending pods ``bench-00000`` ... with cycling cpu and memory requests."""
+def workload(
+    namespace: str, scheduler_name: str, count: int, *, reservations: int = 0, owner_share: float = 0.0
+) -> list[dict[str, Any]]:
+    """``count`` pending pods ``bench-00000`` ... with cycling cpu and memory requests, labelled
+    ``app=bench`` but for the ``owner_share`` that own one of ``reservations`` reservations."""
     width = max(5, len(str(count - 1)))
     pods = []
     for i in range(count):
         requests = {"cpu": CPU_SIZES[i % len(CPU_SIZES)], "memory": MEMORY_SIZES[i % len(MEMORY_SIZES)]}
+        app = owner_label(i, owner_share, reservations) or "bench"
         pods.append(
             {
                 "apiVersion": "v1",
@@ -57,7 +63,7 @@ def workload(namespace: str, scheduler_name: str, count: int) -> list[dict[str, 
                 "metadata": {
                     "name": f"bench-{i:0{width}d}",
                     "namespace": namespace,
-                    "labels": {"app": "bench"},
+                    "labels": {"app": app},
                 },
                 "spec": {
                     "schedulerName": scheduler_name,
@@ -75,7 +81,8 @@ def workload(namespace: str, scheduler_name: str, count: int) -> list[dict[str, 
 
 
 def check_fits(opts: Options, workloads: int) -> None:
-    """Refuse sizes where the workloads together would fill more than FILL_LIMIT of the cluster."""
+    """Refuse sizes where the workloads together, and the reservations, would fill more than
+    FILL_LIMIT of the cluster."""
     pods = workload("x", "x", opts.pods)
     cpu = sum(
         Quantity.parse(p["spec"]["containers"][0]["resources"]["requests"]["cpu"]).milli_value() for p in pods
@@ -83,7 +90,11 @@ def check_fits(opts: Options, workloads: int) -> None:
     memory = sum(
         Quantity.parse(p["spec"]["containers"][0]["resources"]["requests"]["memory"]).value() for p in pods
     )
-    demand = {"cpu": cpu * workloads, "memory": memory * workloads, "pods": opts.pods * workloads}
+    demand = {
+        "cpu": cpu * workloads + Quantity.parse(RESERVATION_CPU).milli_value() * opts.reservations,
+        "memory": memory * workloads + Quantity.parse(RESERVATION_MEMORY).value() * opts.reservations,
+        "pods": opts.pods * workloads + opts.reservations,
+    }
     per_node = {
         "cpu": Quantity.parse(opts.node_cpu).milli_value(),
         "memory": Quantity.parse(opts.node_memory).value(),
@@ -94,7 +105,8 @@ def check_fits(opts: Options, workloads: int) -> None:
         if needed > fits:
             minimum = math.ceil(needed / (per_node[resource] * FILL_LIMIT))
             raise BenchError(
-                f"{workloads} x {opts.pods} pods need {resource} of at least {minimum} nodes "
+                f"{workloads} x {opts.pods} pods and {opts.reservations} reservations need {resource} "
+                f"of at least {minimum} nodes "
                 f"(at most {FILL_LIMIT:.0%} full); got --nodes {opts.nodes}"
             )
 
@@ -114,7 +126,12 @@ def scheduler_config(opts: Options, kubeconfig: Path, scheduler_name: str) -> st
         f"{parallelism}"
         "profiles:\n"
         f"- schedulerName: {scheduler_name}\n"
+        + (_LOAD_AWARE if opts.load_aware and scheduler_name == KOORD else "")
     )
+
+
+_LOAD_AWARE = "  plugins:\n    multiPoint:\n      enabled: [{name: LoadAwareScheduling}]\n"
+"""``--load-aware``: LoadAwareScheduling is enabled by configuration (it is not in the default set)."""
 
 
 def pods_path(pod: dict[str, Any]) -> str:
