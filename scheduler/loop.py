@@ -18,6 +18,7 @@ Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -35,7 +36,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags, log_top_scores
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import Diagnosis
+from scheduler.framework.interfaces import SCORE_ALWAYS, Diagnosis
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import SchedulerMetrics
@@ -90,6 +91,10 @@ class SchedulingLoop:
             except Exception:
                 log.exception("scheduling cycle for %s failed", qp.pod.key)
                 self.queue.add_backoff(qp)
+            # Let bindings, watches and the HTTP server run between cycles: popping does not wait
+            # while pods are pending, so without this a backlog starves them (/readyz times out,
+            # no binding starts until the whole backlog has had its cycle).
+            await asyncio.sleep(0)
 
     async def schedule_one(self, qp: QueuedPodInfo) -> None:
         pod = qp.pod
@@ -202,6 +207,12 @@ class SchedulingLoop:
             self._next_start = (start + count) % max(1, feasible.size)
         else:
             rows = feasible
+        always = state.get(SCORE_ALWAYS)
+        if always and rows.size < feasible.size:
+            wanted = np.fromiter(always, dtype=np.int64, count=len(always))
+            missing = np.setdiff1d(np.intersect1d(feasible, wanted), rows)
+            if missing.size:
+                rows = np.concatenate((rows, missing))
         if rows.size == 1:
             return int(rows[0])
         if not fwk.run_pre_score(state, pod, snapshot, rows).ok:

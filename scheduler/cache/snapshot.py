@@ -165,6 +165,7 @@ class Snapshot:
         stand-in that is re-accounted with other requests while lifted (an owner reserved into its
         reservation) leaves the accounting right once ``close`` puts back what was taken."""
         table = self._cache.table
+        lifted: list[tuple[int, PodInfo]] = []
         for pod in pods:
             if pod.uid in self._lifted_reserved:
                 continue
@@ -173,9 +174,11 @@ class Snapshot:
             if node is None or row is None:
                 continue
             counted = self._cache.pod(pod.uid) or pod
-            table.add_requests(row, counted.requests, sign=-1)
-            table.add_non_zero(row, counted.non_zero, sign=-1)
+            lifted.append((row, counted))
             self._lifted_reserved[pod.uid] = (node, row, counted)
+        table.add_requests_many([row for row, _ in lifted], [pod.requests for _, pod in lifted], sign=-1)
+        for row, pod in lifted:
+            table.add_non_zero(row, pod.non_zero, sign=-1)
 
     def is_lifted(self, uid: str) -> bool:
         """Whether ``lift_reserved`` released what this stand-in pod holds, in this snapshot."""
@@ -184,10 +187,10 @@ class Snapshot:
     def close(self) -> None:
         """Put back what ``lift_reserved`` released (the end of the cycle); idempotent."""
         table = self._cache.table
-        for node, row, pod in self._lifted_reserved.values():
-            if table.row.get(node) == row:
-                table.add_requests(row, pod.requests)
-                table.add_non_zero(row, pod.non_zero)
+        back = [(row, pod) for node, row, pod in self._lifted_reserved.values() if table.row.get(node) == row]
+        table.add_requests_many([row for row, _ in back], [pod.requests for _, pod in back])
+        for row, pod in back:
+            table.add_non_zero(row, pod.non_zero)
         self._lifted_reserved.clear()
 
     def host_port_conflicts(self, wanted: Iterable[HostPort]) -> BoolArray:

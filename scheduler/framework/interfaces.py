@@ -30,6 +30,7 @@ __all__ = [
     "GANG_PLAN",
     "RESERVATION_CREDIT",
     "RESERVATION_TAKEN",
+    "SCORE_ALWAYS",
     "BindPlugin",
     "ClusterEvent",
     "Diagnosis",
@@ -299,6 +300,11 @@ RESERVATION_CREDIT = StateKey[Mapping[str, int]]("ReservationCredit")
 pod may take from a reservation it may use. A reservation charges its quota from its creation, so
 ElasticQuota admits the pod for its request less this, and checks again at Reserve against what
 the pod really took (``RESERVATION_TAKEN``)."""
+
+SCORE_ALWAYS = StateKey[frozenset[int]]("ScoreAlways")
+"""Written by a Filter: rows the cycle scores even when it samples the feasible nodes
+(``percentageOfNodesToScore``), if they are feasible (Reservation: the nodes holding the
+reservations the pod would use)."""
 
 RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
 """Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""

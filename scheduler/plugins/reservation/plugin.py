@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +62,7 @@ from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
     RESERVATION_CREDIT,
     RESERVATION_TAKEN,
+    SCORE_ALWAYS,
     ClusterEvent,
     Diagnosis,
     FilterResult,
@@ -296,7 +297,7 @@ class ReservationPlugin:
             return PreFilterResult(Status.unresolvable(str(exc)))
         if is_reservation_ignored(pod.labels):
             # Koordinator's "matched or ignored": the pod may fill any reservation's unused room.
-            snapshot.lift_reserved(s.stand_in() for s in self.store.placed())
+            snapshot.lift_reserved(self._held(self.store.placed()))
             return PreFilterResult(Status.skip())
         if affinity is None and not self.store.by_node:
             return PreFilterResult(Status.skip())
@@ -313,7 +314,7 @@ class ReservationPlugin:
             if affinity is not None:
                 return PreFilterResult(Status.unresolvable(ERR_AFFINITY))
             return PreFilterResult(Status.skip())
-        snapshot.lift_reserved(s.stand_in() for states in matched.values() for s in states)
+        snapshot.lift_reserved(self._held(s for states in matched.values() for s in states))
         state.write(RESERVATION_CREDIT, self._credit(pod, matched))
         state.write(
             _CYCLE,
@@ -340,6 +341,12 @@ class ReservationPlugin:
                         credit[name] = max(credit.get(name, 0), min(amount, pod.requests[name]))
         return credit
 
+    @staticmethod
+    def _held(states: Iterable[ReservationState]) -> Iterator[PodInfo]:
+        """The stand-ins of ``states`` to lift (the cache accounts them by the reservation's uid,
+        which the reserve pod carries: no copy is made per reservation and cycle)."""
+        return (s.pod for s in states if s.pod is not None)
+
     def restore_for(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         """``interfaces.ReservedRoom``: release the room of every reservation one of ``pods`` may
         use (what their PreFilters would restore), for a plan made or checked outside their cycles."""
@@ -352,10 +359,10 @@ class ReservationPlugin:
             except InvalidAnnotation:
                 continue
             if is_reservation_ignored(pod.labels):
-                snapshot.lift_reserved(s.stand_in() for s in self.store.placed())
+                snapshot.lift_reserved(self._held(self.store.placed()))
                 continue
             matched = self._match(pod, affinity, exact, snapshot, [])
-            snapshot.lift_reserved(s.stand_in() for states in matched.values() for s in states)
+            snapshot.lift_reserved(self._held(s for states in matched.values() for s in states))
 
     def _pre_filter_reserve_pod(self, state: CycleState, pod: PodInfo) -> PreFilterResult:
         reservation = self.store.by_uid.get(pod.uid)
@@ -448,6 +455,11 @@ class ReservationPlugin:
             held = self._remaining(states, resources)
             if cycle.required or np.any(requests > free - held):
                 feasible[i], no_room[i] = False, True
+        if cycle.choice:
+            # The nodes holding a reservation the pod would use are scored even when the cycle
+            # samples (percentageOfNodesToScore): otherwise most owners of a large cluster would
+            # never see their reservation's node.
+            state.write(SCORE_ALWAYS, frozenset(cycle.choice))
         return FilterResult(
             feasible=feasible,
             rejections=[(ERR_AFFINITY, unmatched), (ERR_NO_RESERVATION_FITS, no_room)],

@@ -375,3 +375,23 @@ async def test_a_restarted_scheduler_rebuilds_the_allocation_from_the_owners_ann
         await until(lambda: bound(backend).get("small") == "n1")
     finally:
         await stop_app(stop, task)
+
+
+async def test_owners_find_their_reservation_when_the_cycle_samples_the_nodes() -> None:
+    """200 nodes: a cycle scores only 100 of them (percentageOfNodesToScore); the node holding the
+    pod's reservation is scored all the same, so every owner lands on its reservation."""
+    backend = MemoryBackend()
+    for i in range(200):
+        backend.apply(NODES, node(f"n{i:03d}", cpu="8"))
+    _app, stop, task = await start(backend)
+    try:
+        pinned = {f"r{i}": f"n{i * 19:03d}" for i in range(10)}
+        for name, where in pinned.items():
+            backend.apply(RESERVATIONS, reservation(name, cpu="2", node_name=where))
+        await until(lambda: all(placed(backend, name) == where for name, where in pinned.items()))
+        for name in pinned:
+            backend.apply(PODS, pod(f"owner-{name}", cpu="2", labels={"app": name}))
+        await until(lambda: all(f"owner-{name}" in bound(backend) for name in pinned))
+        assert {name: bound(backend)[f"owner-{name}"] for name in pinned} == pinned
+    finally:
+        await stop_app(stop, task)
