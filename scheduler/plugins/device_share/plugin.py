@@ -27,9 +27,10 @@ from apis.extension.device import (
     get_device_allocate_hints,
     get_device_allocations,
 )
+from apis.extension.reservation import is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
-from scheduler.backend.base import PODS, BackendError, ResourceType, WatchEvent
+from scheduler.backend.base import DEVICES, PODS, BackendError, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -43,12 +44,11 @@ from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
-__all__ = ["DEVICES", "ERR_INSUFFICIENT_GPU", "ERR_MISSING_DEVICE", "NAME", "RBAC", "DeviceShare", "new"]
+__all__ = ["ERR_INSUFFICIENT_GPU", "ERR_MISSING_DEVICE", "NAME", "RBAC", "DeviceShare", "new"]
 
 log = logging.getLogger(__name__)
 
 NAME = "DeviceShare"
-DEVICES = ResourceType.of(Device)
 RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
 )
@@ -138,7 +138,9 @@ class DeviceShare:
             request = gpu_request(pod.requests)
         except InvalidGPURequest as exc:
             return PreFilterResult(Status.unresolvable(f"invalid GPU request: {exc}"))
-        if request is None:
+        if request is None or is_reserve_pod(pod.annotations):
+            # A reservation's reserve pod holds GPU counts (NodeResourcesFit) but no specific cards
+            # yet: its owners are given cards when they are scheduled.
             return PreFilterResult(Status.skip())
         try:
             hints = get_device_allocate_hints(pod.annotations)

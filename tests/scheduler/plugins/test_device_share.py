@@ -11,6 +11,7 @@ import pytest
 
 from apis.core import Pod
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
+from apis.extension.reservation import ANNOTATION_RESERVE_POD
 from apis.scheduling.device import Device
 from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
@@ -317,3 +318,13 @@ def test_args_defaults_and_names() -> None:
         DeviceShareArgs.model_validate({"scoringStrategy": {"type": "Balanced"}})
     with pytest.raises(ValueError, match="not in valid range"):
         DeviceShareArgs.model_validate({"scoringStrategy": {"resources": [{"name": "x", "weight": 101}]}})
+
+
+def test_a_reserve_pod_holds_no_cards() -> None:
+    p, _ = plugin(eight_gpus("g0"))
+    pod = make_pod("reserve").uid("reserve").req({"cpu": "1", **req(nvidia=8)}).obj()
+    pod.metadata.annotations = {ANNOTATION_RESERVE_POD: "true"}
+    state = CycleState()
+    assert p.pre_filter(state, PodInfo.of(pod), snapshot("g0")).status.code is Code.SKIP
+    assert p.reserve(state, PodInfo.of(pod), "g0").ok
+    assert not p.store.usage("g0")
