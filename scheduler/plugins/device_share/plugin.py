@@ -20,6 +20,9 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
+    LABEL_GPU_ISOLATION_PROVIDER,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
@@ -31,7 +34,7 @@ from apis.extension.reservation import is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from scheduler.backend.base import DEVICES, PODS, BackendError, WatchEvent
-from scheduler.cache.node_table import IntArray
+from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
@@ -44,7 +47,7 @@ from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
-__all__ = ["ERR_INSUFFICIENT_GPU", "ERR_MISSING_DEVICE", "NAME", "RBAC", "DeviceShare", "new"]
+__all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +56,8 @@ RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
 )
 
-ERR_MISSING_DEVICE = "node(s) missing Device"
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
+ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
 
 
 @dataclass(slots=True)
@@ -170,14 +173,39 @@ class DeviceShare:
         cycle = state.get(_CYCLE)
         if cycle is None:
             return FilterResult.all_feasible(rows.size)
-        feasible = snapshot.rows_named(rows, cycle.fitting)
-        missing = ~snapshot.rows_named(rows, cycle.with_device)
-        insufficient = ~feasible & ~missing
-        return FilterResult(
-            feasible=feasible,
-            rejections=[(ERR_MISSING_DEVICE, missing), (ERR_INSUFFICIENT_GPU, insufficient)],
-            unresolvable=missing,
-        )
+        # A node without a Device passes, as in Koordinator: its GPUs are only counted (by
+        # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
+        without_device = ~snapshot.rows_named(rows, cycle.with_device)
+        insufficient = ~snapshot.rows_named(rows, cycle.fitting) & ~without_device
+        rejections = [(ERR_INSUFFICIENT_GPU, insufficient)]
+        unresolvable = np.zeros(rows.size, dtype=np.bool_)
+        if not cycle.request.whole:
+            for reason, mask in self._share_refusals(pod, snapshot, rows):
+                rejections.append((reason, mask))
+                unresolvable |= mask
+        feasible = ~insufficient & ~unresolvable
+        return FilterResult(feasible=feasible, rejections=rejections, unresolvable=unresolvable)
+
+    def _share_refusals(
+        self, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+    ) -> list[tuple[str, BoolArray]]:
+        """Nodes that refuse a shared GPU: a model listed in ``gpuShareUnsupportedModels``, or an
+        isolation provider other than the one the pod's label asks for."""
+        refusals: list[tuple[str, BoolArray]] = []
+        for unsupported in self.args.gpu_share_unsupported_models:
+            on_model = (
+                snapshot.label_mask(LABEL_GPU_VENDOR, frozenset((unsupported.vendor,)))
+                & snapshot.label_mask(LABEL_GPU_MODEL, frozenset((unsupported.model,)))
+            )[rows]
+            reason = (
+                f"model {unsupported.model!r} of vendor {unsupported.vendor!r} does not support GPU Share"
+            )
+            refusals.append((reason, on_model))
+        provider = pod.labels.get(LABEL_GPU_ISOLATION_PROVIDER)
+        if provider:
+            other = ~snapshot.label_mask(LABEL_GPU_ISOLATION_PROVIDER, frozenset((provider,)))[rows]
+            refusals.append((ERR_ISOLATION_PROVIDER, other))
+        return refusals
 
     # ---- Score ----
 
@@ -206,7 +234,7 @@ class DeviceShare:
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         cycle = state.get(_CYCLE)
-        if cycle is None:
+        if cycle is None or node not in cycle.with_device:
             return Status.success()
         allocations = self._allocate(node, cycle.request, cycle.hint)
         if allocations is None:

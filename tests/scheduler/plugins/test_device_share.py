@@ -10,7 +10,13 @@ import numpy as np
 import pytest
 
 from apis.core import Pod
-from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
+from apis.extension.device import (
+    ANNOTATION_DEVICE_ALLOCATE_HINT,
+    ANNOTATION_DEVICE_ALLOCATED,
+    LABEL_GPU_ISOLATION_PROVIDER,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
+)
 from apis.extension.reservation import ANNOTATION_RESERVE_POD
 from apis.scheduling.device import Device
 from scheduler.backend.base import EventType, WatchEvent
@@ -21,7 +27,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.status import Code
 from scheduler.plugins.device_share import DeviceShare, DeviceShareArgs, new
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
-from scheduler.plugins.device_share.plugin import ERR_INSUFFICIENT_GPU, ERR_MISSING_DEVICE
+from scheduler.plugins.device_share.plugin import ERR_INSUFFICIENT_GPU, ERR_ISOLATION_PROVIDER
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import GIB, device, eight_gpus, gpu
 
@@ -83,7 +89,10 @@ def schedule(
     assert p.reserve(state, pod, best).ok
     backend = p.handle.backend
     assert isinstance(backend, RecordingBackend)
+    before = len(backend.patches)
     asyncio.run(p.pre_bind(state, pod, best))
+    if len(backend.patches) == before:
+        return best, []
     annotation = backend.patches[-1][1]["metadata"]["annotations"][ANNOTATION_DEVICE_ALLOCATED]
     return best, json.loads(annotation)["gpu"]
 
@@ -168,23 +177,68 @@ def test_other_combinations_are_rejected_for_every_node(requests: dict[str, str 
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
 
 
-def test_filter_reasons_missing_device_and_insufficient_gpus() -> None:
-    p, _ = plugin(device("small", gpu(0), gpu(1)), eight_gpus("big"))
-    snap = snapshot("cpu", "small", "big")
+def filter_names(
+    p: DeviceShare, pod: PodInfo, snap: Snapshot
+) -> tuple[list[str], dict[str, list[str]], list[str]]:
+    """Feasible nodes, reason -> nodes, and unresolvable nodes after PreFilter and Filter."""
     state = CycleState()
-    pod = gpu_pod("p", **req(nvidia=4))
     assert p.pre_filter(state, pod, snap).status.ok
     rows = snap.candidate_rows()
     result = p.filter(state, pod, snap, rows)
     names = [snap.table.names[r] for r in rows.tolist()]
-    assert [n for n, ok in zip(names, result.feasible.tolist(), strict=True) if ok] == ["big"]
+    feasible = [n for n, ok in zip(names, result.feasible.tolist(), strict=True) if ok]
     reasons = {
         reason: [n for n, hit in zip(names, mask.tolist(), strict=True) if hit]
         for reason, mask in result.rejections
+        if mask.any()
     }
-    assert reasons == {ERR_MISSING_DEVICE: ["cpu"], ERR_INSUFFICIENT_GPU: ["small"]}
-    assert result.unresolvable is not None
-    assert result.unresolvable.tolist() == [n == "cpu" for n in names]
+    unresolvable = (
+        result.unresolvable if result.unresolvable is not None else np.zeros(len(names), dtype=bool)
+    )
+    return feasible, reasons, [n for n, hit in zip(names, unresolvable.tolist(), strict=True) if hit]
+
+
+def test_insufficient_gpus_and_nodes_without_device() -> None:
+    # A node without a Device passes, as in Koordinator: its GPUs are only counted by
+    # NodeResourcesFit (kube-scheduler's behaviour), and no card is named there.
+    p, backend = plugin(device("small", gpu(0), gpu(1)), eight_gpus("big"))
+    snap = snapshot("plain", "small", "big")
+    feasible, reasons, unresolvable = filter_names(p, gpu_pod("p", **req(nvidia=4)), snap)
+    assert feasible == ["plain", "big"]
+    assert reasons == {ERR_INSUFFICIENT_GPU: ["small"]}
+    assert unresolvable == []
+    node, entries = schedule(p, gpu_pod("q", **req(nvidia=1)), snap, node="plain")
+    assert node == "plain"
+    assert entries == []  # nothing allocated, nothing written
+    assert backend.patches == []
+
+
+def test_shared_gpu_refused_on_unsupported_models_and_other_isolation_providers() -> None:
+    args = DeviceShareArgs.model_validate(
+        {"gpuShareUnsupportedModels": [{"vendor": "nvidia", "model": "A100"}]}
+    )
+    p, _ = plugin(eight_gpus("a100"), eight_gpus("h100"), eight_gpus("hami"), args=args)
+    nodes = [
+        make_node("a100")
+        .alloc(cpu="64", memory="512Gi")
+        .label(LABEL_GPU_VENDOR, "nvidia")
+        .label(LABEL_GPU_MODEL, "A100"),
+        make_node("h100")
+        .alloc(cpu="64", memory="512Gi")
+        .label(LABEL_GPU_VENDOR, "nvidia")
+        .label(LABEL_GPU_MODEL, "H100"),
+        make_node("hami").alloc(cpu="64", memory="512Gi").label(LABEL_GPU_ISOLATION_PROVIDER, "HAMi-core"),
+    ]
+    snap = make_snapshot([n.obj() for n in nodes])
+    unsupported = "model 'A100' of vendor 'nvidia' does not support GPU Share"
+    feasible, reasons, unresolvable = filter_names(p, gpu_pod("p", **req(core=50, ratio=50)), snap)
+    assert (feasible, reasons, unresolvable) == (["h100", "hami"], {unsupported: ["a100"]}, ["a100"])
+    # Whole cards are not sharing: every model takes them.
+    assert filter_names(p, gpu_pod("w", **req(nvidia=1)), snap)[0] == ["a100", "h100", "hami"]
+    isolated = make_pod("i").uid("i").label(LABEL_GPU_ISOLATION_PROVIDER, "HAMi-core")
+    feasible, reasons, _ = filter_names(p, isolated.req({"cpu": "1", **req(core=50, ratio=50)}).info(), snap)
+    assert feasible == ["hami"]
+    assert reasons[ERR_ISOLATION_PROVIDER] == ["a100", "h100"]
 
 
 def test_unhealthy_cards_are_not_allocated() -> None:
@@ -290,16 +344,12 @@ def test_restart_rebuilds_usage_from_bound_pods_annotations() -> None:
     assert set(restarted.store.usage("g0")) == {1 - entries[0]["minor"]}
 
 
-def test_device_deleted_makes_node_missing() -> None:
+def test_a_deleted_device_leaves_the_node_to_gpu_counts() -> None:
     p, _ = plugin(eight_gpus("g0"))
     p._on_device(WatchEvent(EventType.DELETED, obj=eight_gpus("g0")))
-    snap = snapshot("g0")
-    state = CycleState()
-    pod = gpu_pod("p", **req(nvidia=1))
-    p.pre_filter(state, pod, snap)
-    result = p.filter(state, pod, snap, snap.candidate_rows())
-    assert not bool(np.any(result.feasible))
-    assert result.rejections[0][0] == ERR_MISSING_DEVICE
+    assert p.store.gpus("g0") == []
+    node, entries = schedule(p, gpu_pod("p", **req(nvidia=1)), snapshot("g0"))
+    assert (node, entries) == ("g0", [])
 
 
 def test_args_defaults_and_names() -> None:
