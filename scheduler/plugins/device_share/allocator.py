@@ -25,6 +25,7 @@ __all__ = [
     "device_score",
     "fits",
     "node_score",
+    "take",
 ]
 
 ScoringType = Literal["LeastAllocated", "MostAllocated"]

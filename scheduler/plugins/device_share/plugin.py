@@ -20,15 +20,19 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
+    GPU_PARTITION_POLICY_HONOR,
     LABEL_GPU_ISOLATION_PROVIDER,
     LABEL_GPU_MODEL,
+    LABEL_GPU_PARTITION_POLICY,
     LABEL_GPU_VENDOR,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
     DeviceHint,
+    GPUPartitionSpec,
     get_device_allocate_hints,
     get_device_allocations,
+    get_gpu_partition_spec,
 )
 from apis.extension.reservation import is_reserve_pod
 from apis.quantity import Format, Quantity
@@ -42,8 +46,17 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
-from scheduler.plugins.device_share.allocator import GPU, Allocation, allocate, node_score
+from scheduler.plugins.device_share.allocator import (
+    GPU,
+    Allocation,
+    GPUUsage,
+    allocate,
+    fits,
+    node_score,
+    take,
+)
 from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
@@ -64,6 +77,9 @@ ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
 class _Cycle:
     request: GPURequest
     hint: DeviceHint | None
+    partition_spec: GPUPartitionSpec | None
+    honor_partitions: frozenset[str]
+    """Nodes labelled ``gpu-partition-policy: Honor`` (their Device may carry the label instead)."""
     fitting: frozenset[str]
     """Nodes whose cards can hold the request now."""
     with_device: frozenset[str]
@@ -147,23 +163,48 @@ class DeviceShare:
             return PreFilterResult(Status.skip())
         try:
             hints = get_device_allocate_hints(pod.annotations)
+            partition_spec = get_gpu_partition_spec(pod.annotations)
         except InvalidAnnotation as exc:
             return PreFilterResult(Status.unresolvable(str(exc)))
-        hint = (hints or {}).get("gpu")
-        fitting = frozenset(
-            node for node in self.store.has_device if self._allocate(node, request, hint) is not None
+        honor_rows = snapshot.label_values(LABEL_GPU_PARTITION_POLICY).get(GPU_PARTITION_POLICY_HONOR, set())
+        names = snapshot.table.names
+        cycle = _Cycle(
+            request,
+            (hints or {}).get("gpu"),
+            partition_spec,
+            frozenset(names[row] for row in honor_rows),
+            frozenset(),
+            frozenset(self.store.has_device),
         )
-        state.write(_CYCLE, _Cycle(request, hint, fitting, frozenset(self.store.has_device)))
+        cycle.fitting = frozenset(
+            node for node in self.store.has_device if self._allocate(node, cycle) is not None
+        )
+        state.write(_CYCLE, cycle)
         return PreFilterResult()
 
-    def _allocate(self, node: str, request: GPURequest, hint: DeviceHint | None) -> list[Allocation] | None:
+    def _allocate(self, node: str, cycle: _Cycle) -> list[Allocation] | None:
         gpus: list[GPU] = self.store.gpus(node)
+        hint, request = cycle.hint, cycle.request
         if hint is not None and hint.selector is not None:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
+        usage = self.store.usage(node)
+        table = self.store.partitions(node)
+        honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
+        if request.whole and table and (honor or cycle.partition_spec is not None):
+            free = [g.minor for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
+            minors = choose_partition(table, free, request.count, cycle.partition_spec)
+            if minors is not None:
+                by_minor = {g.minor: g for g in gpus}
+                return [Allocation(m, take(by_minor[m], request)) for m in minors]
+            restricted = (
+                cycle.partition_spec is not None and cycle.partition_spec.allocate_policy == "Restricted"
+            )
+            if honor or restricted:
+                return None
         return allocate(
             gpus,
-            self.store.usage(node),
+            usage,
             request,
             self.args.scoring_strategy.type,
             hint.required_topology_scope if hint else None,
@@ -236,7 +277,7 @@ class DeviceShare:
         cycle = state.get(_CYCLE)
         if cycle is None or node not in cycle.with_device:
             return Status.success()
-        allocations = self._allocate(node, cycle.request, cycle.hint)
+        allocations = self._allocate(node, cycle)
         if allocations is None:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
         self.store.hold(pod.uid, node, allocations, assumed=True)

@@ -10,11 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.errors import InvalidAnnotation
 from apis.extension.device import (
+    GPU_PARTITION_POLICY_HONOR,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
     DeviceAllocations,
+    GPUPartitionTable,
+    get_gpu_partition_table,
+    gpu_partition_policy,
 )
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
@@ -75,6 +80,10 @@ def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
 @dataclass(slots=True)
 class NodeGPUs:
     gpus: list[GPU] = field(default_factory=list)
+    partitions: GPUPartitionTable | None = None
+    """The Device's ``gpu-partitions`` table (None: none, or malformed)."""
+    honor_partitions: bool = False
+    """The Device is labelled ``gpu-partition-policy: Honor`` (as the v1.6 notes show it)."""
     usage: dict[int, GPUUsage] = field(default_factory=dict)
     """Minor -> the sum of what pods hold on it (including minors the Device no longer lists)."""
 
@@ -97,7 +106,13 @@ class DeviceStore:
 
     def set_device(self, device: Device) -> None:
         name = device.metadata.name or ""
-        self.nodes.setdefault(name, NodeGPUs()).gpus = gpus_of(device)
+        node = self.nodes.setdefault(name, NodeGPUs())
+        node.gpus = gpus_of(device)
+        try:
+            node.partitions = get_gpu_partition_table(device.metadata.annotations)
+        except InvalidAnnotation:
+            node.partitions = None
+        node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
         self.has_device.add(name)
 
     def remove_device(self, name: str) -> None:
@@ -105,6 +120,7 @@ class DeviceStore:
         node = self.nodes.get(name)
         if node is not None:
             node.gpus = []
+            node.partitions = None
 
     def replace_devices(self, devices: Sequence[Device]) -> None:
         present = {d.metadata.name or "" for d in devices}
@@ -149,6 +165,14 @@ class DeviceStore:
     def usage(self, node: str) -> Mapping[int, GPUUsage]:
         entry = self.nodes.get(node)
         return entry.usage if entry else {}
+
+    def partitions(self, node: str) -> GPUPartitionTable | None:
+        entry = self.nodes.get(node)
+        return entry.partitions if entry else None
+
+    def honors_partitions(self, node: str) -> bool:
+        entry = self.nodes.get(node)
+        return entry is not None and entry.honor_partitions
 
     def gpus(self, node: str) -> list[GPU]:
         entry = self.nodes.get(node)
