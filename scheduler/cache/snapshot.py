@@ -177,6 +177,10 @@ class Snapshot:
             table.add_non_zero(row, counted.non_zero, sign=-1)
             self._lifted_reserved[pod.uid] = (node, row, counted)
 
+    def is_withdrawn(self, uid: str) -> bool:
+        """Whether a ``simulate_removal`` holds this assigned pod out right now (a preemption victim)."""
+        return self._cache.is_withdrawn(uid)
+
     def is_lifted(self, uid: str) -> bool:
         """Whether ``lift_reserved`` released what this stand-in pod holds, in this snapshot."""
         return uid in self._lifted_reserved

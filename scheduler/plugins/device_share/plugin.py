@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,13 +182,16 @@ class DeviceShare:
         state.write(_CYCLE, cycle)
         return PreFilterResult()
 
-    def _allocate(self, node: str, cycle: _Cycle) -> list[Allocation] | None:
+    def _allocate(
+        self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None
+    ) -> list[Allocation] | None:
         gpus: list[GPU] = self.store.gpus(node)
         hint, request = cycle.hint, cycle.request
         if hint is not None and hint.selector is not None:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
-        usage = self.store.usage(node)
+        if usage is None:
+            usage = self.store.usage(node)
         table = self.store.partitions(node)
         honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
         if request.whole and table and (honor or cycle.partition_spec is not None):
@@ -217,7 +220,7 @@ class DeviceShare:
         # A node without a Device passes, as in Koordinator: its GPUs are only counted (by
         # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
         without_device = ~snapshot.rows_named(rows, cycle.with_device)
-        insufficient = ~snapshot.rows_named(rows, cycle.fitting) & ~without_device
+        insufficient = ~snapshot.rows_named(rows, self._fitting(cycle, snapshot)) & ~without_device
         rejections = [(ERR_INSUFFICIENT_GPU, insufficient)]
         unresolvable = np.zeros(rows.size, dtype=np.bool_)
         if not cycle.request.whole:
@@ -226,6 +229,24 @@ class DeviceShare:
                 unresolvable |= mask
         feasible = ~insufficient & ~unresolvable
         return FilterResult(feasible=feasible, rejections=rejections, unresolvable=unresolvable)
+
+    def _fitting(self, cycle: _Cycle, snapshot: Snapshot) -> frozenset[str]:
+        """The nodes whose cards hold the request, counting pods a preemption is weighing as gone."""
+        victims: dict[str, set[str]] = {}
+        for uid in self.store.holders():
+            if snapshot.is_withdrawn(uid):
+                held = self.store.held(uid)
+                if held is not None:
+                    victims.setdefault(held[0], set()).add(uid)
+        if not victims:
+            return cycle.fitting
+        freed = {
+            node
+            for node, uids in victims.items()
+            if node in cycle.with_device
+            and self._allocate(node, cycle, self.store.usage_without(node, uids)) is not None
+        }
+        return cycle.fitting | freed
 
     def _share_refusals(
         self, pod: PodInfo, snapshot: Snapshot, rows: IntArray

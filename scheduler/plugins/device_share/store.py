@@ -155,6 +155,17 @@ class DeviceStore:
             else:
                 usage[a.minor] = left
 
+    def usage_without(self, node: str, uids: set[str]) -> dict[int, GPUUsage]:
+        """``node``'s usage were the pods ``uids`` gone (victims a preemption is weighing)."""
+        usage = dict(self.usage(node))
+        for uid in uids:
+            entry = self._held.get(uid)
+            if entry is None or entry.node != node:
+                continue
+            for a in entry.allocations:
+                usage[a.minor] = usage.get(a.minor, GPUUsage()) - a.usage
+        return usage
+
     def is_assumed(self, uid: str) -> bool:
         entry = self._held.get(uid)
         return entry is not None and entry.assumed

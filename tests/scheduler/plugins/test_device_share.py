@@ -27,7 +27,11 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.status import Code
 from scheduler.plugins.device_share import DeviceShare, DeviceShareArgs, new
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
-from scheduler.plugins.device_share.plugin import ERR_INSUFFICIENT_GPU, ERR_ISOLATION_PROVIDER
+from scheduler.plugins.device_share.plugin import (
+    ERR_INSUFFICIENT_GPU,
+    ERR_ISOLATION_PROVIDER,
+    allocated_annotation,
+)
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import GIB, device, eight_gpus, gpu
 
@@ -378,3 +382,22 @@ def test_a_reserve_pod_holds_no_cards() -> None:
     assert p.pre_filter(state, PodInfo.of(pod), snapshot("g0")).status.code is Code.SKIP
     assert p.reserve(state, PodInfo.of(pod), "g0").ok
     assert not p.store.usage("g0")
+
+
+def test_preemption_sees_a_victims_cards_as_free() -> None:
+    p, _ = plugin(device("g0", gpu(0), gpu(1)))
+    victim = make_pod("victim").uid("victim").req({"cpu": "1", **req(nvidia=2)}).on("g0").obj()
+    victim.metadata.annotations = {ANNOTATION_DEVICE_ALLOCATED: allocated_annotation([*whole(0), *whole(1)])}
+    p._on_pod(WatchEvent(EventType.ADDED, obj=victim))
+    node = make_node("g0").alloc({"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "2"}).obj()
+    snap = make_snapshot([node], [victim])
+    preemptor = gpu_pod("big", **req(nvidia=2))
+    assert filter_names(p, preemptor, snap)[1] == {ERR_INSUFFICIENT_GPU: ["g0"]}
+    restore = snap.simulate_removal([PodInfo.of(victim)])
+    assert filter_names(p, preemptor, snap)[0] == ["g0"]
+    restore()
+    assert filter_names(p, preemptor, snap)[0] == []
+
+
+def whole(minor: int) -> list[Allocation]:
+    return [Allocation(minor, GPUUsage(100, 80 * GIB, 100))]
