@@ -21,6 +21,7 @@ __all__ = [
     "Allocation",
     "GPUUsage",
     "ScoringType",
+    "Weights",
     "allocate",
     "device_score",
     "fits",
@@ -98,20 +99,36 @@ def _percent(requested: int, total: int, strategy: ScoringType) -> int:
     return (total - requested) * 100 // total if requested <= total else 0
 
 
-def device_score(gpu: GPU, used: GPUUsage, request: GPURequest, strategy: ScoringType) -> int:
+Weights = tuple[int, int]
+"""Score weights of (gpu-memory-ratio, gpu-memory), from the args' ``scoringStrategy.resources``
+(0: the resource is not scored)."""
+
+
+def _weighted(parts: list[tuple[int, int]]) -> int:
+    total = sum(w for _, w in parts)
+    return sum(p * w for p, w in parts) // total if total else 0
+
+
+def device_score(
+    gpu: GPU, used: GPUUsage, request: GPURequest, strategy: ScoringType, weights: Weights = (1, 1)
+) -> int:
     """Koordinator's device score over gpu-memory-ratio and gpu-memory (weight 1 each): how full
     (MostAllocated) or how empty (LeastAllocated) the card is once the request is on it."""
     want = take(gpu, request)
-    parts = [
-        _percent(used.ratio + want.ratio, gpu.ratio, strategy) if gpu.ratio else None,
-        _percent(used.memory + want.memory, gpu.memory, strategy) if gpu.memory else None,
-    ]
-    scored = [p for p in parts if p is not None]
-    return sum(scored) // len(scored) if scored else 0
+    parts: list[tuple[int, int]] = []
+    if gpu.ratio and weights[0]:
+        parts.append((_percent(used.ratio + want.ratio, gpu.ratio, strategy), weights[0]))
+    if gpu.memory and weights[1]:
+        parts.append((_percent(used.memory + want.memory, gpu.memory, strategy), weights[1]))
+    return _weighted(parts)
 
 
 def node_score(
-    gpus: Sequence[GPU], usage: Mapping[int, GPUUsage], request: GPURequest, strategy: ScoringType
+    gpus: Sequence[GPU],
+    usage: Mapping[int, GPUUsage],
+    request: GPURequest,
+    strategy: ScoringType,
+    weights: Weights = (1, 1),
 ) -> int:
     """Koordinator's node score: the device formula over the node's summed totals and free amounts,
     with the per-card request (0..100 before normalization)."""
@@ -119,14 +136,14 @@ def node_score(
     total_memory = sum(g.memory for g in gpus)
     used_ratio = sum(usage.get(g.minor, GPUUsage()).ratio for g in gpus)
     used_memory = sum(usage.get(g.minor, GPUUsage()).memory for g in gpus)
-    parts: list[int] = []
-    if total_ratio:
+    parts: list[tuple[int, int]] = []
+    if total_ratio and weights[0]:
         want = 100 if request.whole else request.ratio_on(gpus[0].memory)
-        parts.append(_percent(used_ratio + want, total_ratio, strategy))
-    if total_memory:
+        parts.append((_percent(used_ratio + want, total_ratio, strategy), weights[0]))
+    if total_memory and weights[1]:
         want = gpus[0].memory if request.whole else request.memory_on(gpus[0].memory)
-        parts.append(_percent(used_memory + want, total_memory, strategy))
-    return sum(parts) // len(parts) if parts else 0
+        parts.append((_percent(used_memory + want, total_memory, strategy), weights[1]))
+    return _weighted(parts)
 
 
 _SCOPES: tuple[DeviceTopologyScope, ...] = ("PCIe", "NUMANode", "Node")
@@ -143,11 +160,16 @@ def _scope_key(gpu: GPU, scope: DeviceTopologyScope) -> object | None:
 
 
 def _order(
-    gpus: Iterable[GPU], usage: Mapping[int, GPUUsage], request: GPURequest, strategy: ScoringType
+    gpus: Iterable[GPU],
+    usage: Mapping[int, GPUUsage],
+    request: GPURequest,
+    strategy: ScoringType,
+    weights: Weights,
 ) -> list[GPU]:
-    return sorted(
-        gpus, key=lambda g: (-device_score(g, usage.get(g.minor, GPUUsage()), request, strategy), g.minor)
-    )
+    def key(g: GPU) -> tuple[int, int]:
+        return -device_score(g, usage.get(g.minor, GPUUsage()), request, strategy, weights), g.minor
+
+    return sorted(gpus, key=key)
 
 
 def allocate(
@@ -156,6 +178,7 @@ def allocate(
     request: GPURequest,
     strategy: ScoringType = "MostAllocated",
     required_scope: DeviceTopologyScope | None = None,
+    weights: Weights = (1, 1),
 ) -> list[Allocation] | None:
     """The cards ``request`` gets on a node with ``gpus`` and ``usage`` (minor -> allocated), or
     None when the node cannot hold it."""
@@ -163,9 +186,9 @@ def allocate(
     if len(free) < request.count:
         return None
     if request.count == 1 and required_scope in (None, "Device", "Node"):
-        chosen = _order(free, usage, request, strategy)[:1]
+        chosen = _order(free, usage, request, strategy, weights)[:1]
     else:
-        chosen_or_none = _by_scope(gpus, free, usage, request, strategy, required_scope)
+        chosen_or_none = _by_scope(gpus, free, usage, request, strategy, weights, required_scope)
         if chosen_or_none is None:
             return None
         chosen = chosen_or_none
@@ -178,6 +201,7 @@ def _by_scope(
     usage: Mapping[int, GPUUsage],
     request: GPURequest,
     strategy: ScoringType,
+    weights: Weights,
     required_scope: DeviceTopologyScope | None,
 ) -> list[GPU] | None:
     limit = DEVICE_TOPOLOGY_SCOPE_LEVEL[required_scope] if required_scope not in (None, "Device") else 1
@@ -200,5 +224,5 @@ def _by_scope(
             )
 
         best = min(fitting, key=lambda m: (-partly_used(m), min(g.minor for g in m)))
-        return _order(best, usage, request, strategy)[: request.count]
+        return _order(best, usage, request, strategy, weights)[: request.count]
     return None

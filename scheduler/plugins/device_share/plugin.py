@@ -50,6 +50,7 @@ from scheduler.plugins.device_share.allocator import (
     GPU,
     Allocation,
     GPUUsage,
+    Weights,
     allocate,
     fits,
     node_score,
@@ -94,6 +95,8 @@ class DeviceShare:
         self.args = args
         self.handle = handle
         self.store = DeviceStore()
+        weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
+        self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
         handle.subscribe(DEVICES, self._on_device)
         handle.subscribe(PODS, self._on_pod)
 
@@ -211,6 +214,7 @@ class DeviceShare:
             request,
             self.args.scoring_strategy.type,
             hint.required_topology_scope if hint else None,
+            self.weights,
         )
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> FilterResult:
@@ -282,7 +286,7 @@ class DeviceShare:
             node = names[row]
             gpus = self.store.gpus(node)
             if gpus:
-                scores[i] = node_score(gpus, self.store.usage(node), cycle.request, strategy)
+                scores[i] = node_score(gpus, self.store.usage(node), cycle.request, strategy, self.weights)
         return scores
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:

@@ -401,3 +401,21 @@ def test_preemption_sees_a_victims_cards_as_free() -> None:
 
 def whole(minor: int) -> list[Allocation]:
     return [Allocation(minor, GPUUsage(100, 80 * GIB, 100))]
+
+
+def test_scoring_weights_choose_which_resource_bin_packs() -> None:
+    # Card 0 is fuller by memory bytes, card 1 by memory ratio (as bytes- and ratio-asking pods leave them).
+    def on(resource: str) -> DeviceShare:
+        args = DeviceShareArgs.model_validate(
+            {"scoringStrategy": {"resources": [{"name": resource, "weight": 1}]}}
+        )
+        p, _ = plugin(device("g0", gpu(0), gpu(1)), args=args)
+        p.store.hold("a", "g0", [Allocation(0, GPUUsage(0, 40 * GIB, 10))], assumed=False)
+        p.store.hold("b", "g0", [Allocation(1, GPUUsage(0, 8 * GIB, 50))], assumed=False)
+        return p
+
+    shared = req(core=10, ratio=10)
+    assert minors(
+        schedule(on("koordinator.sh/gpu-memory-ratio"), gpu_pod("p", **shared), snapshot("g0"))[1]
+    ) == [1]
+    assert minors(schedule(on("koordinator.sh/gpu-memory"), gpu_pod("p", **shared), snapshot("g0"))[1]) == [0]
