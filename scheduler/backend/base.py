@@ -27,12 +27,14 @@ from pydantic import BaseModel
 from apis.base import KoordModel, resource_info
 from apis.core import Node, Pod, PodDisruptionBudget
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.device import Device
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from apis.scheduling.reservation import Reservation
 
 __all__ = [
+    "DEVICES",
     "ELASTICQUOTAPROFILES",
     "ELASTICQUOTAS",
     "NODES",
@@ -89,6 +91,7 @@ TOPOLOGIES = ResourceType.of(ClusterNetworkTopology)
 ELASTICQUOTAS = ResourceType.of(ElasticQuota)
 ELASTICQUOTAPROFILES = ResourceType.of(ElasticQuotaProfile)
 RESERVATIONS = ResourceType.of(Reservation)
+DEVICES = ResourceType.of(Device)
 
 
 class EventType(StrEnum):

@@ -180,6 +180,10 @@ class Snapshot:
         for row, pod in lifted:
             table.add_non_zero(row, pod.non_zero, sign=-1)
 
+    def is_withdrawn(self, uid: str) -> bool:
+        """Whether a ``simulate_removal`` holds this assigned pod out right now (a preemption victim)."""
+        return self._cache.is_withdrawn(uid)
+
     def is_lifted(self, uid: str) -> bool:
         """Whether ``lift_reserved`` released what this stand-in pod holds, in this snapshot."""
         return uid in self._lifted_reserved

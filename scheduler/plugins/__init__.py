@@ -23,6 +23,7 @@ from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
     coscheduling,
     default_binder,
+    device_share,
     dynamic_resources,
     elastic_quota,
     image_locality,
@@ -99,6 +100,7 @@ DEFAULT_REGISTRY = Registry(
             pod_topology_spread.RBAC,
         ),
         PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
+        PluginSpec(device_share.NAME, device_share.new, device_share.DeviceShareArgs, device_share.RBAC),
     ]
 )
 
@@ -120,12 +122,14 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
         PluginRef(dynamic_resources.NAME),
+        PluginRef(device_share.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
     ),
     ExtensionPoint.POST_FILTER: (PluginRef(reservation.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.RESERVE: (
         PluginRef(volume_binding.NAME),
+        PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
         PluginRef(coscheduling.NAME),
         PluginRef(elastic_quota.NAME),
@@ -133,6 +137,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.PRE_BIND: (
         PluginRef(volume_binding.NAME),
+        PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
         PluginRef(coscheduling.NAME),
     ),
@@ -147,6 +152,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         *_VOLUME_FILTERS,
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
+        PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
     ),
     ExtensionPoint.PRE_SCORE: (
@@ -162,6 +168,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(inter_pod_affinity.NAME, weight=2),
         PluginRef(node_resources_balanced_allocation.NAME, weight=1),
         PluginRef(image_locality.NAME, weight=1),
+        PluginRef(device_share.NAME, weight=1),
         PluginRef(reservation.NAME, weight=5000),
     ),
     ExtensionPoint.BIND: (PluginRef(reservation.NAME), PluginRef(default_binder.NAME)),

@@ -23,7 +23,7 @@ import yaml
 from apis.core import Pod
 from apis.resources import from_int_units
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
+from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.registry import Registry
@@ -75,6 +75,7 @@ def load_workload(path: str | Path) -> list[Pod]:
 
 _CUSTOM: dict[str, ResourceType[Any]] = {
     "PodGroup": PODGROUPS,
+    "Device": DEVICES,
     "ClusterNetworkTopology": TOPOLOGIES,
     "PersistentVolumeClaim": PVCS,
     "PersistentVolume": PVS,
@@ -142,6 +143,8 @@ async def simulate(
     backend = MemoryBackend()
     for node in cluster.nodes():
         backend.apply(NODES, node)
+    for device in cluster.devices():  # the description's GPU pools: DeviceShare allocates their cards
+        backend.apply(DEVICES, DEVICES.model.model_validate(device))
     for resource, obj in custom_resources:
         backend.apply(resource, obj)
     settings = AppSettings(

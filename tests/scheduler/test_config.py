@@ -863,7 +863,6 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
 @pytest.mark.parametrize(
     ("name", "origin"),
     [
-        pytest.param("DeviceShare", "Koordinator", id="DeviceShare"),
         pytest.param("NodeNUMAResource", "Koordinator", id="NodeNUMAResource"),
         pytest.param("SchedulingHint", "Koordinator", id="SchedulingHint"),
         pytest.param("DefaultPreBind", "Koordinator", id="DefaultPreBind"),
@@ -889,6 +888,25 @@ def test_a_plugin_we_do_not_implement_yet_is_not_supported_yet_rather_than_unkno
         f"{where}: plugin {name!r} is a {origin} plugin that koord-scheduler does not support yet;"
         f" the plugins koord-scheduler has: {KNOWN}"
     ]
+
+
+def test_device_share_args_are_configured_by_koordinator_names() -> None:
+    config = load_real(
+        """
+        profiles:
+        - schedulerName: koord-scheduler
+          pluginConfig:
+          - name: DeviceShare
+            args:
+              scoringStrategy: {type: LeastAllocated}
+        """
+    )
+    assert config.profile("koord-scheduler").plugin_args["DeviceShare"] == {
+        "scoringStrategy": {"type": "LeastAllocated"}
+    }
+    assert problems_of(plugin_config("[{name: DeviceShare, args: {scoringStrategy: {type: Balanced}}}]")), (
+        "an unknown scoring type is rejected"
+    )
 
 
 def test_the_shipped_default_config_passes_the_strict_checks() -> None:

@@ -66,6 +66,7 @@ def test_registry_and_default_set() -> None:
     assert DEFAULT_REGISTRY.names() == [
         "Coscheduling",
         "DefaultBinder",
+        "DeviceShare",
         "DynamicResources",
         "ElasticQuota",
         "ImageLocality",
@@ -102,6 +103,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
+        PluginRef("DeviceShare", 1),  # Koordinator's shipped profile
         PluginRef("Reservation", 5000),  # Koordinator's shipped weight: a reserved node wins
     )
     # kube-scheduler v1.35's getDefaultPlugins order: ... NodeAffinity, NodePorts, NodeResourcesFit,
@@ -120,8 +122,12 @@ def test_registry_and_default_set() -> None:
         PluginRef("VolumeZone"),
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
+        PluginRef("DeviceShare"),
         PluginRef("Reservation"),
     )
+    # Koordinator's shipped profile runs DeviceShare at PreFilter, Filter, Score, Reserve and PreBind.
+    for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.RESERVE, ExtensionPoint.PRE_BIND):
+        assert PluginRef("DeviceShare") in DEFAULT_PLUGINS[point], point
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
     # Reservation restores reserved room at PreFilter, before any plugin (a gang's plan) reads it.
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER][0] == PluginRef("Reservation")

@@ -1,0 +1,190 @@
+"""Per-node GPU state beside the cache: the cards each node's Device reports and what pods hold.
+
+Fed by the Device informer (cards) and by pods: assumed at Reserve, forgotten at Unreserve, and
+confirmed from a bound pod's ``device-allocated`` annotation on the pod watch, so a restarted
+scheduler rebuilds every node's usage from the pods it lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from apis.errors import InvalidAnnotation
+from apis.extension.device import (
+    GPU_PARTITION_POLICY_HONOR,
+    RESOURCE_GPU_CORE,
+    RESOURCE_GPU_MEMORY,
+    RESOURCE_GPU_MEMORY_RATIO,
+    DeviceAllocations,
+    GPUPartitionTable,
+    get_gpu_partition_table,
+    gpu_partition_policy,
+)
+from apis.resources import to_int_units
+from apis.scheduling.device import Device
+from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+
+__all__ = ["DeviceStore", "NodeGPUs", "allocations_of", "gpus_of"]
+
+_GPU = "gpu"
+
+
+def gpus_of(device: Device) -> list[GPU]:
+    """The healthy GPUs of a Device object (an unhealthy card, or one without resources, is skipped)."""
+    gpus: list[GPU] = []
+    for info in (device.spec.devices if device.spec else None) or ():
+        if info.type != _GPU or info.minor is None or not info.health or not info.resources:
+            continue
+        resources = info.resources
+        core = resources.get(RESOURCE_GPU_CORE)
+        memory = resources.get(RESOURCE_GPU_MEMORY)
+        ratio = resources.get(RESOURCE_GPU_MEMORY_RATIO)
+        topology = info.topology
+        gpus.append(
+            GPU(
+                minor=info.minor,
+                memory=to_int_units(RESOURCE_GPU_MEMORY, memory) if memory is not None else 0,
+                core=to_int_units(RESOURCE_GPU_CORE, core) if core is not None else 100,
+                ratio=to_int_units(RESOURCE_GPU_MEMORY_RATIO, ratio) if ratio is not None else 100,
+                numa=topology.node_id if topology else None,
+                pcie=topology.pcie_id if topology else None,
+                uuid=info.uuid,
+                labels=dict(info.labels or {}),
+            )
+        )
+    return sorted(gpus, key=lambda g: g.minor)
+
+
+def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
+    """The GPU entries of a ``device-allocated`` annotation."""
+    result = []
+    for entry in allocated.get(_GPU, ()):
+        res = entry.resources
+        core, memory, ratio = (
+            res.get(n) for n in (RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO)
+        )
+        result.append(
+            Allocation(
+                entry.minor,
+                GPUUsage(
+                    core=core.value() if core is not None else 0,
+                    memory=memory.value() if memory is not None else 0,
+                    ratio=ratio.value() if ratio is not None else 0,
+                ),
+            )
+        )
+    return result
+
+
+@dataclass(slots=True)
+class NodeGPUs:
+    gpus: list[GPU] = field(default_factory=list)
+    partitions: GPUPartitionTable | None = None
+    """The Device's ``gpu-partitions`` table (None: none, or malformed)."""
+    honor_partitions: bool = False
+    """The Device is labelled ``gpu-partition-policy: Honor`` (as the v1.6 notes show it)."""
+    usage: dict[int, GPUUsage] = field(default_factory=dict)
+    """Minor -> the sum of what pods hold on it (including minors the Device no longer lists)."""
+
+
+@dataclass(slots=True)
+class _Held:
+    node: str
+    allocations: tuple[Allocation, ...]
+    assumed: bool
+
+
+class DeviceStore:
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeGPUs] = {}
+        self.has_device: set[str] = set()
+        """Nodes whose Device object exists (possibly with no healthy GPU)."""
+        self._held: dict[str, _Held] = {}
+
+    # ---- Devices ----
+
+    def set_device(self, device: Device) -> None:
+        name = device.metadata.name or ""
+        node = self.nodes.setdefault(name, NodeGPUs())
+        node.gpus = gpus_of(device)
+        try:
+            node.partitions = get_gpu_partition_table(device.metadata.annotations)
+        except InvalidAnnotation:
+            node.partitions = None
+        node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
+        self.has_device.add(name)
+
+    def remove_device(self, name: str) -> None:
+        self.has_device.discard(name)
+        node = self.nodes.get(name)
+        if node is not None:
+            node.gpus = []
+            node.partitions = None
+
+    def replace_devices(self, devices: Sequence[Device]) -> None:
+        present = {d.metadata.name or "" for d in devices}
+        for name in [n for n in self.has_device if n not in present]:
+            self.remove_device(name)
+        for device in devices:
+            self.set_device(device)
+
+    # ---- pods ----
+
+    def held(self, uid: str) -> tuple[str, tuple[Allocation, ...]] | None:
+        entry = self._held.get(uid)
+        return (entry.node, entry.allocations) if entry else None
+
+    def hold(self, uid: str, node: str, allocations: Sequence[Allocation], *, assumed: bool) -> None:
+        """``uid`` holds ``allocations`` on ``node`` (replacing what it held before)."""
+        self.release(uid)
+        self._held[uid] = _Held(node, tuple(allocations), assumed)
+        usage = self.nodes.setdefault(node, NodeGPUs()).usage
+        for a in allocations:
+            usage[a.minor] = usage.get(a.minor, GPUUsage()) + a.usage
+
+    def release(self, uid: str) -> None:
+        entry = self._held.pop(uid, None)
+        if entry is None:
+            return
+        usage = self.nodes[entry.node].usage
+        for a in entry.allocations:
+            left = usage.get(a.minor, GPUUsage()) - a.usage
+            if left.idle:
+                usage.pop(a.minor, None)
+            else:
+                usage[a.minor] = left
+
+    def usage_without(self, node: str, uids: set[str]) -> dict[int, GPUUsage]:
+        """``node``'s usage were the pods ``uids`` gone (victims a preemption is weighing)."""
+        usage = dict(self.usage(node))
+        for uid in uids:
+            entry = self._held.get(uid)
+            if entry is None or entry.node != node:
+                continue
+            for a in entry.allocations:
+                usage[a.minor] = usage.get(a.minor, GPUUsage()) - a.usage
+        return usage
+
+    def is_assumed(self, uid: str) -> bool:
+        entry = self._held.get(uid)
+        return entry is not None and entry.assumed
+
+    def holders(self) -> list[str]:
+        return list(self._held)
+
+    def usage(self, node: str) -> Mapping[int, GPUUsage]:
+        entry = self.nodes.get(node)
+        return entry.usage if entry else {}
+
+    def partitions(self, node: str) -> GPUPartitionTable | None:
+        entry = self.nodes.get(node)
+        return entry.partitions if entry else None
+
+    def honors_partitions(self, node: str) -> bool:
+        entry = self.nodes.get(node)
+        return entry is not None and entry.honor_partitions
+
+    def gpus(self, node: str) -> list[GPU]:
+        entry = self.nodes.get(node)
+        return entry.gpus if entry else []
