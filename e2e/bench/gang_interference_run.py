@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,8 +40,8 @@ class TimedBackend(MemoryBackend):
         self.bound_at: dict[str, dict[str, float]] = {}
         """namespace -> pod name -> seconds."""
 
-    async def bind(self, pod: Pod, node_name: str) -> None:
-        await super().bind(pod, node_name)
+    async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+        await super().bind(pod, node_name, annotations=annotations)
         bound = self.bound_at.setdefault(pod.metadata.namespace or "default", {})
         bound[pod.metadata.name or ""] = time.perf_counter()
 

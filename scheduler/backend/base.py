@@ -17,7 +17,7 @@ Watch semantics (the informer contract the cache relies on):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
@@ -168,8 +168,10 @@ class ClusterBackend(Protocol):
         """List then watch ``resource`` following the contract in the module docstring."""
         ...
 
-    async def bind(self, pod: Pod, node_name: str) -> None:
-        """Bind through the pods/binding subresource; Conflict if the pod is bound already."""
+    async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+        """Bind through the pods/binding subresource; Conflict if the pod is bound already.
+        ``annotations`` ride on the Binding: the API server copies them onto the pod in the same
+        write (what PreBind plugins would otherwise patch one call earlier)."""
         ...
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:

@@ -37,7 +37,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -534,13 +534,16 @@ class KubernetesBackend:
                 seconds=self._request_timeout,
             )
 
-    async def bind(self, pod: Pod, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
         """POST pods/binding; the pod's uid in the Binding makes the API server refuse (409) a pod
-        that was deleted and recreated under the same name since the scheduler saw it."""
+        that was deleted and recreated under the same name since the scheduler saw it. The
+        Binding's annotations are copied onto the pod by the API server."""
         namespace, name = _pod_key(pod)
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if pod.metadata.uid:
             meta["uid"] = pod.metadata.uid
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",

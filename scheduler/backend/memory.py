@@ -27,7 +27,7 @@ import logging
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
@@ -276,7 +276,7 @@ class MemoryBackend:
             if watcher in watchers:
                 watchers.remove(watcher)
 
-    async def bind(self, pod: Pod, node_name: str) -> None:
+    async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
         if self.bind_latency > 0:
             await asyncio.sleep(self.bind_latency)
         namespace, name = _pod_key(pod)
@@ -287,6 +287,9 @@ class MemoryBackend:
             raise Conflict(f"pod {key} is already assigned to node {bound!r}", status=409)
         wire = copy.deepcopy(entry.wire)
         wire.setdefault("spec", {})["nodeName"] = node_name
+        if annotations:  # the API server copies the Binding's annotations onto the pod
+            meta = wire.setdefault("metadata", {})
+            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
         scheduled = {
             "type": "PodScheduled",
             "status": "True",

@@ -27,6 +27,7 @@ from scheduler.framework.status import Status
 from scheduler.solver.problem import SpreadConstraint
 
 __all__ = [
+    "BIND_ANNOTATIONS",
     "GANG_PLAN",
     "RESERVATION_CREDIT",
     "RESERVATION_TAKEN",
@@ -300,6 +301,10 @@ RESERVATION_CREDIT = StateKey[Mapping[str, int]]("ReservationCredit")
 pod may take from a reservation it may use. A reservation charges its quota from its creation, so
 ElasticQuota admits the pod for its request less this, and checks again at Reserve against what
 the pod really took (``RESERVATION_TAKEN``)."""
+
+BIND_ANNOTATIONS = StateKey[dict[str, str]]("BindAnnotations")
+"""Written at PreBind: annotations the Binding carries onto the pod (DefaultBinder sends them), so
+a plugin's record (``reservation-allocated``) costs no write of its own and lands with the node."""
 
 SCORE_ALWAYS = StateKey[frozenset[int]]("ScoreAlways")
 """Written by a Filter: rows the cycle scores even when it samples the feasible nodes

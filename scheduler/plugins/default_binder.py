@@ -10,7 +10,7 @@ from scheduler.backend.base import PODS, BackendError, Conflict, NotFound
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import BindPlugin, ClusterEvent
+from scheduler.framework.interfaces import BIND_ANNOTATIONS, BindPlugin, ClusterEvent
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 
@@ -32,8 +32,12 @@ class DefaultBinder(BindPlugin):
         return ClusterEvent(0)  # binding never rejects a pod
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        annotations = state.get(BIND_ANNOTATIONS)
         try:
-            await self._handle.backend.bind(pod.pod, node)
+            if annotations:
+                await self._handle.backend.bind(pod.pod, node, annotations=annotations)
+            else:
+                await self._handle.backend.bind(pod.pod, node)
         except Conflict as exc:
             return Status.error(f"binding pod {pod.key} to node {node}: conflict (already bound?): {exc}")
         except NotFound as exc:

@@ -59,6 +59,7 @@ from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
+    BIND_ANNOTATIONS,
     MAX_NODE_SCORE,
     RESERVATION_CREDIT,
     RESERVATION_TAKEN,
@@ -738,12 +739,11 @@ class ReservationPlugin:
         if reservation is None:
             return Status.success()
         value = json.dumps({"name": reservation.name, "uid": reservation.uid}, separators=(",", ":"))
-        try:
-            await self.handle.backend.patch_pod(
-                pod.pod, {"metadata": {"annotations": {ANNOTATION_RESERVATION_ALLOCATED: value}}}
-            )
-        except BackendError as exc:
-            return Status.error(f"writing {ANNOTATION_RESERVATION_ALLOCATED} on {pod.key}: {exc}")
+        # Carried by the Binding (one write instead of two): the pod gets its node and its record
+        # of the reservation together.
+        annotations = state.get(BIND_ANNOTATIONS) or {}
+        annotations[ANNOTATION_RESERVATION_ALLOCATED] = value
+        state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
