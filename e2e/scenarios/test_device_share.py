@@ -1,8 +1,10 @@
 """DeviceShare on the real API server: GPU pods bind to cards that exist, never overcommitted.
 
 One fake 8-GPU node of its own (tainted, so no other scenario's pods land there): two NUMA nodes,
-two PCIe switches each, two cards per switch. Its Device object and its GPU allocatable are
-written by the test, standing in for koordlet and koord-manager. Pods of every request shape bind
+two PCIe switches each, two cards per switch. koordlet (``--simulate-devices``, the file backend
+for KWOK nodes) writes its Device object and koord-manager sums the cards into its allocatable, as
+on a real cluster; ``nvidia.com/gpu`` is the NVIDIA device plugin's, written with the node. Pods
+of every request shape bind
 one after the other; their ``device-allocated`` annotations name minors of the Device, the cards
 are bin-packed, no card carries more than 100 gpu-core or its memory, a PCIe-scope hint keeps a
 pair on one switch, a request no switch can hold waits with Koordinator's reason, and a restarted
@@ -13,16 +15,19 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
 from apis.quantity import Quantity
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
+from e2e.components import koordlet_simulation
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
@@ -34,16 +39,7 @@ CARD_MEMORY = 80 * 2**30
 
 
 def _node() -> dict[str, Any]:
-    # TODO(koord-manager Device -> allocatable sync): the intended writer of these GPU resources.
-    resources = {
-        "cpu": "64",
-        "memory": "512Gi",
-        "pods": "110",
-        "nvidia.com/gpu": "8",
-        "koordinator.sh/gpu-core": "800",
-        "koordinator.sh/gpu-memory-ratio": "800",
-        "koordinator.sh/gpu-memory": "640Gi",
-    }
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -57,30 +53,36 @@ def _node() -> dict[str, Any]:
     }
 
 
-def _device() -> dict[str, Any]:
-    # TODO(koordlet device reporter, file backend): the intended writer of this Device object.
-    return {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "Device",
-        "metadata": {"name": NODE},
-        "spec": {
-            "devices": [
-                {
-                    "type": "gpu",
-                    "id": f"GPU-devshare-{minor}",
-                    "minor": minor,
-                    "health": True,
-                    "resources": {
-                        "koordinator.sh/gpu-core": "100",
-                        "koordinator.sh/gpu-memory": "80Gi",
-                        "koordinator.sh/gpu-memory-ratio": "100",
-                    },
-                    "topology": {"socketID": minor // 4, "nodeID": minor // 4, "pcieID": f"pci{minor // 2}"},
-                }
-                for minor in range(8)
-            ]
-        },
-    }
+DEVICES = {
+    "reportIntervalSeconds": 5,
+    "nodes": [
+        # 2 NUMA nodes x 2 PCIe roots: cards 0-1, 2-3, 4-5 and 6-7 share a switch. A model with no
+        # NVSwitch partition table, so that only the PCIe/NUMA topology shapes the choices.
+        {"name": NODE, "gpus": {"count": 8, "model": "NVIDIA L40S", "memory": "80Gi"}}
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def reported_devices(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """koordlet writes the node's Device; koord-manager's allocatable sync follows."""
+    cp = control_plane
+    apply(cp, [_node()])
+    wait_nodes_ready(cp)
+    path = tmp_path_factory.mktemp("device-share") / "devices.yaml"
+    path.write_text(yaml.safe_dump(DEVICES))
+    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-devshare")
+    koordlet.start()
+    try:
+
+        def synced() -> bool:
+            node = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
+            return (node["status"].get("allocatable") or {}).get("koordinator.sh/gpu-core") == "800"
+
+        wait_for(synced, timeout=90, what="koordlet's Device summed into the node's allocatable")
+        yield
+    finally:
+        koordlet.stop()
 
 
 def _pod(name: str, resources: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -137,12 +139,10 @@ def _check_no_card_overcommitted(cp: ControlPlane) -> None:
 
 
 def test_gpu_pods_get_existing_cards_bin_packed_within_their_pcie_scope(
-    control_plane: ControlPlane, scheduler: Scheduler, scheduler_kubeconfig: Path
+    control_plane: ControlPlane, scheduler: Scheduler, scheduler_kubeconfig: Path, reported_devices: None
 ) -> None:
     cp = control_plane
     cp.create_namespace(NAMESPACE)
-    apply(cp, [_node(), _device()])
-    wait_nodes_ready(cp)
 
     whole = {"koordinator.sh/gpu-core": "100", "koordinator.sh/gpu-memory-ratio": "100"}
     assert _place(cp, "whole", whole) == [0]
