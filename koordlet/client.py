@@ -7,7 +7,7 @@ These are all the calls koordlet makes, and the chart's koordlet ClusterRole all
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
@@ -23,6 +23,7 @@ __all__ = ["KoordletClient", "pod_meta"]
 
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
+_M = TypeVar("_M", NodeMetric, Device)
 
 
 def pod_meta(pod: Pod) -> PodMeta:
@@ -62,18 +63,23 @@ class KoordletClient:
             await self._api.close()
             self._api = None
 
-    async def get_node_metric(self, name: str) -> NodeMetric | None:
-        """The NodeMetric named after the node; None while koord-manager has not created it."""
+    async def _get_cluster_object(self, model: type[_M], name: str) -> _M | None:
+        """The cluster-scoped object ``name`` of ``model``'s kind; None when there is none."""
+        crd = model.crd
         api = client.CustomObjectsApi(await self._client())
         try:
             raw: dict[str, Any] = await api.get_cluster_custom_object(
-                _NM.group, _NM.version, _NM.plural, name
+                crd.group, crd.version, crd.plural, name
             )
         except client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return NodeMetric.model_validate(raw)
+        return model.model_validate(raw)
+
+    async def get_node_metric(self, name: str) -> NodeMetric | None:
+        """The NodeMetric named after the node; None while koord-manager has not created it."""
+        return await self._get_cluster_object(NodeMetric, name)
 
     async def list_node_metrics(self) -> list[NodeMetric]:
         api = client.CustomObjectsApi(await self._client())
@@ -116,16 +122,7 @@ class KoordletClient:
         return uid
 
     async def get_device(self, name: str) -> Device | None:
-        api = client.CustomObjectsApi(await self._client())
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                _DEVICE.group, _DEVICE.version, _DEVICE.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Device.model_validate(raw)
+        return await self._get_cluster_object(Device, name)
 
     async def create_device(self, device: Device) -> None:
         api = client.CustomObjectsApi(await self._client())

@@ -150,10 +150,11 @@ class ReservationPlugin:
         self.handle = handle
         self.store = ReservationStore()
         self._ignored = frozenset(args.ignored_resources)
-        self._queued: dict[str, tuple[int | None, str | None]] = {}
+        self._queued: dict[str, int | None] = {}
+        """Reserve pods queued: uid -> the reservation's ``metadata.generation`` then (a status
+        change, such as our own Unschedulable condition, makes no new attempt)."""
         self._announced: set[str] = set()
         """Reserve pods of gang members shown to the pod informers (``_announce``)."""
-        """Reserve pods queued, by uid -> (metadata.generation, resourceVersion of the spec seen)."""
         handle.subscribe(RESERVATIONS, self._on_reservation)
         handle.subscribe(PODS, self._on_pod)
 
@@ -222,10 +223,10 @@ class ReservationPlugin:
             return
         if state.pod.scheduler_name != self.handle.scheduler_name:
             return
-        version = (reservation.metadata.generation, None)
-        if self._queued.get(state.uid) == version:
-            return  # only its status changed (our own Unschedulable condition): no new attempt
-        self._queued[state.uid] = version
+        generation = reservation.metadata.generation
+        if state.uid in self._queued and self._queued[state.uid] == generation:
+            return  # only its status changed: no new attempt
+        self._queued[state.uid] = generation
         if self._is_gang_member(state):
             self._announce(state)
         self.handle.stand_ins.enqueue(state.pod)
