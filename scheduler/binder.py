@@ -19,6 +19,7 @@ from scheduler.background import BackgroundTasks
 from scheduler.cache.cache import Cache
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import HOLD_ROOM
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
@@ -103,6 +104,8 @@ class Binder:
         pod = qp.pod
         fwk.run_unreserve(state, pod, node)
         self._cache.forget(pod.uid)
+        if state.get(HOLD_ROOM):
+            self._cache.nominate(pod, node)
         reason = status.message()
         message = f"binding rejected: {reason}" if status.plugin else reason
         log.info("binding %s to %s failed: %s", pod.key, node, message)

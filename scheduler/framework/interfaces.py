@@ -311,6 +311,12 @@ SCORE_ALWAYS = StateKey[frozenset[int]]("ScoreAlways")
 (``percentageOfNodesToScore``), if they are feasible (Reservation: the nodes holding the
 reservations the pod would use)."""
 
+HOLD_ROOM = StateKey[bool]("HoldRoomOnBindFailure")
+"""Written at Unreserve by a plugin whose pod must keep its room when its binding fails
+(Coscheduling: a gang member released at Permit, whose gang may already have members bound): the
+binder nominates the pod to the node it failed on, so no other pod takes that room before it is
+retried and the gang is not left part bound."""
+
 RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
 """Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""
 

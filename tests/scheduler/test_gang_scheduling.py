@@ -12,7 +12,7 @@ import pytest
 import pytest_asyncio
 
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS
+from scheduler.backend.base import NODES, PODGROUPS, PODS, BackendError
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.metrics import SchedulerMetrics
@@ -391,3 +391,57 @@ async def test_a_gang_solve_reports_its_status_time_and_proven_gap(
     assert exact is not None
     assert float(solves.group(1)) >= 1
     assert float(exact.group(1)) == float(solves.group(1))
+
+
+
+async def test_a_member_whose_binding_fails_keeps_its_room_so_the_gang_is_not_left_part_bound() -> None:
+    """The API server refuses one member's Binding (it restarts) after its gang was released at
+    Permit and another member is bound; pods arriving while the member backs off must not take its
+    room, or the gang stays part bound for good."""
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+    backend = MemoryBackend()
+    for i in range(3):
+        backend.apply(NODES, node(f"n{i}"))
+    settings = AppSettings(
+        profiles=tuple(config.profiles), pod_initial_backoff_seconds=1.0, pod_max_backoff_seconds=1.0
+    )
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    await app.handlers.synced_nodes.wait()
+    await app.handlers.synced_pods.wait()
+    await asyncio.sleep(0.05)
+
+    real_bind = backend.bind
+    failed: list[str] = []
+
+    def competitors_arrive() -> None:
+        # Two whole-node pods, while the member backs off (1 s): one node is free for them.
+        backend.apply(PODS, member("c0", cpu="4"))
+        backend.apply(PODS, member("c1", cpu="4"))
+
+    async def bind_failing_once(pod: Any, node_name: str, **kwargs: Any) -> None:
+        if pod.metadata.name == "g1" and not failed:
+            failed.append(node_name)
+            asyncio.get_running_loop().call_soon(competitors_arrive)  # after the failure is handled
+            raise BackendError("the API server is restarting", status=503)
+        await real_bind(pod, node_name, **kwargs)
+
+    backend.bind = bind_failing_once  # type: ignore[method-assign]
+    try:
+        backend.apply(PODGROUPS, pod_group("pair", 2))
+        backend.apply(PODS, member("g0", group="pair", cpu="4"))
+        backend.apply(PODS, member("g1", group="pair", cpu="4"))
+        for _ in range(200):
+            if {"g0", "g1"} <= set(bound(backend)):
+                break
+            await asyncio.sleep(0.02)
+        await settle()
+        placed = bound(backend)
+        assert failed, "the failing binding was never attempted"
+        assert {"g0", "g1"} <= set(placed), f"the gang was left part bound: {placed}"
+        assert placed["g1"] == failed[0], "the member is retried on the node whose room it kept"
+        assert len({"c0", "c1"} & set(placed)) == 1, placed
+    finally:
+        stop.set()
+        await task

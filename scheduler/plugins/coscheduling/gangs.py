@@ -64,6 +64,9 @@ class Gang:
     waiting: set[str] = field(default_factory=set)
     """Members assumed and waiting at Permit."""
     bound: set[str] = field(default_factory=set)
+    allowed: set[str] = field(default_factory=set)
+    """Members Permit let through (their group complete or already satisfied) and not yet bound:
+    a failed binding of one of them keeps its room (``HOLD_ROOM``), since others may be bound."""
 
     @property
     def group_id(self) -> str:

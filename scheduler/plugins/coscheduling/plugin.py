@@ -12,8 +12,9 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
    is bound before that.
 4. A member that finds no node, or a waiting member that times out or is rejected, rolls back
    every waiting member of the group in Strict mode (NonStrict members keep their places).
-5. PreBind writes the gang-group id and member count annotations Koordinator writes (both the
-   internal and the deprecated keys); PostBind marks the group satisfied.
+5. PreBind adds the gang-group id and member count annotations Koordinator writes (both the
+   internal and the deprecated keys) to the Binding; PostBind marks the group satisfied. A member
+   whose binding fails after Permit released it keeps its room (``HOLD_ROOM``) for its retry.
 6. With ``enablePreemption``, PostFilter first tries job-level preemption (``preemption.py``): the
    whole group, or a pod that belongs to no gang as a job of one, evicts the cheapest victims that
    let every pending member fit; members are nominated and waiting members keep their places.
@@ -45,7 +46,9 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
+    BIND_ANNOTATIONS,
     GANG_PLAN,
+    HOLD_ROOM,
     ClusterEvent,
     Diagnosis,
     EnqueueExtensions,
@@ -76,7 +79,6 @@ NAME = "Coscheduling"
 RBAC = (
     PolicyRule.watching(PODGROUPS, why="Gangs: PodGroups (Coscheduling's informer)."),
     PolicyRule.watching(TOPOLOGIES, why="The network topology gangs are placed on."),
-    PolicyRule.on(PODS, "patch", why="PreBind annotations: the gang-group id and member count."),
     PolicyRule.watching(PDBS, why="Job-level preemption weighs PodDisruptionBudgets when it picks victims."),
     *EVICTION_RULES,
 )
@@ -322,6 +324,11 @@ class Coscheduling(
         if gang is None:
             return
         gang.waiting.discard(pod.uid)
+        if pod.uid in gang.allowed:
+            # Its binding failed after Permit released it: members of its gang may be bound
+            # already, so it keeps its room for the retry instead of leaving the gang part bound.
+            gang.allowed.discard(pod.uid)
+            state.write(HOLD_ROOM, True)
         group = self.gangs.group(gang)
         self.planner.drop(group, (pod.uid,))
         if not group.once_satisfied and gang.mode == gang_ext.GANG_MODE_STRICT:
@@ -331,7 +338,10 @@ class Coscheduling(
 
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, float]:
         gang = self.gangs.gang_of(pod)
-        if gang is None or self.gangs.group(gang).once_satisfied:
+        if gang is None:
+            return Status.success(), 0.0
+        if self.gangs.group(gang).once_satisfied:
+            gang.allowed.add(pod.uid)
             return Status.success(), 0.0
         gang.waiting.add(pod.uid)
         if not self.gangs.satisfied(gang):
@@ -342,7 +352,9 @@ class Coscheduling(
             for uid in member.waiting:
                 waiting = self.handle.waiting_pods.get(uid)
                 if waiting is not None:
+                    member.allowed.add(uid)
                     waiting.allow(NAME)
+        gang.allowed.add(pod.uid)
         self.gangs.group(gang).failure = None
         return Status.success(), 0.0
 
@@ -388,10 +400,11 @@ class Coscheduling(
             gang_ext.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: gang.group_id,
             gang_ext.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: str(count),
         }
-        try:
-            await self.handle.backend.patch_pod(pod.pod, {"metadata": {"annotations": annotations}})
-        except Exception as exc:
-            return Status.error(f"writing the gang annotations of {pod.key}: {exc}")
+        # Carried by the Binding (the API server copies its annotations onto the pod): one write
+        # per member instead of two, and no member bound without its gang record.
+        carried = state.get(BIND_ANNOTATIONS) or {}
+        carried.update(annotations)
+        state.write(BIND_ANNOTATIONS, carried)
         return Status.success()
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -399,6 +412,7 @@ class Coscheduling(
         if gang is None:
             return
         gang.waiting.discard(pod.uid)
+        gang.allowed.discard(pod.uid)
         gang.bound.add(pod.uid)
         self.gangs.group(gang).once_satisfied = True
 
