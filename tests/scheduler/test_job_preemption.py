@@ -530,3 +530,41 @@ async def test_a_stale_nomination_is_cleared_when_preemption_finds_nothing_to_ev
     finally:
         stop.set()
         await task
+
+
+async def test_a_victim_gang_left_below_its_min_member_goes_whole() -> None:
+    """One member's node is all the preemptor needs, but a gang of minMember 2 with one member
+    left running is of no use and could never be whole again: its other member goes too."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("a", cpu="2"))
+    backend.apply(NODES, node("b", cpu="2"))
+    backend.apply(PODGROUPS, pod_group("pair", 2))
+    backend.apply(PODS, pod("pair-0", cpu="2", priority=LOW, node_name="a", group="pair"))
+    backend.apply(PODS, pod("pair-1", cpu="2", priority=LOW, node_name="b", group="pair"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, pod("urgent", cpu="2", priority=HIGH))
+        await until(lambda: "urgent" in bound(backend))
+        await until(lambda: not names(backend) & {"pair-0", "pair-1"})
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_victim_gang_with_members_to_spare_keeps_them() -> None:
+    """An oversubscribed gang (three running, minMember 2) loses one member and keeps running."""
+    backend = MemoryBackend()
+    for name in ("a", "b", "c"):
+        backend.apply(NODES, node(name, cpu="2"))
+    backend.apply(PODGROUPS, pod_group("trio", 2))
+    for i, name in enumerate(("a", "b", "c")):
+        backend.apply(PODS, pod(f"trio-{i}", cpu="2", priority=LOW, node_name=name, group="trio"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, pod("urgent", cpu="2", priority=HIGH))
+        await until(lambda: "urgent" in bound(backend))
+        await asyncio.sleep(0.3)
+        assert len(names(backend) & {"trio-0", "trio-1", "trio-2"}) == 2
+    finally:
+        stop.set()
+        await task

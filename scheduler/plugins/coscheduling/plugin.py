@@ -125,7 +125,10 @@ class Coscheduling(
         own PostFilter does not preempt (``enablePreemption`` false)."""
         if args.enable_preemption:
             self.preemption = JobPreemption(
-                handle, self.options, soft_eviction=args.eviction_mode == "SoftEviction"
+                handle,
+                self.options,
+                soft_eviction=args.eviction_mode == "SoftEviction",
+                gang_floor=self.gang_floor,
             )
 
     @property
@@ -174,6 +177,13 @@ class Coscheduling(
         """A gang member's job is its gang group; any other pod is a job of its own."""
         gang = self.gangs.gang_of(pod)
         return gang.group_id if gang is not None else pod.uid
+
+    def gang_floor(self, pod: PodInfo) -> int:
+        """The members ``pod``'s gang group needs bound to run: the sum of its gangs' minMember."""
+        gang = self.gangs.gang_of(pod)
+        if gang is None:
+            return 1
+        return sum(g.min_member for g in self.gangs.members_of_group(gang))
 
     def _activate_if_ready(self, gang: Gang) -> None:
         if self.gangs.check(gang) is None:
@@ -241,7 +251,10 @@ class Coscheduling(
         if engine is None:
             if self._preemption_on_request is None:
                 self._preemption_on_request = JobPreemption(
-                    self.handle, self.options, soft_eviction=self.args.eviction_mode == "SoftEviction"
+                    self.handle,
+                    self.options,
+                    soft_eviction=self.args.eviction_mode == "SoftEviction",
+                    gang_floor=self.gang_floor,
                 )
             engine = self._preemption_on_request
         outcome = await engine.preempt(pod, self.job_of(pod), [pod], snapshot)

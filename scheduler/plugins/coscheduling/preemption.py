@@ -23,7 +23,8 @@ for a single pod as a job of one. As algorithms.md section 3, with CP-SAT choosi
    ``DisruptionTarget`` condition, is evicted through the Eviction API with its own grace period
    (a PodDisruptionBudget that refuses it leaves a delete as kube-scheduler's preemption does) or,
    with soft eviction, is only labelled and annotated for a custom evictor; and gets a
-   ``Preempted`` event naming the preemptor.
+   ``Preempted`` event naming the preemptor. A victim gang left with fewer members bound than
+   its minMember goes whole: its other members are evicted too.
 """
 
 from __future__ import annotations
@@ -90,6 +91,9 @@ class JobPreemption:
     options: SolveOptions
     soft_eviction: bool = False
     victim_filters: list[VictimFilter] = field(default_factory=list)
+    gang_floor: Callable[[PodInfo], int] = lambda pod: 1
+    """The members a victim's gang group needs bound to be of any use (the sum of its gangs'
+    minMember; 1 for a pod of no gang): a gang broken below it goes whole."""
     _pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
     _records: dict[str, _Record] = field(default_factory=dict)
     _background: BackgroundTasks = field(default_factory=BackgroundTasks)
@@ -291,7 +295,9 @@ class JobPreemption:
         snapshot: Snapshot,
     ) -> None:
         self.handle.solver_metrics.preemption(len(selection.victims))
-        victims = [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None]
+        victims = self._with_broken_gangs(
+            [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None], snapshot
+        )
         placed = dict(selection.assignment)
         self._records[job] = _Record(frozenset(selection.victims), placed)
         for member in members:
@@ -311,6 +317,31 @@ class JobPreemption:
             [v.key for v in victims],
             sorted(set(placed.values())),
         )
+
+    def _with_broken_gangs(self, victims: list[PodInfo], snapshot: Snapshot) -> list[PodInfo]:
+        """The victims, plus the other bound members of each victim gang left below its floor: the
+        solver already counts a broken job as all its pods, and a gang left part running would hold
+        its room for nothing (and never be whole again)."""
+        job_of = self.handle.profile.job_of
+        chosen = {v.uid for v in victims}
+        first: dict[str, PodInfo] = {}
+        for victim in victims:
+            if (job := job_of(victim)) != victim.uid:
+                first.setdefault(job, victim)
+        if not first:
+            return victims
+        rest: dict[str, list[PodInfo]] = {job: [] for job in first}
+        for pod in snapshot.assigned_pods():
+            job = job_of(pod)
+            if job in rest and pod.uid not in chosen and pod.pod.metadata.deletion_timestamp is None:
+                rest[job].append(pod)
+        extra = [
+            pod
+            for job, pods in rest.items()
+            if pods and len(pods) < self.gang_floor(first[job])
+            for pod in sorted(pods, key=lambda p: p.key)
+        ]
+        return victims + extra
 
     async def _set_nominated(self, member: PodInfo, node: str | None) -> None:
         """Write (None: remove) ``status.nominatedNodeName``."""
