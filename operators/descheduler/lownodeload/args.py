@@ -199,6 +199,10 @@ class LowNodeLoadArgs(BaseModel):
 
     model_config = _CAMEL
 
+    api_version: str | None = None
+    """TypeMeta, as in a ``pluginConfig`` entry; the descheduler's config loader checks it."""
+    kind: str | None = None
+    """``LowNodeLoadArgs`` when given."""
     paused: bool = False
     dry_run: bool = False
     """Only report (log and an event on the node) what would move; nothing is evicted."""
@@ -225,6 +229,13 @@ class LowNodeLoadArgs(BaseModel):
     @classmethod
     def _cache_timeout(cls, value: str) -> str:
         return _check_duration(value)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str | None) -> str | None:
+        if value not in (None, "LowNodeLoadArgs"):
+            raise ValueError(f"kind {value!r}: expected LowNodeLoadArgs")
+        return value
 
     @model_validator(mode="after")
     def _pools_valid(self) -> LowNodeLoadArgs:

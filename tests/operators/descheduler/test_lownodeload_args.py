@@ -146,3 +146,10 @@ def test_without_top_level_thresholds_only_the_user_pools_run() -> None:
 def test_resource_names_always_include_memory() -> None:
     args = LowNodeLoadArgs.model_validate({"lowThresholds": {"cpu": 10}, "highThresholds": {"cpu": 50}})
     assert args.pools()[0].resource_names() == ("cpu", "memory")
+
+
+def test_type_meta_of_a_plugin_config_entry_is_accepted() -> None:
+    args = LowNodeLoadArgs.model_validate({"apiVersion": "descheduler/v1alpha2", "kind": "LowNodeLoadArgs"})
+    assert args.kind == "LowNodeLoadArgs"
+    with pytest.raises(ValidationError, match="expected LowNodeLoadArgs"):
+        LowNodeLoadArgs.model_validate({"kind": "MigrationControllerArgs"})
