@@ -24,11 +24,27 @@ from operators.descheduler.lownodeload.classify import classify, is_over
 from operators.descheduler.lownodeload.nodefit import requested_on
 from operators.descheduler.lownodeload.thresholds import node_thresholds
 from operators.descheduler.lownodeload.usage import NodeUsage, node_usage
+from scheduler.framework.rbac import PolicyRule
 
-__all__ = ["DRY_RUN_EVENT_REASON", "NAME", "LowNodeLoad", "new"]
+__all__ = ["DRY_RUN_EVENT_REASON", "NAME", "RBAC", "LowNodeLoad", "new"]
 
 NAME = "LowNodeLoad"
 DRY_RUN_EVENT_REASON = "LowNodeLoadDryRun"
+RBAC: tuple[PolicyRule, ...] = (
+    PolicyRule(
+        ("slo.koordinator.sh",),
+        ("nodemetrics",),
+        ("get", "list", "watch"),
+        why="LowNodeLoad reads node and pod usage from NodeMetric (through the handle's informer).",
+    ),
+    PolicyRule(
+        ("", "events.k8s.io"),
+        ("events",),
+        ("create", "patch"),
+        why="A LowNodeLoad dry run reports what it would move as an event on the node.",
+    ),
+)
+"""Beyond what the descheduler's core needs (nodes and pods); moves go through the MigrationController."""
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,9 @@ which pods it moves off hot nodes, in which order, within budgets, never making 
 
 from __future__ import annotations
 
-from operators.descheduler.lownodeload import NAME
-from operators.descheduler.lownodeload.plugin import DRY_RUN_EVENT_REASON
+from operators.descheduler.framework import BalancePlugin
+from operators.descheduler.lownodeload import NAME, LowNodeLoadArgs, new
+from operators.descheduler.lownodeload.plugin import DRY_RUN_EVENT_REASON, RBAC
 from tests.operators.descheduler.cluster import NodeSpec, PodSpec, build
 from tests.operators.descheduler.fakes import FakeEvictor
 
@@ -214,3 +215,10 @@ async def test_both_passes_share_a_both_low_target() -> None:
     await plugin.balance(handle.node_list)
     assert handle.fake_evictor.names == ["a-exact", "prod-b"]
     assert {m.target for m in plugin.last_moves} == {"cool"}
+
+
+def test_it_is_a_balance_plugin_built_by_its_factory() -> None:
+    _, handle = build([], CONFIG)
+    plugin: BalancePlugin = new(LowNodeLoadArgs.model_validate(CONFIG), handle)  # mypy checks the protocol
+    assert plugin.name == "LowNodeLoad"
+    assert any(rule.grants("slo.koordinator.sh", "nodemetrics", "watch") for rule in RBAC)
