@@ -12,6 +12,7 @@ from apis.core import Pod
 from apis.errors import InvalidValue
 from apis.extension.preemption import get_eviction_cost
 from apis.extension.priority import (
+    LABEL_POD_PRIORITY_CLASS,
     PRIORITY_BATCH,
     PRIORITY_FREE,
     PRIORITY_MID,
@@ -123,7 +124,7 @@ def pod_sort_key(pod: Pod, score: float | None) -> tuple[object, ...]:
     labels = pod.metadata.labels or {}
     k8s_qos = kubernetes_qos(pod)
     qos = qos_class_of(labels, k8s_qos)
-    klass = priority_class_of(pod.spec.priority, labels.get("koordinator.sh/priority-class"), qos)
+    klass = priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos)
     created = pod.metadata.creation_timestamp or _EPOCH
     return (
         _PRIORITY_RANK.get(klass, _NO_RANK),

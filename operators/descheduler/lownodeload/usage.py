@@ -13,7 +13,7 @@ from datetime import datetime
 
 from apis.core import Node, Pod
 from apis.errors import InvalidValue
-from apis.extension.priority import PRIORITY_PROD, priority_class_of
+from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, PRIORITY_PROD, priority_class_of
 from apis.extension.qos import qos_class_of
 from apis.quantity import Quantity
 from apis.resources import parse_resource_list, to_int_units
@@ -51,7 +51,7 @@ def is_prod(pod: Pod) -> bool:
     labels = pod.metadata.labels or {}
     qos = qos_class_of(labels, pod.status.qos_class)
     return (
-        priority_class_of(pod.spec.priority, labels.get("koordinator.sh/priority-class"), qos)
+        priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos)
         == PRIORITY_PROD
     )
 
