@@ -56,8 +56,9 @@ async def test_a_target_is_never_made_hot() -> None:
 
 
 async def test_only_pods_actually_moved_hold_target_room() -> None:
-    # 3 cores of room: Koordinator placed a-big... as a phantom during filtering and then
-    # found no room for the pod that covers the excess; here every candidate is checked alone
+    # "cool" has 5 cores of room. Koordinator placed candidates while filtering (x1, x2: 4
+    # cores), found no room left for x3, the pod that covers the 2.5-core excess, and moved x1
+    # and x2; here each candidate is checked alone and only x3 moves
     hot = NodeSpec("hot", 1.5, [PodSpec("x1", 2), PodSpec("x2", 2), PodSpec("x3", 2.5), PodSpec("x4", 1.5)])
     plugin, handle = build([hot, NodeSpec("cool", 2)], {**CONFIG, "lowThresholds": {"cpu": 40}})
     await plugin.balance(handle.node_list)
