@@ -50,10 +50,7 @@ def is_prod(pod: Pod) -> bool:
     Guaranteed pod) count as Prod too."""
     labels = pod.metadata.labels or {}
     qos = qos_class_of(labels, pod.status.qos_class)
-    return (
-        priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos)
-        == PRIORITY_PROD
-    )
+    return priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos) == PRIORITY_PROD
 
 
 def _amounts(resources: Mapping[str, Quantity] | None, names: Sequence[str]) -> Amounts:
