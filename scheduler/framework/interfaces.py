@@ -29,7 +29,9 @@ from scheduler.solver.problem import SpreadConstraint
 __all__ = [
     "BIND_ANNOTATIONS",
     "GANG_PLAN",
+    "RESERVATIONS_MATCHED",
     "RESERVATION_CREDIT",
+    "RESERVATION_NOMINATED",
     "RESERVATION_TAKEN",
     "SCORE_ALWAYS",
     "BindPlugin",
@@ -260,6 +262,8 @@ class ReservationView:
     """What it holds in all, in the node table's units."""
     remaining: Mapping[str, int]
     """What its owners have not taken yet."""
+    policy: str = ""
+    """``spec.allocatePolicy`` ("" for Default, Aligned, Restricted)."""
 
 
 @runtime_checkable
@@ -310,6 +314,16 @@ SCORE_ALWAYS = StateKey[frozenset[int]]("ScoreAlways")
 """Written by a Filter: rows the cycle scores even when it samples the feasible nodes
 (``percentageOfNodesToScore``), if they are feasible (Reservation: the nodes holding the
 reservations the pod would use)."""
+
+RESERVATIONS_MATCHED = StateKey[Mapping[str, Sequence[ReservationView]]]("ReservationsMatched")
+"""Written by the PreFilter that restores reservations (Reservation): node name -> the placed
+reservations on it the pod may use. A plugin holding sub-resources for reservations (DeviceShare's
+cards) restores them for the pod from this (Koordinator's ``ReservationRestorePlugin``)."""
+
+RESERVATION_NOMINATED = StateKey[dict[str, str]]("ReservationNominated")
+"""Written by Reservation's Filter (and PreScore when planning): node name -> the uid of the
+reservation the pod would allocate from there (Koordinator's ``GetNominatedReservation``). A
+Reserve plugin that runs before Reservation's (DeviceShare) allocates from that reservation."""
 
 RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
 """Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""
