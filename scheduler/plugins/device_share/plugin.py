@@ -78,10 +78,8 @@ log = logging.getLogger(__name__)
 NAME = "DeviceShare"
 RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
-    PolicyRule.watching(RESERVATIONS, why="DeviceShare: the cards each placed Reservation holds."),
-    PolicyRule.on(
-        RESERVATIONS, "patch", why="DeviceShare: a Reservation's cards, in its device-allocated annotation."
-    ),
+    PolicyRule.watching(RESERVATIONS, why="the cards each placed Reservation holds."),
+    PolicyRule.on(RESERVATIONS, "patch", why="a Reservation's cards, in its device-allocated annotation."),
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"

@@ -44,7 +44,9 @@ class RecordingBackend:
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
         self.patches.append((pod.metadata.name or "", patch))
 
-    async def patch_custom(self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]) -> None:
+    async def patch_custom(
+        self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> None:
         self.custom_patches.append((name, patch))
 
 
