@@ -144,7 +144,7 @@ _ops = st.lists(
         st.tuples(st.just("pod"), _requests),
         st.tuples(st.just("remove-pod"), st.integers(0, 9)),
         st.tuples(st.just("remove-reservation"), st.integers(0, 5)),
-        st.tuples(st.just("restart")),
+        st.tuples(st.just("restart"), st.booleans()),
     ),
     max_size=14,
 )
@@ -209,10 +209,16 @@ def _check(world: _World, p: DeviceShare) -> None:
         assert p.store.usage(NODE).get(minor, GPUUsage()) == used, (minor, dict(p.store.usage(NODE)))
 
 
-def _restart(world: _World) -> DeviceShare:
+def _restart(world: _World, reservations_first: bool = False) -> DeviceShare:
+    """A new scheduler listing the API server (the informers may deliver either list first)."""
     p, _ = plugin(device(NODE, *(gpu(m) for m in range(CARDS))))
-    p._on_pod(WatchEvent(EventType.REPLACED, objects=list(world.pods.values())))
-    p._on_reservation(WatchEvent(EventType.REPLACED, objects=list(world.reservations.values())))
+    pods = WatchEvent(EventType.REPLACED, objects=list(world.pods.values()))
+    reservations = WatchEvent(EventType.REPLACED, objects=list(world.reservations.values()))
+    if reservations_first:
+        p._on_reservation(reservations)
+    p._on_pod(pods)
+    if not reservations_first:
+        p._on_reservation(reservations)
     return p
 
 
@@ -268,5 +274,5 @@ def test_no_card_is_overcommitted_between_reservations_and_pods(ops: list[tuple[
             uid = sorted(world.reservations)[op[1] % len(world.reservations)]
             p._on_reservation(WatchEvent(EventType.DELETED, obj=world.reservations.pop(uid)))
         elif kind == "restart":
-            p = _restart(world)
+            p = _restart(world, op[1])
         _check(world, p)
