@@ -29,7 +29,9 @@ from scheduler.solver.problem import SpreadConstraint
 __all__ = [
     "BIND_ANNOTATIONS",
     "GANG_PLAN",
+    "RESERVATIONS_MATCHED",
     "RESERVATION_CREDIT",
+    "RESERVATION_NOMINATED",
     "RESERVATION_TAKEN",
     "SCORE_ALWAYS",
     "BindPlugin",
@@ -260,6 +262,8 @@ class ReservationView:
     """What it holds in all, in the node table's units."""
     remaining: Mapping[str, int]
     """What its owners have not taken yet."""
+    policy: str = ""
+    """``spec.allocatePolicy`` ("" for Default, Aligned, Restricted)."""
 
 
 @runtime_checkable
@@ -316,6 +320,16 @@ HOLD_ROOM = StateKey[bool]("HoldRoomOnBindFailure")
 (Coscheduling: a gang member released at Permit, whose gang may already have members bound): the
 binder nominates the pod to the node it failed on, so no other pod takes that room before it is
 retried and the gang is not left part bound."""
+
+RESERVATIONS_MATCHED = StateKey[Mapping[str, Sequence[ReservationView]]]("ReservationsMatched")
+"""Written by the PreFilter that restores reservations (Reservation): node name -> the placed
+reservations on it the pod may use. A plugin holding sub-resources for reservations (DeviceShare's
+cards) restores them for the pod from this (Koordinator's ``ReservationRestorePlugin``)."""
+
+RESERVATION_NOMINATED = StateKey[dict[str, str]]("ReservationNominated")
+"""Written by Reservation's Filter (and PreScore when planning): node name -> the uid of the
+reservation the pod would allocate from there (Koordinator's ``GetNominatedReservation``). A
+Reserve plugin that runs before Reservation's (DeviceShare) allocates from that reservation."""
 
 RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
 """Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,16 +34,25 @@ from apis.extension.device import (
     get_device_allocations,
     get_gpu_partition_spec,
 )
-from apis.extension.reservation import is_reserve_pod
+from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
-from scheduler.backend.base import DEVICES, PODS, BackendError, WatchEvent
+from apis.scheduling.reservation import Reservation
+from scheduler.backend.base import DEVICES, PODS, RESERVATIONS, BackendError, WatchEvent
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
+from scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    RESERVATION_NOMINATED,
+    RESERVATIONS_MATCHED,
+    ClusterEvent,
+    FilterResult,
+    PreFilterResult,
+    ReservationView,
+)
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.allocator import (
@@ -59,6 +68,7 @@ from scheduler.plugins.device_share.allocator import (
 from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
+from scheduler.plugins.device_share.reserved import RESTRICTED, ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
@@ -68,6 +78,8 @@ log = logging.getLogger(__name__)
 NAME = "DeviceShare"
 RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
+    PolicyRule.watching(RESERVATIONS, why="the cards each placed Reservation holds."),
+    PolicyRule.on(RESERVATIONS, "patch", why="a Reservation's cards, in its device-allocated annotation."),
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
@@ -84,6 +96,9 @@ class _Cycle:
     fitting: frozenset[str]
     """Nodes whose cards can hold the request now."""
     with_device: frozenset[str]
+    from_reservation: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """(node, reservation uid) -> the reservation's cards (with the node's free ones unless it is
+    Restricted) hold the request, for the reservations the pod may use."""
 
 
 _CYCLE = StateKey[_Cycle]("DeviceShare/cycle")
@@ -95,10 +110,12 @@ class DeviceShare:
         self.args = args
         self.handle = handle
         self.store = DeviceStore()
+        self.reserved = ReservedDevices(self.store)
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
         handle.subscribe(DEVICES, self._on_device)
         handle.subscribe(PODS, self._on_pod)
+        handle.subscribe(RESERVATIONS, self._on_reservation)
 
     @property
     def name(self) -> str:
@@ -118,9 +135,11 @@ class DeviceShare:
         )
 
     def _on_pod(self, event: WatchEvent[Pod]) -> None:
-        event.dispatch(
-            self._replace_pods, self._upsert_pod, lambda p: self.store.release(p.metadata.uid or "")
-        )
+        event.dispatch(self._replace_pods, self._upsert_pod, self._delete_pod)
+
+    def _delete_pod(self, pod: Pod) -> None:
+        self.store.release(pod.metadata.uid or "")
+        self.reserved.remove_owner(pod.metadata.uid or "")
 
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
         present = set()
@@ -128,13 +147,16 @@ class DeviceShare:
             present.add(pod.metadata.uid or "")
             self._upsert_pod(pod)
         for uid in self.store.holders():
-            if uid not in present and not self.store.is_assumed(uid):
+            if uid not in present and not self.store.is_assumed(uid) and not self.reserved.knows(uid):
                 self.store.release(uid)
+                self.reserved.remove_owner(uid)
 
     def _upsert_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
+        if is_reserve_pod(pod.metadata.annotations):
+            return  # a reservation's cards are read from the Reservation (_on_reservation)
         if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
-            self.store.release(uid)
+            self._delete_pod(pod)
             return
         node = pod.spec.node_name
         if not node:
@@ -151,7 +173,60 @@ class DeviceShare:
             return
         if allocated is None:
             return
-        self.store.hold(uid, node, allocations_of(allocated), assumed=False)
+        allocations = allocations_of(allocated)
+        self.store.hold(uid, node, allocations, assumed=False)
+        self._follow_owner(pod, allocations)
+
+    def _follow_owner(self, pod: Pod, allocations: Sequence[Allocation]) -> None:
+        """A bound pod allocated from a reservation takes its cards out of the reservation's."""
+        uid = pod.metadata.uid or ""
+        try:
+            reservation = get_reservation_allocated(pod.metadata.annotations)
+        except InvalidAnnotation:
+            reservation = None
+        if reservation is None or not reservation.uid:
+            self.reserved.remove_owner(uid)
+        else:
+            self.reserved.set_owner(uid, reservation.uid, allocations)
+
+    def _on_reservation(self, event: WatchEvent[Reservation]) -> None:
+        event.dispatch(self._replace_reservations, self._upsert_reservation, self._delete_reservation)
+
+    def _replace_reservations(self, reservations: Sequence[Reservation]) -> None:
+        present = {r.metadata.uid or r.metadata.name or "" for r in reservations}
+        for uid, cards in list(self.reserved.reservations.items()):
+            if uid not in present and not cards.assumed:
+                self.reserved.remove_reservation(uid)
+        for reservation in reservations:
+            self._upsert_reservation(reservation)
+
+    def _delete_reservation(self, reservation: Reservation) -> None:
+        self.reserved.remove_reservation(reservation.metadata.uid or reservation.metadata.name or "")
+
+    def _upsert_reservation(self, reservation: Reservation) -> None:
+        """A placed reservation holds the cards its ``device-allocated`` annotation names (the one
+        this plugin wrote at its PreBind): read back on every event, so a restart rebuilds them."""
+        uid = reservation.metadata.uid or reservation.metadata.name or ""
+        status = reservation.status
+        phase = status.phase if status is not None else None
+        if phase in ("Succeeded", "Failed") or reservation.metadata.deletion_timestamp:
+            self.reserved.remove_reservation(uid)
+            return
+        node = status.node_name if status is not None else None
+        if phase != "Available" or not node:
+            return  # not placed yet: an assumed reserve pod keeps what Reserve gave it
+        try:
+            allocated = get_device_allocations(reservation.metadata.annotations)
+        except InvalidAnnotation:
+            log.warning(
+                "reservation %s: malformed %s", reservation.metadata.name, ANNOTATION_DEVICE_ALLOCATED
+            )
+            return
+        if allocated is None:
+            return
+        policy = (reservation.spec.allocate_policy if reservation.spec else None) or ""
+        cards = ReservedCards(node, tuple(allocations_of(allocated)), policy, assumed=False)
+        self.reserved.set_reservation(uid, cards)
 
     # ---- PreFilter / Filter ----
 
@@ -160,9 +235,7 @@ class DeviceShare:
             request = gpu_request(pod.requests)
         except InvalidGPURequest as exc:
             return PreFilterResult(Status.unresolvable(f"invalid GPU request: {exc}"))
-        if request is None or is_reserve_pod(pod.annotations):
-            # A reservation's reserve pod holds GPU counts (NodeResourcesFit) but no specific cards
-            # yet: its owners are given cards when they are scheduled.
+        if request is None:
             return PreFilterResult(Status.skip())
         try:
             hints = get_device_allocate_hints(pod.annotations)
@@ -179,16 +252,56 @@ class DeviceShare:
             frozenset(),
             frozenset(self.store.has_device),
         )
-        cycle.fitting = frozenset(
-            node for node in self.store.has_device if self._allocate(node, cycle) is not None
-        )
+        fitting = {node for node in self.store.has_device if self._allocate(node, cycle) is not None}
+        for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
+            if node not in self.store.has_device:
+                continue
+            for view in views:
+                fits_there = self._allocate_from(node, cycle, view.uid) is not None
+                cycle.from_reservation[(node, view.uid)] = fits_there
+                if fits_there:
+                    fitting.add(node)
+        cycle.fitting = frozenset(fitting)
         state.write(_CYCLE, cycle)
         return PreFilterResult()
 
+    def _allocate_from(self, node: str, cycle: _Cycle, reservation_uid: str) -> list[Allocation] | None:
+        """An owner's cards when it allocates from this reservation: the reservation's remaining
+        cards first (*preferred*), then, unless it is Restricted, the node's free cards as well;
+        Restricted: only within the reservation's remaining per-card amounts."""
+        cards = self.reserved.get(reservation_uid)
+        if cards is None or cards.node != node:
+            return self._allocate(node, cycle)
+        if cards.policy == RESTRICTED:
+            capacity = {g.minor: GPUUsage(g.core, g.memory, g.ratio) for g in self.store.gpus(node)}
+            minors, usage = self.reserved.restricted_usage(
+                reservation_uid, {m: c for m, c in capacity.items() if m in cards.minors}
+            )
+            return self._allocate(node, cycle, usage, only=minors)
+        restored = self.reserved.restored_usage(node, reservation_uid)
+        preferred = self._allocate(node, cycle, restored, only=cards.minors)
+        return preferred if preferred is not None else self._allocate(node, cycle, restored)
+
+    def filter_reservation(self, state: CycleState, pod: PodInfo, reservation: ReservationView) -> Status:
+        """``interfaces.ReservationFilterPlugin``: the pod's cards fit when allocated from it."""
+        cycle = state.get(_CYCLE)
+        if cycle is None or reservation.node not in cycle.with_device:
+            return Status.success()
+        fits_there = cycle.from_reservation.get((reservation.node, reservation.uid))
+        if fits_there is None:
+            fits_there = self._allocate_from(reservation.node, cycle, reservation.uid) is not None
+        return Status.success() if fits_there else Status.unschedulable(ERR_INSUFFICIENT_GPU)
+
     def _allocate(
-        self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None
+        self,
+        node: str,
+        cycle: _Cycle,
+        usage: Mapping[int, GPUUsage] | None = None,
+        only: frozenset[int] | None = None,
     ) -> list[Allocation] | None:
         gpus: list[GPU] = self.store.gpus(node)
+        if only is not None:
+            gpus = [g for g in gpus if g.minor in only]
         hint, request = cycle.hint, cycle.request
         if hint is not None and hint.selector is not None:
             selector = hint.selector
@@ -302,26 +415,44 @@ class DeviceShare:
         cycle = state.get(_CYCLE)
         if cycle is None or node not in cycle.with_device:
             return Status.success()
-        allocations = self._allocate(node, cycle)
+        nominated = (state.get(RESERVATION_NOMINATED) or {}).get(node)
+        if nominated is not None:
+            allocations = self._allocate_from(node, cycle, nominated)
+        else:
+            allocations = self._allocate(node, cycle)
         if allocations is None:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
-        self.store.hold(pod.uid, node, allocations, assumed=True)
+        if is_reserve_pod(pod.annotations):
+            # The reserve pod's uid is its reservation's: the cards are held for the reservation
+            # (its policy is read from the Reservation once it is placed, before any owner uses it).
+            self.reserved.set_reservation(pod.uid, ReservedCards(node, tuple(allocations), "", assumed=True))
+        else:
+            self.store.hold(pod.uid, node, allocations, assumed=True)
+            if nominated is not None:
+                self.reserved.set_owner(pod.uid, nominated, allocations)
         state.write(_ALLOCATED, (node, tuple(allocations)))
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
         if state.get(_ALLOCATED) is not None:
-            self.store.release(pod.uid)
+            if is_reserve_pod(pod.annotations):
+                self.reserved.remove_reservation(pod.uid)
+            else:
+                self.store.release(pod.uid)
+                self.reserved.remove_owner(pod.uid)
 
     async def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         allocated = state.get(_ALLOCATED)
         if allocated is None:
             return Status.success()
         value = allocated_annotation(allocated[1])
+        patch = {"metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}}
         try:
-            await self.handle.backend.patch_pod(
-                pod.pod, {"metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}}
-            )
+            if is_reserve_pod(pod.annotations):
+                # Koordinator records a reservation's cards on the Reservation object.
+                await self.handle.backend.patch_custom(RESERVATIONS, None, pod.name, patch)
+            else:
+                await self.handle.backend.patch_pod(pod.pod, patch)
         except BackendError as exc:
             return Status.error(f"writing {ANNOTATION_DEVICE_ALLOCATED} on {pod.key}: {exc}")
         return Status.success()

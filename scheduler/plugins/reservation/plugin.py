@@ -62,7 +62,9 @@ from scheduler.framework.interfaces import (
     BIND_ANNOTATIONS,
     MAX_NODE_SCORE,
     RESERVATION_CREDIT,
+    RESERVATION_NOMINATED,
     RESERVATION_TAKEN,
+    RESERVATIONS_MATCHED,
     SCORE_ALWAYS,
     ClusterEvent,
     Diagnosis,
@@ -319,6 +321,13 @@ class ReservationPlugin:
         snapshot.lift_reserved(self._held(s for states in matched.values() for s in states))
         state.write(RESERVATION_CREDIT, self._credit(pod, matched))
         state.write(
+            RESERVATIONS_MATCHED,
+            {
+                snapshot.table.names[row]: tuple(_view(r, r.remaining()) for r in states)
+                for row, states in matched.items()
+            },
+        )
+        state.write(
             _CYCLE,
             _Cycle(
                 matched=matched,
@@ -453,6 +462,7 @@ class ReservationPlugin:
             choice = self._choose(state, cycle, pod, resources, requests, free, states)
             if choice is not None:
                 cycle.choice[row] = choice
+                _nominate(state, snapshot.table.names[row], choice)
                 continue
             held = self._remaining(states, resources)
             if cycle.required or np.any(requests > free - held):
@@ -527,14 +537,7 @@ class ReservationPlugin:
         filters = self.handle.profile.reservation_filters()
         if not filters:
             return None
-        view = ReservationView(
-            name=reservation.name,
-            uid=reservation.uid,
-            node=reservation.node or "",
-            labels=reservation.labels,
-            allocatable=reservation.allocatable,
-            remaining=remaining,
-        )
+        view = _view(reservation, remaining)
         for plugin in filters:
             status = plugin.filter_reservation(state, pod, view)
             if not status.ok:
@@ -683,6 +686,7 @@ class ReservationPlugin:
                     choice = self._choose(state, cycle, pod, resources, requests, free, states)
                     if choice is not None:
                         cycle.choice[row] = choice
+                        _nominate(state, snapshot.table.names[row], choice)
         return Status.success() if cycle.choice else Status.skip()
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
@@ -788,6 +792,27 @@ class ReservationPlugin:
         except BackendError as exc:
             return Status.error(f"binding reservation {reservation.name} to node {node}: {exc}")
         return Status.success()
+
+
+def _view(reservation: ReservationState, remaining: dict[str, int]) -> ReservationView:
+    return ReservationView(
+        name=reservation.name,
+        uid=reservation.uid,
+        node=reservation.node or "",
+        labels=reservation.labels,
+        allocatable=reservation.allocatable,
+        remaining=remaining,
+        policy=reservation.policy,
+    )
+
+
+def _nominate(state: CycleState, node: str, reservation: ReservationState) -> None:
+    """``interfaces.RESERVATION_NOMINATED``: what a Reserve running before ours allocates from."""
+    nominated = state.get(RESERVATION_NOMINATED)
+    if nominated is None:
+        nominated = {}
+        state.write(RESERVATION_NOMINATED, nominated)
+    nominated[node] = reservation.uid
 
 
 def new(args: ReservationArgs | None, handle: Handle) -> ReservationPlugin:

@@ -39,9 +39,15 @@ from tests.scheduler.plugins.device_share_fixtures import GIB, device, eight_gpu
 class RecordingBackend:
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.custom_patches: list[tuple[str, dict[str, Any]]] = []
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
         self.patches.append((pod.metadata.name or "", patch))
+
+    async def patch_custom(
+        self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]
+    ) -> None:
+        self.custom_patches.append((name, patch))
 
 
 def plugin(*devices: Device, args: DeviceShareArgs | None = None) -> tuple[DeviceShare, RecordingBackend]:
@@ -374,13 +380,22 @@ def test_args_defaults_and_names() -> None:
         DeviceShareArgs.model_validate({"scoringStrategy": {"resources": [{"name": "x", "weight": 101}]}})
 
 
-def test_a_reserve_pod_holds_no_cards() -> None:
-    p, _ = plugin(eight_gpus("g0"))
-    pod = make_pod("reserve").uid("reserve").req({"cpu": "1", **req(nvidia=8)}).obj()
+def test_a_reserve_pod_gets_cards_recorded_on_its_reservation() -> None:
+    p, backend = plugin(eight_gpus("g0"))
+    pod = make_pod("reserve").uid("reserve").req({"cpu": "1", **req(nvidia=2)}).obj()
     pod.metadata.annotations = {ANNOTATION_RESERVE_POD: "true"}
     state = CycleState()
-    assert p.pre_filter(state, PodInfo.of(pod), snapshot("g0")).status.code is Code.SKIP
-    assert p.reserve(state, PodInfo.of(pod), "g0").ok
+    info = PodInfo.of(pod)
+    assert p.pre_filter(state, info, snapshot("g0")).status.ok
+    assert p.reserve(state, info, "g0").ok
+    assert sorted(p.store.usage("g0")) == [0, 1]
+    asyncio.run(p.pre_bind(state, info, "g0"))
+    assert not backend.patches  # not a pod: Koordinator writes it on the Reservation object
+    name, patch = backend.custom_patches[-1]
+    assert name == "reserve"
+    entries = json.loads(patch["metadata"]["annotations"][ANNOTATION_DEVICE_ALLOCATED])["gpu"]
+    assert minors(entries) == [0, 1]
+    p.unreserve(state, info, "g0")
     assert not p.store.usage("g0")
 
 

@@ -1,0 +1,184 @@
+"""A Reservation of GPUs on the real API server: it takes a specific card, nobody else gets it, its
+owner gets exactly that card, also after koord-scheduler restarts.
+
+One fake 2-GPU node of its own (tainted, so no other scenario's pods land there). koordlet
+(``--simulate-devices``) writes its Device and koord-manager sums the cards into its allocatable,
+as on a cluster; ``nvidia.com/gpu`` is the device plugin's, written with the node. What is checked
+is what a user sees: the Reservation's ``device-allocated`` annotation, the pods' nodes and their
+``device-allocated`` annotations, and FailedScheduling events.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
+from e2e.cluster.__main__ import wait_nodes_ready
+from e2e.cluster.controlplane import ControlPlane
+from e2e.components import koordlet_simulation
+from e2e.scheduler_process import Scheduler, start_scheduler
+from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+
+NAMESPACE = "reservation-devices"
+NODE = "resdev-gpu-0"
+TAINT = {"key": "koord-e2e/pool", "value": "reservation-devices", "effect": "NoSchedule"}
+SELECTOR = {"node-type": "reservation-devices"}
+RESERVATION = "gpu-hold"
+OWNER_LABELS = {"app": "gpu-trainer"}
+
+
+def _node() -> dict[str, Any]:
+    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": NODE,
+            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE, **SELECTOR},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": [TAINT]},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+DEVICES = {
+    "reportIntervalSeconds": 5,
+    "nodes": [{"name": NODE, "gpus": {"count": 2, "model": "NVIDIA L40S", "memory": "80Gi"}}],
+}
+
+
+@pytest.fixture(scope="module")
+def reported_devices(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    cp = control_plane
+    apply(cp, [_node()])
+    wait_nodes_ready(cp)
+    path = tmp_path_factory.mktemp("reservation-devices") / "devices.yaml"
+    path.write_text(yaml.safe_dump(DEVICES))
+    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-resdev")
+    koordlet.start()
+    try:
+
+        def synced() -> bool:
+            node = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
+            return (node["status"].get("allocatable") or {}).get("koordinator.sh/gpu-core") == "200"
+
+        wait_for(synced, timeout=90, what="koordlet's Device summed into the node's allocatable")
+        yield
+    finally:
+        koordlet.stop()
+
+
+def _reservation() -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": RESERVATION},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": NAMESPACE},
+                "spec": {
+                    "schedulerName": "koord-scheduler",
+                    "nodeSelector": SELECTOR,
+                    "tolerations": [TAINT],
+                    "containers": [
+                        {
+                            "name": "main",
+                            "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}},
+                        }
+                    ],
+                },
+            },
+            "owners": [{"labelSelector": {"matchLabels": OWNER_LABELS}}],
+            "ttl": "1h",
+        },
+    }
+
+
+def _gpu_pod(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return make_pod(
+        name,
+        NAMESPACE,
+        cpu="100m",
+        memory="64Mi",
+        extra={"nvidia.com/gpu": "1"},
+        node_selector=SELECTOR,
+        tolerations=[TAINT],
+        labels=labels,
+    )
+
+
+def _minors(annotations: dict[str, str] | None) -> list[int]:
+    raw = (annotations or {}).get(ANNOTATION_DEVICE_ALLOCATED)
+    assert raw is not None, annotations
+    return [entry["minor"] for entry in json.loads(raw)["gpu"]]
+
+
+def _bound(cp: ControlPlane, name: str) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        return next(
+            (p for p in pods(cp, NAMESPACE) if p["metadata"]["name"] == name and p["spec"].get("nodeName")),
+            None,
+        )
+
+    return wait_for(check, timeout=60, what=f"{name} bound")
+
+
+def test_a_reserved_gpu_is_held_from_strangers_and_given_to_its_owner(
+    control_plane: ControlPlane, scheduler: Scheduler, scheduler_kubeconfig: Path, reported_devices: None
+) -> None:
+    cp = control_plane
+    cp.create_namespace(NAMESPACE)
+    try:
+        apply(cp, [_reservation()])
+
+        def placed() -> dict[str, Any] | None:
+            found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", RESERVATION, "-o", "json"))
+            status = found.get("status") or {}
+            return found if status.get("phase") == "Available" else None
+
+        reservation = wait_for(placed, timeout=60, what=f"{RESERVATION} Available")
+        assert reservation["status"]["nodeName"] == NODE
+        reserved = _minors(reservation["metadata"].get("annotations"))
+        assert len(reserved) == 1
+        assert reserved[0] in (0, 1)  # a card the Device lists
+
+        # The node's other card goes to the first stranger; the second stranger finds none.
+        apply(cp, [_gpu_pod("filler")])
+        filler = _bound(cp, "filler")
+        assert filler["spec"]["nodeName"] == NODE
+        assert _minors(filler["metadata"]["annotations"]) == [1 - reserved[0]]
+        apply(cp, [_gpu_pod("stranger")])
+        message = wait_for(
+            lambda: [m for m in failed_scheduling(cp, NAMESPACE, "stranger") if "Insufficient" in m],
+            timeout=60,
+            what="FailedScheduling for the stranger",
+        )[-1]
+        assert "1 Insufficient nvidia.com/gpu" in message or "1 Insufficient gpu devices" in message, message
+
+        # A restarted scheduler reads the reserved card back from the Reservation.
+        scheduler.component.stop_now(signal.SIGKILL)
+        restarted = start_scheduler(cp, scheduler_kubeconfig, scheduler.component.name)
+        scheduler.component, scheduler.port = restarted.component, restarted.port
+
+        # The owner gets exactly the reserved card and says which reservation it used.
+        apply(cp, [_gpu_pod("owner", OWNER_LABELS)])
+        owner = _bound(cp, "owner")
+        assert owner["spec"]["nodeName"] == NODE
+        assert _minors(owner["metadata"]["annotations"]) == reserved
+        allocated = json.loads(
+            owner["metadata"]["annotations"]["scheduling.koordinator.sh/reservation-allocated"]
+        )
+        assert allocated["name"] == RESERVATION
+        stranger = next(p for p in pods(cp, NAMESPACE) if p["metadata"]["name"] == "stranger")
+        assert not stranger["spec"].get("nodeName")  # the card is the owner's now, not free
+    finally:
+        cp.kubectl("delete", "pods", "--all", "-n", NAMESPACE, "--grace-period=0", "--force", check=False)
+        cp.kubectl("delete", "reservation", RESERVATION, "--ignore-not-found", check=False)
