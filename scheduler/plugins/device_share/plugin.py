@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -43,7 +44,13 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
+from scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    FilterResult,
+    PreFilterResult,
+    Room,
+)
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.allocator import (
@@ -59,6 +66,7 @@ from scheduler.plugins.device_share.allocator import (
 from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
+from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
@@ -156,22 +164,33 @@ class DeviceShare:
     # ---- PreFilter / Filter ----
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
+        cycle = self._cycle_of(pod, snapshot)
+        if not isinstance(cycle, _Cycle):
+            return PreFilterResult(cycle)
+        cycle.fitting = frozenset(
+            node for node in self.store.has_device if self._allocate(node, cycle) is not None
+        )
+        state.write(_CYCLE, cycle)
+        return PreFilterResult()
+
+    def _cycle_of(self, pod: PodInfo, snapshot: Snapshot) -> _Cycle | Status:
+        """The pod's request and hints (``fitting`` left empty), or why the plugin skips or refuses it."""
         try:
             request = gpu_request(pod.requests)
         except InvalidGPURequest as exc:
-            return PreFilterResult(Status.unresolvable(f"invalid GPU request: {exc}"))
+            return Status.unresolvable(f"invalid GPU request: {exc}")
         if request is None or is_reserve_pod(pod.annotations):
             # A reservation's reserve pod holds GPU counts (NodeResourcesFit) but no specific cards
             # yet: its owners are given cards when they are scheduled.
-            return PreFilterResult(Status.skip())
+            return Status.skip()
         try:
             hints = get_device_allocate_hints(pod.annotations)
             partition_spec = get_gpu_partition_spec(pod.annotations)
         except InvalidAnnotation as exc:
-            return PreFilterResult(Status.unresolvable(str(exc)))
+            return Status.unresolvable(str(exc))
         honor_rows = snapshot.label_values(LABEL_GPU_PARTITION_POLICY).get(GPU_PARTITION_POLICY_HONOR, set())
         names = snapshot.table.names
-        cycle = _Cycle(
+        return _Cycle(
             request,
             (hints or {}).get("gpu"),
             partition_spec,
@@ -179,11 +198,24 @@ class DeviceShare:
             frozenset(),
             frozenset(self.store.has_device),
         )
-        cycle.fitting = frozenset(
-            node for node in self.store.has_device if self._allocate(node, cycle) is not None
-        )
-        state.write(_CYCLE, cycle)
-        return PreFilterResult()
+
+    # ---- room for gangs and preemption ----
+
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
+        cycle = self._cycle_of(pod, snapshot)
+        if not isinstance(cycle, _Cycle):
+            return None
+        withdrawn = self._withdrawn(snapshot)
+        per_node = {
+            node: room(
+                partial(self._allocate, node, cycle),
+                self.store.usage_without(node, withdrawn.get(node, set())),
+                limit,
+            )
+            for node in nodes
+            if node in cycle.with_device
+        }
+        return Room(describe_shape(cycle.request, cycle.hint, cycle.partition_spec), per_node)
 
     def _allocate(
         self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None
@@ -236,12 +268,7 @@ class DeviceShare:
 
     def _fitting(self, cycle: _Cycle, snapshot: Snapshot) -> frozenset[str]:
         """The nodes whose cards hold the request, counting pods a preemption is weighing as gone."""
-        victims: dict[str, set[str]] = {}
-        for uid in self.store.holders():
-            if snapshot.is_withdrawn(uid):
-                held = self.store.held(uid)
-                if held is not None:
-                    victims.setdefault(held[0], set()).add(uid)
+        victims = self._withdrawn(snapshot)
         if not victims:
             return cycle.fitting
         freed = {
@@ -251,6 +278,16 @@ class DeviceShare:
             and self._allocate(node, cycle, self.store.usage_without(node, uids)) is not None
         }
         return cycle.fitting | freed
+
+    def _withdrawn(self, snapshot: Snapshot) -> dict[str, set[str]]:
+        """Node -> the pods holding cards there that a preemption is weighing (gone in the what-if)."""
+        victims: dict[str, set[str]] = {}
+        for uid in self.store.holders():
+            if snapshot.is_withdrawn(uid):
+                held = self.store.held(uid)
+                if held is not None:
+                    victims.setdefault(held[0], set()).add(uid)
+        return victims
 
     def _share_refusals(
         self, pod: PodInfo, snapshot: Snapshot, rows: IntArray
