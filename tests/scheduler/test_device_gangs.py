@@ -170,3 +170,28 @@ async def test_preemption_evicts_the_pod_holding_the_needed_switch_not_just_enou
     finally:
         stop.set()
         await task
+
+
+async def test_a_victim_that_frees_enough_gpus_on_the_wrong_switch_is_not_chosen() -> None:
+    """Cards 0-3 on switch p0, 4-7 on p1; ``mid`` holds card 0, ``low`` card 4, ``kept`` (not
+    preemptible) cards 5-7. Evicting ``low``, the lowest priority, would leave 4 GPUs free by count
+    but 3 on p0 and 1 on p1: useless to a pod wanting 4 on one switch. ``mid`` goes instead, and
+    ``low`` stays."""
+    backend = MemoryBackend()
+    backend.apply(NODES, gpu_node("g0", 8))
+    backend.apply(DEVICES, cards("g0", {"p0": range(4), "p1": range(4, 8)}))
+    backend.apply(PODS, gpu_pod("mid", 1, priority=MID, node_name="g0", minors=[0]))
+    backend.apply(PODS, gpu_pod("low", 1, priority=LOW, node_name="g0", minors=[4]))
+    kept = gpu_pod("kept", 3, priority=LOW, node_name="g0", minors=[5, 6, 7])
+    kept["metadata"]["labels"]["scheduling.koordinator.sh/disable-preemptible"] = "true"
+    backend.apply(PODS, kept)
+    stop, task = await start(backend)
+    try:
+        backend.apply(PODS, gpu_pod("urgent", 4, priority=HIGH, annotations=PCIE_HINT))
+        await until(lambda: "urgent" in bound(backend))
+        assert {p.metadata.name for p in backend.list(PODS)} == {"low", "kept", "urgent"}
+        assert [e.regarding.name for e in backend.events if e.reason == "Preempted"] == ["mid"]
+        assert cards_of(backend, "urgent") == [0, 1, 2, 3]
+    finally:
+        stop.set()
+        await task
