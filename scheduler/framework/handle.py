@@ -36,7 +36,12 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
-    from scheduler.framework.interfaces import PreemptionExtension, Preemptor, ReservationFilterPlugin
+    from scheduler.framework.interfaces import (
+        PreemptionExtension,
+        Preemptor,
+        ReservationFilterPlugin,
+        Room,
+    )
 
 __all__ = [
     "Handle",
@@ -193,6 +198,11 @@ class ProfileView(Protocol):
         (``interfaces.ReservationFilterPlugin``)."""
         ...
 
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> list[Room]:
+        """How many pods like ``pod`` each of ``nodes`` can still hold, by the profile's
+        ``interfaces.MemberRoom`` plugins (one ``Room`` per plugin that limits the pod)."""
+        ...
+
 
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
@@ -222,6 +232,9 @@ class _UnboundProfile:
 
     def reservation_filters(self) -> Sequence[ReservationFilterPlugin]:
         return ()
+
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> list[Room]:
+        return []
 
 
 def _no_activation(uids: set[str]) -> None:

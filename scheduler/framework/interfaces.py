@@ -42,6 +42,7 @@ __all__ = [
     "FilterResult",
     "GangSpreadSource",
     "JobResolver",
+    "MemberRoom",
     "PermitPlugin",
     "Plugin",
     "PostBindPlugin",
@@ -60,6 +61,7 @@ __all__ = [
     "ReservationView",
     "ReservePlugin",
     "ReservedRoom",
+    "Room",
     "ScoreExtensions",
     "ScorePlugin",
 ]
@@ -279,6 +281,31 @@ class ReservationFilterPlugin(Protocol):
 
     def filter_reservation(self, state: CycleState, pod: PodInfo, reservation: ReservationView) -> Status:
         """SUCCESS: the pod may allocate from ``reservation``; a rejection says why not."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Room:
+    """How many pods of one shape each node can still hold by a plugin's own accounting."""
+
+    shape: str
+    """Names the shape (pods with equal shapes draw on the same room), in words a user reads in a
+    gang's failure message: ``sets of 8 whole GPUs in one PCIe``."""
+    per_node: Mapping[str, int]
+    """Node -> pods of the shape it holds (up to the limit asked); a node absent is not limited."""
+
+
+@runtime_checkable
+class MemberRoom(Protocol):
+    """A plugin that accounts for something the node table's totals do not (DeviceShare: which
+    cards, on which PCIe switch): it says how many pods like one a node can still hold, so that a
+    gang is planned, and a preemption's victims counted, by what the plugin will really give at
+    Reserve. Pods a preemption is weighing (``Snapshot.is_withdrawn``) count as gone.
+    ``Handle.profile.member_room`` asks every such plugin of the profile."""
+
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
+        """The room on ``nodes`` for pods like ``pod`` (each counted up to ``limit``); None: the
+        plugin does not limit ``pod``."""
         ...
 
 

@@ -152,6 +152,7 @@ class Framework:
         self._reservation_filters = tuple(
             p for p in self.plugins.values() if isinstance(p, fw.ReservationFilterPlugin)
         )
+        self._member_rooms = [p for p in self.plugins.values() if isinstance(p, fw.MemberRoom)]
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -202,6 +203,12 @@ class Framework:
 
     def reservation_filters(self) -> Sequence[fw.ReservationFilterPlugin]:
         return self._reservation_filters
+
+    def member_room(
+        self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int
+    ) -> list[fw.Room]:
+        rooms = (plugin.member_room(pod, snapshot, nodes, limit) for plugin in self._member_rooms)
+        return [room for room in rooms if room is not None]
 
     # ---- lookup ------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.gangs import Gang, GangGroup
-from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
+from scheduler.plugins.coscheduling.placement import TopologyError, build_problem, short_of_room
 from scheduler.solver.problem import Infeasible, PlacementProblem, Plan, SolveOptions
 
 __all__ = ["GroupPlanner"]
@@ -123,6 +123,7 @@ class GroupPlanner:
                 options=self.options,
                 score_rows=lambda member, rows: profile.score_rows(member, snapshot, rows),
                 spread=profile.gang_spread(members, snapshot),
+                member_rooms=lambda member, nodes, limit: profile.member_room(member, snapshot, nodes, limit),
             )
         except TopologyError as exc:
             return Status.unresolvable(f"gang {gang.id}: {exc}")
@@ -190,8 +191,15 @@ class GroupPlanner:
         uids = {m.uid for m in members}
         restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids)
         try:
-            self.handle.profile.restore_reserved(members, snapshot)
-            return self._short_nodes(snapshot, members, assignment)
+            profile = self.handle.profile
+            profile.restore_reserved(members, snapshot)
+            short = self._short_nodes(snapshot, members, assignment)
+            rooms = short_of_room(
+                members,
+                assignment,
+                lambda member, nodes, limit: profile.member_room(member, snapshot, nodes, limit),
+            )
+            return sorted({*short, *rooms})
         finally:
             snapshot.close()
             restore()

@@ -28,6 +28,7 @@ from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkT
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import DEFAULT_BIND_ALL_HOST_IP, PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.interfaces import Room
 from scheduler.plugins.helper.pod_affinity import AffinityTerm, required_terms
 from scheduler.solver.problem import (
     Apart,
@@ -40,11 +41,14 @@ from scheduler.solver.problem import (
     TopologyLayer,
 )
 
-__all__ = ["TopologyError", "build_problem", "layer_chain", "problem_resources"]
+__all__ = ["TopologyError", "build_problem", "layer_chain", "problem_resources", "short_of_room"]
 
 
 FeasibleRows = Callable[[PodInfo], IntArray]
 ScoreRows = Callable[[PodInfo, IntArray], IntArray]
+MemberRooms = Callable[[PodInfo, Sequence[str], int], Sequence[Room]]
+"""(a member, nodes, limit) -> what plugins that count more than totals say those nodes hold of
+pods like it (``ProfileView.member_room``: DeviceShare's GPU sets)."""
 
 
 class TopologyError(ValueError):
@@ -138,6 +142,45 @@ def _port_apart(members: Sequence[PodInfo]) -> list[tuple[str, frozenset[str]]]:
     return list(dict.fromkeys(rules))
 
 
+def _rooms(
+    member_rooms: MemberRooms | None,
+    classes: Sequence[Sequence[PodInfo]],
+    feasible: Mapping[str, frozenset[str]],
+    limit: int,
+) -> tuple[tuple[str, ...], list[frozenset[str]], dict[str, dict[str, int]]]:
+    """(the shapes, each class's shapes in class order, shape -> node -> members it holds)."""
+    room_of: dict[str, dict[str, int]] = {}
+    class_shapes: list[frozenset[str]] = []
+    for pods, names in zip(classes, feasible.values(), strict=True):
+        rooms = member_rooms(pods[0], sorted(names), limit) if member_rooms is not None and names else ()
+        for found in rooms:
+            per_node = room_of.setdefault(found.shape, {})
+            for node, count in found.per_node.items():
+                per_node[node] = min(count, per_node.get(node, count))
+        class_shapes.append(frozenset(found.shape for found in rooms))
+    return tuple(sorted(room_of)), class_shapes, room_of
+
+
+def short_of_room(
+    members: Sequence[PodInfo], assignment: Mapping[str, str], member_rooms: MemberRooms
+) -> list[str]:
+    """Planned nodes where a plugin's room (GPU sets) no longer holds the members planned there."""
+    alike: dict[tuple[str, frozenset[object], frozenset[object]], list[PodInfo]] = {}
+    for member in members:
+        node = assignment.get(member.uid)
+        if node is not None:
+            key = (node, frozenset(member.requests.items()), frozenset(member.annotations.items()))
+            alike.setdefault(key, []).append(member)
+    need: dict[tuple[str, str], int] = {}
+    have: dict[tuple[str, str], int] = {}
+    for (node, _, _), pods in alike.items():
+        for found in member_rooms(pods[0], [node], len(members)):
+            if node in found.per_node:
+                need[node, found.shape] = need.get((node, found.shape), 0) + len(pods)
+                have[node, found.shape] = found.per_node[node]
+    return sorted({node for (node, shape), count in need.items() if count > have[node, shape]})
+
+
 def problem_resources(members: Sequence[PodInfo]) -> tuple[str, ...]:
     """The resources of a placement problem (and the order of its vectors): what members ask for."""
     return tuple(sorted({r for m in members for r in m.requests}))
@@ -156,6 +199,7 @@ def build_problem(
     held: Mapping[str, Sequence[int]] | None = None,
     also_nodes: Sequence[str] = (),
     spread: Sequence[SpreadConstraint] = (),
+    member_rooms: MemberRooms | None = None,
 ) -> PlacementProblem:
     """The placement problem of ``members`` (a gang group's pending pods, in rank order).
 
@@ -164,7 +208,10 @@ def build_problem(
     order): a node's free room in the problem is what it has with the victims still there, and the
     solver adds back what it evicts. ``also_nodes`` are kept in the problem although no member
     passes Filter on them (their victims only count towards a quota release); not with layers.
-    ``spread``: the DoNotSchedule topology spread the members carry (``ProfileView.gang_spread``)."""
+    ``spread``: the DoNotSchedule topology spread the members carry (``ProfileView.gang_spread``).
+    ``member_rooms``: each shape a plugin counts (GPU sets) becomes one more resource of the
+    problem, a member of the shape asking 1 and a node offering the members it holds (with the
+    victims gone, for preemption: which victims free the right cards is checked after the solve)."""
     table = snapshot.table
     resources = problem_resources(members)
     cols = np.fromiter((table.column_of(r) for r in resources), dtype=np.int64, count=len(resources))
@@ -212,6 +259,15 @@ def build_problem(
         for i in request[2]:
             apart_groups[i].add(name)
 
+    shapes, class_shapes, room_of = _rooms(member_rooms, list(classes.values()), feasible, len(members))
+    resources = (*resources, *shapes)
+    for i, shaped in enumerate(class_shapes):
+        group = pod_groups[i]
+        flags = tuple(int(shape in shaped) for shape in shapes)
+        pod_groups[i] = PodGroupSpec(
+            group.name, ResourceVector(group.request.values + flags), group.member_ids
+        )
+
     nodes: list[NodeSpec] = []
     labels: dict[str, dict[str, str]] = {}
     ordered = np.array(sorted(candidate_rows), dtype=np.int64)
@@ -233,6 +289,7 @@ def build_problem(
         values = [max(0, v) for v in vector]
         if held is not None and info.name in held:
             values = [v - h for v, h in zip(values, held[info.name], strict=True)]
+        values += [room_of[shape].get(info.name, len(members)) for shape in shapes]
         nodes.append(NodeSpec(info.name, ResourceVector(tuple(values)), path))
     present = {n.name for n in nodes}
     node_scores: dict[str, int] = {}

@@ -52,6 +52,7 @@ from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
+from scheduler.plugins.coscheduling.victim_rooms import require_room
 from scheduler.plugins.coscheduling.victims import VictimProblemBuilder
 from scheduler.solver import PreemptionProblem, SolveOptions, VictimSelection
 
@@ -65,6 +66,8 @@ VictimFilter = Callable[[PodInfo, PodInfo], bool]
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 SOFT_EVICTION_LABEL_VALUE = "true"
+_ROOM_ROUNDS = 4
+"""Selections checked against the plugins' room (GPU sets) before preemption gives up."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +196,16 @@ class JobPreemption:
         # The problem is plain frozen data: solve it off the event loop (CP-SAT releases the GIL),
         # so watches and bindings go on meanwhile; what changed by then is re-read in _execute.
         selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
+        for _ in range(_ROOM_ROUNDS):  # victims that free counts but not the cards: choose again
+            if selection is None:
+                break
+            again = require_room(problem, selection, members, snapshot, self.handle.profile)
+            if again is None:
+                break
+            problem = again
+            selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
+        else:
+            selection = None
         status = selection.status if selection is not None else "INFEASIBLE"
         self.handle.solver_metrics.solved(
             f"preemption-{self.options.strategy}",

@@ -81,6 +81,9 @@ class VictimProblemBuilder:
                 options=self.options,
                 held=held,
                 also_nodes=[node for _, node in located] if release is not None else (),
+                member_rooms=lambda member, nodes, limit: self.profile.member_room(
+                    member, snapshot, nodes, limit
+                ),
             )
             blockers = self._blockers(placement, members, candidates, snapshot)
         except TopologyError as exc:
@@ -89,6 +92,9 @@ class VictimProblemBuilder:
             restore()
             unlift()
         nodes = {n.name for n in placement.nodes}
+        # Room columns (GPU sets) follow the resources; victims free none of it in the solver's
+        # count (the node offers its room with them all gone; victim_rooms checks who must go).
+        rooms = len(placement.resources) - len(resources)
         pdbs = self._pdbs_of([pod for pod, _ in located])
         budgets: dict[str, ResourceVector] = {}
         victims: list[VictimSpec] = []
@@ -99,13 +105,14 @@ class VictimProblemBuilder:
             if budget is not None:
                 budgets[budget[0]] = ResourceVector(
                     tuple(budget[1].get(r, 0) if r in budget[1] else UNLIMITED for r in resources)
+                    + (UNLIMITED,) * rooms
                 )
             victims.append(
                 VictimSpec(
                     uid=pod.uid,
                     name=pod.key,
                     node=node,
-                    request=ResourceVector(tuple(pod.requests.get(r, 0) for r in resources)),
+                    request=ResourceVector(tuple(pod.requests.get(r, 0) for r in resources) + (0,) * rooms),
                     priority=pod.priority,
                     job=self.profile.job_of(pod),
                     pdbs=pdbs.get(pod.uid, ()),
@@ -119,7 +126,9 @@ class VictimProblemBuilder:
         allowed = {name: self.pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
         releases = {}
         if release is not None:
-            releases[release.key] = ResourceVector(tuple(release.amounts.get(r, 0) for r in resources))
+            releases[release.key] = ResourceVector(
+                tuple(release.amounts.get(r, 0) for r in resources) + (0,) * rooms
+            )
         return PreemptionProblem(placement, tuple(victims), dict(sizes), allowed, budgets, releases, blockers)
 
     def _blockers(

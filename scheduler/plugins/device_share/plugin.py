@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -52,6 +53,7 @@ from scheduler.framework.interfaces import (
     FilterResult,
     PreFilterResult,
     ReservationView,
+    Room,
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
@@ -69,6 +71,7 @@ from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.reserved import RESTRICTED, ReservedCards, ReservedDevices
+from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
@@ -231,27 +234,9 @@ class DeviceShare:
     # ---- PreFilter / Filter ----
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
-        try:
-            request = gpu_request(pod.requests)
-        except InvalidGPURequest as exc:
-            return PreFilterResult(Status.unresolvable(f"invalid GPU request: {exc}"))
-        if request is None:
-            return PreFilterResult(Status.skip())
-        try:
-            hints = get_device_allocate_hints(pod.annotations)
-            partition_spec = get_gpu_partition_spec(pod.annotations)
-        except InvalidAnnotation as exc:
-            return PreFilterResult(Status.unresolvable(str(exc)))
-        honor_rows = snapshot.label_values(LABEL_GPU_PARTITION_POLICY).get(GPU_PARTITION_POLICY_HONOR, set())
-        names = snapshot.table.names
-        cycle = _Cycle(
-            request,
-            (hints or {}).get("gpu"),
-            partition_spec,
-            frozenset(names[row] for row in honor_rows),
-            frozenset(),
-            frozenset(self.store.has_device),
-        )
+        cycle = self._cycle_of(pod, snapshot)
+        if not isinstance(cycle, _Cycle):
+            return PreFilterResult(cycle)
         fitting = {node for node in self.store.has_device if self._allocate(node, cycle) is not None}
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
             if node not in self.store.has_device:
@@ -264,6 +249,48 @@ class DeviceShare:
         cycle.fitting = frozenset(fitting)
         state.write(_CYCLE, cycle)
         return PreFilterResult()
+
+    def _cycle_of(self, pod: PodInfo, snapshot: Snapshot) -> _Cycle | Status:
+        """The pod's request and hints (``fitting`` left empty), or why the plugin skips or refuses it."""
+        try:
+            request = gpu_request(pod.requests)
+        except InvalidGPURequest as exc:
+            return Status.unresolvable(f"invalid GPU request: {exc}")
+        if request is None:
+            return Status.skip()
+        try:
+            hints = get_device_allocate_hints(pod.annotations)
+            partition_spec = get_gpu_partition_spec(pod.annotations)
+        except InvalidAnnotation as exc:
+            return Status.unresolvable(str(exc))
+        honor_rows = snapshot.label_values(LABEL_GPU_PARTITION_POLICY).get(GPU_PARTITION_POLICY_HONOR, set())
+        names = snapshot.table.names
+        return _Cycle(
+            request,
+            (hints or {}).get("gpu"),
+            partition_spec,
+            frozenset(names[row] for row in honor_rows),
+            frozenset(),
+            frozenset(self.store.has_device),
+        )
+
+    # ---- room for gangs and preemption ----
+
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
+        cycle = self._cycle_of(pod, snapshot)
+        if not isinstance(cycle, _Cycle):
+            return None
+        withdrawn = self._withdrawn(snapshot)
+        per_node = {
+            node: room(
+                partial(self._allocate, node, cycle),
+                self.store.usage_without(node, withdrawn.get(node, set())),
+                limit,
+            )
+            for node in nodes
+            if node in cycle.with_device
+        }
+        return Room(describe_shape(cycle.request, cycle.hint, cycle.partition_spec), per_node)
 
     def _allocate_from(self, node: str, cycle: _Cycle, reservation_uid: str) -> list[Allocation] | None:
         """An owner's cards when it allocates from this reservation: the reservation's remaining
@@ -349,12 +376,7 @@ class DeviceShare:
 
     def _fitting(self, cycle: _Cycle, snapshot: Snapshot) -> frozenset[str]:
         """The nodes whose cards hold the request, counting pods a preemption is weighing as gone."""
-        victims: dict[str, set[str]] = {}
-        for uid in self.store.holders():
-            if snapshot.is_withdrawn(uid):
-                held = self.store.held(uid)
-                if held is not None:
-                    victims.setdefault(held[0], set()).add(uid)
+        victims = self._withdrawn(snapshot)
         if not victims:
             return cycle.fitting
         freed = {
@@ -364,6 +386,16 @@ class DeviceShare:
             and self._allocate(node, cycle, self.store.usage_without(node, uids)) is not None
         }
         return cycle.fitting | freed
+
+    def _withdrawn(self, snapshot: Snapshot) -> dict[str, set[str]]:
+        """Node -> the pods holding cards there that a preemption is weighing (gone in the what-if)."""
+        victims: dict[str, set[str]] = {}
+        for uid in self.store.holders():
+            if snapshot.is_withdrawn(uid):
+                held = self.store.held(uid)
+                if held is not None:
+                    victims.setdefault(held[0], set()).add(uid)
+        return victims
 
     def _share_refusals(
         self, pod: PodInfo, snapshot: Snapshot, rows: IntArray
