@@ -28,7 +28,7 @@ from scheduler.framework.status import Code
 from scheduler.plugins.device_share import DeviceShare
 from scheduler.plugins.device_share.joint import ERR_JOINT_ALLOCATE
 from scheduler.plugins.device_share.rdma import ERR_INSUFFICIENT_RDMA, ERR_INSUFFICIENT_VF
-from tests.scheduler.builders import make_pod
+from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
 from tests.scheduler.plugins.device_share_rdma_fixtures import koordinator_node, nic, vf_bus
 from tests.scheduler.plugins.test_device_share import RecordingBackend, filter_names, plugin, snapshot
@@ -355,3 +355,22 @@ def test_well_planned_nics_are_left_to_reserve_for_whole_gpu_joint_pods() -> Non
 def test_unhealthy_nics_are_not_allocated() -> None:
     p, _ = plugin(device("n", nic(1, numa=0, pcie="0", healthy=False), nic(2, numa=0, pcie="0", bus="90")))
     assert nics(place(p, pod("p", {"koordinator.sh/rdma": 100}), snapshot("n"))) == [(2, None)]
+
+
+def test_preemption_sees_a_victims_nic_as_free() -> None:
+    p, _ = plugin(device("n", nic(1, numa=0, pcie="0")))
+    victim = make_pod("victim").uid("victim").req({"cpu": "1", "koordinator.sh/rdma": 100}).on("n").obj()
+    victim.metadata.annotations = {
+        ANNOTATION_DEVICE_ALLOCATED: json.dumps(
+            {"rdma": [{"minor": 1, "resources": {"koordinator.sh/rdma": "100"}}]}
+        )
+    }
+    p._on_pod(WatchEvent(EventType.ADDED, obj=victim))
+    node = make_node("n").alloc({"cpu": "64", "memory": "512Gi", "koordinator.sh/rdma": "100"}).obj()
+    snap = make_snapshot([node], [victim])
+    preemptor = pod("big", {"koordinator.sh/rdma": 100})
+    assert filter_names(p, preemptor, snap)[1] == {ERR_INSUFFICIENT_RDMA: ["n"]}
+    restore = snap.simulate_removal([PodInfo.of(victim)])
+    assert filter_names(p, preemptor, snap)[0] == ["n"]
+    restore()
+    assert filter_names(p, preemptor, snap)[0] == []
