@@ -294,7 +294,9 @@ def rdma_entries(allocations: Sequence[RDMAAllocation]) -> list[dict[str, Any]]:
     for a in allocations:
         entry: dict[str, Any] = {"minor": a.minor, "resources": {RESOURCE_RDMA: str(a.amount)}}
         if a.vf is not None:
-            entry["extension"] = {"vfs": [{"minor": a.vf.minor, "busID": a.vf.bus_id}]}
+            # Koordinator's VirtualFunction fields are omitempty: VF 0 has no "minor".
+            vf: dict[str, Any] = {"minor": a.vf.minor} if a.vf.minor else {}
+            entry["extension"] = {"vfs": [{**vf, "busID": a.vf.bus_id}]}
         entries.append(entry)
     return entries
 

@@ -107,7 +107,7 @@ def one_vf(minor: int, bus: str) -> dict[str, Any]:
     return {
         "minor": minor,
         "resources": {"koordinator.sh/rdma": "1"},
-        "extension": {"vfs": [{"minor": 0, "busID": vf_bus(bus, 0)}]},
+        "extension": {"vfs": [{"busID": vf_bus(bus, 0)}]},
     }
 
 
@@ -122,7 +122,7 @@ def test_rdma_only_pod_gets_one_vf_of_the_first_nic() -> None:
             {
                 "minor": 1,
                 "resources": {"koordinator.sh/rdma": "1"},
-                "extension": {"vfs": [{"minor": 0, "busID": "0000:1f:00.2"}]},
+                "extension": {"vfs": [{"busID": "0000:1f:00.2"}]},  # omitempty: VF 0 has no minor
             }
         ]
     }
