@@ -26,6 +26,7 @@ __all__ = [
     "device_score",
     "fits",
     "node_score",
+    "percent",
     "take",
 ]
 
@@ -93,7 +94,7 @@ def fits(gpu: GPU, used: GPUUsage, request: GPURequest) -> bool:
     )
 
 
-def _percent(requested: int, total: int, strategy: ScoringType) -> int:
+def percent(requested: int, total: int, strategy: ScoringType) -> int:
     if strategy == "MostAllocated":
         return min(requested, total) * 100 // total
     return (total - requested) * 100 // total if requested <= total else 0
@@ -117,9 +118,9 @@ def device_score(
     want = take(gpu, request)
     parts: list[tuple[int, int]] = []
     if gpu.ratio and weights[0]:
-        parts.append((_percent(used.ratio + want.ratio, gpu.ratio, strategy), weights[0]))
+        parts.append((percent(used.ratio + want.ratio, gpu.ratio, strategy), weights[0]))
     if gpu.memory and weights[1]:
-        parts.append((_percent(used.memory + want.memory, gpu.memory, strategy), weights[1]))
+        parts.append((percent(used.memory + want.memory, gpu.memory, strategy), weights[1]))
     return _weighted(parts)
 
 
@@ -139,10 +140,10 @@ def node_score(
     parts: list[tuple[int, int]] = []
     if total_ratio and weights[0]:
         want = 100 if request.whole else request.ratio_on(gpus[0].memory)
-        parts.append((_percent(used_ratio + want, total_ratio, strategy), weights[0]))
+        parts.append((percent(used_ratio + want, total_ratio, strategy), weights[0]))
     if total_memory and weights[1]:
         want = gpus[0].memory if request.whole else request.memory_on(gpus[0].memory)
-        parts.append((_percent(used_memory + want, total_memory, strategy), weights[1]))
+        parts.append((percent(used_memory + want, total_memory, strategy), weights[1]))
     return _weighted(parts)
 
 

@@ -1,10 +1,12 @@
 """DeviceShare: GPUs allocated by card (whole or shared), written to the pod as ``device-allocated``.
 
-PreFilter parses the pod's GPU request (a pod asking for none skips the plugin) and runs the
+PreFilter parses the pod's GPU and RDMA requests (a pod asking for neither skips the plugin) and runs the
 allocator on every node that has a Device, so that Filter only masks rows by name; Score rates
 nodes with the scoring strategy; Reserve picks the cards and holds them in the store, Unreserve
 gives them back, and PreBind writes Koordinator's annotation ``{"gpu": [{"minor": 0, "resources":
 {...}}]}``. The store is beside the cache: it also reads bound pods' annotations on the pod watch.
+A ``koordinator.sh/rdma`` request gets NICs (and VFs) the same way, jointly with the GPUs under
+``device-joint-allocate`` (rdma.py, joint.py).
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from apis.extension.device import (
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
+    RESOURCE_RDMA,
     DeviceHint,
     GPUPartitionSpec,
     get_device_allocate_hints,
     get_device_allocations,
+    get_device_joint_allocate,
     get_gpu_partition_spec,
 )
 from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
@@ -68,7 +72,19 @@ from scheduler.plugins.device_share.allocator import (
     take,
 )
 from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.joint import allocate_rdma_jointly, joint_types
 from scheduler.plugins.device_share.partition import choose_partition
+from scheduler.plugins.device_share.rdma import (
+    InvalidRDMARequest,
+    RDMAAllocation,
+    RDMAUsage,
+    Refusal,
+    rdma_allocations_of,
+    rdma_entries,
+    rdma_node_score,
+    rdma_quantity,
+    wanted,
+)
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.reserved import RESTRICTED, ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.room import describe_shape, room
@@ -91,7 +107,8 @@ ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
 
 @dataclass(slots=True)
 class _Cycle:
-    request: GPURequest
+    request: GPURequest | None
+    """None: the pod asks for RDMA only."""
     hint: DeviceHint | None
     partition_spec: GPUPartitionSpec | None
     honor_partitions: frozenset[str]
@@ -102,10 +119,26 @@ class _Cycle:
     from_reservation: dict[tuple[str, str], bool] = field(default_factory=dict)
     """(node, reservation uid) -> the reservation's cards (with the node's free ones unless it is
     Restricted) hold the request, for the reservations the pod may use."""
+    rdma: _RDMAAsk | None = None
+    refusals: dict[str, Refusal] = field(default_factory=dict)
+    """Why each node outside ``fitting`` cannot hold the pod's devices."""
+
+
+@dataclass(frozen=True, slots=True)
+class _RDMAAsk:
+    quantity: int
+    hint: DeviceHint | None
+    joint: tuple[str, ...]
+    """``device-joint-allocate``'s types taking part, primary first (joint.joint_types)."""
+    same_pcie: bool
+    secondary: bool
+    """RDMA is a secondary type of a whole-GPU joint pod: nodes whose Device says their NICs are
+    well planned check it at Reserve only."""
 
 
 _CYCLE = StateKey[_Cycle]("DeviceShare/cycle")
 _ALLOCATED = StateKey[tuple[str, tuple[Allocation, ...]]]("DeviceShare/allocated")
+_RDMA_ALLOCATED = StateKey[tuple[RDMAAllocation, ...]]("DeviceShare/rdma-allocated")
 
 
 class DeviceShare:
@@ -116,6 +149,7 @@ class DeviceShare:
         self.reserved = ReservedDevices(self.store)
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
+        self.rdma_weight = weight.get(RESOURCE_RDMA, 0)
         handle.subscribe(DEVICES, self._on_device)
         handle.subscribe(PODS, self._on_pod)
         handle.subscribe(RESERVATIONS, self._on_reservation)
@@ -177,7 +211,7 @@ class DeviceShare:
         if allocated is None:
             return
         allocations = allocations_of(allocated)
-        self.store.hold(uid, node, allocations, assumed=False)
+        self.store.hold(uid, node, allocations, assumed=False, rdma=rdma_allocations_of(allocated))
         self._follow_owner(pod, allocations)
 
     def _follow_owner(self, pod: Pod, allocations: Sequence[Allocation]) -> None:
@@ -237,10 +271,14 @@ class DeviceShare:
         cycle = self._cycle_of(pod, snapshot)
         if not isinstance(cycle, _Cycle):
             return PreFilterResult(cycle)
-        fitting = {node for node in self.store.has_device if self._allocate(node, cycle) is not None}
+        for node in self.store.has_device:
+            got = self._allocate_all(node, cycle)
+            if isinstance(got, Refusal):
+                cycle.refusals[node] = got
+        fitting = set(self.store.has_device - cycle.refusals.keys())
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
-            if node not in self.store.has_device:
-                continue
+            if node not in self.store.has_device or cycle.request is None:
+                continue  # a reservation holds cards only
             for view in views:
                 fits_there = self._allocate_from(node, cycle, view.uid) is not None
                 cycle.from_reservation[(node, view.uid)] = fits_there
@@ -256,29 +294,45 @@ class DeviceShare:
             request = gpu_request(pod.requests)
         except InvalidGPURequest as exc:
             return Status.unresolvable(f"invalid GPU request: {exc}")
-        if request is None:
+        try:
+            rdma = rdma_quantity(pod.requests)
+        except InvalidRDMARequest as exc:
+            return Status.unresolvable(str(exc))
+        if request is None and rdma is None:
             return Status.skip()
         try:
-            hints = get_device_allocate_hints(pod.annotations)
+            hints = get_device_allocate_hints(pod.annotations) or {}
             partition_spec = get_gpu_partition_spec(pod.annotations)
+            joint = get_device_joint_allocate(pod.annotations)
         except InvalidAnnotation as exc:
             return Status.unresolvable(str(exc))
         honor_rows = snapshot.label_values(LABEL_GPU_PARTITION_POLICY).get(GPU_PARTITION_POLICY_HONOR, set())
         names = snapshot.table.names
-        return _Cycle(
+        cycle = _Cycle(
             request,
-            (hints or {}).get("gpu"),
+            hints.get("gpu"),
             partition_spec,
             frozenset(names[row] for row in honor_rows),
             frozenset(),
             frozenset(self.store.has_device),
         )
+        if rdma is not None:
+            requested = frozenset(t for t, asked in (("gpu", request), ("rdma", rdma)) if asked is not None)
+            types = joint_types(joint, requested, hints)
+            cycle.rdma = _RDMAAsk(
+                rdma,
+                hints.get("rdma"),
+                types,
+                joint is not None and joint.required_scope == "SamePCIe",
+                bool(types) and types[0] != "rdma" and request is not None and request.whole,
+            )
+        return cycle
 
     # ---- room for gangs and preemption ----
 
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
         cycle = self._cycle_of(pod, snapshot)
-        if not isinstance(cycle, _Cycle):
+        if not isinstance(cycle, _Cycle) or cycle.request is None:
             return None
         withdrawn = self._withdrawn(snapshot)
         per_node = {
@@ -319,6 +373,43 @@ class DeviceShare:
             fits_there = self._allocate_from(reservation.node, cycle, reservation.uid) is not None
         return Status.success() if fits_there else Status.unschedulable(ERR_INSUFFICIENT_GPU)
 
+    def _allocate_all(
+        self,
+        node: str,
+        cycle: _Cycle,
+        usage: Mapping[int, GPUUsage] | None = None,
+        rdma_usage: RDMAUsage | None = None,
+        *,
+        reserve: bool = False,
+        gpus: list[Allocation] | None = None,
+    ) -> tuple[list[Allocation], list[RDMAAllocation]] | Refusal:
+        """The GPUs and NICs the pod gets on ``node``, or why it cannot have them; ``gpus``: the
+        cards already chosen (from a reservation), the NICs to go with them."""
+        if gpus is None and cycle.request is not None:
+            got = self._allocate(node, cycle, usage)
+            if got is None:
+                return Refusal(ERR_INSUFFICIENT_GPU)
+            gpus = got
+        gpus = gpus or []
+        ask = cycle.rdma
+        if ask is None or (ask.secondary and not reserve and self.store.secondary_well_planned(node)):
+            return gpus, []
+        nics = allocate_rdma_jointly(
+            self.store.gpus(node),
+            gpus,
+            self.store.rdmas(node),
+            rdma_usage if rdma_usage is not None else self.store.rdma_usage(node),
+            ask.quantity,
+            ask.hint,
+            ask.joint,
+            ask.same_pcie,
+            self.args.scoring_strategy.type,
+            self.rdma_weight,
+        )
+        if isinstance(nics, Refusal):
+            return nics
+        return gpus, nics
+
     def _allocate(
         self,
         node: str,
@@ -330,6 +421,7 @@ class DeviceShare:
         if only is not None:
             gpus = [g for g in gpus if g.minor in only]
         hint, request = cycle.hint, cycle.request
+        assert request is not None
         if hint is not None and hint.selector is not None:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
@@ -364,10 +456,20 @@ class DeviceShare:
         # A node without a Device passes, as in Koordinator: its GPUs are only counted (by
         # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
         without_device = ~snapshot.rows_named(rows, cycle.with_device)
-        insufficient = ~snapshot.rows_named(rows, self._fitting(cycle, snapshot)) & ~without_device
-        rejections = [(ERR_INSUFFICIENT_GPU, insufficient)]
+        fitting = self._fitting(cycle, snapshot)
+        insufficient = ~snapshot.rows_named(rows, fitting) & ~without_device
+        by_refusal: dict[Refusal, set[str]] = {}
+        for node, refusal in cycle.refusals.items():
+            if node not in fitting:
+                by_refusal.setdefault(refusal, set()).add(node)
+        rejections: list[tuple[str, BoolArray]] = []
         unresolvable = np.zeros(rows.size, dtype=np.bool_)
-        if not cycle.request.whole:
+        for refusal, nodes in sorted(by_refusal.items()):
+            mask = snapshot.rows_named(rows, frozenset(nodes)) & insufficient
+            rejections.append((refusal.reason, mask))
+            if refusal.unresolvable:
+                unresolvable |= mask
+        if cycle.request is not None and not cycle.request.whole:
             for reason, mask in self._share_refusals(pod, snapshot, rows):
                 rejections.append((reason, mask))
                 unresolvable |= mask
@@ -383,7 +485,15 @@ class DeviceShare:
             node
             for node, uids in victims.items()
             if node in cycle.with_device
-            and self._allocate(node, cycle, self.store.usage_without(node, uids)) is not None
+            and not isinstance(
+                self._allocate_all(
+                    node,
+                    cycle,
+                    self.store.usage_without(node, uids),
+                    self.store.rdma_usage_without(node, uids),
+                ),
+                Refusal,
+            )
         }
         return cycle.fitting | freed
 
@@ -430,9 +540,22 @@ class DeviceShare:
         for i, row in enumerate(rows.tolist()):
             node = names[row]
             gpus = self.store.gpus(node)
-            if gpus:
+            if gpus and cycle.request is not None:
                 scores[i] = node_score(gpus, self.store.usage(node), cycle.request, strategy, self.weights)
+            scores[i] += self._rdma_score(node, cycle)
         return scores
+
+    def _rdma_score(self, node: str, cycle: _Cycle) -> int:
+        """Koordinator adds each device type's node score."""
+        ask = cycle.rdma
+        if ask is None or (ask.secondary and self.store.secondary_well_planned(node)):
+            return 0
+        nics = self.store.rdmas(node)
+        per_nic = wanted(ask.quantity, ask.hint, nics)
+        if isinstance(per_nic, Refusal):
+            return 0
+        strategy = self.args.scoring_strategy.type
+        return rdma_node_score(nics, self.store.rdma_usage(node), per_nic[0], strategy, self.rdma_weight)
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         top = int(scores.max()) if scores.size else 0
@@ -448,21 +571,25 @@ class DeviceShare:
         if cycle is None or node not in cycle.with_device:
             return Status.success()
         nominated = (state.get(RESERVATION_NOMINATED) or {}).get(node)
-        if nominated is not None:
-            allocations = self._allocate_from(node, cycle, nominated)
-        else:
-            allocations = self._allocate(node, cycle)
-        if allocations is None:
-            return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+        chosen = None
+        if nominated is not None and cycle.request is not None:
+            chosen = self._allocate_from(node, cycle, nominated)
+            if chosen is None:
+                return Status.unschedulable(ERR_INSUFFICIENT_GPU)
+        got = self._allocate_all(node, cycle, reserve=True, gpus=chosen)
+        if isinstance(got, Refusal):
+            return Status.unschedulable(got.reason)
+        allocations, nics = got
         if is_reserve_pod(pod.annotations):
             # The reserve pod's uid is its reservation's: the cards are held for the reservation
             # (its policy is read from the Reservation once it is placed, before any owner uses it).
             self.reserved.set_reservation(pod.uid, ReservedCards(node, tuple(allocations), "", assumed=True))
         else:
-            self.store.hold(pod.uid, node, allocations, assumed=True)
+            self.store.hold(pod.uid, node, allocations, assumed=True, rdma=nics)
             if nominated is not None:
                 self.reserved.set_owner(pod.uid, nominated, allocations)
         state.write(_ALLOCATED, (node, tuple(allocations)))
+        state.write(_RDMA_ALLOCATED, tuple(nics))
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -477,7 +604,8 @@ class DeviceShare:
         allocated = state.get(_ALLOCATED)
         if allocated is None:
             return Status.success()
-        value = allocated_annotation(allocated[1])
+        nics = state.get(_RDMA_ALLOCATED)
+        value = allocated_annotation(allocated[1], nics or ())
         patch = {"metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}}
         try:
             if is_reserve_pod(pod.annotations):
@@ -490,8 +618,9 @@ class DeviceShare:
         return Status.success()
 
 
-def allocated_annotation(allocations: Sequence[Allocation]) -> str:
-    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio."""
+def allocated_annotation(allocations: Sequence[Allocation], rdma: Sequence[RDMAAllocation] = ()) -> str:
+    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio;
+    rdma entries their amount and VF (rdma.rdma_entries)."""
     gpu = [
         {
             "minor": a.minor,
@@ -503,7 +632,10 @@ def allocated_annotation(allocations: Sequence[Allocation]) -> str:
         }
         for a in allocations
     ]
-    return json.dumps({"gpu": gpu}, separators=(",", ":"))
+    value: dict[str, object] = {"gpu": gpu} if gpu else {}
+    if rdma:
+        value["rdma"] = rdma_entries(rdma)
+    return json.dumps(value, separators=(",", ":"))
 
 
 def new(args: DeviceShareArgs | None, handle: Handle) -> DeviceShare:

@@ -1,4 +1,5 @@
-"""Per-node GPU state beside the cache: the cards each node's Device reports and what pods hold.
+"""Per-node device state beside the cache: the cards and RDMA NICs each node's Device reports and
+what pods hold (NIC amounts and VFs included).
 
 Fed by the Device informer (cards) and by pods: assumed at Reserve, forgotten at Unreserve, and
 confirmed from a bound pod's ``device-allocated`` annotation on the pod watch, so a restarted
@@ -20,10 +21,12 @@ from apis.extension.device import (
     GPUPartitionTable,
     get_gpu_partition_table,
     gpu_partition_policy,
+    is_secondary_device_well_planned,
 )
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.rdma import RDMA, RDMAAllocation, RDMAUsage, rdmas_of
 
 __all__ = ["DeviceStore", "NodeGPUs", "allocations_of", "gpus_of"]
 
@@ -86,6 +89,11 @@ class NodeGPUs:
     """The Device is labelled ``gpu-partition-policy: Honor`` (as the v1.6 notes show it)."""
     usage: dict[int, GPUUsage] = field(default_factory=dict)
     """Minor -> the sum of what pods hold on it (including minors the Device no longer lists)."""
+    rdmas: list[RDMA] = field(default_factory=list)
+    rdma_usage: RDMAUsage = field(default_factory=RDMAUsage)
+    secondary_well_planned: bool = False
+    """The Device is labelled ``secondary-device-well-planned: true`` (its NICs are planned for
+    whole-GPU joint pods, so Filter and Score leave them to Reserve)."""
 
 
 @dataclass(slots=True)
@@ -93,6 +101,7 @@ class _Held:
     node: str
     allocations: tuple[Allocation, ...]
     assumed: bool
+    rdma: tuple[RDMAAllocation, ...] = ()
 
 
 class DeviceStore:
@@ -113,6 +122,8 @@ class DeviceStore:
         except InvalidAnnotation:
             node.partitions = None
         node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
+        node.rdmas = rdmas_of(device)
+        node.secondary_well_planned = is_secondary_device_well_planned(device.metadata.labels)
         self.has_device.add(name)
 
     def remove_device(self, name: str) -> None:
@@ -121,6 +132,7 @@ class DeviceStore:
         if node is not None:
             node.gpus = []
             node.partitions = None
+            node.rdmas = []
 
     def replace_devices(self, devices: Sequence[Device]) -> None:
         present = {d.metadata.name or "" for d in devices}
@@ -135,11 +147,22 @@ class DeviceStore:
         entry = self._held.get(uid)
         return (entry.node, entry.allocations) if entry else None
 
-    def hold(self, uid: str, node: str, allocations: Sequence[Allocation], *, assumed: bool) -> None:
-        """``uid`` holds ``allocations`` on ``node`` (replacing what it held before)."""
+    def hold(
+        self,
+        uid: str,
+        node: str,
+        allocations: Sequence[Allocation],
+        *,
+        assumed: bool,
+        rdma: Sequence[RDMAAllocation] = (),
+    ) -> None:
+        """``uid`` holds ``allocations`` (and NICs ``rdma``) on ``node`` (replacing what it held
+        before)."""
         self.release(uid)
-        self._held[uid] = _Held(node, tuple(allocations), assumed)
-        usage = self.nodes.setdefault(node, NodeGPUs()).usage
+        self._held[uid] = _Held(node, tuple(allocations), assumed, tuple(rdma))
+        entry = self.nodes.setdefault(node, NodeGPUs())
+        entry.rdma_usage.add(rdma)
+        usage = entry.usage
         for a in allocations:
             usage[a.minor] = usage.get(a.minor, GPUUsage()) + a.usage
 
@@ -147,6 +170,7 @@ class DeviceStore:
         entry = self._held.pop(uid, None)
         if entry is None:
             return
+        self.nodes[entry.node].rdma_usage.remove(entry.rdma)
         usage = self.nodes[entry.node].usage
         for a in entry.allocations:
             left = usage.get(a.minor, GPUUsage()) - a.usage
@@ -164,6 +188,15 @@ class DeviceStore:
                 continue
             for a in entry.allocations:
                 usage[a.minor] = usage.get(a.minor, GPUUsage()) - a.usage
+        return usage
+
+    def rdma_usage_without(self, node: str, uids: set[str]) -> RDMAUsage:
+        """``node``'s NIC usage were the pods ``uids`` gone."""
+        usage = self.rdma_usage(node).copy()
+        for uid in uids:
+            entry = self._held.get(uid)
+            if entry is not None and entry.node == node:
+                usage.remove(entry.rdma)
         return usage
 
     def is_assumed(self, uid: str) -> bool:
@@ -188,3 +221,15 @@ class DeviceStore:
     def gpus(self, node: str) -> list[GPU]:
         entry = self.nodes.get(node)
         return entry.gpus if entry else []
+
+    def rdmas(self, node: str) -> list[RDMA]:
+        entry = self.nodes.get(node)
+        return entry.rdmas if entry else []
+
+    def rdma_usage(self, node: str) -> RDMAUsage:
+        entry = self.nodes.get(node)
+        return entry.rdma_usage if entry else RDMAUsage()
+
+    def secondary_well_planned(self, node: str) -> bool:
+        entry = self.nodes.get(node)
+        return entry is not None and entry.secondary_well_planned
