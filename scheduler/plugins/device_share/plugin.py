@@ -50,13 +50,15 @@ from scheduler.plugins.device_share.allocator import (
     GPU,
     Allocation,
     GPUUsage,
+    ScoringType,
     Weights,
     allocate,
     fits,
     node_score,
     take,
 )
-from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.args import DeviceShareArgs, FragmentationArgs
+from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
@@ -97,6 +99,14 @@ class DeviceShare:
         self.store = DeviceStore()
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
+        strategy = args.scoring_strategy
+        self.fragmentation: FragmentationStrategy | None = None
+        self.card_order: ScoringType = "MostAllocated"
+        """How the allocator ranks cards (Fragmentation bin-packs those it does not pick itself)."""
+        if strategy.type == "Fragmentation":
+            self.fragmentation = FragmentationStrategy(strategy.fragmentation or FragmentationArgs())
+        else:
+            self.card_order = strategy.type
         handle.subscribe(DEVICES, self._on_device)
         handle.subscribe(PODS, self._on_pod)
 
@@ -185,19 +195,46 @@ class DeviceShare:
         state.write(_CYCLE, cycle)
         return PreFilterResult()
 
-    def _allocate(
-        self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None
-    ) -> list[Allocation] | None:
+    def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
+        """The node's cards the pod may get (the hint's selector applied)."""
         gpus: list[GPU] = self.store.gpus(node)
-        hint, request = cycle.hint, cycle.request
+        hint = cycle.hint
         if hint is not None and hint.selector is not None:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
+        return gpus
+
+    def _partitioned(self, node: str, cycle: _Cycle) -> bool:
+        return (
+            cycle.request.whole
+            and bool(self.store.partitions(node))
+            and (self._honors(node, cycle) or cycle.partition_spec is not None)
+        )
+
+    def _honors(self, node: str, cycle: _Cycle) -> bool:
+        return node in cycle.honor_partitions or self.store.honors_partitions(node)
+
+    def _any_card(self, node: str, cycle: _Cycle) -> bool:
+        """Whether the scoring strategy picks the card: one card, no scope to keep, no partition."""
+        scope = cycle.hint.required_topology_scope if cycle.hint else None
+        return (
+            cycle.request.count == 1
+            and scope in (None, "Device", "Node")
+            and not self._partitioned(node, cycle)
+        )
+
+    def _allocate(
+        self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None, *, choosing: bool = False
+    ) -> list[Allocation] | None:
+        """The cards the pod would get on ``node``; ``choosing``: Reserve's final choice (the
+        Fragmentation strategy's card then, any fitting card is as good for Filter)."""
+        gpus = self._gpus(node, cycle)
+        hint, request = cycle.hint, cycle.request
         if usage is None:
             usage = self.store.usage(node)
         table = self.store.partitions(node)
-        honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
-        if request.whole and table and (honor or cycle.partition_spec is not None):
+        honor = self._honors(node, cycle)
+        if table and self._partitioned(node, cycle):
             free = [g.minor for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
             minors = choose_partition(table, free, request.count, cycle.partition_spec)
             if minors is not None:
@@ -208,11 +245,13 @@ class DeviceShare:
             )
             if honor or restricted:
                 return None
+        if choosing and self.fragmentation is not None and self._any_card(node, cycle):
+            return self.fragmentation.choose(gpus, usage, request)
         return allocate(
             gpus,
             usage,
             request,
-            self.args.scoring_strategy.type,
+            self.card_order,
             hint.required_topology_scope if hint else None,
             self.weights,
         )
@@ -280,8 +319,17 @@ class DeviceShare:
         scores = np.zeros(rows.size, dtype=np.int64)
         if cycle is None:
             return scores
-        strategy = self.args.scoring_strategy.type
         names = snapshot.table.names
+        if self.fragmentation is not None:
+            nodes = [names[row] for row in rows.tolist()]
+            any_card = [self._any_card(n, cycle) for n in nodes]
+            return self.fragmentation.scores(
+                cycle.request,
+                [(self._gpus(n, cycle), self.store.usage(n)) for n in nodes],
+                [None if free else self._allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
+                any_card,
+            )
+        strategy = self.card_order
         for i, row in enumerate(rows.tolist()):
             node = names[row]
             gpus = self.store.gpus(node)
@@ -290,6 +338,8 @@ class DeviceShare:
         return scores
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        if self.fragmentation is not None:
+            return scores  # already 0..100 across the nodes scored
         top = int(scores.max()) if scores.size else 0
         if top <= 0:
             return scores
@@ -302,11 +352,13 @@ class DeviceShare:
         cycle = state.get(_CYCLE)
         if cycle is None or node not in cycle.with_device:
             return Status.success()
-        allocations = self._allocate(node, cycle)
+        allocations = self._allocate(node, cycle, choosing=True)
         if allocations is None:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
         self.store.hold(pod.uid, node, allocations, assumed=True)
         state.write(_ALLOCATED, (node, tuple(allocations)))
+        if self.fragmentation is not None:
+            self.fragmentation.observe(cycle.request)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
