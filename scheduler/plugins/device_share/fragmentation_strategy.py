@@ -4,11 +4,12 @@ Nodes are scored by how little the pod's placement raises their GPU fragmentatio
 request mix (``fragmentation.py``); for a one-card request, every card that fits is a candidate
 and the node's best card counts, and Reserve takes that card. Requests the allocator places by
 topology (several cards, a required scope, partitions) are rated on the cards it chooses. The mix
-is fed by the pods DeviceShare reserves cards for (``request_mix.py``).
+is fed by the pods that ask DeviceShare for GPUs, each once (``request_mix.py``).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -31,12 +32,25 @@ __all__ = ["FragmentationStrategy", "NodeCards"]
 
 NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
+_SEEN = 4096
+
 
 class FragmentationStrategy:
     def __init__(self, args: FragmentationArgs) -> None:
         self.mix = RequestMix(args.half_life_pods, args.max_shapes)
+        self._seen: OrderedDict[str, None] = OrderedDict()
 
-    def observe(self, request: GPURequest) -> None:
+    def observe(self, uid: str, request: GPURequest) -> None:
+        """A pod asks for ``request``: counted once however often it is retried (the last
+        ``_SEEN`` pods are remembered). Pods that find no GPUs count too: were only the placed ones
+        counted, the shapes that fail most (whole nodes) would fade from the mix, and the strategy
+        would stop keeping room for them."""
+        if uid in self._seen:
+            self._seen.move_to_end(uid)
+            return
+        self._seen[uid] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
         self.mix.observe(request)
 
     def choose(

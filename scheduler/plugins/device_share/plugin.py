@@ -193,6 +193,8 @@ class DeviceShare:
             node for node in self.store.has_device if self._allocate(node, cycle) is not None
         )
         state.write(_CYCLE, cycle)
+        if self.fragmentation is not None:
+            self.fragmentation.observe(pod.uid, request)
         return PreFilterResult()
 
     def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
@@ -357,8 +359,6 @@ class DeviceShare:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
         self.store.hold(pod.uid, node, allocations, assumed=True)
         state.write(_ALLOCATED, (node, tuple(allocations)))
-        if self.fragmentation is not None:
-            self.fragmentation.observe(cycle.request)
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -1,6 +1,6 @@
 """The recent mix of GPU request shapes, as the Fragmentation scoring strategy weighs it.
 
-Every pod DeviceShare allocates adds its shape with weight 1; all weights decay by half every
+Every pod that asks for GPUs adds its shape with weight 1; all weights decay by half every
 ``half_life`` pods, so the mix follows the workload as it changes. At most ``max_shapes`` shapes
 are kept (the lightest go first) and a shape whose weight has decayed below ``_FORGET`` is
 forgotten, so the mix stays small however many pods pass.
@@ -32,8 +32,8 @@ class RequestMix:
         self._weights = weights
 
     def weights(self, current: GPURequest) -> dict[GPURequest, float]:
-        """The mix to score ``current`` against: the recent shapes and ``current`` itself, counted
-        once more (as FGD counts the arriving task in its target workload)."""
+        """The mix to score ``current`` against: the recent shapes, ``current`` among them (as FGD
+        counts the arriving task in its target workload) with weight 1 at least."""
         weights = dict(self._weights)
-        weights[current] = weights.get(current, 0.0) + 1.0
+        weights[current] = max(weights.get(current, 0.0), 1.0)
         return weights

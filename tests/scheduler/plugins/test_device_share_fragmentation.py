@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.config import ConfigError, load_config
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.plugins.device_share import DeviceShareArgs
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
@@ -58,7 +60,7 @@ def test_the_card_within_a_node_is_the_one_that_fragments_least() -> None:
         p.store.hold("held-half", "n1", [Allocation(0, GPUUsage(50, 40 * GIB, 50))], assumed=False)
         p.store.hold("held-quarter", "n1", [Allocation(1, GPUUsage(25, 20 * GIB, 25))], assumed=False)
         if p.fragmentation is not None:
-            p.fragmentation.observe(HALF)
+            p.fragmentation.observe("half-seen", HALF)
         snap = snapshot("n1")
         taken = []
         for name, percent in (("quarter", 25), ("half-a", 50), ("half-b", 50)):
@@ -118,6 +120,19 @@ def test_the_mix_decays_by_half_life_and_keeps_at_most_max_shapes() -> None:
     for _ in range(40):
         mix.observe(whole)
     assert set(mix.weights(whole)) == {whole}  # quarter decayed below the threshold
+
+
+def test_each_pod_asking_for_gpus_counts_once_in_the_mix_placed_or_not() -> None:
+    p, _ = plugin(device("n1", gpu(0)), args=FRAGMENTATION)
+    snap = snapshot("n1")
+    assert p.fragmentation is not None
+    schedule(p, gpu_pod("whole", **req(nvidia=1)), snap)
+    for _ in range(3):  # finds no card, and is retried
+        assert schedule(p, gpu_pod("pending", **req(nvidia=1)), snap) == (None, [])
+    assert p.pre_filter(CycleState(), gpu_pod("none"), snap).status.code is Code.SKIP  # no GPU: not counted
+    assert p.fragmentation.mix.weights(HALF) == pytest.approx(
+        {GPURequest(1, 100, 100, None): 1 + 2**-0.002, HALF: 1.0}
+    )
 
 
 def test_fragmentation_args_are_checked_at_start_up() -> None:
@@ -190,9 +205,9 @@ def test_fragmentation_is_never_negative_nor_above_the_free_share_and_scores_are
         assert -1e-9 <= value <= free + 1e-9
 
     strategy = FragmentationStrategy(FragmentationArgs())
-    for shape, weight in mix.items():
-        for _ in range(min(int(weight), 3) + 1):
-            strategy.observe(shape)
+    for i, (shape, weight) in enumerate(mix.items()):
+        for j in range(min(int(weight), 3) + 1):
+            strategy.observe(f"{i}-{j}", shape)
     any_card = [request.count == 1] * len(cluster)
     scores = strategy.scores(request, cluster, [None] * len(cluster), any_card)
     assert scores.dtype == np.int64
