@@ -31,7 +31,7 @@ __all__ = [
     "moves_of",
     "placement_deltas",
     "shapes_of",
-    "single_card_moves",
+    "single_card_deltas",
 ]
 
 Int64Array = npt.NDArray[np.int64]
@@ -62,18 +62,24 @@ class Cards:
 def cards_of(nodes: Sequence[tuple[Sequence[GPU], Mapping[int, GPUUsage]]]) -> Cards:
     """Arrays of the nodes' cards and usage, in the order given."""
     width = max((len(gpus) for gpus, _ in nodes), default=0)
-    capacity = np.zeros((len(nodes), width, 3), dtype=np.int64)
-    used = np.zeros((len(nodes), width, 3), dtype=np.int64)
-    valid = np.zeros((len(nodes), width), dtype=np.bool_)
-    minors = np.full((len(nodes), width), -1, dtype=np.int64)
-    for n, (gpus, usage) in enumerate(nodes):
-        for c, gpu in enumerate(gpus):
-            u = usage.get(gpu.minor, GPUUsage())
-            capacity[n, c] = (gpu.core, gpu.ratio, gpu.memory)
-            used[n, c] = (u.core, u.ratio, u.memory)
-            valid[n, c] = True
-            minors[n, c] = gpu.minor
-    return Cards(capacity, used, valid, minors)
+    pad = (0, 0, 0)
+    capacity: list[list[tuple[int, int, int]]] = []
+    used: list[list[tuple[int, int, int]]] = []
+    minors: list[list[int]] = []
+    for gpus, usage in nodes:
+        blank = width - len(gpus)
+        capacity.append([(g.core, g.ratio, g.memory) for g in gpus] + [pad] * blank)
+        held = [usage.get(g.minor) for g in gpus]
+        used.append([(u.core, u.ratio, u.memory) if u else pad for u in held] + [pad] * blank)
+        minors.append([g.minor for g in gpus] + [-1] * blank)
+    shape = (len(nodes), width, 3)
+    minor_array = np.array(minors, dtype=np.int64).reshape(shape[:2])
+    return Cards(
+        np.array(capacity, dtype=np.int64).reshape(shape),
+        np.array(used, dtype=np.int64).reshape(shape),
+        minor_array >= 0,
+        minor_array,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,36 +137,68 @@ def _free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> Flo
     return share
 
 
+def _fits(
+    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes, want: Int64Array | None = None
+) -> BoolArray:
+    """(..., C, K): whether each card can give each shape its per-card share (``want``: ``_want``
+    of the same capacity, when the caller has it)."""
+    if want is None:
+        want = _want(capacity, shapes)  # (..., C, K, 3)
+    idle = np.all(used <= 0, axis=-1)[..., None]  # (..., C, 1)
+    shared_fit = np.all(used[..., None, :] + want <= capacity[..., None, :], axis=-1)
+    fit: BoolArray = np.where(shapes.whole, idle, shared_fit) & valid[..., None]
+    return fit
+
+
+def _combine(fitting: Int64Array, stranded: FloatArray, total: FloatArray, shapes: Shapes) -> FloatArray:
+    """Per-shape fragmentation (all the free share where the node cannot hold the shape), mixed."""
+    per_shape = np.where(fitting >= shapes.count, stranded, total[..., None])
+    result: FloatArray = per_shape @ shapes.weight
+    return result
+
+
 def fragmentation(capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes) -> FloatArray:
     """(...): each node's expected unallocatable free share (in cards) for the shapes' mix."""
     free = _free_share(capacity, used, valid)  # (..., C)
     if shapes.weight.size == 0:
         return np.zeros(free.shape[:-1], dtype=np.float64)
-    want = _want(capacity, shapes)  # (..., C, K, 3)
-    idle = np.all(used <= 0, axis=-1)[..., None]  # (..., C, 1)
-    shared_fit = np.all(used[..., None, :] + want <= capacity[..., None, :], axis=-1)
-    fit = np.where(shapes.whole, idle, shared_fit) & valid[..., None]  # (..., C, K)
-    fitting = fit.sum(axis=-2)  # (..., K)
+    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
     stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
-    total = free.sum(axis=-1)[..., None]
-    per_shape = np.where(fitting >= shapes.count, stranded, total)
-    result: FloatArray = per_shape @ shapes.weight
-    return result
+    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes)
 
 
-def single_card_moves(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
-    """Every card a one-card request could go to: ``(N, C, C, 3)`` usage added per candidate
-    (candidate j adds the request to card j) and ``(N, C)`` whether card j fits it."""
-    shape = shapes_of({request: 1.0})
-    want = _want(cards.capacity, shape)[..., 0, :]  # (N, C, 3)
+def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
+    """(N, C, 3) what the request takes on each card, and (N, C) whether that card fits it."""
+    want = _want(cards.capacity, shapes_of({request: 1.0}))[..., 0, :]
     if request.whole:
         fits = np.all(cards.used <= 0, axis=-1)
     else:
         fits = np.all(cards.used + want <= cards.capacity, axis=-1)
-    width = cards.valid.shape[-1]
-    eye = np.eye(width, dtype=np.int64)
-    moves: Int64Array = eye[None, :, :, None] * want[:, None, :, :]
-    return moves, fits & cards.valid
+    return want, fits & cards.valid
+
+
+def single_card_deltas(cards: Cards, request: GPURequest, shapes: Shapes) -> FloatArray:
+    """(N, C): the increase in each node's fragmentation were the one-card request put on card c
+    (inf where it does not fit). Only card c changes, so the node's per-shape sums are updated
+    for it alone: O(N C K) instead of recomputing every card for every candidate."""
+    want, ok = _single_card_want(cards, request)
+    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
+    if shapes.weight.size == 0:
+        return np.where(ok, 0.0, np.inf)
+    shape_want = _want(cards.capacity, shapes)
+    fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
+    total = free.sum(axis=-1)  # (N,)
+    before = _combine(fitting, stranded, total, shapes)
+    used_after = cards.used + want
+    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
+    fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting_c = fitting[:, None, :] - fit + fit_after
+    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
+    total_c = total[:, None] - free + free_after
+    after = _combine(fitting_c, stranded_c, total_c, shapes)  # (N, C)
+    deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
+    return deltas
 
 
 def moves_of(

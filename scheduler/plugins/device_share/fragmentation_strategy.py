@@ -23,7 +23,7 @@ from scheduler.plugins.device_share.fragmentation import (
     moves_of,
     placement_deltas,
     shapes_of,
-    single_card_moves,
+    single_card_deltas,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
@@ -62,8 +62,7 @@ class FragmentationStrategy:
         if not free:
             return None
         cards = cards_of([(gpus, usage)])
-        moves, ok = single_card_moves(cards, request)
-        deltas = placement_deltas(cards, moves, ok, shapes_of(self.mix.weights(request)))[0]
+        deltas = single_card_deltas(cards, request, shapes_of(self.mix.weights(request)))[0]
         delta = {int(m): float(d) for m, d in zip(cards.minors[0].tolist(), deltas.tolist(), strict=True)}
 
         def key(g: GPU) -> tuple[float, int, int]:
@@ -88,14 +87,11 @@ class FragmentationStrategy:
             return scores
         cards = cards_of(nodes)
         shapes = shapes_of(self.mix.weights(request))
-        single, single_ok = single_card_moves(cards, request)
         fixed, fixed_ok = moves_of(cards, chosen)
         free_choice = np.asarray(any_card, dtype=np.bool_)
         best = np.full(len(nodes), np.inf)
         if free_choice.any():
-            deltas = placement_deltas(
-                cards.rows(free_choice), single[free_choice], single_ok[free_choice], shapes
-            )
+            deltas = single_card_deltas(cards.rows(free_choice), request, shapes)
             best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
         if (~free_choice).any():
             deltas = placement_deltas(

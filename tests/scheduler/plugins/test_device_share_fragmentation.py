@@ -15,9 +15,15 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.plugins.device_share import DeviceShareArgs
-from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, fits, take
 from scheduler.plugins.device_share.args import FragmentationArgs
-from scheduler.plugins.device_share.fragmentation import cards_of, fragmentation, shapes_of
+from scheduler.plugins.device_share.fragmentation import (
+    cards_of,
+    fragmentation,
+    placement_deltas,
+    shapes_of,
+    single_card_deltas,
+)
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
@@ -216,3 +222,29 @@ def test_fragmentation_is_never_negative_nor_above_the_free_share_and_scores_are
     for allocation, score in zip(chosen, scores.tolist(), strict=False):
         # A node gets a positive score only if a card there can take the pod, and then one is chosen.
         assert (allocation is None) <= (score == 0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cluster=st.lists(nodes(), min_size=1, max_size=4),
+    mix=st.dictionaries(shapes, st.floats(0.01, 100.0), min_size=0, max_size=5),
+    request=shapes.filter(lambda r: r.count == 1),
+)
+def test_one_card_deltas_agree_with_recomputing_the_whole_node(
+    cluster: list[tuple[list[GPU], dict[int, GPUUsage]]], mix: dict[GPURequest, float], request: GPURequest
+) -> None:
+    cards = cards_of(cluster)
+    mixed = shapes_of(mix)
+    fast = single_card_deltas(cards, request, mixed)
+    width = cards.valid.shape[1]
+    moves = np.zeros((len(cluster), width, width, 3), dtype=np.int64)
+    ok = np.zeros((len(cluster), width), dtype=np.bool_)
+    for n, (gpus, usage) in enumerate(cluster):
+        for c, g in enumerate(gpus):
+            if fits(g, usage.get(g.minor, GPUUsage()), request):
+                t = take(g, request)
+                moves[n, c, c] = (t.core, t.ratio, t.memory)
+                ok[n, c] = True
+    slow = placement_deltas(cards, moves, ok, mixed)
+    assert np.array_equal(np.isinf(fast), np.isinf(slow))
+    assert np.allclose(fast[np.isfinite(fast)], slow[np.isfinite(slow)])
