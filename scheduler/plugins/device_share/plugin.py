@@ -197,46 +197,21 @@ class DeviceShare:
             self.fragmentation.observe(pod.uid, request)
         return PreFilterResult()
 
-    def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
-        """The node's cards the pod may get (the hint's selector applied)."""
-        gpus: list[GPU] = self.store.gpus(node)
-        hint = cycle.hint
-        if hint is not None and hint.selector is not None:
-            selector = hint.selector
-            gpus = [g for g in gpus if selector.matches(g.labels)]
-        return gpus
-
-    def _partitioned(self, node: str, cycle: _Cycle) -> bool:
-        return (
-            cycle.request.whole
-            and bool(self.store.partitions(node))
-            and (self._honors(node, cycle) or cycle.partition_spec is not None)
-        )
-
-    def _honors(self, node: str, cycle: _Cycle) -> bool:
-        return node in cycle.honor_partitions or self.store.honors_partitions(node)
-
-    def _any_card(self, node: str, cycle: _Cycle) -> bool:
-        """Whether the scoring strategy picks the card: one card, no scope to keep, no partition."""
-        scope = cycle.hint.required_topology_scope if cycle.hint else None
-        return (
-            cycle.request.count == 1
-            and scope in (None, "Device", "Node")
-            and not self._partitioned(node, cycle)
-        )
-
     def _allocate(
         self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None, *, choosing: bool = False
     ) -> list[Allocation] | None:
         """The cards the pod would get on ``node``; ``choosing``: Reserve's final choice (the
         Fragmentation strategy's card then, any fitting card is as good for Filter)."""
-        gpus = self._gpus(node, cycle)
+        gpus: list[GPU] = self.store.gpus(node)
         hint, request = cycle.hint, cycle.request
+        if hint is not None and hint.selector is not None:
+            selector = hint.selector
+            gpus = [g for g in gpus if selector.matches(g.labels)]
         if usage is None:
             usage = self.store.usage(node)
         table = self.store.partitions(node)
-        honor = self._honors(node, cycle)
-        if table and self._partitioned(node, cycle):
+        honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
+        if request.whole and table and (honor or cycle.partition_spec is not None):
             free = [g.minor for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
             minors = choose_partition(table, free, request.count, cycle.partition_spec)
             if minors is not None:
@@ -338,6 +313,33 @@ class DeviceShare:
             if gpus:
                 scores[i] = node_score(gpus, self.store.usage(node), cycle.request, strategy, self.weights)
         return scores
+
+    def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
+        """The node's cards the pod may get (the hint's selector applied, as in ``_allocate``)."""
+        gpus: list[GPU] = self.store.gpus(node)
+        hint = cycle.hint
+        if hint is not None and hint.selector is not None:
+            selector = hint.selector
+            gpus = [g for g in gpus if selector.matches(g.labels)]
+        return gpus
+
+    def _partitioned(self, node: str, cycle: _Cycle) -> bool:
+        """Whether ``_allocate`` takes a partition of the node's table (the same condition)."""
+        honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
+        return (
+            cycle.request.whole
+            and bool(self.store.partitions(node))
+            and (honor or cycle.partition_spec is not None)
+        )
+
+    def _any_card(self, node: str, cycle: _Cycle) -> bool:
+        """Whether the scoring strategy picks the card: one card, no scope to keep, no partition."""
+        scope = cycle.hint.required_topology_scope if cycle.hint else None
+        return (
+            cycle.request.count == 1
+            and scope in (None, "Device", "Node")
+            and not self._partitioned(node, cycle)
+        )
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
         if self.fragmentation is not None:
