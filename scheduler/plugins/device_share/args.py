@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from apis.base import KoordModel
 from apis.extension.device import RESOURCE_FPGA, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO, RESOURCE_RDMA
@@ -13,6 +13,7 @@ from scheduler.plugins.helper.resources import ResourceSpec
 __all__ = [
     "DeviceShareArgs",
     "DeviceShareScoringStrategy",
+    "FragmentationArgs",
     "GPUShareUnsupportedModel",
     "GPUSharedResourceTemplatesConfig",
 ]
@@ -25,13 +26,36 @@ def _default_resources() -> list[ResourceSpec]:
     ]
 
 
+class FragmentationArgs(KoordModel):
+    """Ours: how the ``Fragmentation`` strategy tracks the recent request mix."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    half_life_pods: int = Field(default=500, gt=0)
+    """A shape's weight in the mix halves every this many allocated pods."""
+    max_shapes: int = Field(default=32, gt=0)
+    """Distinct request shapes kept in the mix (the lightest are dropped)."""
+
+
 class DeviceShareScoringStrategy(KoordModel):
     model_config = ConfigDict(extra="forbid")
 
-    type: Literal["LeastAllocated", "MostAllocated"] = "MostAllocated"
+    type: Literal["LeastAllocated", "MostAllocated", "Fragmentation"] = "MostAllocated"
     """Koordinator's Go default is LeastAllocated; since v1.6 GPUs are bin-packed by default (the
-    v1.6 notes: "GPU Binpack capability is enabled by default"), which is what this default keeps."""
+    v1.6 notes: "GPU Binpack capability is enabled by default"), which is what this default keeps.
+    ``Fragmentation`` is ours (docs/devices.md): the placement that fragments GPUs least for the
+    recent request mix."""
     resources: list[ResourceSpec] = Field(default_factory=_default_resources)
+    fragmentation: FragmentationArgs | None = None
+    """Only with type ``Fragmentation`` (its defaults when unset)."""
+
+    @model_validator(mode="after")
+    def _fragmentation_only_with_its_type(self) -> DeviceShareScoringStrategy:
+        if self.fragmentation is not None and self.type != "Fragmentation":
+            raise ValueError(
+                f"scoringStrategy.fragmentation is set but type is {self.type}, not Fragmentation"
+            )
+        return self
 
     @field_validator("resources")
     @classmethod

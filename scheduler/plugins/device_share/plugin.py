@@ -65,13 +65,15 @@ from scheduler.plugins.device_share.allocator import (
     GPU,
     Allocation,
     GPUUsage,
+    ScoringType,
     Weights,
     allocate,
     fits,
     node_score,
     take,
 )
-from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.args import DeviceShareArgs, FragmentationArgs
+from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.joint import allocate_rdma_jointly, joint_types
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.rdma import (
@@ -150,6 +152,14 @@ class DeviceShare:
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
         self.rdma_weight = weight.get(RESOURCE_RDMA, 0)
+        strategy = args.scoring_strategy
+        self.fragmentation: FragmentationStrategy | None = None
+        self.card_order: ScoringType = "MostAllocated"
+        """How the allocator ranks cards (Fragmentation bin-packs those it does not pick itself)."""
+        if strategy.type == "Fragmentation":
+            self.fragmentation = FragmentationStrategy(strategy.fragmentation or FragmentationArgs())
+        else:
+            self.card_order = strategy.type
         handle.subscribe(DEVICES, self._on_device)
         handle.subscribe(PODS, self._on_pod)
         handle.subscribe(RESERVATIONS, self._on_reservation)
@@ -286,6 +296,8 @@ class DeviceShare:
                     fitting.add(node)
         cycle.fitting = frozenset(fitting)
         state.write(_CYCLE, cycle)
+        if self.fragmentation is not None and cycle.request is not None:
+            self.fragmentation.observe(pod.uid, cycle.request)
         return PreFilterResult()
 
     def _cycle_of(self, pod: PodInfo, snapshot: Snapshot) -> _Cycle | Status:
@@ -386,7 +398,7 @@ class DeviceShare:
         """The GPUs and NICs the pod gets on ``node``, or why it cannot have them; ``gpus``: the
         cards already chosen (from a reservation), the NICs to go with them."""
         if gpus is None and cycle.request is not None:
-            got = self._allocate(node, cycle, usage)
+            got = self._allocate(node, cycle, usage, choosing=reserve)
             if got is None:
                 return Refusal(ERR_INSUFFICIENT_GPU)
             gpus = got
@@ -403,7 +415,7 @@ class DeviceShare:
             ask.hint,
             ask.joint,
             ask.same_pcie,
-            self.args.scoring_strategy.type,
+            self.card_order,
             self.rdma_weight,
         )
         if isinstance(nics, Refusal):
@@ -416,7 +428,11 @@ class DeviceShare:
         cycle: _Cycle,
         usage: Mapping[int, GPUUsage] | None = None,
         only: frozenset[int] | None = None,
+        *,
+        choosing: bool = False,
     ) -> list[Allocation] | None:
+        """The cards the pod would get on ``node``; ``choosing``: Reserve's final choice (the
+        Fragmentation strategy's card then, any fitting card is as good for Filter)."""
         gpus: list[GPU] = self.store.gpus(node)
         if only is not None:
             gpus = [g for g in gpus if g.minor in only]
@@ -440,11 +456,13 @@ class DeviceShare:
             )
             if honor or restricted:
                 return None
+        if choosing and self.fragmentation is not None and self._any_card(node, cycle):
+            return self.fragmentation.choose(gpus, usage, request)
         return allocate(
             gpus,
             usage,
             request,
-            self.args.scoring_strategy.type,
+            self.card_order,
             hint.required_topology_scope if hint else None,
             self.weights,
         )
@@ -535,8 +553,18 @@ class DeviceShare:
         scores = np.zeros(rows.size, dtype=np.int64)
         if cycle is None:
             return scores
-        strategy = self.args.scoring_strategy.type
         names = snapshot.table.names
+        if self.fragmentation is not None and cycle.request is not None:
+            # Its scores are already 0..100 across the nodes (NICs are not rated under it).
+            nodes = [names[row] for row in rows.tolist()]
+            any_card = [self._any_card(n, cycle) for n in nodes]
+            return self.fragmentation.scores(
+                cycle.request,
+                [(self._gpus(n, cycle), self.store.usage(n)) for n in nodes],
+                [None if free else self._allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
+                any_card,
+            )
+        strategy = self.card_order
         for i, row in enumerate(rows.tolist()):
             node = names[row]
             gpus = self.store.gpus(node)
@@ -554,10 +582,42 @@ class DeviceShare:
         per_nic = wanted(ask.quantity, ask.hint, nics)
         if isinstance(per_nic, Refusal):
             return 0
-        strategy = self.args.scoring_strategy.type
+        strategy = self.card_order
         return rdma_node_score(nics, self.store.rdma_usage(node), per_nic[0], strategy, self.rdma_weight)
 
+    def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
+        """The node's cards the pod may get (the hint's selector applied, as in ``_allocate``)."""
+        gpus: list[GPU] = self.store.gpus(node)
+        hint = cycle.hint
+        if hint is not None and hint.selector is not None:
+            selector = hint.selector
+            gpus = [g for g in gpus if selector.matches(g.labels)]
+        return gpus
+
+    def _partitioned(self, node: str, cycle: _Cycle) -> bool:
+        """Whether ``_allocate`` takes a partition of the node's table (the same condition)."""
+        honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
+        return (
+            cycle.request is not None
+            and cycle.request.whole
+            and bool(self.store.partitions(node))
+            and (honor or cycle.partition_spec is not None)
+        )
+
+    def _any_card(self, node: str, cycle: _Cycle) -> bool:
+        """Whether the scoring strategy picks the card: one card, no scope to keep, no partition."""
+        scope = cycle.hint.required_topology_scope if cycle.hint else None
+        return (
+            cycle.request is not None
+            and cycle.request.count == 1
+            and scope in (None, "Device", "Node")
+            and not self._partitioned(node, cycle)
+        )
+
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        cycle = state.get(_CYCLE)
+        if self.fragmentation is not None and cycle is not None and cycle.request is not None:
+            return scores  # already 0..100 across the nodes scored
         top = int(scores.max()) if scores.size else 0
         if top <= 0:
             return scores

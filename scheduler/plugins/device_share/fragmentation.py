@@ -1,0 +1,231 @@
+"""GPU fragmentation of nodes for a mix of request shapes (FGD, Weng et al., ATC'23): pure logic.
+
+A card's free share is what is left of its scarcest dimension (gpu-core, gpu-memory-ratio,
+gpu-memory), 0..1 card. For one request shape, a node's fragmentation is the free share that
+shape could not use: all of it when the node cannot hold the shape at all (fewer fitting cards
+than it asks for), otherwise the free share of the cards the shape does not fit on (a whole-card
+shape fits only idle cards). For a mix of shapes it is the popularity-weighted sum. A placement
+is scored by the increase in fragmentation it causes; the smallest increase is best.
+
+Everything is computed on padded arrays so that all candidate nodes, and all candidate cards of
+each, are rated with a few numpy operations: ``(..., C, 3)`` capacity and usage of C cards in
+the dimensions (core, ratio, memory), and a ``(..., C)`` mask of the real cards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.request import GPURequest
+
+__all__ = [
+    "Cards",
+    "Shapes",
+    "cards_of",
+    "fragmentation",
+    "moves_of",
+    "placement_deltas",
+    "shapes_of",
+    "single_card_deltas",
+]
+
+Int64Array = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+_CORE, _RATIO, _MEMORY = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class Cards:
+    """The cards of N nodes, padded to the largest card count C."""
+
+    capacity: Int64Array
+    """(N, C, 3): core, ratio, memory of each card (0 for padding)."""
+    used: Int64Array
+    """(N, C, 3): what pods hold on each card."""
+    valid: BoolArray
+    """(N, C): a real card (not padding)."""
+    minors: Int64Array
+    """(N, C): the card's minor (-1 for padding)."""
+
+    def rows(self, mask: BoolArray) -> Cards:
+        """The nodes where ``mask`` (N,) is set."""
+        return Cards(self.capacity[mask], self.used[mask], self.valid[mask], self.minors[mask])
+
+
+def cards_of(nodes: Sequence[tuple[Sequence[GPU], Mapping[int, GPUUsage]]]) -> Cards:
+    """Arrays of the nodes' cards and usage, in the order given."""
+    width = max((len(gpus) for gpus, _ in nodes), default=0)
+    pad = (0, 0, 0)
+    capacity: list[list[tuple[int, int, int]]] = []
+    used: list[list[tuple[int, int, int]]] = []
+    minors: list[list[int]] = []
+    for gpus, usage in nodes:
+        blank = width - len(gpus)
+        capacity.append([(g.core, g.ratio, g.memory) for g in gpus] + [pad] * blank)
+        held = [usage.get(g.minor) for g in gpus]
+        used.append([(u.core, u.ratio, u.memory) if u else pad for u in held] + [pad] * blank)
+        minors.append([g.minor for g in gpus] + [-1] * blank)
+    shape = (len(nodes), width, 3)
+    minor_array = np.array(minors, dtype=np.int64).reshape(shape[:2])
+    return Cards(
+        np.array(capacity, dtype=np.int64).reshape(shape),
+        np.array(used, dtype=np.int64).reshape(shape),
+        minor_array >= 0,
+        minor_array,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Shapes:
+    """K request shapes and their popularity (summing to 1)."""
+
+    count: Int64Array
+    core: Int64Array
+    ratio: Int64Array
+    """Per-card gpu-memory-ratio, -1 where the shape asks for bytes."""
+    memory: Int64Array
+    """Per-card gpu-memory bytes, -1 where the shape asks for a ratio."""
+    whole: BoolArray
+    weight: FloatArray
+
+
+def shapes_of(mix: Mapping[GPURequest, float]) -> Shapes:
+    """The shapes of a mix (request -> popularity, any positive scale)."""
+    items = [(r, w) for r, w in mix.items() if w > 0]
+    total = sum(w for _, w in items) or 1.0
+    return Shapes(
+        count=np.array([r.count for r, _ in items], dtype=np.int64),
+        core=np.array([r.core for r, _ in items], dtype=np.int64),
+        ratio=np.array([-1 if r.ratio is None else r.ratio for r, _ in items], dtype=np.int64),
+        memory=np.array([-1 if r.memory is None else r.memory for r, _ in items], dtype=np.int64),
+        whole=np.array([r.whole for r, _ in items], dtype=np.bool_),
+        weight=np.array([w / total for _, w in items], dtype=np.float64),
+    )
+
+
+def _want(capacity: Int64Array, shapes: Shapes) -> Int64Array:
+    """(..., C, K, 3): what each shape takes on each card (``take`` of the allocator, vectorised)."""
+    cap = capacity[..., None, :]  # (..., C, 1, 3)
+    card_memory = cap[..., _MEMORY]
+    safe_memory = np.maximum(card_memory, 1)
+    ratio_from_bytes = -(-np.maximum(shapes.memory, 0) * 100 // safe_memory)
+    ratio = np.where(shapes.ratio >= 0, shapes.ratio, np.where(card_memory > 0, ratio_from_bytes, 100))
+    memory = np.where(shapes.memory >= 0, shapes.memory, np.maximum(shapes.ratio, 0) * card_memory // 100)
+    core = np.broadcast_to(shapes.core, ratio.shape)
+    shared = np.stack([core, ratio, memory], axis=-1)
+    whole = np.broadcast_to(cap, shared.shape)
+    result: Int64Array = np.where(shapes.whole[:, None], whole, shared)
+    return result
+
+
+def _free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> FloatArray:
+    """(..., C): the free share of each card's scarcest dimension, 0..1."""
+    free = np.divide(
+        (capacity - used).astype(np.float64),
+        capacity,
+        out=np.ones(capacity.shape, dtype=np.float64),
+        where=capacity > 0,
+    )
+    share: FloatArray = np.where(valid, np.clip(free.min(axis=-1), 0.0, 1.0), 0.0)
+    return share
+
+
+def _fits(
+    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes, want: Int64Array | None = None
+) -> BoolArray:
+    """(..., C, K): whether each card can give each shape its per-card share (``want``: ``_want``
+    of the same capacity, when the caller has it)."""
+    if want is None:
+        want = _want(capacity, shapes)  # (..., C, K, 3)
+    idle = np.all(used <= 0, axis=-1)[..., None]  # (..., C, 1)
+    shared_fit = np.all(used[..., None, :] + want <= capacity[..., None, :], axis=-1)
+    fit: BoolArray = np.where(shapes.whole, idle, shared_fit) & valid[..., None]
+    return fit
+
+
+def _combine(fitting: Int64Array, stranded: FloatArray, total: FloatArray, shapes: Shapes) -> FloatArray:
+    """Per-shape fragmentation (all the free share where the node cannot hold the shape), mixed."""
+    per_shape = np.where(fitting >= shapes.count, stranded, total[..., None])
+    result: FloatArray = per_shape @ shapes.weight
+    return result
+
+
+def fragmentation(capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes) -> FloatArray:
+    """(...): each node's expected unallocatable free share (in cards) for the shapes' mix."""
+    free = _free_share(capacity, used, valid)  # (..., C)
+    if shapes.weight.size == 0:
+        return np.zeros(free.shape[:-1], dtype=np.float64)
+    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
+    stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
+    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes)
+
+
+def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
+    """(N, C, 3) what the request takes on each card, and (N, C) whether that card fits it."""
+    want = _want(cards.capacity, shapes_of({request: 1.0}))[..., 0, :]
+    if request.whole:
+        fits = np.all(cards.used <= 0, axis=-1)
+    else:
+        fits = np.all(cards.used + want <= cards.capacity, axis=-1)
+    return want, fits & cards.valid
+
+
+def single_card_deltas(cards: Cards, request: GPURequest, shapes: Shapes) -> FloatArray:
+    """(N, C): the increase in each node's fragmentation were the one-card request put on card c
+    (inf where it does not fit). Only card c changes, so the node's per-shape sums are updated
+    for it alone: O(N C K) instead of recomputing every card for every candidate."""
+    want, ok = _single_card_want(cards, request)
+    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
+    if shapes.weight.size == 0:
+        return np.where(ok, 0.0, np.inf)
+    shape_want = _want(cards.capacity, shapes)
+    fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
+    total = free.sum(axis=-1)  # (N,)
+    before = _combine(fitting, stranded, total, shapes)
+    used_after = cards.used + want
+    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
+    fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting_c = fitting[:, None, :] - fit + fit_after
+    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
+    total_c = total[:, None] - free + free_after
+    after = _combine(fitting_c, stranded_c, total_c, shapes)  # (N, C)
+    deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
+    return deltas
+
+
+def moves_of(
+    cards: Cards, allocations: Sequence[Sequence[Allocation] | None]
+) -> tuple[Int64Array, BoolArray]:
+    """One candidate per node from allocations already chosen: ``(N, 1, C, 3)`` and ``(N, 1)``."""
+    moves = np.zeros((*cards.used.shape[:1], 1, *cards.used.shape[1:]), dtype=np.int64)
+    ok = np.zeros((cards.used.shape[0], 1), dtype=np.bool_)
+    for n, chosen in enumerate(allocations):
+        if chosen is None:
+            continue
+        position = {int(m): c for c, m in enumerate(cards.minors[n].tolist()) if m >= 0}
+        if any(a.minor not in position for a in chosen):
+            continue
+        for a in chosen:
+            moves[n, 0, position[a.minor]] = (a.usage.core, a.usage.ratio, a.usage.memory)
+        ok[n, 0] = True
+    return moves, ok
+
+
+def placement_deltas(cards: Cards, moves: Int64Array, ok: BoolArray, shapes: Shapes) -> FloatArray:
+    """(N, J): the increase in each node's fragmentation were candidate j placed (inf where the
+    candidate is not possible)."""
+    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes)  # (N,)
+    used = cards.used[:, None] + moves  # (N, J, C, 3)
+    capacity = np.broadcast_to(cards.capacity[:, None], used.shape)
+    valid = np.broadcast_to(cards.valid[:, None], used.shape[:-1])
+    after = fragmentation(capacity, used, valid, shapes)  # (N, J)
+    deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
+    return deltas

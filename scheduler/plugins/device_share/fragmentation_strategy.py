@@ -1,0 +1,110 @@
+"""The ``Fragmentation`` scoring strategy of DeviceShare (ours, in the spirit of FGD, ATC'23).
+
+Nodes are scored by how little the pod's placement raises their GPU fragmentation for the recent
+request mix (``fragmentation.py``); for a one-card request, every card that fits is a candidate
+and the node's best card counts, and Reserve takes that card. Requests the allocator places by
+topology (several cards, a required scope, partitions) are rated on the cards it chooses. The mix
+is fed by the pods that ask DeviceShare for GPUs, each once (``request_mix.py``).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from scheduler.cache.node_table import IntArray
+from scheduler.framework.interfaces import MAX_NODE_SCORE
+from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, device_score, fits, take
+from scheduler.plugins.device_share.args import FragmentationArgs
+from scheduler.plugins.device_share.fragmentation import (
+    cards_of,
+    moves_of,
+    placement_deltas,
+    shapes_of,
+    single_card_deltas,
+)
+from scheduler.plugins.device_share.request import GPURequest
+from scheduler.plugins.device_share.request_mix import RequestMix
+
+__all__ = ["FragmentationStrategy", "NodeCards"]
+
+NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
+
+_SEEN = 4096
+
+
+class FragmentationStrategy:
+    def __init__(self, args: FragmentationArgs) -> None:
+        self.mix = RequestMix(args.half_life_pods, args.max_shapes)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def observe(self, uid: str, request: GPURequest) -> None:
+        """A pod asks for ``request``: counted once however often it is retried (the last
+        ``_SEEN`` pods are remembered). Pods that find no GPUs count too: were only the placed ones
+        counted, the shapes that fail most (whole nodes) would fade from the mix, and the strategy
+        would stop keeping room for them."""
+        if uid in self._seen:
+            self._seen.move_to_end(uid)
+            return
+        self._seen[uid] = None
+        if len(self._seen) > _SEEN:
+            self._seen.popitem(last=False)
+        self.mix.observe(request)
+
+    def choose(
+        self, gpus: Sequence[GPU], usage: Mapping[int, GPUUsage], request: GPURequest
+    ) -> list[Allocation] | None:
+        """The card of a one-card request that raises the node's fragmentation least (then the
+        fullest card, then the lowest minor), or None when no card fits."""
+        free = [g for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
+        if not free:
+            return None
+        cards = cards_of([(gpus, usage)])
+        deltas = single_card_deltas(cards, request, shapes_of(self.mix.weights(request)))[0]
+        delta = {int(m): float(d) for m, d in zip(cards.minors[0].tolist(), deltas.tolist(), strict=True)}
+
+        def key(g: GPU) -> tuple[float, int, int]:
+            packed = device_score(g, usage.get(g.minor, GPUUsage()), request, "MostAllocated")
+            return round(delta[g.minor], 9), -packed, g.minor
+
+        best = min(free, key=key)
+        return [Allocation(best.minor, take(best, request))]
+
+    def scores(
+        self,
+        request: GPURequest,
+        nodes: Sequence[NodeCards],
+        chosen: Sequence[Sequence[Allocation] | None],
+        any_card: Sequence[bool],
+    ) -> IntArray:
+        """0..100 per node: 100 for the smallest increase in fragmentation among the nodes, 0 for
+        the largest and for nodes that cannot take the pod. ``any_card[n]``: any fitting card of
+        node n may be taken (``chosen[n]`` is ignored), otherwise ``chosen[n]`` is the placement."""
+        scores = np.zeros(len(nodes), dtype=np.int64)
+        if not nodes:
+            return scores
+        cards = cards_of(nodes)
+        shapes = shapes_of(self.mix.weights(request))
+        fixed, fixed_ok = moves_of(cards, chosen)
+        free_choice = np.asarray(any_card, dtype=np.bool_)
+        best = np.full(len(nodes), np.inf)
+        if free_choice.any():
+            deltas = single_card_deltas(cards.rows(free_choice), request, shapes)
+            best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
+        if (~free_choice).any():
+            deltas = placement_deltas(
+                cards.rows(~free_choice), fixed[~free_choice], fixed_ok[~free_choice], shapes
+            )
+            best[~free_choice] = deltas[:, 0]
+        possible = np.isfinite(best)
+        if not possible.any():
+            return scores
+        low, high = float(best[possible].min()), float(best[possible].max())
+        if high - low <= 1e-9:
+            scores[possible] = MAX_NODE_SCORE
+            return scores
+        scaled = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
+        scores[possible] = scaled.astype(np.int64)
+        return scores
