@@ -34,6 +34,10 @@ class EvictOptions(KoordModel):
     """The plugin asking (the evict-trigger annotation)."""
     reason: str
     """Human-readable cause, e.g. ``node is overutilized, node cpu usage(92%)>threshold(80%)``."""
+    reservation: str | None = None
+    """The name of a Reservation already placed for the pod's replacement: the PodMigrationJob
+    uses it (``spec.reservationOptions.reservationRef``, ReservationFirst) instead of creating one
+    (gang defragmentation reserves every move of its plan before evicting any)."""
 
 
 class Evictor(Protocol):
