@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from apis.errors import InvalidAnnotation
 from apis.extension.device import (
+    ANNOTATION_GPU_PARTITIONS,
     GPU_PARTITION_POLICY_HONOR,
+    LABEL_GPU_MODEL,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
@@ -21,6 +23,7 @@ from apis.extension.device import (
     get_gpu_partition_table,
     gpu_partition_policy,
 )
+from apis.extension.gpu_partition_tables import builtin_partition_table
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
@@ -54,6 +57,12 @@ def gpus_of(device: Device) -> list[GPU]:
             )
         )
     return sorted(gpus, key=lambda g: g.minor)
+
+
+def _gpu_minors(device: Device) -> list[int]:
+    """Every GPU minor the Device lists, healthy or not (the board's layout, for built-in tables)."""
+    infos = (device.spec.devices if device.spec else None) or ()
+    return [i.minor for i in infos if i.type == _GPU and i.minor is not None]
 
 
 def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
@@ -112,6 +121,9 @@ class DeviceStore:
             node.partitions = get_gpu_partition_table(device.metadata.annotations)
         except InvalidAnnotation:
             node.partitions = None
+        if node.partitions is None and ANNOTATION_GPU_PARTITIONS not in (device.metadata.annotations or {}):
+            model = (device.metadata.labels or {}).get(LABEL_GPU_MODEL)
+            node.partitions = builtin_partition_table(model, _gpu_minors(device))
         node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
         self.has_device.add(name)
 
