@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from apis.extension.device import (
 from apis.extension.reservation import is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
-from scheduler.backend.base import DEVICES, PODS, BackendError, WatchEvent
+from scheduler.backend.base import DEVICES, NODES, PODS, BackendError, WatchEvent
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -46,6 +47,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.device_share.adapter import BindContext, adapt
 from scheduler.plugins.device_share.allocator import (
     GPU,
     Allocation,
@@ -57,9 +59,16 @@ from scheduler.plugins.device_share.allocator import (
     take,
 )
 from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.npu import npu_resources
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
+from scheduler.plugins.device_share.templates import (
+    CONFIGMAPS,
+    ERR_NO_MATCHED_TEMPLATE,
+    TemplateCache,
+    template_key,
+)
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
 
@@ -68,6 +77,8 @@ log = logging.getLogger(__name__)
 NAME = "DeviceShare"
 RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
+    PolicyRule.watching(CONFIGMAPS, why="GPU shared-resource templates (vNPU shapes) from their ConfigMap."),
+    PolicyRule.on(NODES, "patch", why="the Cambricon dynamic-sMLU node lock (DevicePluginAdaption)."),
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
@@ -84,10 +95,15 @@ class _Cycle:
     fitting: frozenset[str]
     """Nodes whose cards can hold the request now."""
     with_device: frozenset[str]
+    templates: dict[str, list[str]] | None = None
+    """``<vendor>-<model>`` -> the shared-resource templates the request equals (None: not enforced)."""
+    no_template: frozenset[str] = frozenset()
+    """Nodes with a Device whose model has no matching template."""
 
 
 _CYCLE = StateKey[_Cycle]("DeviceShare/cycle")
 _ALLOCATED = StateKey[tuple[str, tuple[Allocation, ...]]]("DeviceShare/allocated")
+_TEMPLATE = StateKey[str]("DeviceShare/template")
 
 
 class DeviceShare:
@@ -97,7 +113,9 @@ class DeviceShare:
         self.store = DeviceStore()
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
+        self.templates = TemplateCache(args.gpu_shared_resource_templates_config)
         handle.subscribe(DEVICES, self._on_device)
+        handle.subscribe(CONFIGMAPS, self.templates.on_event)
         handle.subscribe(PODS, self._on_pod)
 
     @property
@@ -179,15 +197,27 @@ class DeviceShare:
             frozenset(),
             frozenset(self.store.has_device),
         )
+        if self.templates.enforced(request.asked, not request.whole):
+            cycle.templates = self.templates.matched(request.asked)
+            if not cycle.templates:
+                return PreFilterResult(Status.unresolvable(ERR_NO_MATCHED_TEMPLATE))
+            cycle.no_template = frozenset(
+                node for node in self.store.has_device if self._template_key(node) not in cycle.templates
+            )
         cycle.fitting = frozenset(
             node for node in self.store.has_device if self._allocate(node, cycle) is not None
         )
         state.write(_CYCLE, cycle)
         return PreFilterResult()
 
+    def _template_key(self, node: str) -> str:
+        return template_key(*self.store.vendor_model(node))
+
     def _allocate(
         self, node: str, cycle: _Cycle, usage: Mapping[int, GPUUsage] | None = None
     ) -> list[Allocation] | None:
+        if node in cycle.no_template:
+            return None
         gpus: list[GPU] = self.store.gpus(node)
         hint, request = cycle.hint, cycle.request
         if hint is not None and hint.selector is not None:
@@ -225,8 +255,10 @@ class DeviceShare:
         # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
         without_device = ~snapshot.rows_named(rows, cycle.with_device)
         insufficient = ~snapshot.rows_named(rows, self._fitting(cycle, snapshot)) & ~without_device
-        rejections = [(ERR_INSUFFICIENT_GPU, insufficient)]
-        unresolvable = np.zeros(rows.size, dtype=np.bool_)
+        no_template = snapshot.rows_named(rows, cycle.no_template)
+        insufficient &= ~no_template
+        rejections = [(ERR_INSUFFICIENT_GPU, insufficient), (ERR_NO_MATCHED_TEMPLATE, no_template)]
+        unresolvable = no_template.copy()
         if not cycle.request.whole:
             for reason, mask in self._share_refusals(pod, snapshot, rows):
                 rejections.append((reason, mask))
@@ -307,6 +339,10 @@ class DeviceShare:
             return Status.unschedulable(ERR_INSUFFICIENT_GPU)
         self.store.hold(pod.uid, node, allocations, assumed=True)
         state.write(_ALLOCATED, (node, tuple(allocations)))
+        names = (cycle.templates or {}).get(self._template_key(node), [])
+        if len(names) == 1:
+            # Several matching templates: Koordinator leaves the choice to the device plugin (no tag).
+            state.write(_TEMPLATE, names[0])
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -317,29 +353,76 @@ class DeviceShare:
         allocated = state.get(_ALLOCATED)
         if allocated is None:
             return Status.success()
-        value = allocated_annotation(allocated[1])
+        template = state.get(_TEMPLATE)
+        metadata: dict[str, dict[str, str]] = {
+            "annotations": {ANNOTATION_DEVICE_ALLOCATED: allocated_annotation(allocated[1], template)}
+        }
+        if self.handle.features.device_plugin_adaption:
+            refused = await self._adapt(pod, node, allocated[1], template, metadata)
+            if refused is not None:
+                return refused
         try:
-            await self.handle.backend.patch_pod(
-                pod.pod, {"metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}}
-            )
+            await self.handle.backend.patch_pod(pod.pod, {"metadata": metadata})
         except BackendError as exc:
             return Status.error(f"writing {ANNOTATION_DEVICE_ALLOCATED} on {pod.key}: {exc}")
         return Status.success()
 
+    async def _adapt(
+        self,
+        pod: PodInfo,
+        node: str,
+        allocations: Sequence[Allocation],
+        template: str | None,
+        metadata: dict[str, dict[str, str]],
+    ) -> Status | None:
+        """Adds what vendors' device plugins read to ``metadata`` (and locks the node when the
+        vendor needs it); a Status when the bind must fail."""
+        info = self.handle.snapshot().node(node)
+        node_obj = info.node if info is not None else None
+        vendor, model = self.store.vendor_model(node)
+        ctx = BindContext(
+            namespace=pod.pod.metadata.namespace or "",
+            name=pod.pod.metadata.name or "",
+            pod_labels=pod.labels,
+            node=node,
+            node_annotations=(node_obj.metadata.annotations or {}) if node_obj else {},
+            vendor=vendor,
+            model=model,
+            now=datetime.now(UTC),
+        )
+        adapted = adapt(ctx, allocations, template)
+        if isinstance(adapted, str):
+            return Status.error(f"adapting for the device plugin of vendor {vendor!r}: {adapted}")
+        metadata["annotations"].update(adapted.annotations)
+        if adapted.labels:
+            metadata["labels"] = adapted.labels
+        if adapted.node_annotations:
+            patch = {"metadata": {"annotations": adapted.node_annotations}}
+            try:
+                await self.handle.backend.patch_custom(NODES, None, node, patch)
+            except BackendError as exc:
+                return Status.error(f"locking node {node}: {exc}")
+        return None
 
-def allocated_annotation(allocations: Sequence[Allocation]) -> str:
-    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio."""
-    gpu = [
-        {
-            "minor": a.minor,
-            "resources": {
-                RESOURCE_GPU_CORE: str(a.usage.core),
-                RESOURCE_GPU_MEMORY: str(Quantity.from_int(a.usage.memory, Format.BINARY_SI)),
-                RESOURCE_GPU_MEMORY_RATIO: str(a.usage.ratio),
-            },
+
+def allocated_annotation(allocations: Sequence[Allocation], template: str | None = None) -> str:
+    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio (an
+    NPU's carry its npu-* amounts instead of gpu-core), and the shared-resource template if any."""
+    gpu: list[dict[str, object]] = []
+    for a in allocations:
+        memory = {
+            RESOURCE_GPU_MEMORY: str(Quantity.from_int(a.usage.memory, Format.BINARY_SI)),
+            RESOURCE_GPU_MEMORY_RATIO: str(a.usage.ratio),
         }
-        for a in allocations
-    ]
+        entry: dict[str, object] = {
+            "minor": a.minor,
+            "resources": {**npu_resources(a.usage.npu), **memory}
+            if any(a.usage.npu)
+            else {RESOURCE_GPU_CORE: str(a.usage.core), **memory},
+        }
+        if template:
+            entry["extension"] = {"gpuSharedResourceTemplate": template}
+        gpu.append(entry)
     return json.dumps({"gpu": gpu}, separators=(",", ":"))
 
 

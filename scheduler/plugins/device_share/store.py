@@ -15,6 +15,7 @@ from apis.extension.device import (
     ANNOTATION_GPU_PARTITIONS,
     GPU_PARTITION_POLICY_HONOR,
     LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
@@ -27,6 +28,7 @@ from apis.extension.gpu_partition_tables import builtin_partition_table
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.npu import npu_capacity
 
 __all__ = ["DeviceStore", "NodeGPUs", "allocations_of", "gpus_of"]
 
@@ -43,17 +45,19 @@ def gpus_of(device: Device) -> list[GPU]:
         core = resources.get(RESOURCE_GPU_CORE)
         memory = resources.get(RESOURCE_GPU_MEMORY)
         ratio = resources.get(RESOURCE_GPU_MEMORY_RATIO)
+        npu = npu_capacity(resources)
         topology = info.topology
         gpus.append(
             GPU(
                 minor=info.minor,
                 memory=to_int_units(RESOURCE_GPU_MEMORY, memory) if memory is not None else 0,
-                core=to_int_units(RESOURCE_GPU_CORE, core) if core is not None else 100,
+                core=to_int_units(RESOURCE_GPU_CORE, core) if core is not None else 0 if any(npu) else 100,
                 ratio=to_int_units(RESOURCE_GPU_MEMORY_RATIO, ratio) if ratio is not None else 100,
                 numa=topology.node_id if topology else None,
                 pcie=topology.pcie_id if topology else None,
                 uuid=info.uuid,
                 labels=dict(info.labels or {}),
+                npu=npu,
             )
         )
     return sorted(gpus, key=lambda g: g.minor)
@@ -80,6 +84,7 @@ def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
                     core=core.value() if core is not None else 0,
                     memory=memory.value() if memory is not None else 0,
                     ratio=ratio.value() if ratio is not None else 0,
+                    npu=npu_capacity(res),
                 ),
             )
         )
@@ -93,6 +98,10 @@ class NodeGPUs:
     """The Device's ``gpu-partitions`` table (None: none, or malformed)."""
     honor_partitions: bool = False
     """The Device is labelled ``gpu-partition-policy: Honor`` (as the v1.6 notes show it)."""
+    vendor: str | None = None
+    model: str | None = None
+    """The Device's ``gpu-vendor`` / ``gpu-model`` labels (koordlet writes them; vendor adaptation and
+    shared-resource templates are keyed by them)."""
     usage: dict[int, GPUUsage] = field(default_factory=dict)
     """Minor -> the sum of what pods hold on it (including minors the Device no longer lists)."""
 
@@ -125,6 +134,8 @@ class DeviceStore:
             model = (device.metadata.labels or {}).get(LABEL_GPU_MODEL)
             node.partitions = builtin_partition_table(model, _gpu_minors(device))
         node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
+        labels = device.metadata.labels or {}
+        node.vendor, node.model = labels.get(LABEL_GPU_VENDOR), labels.get(LABEL_GPU_MODEL)
         self.has_device.add(name)
 
     def remove_device(self, name: str) -> None:
@@ -196,6 +207,10 @@ class DeviceStore:
     def honors_partitions(self, node: str) -> bool:
         entry = self.nodes.get(node)
         return entry is not None and entry.honor_partitions
+
+    def vendor_model(self, node: str) -> tuple[str | None, str | None]:
+        entry = self.nodes.get(node)
+        return (entry.vendor, entry.model) if entry else (None, None)
 
     def gpus(self, node: str) -> list[GPU]:
         entry = self.nodes.get(node)
