@@ -7,7 +7,9 @@ koord-manager sums from them, as on a cluster. A koord-scheduler of its own runs
 ConfigMap is watched, the node lock patched). A whole-NPU pod and a vNPU pod (a template of the
 ``gpu-shared-resource-templates`` ConfigMap) bind with Huawei's annotations; a whole MLU binds with
 the dynamic-smlu profile and locks the node; an sMLU pod waits while the lock is held and binds with
-its profile once the device plugin (played here) lifts it. No card is ever given more than it has.
+its profile once the device plugin (played here) lifts it. A third node, labelled Honor, has the
+HCCS groups koordlet writes from its config: multi-NPU pods keep to them. No card is ever given more
+than it has.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ NAMESPACE = "device-vendors"
 SCHEDULER = "koord-scheduler-vendors"
 NPU_NODE = "vendors-npu-0"
 MLU_NODE = "vendors-mlu-0"
+HCCS_NODE = "vendors-hccs-0"
+HONOR = {"node.koordinator.sh/gpu-partition-policy": "Honor"}
+ASCEND = {"vendor": "huawei", "model": "Ascend-910B3", "count": 8, "memory": "64Gi", "aiCore": 20, "aiCPU": 7}
 TAINT = {"key": "koord-e2e/pool", "value": "vendors", "effect": "NoSchedule"}
 LOCK = "cambricon.com/dsmlu.lock"
 GIB = 2**30
@@ -48,13 +53,18 @@ DEVICES = {
     "nodes": [
         {
             "name": NPU_NODE,
-            "accelerators": {
-                "vendor": "huawei",
-                "model": "Ascend-910B3",
-                "count": 8,
-                "memory": "64Gi",
-                "aiCore": 20,
-                "aiCPU": 7,
+            "accelerators": ASCEND,
+        },
+        {
+            # The HCCS groups as koord-device-daemon reports them: each card alone, the two quads.
+            "name": HCCS_NODE,
+            "accelerators": ASCEND,
+            "gpuPartitions": {
+                "1": [{"minors": [m], "gpuLinkType": "HCCS", "allocationScore": 1} for m in range(8)],
+                "4": [
+                    {"minors": [0, 1, 2, 3], "gpuLinkType": "HCCS", "allocationScore": 1},
+                    {"minors": [4, 5, 6, 7], "gpuLinkType": "HCCS", "allocationScore": 1},
+                ],
             },
         },
         {
@@ -80,7 +90,7 @@ TEMPLATES = {
 }
 
 
-def _node(name: str, cards: int) -> dict[str, Any]:
+def _node(name: str, cards: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
     # koordinator.sh/gpu.shared is in allocatable only with koord-manager's EnableSyncGPUSharedResource
     # gate in Koordinator (100 per healthy card), which koord-manager here does not have: written
     # with the node, as the vendor's device plugin resources would be.
@@ -90,7 +100,7 @@ def _node(name: str, cards: int) -> dict[str, Any]:
         "kind": "Node",
         "metadata": {
             "name": name,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name},
+            "labels": {"type": "kwok", "kubernetes.io/hostname": name, **(labels or {})},
             "annotations": {"kwok.x-k8s.io/node": "fake"},
         },
         "spec": {"taints": [TAINT]},
@@ -117,7 +127,7 @@ def _allocatable(cp: ControlPlane, node: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def vendor_nodes(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     cp = control_plane
-    apply(cp, [_node(NPU_NODE, 8), _node(MLU_NODE, 2)])
+    apply(cp, [_node(NPU_NODE, 8), _node(MLU_NODE, 2), _node(HCCS_NODE, 8, HONOR)])
     wait_nodes_ready(cp)
     path = tmp_path_factory.mktemp("device-vendors") / "devices.yaml"
     path.write_text(yaml.safe_dump(DEVICES))
@@ -128,7 +138,8 @@ def vendor_nodes(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathF
         def synced() -> bool:
             npu = _allocatable(cp, NPU_NODE).get("huawei.com/npu-core")
             mlu = _allocatable(cp, MLU_NODE).get("koordinator.sh/gpu-core")
-            return npu == "160" and mlu == "200"
+            hccs = _allocatable(cp, HCCS_NODE).get("huawei.com/npu-core")
+            return npu == "160" and mlu == "200" and hccs == "160"
 
         wait_for(synced, timeout=90, what="koordlet's Devices summed into the nodes' allocatable")
         yield
@@ -183,7 +194,7 @@ def _check_no_card_overcommitted(cp: ControlPlane) -> None:
     devices = {
         d["metadata"]["name"]: {g["minor"]: g["resources"] for g in d["spec"]["devices"]}
         for d in json.loads(cp.kubectl("get", "devices", "-o", "json"))["items"]
-        if d["metadata"]["name"] in (NPU_NODE, MLU_NODE)
+        if d["metadata"]["name"] in (NPU_NODE, MLU_NODE, HCCS_NODE)
     }
     used: dict[tuple[str, int, str], int] = {}
     for pod in pods(cp, NAMESPACE):
@@ -205,7 +216,8 @@ def test_npu_and_mlu_pods_bind_with_koordinators_annotations(
     control_plane: ControlPlane, vendor_nodes: None, adapting_scheduler: Scheduler
 ) -> None:
     cp = control_plane
-    cp.create_namespace(NAMESPACE)
+    if NAMESPACE not in cp.kubectl("get", "namespaces", "-o", "name"):
+        cp.create_namespace(NAMESPACE)
     if "koordinator-system" not in cp.kubectl("get", "namespaces", "-o", "name"):
         cp.create_namespace("koordinator-system")
     apply(cp, [_templates_configmap()])
@@ -284,4 +296,34 @@ def test_npu_and_mlu_pods_bind_with_koordinators_annotations(
     assert card["minor"] == 1
     assert card["resources"]["koordinator.sh/gpu-core"] == "10"
     assert pod["metadata"]["annotations"]["CAMBRICON_DSMLU_PROFILE"] == "1_10_4"
+    _check_no_card_overcommitted(cp)
+
+
+def test_multi_npu_pods_keep_to_the_hccs_groups_under_honor(
+    control_plane: ControlPlane, vendor_nodes: None, adapting_scheduler: Scheduler
+) -> None:
+    """koordlet writes the HCCS groups from its config; the node is labelled Honor: four NPUs take
+    the quad that is whole, and two NPUs (no such group) wait, though three cards are free."""
+    cp = control_plane
+    if NAMESPACE not in cp.kubectl("get", "namespaces", "-o", "name"):
+        cp.create_namespace(NAMESPACE)
+    device = json.loads(cp.kubectl("get", "device", HCCS_NODE, "-o", "json"))
+    assert "HCCS" in device["metadata"]["annotations"]["scheduling.koordinator.sh/gpu-partitions"]
+
+    one = {"huawei.com/npu-core": "20", "koordinator.sh/gpu-memory-ratio": "100"}
+    apply(cp, [_pod("hccs-one", HCCS_NODE, one)])
+    assert [c["minor"] for c in _cards(_bound(cp, "hccs-one"))] == [0]
+    four = {"huawei.com/npu-core": "80", "koordinator.sh/gpu-memory-ratio": "400"}
+    apply(cp, [_pod("hccs-four", HCCS_NODE, four)])
+    pod = _bound(cp, "hccs-four")
+    assert [c["minor"] for c in _cards(pod)] == [4, 5, 6, 7]
+    assert pod["metadata"]["annotations"]["huawei.com/npu-core"] == "4,5,6,7"
+    two = {"huawei.com/npu-core": "40", "koordinator.sh/gpu-memory-ratio": "200"}
+    apply(cp, [_pod("hccs-two", HCCS_NODE, two)])
+    wait_for(
+        lambda: [m for m in failed_scheduling(cp, NAMESPACE, "hccs-two") if "Insufficient gpu devices" in m],
+        timeout=60,
+        what="FailedScheduling for hccs-two naming the GPUs",
+    )
+    cp.kubectl("delete", "pod", "-n", NAMESPACE, "hccs-two", "--wait=false")
     _check_no_card_overcommitted(cp)
