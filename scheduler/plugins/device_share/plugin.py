@@ -67,6 +67,7 @@ from scheduler.plugins.device_share.templates import (
     CONFIGMAPS,
     ERR_NO_MATCHED_TEMPLATE,
     TemplateCache,
+    per_card_resources,
     template_key,
 )
 
@@ -197,8 +198,9 @@ class DeviceShare:
             frozenset(),
             frozenset(self.store.has_device),
         )
-        if self.templates.enforced(request.asked, not request.whole):
-            cycle.templates = self.templates.matched(request.asked)
+        per_card = per_card_resources(request)
+        if self.templates.enforced(per_card, not request.whole):
+            cycle.templates = self.templates.matched(per_card)
             if not cycle.templates:
                 return PreFilterResult(Status.unresolvable(ERR_NO_MATCHED_TEMPLATE))
             cycle.no_template = frozenset(

@@ -57,8 +57,8 @@ class GPURequest:
     npu: NPUAmounts = (0, 0, 0)
     """Huawei npu-core, npu-cpu and npu-dvpp per card (an Ascend request)."""
     asked: tuple[tuple[str, int], ...] = ()
-    """The per-card resources as Koordinator names them, for matching shared-resource templates
-    (set for NPU requests only)."""
+    """The per-card NPU resources as Koordinator names them (NPU requests only; templates.py derives
+    the same for other requests)."""
 
     @property
     def whole(self) -> bool:

@@ -23,9 +23,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from apis.core import ConfigMap
 from apis.extension._annotation import ResourceList
+from apis.extension.device import RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO
 from apis.resources import to_int_units
 from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.plugins.device_share.args import GPUSharedResourceTemplatesConfig
+from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = [
     "CONFIGMAPS",
@@ -33,6 +35,7 @@ __all__ = [
     "ERR_NO_MATCHED_TEMPLATE",
     "TemplateCache",
     "parse_templates",
+    "per_card_resources",
     "template_key",
 ]
 
@@ -107,6 +110,18 @@ class TemplateCache:
             if names:
                 result[key] = names
         return result
+
+
+def per_card_resources(request: GPURequest) -> tuple[tuple[str, int], ...]:
+    """The per-card request as Koordinator's requestsPerGPU names it (what a template must equal)."""
+    if request.asked:
+        return request.asked
+    resources = {RESOURCE_GPU_CORE: request.core} if request.core else {}
+    if request.ratio is not None:
+        resources[RESOURCE_GPU_MEMORY_RATIO] = request.ratio
+    elif request.memory is not None:
+        resources[RESOURCE_GPU_MEMORY] = request.memory
+    return tuple(sorted(resources.items()))
 
 
 def template_key(vendor: str | None, model: str | None) -> str:

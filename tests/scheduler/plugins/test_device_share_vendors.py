@@ -390,3 +390,21 @@ def test_annotation_round_trip_of_a_vnpu() -> None:
     parsed = parse_device_allocations(meta["annotations"][ANNOTATION_DEVICE_ALLOCATED])
     assert parsed["gpu"][0].extension is not None
     assert parsed["gpu"][0].extension.gpu_shared_resource_template == "vir05_1c_16g"
+
+
+def test_matched_resources_in_the_args_enforce_templates_on_gpu_shares_too() -> None:
+    """``gpuSharedResourceTemplatesConfig.matchedResources`` may name a generic GPU resource: a
+    shared GPU request naming it must then equal a template of the node's model, as in Koordinator."""
+    templates = "nvidia-L40S:\n  half: {" + f"{CORE}: '50', {RATIO}: '50'" + "}\n"
+    device = nvidia("g0")
+    device.metadata.labels = {LABEL_GPU_VENDOR: "nvidia", LABEL_GPU_MODEL: "L40S"}
+    p, backend = plugin(device, templates=templates)
+    p.templates.config = p.templates.config.model_copy(update={"matched_resources": [CORE]})
+    ok, meta = bind(p, backend, pod("half", core=50, ratio=50), "g0")
+    assert ok
+    assert gpu_entries(meta)[0]["extension"] == {"gpuSharedResourceTemplate": "half"}
+    status = p.pre_filter(CycleState(), pod("third", core=30, ratio=30), snapshot("g0")).status
+    assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    # Whole cards are not shares: no template applies (the card is half used, hence insufficient).
+    feasible, reasons, _ = filter_names(p, pod("whole", nvidia=1), snapshot("g0"))
+    assert (feasible, reasons) == ([], {"Insufficient gpu devices": ["g0"]})
