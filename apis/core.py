@@ -18,6 +18,7 @@ from apis.types import Int32, Int64, Time
 __all__ = [
     "AWSElasticBlockStoreVolumeSource",
     "Affinity",
+    "ConfigMap",
     "Container",
     "ContainerImage",
     "ContainerPort",
@@ -283,6 +284,24 @@ class Namespace(KoordModel):
     api_version: str | None = "v1"
     kind: str | None = "Namespace"
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+
+
+class ConfigMap(KoordModel):
+    """Read for its ``data`` (DeviceShare's shared-resource templates)."""
+
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="",
+        version="v1",
+        kind="ConfigMap",
+        plural="configmaps",
+        singular="configmap",
+        scope="Namespaced",
+    )
+
+    api_version: str | None = "v1"
+    kind: str | None = "ConfigMap"
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    data: dict[str, str] | None = None
 
 
 class PodDisruptionBudgetSpec(KoordModel):

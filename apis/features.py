@@ -31,6 +31,9 @@ class FeatureGates:
     """What a quota's pods hold is guaranteed to it (``guaranteed = max(min, allocated)``): its
     runtime never drops below it, so it is not reclaimed; ``allocated`` and ``guaranteed`` are
     written on every quota."""
+    device_plugin_adaption: bool = field(default=False, metadata={"gate": "DevicePluginAdaption"})
+    """DeviceShare also writes what vendors' device plugins read at PreBind (bind timestamp, GPU
+    minors, the HAMi node label, Huawei and Cambricon annotations, the Cambricon node lock)."""
 
 
 def _gate_fields() -> dict[str, str]:

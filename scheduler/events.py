@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.core import Node, Pod
+from apis.extension.device import ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK
 from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
@@ -49,6 +50,9 @@ def _describe(obj: object) -> str:
     return repr(obj)[:80]
 
 
+DEVICE_PLUGIN_NODE_LOCKS = (ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK)
+
+
 def _node_signature(node: Node) -> tuple[object, ...]:
     """What of a node matters to scheduling (load thresholds included); heartbeats change none of it."""
     return (
@@ -57,6 +61,8 @@ def _node_signature(node: Node) -> tuple[object, ...]:
         bool(node.spec.unschedulable),
         tuple(sorted((k, str(v)) for k, v in (node.status.allocatable or {}).items())),
         (node.metadata.annotations or {}).get(ANNOTATION_CUSTOM_USAGE_THRESHOLDS),
+        # Vendors' node locks (DeviceShare's DevicePluginAdaption reads them at PreBind).
+        tuple((node.metadata.annotations or {}).get(key) for key in DEVICE_PLUGIN_NODE_LOCKS),
     )
 
 

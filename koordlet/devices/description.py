@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from apis.extension.device import GPUPartitionTable
 from apis.quantity import Quantity
 from koordlet.devices.inventory import GPU, RDMA, VF, Accelerator, NodeDevices, Placement
 
@@ -141,6 +142,9 @@ class DeviceDescription(_Model):
     gpus: GPUGroup | list[GPU] | None = None
     rdma: RDMAGroup | list[RDMA] | None = None
     accelerators: AcceleratorGroup | list[Accelerator] | None = None
+    gpu_partitions: GPUPartitionTable | None = None
+    """``gpuPartitions``: the Device's ``gpu-partitions`` table as given (``{4: [{minors: [0, 1, 2, 3],
+    gpuLinkType: HCCS, allocationScore: 1}]}``), for boards whose groups only the vendor knows."""
 
     def inventory(self, node: str) -> NodeDevices:
         def expand(value: _Layout | list[GPU] | list[RDMA] | list[Accelerator] | None) -> list[object]:
@@ -156,6 +160,7 @@ class DeviceDescription(_Model):
                 "rdma": expand(self.rdma),
                 "accelerators": expand(self.accelerators),
                 "driver_version": self.driver_version,
+                "gpu_partitions": self.gpu_partitions,
             }
         )
 

@@ -132,14 +132,14 @@ def _node_labels(devices: NodeDevices) -> dict[str, str]:
 
 
 def partitions_annotation(devices: NodeDevices) -> str | None:
-    if not devices.gpus:
-        return None
-    table = partition_table(
-        devices.gpus[0].model,
-        [gpu.minor for gpu in devices.gpus],
-        all(gpu.nvswitch for gpu in devices.gpus),
-    )
-    if table is None:
+    table = devices.gpu_partitions
+    if table is None and devices.gpus:
+        table = partition_table(
+            devices.gpus[0].model,
+            [gpu.minor for gpu in devices.gpus],
+            all(gpu.nvswitch for gpu in devices.gpus),
+        )
+    if not table:
         return None
     wire = {str(size): [p.to_wire() for p in parts] for size, parts in sorted(table.items())}
     return json.dumps(wire, separators=(",", ":"))

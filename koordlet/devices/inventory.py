@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from apis.extension.device import GPUPartitionTable
 from apis.quantity import Quantity
 
 __all__ = ["GPU", "RDMA", "VF", "Accelerator", "NodeDevices", "Placement"]
@@ -84,3 +85,6 @@ class NodeDevices(_Model):
     rdma: list[RDMA] = Field(default_factory=list)
     accelerators: list[Accelerator] = Field(default_factory=list)
     driver_version: str | None = None
+    gpu_partitions: GPUPartitionTable | None = None
+    """The partitions the config gives (koord-device-daemon's, e.g. an Ascend board's HCCS groups);
+    None: koordlet's built-in table for the NVIDIA boards it knows, if any."""

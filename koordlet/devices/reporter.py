@@ -80,9 +80,11 @@ class NodeDeviceReporter:
 
     def inventory(self) -> NodeDevices:
         accelerators = []
+        partitions = None
         if self.device_config is not None:
             try:
-                accelerators = load_description(self.device_config).inventory(self.node_name).accelerators
+                configured = load_description(self.device_config).inventory(self.node_name)
+                accelerators, partitions = configured.accelerators, configured.gpu_partitions
             except (OSError, ValueError) as exc:
                 log.warning("device config %s not read (%s): no NPUs or MLUs", self.device_config, exc)
         return NodeDevices(
@@ -90,6 +92,7 @@ class NodeDeviceReporter:
             rdma=rdma_devices(self.fs),
             accelerators=accelerators,
             driver_version=self.nvml.driver_version(),
+            gpu_partitions=partitions,
         )
 
     async def report_once(self, api: KoordletClient) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from apis.extension import device as ext
@@ -215,3 +216,28 @@ def test_simulate_devices_needs_no_node_name_and_a_bad_file_stops_koordlet(
     bad.write_text("nodes: [{name: a, gpus: {memory: lots}}]\n")
     assert main(["--simulate-devices", str(bad)]) == 2
     assert "cannot use devices file" in capsys.readouterr().err
+
+
+HCCS = {
+    "4": [
+        {"minors": [0, 1, 2, 3], "gpuLinkType": "HCCS", "allocationScore": "1"},
+        {"minors": [4, 5, 6, 7], "gpuLinkType": "HCCS", "allocationScore": "1"},
+    ]
+}
+
+
+async def test_the_device_config_gives_an_ascend_boards_hccs_partitions(tmp_path: Path) -> None:
+    """v1.7: the Ascend Device carries its HCCS groups in gpu-partitions, as koord-device-daemon
+    reports them; koordlet writes them from ``gpuPartitions`` of the device config."""
+    config = tmp_path / "npu.yaml"
+    accelerators = {"vendor": "huawei", "model": "Ascend-910B3", "count": 8, "memory": "64Gi", "aiCore": 20}
+    config.write_text(yaml.safe_dump({"accelerators": accelerators, "gpuPartitions": HCCS}))
+    reporter = NodeDeviceReporter("node-1", HostFS(tmp_path), config, None)
+    api = FakeClient({"node-1": "uid-1"})
+    await reporter.report_once(api)  # type: ignore[arg-type]
+    annotations = api.devices["node-1"].metadata.annotations or {}
+    table = ext.parse_gpu_partition_table(annotations[ext.ANNOTATION_GPU_PARTITIONS])
+    assert {size: [p.minors for p in parts] for size, parts in table.items()} == {
+        4: [[0, 1, 2, 3], [4, 5, 6, 7]]
+    }
+    assert table[4][0].gpu_link_type == "HCCS"

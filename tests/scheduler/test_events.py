@@ -122,3 +122,25 @@ async def test_a_change_of_a_nodes_load_thresholds_reaches_the_cache_and_a_heart
     assert (info.metadata.annotations or {}) == custom
     await backend.close()
     await task
+
+
+async def test_a_vendors_node_lock_reaches_the_cache() -> None:
+    """DeviceShare's DevicePluginAdaption reads the Cambricon lock from the node at PreBind."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n"))
+    h = handlers(backend, Cache())
+    task = asyncio.create_task(h.run_nodes())
+    await asyncio.wait_for(h.synced_nodes.wait(), timeout=1)
+    locked = {"cambricon.com/dsmlu.lock": "2026-01-01T00:00:00Z,ai,p"}
+    backend.apply(NODES, {**node("n"), "metadata": {"name": "n", "annotations": locked}})
+    await asyncio.sleep(0.02)
+    info = h.cache.nodes["n"].node
+    assert info is not None
+    assert (info.metadata.annotations or {}) == locked
+    backend.apply(NODES, node("n"))  # the device plugin lifts it
+    await asyncio.sleep(0.02)
+    info = h.cache.nodes["n"].node
+    assert info is not None
+    assert not info.metadata.annotations
+    await backend.close()
+    await task

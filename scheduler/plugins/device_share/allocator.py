@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from apis.extension.device import DEVICE_TOPOLOGY_SCOPE_LEVEL, DeviceTopologyScope
+from scheduler.plugins.device_share.npu import NPUAmounts
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = [
@@ -46,6 +47,8 @@ class GPU:
     pcie: str | None = None
     uuid: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    npu: NPUAmounts = (0, 0, 0)
+    """An Ascend NPU's npu-core, npu-cpu and npu-dvpp (zero on other cards)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,16 +58,19 @@ class GPUUsage:
     core: int = 0
     memory: int = 0
     ratio: int = 0
+    npu: NPUAmounts = (0, 0, 0)
 
     def __add__(self, other: GPUUsage) -> GPUUsage:
-        return GPUUsage(self.core + other.core, self.memory + other.memory, self.ratio + other.ratio)
+        npu = (self.npu[0] + other.npu[0], self.npu[1] + other.npu[1], self.npu[2] + other.npu[2])
+        return GPUUsage(self.core + other.core, self.memory + other.memory, self.ratio + other.ratio, npu)
 
     def __sub__(self, other: GPUUsage) -> GPUUsage:
-        return GPUUsage(self.core - other.core, self.memory - other.memory, self.ratio - other.ratio)
+        npu = (self.npu[0] - other.npu[0], self.npu[1] - other.npu[1], self.npu[2] - other.npu[2])
+        return GPUUsage(self.core - other.core, self.memory - other.memory, self.ratio - other.ratio, npu)
 
     @property
     def idle(self) -> bool:
-        return self.core <= 0 and self.memory <= 0 and self.ratio <= 0
+        return self.core <= 0 and self.memory <= 0 and self.ratio <= 0 and max(self.npu) <= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +84,22 @@ class Allocation:
 def take(gpu: GPU, request: GPURequest) -> GPUUsage:
     """What ``request`` takes on ``gpu``: a whole-card request takes all of it."""
     if request.whole:
-        return GPUUsage(gpu.core, gpu.memory, gpu.ratio)
-    return GPUUsage(request.core, request.memory_on(gpu.memory), request.ratio_on(gpu.memory))
+        return GPUUsage(gpu.core, gpu.memory, gpu.ratio, gpu.npu)
+    return GPUUsage(request.core, request.memory_on(gpu.memory), request.ratio_on(gpu.memory), request.npu)
 
 
 def fits(gpu: GPU, used: GPUUsage, request: GPURequest) -> bool:
     """Whether ``gpu`` with ``used`` allocated can still give ``request`` its per-card share."""
     if request.whole:
-        return used.idle
+        # An NPU request needs an NPU (its npu-core); any other whole card needs gpu-core.
+        kind_fits = request.npu[0] <= gpu.npu[0] if any(request.npu) else gpu.core > 0
+        return used.idle and kind_fits
     want = take(gpu, request)
     return (
         used.core + want.core <= gpu.core
         and used.memory + want.memory <= gpu.memory
         and used.ratio + want.ratio <= gpu.ratio
+        and all(u + w <= cap for u, w, cap in zip(used.npu, want.npu, gpu.npu, strict=True))
     )
 
 

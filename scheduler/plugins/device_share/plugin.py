@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from functools import partial
 
 import numpy as np
@@ -43,7 +44,7 @@ from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import DEVICES, PODS, RESERVATIONS, BackendError, WatchEvent
+from scheduler.backend.base import DEVICES, NODES, PODS, RESERVATIONS, BackendError, WatchEvent
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -61,6 +62,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.device_share.adapter import BindContext, adapt
 from scheduler.plugins.device_share.allocator import (
     GPU,
     Allocation,
@@ -75,6 +77,7 @@ from scheduler.plugins.device_share.allocator import (
 from scheduler.plugins.device_share.args import DeviceShareArgs, FragmentationArgs
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.joint import allocate_rdma_jointly, joint_types
+from scheduler.plugins.device_share.npu import npu_resources
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.rdma import (
     InvalidRDMARequest,
@@ -91,6 +94,13 @@ from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest
 from scheduler.plugins.device_share.reserved import RESTRICTED, ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
+from scheduler.plugins.device_share.templates import (
+    CONFIGMAPS,
+    ERR_NO_MATCHED_TEMPLATE,
+    TemplateCache,
+    per_card_resources,
+    template_key,
+)
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
 
@@ -101,6 +111,8 @@ RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.watching(DEVICES, why="each node's GPUs, from its Device object."),
     PolicyRule.watching(RESERVATIONS, why="the cards each placed Reservation holds."),
     PolicyRule.on(RESERVATIONS, "patch", why="a Reservation's cards, in its device-allocated annotation."),
+    PolicyRule.watching(CONFIGMAPS, why="GPU shared-resource templates (vNPU shapes) from their ConfigMap."),
+    PolicyRule.on(NODES, "patch", why="the Cambricon dynamic-sMLU node lock (DevicePluginAdaption)."),
 )
 
 ERR_INSUFFICIENT_GPU = "Insufficient gpu devices"
@@ -124,6 +136,10 @@ class _Cycle:
     rdma: _RDMAAsk | None = None
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """Why each node outside ``fitting`` cannot hold the pod's devices."""
+    templates: dict[str, list[str]] | None = None
+    """``<vendor>-<model>`` -> the shared-resource templates the request equals (None: not enforced)."""
+    no_template: frozenset[str] = frozenset()
+    """Nodes with a Device whose model has no matching template."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +157,7 @@ class _RDMAAsk:
 _CYCLE = StateKey[_Cycle]("DeviceShare/cycle")
 _ALLOCATED = StateKey[tuple[str, tuple[Allocation, ...]]]("DeviceShare/allocated")
 _RDMA_ALLOCATED = StateKey[tuple[RDMAAllocation, ...]]("DeviceShare/rdma-allocated")
+_TEMPLATE = StateKey[str]("DeviceShare/template")
 
 
 class DeviceShare:
@@ -160,7 +177,9 @@ class DeviceShare:
             self.fragmentation = FragmentationStrategy(strategy.fragmentation or FragmentationArgs())
         else:
             self.card_order = strategy.type
+        self.templates = TemplateCache(args.gpu_shared_resource_templates_config)
         handle.subscribe(DEVICES, self._on_device)
+        handle.subscribe(CONFIGMAPS, self.templates.on_event)
         handle.subscribe(PODS, self._on_pod)
         handle.subscribe(RESERVATIONS, self._on_reservation)
 
@@ -328,6 +347,15 @@ class DeviceShare:
             frozenset(),
             frozenset(self.store.has_device),
         )
+        if request is not None:
+            per_card = per_card_resources(request)
+            if self.templates.enforced(per_card, not request.whole):
+                cycle.templates = self.templates.matched(per_card)
+                if not cycle.templates:
+                    return Status.unresolvable(ERR_NO_MATCHED_TEMPLATE)
+                cycle.no_template = frozenset(
+                    node for node in self.store.has_device if self._template_key(node) not in cycle.templates
+                )
         if rdma is not None:
             requested = frozenset(t for t, asked in (("gpu", request), ("rdma", rdma)) if asked is not None)
             types = joint_types(joint, requested, hints)
@@ -422,6 +450,9 @@ class DeviceShare:
             return nics
         return gpus, nics
 
+    def _template_key(self, node: str) -> str:
+        return template_key(*self.store.vendor_model(node))
+
     def _allocate(
         self,
         node: str,
@@ -433,6 +464,8 @@ class DeviceShare:
     ) -> list[Allocation] | None:
         """The cards the pod would get on ``node``; ``choosing``: Reserve's final choice (the
         Fragmentation strategy's card then, any fitting card is as good for Filter)."""
+        if node in cycle.no_template:
+            return None
         gpus: list[GPU] = self.store.gpus(node)
         if only is not None:
             gpus = [g for g in gpus if g.minor in only]
@@ -475,13 +508,14 @@ class DeviceShare:
         # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
         without_device = ~snapshot.rows_named(rows, cycle.with_device)
         fitting = self._fitting(cycle, snapshot)
-        insufficient = ~snapshot.rows_named(rows, fitting) & ~without_device
+        no_template = snapshot.rows_named(rows, cycle.no_template)
+        insufficient = ~snapshot.rows_named(rows, fitting) & ~without_device & ~no_template
         by_refusal: dict[Refusal, set[str]] = {}
         for node, refusal in cycle.refusals.items():
             if node not in fitting:
                 by_refusal.setdefault(refusal, set()).add(node)
-        rejections: list[tuple[str, BoolArray]] = []
-        unresolvable = np.zeros(rows.size, dtype=np.bool_)
+        rejections: list[tuple[str, BoolArray]] = [(ERR_NO_MATCHED_TEMPLATE, no_template)]
+        unresolvable = no_template.copy()
         for refusal, nodes in sorted(by_refusal.items()):
             mask = snapshot.rows_named(rows, frozenset(nodes)) & insufficient
             rejections.append((refusal.reason, mask))
@@ -650,6 +684,10 @@ class DeviceShare:
                 self.reserved.set_owner(pod.uid, nominated, allocations)
         state.write(_ALLOCATED, (node, tuple(allocations)))
         state.write(_RDMA_ALLOCATED, tuple(nics))
+        names = (cycle.templates or {}).get(self._template_key(node), [])
+        if len(names) == 1:
+            # Several matching templates: Koordinator leaves the choice to the device plugin (no tag).
+            state.write(_TEMPLATE, names[0])
         return Status.success()
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -664,34 +702,84 @@ class DeviceShare:
         allocated = state.get(_ALLOCATED)
         if allocated is None:
             return Status.success()
+        template = state.get(_TEMPLATE)
         nics = state.get(_RDMA_ALLOCATED)
-        value = allocated_annotation(allocated[1], nics or ())
-        patch = {"metadata": {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}}
+        value = allocated_annotation(allocated[1], nics or (), template)
+        metadata: dict[str, dict[str, str]] = {"annotations": {ANNOTATION_DEVICE_ALLOCATED: value}}
+        reserve_pod = is_reserve_pod(pod.annotations)
+        if self.handle.features.device_plugin_adaption and not reserve_pod:
+            refused = await self._adapt(pod, node, allocated[1], template, metadata)
+            if refused is not None:
+                return refused
         try:
-            if is_reserve_pod(pod.annotations):
+            if reserve_pod:
                 # Koordinator records a reservation's cards on the Reservation object.
-                await self.handle.backend.patch_custom(RESERVATIONS, None, pod.name, patch)
+                await self.handle.backend.patch_custom(RESERVATIONS, None, pod.name, {"metadata": metadata})
             else:
-                await self.handle.backend.patch_pod(pod.pod, patch)
+                await self.handle.backend.patch_pod(pod.pod, {"metadata": metadata})
         except BackendError as exc:
             return Status.error(f"writing {ANNOTATION_DEVICE_ALLOCATED} on {pod.key}: {exc}")
         return Status.success()
 
+    async def _adapt(
+        self,
+        pod: PodInfo,
+        node: str,
+        allocations: Sequence[Allocation],
+        template: str | None,
+        metadata: dict[str, dict[str, str]],
+    ) -> Status | None:
+        """Adds what vendors' device plugins read to ``metadata`` (and locks the node when the
+        vendor needs it); a Status when the bind must fail."""
+        info = self.handle.snapshot().node(node)
+        node_obj = info.node if info is not None else None
+        vendor, model = self.store.vendor_model(node)
+        ctx = BindContext(
+            namespace=pod.pod.metadata.namespace or "",
+            name=pod.pod.metadata.name or "",
+            pod_labels=pod.labels,
+            node=node,
+            node_annotations=(node_obj.metadata.annotations or {}) if node_obj else {},
+            vendor=vendor,
+            model=model,
+            now=datetime.now(UTC),
+        )
+        adapted = adapt(ctx, allocations, template)
+        if isinstance(adapted, str):
+            return Status.error(f"adapting for the device plugin of vendor {vendor!r}: {adapted}")
+        metadata["annotations"].update(adapted.annotations)
+        if adapted.labels:
+            metadata["labels"] = adapted.labels
+        if adapted.node_annotations:
+            patch = {"metadata": {"annotations": adapted.node_annotations}}
+            try:
+                await self.handle.backend.patch_custom(NODES, None, node, patch)
+            except BackendError as exc:
+                return Status.error(f"locking node {node}: {exc}")
+        return None
 
-def allocated_annotation(allocations: Sequence[Allocation], rdma: Sequence[RDMAAllocation] = ()) -> str:
-    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio;
-    rdma entries their amount and VF (rdma.rdma_entries)."""
-    gpu = [
-        {
-            "minor": a.minor,
-            "resources": {
-                RESOURCE_GPU_CORE: str(a.usage.core),
-                RESOURCE_GPU_MEMORY: str(Quantity.from_int(a.usage.memory, Format.BINARY_SI)),
-                RESOURCE_GPU_MEMORY_RATIO: str(a.usage.ratio),
-            },
+
+def allocated_annotation(
+    allocations: Sequence[Allocation], rdma: Sequence[RDMAAllocation] = (), template: str | None = None
+) -> str:
+    """Koordinator's ``device-allocated`` JSON: GPU entries carry gpu-core, gpu-memory and ratio (an
+    NPU's carry its npu-* amounts instead of gpu-core) and the shared-resource template if any; rdma
+    entries their amount and VF (rdma.rdma_entries)."""
+    gpu: list[dict[str, object]] = []
+    for a in allocations:
+        memory = {
+            RESOURCE_GPU_MEMORY: str(Quantity.from_int(a.usage.memory, Format.BINARY_SI)),
+            RESOURCE_GPU_MEMORY_RATIO: str(a.usage.ratio),
         }
-        for a in allocations
-    ]
+        entry: dict[str, object] = {
+            "minor": a.minor,
+            "resources": {**npu_resources(a.usage.npu), **memory}
+            if any(a.usage.npu)
+            else {RESOURCE_GPU_CORE: str(a.usage.core), **memory},
+        }
+        if template:
+            entry["extension"] = {"gpuSharedResourceTemplate": template}
+        gpu.append(entry)
     value: dict[str, object] = {"gpu": gpu} if gpu else {}
     if rdma:
         value["rdma"] = rdma_entries(rdma)

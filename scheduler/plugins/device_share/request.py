@@ -20,6 +20,7 @@ from apis.extension.device import (
     RESOURCE_NVIDIA_GPU,
     canonical_device_resource,
 )
+from scheduler.plugins.device_share.npu import NPU_RESOURCES, NPUAmounts, npu_request_parts
 
 __all__ = ["GPU_RESOURCES", "GPURequest", "InvalidGPURequest", "gpu_request"]
 
@@ -32,9 +33,10 @@ GPU_RESOURCES: frozenset[str] = frozenset(
         RESOURCE_GPU_MEMORY,
         RESOURCE_GPU_MEMORY_RATIO,
         RESOURCE_GPU_SHARED,
+        *NPU_RESOURCES,
     )
 )
-"""Canonical names of the GPU resources DeviceShare allocates."""
+"""Canonical names of the GPU resources DeviceShare allocates (NPUs are ``type: gpu`` devices)."""
 
 
 class InvalidGPURequest(ValueError):
@@ -52,6 +54,11 @@ class GPURequest:
     """gpu-memory-ratio per card; None when the pod asked for memory in bytes."""
     memory: int | None
     """gpu-memory bytes per card; None when the pod asked for a ratio."""
+    npu: NPUAmounts = (0, 0, 0)
+    """Huawei npu-core, npu-cpu and npu-dvpp per card (an Ascend request)."""
+    asked: tuple[tuple[str, int], ...] = ()
+    """The per-card NPU resources as Koordinator names them (NPU requests only; templates.py derives
+    the same for other requests)."""
 
     @property
     def whole(self) -> bool:
@@ -101,6 +108,8 @@ def gpu_request(requests: Mapping[str, int]) -> GPURequest | None:
     if not asked:
         return None
     names = frozenset(asked)
+    if names & NPU_RESOURCES:
+        return _npu_request(asked)
     whole = names & frozenset(_WHOLE_CARD)
     if whole:
         if len(names) != 1:
@@ -144,3 +153,20 @@ def gpu_request(requests: Mapping[str, int]) -> GPURequest | None:
         )
     per_core = (core // count if core > 100 else core) if core is not None else 0
     return GPURequest(count=count, core=per_core, ratio=ratio // count, memory=None)
+
+
+def _npu_request(asked: Mapping[str, int]) -> GPURequest:
+    parts = npu_request_parts(asked)
+    if isinstance(parts, str):
+        raise InvalidGPURequest(parts)
+    count, npu, ratio, memory = parts
+    whole = ratio is not None and ratio >= 100
+    per_card = {name: value // count for name, value in asked.items() if name != RESOURCE_GPU_SHARED}
+    return GPURequest(
+        count=count,
+        core=100 if whole else 0,
+        ratio=ratio,
+        memory=memory,
+        npu=npu,
+        asked=tuple(sorted(per_card.items())),
+    )

@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 
 from apis.errors import InvalidAnnotation
 from apis.extension.device import (
+    ANNOTATION_GPU_PARTITIONS,
     GPU_PARTITION_POLICY_HONOR,
+    LABEL_GPU_MODEL,
+    LABEL_GPU_VENDOR,
     RESOURCE_GPU_CORE,
     RESOURCE_GPU_MEMORY,
     RESOURCE_GPU_MEMORY_RATIO,
@@ -23,9 +26,11 @@ from apis.extension.device import (
     gpu_partition_policy,
     is_secondary_device_well_planned,
 )
+from apis.extension.gpu_partition_tables import builtin_partition_table
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.npu import npu_capacity
 from scheduler.plugins.device_share.rdma import RDMA, RDMAAllocation, RDMAUsage, rdmas_of
 
 __all__ = ["DeviceStore", "NodeGPUs", "allocations_of", "gpus_of"]
@@ -43,20 +48,28 @@ def gpus_of(device: Device) -> list[GPU]:
         core = resources.get(RESOURCE_GPU_CORE)
         memory = resources.get(RESOURCE_GPU_MEMORY)
         ratio = resources.get(RESOURCE_GPU_MEMORY_RATIO)
+        npu = npu_capacity(resources)
         topology = info.topology
         gpus.append(
             GPU(
                 minor=info.minor,
                 memory=to_int_units(RESOURCE_GPU_MEMORY, memory) if memory is not None else 0,
-                core=to_int_units(RESOURCE_GPU_CORE, core) if core is not None else 100,
+                core=to_int_units(RESOURCE_GPU_CORE, core) if core is not None else 0 if any(npu) else 100,
                 ratio=to_int_units(RESOURCE_GPU_MEMORY_RATIO, ratio) if ratio is not None else 100,
                 numa=topology.node_id if topology else None,
                 pcie=topology.pcie_id if topology else None,
                 uuid=info.uuid,
                 labels=dict(info.labels or {}),
+                npu=npu,
             )
         )
     return sorted(gpus, key=lambda g: g.minor)
+
+
+def _gpu_minors(device: Device) -> list[int]:
+    """Every GPU minor the Device lists, healthy or not (the board's layout, for built-in tables)."""
+    infos = (device.spec.devices if device.spec else None) or ()
+    return [i.minor for i in infos if i.type == _GPU and i.minor is not None]
 
 
 def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
@@ -74,6 +87,7 @@ def allocations_of(allocated: DeviceAllocations) -> list[Allocation]:
                     core=core.value() if core is not None else 0,
                     memory=memory.value() if memory is not None else 0,
                     ratio=ratio.value() if ratio is not None else 0,
+                    npu=npu_capacity(res),
                 ),
             )
         )
@@ -87,6 +101,10 @@ class NodeGPUs:
     """The Device's ``gpu-partitions`` table (None: none, or malformed)."""
     honor_partitions: bool = False
     """The Device is labelled ``gpu-partition-policy: Honor`` (as the v1.6 notes show it)."""
+    vendor: str | None = None
+    model: str | None = None
+    """The Device's ``gpu-vendor`` / ``gpu-model`` labels (koordlet writes them; vendor adaptation and
+    shared-resource templates are keyed by them)."""
     usage: dict[int, GPUUsage] = field(default_factory=dict)
     """Minor -> the sum of what pods hold on it (including minors the Device no longer lists)."""
     rdmas: list[RDMA] = field(default_factory=list)
@@ -121,9 +139,14 @@ class DeviceStore:
             node.partitions = get_gpu_partition_table(device.metadata.annotations)
         except InvalidAnnotation:
             node.partitions = None
+        if node.partitions is None and ANNOTATION_GPU_PARTITIONS not in (device.metadata.annotations or {}):
+            model = (device.metadata.labels or {}).get(LABEL_GPU_MODEL)
+            node.partitions = builtin_partition_table(model, _gpu_minors(device))
         node.honor_partitions = gpu_partition_policy(device.metadata.labels) == GPU_PARTITION_POLICY_HONOR
         node.rdmas = rdmas_of(device)
         node.secondary_well_planned = is_secondary_device_well_planned(device.metadata.labels)
+        labels = device.metadata.labels or {}
+        node.vendor, node.model = labels.get(LABEL_GPU_VENDOR), labels.get(LABEL_GPU_MODEL)
         self.has_device.add(name)
 
     def remove_device(self, name: str) -> None:
@@ -217,6 +240,10 @@ class DeviceStore:
     def honors_partitions(self, node: str) -> bool:
         entry = self.nodes.get(node)
         return entry is not None and entry.honor_partitions
+
+    def vendor_model(self, node: str) -> tuple[str | None, str | None]:
+        entry = self.nodes.get(node)
+        return (entry.vendor, entry.model) if entry else (None, None)
 
     def gpus(self, node: str) -> list[GPU]:
         entry = self.nodes.get(node)

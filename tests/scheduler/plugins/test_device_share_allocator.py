@@ -154,3 +154,105 @@ def test_annotation_round_trip_keeps_memory_bytes() -> None:
         ]
     }
     assert allocations_of(parse_device_allocations(raw)) == [allocation]
+
+
+# ---- Ascend NPUs and Cambricon MLUs: the same allocator, more dimensions per card ----
+
+NPU = (20, 7, 100)
+"""An Ascend 910B3's npu-core, npu-cpu and npu-dvpp."""
+
+vendor_requests = st.one_of(
+    requests,
+    # whole NPUs (npu-core + gpu-memory-ratio 100 per card)
+    st.builds(lambda n: GPURequest(n, 100, 100, None, (20, 0, 0)), st.integers(1, 3)),
+    # vNPUs (gpu.shared 1 + npu-core + npu-cpu (+ npu-dvpp) + gpu-memory)
+    st.builds(
+        lambda c, p, d, m: GPURequest(1, 0, None, m * GIB, (c, p, d)),
+        st.integers(1, 20),
+        st.integers(1, 7),
+        st.sampled_from([0, 25, 50, 100]),
+        st.integers(1, 16),
+    ),
+)
+
+
+def mixed_card(m: int, kind: str) -> GPU:
+    if kind == "npu":
+        return GPU(minor=m, memory=16 * GIB, core=0, numa=m // 2, pcie=f"p{m // 2}", npu=NPU)
+    return GPU(minor=m, memory=16 * GIB, numa=m // 2, pcie=f"p{m // 2}")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["npu", "gpu"]), min_size=1, max_size=5),
+    st.lists(vendor_requests, max_size=4),
+    vendor_requests,
+    st.sampled_from([None, "PCIe", "NUMANode"]),
+)
+def test_allocator_agrees_with_brute_force_on_npus_and_gpus(
+    kinds: list[str], earlier: list[GPURequest], request: GPURequest, scope: DeviceTopologyScope | None
+) -> None:
+    gpus = [mixed_card(m, k) for m, k in enumerate(kinds)]
+    store = DeviceStore()
+    for i, previous in enumerate(earlier):
+        got = allocate(gpus, store.usage("n"), previous)
+        if got is not None:
+            store.hold(f"p{i}", "n", got, assumed=True)
+    usage = store.usage("n")
+    feasible = [
+        combo
+        for combo in itertools.combinations(gpus, request.count)
+        if all(fits(g, usage.get(g.minor, GPUUsage()), request) for g in combo) and same_scope(combo, scope)
+    ]
+    got = allocate(gpus, usage, request, "MostAllocated", scope)
+    assert (got is None) == (not feasible)
+    if got is not None:
+        assert tuple(g for g in gpus if g.minor in {a.minor for a in got}) in feasible
+        # An NPU request lands on NPUs only; a GPU request needing gpu-core never on an NPU.
+        for a in got:
+            card = gpus[a.minor]
+            if any(request.npu):
+                assert card.npu == NPU
+            elif request.core:
+                assert card.core == 100
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["npu", "gpu"]), min_size=1, max_size=4), st.data())
+def test_no_npu_dimension_is_ever_overcommitted(kinds: list[str], data: st.DataObject) -> None:
+    gpus = [mixed_card(m, k) for m, k in enumerate(kinds)]
+    sequence = data.draw(
+        st.lists(
+            st.one_of(
+                st.tuples(st.just("add"), vendor_requests),
+                st.tuples(st.just("remove"), st.integers(0, 30)),
+                st.tuples(st.just("restart"), st.none()),
+            ),
+            max_size=30,
+        )
+    )
+    store = DeviceStore()
+    annotations: dict[str, str] = {}
+    for i, (op, arg) in enumerate(sequence):
+        if op == "add":
+            assert isinstance(arg, GPURequest)
+            got = allocate(gpus, store.usage("n"), arg)
+            if got is not None:
+                store.hold(f"p{i}", "n", got, assumed=True)
+                annotations[f"p{i}"] = allocated_annotation(got, template="vir" if any(arg.npu) else None)
+        elif op == "remove" and annotations:
+            uid = sorted(annotations)[int(str(arg)) % len(annotations)]
+            store.release(uid)
+            del annotations[uid]
+        elif op == "restart":
+            before = dict(store.usage("n"))
+            store = DeviceStore()
+            for uid, raw in annotations.items():
+                store.hold(uid, "n", allocations_of(parse_device_allocations(raw)), assumed=False)
+            assert dict(store.usage("n")) == before
+        for g in gpus:
+            used = store.usage("n").get(g.minor, GPUUsage())
+            assert 0 <= used.core <= g.core
+            assert 0 <= used.ratio <= 100
+            assert 0 <= used.memory <= g.memory
+            assert all(0 <= u <= cap for u, cap in zip(used.npu, g.npu, strict=True))

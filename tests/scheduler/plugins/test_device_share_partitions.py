@@ -8,6 +8,7 @@ from typing import Any
 from apis.extension.device import (
     ANNOTATION_GPU_PARTITION_SPEC,
     ANNOTATION_GPU_PARTITIONS,
+    LABEL_GPU_MODEL,
     LABEL_GPU_PARTITION_POLICY,
 )
 from apis.scheduling.device import Device
@@ -108,3 +109,38 @@ def test_a_shared_request_ignores_partitions() -> None:
     shared = make_pod("s").uid("s").req({"cpu": "1", **req(core=50, ratio=50)}).info()
     _, entries = schedule(p, shared, honor_snapshot("g0"))
     assert minors(entries) == [0]
+
+
+def _modelled(name: str, model: str) -> Device:
+    device = eight_gpus(name)
+    device.metadata.labels = {LABEL_GPU_MODEL: model}
+    return device
+
+
+def test_built_in_tables_for_h100_h800_h20_without_an_annotation() -> None:
+    for model in ("NVIDIA-H100-80GB-HBM3", "NVIDIA-H800", "NVIDIA-H20"):
+        p, _ = plugin(_modelled("g0", model))
+        p.store.hold("x", "g0", whole(4), assumed=False)
+        # The built-in table (pairs, quads, all 8) is honoured: the pair that keeps quad 0-3 free.
+        assert minors(schedule(p, pod("p", 2), honor_snapshot("g0"))[1]) == [6, 7], model
+        assert schedule(p, pod("q", 3), honor_snapshot("g0"))[0] is None, model
+
+
+def test_no_built_in_table_for_other_models_or_an_annotated_device() -> None:
+    p, _ = plugin(_modelled("g0", "NVIDIA-A100-SXM4-80GB"))
+    assert len(schedule(p, pod("q", 3), honor_snapshot("g0"))[1]) == 3
+    # A Device's own table wins over the built-in one, even on an H800.
+    device = partitioned("g1", {"3": [{"minors": [5, 6, 7], "allocationScore": 1}]})
+    device.metadata.labels = {LABEL_GPU_MODEL: "NVIDIA-H800"}
+    p2, _ = plugin(device)
+    assert minors(schedule(p2, pod("q", 3), honor_snapshot("g1"))[1]) == [5, 6, 7]
+    assert schedule(p2, pod("r", 2), honor_snapshot("g1"))[0] is None
+
+
+def test_koordlet_and_scheduler_share_one_table() -> None:
+    from apis.extension.gpu_partition_tables import builtin_partition_table
+    from koordlet.devices.partitions import partition_table
+
+    assert partition_table("NVIDIA H20", list(range(8)), True) == builtin_partition_table(
+        "NVIDIA-H20", list(range(8))
+    )
