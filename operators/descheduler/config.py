@@ -173,7 +173,7 @@ class MigrationControllerArgs(_Strict):
     dry_run: bool = False
     max_concurrent_reconciles: int = Field(default=1, ge=1)
     default_job_mode: JobMode = "ReservationFirst"
-    default_job_ttl: GoDuration = "5m"
+    default_job_ttl: GoDuration = Field(default="5m", alias="defaultJobTTL")
     eviction_policy: EvictionPolicy = "Eviction"
     default_delete_options: dict[str, Any] | None = None
     evict_qps: float = Field(default=10, gt=0, alias="evictQPS")
