@@ -1,5 +1,7 @@
 """koord-descheduler's PodMigrationJobs on the real API server, with koord-scheduler placing the
-reservations and koord-manager keeping their status, as on a cluster.
+reservations and koord-manager keeping their status, as on a cluster. koord-descheduler runs with
+a token of the chart's ``koord-descheduler`` ServiceAccount (a missing RBAC rule fails here) and
+takes the Lease ``koordinator-system/koord-descheduler``.
 
 Fake nodes of their own (tainted, so that no other scenario's pods land there). A Deployment's
 pods run on them (KWOK makes them Running and Ready); a PodMigrationJob applied as YAML moves one
@@ -12,17 +14,20 @@ left alone unless ``evictAllBarePods``.
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent, koord_descheduler
-from e2e.scheduler_process import Scheduler
+from e2e.scheduler_process import CHART, NAMESPACE, Scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 
 TAINT = {"key": "koord-e2e/pool", "value": "migration", "effect": "NoSchedule"}
@@ -32,8 +37,6 @@ CONFIG = """\
 apiVersion: descheduler/v1alpha2
 kind: DeschedulerConfiguration
 deschedulingInterval: 10s
-leaderElection:
-  resourceNamespace: kube-system
 profiles:
 - name: koord-descheduler
   pluginConfig:
@@ -132,11 +135,41 @@ def _wait_ready(cp: ControlPlane, namespace: str, app: str, count: int) -> list[
     return wait_for(ready, timeout=90, what=f"{count} Ready pods of {app}")
 
 
+def install_descheduler_rbac(cp: ControlPlane) -> Path:
+    """Apply the chart's ServiceAccount and RBAC for koord-descheduler; a kubeconfig with its token."""
+    cp.kubectl(
+        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
+    )
+    rendered = subprocess.run(
+        [
+            cp.tool("helm"),
+            "template",
+            "koordinator-py",
+            str(CHART),
+            "--set",
+            "descheduler.enabled=true",
+            "--show-only",
+            "templates/descheduler-serviceaccount.yaml",
+            "--show-only",
+            "templates/descheduler-rbac.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cp.kubectl("apply", "-f", "-", input=rendered)
+    return service_account_kubeconfig(
+        cp, NAMESPACE, "koord-descheduler", cp.state_dir / "koord-descheduler.kubeconfig"
+    )
+
+
 class Descheduler:
     def __init__(self, cp: ControlPlane) -> None:
         self.cp = cp
         self.config = cp.state_dir / "koord-descheduler-config.yaml"
-        self.component: LocalComponent = koord_descheduler(cp, self.config)
+        self.component: LocalComponent = koord_descheduler(
+            cp, self.config, kubeconfig=install_descheduler_rbac(cp)
+        )
 
     def start(self, *, evict_all_bare_pods: bool = False) -> None:
         self.component.stop()

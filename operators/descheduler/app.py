@@ -96,6 +96,12 @@ class Descheduler:
         else:
             self._task = asyncio.create_task(self._lead())
 
+    async def _campaign(self, elector: LeaderElector) -> None:
+        """Lead while holding the Lease; after losing it, stand by and campaign again."""
+        while True:
+            await elector.run(self._lead, lambda: log.info("%s stopped leading", elector.identity))
+            await asyncio.sleep(elector.retry_period)
+
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
