@@ -21,7 +21,7 @@ from apis.meta import LabelSelector, ObjectMeta
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
-from operators.descheduler.logic.view import Workload, controller_of
+from operators.descheduler.logic.view import Origin, Workload, controller_of
 
 __all__ = ["WORKLOAD_KINDS", "ScaledObject", "Store", "WorkloadKind"]
 
@@ -72,6 +72,8 @@ class Store:
         self._reservations: dict[str, Reservation] = {}
         self._workloads: dict[tuple[str, str, str, str], ScaledObject] = {}
         """(group, kind, namespace, name) -> object."""
+        self._origins: dict[str, Origin] = {}
+        """Job name -> where its pod was, kept until the job is deleted."""
         self.scales: dict[str, int] = {}
         """Owner uid -> replicas, for kinds read through ``/scale`` (filled by the controller)."""
         self.node_selector = node_selector
@@ -121,9 +123,20 @@ class Store:
         if old is not None and _older(job, old):
             return
         self._jobs[name] = job
+        self.origin(job)
 
     def delete_job(self, name: str) -> None:
         self._jobs.pop(name, None)
+        self._origins.pop(name, None)
+
+    def origin(self, job: PodMigrationJob) -> Origin | None:
+        name = job.metadata.name or ""
+        ref = job.spec.pod_ref if job.spec else None
+        pod = self.pod(ref.namespace or "", ref.name or "") if ref is not None else None
+        if pod is not None and (not ref or not ref.uid or ref.uid == pod.metadata.uid):
+            workload = self.workload_of(pod)
+            self._origins[name] = Origin(pod.spec.node_name, workload.uid if workload else None)
+        return self._origins.get(name)
 
     def upsert_reservation(self, raw: Mapping[str, Any]) -> None:
         reservation = Reservation.model_validate(raw)

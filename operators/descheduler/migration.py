@@ -192,6 +192,7 @@ class MigrationController:
             return None
         ref = job.spec.pod_ref
         pod = self._store.pod(ref.namespace or "", ref.name or "")
+        self._store.origin(job)  # remember its node and workload before the pod goes
         options = job.spec.reservation_options
         reservation_name = options.reservation_ref.name if options and options.reservation_ref else None
         try:

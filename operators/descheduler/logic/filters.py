@@ -140,7 +140,7 @@ def retryable(
         return f"{len(others)} migrations are running, maxMigratingGlobally is {args.max_migrating_globally}"
     node = pod.spec.node_name
     if args.max_migrating_per_node and args.max_migrating_per_node > 0 and node:
-        on_node = sum(1 for job in others if _pod_node(job, view) == node)
+        on_node = sum(1 for job in others if _job_node(job, view) == node)
         if on_node >= args.max_migrating_per_node:
             cap = args.max_migrating_per_node
             return f"{on_node} pods on node {node} are migrating, maxMigratingPerNode is {cap}"
@@ -156,11 +156,9 @@ def retryable(
     return _workload_caps(pod, args, view, others)
 
 
-def _pod_node(job: PodMigrationJob, view: ClusterView) -> str | None:
-    if job.spec is None or not job.spec.pod_ref.namespace or not job.spec.pod_ref.name:
-        return None
-    pod = view.pod(job.spec.pod_ref.namespace, job.spec.pod_ref.name)
-    return pod.spec.node_name if pod is not None else None
+def _job_node(job: PodMigrationJob, view: ClusterView) -> str | None:
+    origin = view.origin(job)
+    return origin.node if origin is not None else None
 
 
 def _workload_caps(
@@ -174,9 +172,18 @@ def _workload_caps(
     max_migrating, max_unavailable = workload_limits(workload, args)
     # Every pod of the workload counts, those of a Deployment's other ReplicaSets included.
     migrating = {p.metadata.uid for p in workload.pods if any(job_targets(job, p) for job in others)}
-    if migrating and len(migrating) >= max_migrating:
+    # Jobs whose pod is already evicted still migrate until their replacement is there.
+    evicted = [
+        job
+        for job in others
+        if not any(job_targets(job, p) for p in workload.pods)
+        and (origin := view.origin(job)) is not None
+        and origin.workload_uid == workload.uid
+    ]
+    count = len(migrating) + len(evicted)
+    if count and count >= max_migrating:
         name = f"{workload.kind} {workload.name}"
-        return f"{len(migrating)} pods of {name} are migrating, maxMigrating is {max_migrating}"
+        return f"{count} pods of {name} are migrating, maxMigrating is {max_migrating}"
     unavailable = {p.metadata.uid for p in workload.pods if not (is_active(p) and is_ready(p))}
     gone = len(unavailable | migrating) + max(0, workload.replicas - len(workload.pods))
     if gone >= max_unavailable:

@@ -19,6 +19,7 @@ __all__ = [
     "ANNOTATION_JOB_CREATED_BY",
     "ANNOTATION_PASSED_ARBITRATION",
     "ClusterView",
+    "Origin",
     "Workload",
     "controller_of",
     "is_active",
@@ -37,6 +38,16 @@ ANNOTATION_EVICT_TRIGGER = "koordinator.sh/evict-trigger"
 ANNOTATION_JOB_CREATED_BY = "koordinator.sh/job-created-by"
 
 ACTIVE_PHASES = ("", "Pending", "Running")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a job's pod was and which workload it belonged to, remembered while the pod existed:
+    an evicted pod's job still counts against its node and workload until the job ends
+    (Koordinator forgets it once the pod is gone)."""
+
+    node: str | None
+    workload_uid: str | None
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,10 @@ class ClusterView(Protocol):
         ...
 
     def jobs(self) -> Sequence[PodMigrationJob]: ...
+
+    def origin(self, job: PodMigrationJob) -> Origin | None:
+        """The job's pod's node and workload, from the pod or from memory once it is gone."""
+        ...
 
 
 def controller_of(pod: Pod) -> OwnerReference | None:

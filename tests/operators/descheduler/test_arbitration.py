@@ -257,3 +257,24 @@ def test_a_running_job_and_an_admitted_pending_one_count_but_a_finished_one_does
     store.upsert_job(failed)
     verdict = arbitrate([job("j-a", "a")], _args(maxMigratingPerNode=1, evictAllBarePods=True), store)
     assert [j.metadata.name for j in verdict.admitted] == ["j-a"]
+
+
+def test_an_evicted_pods_running_job_still_counts_against_its_node_and_workload() -> None:
+    """Koordinator forgets a job once its pod is gone (bug 8): here it counts until it ends."""
+    store = store_with(
+        pod_body("a", node="n1"), pod_body("b", node="n1"), pod_body("c", node="n2"), replica_sets={"rs": 3}
+    )
+    running = job("j-a", "a", phase="Running", uid="a-uid")
+    store.upsert_job(running)  # seen while its pod is there
+    store.delete_pod("default", "a")  # evicted
+    store.upsert_pod(pod_body("a-new", node="n2", ready=False))
+    args = _args(maxMigratingPerNode=1, maxMigratingPerWorkload=1, maxUnavailablePerWorkload=3)
+    refusal = filters.retryable(_pod(store, "b"), args, store, [running])
+    assert refusal is not None
+    assert "pods on node n1 are migrating" in refusal
+    refusal = filters.retryable(_pod(store, "c"), args, store, [running])
+    assert refusal is not None
+    assert "1 pods of ReplicaSet rs are migrating, maxMigrating is 1" in refusal
+    # Once the job is gone, nothing is remembered.
+    store.delete_job("j-a")
+    assert filters.retryable(_pod(store, "c"), args, store, [running]) is None
