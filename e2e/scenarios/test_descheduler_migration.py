@@ -258,9 +258,10 @@ def test_evict_directly_evicts_and_the_owner_replaces_the_pod(
 def test_a_workloads_max_unavailable_is_never_exceeded(
     control_plane: ControlPlane, scheduler: Scheduler, descheduler: Descheduler, namespace: str
 ) -> None:
-    """Three jobs for three pods of one Deployment at once, maxUnavailablePerWorkload 1: each
-    waits until the previous replacement is Ready, so at every look at most one pod is missing or
-    not Ready, and all three succeed."""
+    """Three jobs for three pods of one Deployment at once, maxMigratingPerWorkload and
+    maxUnavailablePerWorkload 1: each waits until the previous one ended and its replacement is
+    Ready, so at every look at most one job runs and at most one pod is missing or not Ready, and
+    all three succeed."""
     cp = control_plane
     apply(cp, [_deployment("batch", namespace, 3)])
     victims = _wait_ready(cp, namespace, "batch", 3)
@@ -273,6 +274,7 @@ def test_a_workloads_max_unavailable_is_never_exceeded(
         ready = sum(1 for p in _running(cp, namespace, "batch") if _ready(p))
         worst_ready = min(worst_ready, ready)
         phases = [((_get(cp, "podmigrationjob", n) or {}).get("status") or {}).get("phase") for n in names]
+        assert phases.count("Running") <= 1, phases
         if all(phase in ("Succeeded", "Failed") for phase in phases):
             break
         time.sleep(0.3)
