@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
@@ -29,6 +30,8 @@ from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent, koord_descheduler
 from e2e.scheduler_process import CHART, NAMESPACE, Scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
+from operators.descheduler.config import load, resolve
+from operators.descheduler.registry import args_models
 
 TAINT = {"key": "koord-e2e/pool", "value": "migration", "effect": "NoSchedule"}
 POOL = {"node-type": "migration"}
@@ -309,3 +312,29 @@ def test_a_bare_pod_is_moved_only_with_evict_all_bare_pods(
         )
     finally:
         descheduler.start()
+
+
+def test_the_charts_descheduler_renders_and_its_configuration_loads(control_plane: ControlPlane) -> None:
+    rendered = subprocess.run(
+        [
+            control_plane.tool("helm"),
+            "template",
+            "koordinator-py",
+            str(CHART),
+            "--set",
+            "descheduler.enabled=true",
+            "--show-only",
+            "templates/descheduler-configmap.yaml",
+            "--show-only",
+            "templates/descheduler-deployment.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    applied = control_plane.run_kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
+    assert applied.returncode == 0, applied.stderr
+    [configmap] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ConfigMap"]
+    config = load(configmap["data"]["config.yaml"])
+    [profile] = resolve(config, args_models())
+    assert profile.evict == ["MigrationController"]
