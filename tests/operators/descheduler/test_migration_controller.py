@@ -305,3 +305,16 @@ def test_a_round_with_one_ready_node_is_skipped_and_the_global_dry_run_creates_n
     assert plugin.evicted == [True]
     assert api.created == []
     assert limits.allows(_pod(store, "a")) is not None  # the dry run still counted
+
+
+@pytest.mark.parametrize(
+    ("policy", "soft", "delete"),
+    [("Eviction", False, False), ("SoftEviction", True, False), ("Delete", False, True)],
+)
+def test_the_eviction_policy_picks_how_the_service_evicts(policy: str, soft: bool, delete: bool) -> None:
+    store = store_with(pod_body("a", owner=None))
+    store.upsert_job(job("j-a", "a", phase="Running", mode="EvictDirectly", uid="a-uid"))
+    controller, _, evictions = _controller(store, evictionPolicy=policy)
+    asyncio.run(controller.reconcile("j-a"))
+    [request] = evictions.requests
+    assert (request.soft, request.delete) == (soft, delete)
