@@ -1,4 +1,4 @@
-# One image for every koordinator-py component: koord-scheduler, koord-manager, koordlet, koordctl.
+# One image for every koordinator-py component: koord-scheduler, koord-manager, koord-descheduler, koordlet, koordctl.
 FROM python:3.11-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./

@@ -37,8 +37,9 @@ crds: venv ## regenerate crds/ and the chart's crds/ from the pydantic models
 check-crds: venv ## fail if crds/ differs from what the models generate
 	$(PY) -m apis.crdgen --check
 
-rbac: venv ## regenerate the chart's koord-scheduler RBAC from the rules declared next to each plugin
+rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC from the rules declared next to each plugin
 	$(PY) -m scheduler.rbacgen
+	$(PY) -m operators.descheduler.rbacgen
 
 cluster: venv tools ## start the local control plane with KWOK fake nodes (e2e/clusters/dev.yaml)
 	$(PY) -m e2e.cluster up

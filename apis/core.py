@@ -176,6 +176,10 @@ class Volume(KoordModel):
     aws_elastic_block_store: AWSElasticBlockStoreVolumeSource | None = None
     rbd: RBDVolumeSource | None = None
     iscsi: ISCSIVolumeSource | None = None
+    host_path: dict[str, Any] | None = None
+    """Read by the descheduler only: local storage keeps a pod in place."""
+    empty_dir: dict[str, Any] | None = None
+    """Read by the descheduler only: local storage keeps a pod in place."""
 
 
 class PodSchedulingGate(KoordModel):

@@ -25,7 +25,7 @@ from pathlib import Path
 from e2e.cluster import processes
 from e2e.cluster.controlplane import ControlPlane
 
-__all__ = ["LocalComponent", "koord_manager", "koordlet_simulation"]
+__all__ = ["LocalComponent", "koord_descheduler", "koord_manager", "koordlet_simulation"]
 
 # Children started by this process, so that stop() can reap them (no zombie, no ResourceWarning).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -128,6 +128,30 @@ def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalCompo
         ),
         cluster=cluster,
     )
+
+
+def koord_descheduler(
+    cluster: ControlPlane,
+    config: Path,
+    *,
+    kubeconfig: Path | None = None,
+    initial_delay_seconds: float = 1.0,
+    name: str = "koord-descheduler",
+) -> LocalComponent:
+    """``koord-descheduler --config CONFIG`` (a DeschedulerConfiguration), run as
+    ``python -m operators.descheduler``."""
+    argv = (
+        sys.executable,
+        "-m",
+        "operators.descheduler",
+        "--config",
+        str(config),
+        "--kubeconfig",
+        str(kubeconfig or cluster.kubeconfig),
+        "--initial-delay",
+        str(initial_delay_seconds),
+    )
+    return LocalComponent(name=name, argv=argv, cluster=cluster)
 
 
 def koordlet_simulation(

@@ -14,35 +14,24 @@ koordlet reports per-pod usage from a load file written for those pods:
 The metrics are static, so a second round would see the hot nodes as hot again: the
 configuration runs one round (``deschedulingInterval: 0``) with ``consecutiveAbnormalities: 1``.
 A dry run comes first: it reports the same two pods as events on their nodes and creates nothing.
-
-The descheduler process and its e2e component come from the MigrationController's branch: until
-both are merged ``e2e.components.koord_descheduler`` is missing and this module is skipped.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from importlib.util import find_spec
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-import e2e.components as components
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import LocalComponent, koordlet_simulation
+from e2e.components import LocalComponent, koord_descheduler, koordlet_simulation
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, pods, wait_for
-
-if find_spec("operators.descheduler.__main__") is None or not hasattr(components, "koord_descheduler"):
-    pytest.skip(
-        "koord-descheduler's process and e2e component come with the MigrationController branch",
-        allow_module_level=True,
-    )
 
 NAMESPACE = "lownodeload"
 TAINT = {"key": "koord-e2e/pool", "value": "lownodeload", "effect": "NoSchedule"}
@@ -93,9 +82,7 @@ profiles:
 
 
 def _descheduler(cp: ControlPlane, config: Path, name: str) -> LocalComponent:
-    """The MigrationController branch's component; the merger adapts this call to its signature."""
-    factory: Callable[..., LocalComponent] = vars(components)["koord_descheduler"]
-    return factory(cp, kubeconfig=cp.kubeconfig, config=config, name=name)
+    return koord_descheduler(cp, config, kubeconfig=cp.kubeconfig, name=name)
 
 
 def _node(name: str) -> dict[str, Any]:

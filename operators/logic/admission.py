@@ -11,7 +11,8 @@ What it cannot see is checked here, with messages that name the field:
 3. per-kind rules across fields of a valid object (``SPEC_CHECKS``): a ClusterNetworkTopology
    whose layers do not form one chain ending at NodeTopologyLayer; an ElasticQuotaProfile whose
    ``resourceRatio`` is no number (Koordinator's controller would fail on it at every resync);
-   a Reservation the scheduler could never place or match (``reservation_admission``).
+   a Reservation the scheduler could never place or match (``reservation_admission``); a
+   PodMigrationJob with an unknown mode or a podRef without namespace and name (``pmj_admission``).
 
 Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
 they produce a warning, which kubectl prints: an unknown gang ``mode``, a ``resourceRatio``
@@ -31,8 +32,9 @@ from apis.extension import gang, networktopology
 from apis.meta import KoordResource
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile, parse_resource_ratio
 from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
-from operators.logic import reservation_admission, topology_tree
+from operators.logic import pmj_admission, reservation_admission, topology_tree
 
 __all__ = ["AdmissionResult", "review"]
 
@@ -86,10 +88,16 @@ def _reservation(obj: KoordResource) -> list[str]:
     return reservation_admission.validate(obj)
 
 
+def _pod_migration_job(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, PodMigrationJob)
+    return pmj_admission.validate(obj)
+
+
 SPEC_CHECKS: dict[str, list[SpecCheck]] = {
     "ClusterNetworkTopology": [_network_topology_chain],
     "ElasticQuotaProfile": [_resource_ratio],
     "Reservation": [_reservation],
+    "PodMigrationJob": [_pod_migration_job],
 }
 """Per-kind checks over an object that passed its model; each returns its problems."""
 

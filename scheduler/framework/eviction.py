@@ -65,6 +65,9 @@ class EvictionRequest:
     delete_if_refused: bool = False
     """When a PodDisruptionBudget refuses the eviction (HTTP 429), delete the pod anyway, as
     kube-scheduler's preemption does; otherwise the eviction is given up."""
+    delete: bool = False
+    """Delete the pod instead of evicting it (no PodDisruptionBudget check): the descheduler's
+    ``evictionPolicy: Delete``."""
     soft: bool = False
     """Only mark the pod (``scheduling.koordinator.sh/soft-eviction`` label and annotation) for a
     custom evictor; nothing is deleted."""
@@ -90,6 +93,8 @@ class EvictionService:
         try:
             if request.soft:
                 await self._mark(request)
+            elif request.delete:
+                await self._backend.delete_pod(pod.pod)
             else:
                 if request.disruption_reason is not None:
                     await self._backend.patch_pod_status(

@@ -1,0 +1,105 @@
+"""``koord-descheduler``: Koordinator's descheduler as one Kopf process.
+
+``--config`` is a ``DeschedulerConfiguration`` (``descheduler/v1alpha2``); an invalid one stops the
+process at start with the offending fields named. The watches feed informer caches
+(``operators.descheduler.informers``); one replica, the holder of the Lease
+``leaderElection.resourceNamespace/resourceName`` (``koordinator-system/koord-descheduler``),
+runs the descheduling rounds, arbitration, the scavenger and the PodMigrationJob reconcilers; the
+others keep their caches warm and wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from operators.descheduler import handlers
+from operators.descheduler.app import Descheduler
+from operators.descheduler.config import ConfigError, DeschedulerConfiguration, load
+
+__all__ = ["main"]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="koord-descheduler", description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, help="DeschedulerConfiguration YAML (descheduler/v1alpha2)")
+    parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="campaign for the Lease before acting (default; also leaderElection.leaderElect in the config)",
+    )
+    parser.add_argument(
+        "--initial-delay",
+        type=float,
+        default=3.0,
+        help="seconds the first round waits for the watches to list everything (default 3)",
+    )
+    parser.add_argument("--liveness-port", type=int, default=None)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    return parser.parse_args(argv)
+
+
+def build_registry(app: Descheduler, kubeconfig: Path | None) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry, app)
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        if kubeconfig is not None:
+            return kopf.login_with_kubeconfig(**kwargs)
+        return kopf.login_with_service_account(**kwargs)
+
+    @kopf.on.startup(registry=registry)
+    async def start(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        await app.start()
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop(**_: Any) -> None:
+        await app.stop()
+
+    return registry
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        config = load(args.config) if args.config is not None else DeschedulerConfiguration()
+        # Built outside the event loop only to validate; the loop's objects are made in it.
+        Descheduler.validate(config)
+    except ConfigError as exc:
+        print(f"koord-descheduler: {exc}", file=sys.stderr)
+        return 2
+    if args.kubeconfig is not None:
+        os.environ["KUBECONFIG"] = str(args.kubeconfig.resolve())
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON)
+    liveness = f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    app = Descheduler(
+        config, kubeconfig=args.kubeconfig, leader_elect=args.leader_elect, initial_delay=args.initial_delay
+    )
+    settings = kopf.OperatorSettings()
+    settings.process.ultimate_exiting_timeout = 5.0
+    kopf.run(
+        loop=loop,
+        registry=build_registry(app, args.kubeconfig),
+        settings=settings,
+        clusterwide=True,
+        standalone=True,
+        liveness_endpoint=liveness,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""The koord-descheduler process: the caches, the MigrationController, the profiles' plugins, and
+the leader's loops (descheduling rounds, arbitration, scavenger)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from operators.descheduler.api import DeschedulerApi
+from operators.descheduler.config import (
+    MIGRATION_CONTROLLER,
+    DeschedulerConfiguration,
+    MigrationControllerArgs,
+    ResolvedProfile,
+    duration,
+    resolve,
+)
+from operators.descheduler.informers import Store
+from operators.descheduler.migration import MigrationController
+from operators.descheduler.registry import REGISTRY, PluginFactory, args_models
+from operators.descheduler.runtime import EvictorProxy, Handle, Profile, RoundLimits, build_profile, run_round
+from scheduler.backend.kubernetes import KubernetesBackend
+from scheduler.backend.lease import KubernetesLeaseStore
+from scheduler.framework.eviction import EvictionService
+from scheduler.leader import LeaderElector
+
+__all__ = ["Descheduler"]
+
+log = logging.getLogger(__name__)
+
+SCAVENGE_INTERVAL = 60.0
+
+
+class Descheduler:
+    def __init__(
+        self,
+        config: DeschedulerConfiguration,
+        *,
+        kubeconfig: Path | None,
+        leader_elect: bool,
+        initial_delay: float,
+        registry: dict[str, PluginFactory] = REGISTRY,
+    ) -> None:
+        self.config = config
+        self.profiles: list[ResolvedProfile] = resolve(config, args_models(registry))
+        self._registry = registry
+        self._kubeconfig = kubeconfig
+        self._leader_elect = leader_elect
+        self._initial_delay = initial_delay
+        self.store = Store()
+        first = self.profiles[0]
+        args = first.args.get(MIGRATION_CONTROLLER)
+        self.args = args if isinstance(args, MigrationControllerArgs) else MigrationControllerArgs()
+        self.controller: MigrationController | None = None
+        self._elector: LeaderElector | None = None
+        self._backend: KubernetesBackend | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.reconciles = asyncio.Semaphore(self.args.max_concurrent_reconciles)
+
+    @staticmethod
+    def validate(config: DeschedulerConfiguration, registry: dict[str, PluginFactory] = REGISTRY) -> None:
+        """Raise ConfigError naming every invalid field."""
+        resolve(config, args_models(registry))
+
+    @property
+    def leading(self) -> bool:
+        return self.controller is not None and (self._elector is None or self._elector.is_leader)
+
+    async def start(self) -> None:
+        connection = self.config.client_connection
+        self._backend = await KubernetesBackend.connect(
+            self._kubeconfig,
+            qps=connection.qps,
+            burst=connection.burst,
+            reporting_instance="koord-descheduler",
+        )
+        api = DeschedulerApi(self._backend.api_client)
+        self.controller = MigrationController(
+            self.args, self.store, api, EvictionService(self._backend, "koord-descheduler")
+        )
+        election = self.config.leader_election
+        if self._leader_elect and election.leader_elect:
+            self._elector = LeaderElector(
+                KubernetesLeaseStore(
+                    self._backend.api_client, election.resource_namespace, election.resource_name
+                ),
+                lease_duration=duration(election.lease_duration).total_seconds(),
+                renew_deadline=duration(election.renew_deadline).total_seconds(),
+                retry_period=duration(election.retry_period).total_seconds(),
+            )
+            self._task = asyncio.create_task(
+                self._elector.run(self._lead, lambda: log.warning("lost leadership"))
+            )
+        else:
+            self._task = asyncio.create_task(self._lead())
+
+    async def _campaign(self, elector: LeaderElector) -> None:
+        """Lead while holding the Lease; after losing it, stand by and campaign again."""
+        while True:
+            await elector.run(self._lead, lambda: log.info("%s stopped leading", elector.identity))
+            await asyncio.sleep(elector.retry_period)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._backend is not None:
+            await self._backend.close()
+
+    async def _lead(self) -> None:
+        assert self.controller is not None
+        assert self._backend is not None
+        limits = RoundLimits(
+            self.config.max_no_of_pods_to_evict_per_node,
+            self.config.max_no_of_pods_to_evict_per_namespace,
+            self.config.max_no_of_pods_to_evict_total,
+        )
+        proxy = EvictorProxy(self.controller, limits, self.config.dry_run)
+        profiles = [
+            build_profile(p, Handle(self.store, proxy, self._backend, p.node_selector), self._registry)
+            for p in self.profiles
+        ]
+        await asyncio.gather(
+            self._rounds(profiles, limits),
+            _every(
+                duration(self.args.arbitration_args.interval).total_seconds(), self.controller.arbitrate_once
+            ),
+            _every(SCAVENGE_INTERVAL, self.controller.scavenge_once),
+        )
+
+    async def _rounds(self, profiles: list[Profile], limits: RoundLimits) -> None:
+        assert self.controller is not None
+        await asyncio.sleep(self._initial_delay)  # let the watches list everything first
+        interval = self.config.interval.total_seconds()
+        while True:
+            await self._resolve_scales()
+            await run_round(self.config, self.store, profiles, limits)
+            if interval <= 0:
+                log.info("deschedulingInterval is 0: one round done, no more")
+                return
+            await asyncio.sleep(interval)
+
+    async def _resolve_scales(self) -> None:
+        """Replicas of the controllers the caches do not hold, through their ``/scale``."""
+        assert self.controller is not None
+        self.store.scales.clear()
+        for pod in self.store.pods():
+            ref = next((r for r in pod.metadata.owner_references or () if r.controller), None)
+            if ref is None or not self.store.needs_scale(pod):
+                continue
+            try:
+                self.store.scales[ref.uid] = await self.controller.scale_replicas(
+                    ref.api_version, ref.kind, pod.metadata.namespace or "", ref.name
+                )
+            except Exception as exc:
+                log.warning("could not read the scale of %s %s: %s", ref.kind, ref.name, exc)
+
+
+async def _every(seconds: float, work: Callable[[], Awaitable[None]]) -> None:
+    while True:
+        try:
+            await work()
+        except Exception:
+            log.exception("%s failed", getattr(work, "__name__", work))
+        await asyncio.sleep(seconds)

@@ -1,0 +1,1 @@
+"""The descheduler's pure decisions: no Kopf, no API client, no clock of their own."""
