@@ -23,7 +23,7 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 venv: $(STAMP) ## create .venv with koordinator-py and its dev tools
