@@ -30,6 +30,7 @@ import yaml
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_descheduler, koordlet_simulation
+from e2e.descheduler_process import install_descheduler_rbac
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, pods, wait_for
 
@@ -69,6 +70,8 @@ profiles:
       kind: MigrationControllerArgs
       defaultJobMode: EvictDirectly
       namespaces: {{include: [{NAMESPACE}]}}
+      # The default workload limiter lets this 6-replica ReplicaSet lose one pod per 150 s.
+      objectLimiters: {{workload: {{duration: 1s}}}}
   - name: LowNodeLoad
     args:
       apiVersion: descheduler/v1alpha2
@@ -82,7 +85,8 @@ profiles:
 
 
 def _descheduler(cp: ControlPlane, config: Path, name: str) -> LocalComponent:
-    return koord_descheduler(cp, config, kubeconfig=cp.kubeconfig, name=name)
+    """koord-descheduler with the chart's ServiceAccount and RBAC (LowNodeLoad's rules included)."""
+    return koord_descheduler(cp, config, kubeconfig=install_descheduler_rbac(cp), name=name)
 
 
 def _node(name: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,9 +25,9 @@ import yaml
 
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent, koord_descheduler
-from e2e.scheduler_process import CHART, NAMESPACE, Scheduler
+from e2e.descheduler_process import install_descheduler_rbac
+from e2e.scheduler_process import CHART, Scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 from operators.descheduler.config import load, resolve
 from operators.descheduler.registry import args_models
@@ -136,34 +135,6 @@ def _wait_ready(cp: ControlPlane, namespace: str, app: str, count: int) -> list[
         return found if len(found) == count else None
 
     return wait_for(ready, timeout=90, what=f"{count} Ready pods of {app}")
-
-
-def install_descheduler_rbac(cp: ControlPlane) -> Path:
-    """Apply the chart's ServiceAccount and RBAC for koord-descheduler; a kubeconfig with its token."""
-    cp.kubectl(
-        "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
-    )
-    rendered = subprocess.run(
-        [
-            cp.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--set",
-            "descheduler.enabled=true",
-            "--show-only",
-            "templates/descheduler-serviceaccount.yaml",
-            "--show-only",
-            "templates/descheduler-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    cp.kubectl("apply", "-f", "-", input=rendered)
-    return service_account_kubeconfig(
-        cp, NAMESPACE, "koord-descheduler", cp.state_dir / "koord-descheduler.kubeconfig"
-    )
 
 
 class Descheduler:
@@ -338,3 +309,24 @@ def test_the_charts_descheduler_renders_and_its_configuration_loads(control_plan
     config = load(configmap["data"]["config.yaml"])
     [profile] = resolve(config, args_models())
     assert profile.evict == ["MigrationController"]
+
+
+def test_a_lease_it_cannot_take_stops_the_process_with_the_reason(control_plane: ControlPlane) -> None:
+    """A leader-election namespace that does not exist is an error, not a process idling forever."""
+    cp = control_plane
+    config = cp.state_dir / "koord-descheduler-no-lease.yaml"
+    config.write_text(
+        "apiVersion: descheduler/v1alpha2\n"
+        "kind: DeschedulerConfiguration\n"
+        "leaderElection: {leaderElect: true, resourceNamespace: no-such-namespace}\n"
+    )
+    component = koord_descheduler(cp, config, name="koord-descheduler-no-lease")
+    component.start()
+    try:
+        deadline = time.monotonic() + 60
+        while component.pid() is not None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert component.pid() is None, "koord-descheduler kept running without its Lease"
+        assert "namespace 'no-such-namespace' does not exist" in component.log_tail(200)
+    finally:
+        component.stop()

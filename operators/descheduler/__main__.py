@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         standalone=True,
         liveness_endpoint=liveness,
     )
-    return 0
+    return 1 if app.failure is not None else 0
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -57,6 +58,7 @@ class Descheduler:
         self._elector: LeaderElector | None = None
         self._backend: KubernetesBackend | None = None
         self._task: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
         self.reconciles = asyncio.Semaphore(self.args.max_concurrent_reconciles)
 
     @staticmethod
@@ -90,11 +92,19 @@ class Descheduler:
                 renew_deadline=duration(election.renew_deadline).total_seconds(),
                 retry_period=duration(election.retry_period).total_seconds(),
             )
-            self._task = asyncio.create_task(
-                self._elector.run(self._lead, lambda: log.warning("lost leadership"))
-            )
+            self._task = asyncio.create_task(self._campaign(self._elector))
         else:
             self._task = asyncio.create_task(self._lead())
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task[None]) -> None:
+        """The leader's work never ends by itself: if it raised (no namespace for the Lease, say),
+        the process must not stay up doing nothing; it says why and stops with an error."""
+        if task.cancelled() or task.exception() is None:
+            return
+        self.failure = task.exception()
+        log.critical("koord-descheduler cannot go on: %s", self.failure)
+        signal.raise_signal(signal.SIGTERM)
 
     async def _campaign(self, elector: LeaderElector) -> None:
         """Lead while holding the Lease; after losing it, stand by and campaign again."""
