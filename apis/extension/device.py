@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BeforeValidator, Field, TypeAdapter
 
@@ -104,8 +104,10 @@ __all__ = [
     "parse_device_joint_allocate",
     "parse_gpu_partition_spec",
     "parse_gpu_partition_table",
+    "transform_deprecated_device_resources",
 ]
 
+_V = TypeVar("_V")
 _SCHED = "scheduling.koordinator.sh"
 _NODE = "node.koordinator.sh"
 
@@ -149,6 +151,17 @@ DEPRECATED_DEVICE_RESOURCE_ALIASES: Mapping[str, str] = {
 def canonical_device_resource(name: str) -> str:
     """The canonical name of a device resource (deprecated aliases mapped, others unchanged)."""
     return DEPRECATED_DEVICE_RESOURCE_ALIASES.get(name, name)
+
+
+def transform_deprecated_device_resources(resources: Mapping[str, _V]) -> dict[str, _V]:
+    """A container's (or the overhead's) resource list with the deprecated ``kubernetes.io/`` device
+    names renamed, as koord-scheduler's pod informer transformer rewrites every pod it sees; a
+    deprecated name whose canonical name is also in the list stays as it is."""
+    out = dict(resources)
+    for old, new in DEPRECATED_DEVICE_RESOURCE_ALIASES.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
 
 
 # --- labels ----------------------------------------------------------------------------------------

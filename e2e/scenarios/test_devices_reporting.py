@@ -152,6 +152,8 @@ def test_koord_manager_puts_the_devices_into_node_allocatable(
 ) -> None:
     cp = control_plane
     wanted = {
+        "koordinator.sh/gpu": "800",
+        "koordinator.sh/gpu.shared": "800",
         "koordinator.sh/gpu-core": "800",
         "koordinator.sh/gpu-memory": "640Gi",
         "koordinator.sh/gpu-memory-ratio": "800",
@@ -168,6 +170,8 @@ def test_koord_manager_puts_the_devices_into_node_allocatable(
         "huawei.com/npu-core": "160",
         "huawei.com/npu-cpu": "56",
         "huawei.com/npu-dvpp": "800",
+        "koordinator.sh/gpu": "0",
+        "koordinator.sh/gpu.shared": "800",
         "koordinator.sh/gpu-memory": "512Gi",
         "koordinator.sh/gpu-memory-ratio": "800",
     }

@@ -29,7 +29,12 @@ _GPU_RESOURCES = (
     ext.RESOURCE_HUAWEI_NPU_DVPP,
 )
 _BY_TYPE: Mapping[str, tuple[str, ...]] = {"gpu": _GPU_RESOURCES, "rdma": (ext.RESOURCE_RDMA,)}
-DEVICE_RESOURCES: tuple[str, ...] = (*_GPU_RESOURCES, ext.RESOURCE_RDMA)
+DEVICE_RESOURCES: tuple[str, ...] = (
+    ext.RESOURCE_GPU,
+    ext.RESOURCE_GPU_SHARED,
+    *_GPU_RESOURCES,
+    ext.RESOURCE_RDMA,
+)
 """The node resources koord-manager owns."""
 NODE_LABELS: tuple[str, ...] = (ext.LABEL_GPU_VENDOR, ext.LABEL_GPU_MODEL, ext.LABEL_GPU_DRIVER_VERSION)
 
@@ -37,9 +42,14 @@ NODE_LABELS: tuple[str, ...] = (ext.LABEL_GPU_VENDOR, ext.LABEL_GPU_MODEL, ext.L
 def device_resources(device: Device | None) -> dict[str, Quantity]:
     """Sums over the healthy devices; empty for no Device."""
     totals: dict[str, Quantity] = {}
+    koord_gpu, healthy_gpus = 0, 0
     for info in (device.spec.devices or []) if device and device.spec else []:
         if not info.health:
             continue
+        if info.type == "gpu":
+            healthy_gpus += 1
+            core = (info.resources or {}).get(ext.RESOURCE_GPU_CORE)
+            koord_gpu += core.value() if core is not None else 0
         for name in _BY_TYPE.get(info.type or "", ()):
             quantity = (info.resources or {}).get(name)
             if quantity is None:
@@ -49,6 +59,9 @@ def device_resources(device: Device | None) -> dict[str, Quantity]:
         totals[ext.RESOURCE_GPU_MEMORY] = Quantity.from_int(
             totals[ext.RESOURCE_GPU_MEMORY].value(), Format.BINARY_SI
         )
+    if healthy_gpus:
+        totals[ext.RESOURCE_GPU] = Quantity.from_int(koord_gpu, Format.DECIMAL_SI)
+        totals[ext.RESOURCE_GPU_SHARED] = Quantity.from_int(healthy_gpus * 100, Format.DECIMAL_SI)
     return totals
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from apis.core import Container, Pod
 from apis.extension import priority as priority_ext
+from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
@@ -57,10 +58,17 @@ def _checked(rl: dict[str, Quantity] | None, field: str, problems: list[str]) ->
     return checked.amounts
 
 
+def _checked_renamed(rl: dict[str, Quantity] | None, field: str, problems: list[str]) -> dict[str, int]:
+    """``_checked`` with the deprecated ``kubernetes.io/`` device names renamed to Koordinator's, as
+    koord-scheduler's pod transformer does: a ``kubernetes.io/gpu`` request is fit against the node's
+    ``koordinator.sh/gpu`` and charged to quotas under that name."""
+    return transform_deprecated_device_resources(_checked(rl, field, problems))
+
+
 def _container_requests(container: Container, field: str, problems: list[str]) -> dict[str, int]:
     if container.resources is None:
         return {}
-    return _checked(container.resources.requests, f"{field}.resources.requests", problems)
+    return _checked_renamed(container.resources.requests, f"{field}.resources.requests", problems)
 
 
 def _add(into: dict[str, int], more: dict[str, int]) -> None:
@@ -102,7 +110,7 @@ def _combine(pod: Pod, problems: list[str], defaults: dict[str, int]) -> dict[st
     _add(total, sidecars)
     for name, amount in init_peak.items():
         total[name] = max(total.get(name, 0), amount)
-    _add(total, _checked(pod.spec.overhead, "spec.overhead", problems))
+    _add(total, _checked_renamed(pod.spec.overhead, "spec.overhead", problems))
     return total
 
 

@@ -57,6 +57,8 @@ async def test_device_then_node_then_unhealthy_then_deleted() -> None:
     [(name, patch)] = fake.status
     assert name == "n1"
     assert patch["status"]["allocatable"] == {
+        ext.RESOURCE_GPU: "200",
+        ext.RESOURCE_GPU_SHARED: "200",
         ext.RESOURCE_GPU_CORE: "200",
         ext.RESOURCE_GPU_MEMORY: "32Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "200",
@@ -69,6 +71,8 @@ async def test_device_then_node_then_unhealthy_then_deleted() -> None:
     assert fake.status[-1][1]["status"]["allocatable"][ext.RESOURCE_GPU_CORE] == "100"
     await handlers.on_device(type="DELETED", name="n1", body=_device_body("n1"), logger=LOG)  # type: ignore[arg-type]
     assert fake.status[-1][1]["status"]["allocatable"] == {
+        ext.RESOURCE_GPU: None,
+        ext.RESOURCE_GPU_SHARED: None,
         ext.RESOURCE_GPU_CORE: None,
         ext.RESOURCE_GPU_MEMORY: None,
         ext.RESOURCE_GPU_MEMORY_RATIO: None,
@@ -80,6 +84,8 @@ async def test_a_node_seen_before_its_device_reads_the_device_instead_of_strippi
     fake = FakeClient({"n1": Device.model_validate(body)})
     handlers = DeviceAllocatable(fake)  # type: ignore[arg-type]
     allocatable = {
+        ext.RESOURCE_GPU: "200",
+        ext.RESOURCE_GPU_SHARED: "200",
         ext.RESOURCE_GPU_CORE: "200",
         ext.RESOURCE_GPU_MEMORY: "32Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "200",

@@ -24,6 +24,8 @@ def test_sums_over_healthy_gpus_and_rdma_nics() -> None:
         }
     )
     assert {k: str(v) for k, v in device_resources(device).items()} == {
+        ext.RESOURCE_GPU: "700",
+        ext.RESOURCE_GPU_SHARED: "700",
         ext.RESOURCE_GPU_CORE: "700",
         ext.RESOURCE_GPU_MEMORY: "560Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "700",
@@ -44,7 +46,10 @@ def test_npu_and_mlu_resources() -> None:
             }
         }
     )
+    # no gpu-core on an NPU: koordinator.sh/gpu sums to 0, as Koordinator writes it
     assert {k: str(v) for k, v in device_resources(npus).items()} == {
+        ext.RESOURCE_GPU: "0",
+        ext.RESOURCE_GPU_SHARED: "800",
         ext.RESOURCE_GPU_MEMORY: "512Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "800",
         ext.RESOURCE_HUAWEI_NPU_CORE: "160",
@@ -55,6 +60,8 @@ def test_npu_and_mlu_resources() -> None:
         {"accelerators": {"vendor": "cambricon", "model": "MLU370-X8", "count": 4, "memory": "48Gi"}}
     )
     assert {k: str(v) for k, v in device_resources(mlus).items()} == {
+        ext.RESOURCE_GPU: "400",
+        ext.RESOURCE_GPU_SHARED: "400",
         ext.RESOURCE_GPU_CORE: "400",
         ext.RESOURCE_GPU_MEMORY: "192Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "400",
@@ -65,6 +72,8 @@ def test_a_new_device_is_patched_into_capacity_and_allocatable() -> None:
     device = _device({"gpus": {"count": 8, "memory": "80Gi"}, "rdma": {"count": 2}})
     patch = status_patch(device, GPU_NODE, GPU_NODE)
     wanted = {
+        ext.RESOURCE_GPU: "800",
+        ext.RESOURCE_GPU_SHARED: "800",
         ext.RESOURCE_GPU_CORE: "800",
         ext.RESOURCE_GPU_MEMORY: "640Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "800",
@@ -80,6 +89,8 @@ def test_a_new_device_is_patched_into_capacity_and_allocatable() -> None:
 def test_an_unhealthy_gpu_lowers_allocatable_and_the_last_nic_removes_rdma() -> None:
     before = {
         **GPU_NODE,
+        ext.RESOURCE_GPU: "800",
+        ext.RESOURCE_GPU_SHARED: "800",
         ext.RESOURCE_GPU_CORE: "800",
         ext.RESOURCE_GPU_MEMORY: "640Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "800",
@@ -89,6 +100,8 @@ def test_an_unhealthy_gpu_lowers_allocatable_and_the_last_nic_removes_rdma() -> 
         {"gpus": {"count": 8, "memory": "80Gi", "unhealthy": [5]}, "rdma": {"count": 1, "unhealthy": [0]}}
     )
     changes = {
+        ext.RESOURCE_GPU: "700",
+        ext.RESOURCE_GPU_SHARED: "700",
         ext.RESOURCE_GPU_CORE: "700",
         ext.RESOURCE_GPU_MEMORY: "560Gi",
         ext.RESOURCE_GPU_MEMORY_RATIO: "700",
@@ -98,8 +111,19 @@ def test_an_unhealthy_gpu_lowers_allocatable_and_the_last_nic_removes_rdma() -> 
 
 
 def test_a_node_whose_device_is_gone_loses_the_device_resources_only() -> None:
-    before = {**GPU_NODE, ext.RESOURCE_GPU_CORE: "800", ext.RESOURCE_GPU_MEMORY: "640Gi"}
-    removal = {ext.RESOURCE_GPU_CORE: None, ext.RESOURCE_GPU_MEMORY: None}
+    before = {
+        **GPU_NODE,
+        ext.RESOURCE_GPU: "800",
+        ext.RESOURCE_GPU_SHARED: "800",
+        ext.RESOURCE_GPU_CORE: "800",
+        ext.RESOURCE_GPU_MEMORY: "640Gi",
+    }
+    removal = {
+        ext.RESOURCE_GPU: None,
+        ext.RESOURCE_GPU_SHARED: None,
+        ext.RESOURCE_GPU_CORE: None,
+        ext.RESOURCE_GPU_MEMORY: None,
+    }
     assert status_patch(None, before, before) == {"status": {"capacity": removal, "allocatable": removal}}
     assert status_patch(None, GPU_NODE, GPU_NODE) is None  # nvidia.com/gpu is the device plugin's
     empty = Device(
