@@ -5,6 +5,7 @@ no sequence of pods ever breaks a required term of a bound pod (symmetry include
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -85,9 +86,11 @@ def bound(backend: MemoryBackend) -> dict[str, str]:
     return {p.metadata.name or "": p.spec.node_name for p in backend.list(PODS) if p.spec.node_name}
 
 
-async def until(check: Any, seconds: float = 3.0) -> None:
-    for _ in range(int(seconds / 0.02)):
-        if check():
+async def until(check: Any, seconds: float = 15.0) -> None:
+    """Wait for ``check`` (a bound on a loaded machine's patience, not a speed requirement)."""
+    deadline = time.monotonic() + seconds
+    for _ in range(int(seconds / 0.02) * 100):
+        if check() or time.monotonic() >= deadline:
             return
         await asyncio.sleep(0.02)
 
