@@ -393,7 +393,6 @@ async def test_a_gang_solve_reports_its_status_time_and_proven_gap(
     assert float(exact.group(1)) == float(solves.group(1))
 
 
-
 async def test_a_member_whose_binding_fails_keeps_its_room_so_the_gang_is_not_left_part_bound() -> None:
     """The API server refuses one member's Binding (it restarts) after its gang was released at
     Permit and another member is bound; pods arriving while the member backs off must not take its
