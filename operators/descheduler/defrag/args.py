@@ -22,6 +22,10 @@ class GangDefragmentationArgs(BaseModel):
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
 
+    api_version: str | None = None
+    """TypeMeta, as in a ``pluginConfig`` entry; the descheduler's config loader checks it."""
+    kind: str | None = None
+    """``GangDefragmentationArgs`` when given."""
     wait_threshold: str = "60s"
     """How long every pending member must have been unschedulable (PodScheduled=False) before the
     plugin plans for the gang."""
@@ -47,6 +51,13 @@ class GangDefragmentationArgs(BaseModel):
     @classmethod
     def _duration(cls, value: str) -> str:
         return _check_duration(value)
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, value: str | None) -> str | None:
+        if value not in (None, "GangDefragmentationArgs"):
+            raise ValueError(f"kind {value!r}: expected GangDefragmentationArgs")
+        return value
 
     @field_validator("max_unavailable_per_workload")
     @classmethod
