@@ -35,7 +35,7 @@ from operators.descheduler.defrag.domains import Domain, domains, gather_layer
 from operators.descheduler.defrag.movable import movable, workload_budgets
 from operators.descheduler.defrag.reservations import reservation_for
 from operators.descheduler.defrag.room import free_by_node, live, units
-from operators.descheduler.defrag.waiting import gang_key, members_by_gang, waiting_gangs
+from operators.descheduler.defrag.waiting import blocked_gangs, gang_key, members_by_gang
 from operators.descheduler.framework import DeschedulerHandle, EvictOptions
 from operators.descheduler.lownodeload.nodefit import node_fits, pod_requests_with_slot
 from scheduler.framework.rbac import PolicyRule
@@ -153,6 +153,8 @@ class GangDefragmentation:
         self.plans: dict[str, DefragPlan] = {}
         self._loaded = False
         self._dry_run_reported: dict[str, tuple[str, ...]] = {}
+        self._since: dict[str, datetime] = {}
+        """Per blocked gang, the earliest time it was seen unschedulable (waiting.py)."""
 
     async def balance(self, nodes: Sequence[Node]) -> None:
         now = self._clock()
@@ -171,10 +173,12 @@ class GangDefragmentation:
         for key in sorted(self.plans):
             await self._follow(self.plans[key], current, now)
         threshold = timedelta(seconds=self.args.wait_threshold_seconds)
-        for gang in waiting_gangs(
-            list(current.pod_groups.values()), current.pending, current.bound, now, threshold
-        ):
-            if gang.key not in self.plans:
+        blocked = blocked_gangs(
+            list(current.pod_groups.values()), current.pending, current.bound, self._since
+        )
+        self._since = {gang.key: gang.since for gang in blocked}
+        for gang in blocked:
+            if gang.waited(now, threshold) and gang.key not in self.plans:
                 await self._plan(gang.pod_group, gang.priority, current, now)
 
     # ---- restart -----------------------------------------------------------------------------

@@ -1,5 +1,9 @@
 """Which gangs wait for room: PodGroups whose members all exist, too few of them are bound, and
-every pending one has been unschedulable (PodScheduled=False) for at least the threshold."""
+every pending one is unschedulable (PodScheduled=False); and since when.
+
+koord-scheduler writes the condition again (with a new lastTransitionTime) when its message
+changes or a minute has passed, so the time a condition shows moves forward while the gang
+waits: the caller keeps the earliest time seen per gang and passes it back each round."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from apis.extension.networktopology import NetworkTopologySpec, get_network_topo
 from apis.scheduling.podgroup import PodGroup
 from operators.descheduler.defrag.room import live
 
-__all__ = ["WaitingGang", "gang_key", "members_by_gang", "unschedulable_since", "waiting_gangs"]
+__all__ = ["WaitingGang", "blocked_gangs", "gang_key", "members_by_gang", "unschedulable_since"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +31,11 @@ class WaitingGang:
     priority: int
     """The highest priority of its pending members."""
     since: datetime
-    """When the last of them became unschedulable."""
+    """When the last of them became unschedulable (the earliest time seen for the gang)."""
     topology_spec: NetworkTopologySpec | None
+
+    def waited(self, now: datetime, threshold: timedelta) -> bool:
+        return now - self.since >= threshold
 
 
 def gang_key(pod_group: PodGroup) -> str:
@@ -53,14 +60,14 @@ def unschedulable_since(pod: Pod) -> datetime | None:
     return None
 
 
-def waiting_gangs(
+def blocked_gangs(
     pod_groups: Sequence[PodGroup],
     pending: Mapping[str, Sequence[Pod]],
     bound: Mapping[str, int],
-    now: datetime,
-    threshold: timedelta,
+    earliest: Mapping[str, datetime],
 ) -> list[WaitingGang]:
-    """``pending``: unbound member pods by gang key; ``bound``: bound live members by gang key."""
+    """``pending``: unbound member pods by gang key; ``bound``: bound live members by gang key;
+    ``earliest``: the ``since`` of each gang found blocked in the previous round."""
     result: list[WaitingGang] = []
     for pg in sorted(pod_groups, key=gang_key):
         key = gang_key(pg)
@@ -73,8 +80,8 @@ def waiting_gangs(
         if any(t is None for t in times):
             continue
         since = max(t for t in times if t is not None)
-        if now - since < threshold:
-            continue
+        if key in earliest:
+            since = min(since, earliest[key])
         try:
             spec = get_network_topology_spec(pg.metadata.annotations)
         except InvalidAnnotation:

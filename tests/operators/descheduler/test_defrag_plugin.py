@@ -286,6 +286,21 @@ async def test_a_gang_waiting_less_than_the_threshold_is_left_alone() -> None:
     assert len(client.created) == 2
 
 
+async def test_the_wait_counts_from_the_first_round_it_was_seen_though_the_condition_is_rewritten() -> None:
+    handle, client = cluster()
+    clock = Clock()
+    client.unbound = [gang_member("train-0", "train", waited=30), gang_member("train-1", "train", waited=30)]
+    defrag = plugin(handle, client, clock)
+    await defrag.balance(handle.node_list)
+    assert client.created == {}
+    # 40 s later (70 s of waiting) koord-scheduler has just written the condition again: its
+    # lastTransitionTime is NOW + 35 s, 5 s before the clock.
+    clock.now += timedelta(seconds=40)
+    client.unbound = [gang_member(f"train-{i}", "train", waited=-35) for i in range(2)]
+    await defrag.balance(handle.node_list)
+    assert len(client.created) == 2
+
+
 async def test_dry_run_only_reports_once() -> None:
     handle, client = cluster()
     defrag = plugin(handle, client, dryRun=True)

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from apis.extension.networktopology import NetworkTopologySpec
 from operators.descheduler.defrag import GangDefragmentationArgs
 from operators.descheduler.defrag.domains import Domain, domains, gather_layer
-from operators.descheduler.defrag.waiting import waiting_gangs
+from operators.descheduler.defrag.waiting import blocked_gangs
 from tests.operators.descheduler.defrag_fakes import gang_member, node, pod_group, rack_topology
 from tests.operators.descheduler.fakes import NOW
 
@@ -58,22 +58,25 @@ def test_max_unavailable(value: int | str | None, replicas: int, expected: int) 
 def test_a_gang_waits_once_every_pending_member_was_unschedulable_long_enough() -> None:
     groups = [pod_group("train", 2)]
     members = [gang_member("train-0", "train", waited=120), gang_member("train-1", "train", waited=61)]
-    found = waiting_gangs(groups, {"default/train": members}, {}, NOW, timedelta(seconds=60))
-    assert [(g.key, g.priority, g.since) for g in found] == [
-        ("default/train", 100, NOW - timedelta(seconds=61))
-    ]
+    (found,) = blocked_gangs(groups, {"default/train": members}, {}, {})
+    assert (found.key, found.priority, found.since) == ("default/train", 100, NOW - timedelta(seconds=61))
+    assert found.waited(NOW, timedelta(seconds=60))
     members[1] = gang_member("train-1", "train", waited=59)
-    assert waiting_gangs(groups, {"default/train": members}, {}, NOW, timedelta(seconds=60)) == []
+    (found,) = blocked_gangs(groups, {"default/train": members}, {}, {})
+    assert not found.waited(NOW, timedelta(seconds=60))
+    # The scheduler rewrote the condition: the earliest time seen before still counts.
+    (found,) = blocked_gangs(
+        groups, {"default/train": members}, {}, {"default/train": NOW - timedelta(seconds=90)}
+    )
+    assert found.waited(NOW, timedelta(seconds=60))
 
 
-def test_a_gang_with_members_missing_or_bound_enough_does_not_wait() -> None:
+def test_a_gang_with_members_missing_or_bound_enough_is_not_blocked() -> None:
     groups = [pod_group("train", 3)]
     members = [gang_member("train-0", "train"), gang_member("train-1", "train")]
-    assert waiting_gangs(groups, {"default/train": members}, {}, NOW, timedelta(0)) == []  # one not created
-    assert (
-        len(waiting_gangs(groups, {"default/train": members}, {"default/train": 1}, NOW, timedelta(0))) == 1
-    )
-    assert waiting_gangs(groups, {"default/train": members}, {"default/train": 3}, NOW, timedelta(0)) == []
+    assert blocked_gangs(groups, {"default/train": members}, {}, {}) == []  # one not created
+    assert len(blocked_gangs(groups, {"default/train": members}, {"default/train": 1}, {})) == 1
+    assert blocked_gangs(groups, {"default/train": members}, {"default/train": 3}, {}) == []
 
 
 def test_domains_of_the_must_gather_layer_or_nodes() -> None:
