@@ -32,7 +32,7 @@ from operators.descheduler.defrag import planner
 from operators.descheduler.defrag.args import GangDefragmentationArgs
 from operators.descheduler.defrag.client import DefragClient
 from operators.descheduler.defrag.domains import Domain, domains, gather_layer
-from operators.descheduler.defrag.movable import movable, workload_budgets
+from operators.descheduler.defrag.movable import controller_of, movable, workload_budgets
 from operators.descheduler.defrag.reservations import reservation_for
 from operators.descheduler.defrag.room import free_by_node, live, units
 from operators.descheduler.defrag.waiting import blocked_gangs, gang_key, members_by_gang
@@ -260,7 +260,7 @@ class GangDefragmentation:
         members = current.members(plan.gang)
         pg = current.pod_groups[plan.gang]
         for domain in current.domains_of(pg) or ():
-            if planner.domain_holds(members, domain, current.free):
+            if await asyncio.to_thread(planner.domain_holds, members, domain, current.free):
                 await self._end(
                     plan,
                     current,
@@ -279,7 +279,7 @@ class GangDefragmentation:
             for r, q in units(pod_requests_with_slot(pod)).items():
                 after[move.node][r] = after[move.node].get(r, 0) + q
         domain = Domain(plan.layer, plan.domain, tuple(plan.nodes))
-        if not planner.domain_holds(members, domain, after):
+        if not await asyncio.to_thread(planner.domain_holds, members, domain, after):
             message = f"the gang would not fit in {plan.layer} {plan.domain} even after the moves"
             await self._end(plan, current, ABORTED, message, delete=True)
             return
@@ -320,7 +320,7 @@ class GangDefragmentation:
             for pod in pods:
                 if not movable(pod, gang_priority, self.args, self.handle.evictor.filter):
                     continue
-                owner = next((o for o in pod.metadata.owner_references or () if o.controller), None)
+                owner = controller_of(pod)
                 candidates.append(
                     planner.Candidate(
                         f"{pod.metadata.namespace}/{pod.metadata.name}",
