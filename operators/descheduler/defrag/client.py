@@ -14,7 +14,7 @@ from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from apis.scheduling.reservation import Reservation
 
-__all__ = ["DefragClient", "KubeDefragClient"]
+__all__ = ["DefragClient", "KubeDefragClient", "kube_client"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _PG = PodGroup.crd
@@ -150,3 +150,9 @@ class KubeDefragClient:
             count=1,
         )
         await self._core.create_namespaced_event(namespace, event)
+
+
+def kube_client(api: client.ApiClient) -> DefragClient:
+    """The client the descheduler process hands to ``plugin.new`` (typed as the protocol, so mypy
+    checks that the implementation keeps to it)."""
+    return KubeDefragClient(api)
