@@ -5,17 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
-from apis.extension.defrag import LABEL_DEFRAG_PLAN
-from apis.meta import ObjectMeta
+from apis.extension.defrag import LABEL_DEFRAG_PLAN, DefragMove, DefragPlan
+from apis.meta import ObjectMeta, OwnerReference
 from apis.scheduling.reservation import Reservation, ReservationOwner, ReservationSpec
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.workloads import apply, make_pod
 from operators.descheduler.defrag.client import kube_client
+from operators.descheduler.defrag.reservations import reservation_for
 
 NAMESPACE = "defrag-client"
 TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-topology.yaml"
@@ -60,6 +62,34 @@ async def _exercise(cp: ControlPlane) -> dict[str, Any]:
         await defrag.delete_reservation("defrag-client-r0")
         await defrag.delete_reservation("defrag-client-r0")  # already gone: no error
         after = [r.metadata.name for r in await defrag.reservations(LABEL_DEFRAG_PLAN)]
+        # A plan's Reservation as the plugin builds it passes the CRD schema and koord-manager's
+        # admission webhook.
+        pod = next(p for p in await defrag.unbound_pods() if p.metadata.name == "train-0")
+        pod.spec.node_name = "n0"
+        pod.metadata.owner_references = [
+            OwnerReference(
+                api_version="apps/v1", kind="ReplicaSet", name="web", uid="uid-web", controller=True
+            )
+        ]
+        move = DefragMove(
+            namespace=NAMESPACE,
+            name="train-0",
+            uid=pod.metadata.uid or "",
+            node="n0",
+            priority=0,
+            reservation="defrag-client-p2-0",
+        )
+        plan = DefragPlan(
+            id="p2",
+            gang=f"{NAMESPACE}/train",
+            layer="BlockLayer",
+            domain="b0",
+            nodes=["n0", "n1"],
+            moves=[move],
+            created=datetime.now(UTC),
+        )
+        planned = await defrag.create_reservation(reservation_for(pod, move, plan, 300))
+        await defrag.delete_reservation("defrag-client-p2-0")
     return {
         "groups": [g.metadata.name for g in groups],
         "unbound": unbound,
@@ -68,6 +98,7 @@ async def _exercise(cp: ControlPlane) -> dict[str, Any]:
         "again": again,
         "listed": listed,
         "after": after,
+        "planned": planned,
     }
 
 
@@ -101,6 +132,7 @@ def test_the_client_reads_and_writes_what_the_plugin_needs(control_plane: Contro
         assert (got["created"], got["again"]) == (True, False)
         assert "defrag-client-r0" in got["listed"]
         assert "defrag-client-r0" not in got["after"]
+        assert got["planned"] is True
         pg = json.loads(cp.kubectl("get", "podgroup", "train", "-n", NAMESPACE, "-o", "json"))
         assert pg["metadata"]["annotations"]["x.example/plan"] == "yes"
         events = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
