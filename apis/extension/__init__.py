@@ -16,6 +16,7 @@ One module per feature (api-reference section 2):
 - ``preemption``: disable-preemptible, preemption policy, eviction cost, soft eviction.
 - ``scheduler``: scheduler name conventions and the scheduling hint.
 - ``qosannotations``: the remaining public keys (resctrl, cpuQOS, oom-score-adj, eviction, node ratios).
+- ``defrag``: ours: koord-descheduler's gang defragmentation plan (Reservation label, PodGroup annotation).
 
 Every parser reports a malformed value as :class:`apis.errors.InvalidAnnotation` through the shared
 helpers in ``apis.extension._annotation``.

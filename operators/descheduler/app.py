@@ -129,7 +129,12 @@ class Descheduler:
         )
         proxy = EvictorProxy(self.controller, limits, self.config.dry_run)
         profiles = [
-            build_profile(p, Handle(self.store, proxy, self._backend, p.node_selector), self._registry)
+            build_profile(
+                p,
+                Handle(self.store, proxy, self._backend, p.node_selector),
+                self._registry,
+                self._backend.api_client,
+            )
             for p in self.profiles
         ]
         await asyncio.gather(

@@ -142,6 +142,11 @@ class MigrationController:
         }
         if self.args.default_delete_options:
             spec["deleteOptions"] = self.args.default_delete_options
+        if options.reservation is not None:
+            # A Reservation already placed for the replacement (a plan that reserved every move
+            # first): the job uses it, ReservationFirst, instead of creating its own.
+            spec["mode"] = "ReservationFirst"
+            spec["reservationOptions"] = {"reservationRef": {"name": options.reservation}}
         return {
             "apiVersion": "scheduling.koordinator.sh/v1alpha1",
             "kind": "PodMigrationJob",

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes_asyncio.client import ApiClient
+
 from apis.core import Node, Pod
 from apis.meta import LabelSelector, selects
 from apis.slo.nodemetric import NodeMetric
@@ -156,7 +158,10 @@ class Profile:
 
 
 def build_profile(
-    resolved: ResolvedProfile, handle: DeschedulerHandle, registry: dict[str, PluginFactory]
+    resolved: ResolvedProfile,
+    handle: DeschedulerHandle,
+    registry: dict[str, PluginFactory],
+    api: ApiClient | None = None,
 ) -> Profile:
     def build(names: Sequence[str]) -> list[Any]:
         out = []
@@ -164,6 +169,10 @@ def build_profile(
             factory = registry[name]
             if factory.new is not None:
                 out.append(factory.new(resolved.args[name], handle))
+            elif factory.new_with_api is not None:
+                if api is None:
+                    raise ValueError(f"plugin {name} needs the API client")
+                out.append(factory.new_with_api(resolved.args[name], handle, api))
         return out
 
     return Profile(resolved, handle, build(resolved.deschedule), build(resolved.balance))

@@ -24,6 +24,7 @@ from datetime import timedelta
 from apis.errors import InvalidAnnotation
 from apis.extension import gang as gang_ext
 from apis.extension import networktopology as topology_ext
+from apis.extension.defrag import get_defrag_plan
 from apis.scheduling.podgroup import PodGroup
 from scheduler.cache.pod_info import PodInfo
 
@@ -58,6 +59,9 @@ class Gang:
     group_ids: tuple[str, ...] = ()
     """The gangs of its group (sorted), itself included."""
     topology_spec: topology_ext.NetworkTopologySpec | None = None
+    defrag_note: str | None = None
+    """koord-descheduler's defragmentation plan for the gang (its PodGroup's annotation), for
+    ``koordctl explain``."""
     problem: str | None = None
     """Why the gang cannot be scheduled as declared (a malformed annotation, minMember missing)."""
     children: dict[str, PodInfo] = field(default_factory=dict)
@@ -185,6 +189,8 @@ class Gangs:
         timeout = spec.schedule_timeout_seconds if spec else None
         gang.wait_time = timedelta(seconds=timeout) if timeout and timeout > 0 else None
         self._apply_annotations(gang, pg.metadata.annotations or {}, pg.metadata.namespace or "default")
+        plan = get_defrag_plan(pg.metadata.annotations)
+        gang.defrag_note = plan.describe() if plan is not None else None
         gang.initialized = True
         return gang
 

@@ -221,6 +221,8 @@ class Coscheduling(
         group = self.gangs.group(gang)
         if group.once_satisfied:
             return PreFilterResult(Status.skip())
+        if gang.defrag_note:
+            state.note(gang.defrag_note)
         problem = self.gangs.check(gang)
         if problem:
             return PreFilterResult(Status.unresolvable(problem))

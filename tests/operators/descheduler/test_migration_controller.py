@@ -138,6 +138,16 @@ def test_evict_creates_a_pending_job_with_koordinators_annotations_and_sees_it_a
     assert "maxMigrating is 1" in (controller.refusal(_pod(store, "b")) or "")
 
 
+def test_evict_with_a_placed_reservation_makes_a_reservation_first_job_that_uses_it() -> None:
+    store = store_with(pod_body("a"), pod_body("b"), pod_body("c"), replica_sets={"rs": 3})
+    controller, api, _ = _controller(store, defaultJobMode="EvictDirectly")
+    options = EvictOptions(plugin_name="GangDefragmentation", reason="frees block b0", reservation="plan-1-a")
+    assert asyncio.run(controller.evict(_pod(store, "a"), options))
+    [body] = api.created
+    assert body["spec"]["mode"] == "ReservationFirst"
+    assert body["spec"]["reservationOptions"] == {"reservationRef": {"name": "plan-1-a"}}
+
+
 def test_evict_refuses_without_creating_a_job() -> None:
     store = store_with(
         pod_body("bare", owner=None), pod_body("other", scheduler="default-scheduler"), replica_sets={"rs": 3}

@@ -1,0 +1,158 @@
+"""The API calls GangDefragmentation makes beyond the descheduler handle: a Protocol the plugin
+uses and tests fake, and its kubernetes-asyncio implementation (in the style of
+``operators.clients``), which the descheduler process wires in."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubernetes_asyncio import client
+
+from apis.core import Pod
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.podgroup import PodGroup
+from apis.scheduling.reservation import Reservation
+
+__all__ = ["DefragClient", "KubeDefragClient", "kube_client"]
+
+_MERGE_PATCH = "application/merge-patch+json"
+_PG = PodGroup.crd
+_CNT = ClusterNetworkTopology.crd
+_RESERVATION = Reservation.crd
+
+
+class DefragClient(Protocol):
+    async def pod_groups(self) -> list[PodGroup]: ...
+
+    async def unbound_pods(self) -> list[Pod]:
+        """Every pod not yet bound to a node (any namespace)."""
+        ...
+
+    async def topology(self) -> ClusterNetworkTopology | None:
+        """The ClusterNetworkTopology named ``default`` (the only one the scheduler uses)."""
+        ...
+
+    async def reservations(self, label_selector: str) -> list[Reservation]: ...
+
+    async def create_reservation(self, reservation: Reservation) -> bool:
+        """False when one of that name already exists."""
+        ...
+
+    async def delete_reservation(self, name: str) -> None:
+        """A reservation already gone is no error."""
+        ...
+
+    async def annotate_pod_group(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        """Merge-patch the annotations (None removes one); a PodGroup gone is no error."""
+        ...
+
+    async def pod_group_event(
+        self, pod_group: PodGroup, reason: str, message: str, type_: str = "Normal"
+    ) -> None: ...
+
+
+class KubeDefragClient:
+    """Over an ``ApiClient`` the process opened (one connection for the whole process)."""
+
+    def __init__(self, api: client.ApiClient, component: str = "koord-descheduler") -> None:
+        self._api = api
+        self._objects = client.CustomObjectsApi(api)
+        self._core = client.CoreV1Api(api)
+        self._component = component
+
+    async def pod_groups(self) -> list[PodGroup]:
+        listed: dict[str, Any] = await self._objects.list_cluster_custom_object(
+            _PG.group, _PG.version, _PG.plural
+        )
+        return [PodGroup.model_validate(item) for item in listed.get("items") or []]
+
+    async def unbound_pods(self) -> list[Pod]:
+        listed = await self._core.list_pod_for_all_namespaces(field_selector="spec.nodeName=")
+        raw = self._api.sanitize_for_serialization(listed.items)
+        return [Pod.model_validate(item) for item in raw]
+
+    async def topology(self) -> ClusterNetworkTopology | None:
+        try:
+            raw = await self._objects.get_cluster_custom_object(
+                _CNT.group, _CNT.version, _CNT.plural, "default"
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return ClusterNetworkTopology.model_validate(raw)
+
+    async def reservations(self, label_selector: str) -> list[Reservation]:
+        listed: dict[str, Any] = await self._objects.list_cluster_custom_object(
+            _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, label_selector=label_selector
+        )
+        return [Reservation.model_validate(item) for item in listed.get("items") or []]
+
+    async def create_reservation(self, reservation: Reservation) -> bool:
+        body = reservation.model_dump(by_alias=True, exclude_none=True, mode="json")
+        try:
+            await self._objects.create_cluster_custom_object(
+                _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, body
+            )
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def delete_reservation(self, name: str) -> None:
+        try:
+            await self._objects.delete_cluster_custom_object(
+                _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def annotate_pod_group(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        try:
+            # The stubs leave out the generated client's documented ``_content_type`` keyword.
+            await self._objects.patch_namespaced_custom_object(  # type: ignore[call-arg]
+                _PG.group,
+                _PG.version,
+                namespace,
+                _PG.plural,
+                name,
+                {"metadata": {"annotations": annotations}},
+                _content_type=_MERGE_PATCH,
+            )
+        except client.ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    async def pod_group_event(
+        self, pod_group: PodGroup, reason: str, message: str, type_: str = "Normal"
+    ) -> None:
+        now = datetime.now(UTC)
+        namespace = pod_group.metadata.namespace or "default"
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{pod_group.metadata.name}.", namespace=namespace),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{_PG.group}/{_PG.version}",
+                kind=_PG.kind,
+                namespace=namespace,
+                name=pod_group.metadata.name,
+                uid=pod_group.metadata.uid,
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type_,
+            source=client.V1EventSource(component=self._component),
+            reporting_component=self._component,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await self._core.create_namespaced_event(namespace, event)
+
+
+def kube_client(api: client.ApiClient) -> DefragClient:
+    """The client the descheduler process hands to ``plugin.new`` (typed as the protocol, so mypy
+    checks that the implementation keeps to it)."""
+    return KubeDefragClient(api)
