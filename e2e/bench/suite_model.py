@@ -34,12 +34,12 @@ class SuiteOptions(BaseModel, frozen=True):
     latency_nodes: int = 100
     latency_pods: int = 300
     latency_rate: float = 20.0
-    gang_nodes: tuple[int, ...] = (1000,)
-    gang_sizes: tuple[int, ...] = (8, 64)
+    gang_nodes: tuple[int, ...] = (1000, 5000)
+    gang_sizes: tuple[int, ...] = (8, 64, 256)
     gang_trials: int = 3
     solver_seconds: float = 1.0
     """Time limit of each CP-SAT solve (gang placement and victim selection)."""
-    victim_sizes: tuple[str, ...] = ("100x16", "1000x64")
+    victim_sizes: tuple[str, ...] = ("100x16", "1000x64", "5000x256")
     victim_trials: int = 3
     preemption_nodes: int = 8
     preemption_timeout: float = 30.0

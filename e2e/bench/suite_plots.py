@@ -3,6 +3,7 @@ for each size; the latency bench adds the CDF of every pod's create -> bound lat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -21,12 +22,13 @@ WIDTH = 0.38
 def _bars(ax: Axes, figures: Sequence[Figure]) -> None:
     sizes = [f.size for f in figures]
     xs = range(len(figures))
-    ours = [f.ours if f.ours is not None else 0.0 for f in figures]
+    # A figure not measured (a job that never ran has no time to run) is no bar, not a zero.
+    ours = [f.ours if f.ours is not None else math.nan for f in figures]
     paired = any(f.baseline is not None for f in figures)
     shift = WIDTH / 2 if paired else 0.0
     ax.bar([x - shift for x in xs], ours, WIDTH, label=figures[0].ours_label, color=OURS_COLOR)
     if paired:
-        base = [f.baseline if f.baseline is not None else 0.0 for f in figures]
+        base = [f.baseline if f.baseline is not None else math.nan for f in figures]
         ax.bar(
             [x + WIDTH / 2 for x in xs], base, WIDTH, label=figures[0].baseline_label, color=BASELINE_COLOR
         )
