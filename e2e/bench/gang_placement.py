@@ -116,6 +116,51 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[idx]
 
 
+def measure(
+    n_nodes: int,
+    size: int,
+    *,
+    trials: int,
+    time_limit: float = 1.0,
+    relative_gap: float = SolveOptions().relative_gap,
+    workers: int = 2,
+    seed: int = 0,
+) -> tuple[dict[str, Row], int]:
+    """Both strategies on ``trials`` clusters of ``n_nodes`` for one gang ``size``: their rows, and
+    how many plans broke a rule."""
+    broken = 0
+    rows = {"greedy": Row(), "cpsat": Row()}
+    for trial in range(trials):
+        nodes = build_cluster(n_nodes, random.Random(seed * 7919 + trial * 104729 + n_nodes))
+        base = SolveOptions(
+            time_limit_seconds=time_limit, workers=workers, seed=seed, relative_gap=relative_gap
+        )
+        for strategy in ("greedy", "cpsat"):
+            problem = build_problem(nodes, size, replace(base, strategy=strategy))
+            t0 = time.perf_counter()
+            result = solve(problem)
+            ms = (time.perf_counter() - t0) * 1000
+            row = rows[strategy]
+            row.trials += 1
+            row.ms.append(ms)
+            if isinstance(result, Infeasible):
+                row.statuses[result.reason] += 1
+                continue
+            assert isinstance(result, Plan)
+            if violations(problem, result.assignment):
+                broken += 1
+            used = dict(result.domains_used)
+            row.placed += 1
+            row.blocks.append(used["BlockLayer"])
+            row.spines.append(used["SpineLayer"])
+            row.one_block += used["BlockLayer"] == 1
+            row.score.append(-result.objective[-1] / size)
+            row.statuses[result.status] += 1
+            if result.gap is not None:
+                row.gaps.append(result.gap)
+    return rows, broken
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
@@ -136,38 +181,16 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     for n_nodes in args.nodes:
         for size in args.gang_sizes:
-            rows = {"greedy": Row(), "cpsat": Row()}
-            for trial in range(args.trials):
-                nodes = build_cluster(n_nodes, random.Random(args.seed * 7919 + trial * 104729 + n_nodes))
-                base = SolveOptions(
-                    time_limit_seconds=args.time_limit,
-                    workers=args.workers,
-                    seed=args.seed,
-                    relative_gap=args.relative_gap,
-                )
-                for strategy in ("greedy", "cpsat"):
-                    problem = build_problem(nodes, size, replace(base, strategy=strategy))
-                    t0 = time.perf_counter()
-                    result = solve(problem)
-                    ms = (time.perf_counter() - t0) * 1000
-                    row = rows[strategy]
-                    row.trials += 1
-                    row.ms.append(ms)
-                    if isinstance(result, Infeasible):
-                        row.statuses[result.reason] += 1
-                        continue
-                    assert isinstance(result, Plan)
-                    if violations(problem, result.assignment):
-                        broken += 1
-                    used = dict(result.domains_used)
-                    row.placed += 1
-                    row.blocks.append(used["BlockLayer"])
-                    row.spines.append(used["SpineLayer"])
-                    row.one_block += used["BlockLayer"] == 1
-                    row.score.append(-result.objective[-1] / size)
-                    row.statuses[result.status] += 1
-                    if result.gap is not None:
-                        row.gaps.append(result.gap)
+            rows, broke = measure(
+                n_nodes,
+                size,
+                trials=args.trials,
+                time_limit=args.time_limit,
+                relative_gap=args.relative_gap,
+                workers=args.workers,
+                seed=args.seed,
+            )
+            broken += broke
             for strategy, row in rows.items():
                 share = f"{row.one_block / row.placed:.0%}" if row.placed else "-"
                 blocks = f"{statistics.mean(row.blocks):.2f}" if row.blocks else "-"

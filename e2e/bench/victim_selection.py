@@ -21,6 +21,8 @@ import argparse
 import random
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from scheduler.solver import (
     NodeSpec,
@@ -78,6 +80,53 @@ def row(size: str, selector: str, selection: VictimSelection | None, seconds: fl
     )
 
 
+@dataclass
+class Measured:
+    """One size over its trials: each selector's wall times and objectives (None: no selection),
+    and how often CP-SAT was within the gap and cheaper than greedy."""
+
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {"greedy": [], "cpsat": []})
+    objectives: dict[str, list[tuple[int, ...] | None]] = field(
+        default_factory=lambda: {"greedy": [], "cpsat": []}
+    )
+    within: int = 0
+    cheaper: int = 0
+
+
+def measure(
+    nodes: int,
+    members: int,
+    *,
+    trials: int,
+    seconds: float = 1.0,
+    seed: int = 0,
+    relative_gap: float = SolveOptions().relative_gap,
+    on_row: Callable[[str], None] = lambda _: None,
+) -> Measured:
+    """Both selectors on ``trials`` draws of one size (seeds ``seed`` ..), each answer shown to
+    ``on_row`` as a table row."""
+    size = f"{nodes}x{members}"
+    out = Measured()
+    for trial in range(trials):
+        print(f"[bench] {size}: building the problem", file=sys.stderr)
+        built = problem(nodes, members, seconds, seed + trial, relative_gap)
+        started = time.perf_counter()
+        greedy = select_greedy(built)
+        out.seconds["greedy"].append(time.perf_counter() - started)
+        on_row(row(size, "greedy", greedy, out.seconds["greedy"][-1]))
+        started = time.perf_counter()
+        cpsat = select_victims(built)
+        out.seconds["cpsat"].append(time.perf_counter() - started)
+        on_row(row(size, "cpsat", cpsat, out.seconds["cpsat"][-1]))
+        for name, selection in (("greedy", greedy), ("cpsat", cpsat)):
+            out.objectives[name].append(None if selection is None else tuple(selection.objective))
+        if cpsat is not None and cpsat.gap is not None and cpsat.gap <= relative_gap:
+            out.within += 1
+        if cpsat is not None and greedy is not None and cpsat.objective < greedy.objective:
+            out.cheaper += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.bench.victim_selection", description=__doc__)
     parser.add_argument("--sizes", default="100x16,1000x64,5000x256")
@@ -91,29 +140,22 @@ def main(argv: list[str] | None = None) -> int:
     summaries = []
     for size in args.sizes.split(","):
         nodes, members = (int(x) for x in size.split("x"))
-        seconds: dict[str, list[float]] = {"greedy": [], "cpsat": []}
-        within = cheaper = 0
-        for trial in range(args.trials):
-            print(f"[bench] {size}: building the problem", file=sys.stderr)
-            built = problem(nodes, members, args.seconds, args.seed + trial, args.relative_gap)
-            started = time.perf_counter()
-            greedy = select_greedy(built)
-            seconds["greedy"].append(time.perf_counter() - started)
-            print(row(size, "greedy", greedy, seconds["greedy"][-1]))
-            started = time.perf_counter()
-            cpsat = select_victims(built)
-            seconds["cpsat"].append(time.perf_counter() - started)
-            print(row(size, "cpsat", cpsat, seconds["cpsat"][-1]))
-            if cpsat is not None and cpsat.gap is not None and cpsat.gap <= args.relative_gap:
-                within += 1
-            if cpsat is not None and greedy is not None and cpsat.objective < greedy.objective:
-                cheaper += 1
+        measured = measure(
+            nodes,
+            members,
+            trials=args.trials,
+            seconds=args.seconds,
+            seed=args.seed,
+            relative_gap=args.relative_gap,
+            on_row=print,
+        )
         if args.trials > 1:
-            g, c = seconds["greedy"], seconds["cpsat"]
+            g, c = measured.seconds["greedy"], measured.seconds["cpsat"]
             summaries.append(
                 f"{size:>10}  greedy p50 {_pct(g, 50):.3f} p99 {_pct(g, 99):.3f}"
                 f"  cpsat p50 {_pct(c, 50):.3f} p99 {_pct(c, 99):.3f}"
-                f"  within gap {within}/{args.trials}  cheaper than greedy {cheaper}/{args.trials}"
+                f"  within gap {measured.within}/{args.trials}"
+                f"  cheaper than greedy {measured.cheaper}/{args.trials}"
             )
     if summaries:
         print("\nseconds per selection:")

@@ -1,0 +1,317 @@
+"""The suite's benches: each runs an existing benchmark's harness and turns its report into figures
+beside their baselines (``Figure``). Nothing here measures anything the benches do not."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from e2e.bench import gang_placement, preemption, startup_latency, victim_selection
+from e2e.bench.harness import log_progress
+from e2e.bench.processes import KOORD, KUBE
+from e2e.bench.suite_model import Better, Figure, SuiteOptions, SuiteResults
+from e2e.bench.throughput_model import Options as ThroughputOptions
+from e2e.bench.throughput_model import Report as ThroughputReport
+from e2e.bench.throughput_runs import run_benchmark as run_throughput
+
+__all__ = ["RUNS"]
+
+CPSAT, GREEDY = "CP-SAT", "greedy"
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _pct(values: list[float], q: float, scale: float = 1.0) -> float | None:
+    """The benches' own percentile (``gang_placement.percentile``), None when nothing was measured."""
+    return gang_placement.percentile(values, q) * scale if values else None
+
+
+def _term(objectives: Sequence[tuple[int, ...] | None], index: int) -> float | None:
+    """The mean of one term of the victim selections' objective tuples."""
+    return _mean([o[index] for o in objectives if o is not None])
+
+
+def _solver(
+    bench: str, metric: str, size: str, unit: str, better: Better, ours: float | None, base: float | None
+) -> Figure:
+    """A figure of the CP-SAT solver beside Koordinator's greedy one, on the same problems."""
+    return Figure(
+        bench=bench,
+        metric=metric,
+        size=size,
+        unit=unit,
+        better=better,
+        ours=ours,
+        baseline=base,
+        ours_label=CPSAT,
+        baseline_label=GREEDY,
+    )
+
+
+def _throughput_figures(bench: str, report: ThroughputReport, size: str) -> list[Figure]:
+    koord, kube = report.result(KOORD), report.result(KUBE)
+    figures = []
+    for metric, attr in (("pods/s", "pods_per_second"), ("sustained pods/s", "sustained_pods_per_second")):
+        figures.append(
+            Figure(
+                bench=bench,
+                metric=metric,
+                size=size,
+                unit="pods/s",
+                better="higher",
+                ours=None if koord is None else getattr(koord, attr),
+                baseline=None if kube is None else getattr(kube, attr),
+            )
+        )
+    return figures
+
+
+async def _throughput_run(
+    results: SuiteResults, key: str, opts: ThroughputOptions
+) -> ThroughputReport | None:
+    report = await run_throughput(opts)
+    results.details[key] = report.to_json()
+    results.errors.extend(f"{key}: {e}" for e in report.errors)
+    return report
+
+
+def _size(nodes: int, pods: int) -> str:
+    return f"{nodes} nodes / {pods} pods"
+
+
+async def throughput(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Pods/s of koord-scheduler and kube-scheduler on the same KWOK cluster, one run per size."""
+    for nodes in opts.throughput_nodes:
+        run_opts = ThroughputOptions(
+            nodes=nodes,
+            pods=opts.throughput_pods,
+            skip_simulate=True,
+            cluster_name=f"{opts.cluster_prefix}-throughput",
+        )
+        report = await _throughput_run(results, f"throughput {nodes}", run_opts)
+        if report is not None:
+            results.figures.extend(
+                _throughput_figures("throughput", report, _size(nodes, opts.throughput_pods))
+            )
+
+
+async def perf_harness(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Koordinator's perf-harness shape: 100 nodes, 1,000 pods, the client capped at 100 QPS."""
+    qps = opts.perf_qps
+    run_opts = ThroughputOptions(
+        nodes=opts.perf_nodes,
+        pods=opts.perf_pods,
+        qps=qps,
+        burst=int(qps),
+        skip_simulate=True,
+        cluster_name=f"{opts.cluster_prefix}-perf",
+    )
+    report = await _throughput_run(results, "perf-harness", run_opts)
+    if report is not None:
+        size = f"{_size(opts.perf_nodes, opts.perf_pods)}, {qps:g} QPS"
+        results.figures.extend(_throughput_figures("perf-harness", report, size))
+
+
+async def rss(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Peak resident memory of both scheduler processes at the end of a throughput run."""
+    key = f"throughput {opts.rss_nodes}"
+    details = results.details.get(key)
+    if details is None or details["pods"] != opts.rss_pods:
+        run_opts = ThroughputOptions(
+            nodes=opts.rss_nodes,
+            pods=opts.rss_pods,
+            skip_simulate=True,
+            cluster_name=f"{opts.cluster_prefix}-rss",
+        )
+        key = "rss"
+        report = await _throughput_run(results, key, run_opts)
+        details = None if report is None else report.to_json()
+    else:
+        log_progress(f"rss: from the throughput run at {opts.rss_nodes} nodes")
+    peaks = {r["scheduler"]: r["peak_rss_mib"] for r in (details or {}).get("results", [])}
+    results.figures.append(
+        Figure(
+            bench="rss",
+            metric="peak RSS",
+            size=_size(opts.rss_nodes, opts.rss_pods),
+            unit="MiB",
+            better="lower",
+            ours=peaks.get(KOORD),
+            baseline=peaks.get(KUBE),
+        )
+    )
+
+
+async def latency(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Create -> bound latency under a steady arrival rate (``startup_latency``)."""
+    run_opts = startup_latency.LatencyOptions(
+        nodes=opts.latency_nodes,
+        pods=opts.latency_pods,
+        rate=opts.latency_rate,
+        cluster_name=f"{opts.cluster_prefix}-latency",
+    )
+    report = await startup_latency.run_benchmark(run_opts)
+    results.details["latency"] = report.model_dump(
+        mode="json", exclude={"results": {"__all__": {"latencies_ms"}}}
+    )
+    results.errors.extend(f"latency: {e}" for e in report.errors)
+    koord, kube = report.result(KOORD), report.result(KUBE)
+    for r in report.results:
+        results.latency_ms[r.scheduler] = r.latencies_ms
+    size = f"{opts.latency_nodes} nodes, {opts.latency_pods} pods at {opts.latency_rate:g}/s"
+    for metric, attr in (("p50", "p50_ms"), ("p99", "p99_ms")):
+        results.figures.append(
+            Figure(
+                bench="latency",
+                metric=f"startup latency {metric}",
+                size=size,
+                unit="ms",
+                better="lower",
+                ours=None if koord is None else getattr(koord, attr),
+                baseline=None if kube is None else getattr(kube, attr),
+            )
+        )
+
+
+async def gang(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Gang placement, CP-SAT against the greedy planner on the same clusters (in process)."""
+    for nodes in opts.gang_nodes:
+        for size in opts.gang_sizes:
+            log_progress(f"gang: {nodes} nodes, {size} members, {opts.gang_trials} trials")
+            rows, broken = gang_placement.measure(
+                nodes, size, trials=opts.gang_trials, time_limit=opts.solver_seconds
+            )
+            if broken:
+                results.errors.append(f"gang: {broken} plans broke a rule at {nodes} nodes x {size}")
+            cpsat, greedy = rows["cpsat"], rows["greedy"]
+            label = f"{nodes} nodes x {size}"
+
+            proven = 100 * cpsat.statuses["OPTIMAL"] / cpsat.trials if cpsat.trials else None
+            results.figures.extend(
+                [
+                    _solver(
+                        "gang", "latency p50", label, "ms", "lower", _pct(cpsat.ms, 50), _pct(greedy.ms, 50)
+                    ),
+                    _solver(
+                        "gang", "latency p99", label, "ms", "lower", _pct(cpsat.ms, 99), _pct(greedy.ms, 99)
+                    ),
+                    _solver(
+                        "gang",
+                        "blocks used",
+                        label,
+                        "blocks",
+                        "lower",
+                        _mean(cpsat.blocks),
+                        _mean(greedy.blocks),
+                    ),
+                    _solver(
+                        "gang",
+                        "score per member",
+                        label,
+                        "0..100",
+                        "higher",
+                        _mean(cpsat.score),
+                        _mean(greedy.score),
+                    ),
+                    _solver("gang", "gangs placed", label, "gangs", "higher", cpsat.placed, greedy.placed),
+                    _solver("gang", "proven optimal", label, "%", "higher", proven, None),
+                ]
+            )
+
+
+async def victims(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Victim selection, CP-SAT against Koordinator's greedy on the same problems (in process)."""
+    for size in opts.victim_sizes:
+        nodes, members = (int(x) for x in size.split("x"))
+        log_progress(f"victims: {size}, {opts.victim_trials} trials")
+        measured = victim_selection.measure(
+            nodes, members, trials=opts.victim_trials, seconds=opts.solver_seconds
+        )
+
+        label = f"{nodes} nodes x {members} members"
+        seconds = measured.seconds
+        objectives = measured.objectives
+        results.figures.extend(
+            [
+                _solver(
+                    "victims",
+                    "victim jobs",
+                    label,
+                    "jobs",
+                    "lower",
+                    _term(objectives["cpsat"], 2),
+                    _term(objectives["greedy"], 2),
+                ),
+                _solver(
+                    "victims",
+                    "pods evicted",
+                    label,
+                    "pods",
+                    "lower",
+                    _term(objectives["cpsat"], 4),
+                    _term(objectives["greedy"], 4),
+                ),
+                _solver(
+                    "victims",
+                    "decision p50",
+                    label,
+                    "ms",
+                    "lower",
+                    _pct(seconds["cpsat"], 50, 1000),
+                    _pct(seconds["greedy"], 50, 1000),
+                ),
+                _solver(
+                    "victims",
+                    "decision p99",
+                    label,
+                    "ms",
+                    "lower",
+                    _pct(seconds["cpsat"], 99, 1000),
+                    _pct(seconds["greedy"], 99, 1000),
+                ),
+            ]
+        )
+
+
+async def preemption_cluster(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Job-level preemption against kube-scheduler's pod-level preemption on a KWOK cluster."""
+    run_opts = preemption.Options(
+        nodes=opts.preemption_nodes,
+        timeout=opts.preemption_timeout,
+        cluster_name=f"{opts.cluster_prefix}-preempt",
+    )
+    report = await preemption.run_benchmark(run_opts)
+    results.details["preemption"] = report.to_json()
+    results.errors.extend(f"preemption: {e}" for e in report.errors)
+    for scenario in preemption.SCENARIOS:
+        koord, kube = report.row(scenario, KOORD), report.row(scenario, KUBE)
+        for metric, unit, attr in (
+            ("victims", "pods", "victims"),
+            ("wasted evictions", "pods", "wasted"),
+            ("victim jobs", "jobs", "victim_jobs"),
+            ("time to run", "s", "seconds_to_run"),
+        ):
+            results.figures.append(
+                Figure(
+                    bench="preemption",
+                    metric=metric,
+                    size=f"{scenario}, {opts.preemption_nodes} nodes",
+                    unit=unit,
+                    better="lower",
+                    ours=None if koord is None else getattr(koord, attr),
+                    baseline=None if kube is None else getattr(kube, attr),
+                )
+            )
+
+
+RUNS = {
+    "throughput": throughput,
+    "perf-harness": perf_harness,
+    "rss": rss,
+    "latency": latency,
+    "gang": gang,
+    "victims": victims,
+    "preemption": preemption_cluster,
+}
