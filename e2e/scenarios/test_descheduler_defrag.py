@@ -55,6 +55,9 @@ profiles:
       kind: MigrationControllerArgs
       defaultJobMode: ReservationFirst
       namespaces: {{include: [{NAMESPACE}]}}
+      # The default workload limiter lets the 6-replica filler ReplicaSet lose one pod per 150 s,
+      # longer than this plan's timeout.
+      objectLimiters: {{workload: {{duration: 1s}}}}
   - name: GangDefragmentation
     args:
       apiVersion: descheduler/v1alpha2

@@ -8,6 +8,7 @@ from typing import Any
 from apis.core import Pod
 from apis.duration import format_go_duration
 from apis.extension.defrag import ANNOTATION_DEFRAG_PLAN, LABEL_DEFRAG_PLAN, DefragMove, DefragPlan
+from apis.extension.reservation import LABEL_RESERVATION_ORDER
 from apis.meta import ObjectMeta, ObjectReference
 from apis.scheduling.reservation import (
     Reservation,
@@ -25,12 +26,13 @@ CREATED_BY = {"app.kubernetes.io/created-by": "koord-descheduler"}
 def _template(pod: Pod, excluded: list[str]) -> dict[str, Any]:
     spec: dict[str, Any] = pod.spec.model_dump(by_alias=True, exclude_none=True, mode="json")
     spec.pop("nodeName", None)
-    not_in = {"key": "metadata.name", "operator": "NotIn", "values": excluded}
+    # The API server allows a metadata.name field requirement one value only: one per node.
+    not_in = [{"key": "metadata.name", "operator": "NotIn", "values": [name]} for name in excluded]
     node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
     for term in terms:  # terms are ORed: each one must keep the pod out of the domain
-        term["matchFields"] = [*(term.get("matchFields") or []), not_in]
+        term["matchFields"] = [*(term.get("matchFields") or []), *not_in]
     required["nodeSelectorTerms"] = terms
     metadata = {"labels": dict(pod.metadata.labels or {})}
     return {"metadata": metadata, "spec": spec}
@@ -60,13 +62,21 @@ def _owner(pod: Pod) -> ReservationOwner:
     )
 
 
+def _order(plan: DefragPlan, move: DefragMove) -> str:
+    """The plan's creation in milliseconds, then the move's place: lowest first."""
+    return str(int(plan.created.timestamp() * 1000) * 1000 + plan.moves.index(move))
+
+
 def reservation_for(pod: Pod, move: DefragMove, plan: DefragPlan, ttl_seconds: float) -> Reservation:
     return Reservation(
         api_version=f"{Reservation.crd.group}/{Reservation.crd.version}",
         kind=Reservation.crd.kind,
         metadata=ObjectMeta(
             name=move.reservation,
-            labels={**CREATED_BY, LABEL_DEFRAG_PLAN: plan.id},
+            # In the plan's order: every reservation of a plan matches every replacement of the
+            # workload (its owner is the controller), so the first replacement must take the first
+            # move's, not the one still waiting for a later move's eviction.
+            labels={**CREATED_BY, LABEL_DEFRAG_PLAN: plan.id, LABEL_RESERVATION_ORDER: _order(plan, move)},
             annotations={ANNOTATION_DEFRAG_PLAN: plan.model_dump_json(by_alias=True)},
         ),
         spec=ReservationSpec(

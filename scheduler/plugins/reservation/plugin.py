@@ -692,7 +692,7 @@ class ReservationPlugin:
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         """The node holding the preferred reservation (lowest positive ``reservation-order``
         among the candidates) scores 100; other nodes with a usable reservation score its
-        most-allocated share; nodes without one 0."""
+        most-allocated share, at most 99; nodes without one 0."""
         cycle = state.read(_CYCLE)
         scores = np.zeros(rows.size, dtype=np.int64)
         orders = [(c.order, row) for row, c in cycle.choice.items() if c.order is not None and c.order > 0]
@@ -701,7 +701,10 @@ class ReservationPlugin:
             choice = cycle.choice.get(row)
             if choice is None:
                 continue
-            scores[i] = MAX_NODE_SCORE if row == best_row else max(1, cycle.scores.get(id(choice), 0))
+            # Below the preferred one, however full: the order decides, not a tie broken at random
+            # (reservations of one owner are interchangeable, the order says which goes first).
+            share = cycle.scores.get(id(choice), 0)
+            scores[i] = MAX_NODE_SCORE if row == best_row else min(MAX_NODE_SCORE - 1, max(1, share))
         return scores
 
     # ---- Reserve / PreBind / Bind ------------------------------------------------------------

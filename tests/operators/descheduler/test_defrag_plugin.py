@@ -11,6 +11,7 @@ import pytest
 
 from apis.core import Pod
 from apis.extension.defrag import ANNOTATION_DEFRAG_PLAN, LABEL_DEFRAG_PLAN, get_defrag_plan
+from apis.extension.reservation import LABEL_RESERVATION_ORDER
 from operators.descheduler.defrag import GangDefragmentation, GangDefragmentationArgs
 from operators.descheduler.defrag.plugin import ABORTED, DONE, DRY_RUN, EVICTING, PLANNED
 from tests.operators.descheduler.defrag_fakes import (
@@ -81,8 +82,24 @@ async def test_plans_then_evicts_only_once_every_reservation_is_available() -> N
     terms = reservation.spec.template["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]["nodeSelectorTerms"]
-    assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a0", "a1"]}]}]
+    # One requirement per node: Kubernetes allows a metadata.name field requirement one value only.
+    assert terms == [
+        {
+            "matchFields": [
+                {"key": "metadata.name", "operator": "NotIn", "values": ["a0"]},
+                {"key": "metadata.name", "operator": "NotIn", "values": ["a1"]},
+            ]
+        }
+    ]
     assert "nodeName" not in reservation.spec.template["spec"]
+    # Any replacement of the workload matches every reservation of the plan: the order label makes
+    # the first replacement take the first move's reservation.
+    orders = [
+        int((client.created[m.reservation].metadata.labels or {})[LABEL_RESERVATION_ORDER])
+        for m in plan.moves
+    ]
+    assert orders == sorted(orders)
+    assert len(set(orders)) == len(orders)
 
     await defrag.balance(handle.node_list)  # still Pending
     client.place(plan.moves[0].reservation, "c0")

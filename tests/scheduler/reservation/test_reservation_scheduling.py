@@ -99,6 +99,39 @@ async def test_owner_pods_go_to_the_reserved_node() -> None:
         await stop_app(stop, task)
 
 
+async def test_interchangeable_reservations_are_used_in_their_order() -> None:
+    """Reservations of one owner fit its pods equally well (each exactly): the lowest
+    reservation-order goes first every time, not whichever node a tie favours."""
+    backend = MemoryBackend()
+    nodes = ("n1", "n2", "n3", "n4")
+    for name in nodes:
+        backend.apply(NODES, node(name, cpu="8"))
+    _app, stop, task = await start(backend)
+    owners = [{"labelSelector": {"matchLabels": {"app": "web"}}}]
+    # Orders against the nodes' names: n4 first, then n2, n3, n1.
+    orders = {"n4": "1", "n2": "2", "n3": "3", "n1": "4"}
+    try:
+        for name, order in orders.items():
+            backend.apply(
+                RESERVATIONS,
+                reservation(
+                    f"r-{name}",
+                    cpu="2",
+                    owners=owners,
+                    node_name=name,
+                    labels={"scheduling.koordinator.sh/reservation-order": order},
+                    allocateOnce=True,
+                ),
+            )
+        await until(lambda: all(placed(backend, f"r-{n}") == n for n in nodes))
+        for i, expected in enumerate(orders):
+            backend.apply(PODS, pod(f"web-{i}", cpu="2", labels={"app": "web"}))
+            await until(lambda i=i: f"web-{i}" in bound(backend))
+            assert bound(backend)[f"web-{i}"] == expected, (i, bound(backend))
+    finally:
+        await stop_app(stop, task)
+
+
 async def test_reservation_affinity_by_name_requires_that_reservation() -> None:
     backend = MemoryBackend()
     backend.apply(NODES, node("n1", cpu="8"))
