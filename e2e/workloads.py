@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane
 
@@ -85,7 +86,10 @@ def node_overcommit(cp: ControlPlane) -> list[str]:
         total = used.setdefault(node, {"pods": Quantity.parse(0)})
         total["pods"] = total["pods"] + Quantity.parse(1)
         for container in pod["spec"]["containers"]:
-            for resource, amount in (container.get("resources", {}).get("requests") or {}).items():
+            requests = container.get("resources", {}).get("requests") or {}
+            # The deprecated kubernetes.io/ device names count as the koordinator.sh/ ones that
+            # node allocatable carries, as koord-scheduler reads them.
+            for resource, amount in transform_deprecated_device_resources(requests).items():
                 total[resource] = total.get(resource, Quantity.parse(0)) + Quantity.parse(amount)
     problems = []
     for node in nodes:

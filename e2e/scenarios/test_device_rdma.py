@@ -261,7 +261,7 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "devices.md"
 def _guide_objects() -> list[dict[str, Any]]:
     """The YAML block of docs/devices.md's GPU + RDMA section, as a user would paste it."""
     text = GUIDE.read_text().split("### RDMA NICs and GPU + RDMA joint allocation (GDR)", 1)[1]
-    text = text.split("### Try it", 1)[0]
+    text = text.split("\n### ", 1)[0]  # up to the next section
     (block,) = [part.split("```", 1)[0] for part in text.split("```yaml\n")[1:]]
     return [doc for doc in yaml.safe_load_all(block) if doc]
 

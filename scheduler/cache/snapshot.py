@@ -180,6 +180,10 @@ class Snapshot:
         for row, pod in lifted:
             table.add_non_zero(row, pod.non_zero, sign=-1)
 
+    def is_lifted_reserved(self, uid: str) -> bool:
+        """Whether ``lift_reserved`` released this stand-in's room through this snapshot."""
+        return uid in self._lifted_reserved
+
     def is_withdrawn(self, uid: str) -> bool:
         """Whether a ``simulate_removal`` holds this assigned pod out right now (a preemption victim)."""
         return self._cache.is_withdrawn(uid)

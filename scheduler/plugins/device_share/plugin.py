@@ -40,7 +40,7 @@ from apis.extension.device import (
     get_device_joint_allocate,
     get_gpu_partition_spec,
 )
-from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
+from apis.extension.reservation import get_reservation_allocated, is_reservation_ignored, is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from apis.scheduling.reservation import Reservation
@@ -136,6 +136,9 @@ class _Cycle:
     rdma: _RDMAAsk | None = None
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """Why each node outside ``fitting`` cannot hold the pod's devices."""
+    ignore_reserved: bool = False
+    """A ``reservation-ignored`` pod: the cards reservations hold for owners to come are free to
+    it (an owner that arrives evicts it, Reservation's backfill eviction)."""
     templates: dict[str, list[str]] | None = None
     """``<vendor>-<model>`` -> the shared-resource templates the request equals (None: not enforced)."""
     no_template: frozenset[str] = frozenset()
@@ -356,6 +359,7 @@ class DeviceShare:
                 cycle.no_template = frozenset(
                     node for node in self.store.has_device if self._template_key(node) not in cycle.templates
                 )
+        cycle.ignore_reserved = is_reservation_ignored(pod.labels)
         if rdma is not None:
             requested = frozenset(t for t, asked in (("gpu", request), ("rdma", rdma)) if asked is not None)
             types = joint_types(joint, requested, hints)
@@ -378,7 +382,13 @@ class DeviceShare:
         per_node = {
             node: room(
                 partial(self._allocate, node, cycle),
-                self.store.usage_without(node, withdrawn.get(node, set())),
+                # The cards of the reservations restored for the plan (ReservedRoom) are the
+                # members' to take, as the room of those reservations is.
+                self.store.usage_without(
+                    node,
+                    withdrawn.get(node, set())
+                    | {uid for uid in self.reserved.on_node(node) if snapshot.is_lifted_reserved(uid)},
+                ),
                 limit,
             )
             for node in nodes
@@ -475,7 +485,11 @@ class DeviceShare:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
         if usage is None:
-            usage = self.store.usage(node)
+            usage = (
+                self.store.usage_without(node, self.reserved.on_node(node))
+                if cycle.ignore_reserved
+                else self.store.usage(node)
+            )
         table = self.store.partitions(node)
         honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
         if request.whole and table and (honor or cycle.partition_spec is not None):

@@ -47,6 +47,10 @@ class ReservedDevices:
         self.reservations: dict[str, ReservedCards] = {}
         self._owners: dict[str, tuple[str, tuple[Allocation, ...]]] = {}
 
+    def on_node(self, node: str) -> set[str]:
+        """The reservations holding cards on ``node``."""
+        return {uid for uid, cards in self.reservations.items() if cards.node == node}
+
     def knows(self, uid: str) -> bool:
         return uid in self.reservations
 

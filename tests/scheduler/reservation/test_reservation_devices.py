@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
-from scheduler.backend.base import DEVICES, NODES, PODS, RESERVATIONS
+from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
 from tests.scheduler.reservation.harness import (
@@ -162,5 +162,52 @@ async def test_an_owner_asking_more_than_its_reservation_spills_onto_free_cards(
         backend.apply(PODS, with_gpus(pod("owner", labels={"app": "job"}), 2))
         await until(lambda: bound(backend).get("owner") == "g1")
         assert sorted(pod_minors(backend, "owner")) == [1, 2]
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_backfill_uses_a_reservations_unused_card_until_the_owner_comes() -> None:
+    """A reservation-ignored pod may take the card a reservation holds for owners to come (as it
+    takes the reservation's cpu); the owner that arrives evicts it and gets the card."""
+    backend = MemoryBackend()
+    gpu_node(backend, "g1", 1)
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, with_gpus(reservation("r1", cpu="1", owners=JOB), 1))
+        await until(lambda: placed(backend, "r1") == "g1")
+        backfill = with_gpus(
+            pod("backfill", labels={"scheduling.koordinator.sh/reservation-ignored": "true"}), 1
+        )
+        backend.apply(PODS, backfill)
+        await until(lambda: "backfill" in bound(backend))
+        assert pod_minors(backend, "backfill") == [0]
+        backend.apply(PODS, with_gpus(pod("owner", labels={"app": "job"}), 1))
+        await until(lambda: "owner" in bound(backend))
+        assert pod_minors(backend, "owner") == [0]
+        assert "backfill" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_an_owner_gang_is_planned_onto_the_cards_its_reservations_hold() -> None:
+    """Every card of the cluster is held by a reservation of the gang: the gang's planner counts
+    those cards as the members' (as the reservations' cpu is), instead of finding no room."""
+    backend = MemoryBackend()
+    gpu_node(backend, "g1", 1)
+    gpu_node(backend, "g2", 1)
+    _app, stop, task = await start(backend)
+    try:
+        for name in ("r1", "r2"):
+            backend.apply(RESERVATIONS, with_gpus(reservation(name, cpu="1", owners=JOB), 1))
+        await until(lambda: placed(backend, "r1") is not None and placed(backend, "r2") is not None)
+        backend.apply(
+            PODGROUPS, {"metadata": {"name": "job", "namespace": "default"}, "spec": {"minMember": 2}}
+        )
+        labels = {"app": "job", "pod-group.scheduling.sigs.k8s.io": "job"}
+        for i in range(2):
+            backend.apply(PODS, with_gpus(pod(f"w{i}", labels=labels), 1))
+        await until(lambda: {"w0", "w1"} <= set(bound(backend)))
+        assert {bound(backend)["w0"], bound(backend)["w1"]} == {"g1", "g2"}
+        assert pod_minors(backend, "w0") == pod_minors(backend, "w1") == [0]
     finally:
         await stop_app(stop, task)
