@@ -99,6 +99,10 @@ class CRDInfo(ResourceInfo):
     status_subresource: bool = False
     printer_columns: tuple[PrinterColumn, ...] = ()
     annotations: tuple[tuple[str, str], ...] = ()
+    extra_versions: tuple[str, ...] = ()
+    """Further versions served with the same schema (clients of this package use ``version``)."""
+    storage_version: str | None = None
+    """The version etcd stores; ``version`` when unset."""
 
     @property
     def crd_name(self) -> str:

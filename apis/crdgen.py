@@ -184,10 +184,28 @@ def crd_for(model: type[KoordResource]) -> dict[str, Any]:
         names["shortNames"] = list(info.short_names)
     if info.categories:
         names["categories"] = list(info.categories)
+    storage = info.storage_version or info.version
+    versions = [
+        _version(model, name, storage=name == storage)
+        for name in sorted({info.version, *info.extra_versions})
+    ]
+    metadata: dict[str, Any] = {"name": info.crd_name}
+    if annotations:
+        metadata["annotations"] = annotations
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+        "spec": {"group": info.group, "names": names, "scope": info.scope, "versions": versions},
+    }
+
+
+def _version(model: type[KoordResource], name: str, *, storage: bool) -> dict[str, Any]:
+    info: CRDInfo = model.crd
     version: dict[str, Any] = {
-        "name": info.version,
+        "name": name,
         "served": True,
-        "storage": True,
+        "storage": storage,
         "schema": {"openAPIV3Schema": openapi_schema(model)},
     }
     if info.status_subresource:
@@ -208,23 +226,24 @@ def crd_for(model: type[KoordResource]) -> dict[str, Any]:
             }
             for c in info.printer_columns
         ]
-    metadata: dict[str, Any] = {"name": info.crd_name}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": metadata,
-        "spec": {"group": info.group, "names": names, "scope": info.scope, "versions": [version]},
-    }
+    return version
 
 
 def file_name(model: type[KoordResource]) -> str:
     return f"{model.crd.group}_{model.crd.plural}.yaml"
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a schema shared by two fields or versions out in full: ``&id001`` anchors are valid
+    YAML, but kubectl users read these files."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def render(model: type[KoordResource]) -> str:
-    return HEADER + yaml.safe_dump(crd_for(model), sort_keys=True, width=100, allow_unicode=True)
+    body = yaml.dump(crd_for(model), Dumper=_NoAliasDumper, sort_keys=True, width=100, allow_unicode=True)
+    return HEADER + body
 
 
 def render_all(models: Iterable[type[KoordResource]]) -> dict[str, str]:

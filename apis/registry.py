@@ -1,6 +1,7 @@
 """Every root custom resource kind koordinator-py serves; ``apis.crdgen`` renders one CRD each.
 
-NodeResourceTopology (``topology.node.k8s.io``) is the upstream CRD and is not generated here.
+NodeResourceTopology (``topology.node.k8s.io``) is the upstream CRD, rendered from its model as
+the other kinds are.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from apis.scheduling import (
     Reservation,
 )
 from apis.slo import NodeMetric, NodeSLO
+from apis.topology import NodeResourceTopology
 
 __all__ = ["ALL_RESOURCES"]
 
@@ -31,4 +33,5 @@ ALL_RESOURCES: tuple[type[KoordResource], ...] = (
     NodeMetric,
     NodeSLO,
     ClusterColocationProfile,
+    NodeResourceTopology,
 )

@@ -20,6 +20,7 @@ KINDS = {
     ("slo.koordinator.sh", "NodeMetric", "Cluster"),
     ("slo.koordinator.sh", "NodeSLO", "Cluster"),
     ("config.koordinator.sh", "ClusterColocationProfile", "Cluster"),
+    ("topology.node.k8s.io", "NodeResourceTopology", "Cluster"),
 }
 
 
@@ -101,3 +102,15 @@ def test_crd_metadata() -> None:
     assert crds["Reservation"]["spec"]["versions"][0]["subresources"] == {"status": {}}
     assert crds["PodMigrationJob"]["spec"]["names"]["shortNames"] == ["pmj"]
     assert crds["ElasticQuotaProfile"]["spec"]["names"]["shortNames"] == ["eqp"]
+
+
+def test_noderesourcetopology_serves_both_upstream_versions_and_stores_v1alpha2() -> None:
+    from apis.topology import NodeResourceTopology
+
+    crd = crdgen.crd_for(NodeResourceTopology)
+    versions = {v["name"]: v for v in crd["spec"]["versions"]}
+    assert sorted(versions) == ["v1alpha1", "v1alpha2"]
+    assert [name for name, v in versions.items() if v["storage"]] == ["v1alpha2"]
+    assert all(v["served"] for v in versions.values())
+    assert crd["spec"]["names"]["shortNames"] == ["node-res-topo"]
+    assert "&id" not in crdgen.render(NodeResourceTopology)

@@ -35,6 +35,7 @@ from apis.slo import (
     ResourceQOSPolicies,
     ResourceThresholdStrategy,
 )
+from apis.topology import NodeResourceTopology
 
 # --------------------------------------------------------------------------------------------
 # Realistic objects, as users and Koordinator components write them. Every schema default is
@@ -598,6 +599,56 @@ spec:
       terminationGracePeriodSeconds: 30
 """
 
+NODE_RESOURCE_TOPOLOGY = """
+apiVersion: topology.node.k8s.io/v1alpha1
+kind: NodeResourceTopology
+metadata:
+  name: node-1
+  labels:
+    app.kubernetes.io/managed-by: Koordinator
+  annotations:
+    kubelet.koordinator.sh/cpu-manager-policy: '{"policy":"static","reservedCPUs":"0-1"}'
+    node.koordinator.sh/cpu-topology: '{"detail":[{"id":0,"core":0,"socket":0,"node":0}]}'
+  ownerReferences:
+  - apiVersion: v1
+    kind: Node
+    name: node-1
+    uid: 0f4a1c52-3a5e-4b8f-9d2e-2c1f6a7b8c9d
+    controller: true
+    blockOwnerDeletion: true
+topologyPolicies:
+- SingleNUMANodePodLevel
+zones:
+- name: node-0
+  type: Node
+  resources:
+  - name: cpu
+    capacity: "32"
+    allocatable: "32"
+    available: "32"
+  - name: memory
+    capacity: 131917776Ki
+    allocatable: 131917776Ki
+    available: 131917776Ki
+  - name: kubernetes.io/batch-cpu
+    capacity: 12k
+    allocatable: 12k
+    available: 12k
+- name: node-1
+  type: Node
+  costs:
+  - name: node-0
+    value: 21
+  attributes:
+  - name: vendor
+    value: intel
+  resources:
+  - name: cpu
+    capacity: "32"
+    allocatable: "30"
+    available: "30"
+"""
+
 EXAMPLES = [
     pytest.param(PodGroup, PODGROUP_NETWORK_TOPOLOGY, id="podgroup-network-topology-v1.7"),
     pytest.param(PodGroup, PODGROUP_WITH_STATUS, id="podgroup-with-status"),
@@ -614,6 +665,7 @@ EXAMPLES = [
     pytest.param(NodeMetric, NODE_METRIC, id="nodemetric"),
     pytest.param(NodeSLO, NODE_SLO, id="nodeslo"),
     pytest.param(ClusterColocationProfile, CLUSTER_COLOCATION_PROFILE, id="clustercolocationprofile"),
+    pytest.param(NodeResourceTopology, NODE_RESOURCE_TOPOLOGY, id="noderesourcetopology"),
 ]
 
 
@@ -1155,7 +1207,7 @@ def test_crd_identity(
 
 
 def test_registry_has_each_kind_once() -> None:
-    assert len(ALL_RESOURCES) == len(set(ALL_RESOURCES)) == 10
+    assert len(ALL_RESOURCES) == len(set(ALL_RESOURCES)) == 11
 
 
 @pytest.mark.parametrize(
