@@ -5,7 +5,12 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.plugins.node_numa_resource.numa_split import split_over_numa, split_over_numa_detailed
+from scheduler.plugins.node_numa_resource.numa_split import (
+    split_over_numa,
+    split_over_numa_detailed,
+    trim_for_required_policy,
+)
+from tests.scheduler.node_numa_resource.topologies import two_sockets
 
 
 def test_the_slice_position_counterexample_fits() -> None:
@@ -65,3 +70,16 @@ def test_the_split_fits_exactly_when_the_hint_holds_the_request(frees: list[int]
     assert split is not None
     assert sum(r["cpu"] for r in split.values()) == request
     assert all(split[n]["cpu"] <= free[n]["cpu"] for n in split)
+
+
+def test_a_required_policy_caps_numa_cpu_at_the_cpus_it_may_use() -> None:
+    topology = two_sockets()
+    # NUMA 0: one thread of each of its 8 cores taken -> no whole core, 8 cores with a free CPU
+    available = topology.all_cpus() - frozenset(range(0, 8))
+    free = {0: {"cpu": 8000, "memory": 5}, 1: {"cpu": 16_000}, 2: {"cpu": 0}}
+    full = trim_for_required_policy(topology, free, available, "FullPCPUs")
+    assert full == {0: {"cpu": 0, "memory": 5}, 1: {"cpu": 16_000}, 2: {"cpu": 0}}
+    spread = trim_for_required_policy(topology, free, available, "SpreadByPCPUs")
+    assert spread[0]["cpu"] == 8000
+    assert spread[1]["cpu"] == 8000
+    assert free[1]["cpu"] == 16_000  # the input is not changed
