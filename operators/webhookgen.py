@@ -25,7 +25,7 @@ from kopf._cogs.structs import references, reviews
 from kopf._core.engines.admission import build_webhooks
 from kopf._core.intents import causes
 
-from apis.registry import ALL_RESOURCES
+from apis.registry import ADMISSION_RESOURCES
 from operators.__main__ import build_registry, parse_args
 from operators.config import ManagerConfig
 
@@ -92,7 +92,7 @@ webhooks:
 def _resources() -> list[references.Resource]:
     crds = [
         references.Resource(group=m.crd.group, version=m.crd.version, plural=m.crd.plural, kind=m.crd.kind)
-        for m in ALL_RESOURCES
+        for m in ADMISSION_RESOURCES
     ]
     pods = references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True)
     return [*crds, pods]  # pods: the quota tree's node affinity (handlers.pod_tree_affinity)
