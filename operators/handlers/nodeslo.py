@@ -215,14 +215,15 @@ class NodeSLOs:
             except errors.API_ERRORS as exc:
                 logger.warning(f"NodeSLO {name} not deleted (its owner reference still lets it go): {exc}")
             return
-        await self._ensure_loaded(logger)
         metadata = body.get("metadata") or {}
         node = _Node(
             uid=str(metadata.get("uid") or ""),
             labels=dict(metadata.get("labels") or {}),
             annotations=dict(metadata.get("annotations") or {}),
         )
+        # Known before the ConfigMap is read: if that read fails, the ConfigMap's event renders it.
         self.nodes[name] = node
+        await self._ensure_loaded(logger)
         problems = render(self.config(), node.labels, node.annotations).problems
         self._report(f"node {name}", problems, body, NODE_EVENT_REASON, logger)
         await self.sync(name, logger)

@@ -7,14 +7,14 @@ import copy
 import json
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
 from kubernetes_asyncio import client
 
 from apis.slo.nodeslo import NodeSLO
-from operators.handlers import nodeslo
+from operators.handlers import errors
 from operators.handlers.nodeslo import EVENT_REASON, NodeSLOs
 
 LOG = logging.getLogger("test")
@@ -79,6 +79,10 @@ def config_map(data: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def as_body(raw: Mapping[str, Any]) -> kopf.Body:
+    return kopf.Body(cast(kopf.RawBody, raw))
+
+
 def node(
     name: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None
 ) -> kopf.Body:
@@ -90,7 +94,7 @@ def node(
             "annotations": annotations or {},
         }
     }
-    return kopf.Body(raw)  # type: ignore[arg-type]
+    return as_body(raw)
 
 
 def threshold(labels: dict[str, str] | None = None) -> dict[str, Any]:
@@ -141,8 +145,8 @@ async def test_an_unchanged_rendering_writes_nothing(fake: FakeNodeSLOClient) ->
     writes = fake.writes
     await handlers.on_node(type="MODIFIED", name="a1", body=node("a1", {"pool": "a"}), logger=LOG)
     await handlers.on_config_map(
-        type="MODIFIED", body=kopf.Body(config_map({"resource-threshold-config": threshold()})), logger=LOG
-    )  # type: ignore[arg-type]
+        type="MODIFIED", body=as_body(config_map({"resource-threshold-config": threshold()})), logger=LOG
+    )
     assert fake.writes == writes
     # a label change moves the node to the cluster strategy: one update
     await handlers.on_node(type="MODIFIED", name="a1", body=node("a1", {"pool": "c"}), logger=LOG)
@@ -155,9 +159,9 @@ async def test_a_config_map_change_renders_every_node_again(fake: FakeNodeSLOCli
     for name, pool in (("a1", "a"), ("b1", "b")):
         await handlers.on_node(type="ADDED", name=name, body=node(name, {"pool": pool}), logger=LOG)
     changed = config_map({"resource-threshold-config": threshold({"pool": "b"})})
-    await handlers.on_config_map(type="MODIFIED", body=kopf.Body(changed), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_config_map(type="MODIFIED", body=as_body(changed), logger=LOG)
     assert (suppress(fake, "a1"), suppress(fake, "b1")) == (60, 40)
-    await handlers.on_config_map(type="DELETED", body=kopf.Body(changed), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_config_map(type="DELETED", body=as_body(changed), logger=LOG)
     assert (suppress(fake, "a1"), suppress(fake, "b1")) == (65, 65)  # the defaults
 
 
@@ -171,16 +175,16 @@ async def test_a_bad_key_keeps_its_last_good_value_and_the_others_apply(fake: Fa
             "cpu-burst-config": {"clusterStrategy": {"policy": "auto"}},
         }
     )
-    await handlers.on_config_map(type="MODIFIED", body=kopf.Body(bad), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_config_map(type="MODIFIED", body=as_body(bad), logger=LOG)
     assert suppress(fake, "a1") == 40  # the last good resource-threshold-config
     assert fake.objects["a1"]["spec"]["cpuBurstStrategy"]["policy"] == "auto"
     [(name, reason, message)] = warnings.posted
     assert (name, reason) == ("slo-controller-config", EVENT_REASON)
     assert message.startswith("slo-controller-config resource-threshold-config: malformed JSON")
     # the same refusal again is not reported twice; a fixed key clears it
-    await handlers.on_config_map(type="MODIFIED", body=kopf.Body(bad), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_config_map(type="MODIFIED", body=as_body(bad), logger=LOG)
     assert len(warnings.posted) == 1
-    await handlers.on_config_map(type="MODIFIED", body=kopf.Body(config_map({})), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_config_map(type="MODIFIED", body=as_body(config_map({})), logger=LOG)
     assert suppress(fake, "a1") == 65
 
 
@@ -197,8 +201,8 @@ async def test_a_skipped_selector_is_reported_on_the_config_map(fake: FakeNodeSL
         ]
     }
     await handlers.on_config_map(
-        type="ADDED", body=kopf.Body(config_map({"cpu-burst-config": broken})), logger=LOG
-    )  # type: ignore[arg-type]
+        type="ADDED", body=as_body(config_map({"cpu-burst-config": broken})), logger=LOG
+    )
     [(_, _, message)] = warnings.posted
     assert message.startswith(
         "cpu-burst-config: nodeStrategies[0] (name 'x'): nodeSelector.matchExpressions[0].values"
@@ -224,25 +228,25 @@ async def test_a_node_slo_deleted_or_edited_while_its_node_exists_is_written_aga
     handlers = NodeSLOs(fake, Warnings())  # type: ignore[arg-type]
     await handlers.on_node(type="ADDED", name="a1", body=node("a1", {"pool": "a"}), logger=LOG)
     own = fake.objects["a1"]
-    await handlers.on_node_slo(type="MODIFIED", name="a1", body=kopf.Body(own), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_node_slo(type="MODIFIED", name="a1", body=as_body(own), logger=LOG)
     writes = fake.writes
     edited = copy.deepcopy(own)
     edited["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"] = 99
     fake.objects["a1"] = edited
-    await handlers.on_node_slo(type="MODIFIED", name="a1", body=kopf.Body(edited), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_node_slo(type="MODIFIED", name="a1", body=as_body(edited), logger=LOG)
     assert suppress(fake, "a1") == 40
     assert fake.writes == writes + 1
     del fake.objects["a1"]
-    await handlers.on_node_slo(type="DELETED", name="a1", body=kopf.Body(edited), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_node_slo(type="DELETED", name="a1", body=as_body(edited), logger=LOG)
     assert suppress(fake, "a1") == 40
-    await handlers.on_node_slo(type="DELETED", name="gone", body=kopf.Body(edited), logger=LOG)  # type: ignore[arg-type]
+    await handlers.on_node_slo(type="DELETED", name="gone", body=as_body(edited), logger=LOG)
     assert list(fake.objects) == ["a1"]
 
 
 async def test_an_unavailable_api_server_is_retried(
     fake: FakeNodeSLOClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(nodeslo.errors, "RETRY_DELAY_SECONDS", 0.0)
+    monkeypatch.setattr(errors, "RETRY_DELAY_SECONDS", 0.0)
     handlers = NodeSLOs(fake, Warnings())  # type: ignore[arg-type]
     await handlers.on_node(type="ADDED", name="a1", body=node("a1"), logger=LOG)
     fake.failures = 2
@@ -252,3 +256,18 @@ async def test_an_unavailable_api_server_is_retried(
     fake.failures = 0
     await handlers.on_node(type="MODIFIED", name="c1", body=node("c1"), logger=LOG)
     assert sorted(fake.objects) == ["a1", "b1", "c1"]
+
+
+async def test_a_node_seen_before_the_config_map_could_be_read_is_rendered_by_its_event() -> None:
+    class Unreadable(FakeNodeSLOClient):
+        async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+            raise client.ApiException(status=503, reason="Service Unavailable")
+
+    fake = Unreadable()
+    handlers = NodeSLOs(fake, Warnings())  # type: ignore[arg-type]
+    with pytest.raises(kopf.TemporaryError):
+        await handlers.on_node(type="ADDED", name="a1", body=node("a1", {"pool": "a"}), logger=LOG)
+    assert fake.objects == {}  # nothing is written before the ConfigMap is known
+    cm = config_map({"resource-threshold-config": threshold()})
+    await handlers.on_config_map(type="ADDED", body=as_body(cm), logger=LOG)
+    assert suppress(fake, "a1") == 40
