@@ -208,6 +208,7 @@ class NodeSLOs:
         if type == "DELETED":
             self.nodes.pop(name, None)
             self.written.pop(name, None)
+            self._locks.pop(name, None)
             self.reported.pop(f"node {name}", None)
             try:
                 if await self.client.delete(name):
