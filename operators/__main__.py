@@ -33,6 +33,7 @@ from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
     DeviceNodeClient,
     NodeMetricClient,
+    NodeSLOClient,
     PodClient,
     QuotaClient,
     ReservationClient,
@@ -48,6 +49,7 @@ from operators.handlers import (
     errors,
     networktopology,
     nodemetric,
+    nodeslo,
     pod_tree_affinity,
     podgroup,
     reservation,
@@ -116,6 +118,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     pod_tree_affinity.register(registry, quotas)
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))
+    nodeslo.register(registry, NodeSLOClient(config))
     device.register(registry, DeviceNodeClient(config))
 
     @kopf.on.login(registry=registry)

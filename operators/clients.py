@@ -17,11 +17,13 @@ from apis.scheduling.device import Device
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
+from apis.slo.nodeslo import NodeSLO
 from operators.config import ManagerConfig
 
 __all__ = [
     "DeviceNodeClient",
     "NodeMetricClient",
+    "NodeSLOClient",
     "PodClient",
     "QuotaClient",
     "ReservationClient",
@@ -33,6 +35,7 @@ _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
 _RESERVATION = Reservation.crd
 _NM = NodeMetric.crd
+_NSLO = NodeSLO.crd
 _DEVICE = Device.crd
 
 
@@ -227,3 +230,65 @@ class DeviceNodeClient(_CustomObjects):
     async def patch_node(self, name: str, patch: dict[str, Any]) -> None:
         core = await self._core()
         await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+
+class NodeSLOClient(_CustomObjects):
+    """NodeSLO reads and writes (one per node) and the ``slo-controller-config`` ConfigMap read; the
+    connections open on first use and stay open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        super().__init__(config)
+        self._core_client: client.ApiClient | None = None
+
+    async def get(self, name: str) -> dict[str, Any] | None:
+        api = await self._objects()
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                _NSLO.group, _NSLO.version, _NSLO.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return raw
+
+    async def create(self, slo: NodeSLO) -> bool:
+        """Create ``slo``; False when one of that name already exists."""
+        api = await self._objects()
+        try:
+            await api.create_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, slo.to_wire())
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def replace(self, body: dict[str, Any]) -> None:
+        """PUT ``body`` (a whole object with its resourceVersion): 409 when it changed since read."""
+        api = await self._objects()
+        name = body["metadata"]["name"]
+        await api.replace_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, name, body)
+
+    async def delete(self, name: str) -> bool:
+        """Delete the NodeSLO ``name``; False when there was none."""
+        api = await self._objects()
+        try:
+            await api.delete_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ConfigMap as the API server sends it; None when it does not exist."""
+        if self._core_client is None:
+            self._core_client = client.ApiClient(await load_configuration(self._config))
+        try:
+            found = await client.CoreV1Api(self._core_client).read_namespaced_config_map(name, namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        raw: dict[str, Any] = self._core_client.sanitize_for_serialization(found)
+        return raw
