@@ -8,7 +8,8 @@ the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Re
 lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
 (``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``) and a NodeMetric per node (``operators.handlers.nodemetric``).
+(``operators.handlers.elasticquotaprofile``), a NodeMetric per node (``operators.handlers.nodemetric``)
+and the ClusterColocationProfile pod webhook (``operators.handlers.colocation_profile``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -31,6 +32,7 @@ from kubernetes_asyncio import client
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
+    ColocationClient,
     DeviceNodeClient,
     NodeMetricClient,
     NodeSLOClient,
@@ -43,6 +45,7 @@ from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
     builtin_quotas,
+    colocation_profile,
     device,
     elasticquota,
     elasticquotaprofile,
@@ -115,6 +118,8 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     elasticquota.register(registry, quotas, PodClient(config), config.feature_gates)
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
+    # The colocation profile webhook before the tree affinity, in Koordinator's order.
+    colocation_profile.register(registry, ColocationClient(config))
     pod_tree_affinity.register(registry, quotas)
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))

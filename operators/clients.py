@@ -11,6 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.core import PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.device import Device
@@ -21,6 +22,7 @@ from apis.slo.nodeslo import NodeSLO
 from operators.config import ManagerConfig
 
 __all__ = [
+    "ColocationClient",
     "DeviceNodeClient",
     "NodeMetricClient",
     "NodeSLOClient",
@@ -292,3 +294,40 @@ class NodeSLOClient(_CustomObjects):
             raise
         raw: dict[str, Any] = self._core_client.sanitize_for_serialization(found)
         return raw
+
+
+class ColocationClient:
+    """What the colocation profile webhook reads beside its indexes: a PriorityClass a profile
+    names, and the labels of a namespace the index has not seen yet. The connection opens on first
+    use and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.ApiClient | None = None
+
+    async def _client(self) -> client.ApiClient:
+        if self._api is None:
+            self._api = client.ApiClient(await load_configuration(self._config))
+        return self._api
+
+    async def priority_class(self, name: str) -> PriorityClass | None:
+        """The PriorityClass ``name``; None when there is none."""
+        api_client = await self._client()
+        try:
+            found = await client.SchedulingV1Api(api_client).read_priority_class(name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return PriorityClass.model_validate(api_client.sanitize_for_serialization(found))
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of namespace ``name``; None when there is no such namespace."""
+        api = client.CoreV1Api(await self._client())
+        try:
+            found = await api.read_namespace(name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.metadata.labels or {})
