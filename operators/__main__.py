@@ -31,6 +31,7 @@ from kubernetes_asyncio import client
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
+    CPUNormalizationClient,
     DeviceNodeClient,
     NodeMetricClient,
     PodClient,
@@ -42,11 +43,13 @@ from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
     builtin_quotas,
+    cpu_normalization,
     device,
     elasticquota,
     elasticquotaprofile,
     errors,
     networktopology,
+    node_amplification,
     nodemetric,
     pod_tree_affinity,
     podgroup,
@@ -117,6 +120,9 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))
     device.register(registry, DeviceNodeClient(config))
+    cpu_normalization.register(registry, CPUNormalizationClient(config))
+    if config.feature_gates.node_mutating_webhook:
+        node_amplification.register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

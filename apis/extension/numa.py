@@ -2,8 +2,8 @@
 
 Pod annotations: numa-topology-spec, resource-spec, resource-status. Node labels: cpu-bind-policy,
 numa-allocate-strategy, numa-topology-policy. NodeResourceTopology annotations: cpu-topology,
-pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy, cpu-basic-info. Node annotations: reservation,
-system-qos-resource.
+pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy, cpu-basic-info. Node annotations:
+reservation, system-qos-resource.
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ class CPUBasicInfo(KoordModel):
     """What CPU normalization looks the ratio up by (``apis/extension/cpu_normalization.go``)."""
 
     cpu_model: str = Field(default="", alias="cpuModel")
-    """The model name as ``/proc/cpuinfo`` gives it, e.g. ``Intel(R) Xeon(R) Platinum 8269CY CPU @ 2.50GHz``."""
+    """The model name as ``/proc/cpuinfo`` gives it, e.g. ``Intel Xeon Platinum 8369B CPU @ 2.90GHz``."""
     hyper_thread_enabled: bool = False
     turbo_enabled: bool = False
     cat_l3_cbm_mask: str | None = Field(default=None, alias="catL3CbmMask")

@@ -145,14 +145,18 @@ def _premerged(key: str, text: str | None, default: Any, model: type[Any]) -> An
     cluster_wire = {k: v for k, v in parsed.to_wire().items() if k != "nodeConfigs"}
     cluster = merge_cfg(default, cluster_wire)
     cluster_only = {k: v for k, v in cluster.to_wire().items() if k != "nodeConfigs"}
-    entries = [merge_cfg(type(entry).model_validate(cluster_only), entry) for entry in parsed.node_configs or ()]
+    entries = [
+        merge_cfg(type(entry).model_validate(cluster_only), entry) for entry in parsed.node_configs or ()
+    ]
     return cluster.model_copy(update={"node_configs": entries or None})
 
 
 def parse_cpu_normalization_cfg(text: str | None) -> CPUNormalizationCfg:
     """The key's JSON (None: the key is missing) with the defaults and the cluster strategy merged
     into every ``nodeConfigs`` entry; raises ValueError naming the path of a bad field."""
-    cfg: CPUNormalizationCfg = _premerged(KEY_CPU_NORMALIZATION, text, DEFAULT_CPU_NORMALIZATION, CPUNormalizationCfg)
+    cfg: CPUNormalizationCfg = _premerged(
+        KEY_CPU_NORMALIZATION, text, DEFAULT_CPU_NORMALIZATION, CPUNormalizationCfg
+    )
     return cfg
 
 
