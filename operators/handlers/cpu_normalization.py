@@ -41,6 +41,7 @@ from apis.slo.sloconfig import (
 )
 from apis.slo.sloconfig.cpu_normalization import (
     CPUNormalizationCfg,
+    CPUNormalizationStrategy,
     ResourceAmplificationCfg,
     parse_cpu_normalization_cfg,
     parse_resource_amplification_cfg,
@@ -48,7 +49,7 @@ from apis.slo.sloconfig.cpu_normalization import (
 from apis.topology import NodeResourceTopology
 from operators.clients import CPUNormalizationClient
 from operators.handlers import errors
-from operators.logic.cpu_normalization import decide_ratio, needs_update
+from operators.logic.cpu_normalization import decide_ratio, enabled, needs_update
 from operators.logic.resource_amplification import amplification_annotation, amplification_ratios
 from operators.logic.sloconfig_key import LastGoodKey
 
@@ -208,7 +209,7 @@ class CPUNormalization:
             strategy = normalization.strategy_for(labels)
             label = labels.get(LABEL_CPU_NORMALIZATION_ENABLED)
             info, info_problem = None, None
-            if label is not None or strategy.enable:
+            if _needs_info(strategy, label):
                 info, info_problem = await self._basic_info(name)
             decision = decide_ratio(strategy, label, info, info_problem)
             if decision.problem is not None:
@@ -237,6 +238,13 @@ class CPUNormalization:
             self.reported[name] = message
             message += "; the node's ratio annotations are left as they are"
             kopf.warn(ref, reason=_NODE_REASON, message=message)
+
+
+def _needs_info(strategy: CPUNormalizationStrategy, label: str | None) -> bool:
+    try:
+        return enabled(strategy, label)
+    except InvalidValue:
+        return False  # decide_ratio reports the label
 
 
 def _info(annotations: Mapping[str, str] | None) -> str | None:

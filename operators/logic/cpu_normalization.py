@@ -36,6 +36,7 @@ __all__ = [
     "RATIO_MIN",
     "RatioDecision",
     "decide_ratio",
+    "enabled",
     "needs_update",
     "ratio_from_model",
 ]
@@ -95,6 +96,14 @@ def ratio_from_model(strategy: CPUNormalizationStrategy, info: CPUBasicInfo) -> 
     return ratio
 
 
+def enabled(strategy: CPUNormalizationStrategy, enabled_label: str | None) -> bool:
+    """The node label when present (raises InvalidAnnotation when it is no boolean), else the
+    strategy's ``enable``, else false."""
+    if enabled_label is not None:
+        return parse_cpu_normalization_enabled(enabled_label)
+    return bool(strategy.enable)
+
+
 def decide_ratio(
     strategy: CPUNormalizationStrategy,
     enabled_label: str | None,
@@ -103,14 +112,11 @@ def decide_ratio(
 ) -> RatioDecision:
     """The ratio of a node with label value ``enabled_label`` (None: no label) whose
     NodeResourceTopology gives ``info`` (None: ``info_problem`` says why there is none)."""
-    if enabled_label is not None:
-        try:
-            enabled = parse_cpu_normalization_enabled(enabled_label)
-        except InvalidValue as exc:
-            return RatioDecision(None, str(exc))
-    else:
-        enabled = bool(strategy.enable)
-    if not enabled:
+    try:
+        on = enabled(strategy, enabled_label)
+    except InvalidValue as exc:
+        return RatioDecision(None, str(exc))
+    if not on:
         return RatioDecision(DISABLED_RATIO)
     if info is None:
         return RatioDecision(None, info_problem or "the node's CPU basic info is unknown")
