@@ -125,6 +125,12 @@ def _annotations(cp: ControlPlane) -> dict[str, str]:
     return annotations
 
 
+def _with_ratio(cp: ControlPlane, ratio: str) -> dict[str, str] | None:
+    """The node's annotations once it has ``ratio`` (and the amplification written with it)."""
+    annotations = _annotations(cp)
+    return annotations if annotations.get(RATIO) == ratio and AMPLIFICATION in annotations else None
+
+
 def _ready(cp: ControlPlane) -> bool:
     conditions = _node(cp).get("status", {}).get("conditions") or []
     return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -147,11 +153,7 @@ def test_a_node_gets_its_ratio_and_its_allocatable_amplified(gated_manager: Cont
     cp.kubectl("apply", "-f", "-", input=CONFIGMAP)
 
     # hyper-threading and turbo on: hyperThreadTurboEnabledRatio
-    annotations = wait_for(
-        lambda: (a := _annotations(cp)).get(RATIO) == "1.20" and a.get(AMPLIFICATION) and a,
-        60,
-        f"{RATIO} on {NODE}",
-    )
+    annotations = wait_for(lambda: _with_ratio(cp, "1.20"), 60, f"{RATIO} on {NODE}")
     # the CPU ratio is the normalization ratio decided in the same reconcile
     assert annotations[AMPLIFICATION] == '{"cpu":1.20,"memory":1.50}'
 
@@ -180,9 +182,7 @@ def test_a_node_gets_its_ratio_and_its_allocatable_amplified(gated_manager: Cont
 def test_the_node_label_turns_it_off(gated_manager: ControlPlane) -> None:
     cp = gated_manager
     cp.kubectl("label", "node", NODE, f"{ENABLED}=false", "--overwrite")
-    annotations = wait_for(
-        lambda: (a := _annotations(cp)).get(RATIO) == "1.00" and a, 60, f"{RATIO} back to 1.00"
-    )
+    annotations = wait_for(lambda: _with_ratio(cp, "1.00"), 60, f"{RATIO} back to 1.00")
     assert annotations[AMPLIFICATION] == '{"memory":1.50}'
     node = _report(cp, {"cpu": "6", "memory": "16Gi", "pods": "110"})
     assert node["status"]["allocatable"] == {"cpu": "6", "memory": "24Gi", "pods": "110"}
