@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 
-from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
 from e2e.workloads import wait_for
 
@@ -219,3 +220,34 @@ def test_a_bad_key_is_reported_on_the_configmap_and_the_nodes_keep_their_ratio(
     )
     after = _annotations(cp)
     assert (after[RATIO], after[AMPLIFICATION]) == (before[RATIO], before[AMPLIFICATION])
+
+
+def test_the_charts_manager_role_allows_what_the_controller_does(gated_manager: ControlPlane) -> None:
+    cp = gated_manager
+    rendered = subprocess.run(
+        [
+            cp.tool("helm"),
+            "template",
+            "koordinator-py",
+            str(repo_root() / "charts" / "koordinator-py"),
+            "--show-only",
+            "templates/manager-serviceaccount.yaml",
+            "--show-only",
+            "templates/manager-rbac.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    cp.kubectl("apply", "-f", "-", input=rendered)
+    account = f"system:serviceaccount:{NAMESPACE}:koord-manager"
+    for verb, resource in (
+        ("get", "configmaps"),
+        ("watch", "configmaps"),
+        ("get", "noderesourcetopologies.topology.node.k8s.io"),
+        ("watch", "noderesourcetopologies.topology.node.k8s.io"),
+        ("patch", "nodes"),
+        ("create", "events"),
+    ):
+        answer = cp.run_kubectl("auth", "can-i", verb, resource, "--all-namespaces", "--as", account)
+        assert answer.stdout.strip() == "yes", f"koord-manager may not {verb} {resource}: {answer.stderr}"
