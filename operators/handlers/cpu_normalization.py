@@ -20,6 +20,7 @@ co-location is on, algorithms.md 10.8).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -55,6 +56,8 @@ from operators.logic.sloconfig_key import LastGoodKey
 
 __all__ = ["CPUNormalization", "register"]
 
+log = logging.getLogger(__name__)
+
 _CFG_REASONS = {
     KEY_CPU_NORMALIZATION: "CPUNormalizationCfgUnmarshalFailed",
     KEY_RESOURCE_AMPLIFICATION: "ResourceAmplificationCfgUnmarshalFailed",
@@ -89,22 +92,26 @@ class CPUNormalization:
         self.topologies: dict[str, dict[str, str] | None] = {}
         """Node name -> its NodeResourceTopology's annotations (None: it has none)."""
         self.reported: dict[str, str] = {}
-        """Node or ConfigMap key -> the problem last posted for it."""
+        """Node name -> the problem last posted on it."""
+        self.config_reported: dict[str, str] = {}
+        """ConfigMap key -> the problem last posted on the ConfigMap."""
         self._lock = asyncio.Lock()
 
     # --- the ConfigMap ----------------------------------------------------------------------------
 
     def _apply_config(self, data: Mapping[str, str] | None, cm: Mapping[str, Any] | None) -> bool:
+        """Take the ConfigMap's data (None: there is none); ``cm`` is the object to post events on."""
         changed = False
         for key in (self.normalization, self.amplification):
             outcome = key.apply(data)
             changed |= outcome.changed
             if outcome.error is None:
-                self.reported.pop(key.key, None)
-            elif self.reported.get(key.key) != outcome.error:
-                self.reported[key.key] = outcome.error
+                self.config_reported.pop(key.key, None)
+            elif self.config_reported.get(key.key) != outcome.error:
                 message = f"{outcome.error}; the last good {key.key} stays in force"
-                if cm is not None:
+                log.warning("%s/%s: %s", SLO_CONFIG_NAMESPACE, SLO_CONFIG_NAME, message)
+                if cm is not None:  # read outside a watch event: its first event posts it
+                    self.config_reported[key.key] = outcome.error
                     kopf.warn(_ref(cm), reason=_CFG_REASONS[key.key], message=message)
         self.config_read = True
         return changed

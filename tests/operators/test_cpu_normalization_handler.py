@@ -177,3 +177,21 @@ async def test_a_node_it_cannot_honour_keeps_its_annotation_and_gets_one_warning
     assert events[-1][0] == "n2"
     assert "node n2 has no NodeResourceTopology" in events[-1][2]
     assert ("n2", {RATIO: "1.20"}) not in fake.patches
+
+
+async def test_a_bad_key_before_any_good_one_leaves_the_nodes_and_is_posted_by_the_watch(
+    events: list[Any],
+) -> None:
+    bad = {"cpu-normalization-config": '{"enable": "yes"}'}
+    fake = FakeClient(bad, {"n1": basic_info()})
+    handlers = CPUNormalization(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", body=node("n1", annotations={RATIO: "1.35"}), logger=LOG)
+    # no normalization value in force: the ratio stays; the amplification follows it
+    assert fake.patches == [("n1", {AMPLIFICATION: '{"cpu":1.35}'})]
+    assert not events  # read at start, outside a watch event
+    await handlers.on_configmap(
+        type=None, body=configmap(cpu_normalization_config='{"enable": "yes"}'), logger=LOG
+    )
+    [(name, reason, message)] = events
+    assert (name, reason) == ("slo-controller-config", "CPUNormalizationCfgUnmarshalFailed")
+    assert message.startswith("cpu-normalization-config: enable: Input should be a valid boolean")
