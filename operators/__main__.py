@@ -33,6 +33,7 @@ from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
     ColocationClient,
+    CPUNormalizationClient,
     DeviceNodeClient,
     NodeMetricClient,
     NodeSLOClient,
@@ -46,11 +47,13 @@ from operators.handlers import (
     admission,
     builtin_quotas,
     colocation_profile,
+    cpu_normalization,
     device,
     elasticquota,
     elasticquotaprofile,
     errors,
     networktopology,
+    node_amplification,
     nodemetric,
     nodeslo,
     pod_tree_affinity,
@@ -125,6 +128,9 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     nodemetric.register(registry, NodeMetricClient(config))
     nodeslo.register(registry, NodeSLOClient(config))
     device.register(registry, DeviceNodeClient(config))
+    cpu_normalization.register(registry, CPUNormalizationClient(config))
+    if config.feature_gates.node_mutating_webhook:
+        node_amplification.register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -19,9 +19,12 @@ from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
 from apis.slo.nodeslo import NodeSLO
+from apis.slo.sloconfig import SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE
+from apis.topology import NodeResourceTopology
 from operators.config import ManagerConfig
 
 __all__ = [
+    "CPUNormalizationClient",
     "ColocationClient",
     "DeviceNodeClient",
     "NodeMetricClient",
@@ -39,6 +42,7 @@ _RESERVATION = Reservation.crd
 _NM = NodeMetric.crd
 _NSLO = NodeSLO.crd
 _DEVICE = Device.crd
+_NRT = NodeResourceTopology.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -331,3 +335,45 @@ class ColocationClient:
                 return None
             raise
         return dict(found.metadata.labels or {})
+
+
+class CPUNormalizationClient(_CustomObjects):
+    """What the CPU normalization controller reads before its watches have delivered it (the
+    ConfigMap, a node's NodeResourceTopology) and its node annotation patches."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        super().__init__(config)
+        self._core_api: client.CoreV1Api | None = None
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._core_api is None:
+            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._core_api
+
+    async def get_slo_config_data(self) -> dict[str, str] | None:
+        """``slo-controller-config``'s data; None when the ConfigMap does not exist."""
+        core = await self._core()
+        try:
+            cm = await core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(cm.data or {})
+
+    async def get_nrt_annotations(self, name: str) -> dict[str, str] | None:
+        """The annotations of the node's NodeResourceTopology; None when there is none."""
+        api = await self._objects()
+        try:
+            raw = await api.get_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict((raw.get("metadata") or {}).get("annotations") or {})
+
+    async def patch_node_annotations(self, name: str, annotations: dict[str, str | None]) -> None:
+        """Merge-patch the node's annotations (None removes one)."""
+        core = await self._core()
+        patch = {"metadata": {"annotations": annotations}}
+        await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]

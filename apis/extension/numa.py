@@ -2,8 +2,8 @@
 
 Pod annotations: numa-topology-spec, resource-spec, resource-status. Node labels: cpu-bind-policy,
 numa-allocate-strategy, numa-topology-policy. NodeResourceTopology annotations: cpu-topology,
-pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy. Node annotations: reservation,
-system-qos-resource.
+pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy, cpu-basic-info. Node annotations:
+reservation, system-qos-resource.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from apis.extension._annotation import EmptyAsNone, ResourceList, lookup, parse_
 from apis.types import Int32
 
 __all__ = [
+    "ANNOTATION_CPU_BASIC_INFO",
     "ANNOTATION_KUBELET_CPU_MANAGER_POLICY",
     "ANNOTATION_NODE_BE_CPU_SHARED_POOLS",
     "ANNOTATION_NODE_CPU_ALLOCS",
@@ -36,6 +37,7 @@ __all__ = [
     "LABEL_NODE_ENABLE_NUMA_RESERVATION",
     "LABEL_NODE_NUMA_ALLOCATE_STRATEGY",
     "LABEL_NUMA_TOPOLOGY_POLICY",
+    "CPUBasicInfo",
     "CPUBindPolicy",
     "CPUExclusivePolicy",
     "CPUInfo",
@@ -54,6 +56,7 @@ __all__ = [
     "ResourceSpec",
     "ResourceStatus",
     "SystemQOSResource",
+    "get_cpu_basic_info",
     "get_cpu_topology",
     "get_kubelet_cpu_manager_policy",
     "get_node_be_cpu_shared_pools",
@@ -67,6 +70,7 @@ __all__ = [
     "node_cpu_bind_policy",
     "node_numa_allocate_strategy",
     "node_numa_topology_policy",
+    "parse_cpu_basic_info",
     "parse_cpu_shared_pools",
     "parse_cpu_topology",
     "parse_kubelet_cpu_manager_policy",
@@ -92,6 +96,8 @@ ANNOTATION_NODE_BE_CPU_SHARED_POOLS = _NODE + "/be-cpu-shared-pools"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 ANNOTATION_NODE_RESERVATION = _NODE + "/reservation"
 ANNOTATION_NODE_SYSTEM_QOS_RESOURCE = _NODE + "/system-qos-resource"
+ANNOTATION_CPU_BASIC_INFO = _NODE + "/cpu-basic-info"
+"""On the NodeResourceTopology (koordlet writes it): the node's CPU model, hyper-threading and turbo."""
 
 LABEL_NODE_CPU_BIND_POLICY = _NODE + "/cpu-bind-policy"
 LABEL_NODE_NUMA_ALLOCATE_STRATEGY = _NODE + "/numa-allocate-strategy"
@@ -332,3 +338,27 @@ def parse_system_qos_resource(raw: str) -> SystemQOSResource:
 def get_system_qos_resource(annotations: Mapping[str, str] | None) -> SystemQOSResource:
     raw = lookup(annotations, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
     return SystemQOSResource() if raw is None else parse_system_qos_resource(raw)
+
+
+# --- CPU basic info (NodeResourceTopology annotation) ----------------------------------------------
+
+
+class CPUBasicInfo(KoordModel):
+    """What CPU normalization looks the ratio up by (``apis/extension/cpu_normalization.go``)."""
+
+    cpu_model: str = Field(default="", alias="cpuModel")
+    """The model name as ``/proc/cpuinfo`` gives it, e.g. ``Intel Xeon Platinum 8369B CPU @ 2.90GHz``."""
+    hyper_thread_enabled: bool = False
+    turbo_enabled: bool = False
+    cat_l3_cbm_mask: str | None = Field(default=None, alias="catL3CbmMask")
+    vendor_id: str | None = Field(default=None, alias="vendorID")
+
+
+def parse_cpu_basic_info(raw: str) -> CPUBasicInfo:
+    return parse_json(ANNOTATION_CPU_BASIC_INFO, raw, CPUBasicInfo)
+
+
+def get_cpu_basic_info(annotations: Mapping[str, str] | None) -> CPUBasicInfo | None:
+    """None when the annotation is absent."""
+    raw = lookup(annotations, ANNOTATION_CPU_BASIC_INFO)
+    return None if raw is None else parse_cpu_basic_info(raw)
