@@ -8,7 +8,9 @@ the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Re
 lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
 (``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``) and a NodeMetric per node (``operators.handlers.nodemetric``).
+(``operators.handlers.elasticquotaprofile``), a NodeMetric per node
+(``operators.handlers.nodemetric``) and the nodes' batch and mid resources
+(``operators.handlers.noderesource``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -33,6 +35,7 @@ from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
     DeviceNodeClient,
     NodeMetricClient,
+    NodeResourceClient,
     PodClient,
     QuotaClient,
     ReservationClient,
@@ -48,6 +51,7 @@ from operators.handlers import (
     errors,
     networktopology,
     nodemetric,
+    noderesource,
     pod_tree_affinity,
     podgroup,
     reservation,
@@ -117,6 +121,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))
     device.register(registry, DeviceNodeClient(config))
+    noderesource.register(registry, NodeResourceClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
