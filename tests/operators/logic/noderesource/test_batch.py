@@ -68,7 +68,9 @@ def _strategy(**fields: Any) -> ColocationStrategy:
             id="maxUsageRequest",
         ),
         # CPU has no request policy: it falls back to usage, as any unknown value does.
-        pytest.param({"cpuCalculatePolicy": "request"}, CpuMem(3600, int(54.5 * GI)), id="cpu-request-is-usage"),
+        pytest.param(
+            {"cpuCalculatePolicy": "request"}, CpuMem(3600, int(54.5 * GI)), id="cpu-request-is-usage"
+        ),
         pytest.param({"cpuCalculatePolicy": "bogus"}, CpuMem(3600, int(54.5 * GI)), id="unknown-is-usage"),
         pytest.param(
             {"batchCPUThresholdPercent": 20, "batchMemoryThresholdPercent": 50},
@@ -102,21 +104,33 @@ def test_dangling_metrics_count_unless_batch_or_free() -> None:
     # without any pod metric, a/b/c/g... count with requests where Running: a 4, b 2 (LSE), c 1
     assert plain == CpuMem(16000 - 6400 - 1000 - 7000, (100 - 35 - 2 - 16) * GI)
     only_dangling = metric(pods={"e": ("700m", "1Gi", "koord-prod"), "f": ("2", "2Gi", "koord-free")})
-    assert plain - batch_resources(node_inputs(node(), _pods(), only_dangling), _strategy()) == CpuMem(700, GI)
+    assert plain - batch_resources(node_inputs(node(), _pods(), only_dangling), _strategy()) == CpuMem(
+        700, GI
+    )
 
 
 def test_host_applications_of_prod_or_mid_count_as_system_usage() -> None:
-    apps = {"nginx": ("1", "1Gi", "koord-prod"), "agent": ("1", "1Gi", "koord-mid"), "be": ("4", "4Gi", "koord-batch")}
+    apps = {
+        "nginx": ("1", "1Gi", "koord-prod"),
+        "agent": ("1", "1Gi", "koord-mid"),
+        "be": ("4", "4Gi", "koord-batch"),
+    }
     inputs = node_inputs(node(), _pods(), _metric(host_apps=apps))
     # system 500m/1Gi + 2 cores/2Gi of HP host apps = 2500m / 3Gi, above the kubelet reservation
-    assert batch_resources(inputs, _strategy()) == CpuMem(16000 - 6400 - 2500 - 5000, int((100 - 35 - 3 - 8.5) * GI))
+    assert batch_resources(inputs, _strategy()) == CpuMem(
+        16000 - 6400 - 2500 - 5000, int((100 - 35 - 3 - 8.5) * GI)
+    )
 
 
 @pytest.mark.parametrize(
     ("annotation", "expected"),
     [
-        pytest.param('{"resources": {"cpu": "2", "memory": "4Gi"}}', CpuMem(2600, int(52.5 * GI)), id="resources"),
-        pytest.param('{"resources": {"cpu": "2"}, "reservedCPUs": "0-2"}', CpuMem(1600, int(54.5 * GI)), id="cpus"),
+        pytest.param(
+            '{"resources": {"cpu": "2", "memory": "4Gi"}}', CpuMem(2600, int(52.5 * GI)), id="resources"
+        ),
+        pytest.param(
+            '{"resources": {"cpu": "2"}, "reservedCPUs": "0-2"}', CpuMem(1600, int(54.5 * GI)), id="cpus"
+        ),
         pytest.param('{"resources": {"cpu": "500m"}}', CpuMem(3600, int(54.5 * GI)), id="below-kubelet"),
     ],
 )
@@ -129,7 +143,8 @@ def test_a_malformed_reservation_annotation_is_skipped_and_reported() -> None:
     annotated = node(annotations={"node.koordinator.sh/reservation": "{not json"})
     inputs = node_inputs(annotated, _pods(), _metric())
     assert batch_resources(inputs, _strategy()) == CpuMem(3600, int(54.5 * GI))
-    assert inputs.problems and "node.koordinator.sh/reservation" in inputs.problems[0]
+    assert inputs.problems
+    assert "node.koordinator.sh/reservation" in inputs.problems[0]
 
 
 def test_pods_of_other_nodes_and_finished_pods_do_not_count() -> None:

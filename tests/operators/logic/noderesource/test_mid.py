@@ -44,7 +44,10 @@ def test_unallocated_excludes_mid_batch_and_free_pods() -> None:
     [
         pytest.param({}, {"reclaimable": ("3", "10Gi")}, CpuMem(3000, 10 * GI), id="reclaimable"),
         pytest.param(
-            {"midUnallocatedPercent": 50}, {"reclaimable": ("3", "10Gi")}, CpuMem(7000, 51 * GI), id="unallocated"
+            {"midUnallocatedPercent": 50},
+            {"reclaimable": ("3", "10Gi")},
+            CpuMem(7000, 51 * GI),
+            id="unallocated",
         ),
         pytest.param(
             # cap 10 % of allocatable (1500m, 9.8Gi) on the reclaimed part only
@@ -54,12 +57,23 @@ def test_unallocated_excludes_mid_batch_and_free_pods() -> None:
             id="threshold-of-allocatable",
         ),
         pytest.param(
-            {}, {"reclaimable": ("3", "10Gi"), "node_usage": ("15", "95Gi")}, CpuMem(1000, 5 * GI), id="node-unused"
+            {},
+            {"reclaimable": ("3", "10Gi"), "node_usage": ("15", "95Gi")},
+            CpuMem(1000, 5 * GI),
+            id="node-unused",
         ),
-        pytest.param({}, {"reclaimable": ("3", "10Gi"), "node_usage": None}, CpuMem(0, 0), id="no-node-usage"),
-        pytest.param({"midUnallocatedPercent": 10}, {}, CpuMem(800, int(82 * GI * 10 // 100)), id="no-reclaimable"),
         pytest.param(
-            {"midReclaimMode": "static", "midStaticCPUReservedPercent": 10, "midStaticMemoryReservedPercent": 20},
+            {}, {"reclaimable": ("3", "10Gi"), "node_usage": None}, CpuMem(0, 0), id="no-node-usage"
+        ),
+        pytest.param(
+            {"midUnallocatedPercent": 10}, {}, CpuMem(800, int(82 * GI * 10 // 100)), id="no-reclaimable"
+        ),
+        pytest.param(
+            {
+                "midReclaimMode": "static",
+                "midStaticCPUReservedPercent": 10,
+                "midStaticMemoryReservedPercent": 20,
+            },
             {"reclaimable": ("3", "10Gi")},
             CpuMem(1600, 20 * GI),
             id="static",
@@ -84,4 +98,6 @@ def test_mid(fields: dict[str, Any], metric_kw: dict[str, Any], expected: CpuMem
 def test_prod_host_applications_reserve_from_unallocated() -> None:
     apps = {"db": ("3", "10Gi", "koord-prod"), "mid-app": ("4", "4Gi", "koord-mid")}
     # systemUsed = 500m/1Gi + 3/10Gi (prod only) = 3500m / 11Gi, above kubelet's reservation
-    assert _mid({"midUnallocatedPercent": 100}, host_apps=apps) == CpuMem(16000 - 3500 - 7000, (100 - 11 - 16) * GI)
+    assert _mid({"midUnallocatedPercent": 100}, host_apps=apps) == CpuMem(
+        16000 - 3500 - 7000, (100 - 11 - 16) * GI
+    )

@@ -19,7 +19,12 @@ from tests.operators.logic.noderesource.builders import NOW, metric, node, pod
 
 ENABLED = merge_cfg(default_colocation_strategy(), {"enable": True})
 REMOVED = dict.fromkeys(
-    ["kubernetes.io/batch-cpu", "kubernetes.io/batch-memory", "kubernetes.io/mid-cpu", "kubernetes.io/mid-memory"]
+    [
+        "kubernetes.io/batch-cpu",
+        "kubernetes.io/batch-memory",
+        "kubernetes.io/mid-cpu",
+        "kubernetes.io/mid-memory",
+    ]
 )
 
 
@@ -56,7 +61,9 @@ def test_missing_node_metric_degrades() -> None:
 
 def test_degrade_time_comes_from_the_strategy() -> None:
     strategy = merge_cfg(ENABLED, {"degradeTimeMinutes": 30})
-    assert compute(node_inputs(node(), [], metric(age_minutes=20)), strategy, NOW, None).reason == "calculated"
+    assert (
+        compute(node_inputs(node(), [], metric(age_minutes=20)), strategy, NOW, None).reason == "calculated"
+    )
 
 
 @pytest.mark.parametrize(
@@ -71,7 +78,9 @@ def test_degrade_time_comes_from_the_strategy() -> None:
 )
 def test_batch_cpu_is_scaled_by_the_normalization_ratio(ratio: str, expected: int) -> None:
     annotations = {"node.koordinator.sh/cpu-normalization-ratio": ratio}
-    outcome = compute(node_inputs(node(), [pod("a", "4", "10Gi")], metric(pods={})), ENABLED, NOW, annotations)
+    outcome = compute(
+        node_inputs(node(), [pod("a", "4", "10Gi")], metric(pods={})), ENABLED, NOW, annotations
+    )
     assert outcome.desired["kubernetes.io/batch-cpu"] == Quantity.from_int(expected)
     assert outcome.desired["kubernetes.io/mid-cpu"] == Quantity.from_int(0)
 
