@@ -157,15 +157,18 @@ class NodeResourceController:
             labels, annotations = node.metadata.labels, node.metadata.annotations
             chosen = node_colocation_strategy(config, labels, annotations)
             strategy = chosen.strategy
+            enabled = bool(config.cluster.enable and strategy.enable)
             try:
-                pods = await self.client.pods_on_node(name) if strategy.enable else []
+                pods = await self.client.pods_on_node(name) if enabled else []
             except errors.API_ERRORS as exc:
                 logger.warning(f"pods of node {name} not listed (retried on its next event): {exc}")
                 return
             inputs = node_inputs(node, pods, self.metrics.get(name))
             self._report(name, [p for p in (chosen.problem, *inputs.problems) if p], logger)
             now = self.clock()
-            outcome = compute(inputs, strategy, datetime.fromtimestamp(now, UTC), annotations)
+            outcome = compute(
+                inputs, strategy, datetime.fromtimestamp(now, UTC), annotations, cluster_enabled=enabled
+            )
             capacity = dict(node.status.capacity or {})
             allocatable = dict(node.status.allocatable or {})
             if all(

@@ -141,3 +141,10 @@ async def test_a_malformed_node_annotation_is_reported_once(warnings: list[tuple
     await controller.on_node_metric("MODIFIED", "n1", metric(pods={}, age_minutes=0.5).to_wire(), LOG)  # type: ignore[arg-type]
     assert len(warnings) == 1
     assert "node.koordinator.sh/colocation-strategy" in warnings[0][1]
+
+
+async def test_node_configs_cannot_enable_a_disabled_cluster(warnings: list[tuple[str, str]]) -> None:
+    controller, client = await _setup(Clock(), [])
+    text = '{"enable": false, "nodeConfigs": [{"nodeSelector": {"matchLabels": {}}, "enable": true}]}'
+    await controller.on_config("ADDED", _config(text), LOG)  # type: ignore[arg-type]
+    assert client.patches == []

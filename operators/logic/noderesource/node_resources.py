@@ -1,6 +1,6 @@
 """One node's batch and mid resources as the slo-controller's reconcile computes them (10.2, 10.3).
 
-1. Co-location off (cluster or node strategy ``enable`` not true): every batch/mid resource is
+1. Co-location off (the cluster strategy's ``enable`` or the node's not true): every batch/mid resource is
    removed (a reset resource is deleted from the node, never set to 0).
 2. The NodeMetric missing, never reported, or older than ``degradeTimeMinutes``: degrade, the
    resources are removed as well.
@@ -70,8 +70,12 @@ def compute(
     strategy: ColocationStrategy,
     now: datetime,
     annotations: dict[str, str] | None,
+    *,
+    cluster_enabled: bool = True,
 ) -> Outcome:
-    if not strategy.enable:
+    """``cluster_enabled``: the cluster strategy's ``enable``; a node config cannot turn co-location
+    on where the cluster has it off (Koordinator's ``isColocationCfgDisabled``)."""
+    if not (cluster_enabled and strategy.enable):
         return _removed("disabled")
     if is_degraded(inputs.metric_update_time, now, strategy.degrade_time_minutes or 15):
         return _removed("degraded")

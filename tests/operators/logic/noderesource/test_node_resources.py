@@ -89,3 +89,8 @@ def test_normalization_truncates_thousandths_then_rounds_up() -> None:
     assert cpu_normalization_ratio({"node.koordinator.sh/cpu-normalization-ratio": "1.20"}) == Fraction(6, 5)
     assert normalized_batch_cpu(3333, Fraction("1.333")) == 4443  # 4442.889 -> 4443
     assert normalized_batch_cpu(1000, None) == 1000
+
+
+def test_a_node_config_cannot_enable_what_the_cluster_disables() -> None:
+    outcome = compute(node_inputs(node(), [], metric()), ENABLED, NOW, None, cluster_enabled=False)
+    assert (outcome.desired, outcome.reason) == (REMOVED, "disabled")
