@@ -8,7 +8,10 @@ the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Re
 lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
 (``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``), a NodeMetric per node (``operators.handlers.nodemetric``)
+(``operators.handlers.elasticquotaprofile``), a NodeMetric per node (``operators.handlers.nodemetric``),
+from ``slo-controller-config`` a NodeSLO per node (``operators.handlers.nodeslo``), the nodes' batch
+and mid resources (``operators.handlers.noderesource``) and CPU normalization ratios
+(``operators.handlers.cpu_normalization``, with the Node webhook ``operators.handlers.node_amplification``),
 and the ClusterColocationProfile pod webhook (``operators.handlers.colocation_profile``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
@@ -36,6 +39,7 @@ from operators.clients import (
     CPUNormalizationClient,
     DeviceNodeClient,
     NodeMetricClient,
+    NodeResourceClient,
     NodeSLOClient,
     PodClient,
     QuotaClient,
@@ -55,6 +59,7 @@ from operators.handlers import (
     networktopology,
     node_amplification,
     nodemetric,
+    noderesource,
     nodeslo,
     pod_tree_affinity,
     podgroup,
@@ -131,6 +136,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     cpu_normalization.register(registry, CPUNormalizationClient(config))
     if config.feature_gates.node_mutating_webhook:
         node_amplification.register(registry)
+    noderesource.register(registry, NodeResourceClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

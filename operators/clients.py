@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
-from apis.core import PriorityClass
+from apis.core import Pod, PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.device import Device
@@ -28,6 +28,7 @@ __all__ = [
     "ColocationClient",
     "DeviceNodeClient",
     "NodeMetricClient",
+    "NodeResourceClient",
     "NodeSLOClient",
     "PodClient",
     "QuotaClient",
@@ -377,3 +378,29 @@ class CPUNormalizationClient(_CustomObjects):
         core = await self._core()
         patch = {"metadata": {"annotations": annotations}}
         await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+
+class NodeResourceClient:
+    """The node resource controller's reads and writes: the pods of a node (listed when it
+    reconciles, as Koordinator reads them from its cache) and the node's status subresource."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CoreV1Api | None = None
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._api is None:
+            self._api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def pods_on_node(self, node_name: str) -> list[Pod]:
+        core = await self._core()
+        listed: Any = await core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}", _preload_content=False
+        )
+        raw: dict[str, Any] = await listed.json()
+        return [Pod.model_validate(item) for item in raw.get("items") or []]
+
+    async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
+        core = await self._core()
+        await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
