@@ -31,7 +31,7 @@ from apis.slo.sloconfig.colocation import (
 )
 from operators.logic.noderesource.inputs import BATCH_OR_FREE, CpuMem, NodeInputs
 
-__all__ = ["HPSums", "batch_resources", "hp_sums", "trunc_div"]
+__all__ = ["HPSums", "batch_formula", "batch_resources", "hp_sums", "system_used", "trunc_div"]
 
 
 def trunc_div(a: int, b: int) -> int:
@@ -95,16 +95,16 @@ def _one(
     return max(result, 0)
 
 
-def batch_resources(inputs: NodeInputs, strategy: ColocationStrategy) -> CpuMem:
-    """The node's batch-cpu (milli-cores) and batch-memory (bytes), before CPU normalization."""
-    cap = inputs.capacity
+def batch_formula(
+    capacity: CpuMem, system_used: CpuMem, reserved: CpuMem, hp: HPSums, strategy: ColocationStrategy
+) -> CpuMem:
+    """10.2.3 over one node or one NUMA zone: margin, policy and threshold from ``capacity``;
+    ``system_used`` before the max with ``reserved``."""
+    cap = capacity
     margin = CpuMem(
         percent_of(cap.cpu, 100 - (strategy.cpu_reclaim_threshold_percent or 0)),
         percent_of(cap.memory, 100 - (strategy.memory_reclaim_threshold_percent or 0)),
     )
-    system_used = inputs.system_usage + inputs.host_apps_above(PRIORITY_DEFAULT_VALUES[PRIORITY_BATCH])
-    reserved = inputs.reserved
-    hp = hp_sums(inputs)
     cpu = _one(
         strategy.cpu_calculate_policy,
         cap.cpu,
@@ -132,3 +132,13 @@ def batch_resources(inputs: NodeInputs, strategy: ColocationStrategy) -> CpuMem:
     if strategy.batch_memory_threshold_percent is not None:
         memory = min(memory, max(percent_of(cap.memory, strategy.batch_memory_threshold_percent), 0))
     return CpuMem(cpu, memory)
+
+
+def system_used(inputs: NodeInputs) -> CpuMem:
+    """systemUsage plus the host applications above batch priority (before the max with reserved)."""
+    return inputs.system_usage + inputs.host_apps_above(PRIORITY_DEFAULT_VALUES[PRIORITY_BATCH])
+
+
+def batch_resources(inputs: NodeInputs, strategy: ColocationStrategy) -> CpuMem:
+    """The node's batch-cpu (milli-cores) and batch-memory (bytes), before CPU normalization."""
+    return batch_formula(inputs.capacity, system_used(inputs), inputs.reserved, hp_sums(inputs), strategy)

@@ -12,7 +12,7 @@ from datetime import datetime
 
 from apis.core import Node, Pod
 from apis.errors import InvalidAnnotation
-from apis.extension.numa import ANNOTATION_NODE_RESERVATION, parse_node_reservation
+from apis.extension.numa import ANNOTATION_NODE_RESERVATION, get_resource_status, parse_node_reservation
 from apis.extension.priority import (
     LABEL_POD_PRIORITY_CLASS,
     PRIORITY_BATCH,
@@ -87,6 +87,10 @@ class PodEntry:
     priority: PriorityClass
     qos: QoSClass
     request: CpuMem
+    numa_nodes: tuple[int, ...] = ()
+    """The NUMA nodes of its ``scheduling.koordinator.sh/resource-status`` (none: not bound to any)."""
+    numa_problem: str | None = None
+    """Why its resource-status did not parse (it then counts as bound to no NUMA node)."""
 
 
 @dataclass(frozen=True)
@@ -163,14 +167,25 @@ def _anno_reserved(node: Node) -> tuple[CpuMem, str | None]:
     return reserved, None
 
 
+def _pod_numa_nodes(pod: Pod) -> tuple[tuple[int, ...], str | None]:
+    try:
+        status = get_resource_status(pod.metadata.annotations)
+    except InvalidAnnotation as exc:
+        return (), str(exc)
+    return tuple(sorted({r.node for r in status.numa_node_resources or ()})), None
+
+
 def _pod_entry(pod: Pod) -> PodEntry:
     labels = pod.metadata.labels or {}
     qos = qos_class_of(labels, kubernetes_qos(pod))
+    numa_nodes, numa_problem = _pod_numa_nodes(pod)
     return PodEntry(
         key=f"{pod.metadata.namespace}/{pod.metadata.name}",
         priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
         qos=qos,
         request=CpuMem.of(pod_requests(pod.spec)),
+        numa_nodes=numa_nodes,
+        numa_problem=numa_problem,
     )
 
 

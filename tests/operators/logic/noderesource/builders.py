@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from apis.core import Node, Pod
 from apis.slo.nodemetric import NodeMetric
+from apis.topology import NodeResourceTopology
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 
@@ -41,6 +43,7 @@ def pod(
     phase: str = "Running",
     node_name: str = "n1",
     resources: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> Pod:
     labels = {}
     if priority_class is not None:
@@ -54,7 +57,7 @@ def pod(
         requests["memory"] = memory
     return Pod.model_validate(
         {
-            "metadata": {"name": name, "namespace": "default", "labels": labels},
+            "metadata": {"name": name, "namespace": "default", "labels": labels, "annotations": annotations},
             "spec": {
                 "nodeName": node_name,
                 "containers": [{"name": "c", "resources": {"requests": requests}}],
@@ -100,3 +103,37 @@ def metric(
                 "resource": {"resources": {"cpu": reclaimable[0], "memory": reclaimable[1]}}
             }
     return NodeMetric.model_validate({"metadata": {"name": "n1"}, "status": status})
+
+
+def numa_pinned(*numa_ids: int) -> dict[str, str]:
+    """The scheduler's resource-status annotation binding a pod to these NUMA nodes."""
+    status = {"numaNodeResources": [{"node": i, "resources": {"cpu": "1"}} for i in numa_ids]}
+    return {"scheduling.koordinator.sh/resource-status": json.dumps(status)}
+
+
+def topology(
+    zones: dict[str, tuple[str, str]], *, extra: dict[str, dict[str, str]] | None = None
+) -> NodeResourceTopology:
+    """An NRT as koordlet writes it: zone name -> (cpu, memory), plus ``extra`` resources per zone."""
+
+    def info(name: str, value: str) -> dict[str, str]:
+        return {"name": name, "capacity": value, "allocatable": value, "available": value}
+
+    return NodeResourceTopology.model_validate(
+        {
+            "metadata": {"name": "n1", "resourceVersion": "1"},
+            "topologyPolicies": ["None"],
+            "zones": [
+                {
+                    "name": zone,
+                    "type": "Node",
+                    "resources": sorted(
+                        [info("cpu", cpu), info("memory", memory)]
+                        + [info(k, v) for k, v in ((extra or {}).get(zone) or {}).items()],
+                        key=lambda r: r["name"],
+                    ),
+                }
+                for zone, (cpu, memory) in zones.items()
+            ],
+        }
+    )
