@@ -380,18 +380,19 @@ class CPUNormalizationClient(_CustomObjects):
         await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
 
 
-class NodeResourceClient:
+class NodeResourceClient(_CustomObjects):
     """The node resource controller's reads and writes: the pods of a node (listed when it
-    reconciles, as Koordinator reads them from its cache) and the node's status subresource."""
+    reconciles, as Koordinator reads them from its cache), the node's status subresource and the
+    node's NodeResourceTopology."""
 
     def __init__(self, config: ManagerConfig) -> None:
-        self._config = config
-        self._api: client.CoreV1Api | None = None
+        super().__init__(config)
+        self._core_api: client.CoreV1Api | None = None
 
     async def _core(self) -> client.CoreV1Api:
-        if self._api is None:
-            self._api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
-        return self._api
+        if self._core_api is None:
+            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._core_api
 
     async def pods_on_node(self, node_name: str) -> list[Pod]:
         core = await self._core()
@@ -404,3 +405,29 @@ class NodeResourceClient:
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
         core = await self._core()
         await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+    async def get_topology(self, name: str) -> dict[str, Any] | None:
+        api = await self._objects()
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                _NRT.group, _NRT.version, _NRT.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return raw
+
+    async def replace_topology(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """PUT ``body`` (a whole NRT with its resourceVersion); None when it changed since read (409)."""
+        api = await self._objects()
+        name = body["metadata"]["name"]
+        try:
+            written: dict[str, Any] = await api.replace_cluster_custom_object(
+                _NRT.group, _NRT.version, _NRT.plural, name, body
+            )
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return None
+            raise
+        return written

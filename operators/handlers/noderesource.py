@@ -8,13 +8,21 @@ Three watches feed one reconcile per node (``operators.logic.noderesource``):
   ConfigMap and a log line naming the key. Until a first good config is read nothing is written,
   so a broken ConfigMap at start leaves the nodes as a previous koord-manager left them;
 - Node events (labels, annotations, capacity or allocatable changed);
-- NodeMetric events (koordlet's report, every ``reportIntervalSeconds``).
+- NodeMetric events (koordlet's report, every ``reportIntervalSeconds``);
+- NodeResourceTopology events that change a zone's cpu or memory (not those that only change the
+  batch resources this controller writes there).
 
 A reconcile lists the node's pods, computes the four resources and, when the damping allows
 (``damping.need_sync``), merge-patches them into the node's ``status.capacity`` and
 ``status.allocatable``; a removed resource is deleted (null in the patch). An API error is logged
 and retried on the node's next event. A node annotation that does not parse (reservation,
 colocation-strategy) is skipped and reported once as a Warning event on the node.
+
+When the node has a NodeResourceTopology whose NUMA zones carry cpu or memory, the batch resources
+are also computed per zone (``numa``) and written into the zones (``zone_sync``) with a PUT carrying
+the resourceVersion last seen: koordlet writes the same object, so on a conflict the NRT is read
+again, the zones recomputed against it and the write retried. A pod whose resource-status does not
+parse counts on every zone and is reported once as a Warning event on the pod.
 """
 
 from __future__ import annotations
@@ -32,23 +40,73 @@ from apis.core import Node, Pod
 from apis.quantity import Quantity
 from apis.slo.nodemetric import NodeMetric
 from apis.slo.sloconfig import KEY_COLOCATION, SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE
-from apis.slo.sloconfig.colocation import ParsedColocation, node_colocation_strategy, parse_colocation_config
+from apis.slo.sloconfig.colocation import (
+    ColocationStrategy,
+    ParsedColocation,
+    node_colocation_strategy,
+    parse_colocation_config,
+)
+from apis.topology import NodeResourceTopology, Zone
 from operators.handlers import errors
 from operators.logic.noderesource.damping import need_sync
-from operators.logic.noderesource.inputs import node_inputs
-from operators.logic.noderesource.node_resources import MANAGED_RESOURCES, compute
+from operators.logic.noderesource.inputs import NodeInputs, node_inputs
+from operators.logic.noderesource.node_resources import MANAGED_RESOURCES, Outcome, compute
+from operators.logic.noderesource.numa import ZONE_RESOURCES, zone_outcome
+from operators.logic.noderesource.zone_sync import merged_zones, zones_need_sync
 from operators.logic.sloconfig_key import LastGoodKey
 
 __all__ = ["INVALID_CONFIG_REASON", "NodeResourceController", "register"]
 
 INVALID_CONFIG_REASON = "InvalidColocationConfig"
 INVALID_NODE_REASON = "InvalidColocationAnnotation"
+INVALID_POD_REASON = "InvalidResourceStatus"
+_CONFLICT_RETRIES = 3
+
+Topology = tuple[dict[str, Any], NodeResourceTopology]
+"""The NRT as read (written back whole, zones replaced, so that no field is lost) and as parsed."""
 
 
 class NodeResourceAPI(Protocol):
     async def pods_on_node(self, node_name: str) -> list[Pod]: ...
 
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None: ...
+
+    async def get_topology(self, name: str) -> dict[str, Any] | None:
+        """The node's NodeResourceTopology as the API server sends it; None when there is none."""
+        ...
+
+    async def replace_topology(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """PUT the NRT ``body`` (with the resourceVersion it was read at): the object written, or None
+        when it changed since (409 Conflict)."""
+        ...
+
+
+def _parsed_topology(raw: dict[str, Any] | None, logger: kopf.Logger) -> Topology | None:
+    if raw is None:
+        return None
+    try:
+        return raw, NodeResourceTopology.model_validate(raw)
+    except ValidationError as exc:
+        name = (raw.get("metadata") or {}).get("name")
+        logger.warning(f"NodeResourceTopology {name} does not parse, its zones get no batch resources: {exc}")
+        return None
+
+
+def _zone_inputs(nrt: NodeResourceTopology) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """What an NRT event may change that the zones' batch resources depend on: the zones and their
+    resources, less the batch resources written here."""
+
+    def resources(zone: Zone) -> list[tuple[str, str]]:
+        return [(r.name, str(r.allocatable)) for r in zone.resources or () if r.name not in ZONE_RESOURCES]
+
+    return [(zone.name, zone.type, resources(zone)) for zone in nrt.zones]
+
+
+def _pod_ref(pod: Pod) -> kopf.Body:
+    """What an event needs to name the pod."""
+    meta = {"name": pod.metadata.name, "namespace": pod.metadata.namespace, "uid": pod.metadata.uid}
+    raw: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {k: v for k, v in meta.items() if v}}
+    return kopf.Body(raw)
 
 
 def _watched(node: Node) -> tuple[Any, ...]:
@@ -80,6 +138,11 @@ class NodeResourceController:
         self.last_write: dict[str, float] = {}
         """Node name -> when this process last wrote its resources (the damping timer)."""
         self.reported: dict[str, str] = {}
+        self.topologies: dict[str, Topology] = {}
+        self.topology_last_write: dict[str, float] = {}
+        """Node name -> when this process last wrote its NRT's zones (their own damping timer)."""
+        self.pod_reported: dict[str, dict[str, str]] = {}
+        """Node name -> pod key -> the resource-status problem already reported on the pod."""
         self._locks: dict[str, asyncio.Lock] = {}
 
     # --- watches -----------------------------------------------------------------------------------
@@ -103,6 +166,7 @@ class NodeResourceController:
         if type == "DELETED":
             for table in (self.nodes, self.bodies, self.last_write, self.reported, self._locks):
                 table.pop(name, None)
+            self.pod_reported.pop(name, None)
             return
         try:
             node = Node.model_validate(dict(body))
@@ -132,6 +196,20 @@ class NodeResourceController:
                 if old is not None and old.status == metric.status:
                     return
         await self.reconcile(name, logger)
+
+    async def on_topology(
+        self, type: str | None, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any
+    ) -> None:
+        old = self.topologies.pop(name, None)
+        if type == "DELETED":
+            self.topology_last_write.pop(name, None)
+            return
+        parsed = _parsed_topology(dict(body), logger)
+        if parsed is None:
+            return
+        self.topologies[name] = parsed
+        if old is None or _zone_inputs(old[1]) != _zone_inputs(parsed[1]):
+            await self.reconcile(name, logger)
 
     # --- reconcile ---------------------------------------------------------------------------------
 
@@ -169,46 +247,118 @@ class NodeResourceController:
             outcome = compute(
                 inputs, strategy, datetime.fromtimestamp(now, UTC), annotations, cluster_enabled=enabled
             )
-            capacity = dict(node.status.capacity or {})
-            allocatable = dict(node.status.allocatable or {})
-            if all(
-                _same(capacity.get(n), outcome.desired[n]) and _same(allocatable.get(n), outcome.desired[n])
-                for n in MANAGED_RESOURCES
-            ):
+            await self._write_node(node, outcome, strategy, now, logger)
+            await self._sync_topology(name, outcome, inputs, strategy, annotations, now, logger)
+            self._report_pods(name, pods, inputs, logger)
+
+    async def _write_node(
+        self, node: Node, outcome: Outcome, strategy: ColocationStrategy, now: float, logger: kopf.Logger
+    ) -> None:
+        name = node.metadata.name or ""
+        capacity = dict(node.status.capacity or {})
+        allocatable = dict(node.status.allocatable or {})
+        if all(
+            _same(capacity.get(n), outcome.desired[n]) and _same(allocatable.get(n), outcome.desired[n])
+            for n in MANAGED_RESOURCES
+        ):
+            return
+        if not need_sync(
+            MANAGED_RESOURCES,
+            allocatable,
+            outcome.desired,
+            last_write=self.last_write.get(name),
+            now=now,
+            update_time_threshold_seconds=strategy.update_time_threshold_seconds or 300,
+            resource_diff_threshold=strategy.resource_diff_threshold or 0.1,
+        ):
+            return
+        values = {
+            n: (str(q) if q is not None else None)
+            for n, q in outcome.desired.items()
+            if q is not None or n in capacity or n in allocatable
+        }
+        try:
+            await self.client.patch_node_status(name, {"status": {"capacity": values, "allocatable": values}})
+        except errors.API_ERRORS as exc:
+            logger.warning(f"node {name} batch/mid resources not written (retried on its next event): {exc}")
+            return
+        self.last_write[name] = now
+        for table in (capacity, allocatable):
+            for n, q in outcome.desired.items():
+                if q is None:
+                    table.pop(n, None)
+                else:
+                    table[n] = q
+        node.status.capacity, node.status.allocatable = capacity, allocatable
+        logger.info(f"node {name} batch/mid resources ({outcome.reason}): {values}")
+
+    async def _sync_topology(
+        self,
+        name: str,
+        outcome: Outcome,
+        inputs: NodeInputs,
+        strategy: ColocationStrategy,
+        annotations: dict[str, str] | None,
+        now: float,
+        logger: kopf.Logger,
+    ) -> None:
+        """Write the zones' batch resources into the node's NRT; on a conflict (koordlet wrote it since
+        it was read) read it again, recompute against its zones and retry."""
+        cached = self.topologies.get(name)
+        for _ in range(_CONFLICT_RETRIES):
+            if cached is None:
                 return
-            if not need_sync(
-                MANAGED_RESOURCES,
-                allocatable,
-                outcome.desired,
-                last_write=self.last_write.get(name),
+            raw, nrt = cached
+            desired = zone_outcome(outcome, inputs, nrt, strategy, annotations)
+            if desired is None or not zones_need_sync(
+                nrt,
+                desired,
+                last_write=self.topology_last_write.get(name),
                 now=now,
                 update_time_threshold_seconds=strategy.update_time_threshold_seconds or 300,
                 resource_diff_threshold=strategy.resource_diff_threshold or 0.1,
             ):
                 return
-            values = {
-                n: (str(q) if q is not None else None)
-                for n, q in outcome.desired.items()
-                if q is not None or n in capacity or n in allocatable
-            }
+            body = {**raw, "zones": [z.to_wire() for z in merged_zones(nrt, desired)]}
             try:
-                await self.client.patch_node_status(
-                    name, {"status": {"capacity": values, "allocatable": values}}
-                )
+                written = await self.client.replace_topology(body)
+                if written is None:
+                    cached = _parsed_topology(await self.client.get_topology(name), logger)
+                    if cached is not None:
+                        self.topologies[name] = cached
+                    continue
             except errors.API_ERRORS as exc:
                 logger.warning(
-                    f"node {name} batch/mid resources not written (retried on its next event): {exc}"
+                    f"NodeResourceTopology {name} batch resources not written "
+                    f"(retried on its next event): {exc}"
                 )
                 return
-            self.last_write[name] = now
-            for table in (capacity, allocatable):
-                for n, q in outcome.desired.items():
-                    if q is None:
-                        table.pop(n, None)
-                    else:
-                        table[n] = q
-            node.status.capacity, node.status.allocatable = capacity, allocatable
-            logger.info(f"node {name} batch/mid resources ({outcome.reason}): {values}")
+            self.topology_last_write[name] = now
+            parsed = _parsed_topology(written, logger)
+            if parsed is not None:
+                self.topologies[name] = parsed
+            values = {zone: {n: str(q) for n, q in v.items()} for zone, v in desired.items()}
+            logger.info(f"NodeResourceTopology {name} zone batch resources ({outcome.reason}): {values}")
+            return
+        logger.warning(
+            f"NodeResourceTopology {name} batch resources not written: it kept changing while being "
+            "written (retried on its next event)"
+        )
+
+    def _report_pods(self, name: str, pods: list[Pod], inputs: NodeInputs, logger: kopf.Logger) -> None:
+        """A pod whose resource-status does not parse counts on every zone; said once on the pod (per
+        problem), when its zones matter: the node has an NRT."""
+        if name not in self.topologies:
+            self.pod_reported.pop(name, None)
+            return
+        before = self.pod_reported.get(name, {})
+        problems = {entry.key: entry.numa_problem for entry in inputs.pods if entry.numa_problem}
+        self.pod_reported[name] = problems
+        by_key = {f"{p.metadata.namespace}/{p.metadata.name}": p for p in pods}
+        for key, problem in problems.items():
+            if before.get(key) != problem and key in by_key:
+                logger.warning(f"pod {key}: {problem} (counted on every NUMA zone of node {name})")
+                kopf.warn(_pod_ref(by_key[key]), reason=INVALID_POD_REASON, message=problem)
 
 
 def _is_slo_config(name: str | None, namespace: str | None, **_: Any) -> bool:
@@ -224,5 +374,9 @@ def register(registry: kopf.OperatorRegistry, client: NodeResourceAPI) -> NodeRe
     info = NodeMetric.crd
     kopf.on.event(info.group, info.version, info.plural, id="noderesource_nodemetrics", registry=registry)(
         controller.on_node_metric
+    )
+    nrt = NodeResourceTopology.crd
+    kopf.on.event(nrt.group, nrt.version, nrt.plural, id="noderesource_topologies", registry=registry)(
+        controller.on_topology
     )
     return controller
