@@ -158,8 +158,23 @@ def _web_pod() -> dict[str, Any]:
     }
 
 
-def _manager_can(cp: ControlPlane) -> None:
-    """The chart's koord-manager ClusterRole allows every call the node resource controller makes."""
+NODE_RESOURCE_CALLS = [
+    ("get", "configmaps", []),
+    ("list", "configmaps", []),
+    ("watch", "configmaps", []),
+    ("list", "pods", []),
+    ("list", "nodes", []),
+    ("watch", "nodes", []),
+    ("list", "nodemetrics.slo.koordinator.sh", []),
+    ("watch", "nodemetrics.slo.koordinator.sh", []),
+    ("patch", "nodes", ["--subresource=status"]),
+    ("create", "events", []),
+]
+
+
+def _manager_can(cp: ControlPlane, calls: list[tuple[str, str, list[str]]] | None = None) -> None:
+    """The chart's koord-manager ClusterRole allows every call the node resource controller makes
+    (``calls``: verb, resource, extra kubectl arguments)."""
     rendered = subprocess.run(
         [cp.tool("helm"), "template", "coloc-rbac", str(repo_root() / "charts" / "koordinator-py"),
          "--show-only", "templates/manager-rbac.yaml"],
@@ -175,18 +190,7 @@ def _manager_can(cp: ControlPlane) -> None:
     cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
     user = f"system:serviceaccount:default:{account}"
     try:
-        for verb, resource, extra in [
-            ("get", "configmaps", []),
-            ("list", "configmaps", []),
-            ("watch", "configmaps", []),
-            ("list", "pods", []),
-            ("list", "nodes", []),
-            ("watch", "nodes", []),
-            ("list", "nodemetrics.slo.koordinator.sh", []),
-            ("watch", "nodemetrics.slo.koordinator.sh", []),
-            ("patch", "nodes", ["--subresource=status"]),
-            ("create", "events", []),
-        ]:
+        for verb, resource, extra in NODE_RESOURCE_CALLS if calls is None else calls:
             allowed = cp.run_kubectl("auth", "can-i", verb, resource, *extra, "--as", user)
             assert allowed.stdout.strip() == "yes", f"{verb} {resource}: {allowed.stdout}{allowed.stderr}"
     finally:
