@@ -1,7 +1,8 @@
 """koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, its Device object.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
-(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update).
+(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update;
+for QoS nodeslos get/list/watch, pods/eviction create, events create).
 """
 
 from __future__ import annotations
@@ -143,8 +144,8 @@ class KoordletClient:
 class QoSClient(KoordletClient):
     """The calls of the QoS manager: NodeSLOs, nodes, full pods, the Eviction API and events.
 
-    The chart's koordlet ClusterRole allows them: nodeslos get/list/watch, nodes get/list, pods
-    list, pods/eviction create, events create.
+    The chart's koordlet ClusterRole allows them: nodeslos get/list/watch, nodes get, pods list,
+    pods/eviction create, events create.
     """
 
     async def get_node_slo(self, name: str) -> NodeSLO | None:
