@@ -11,26 +11,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
 from apis.koordlet_features import KoordletFeatureGates
-from apis.slo.nodeslo import NodeSLOSpec
-from koordlet.client import QoSClient
+from apis.slo.nodeslo import NodeSLO, NodeSLOSpec
 from koordlet.metric_cache import MetricCache
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
-from koordlet.qos.evictor import Evictor
+from koordlet.qos.evictor import EvictionAPI, Evictor
 from koordlet.qos.node_qos import NodeQoS
 from koordlet.qos.pods import qos_pod
 from koordlet.qos.slo import effective_spec
 
-__all__ = ["EVENT_INVALID_ANNOTATION", "QoSManager"]
+__all__ = ["EVENT_INVALID_ANNOTATION", "QoSAPI", "QoSManager"]
 
 log = logging.getLogger("koordlet.qos")
 
 EVENT_INVALID_ANNOTATION = "InvalidQoSAnnotation"
+
+
+class QoSAPI(EvictionAPI, Protocol):
+    """What the manager reads (``koordlet.client.QoSClient`` in koordlet)."""
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None: ...
+
+    async def get_node(self, name: str) -> Node | None: ...
+
+    async def full_pods(self, node_name: str | None = None) -> list[Pod]: ...
 
 
 class QoSManager:
@@ -57,7 +67,7 @@ class QoSManager:
         self._reported: set[tuple[str, str]] = set()
         self._slo_seen: bool | None = None
 
-    async def refresh(self, api: QoSClient, now: float) -> None:
+    async def refresh(self, api: QoSAPI, now: float) -> None:
         if now - self._refreshed < self.refresh_seconds:
             return
         slo = await api.get_node_slo(self.node_name)
@@ -73,7 +83,7 @@ class QoSManager:
         ]
         self._refreshed = now
 
-    async def round(self, api: QoSClient, evictor: Evictor) -> None:
+    async def round(self, api: QoSAPI, evictor: Evictor) -> None:
         now = time.time()
         await self.refresh(api, now)
         pods = [qos_pod(p) for p in self.pods]
@@ -104,7 +114,7 @@ class QoSManager:
         if decisions:
             await execute(self.planner, evictor, self.node_name, decisions, now)
 
-    async def run(self, api: QoSClient) -> None:
+    async def run(self, api: QoSAPI) -> None:
         evictor = Evictor(api)
         while True:
             try:
