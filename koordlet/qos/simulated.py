@@ -15,27 +15,39 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
 
-from apis.core import Pod
+from apis.core import Node, Pod
 from apis.koordlet_features import KoordletFeatureGates
-from koordlet.client import QoSClient
+from apis.slo.nodeslo import NodeSLO
 from koordlet.collectors import series
 from koordlet.metric_cache import Aggregate, MetricSource, SeriesKey
 from koordlet.qos import cpu_suppress as sup
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
-from koordlet.qos.evictor import Evictor
+from koordlet.qos.evictor import EvictionAPI, Evictor
 from koordlet.qos.pods import qos_pod
 from koordlet.qos.slo import effective_spec
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.source import pod_key
 
-__all__ = ["SimulatedQoS"]
+__all__ = ["SimulatedQoS", "SimulationAPI"]
 
 log = logging.getLogger("koordlet.qos")
+
+
+class SimulationAPI(EvictionAPI, Protocol):
+    """What the simulated QoS reads (``koordlet.client.QoSClient`` in koordlet)."""
+
+    async def list_node_slos(self) -> list[NodeSLO]: ...
+
+    async def get_node(self, name: str) -> Node | None: ...
+
+    async def full_pods(self, node_name: str | None = None) -> list[Pod]: ...
+
 
 _NODE_SERIES = {
     series.NODE_CPU: series.POD_CPU,
@@ -104,7 +116,7 @@ class SimulatedQoS:
         self.planner = EvictionPlanner(gates)
         self.evictor: Evictor | None = None
 
-    async def round(self, api: QoSClient) -> int:
+    async def round(self, api: SimulationAPI) -> int:
         if self.evictor is None:
             self.evictor = Evictor(api)
         if not (self.gates.be_memory_evict or self.gates.be_cpu_evict):
@@ -164,7 +176,7 @@ class SimulatedQoS:
                 total += await execute(self.planner, self.evictor, name, decisions, now)
         return total
 
-    async def run(self, api: QoSClient) -> None:
+    async def run(self, api: SimulationAPI) -> None:
         while True:
             try:
                 await self.round(api)
