@@ -88,7 +88,7 @@ async def run(config: KoordletConfig) -> None:
                 load = load_file(config.simulate)
                 simulation = Simulation(config, load, metrics)
                 tasks.append(simulation.run(api))
-                tasks.append(SimulatedQoS(simulation, load, config.gates).run(api))
+                tasks.append(SimulatedQoS(simulation, load, config.gates, metrics=metrics).run(api))
             if config.simulate_devices is not None:
                 simulated = DeviceSimulation(config.simulate_devices, config.report_interval_seconds)
                 tasks.append(simulated.run(api))
@@ -104,7 +104,7 @@ async def run(config: KoordletConfig) -> None:
             fs = HostFS(config.host_root)
             version = config.cgroup_version or detect_version(fs)
             node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
-            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates)
+            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
             await asyncio.gather(
                 agent.collect_forever(), agent.report_forever(api), devices.run(api), qos.run(api)
             )

@@ -7,6 +7,7 @@ gets an event naming the reason. koordlet runs with the chart's RBAC."""
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,10 +17,12 @@ import yaml
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
+from e2e.scheduler_process import free_port
 from e2e.workloads import wait_for
 
 NODE = "qos-evict-0"
 NAMESPACE = "qos-e2e"
+METRICS_PORT = free_port()
 TAINT = {"key": "koord-e2e/pool", "value": "qos", "effect": "NoSchedule"}
 # name -> (koordinator QoS class, priority class, simulated memory use)
 PODS = {
@@ -66,6 +69,8 @@ def evicting_koordlet(
 ) -> Iterator[LocalComponent]:
     cp = control_plane
     _apply(cp, _node())
+    # kube-controller-manager taints a new node not-ready (NoExecute) until KWOK reports it Ready
+    wait_for(lambda: _node_ready(cp), 120, f"{NODE} ready and untainted", 1.0)
     if cp.run_kubectl("get", "namespace", NAMESPACE).returncode != 0:
         cp.create_namespace(NAMESPACE)
     _apply(
@@ -101,6 +106,7 @@ def evicting_koordlet(
         cp,
         path,
         kubeconfig=koordlet_kubeconfig(cp),
+        metrics_port=METRICS_PORT,
         name="koordlet-qos",
         extra_args=("--feature-gates", "BEMemoryEvict=true"),
     )
@@ -113,6 +119,16 @@ def evicting_koordlet(
         cp.run_kubectl("delete", "node", NODE, "--wait=false")
         cp.run_kubectl("delete", "nodeslo", NODE, "--ignore-not-found")
         cp.run_kubectl("delete", "priorityclass", "qos-e2e-low", "qos-e2e-high", "--ignore-not-found")
+
+
+def _node_ready(cp: ControlPlane) -> bool | None:
+    found = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
+    taints = {t["key"] for t in found.get("spec", {}).get("taints") or ()}
+    ready = any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in found.get("status", {}).get("conditions") or ()
+    )
+    return (ready and not taints & {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"}) or None
 
 
 def _running(cp: ControlPlane) -> set[str]:
@@ -161,3 +177,6 @@ def test_be_pods_evicted_by_node_memory_usage_in_order(
     wait_for(settled, 60, "only the evicted pods gone")
     # the evicted pods' memory left the node (36Gi, 56 %): nothing more is evicted
     assert [e["involvedObject"]["name"] for e in _eviction_events(cp)] == ["be-low", "be-big"]
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5) as response:
+        metrics = response.read().decode()
+    assert f'koordlet_pod_eviction_total{{node="{NODE}",reason="EvictPodByNodeMemoryUsage"}} 2.0' in metrics

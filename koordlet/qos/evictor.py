@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import aiohttp
@@ -32,8 +33,15 @@ class EvictionAPI(Protocol):
 
 
 class Evictor:
-    def __init__(self, api: EvictionAPI, remember_seconds: float = 300.0) -> None:
+    def __init__(
+        self,
+        api: EvictionAPI,
+        remember_seconds: float = 300.0,
+        on_evicted: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.api = api
+        self.on_evicted = on_evicted
+        """Called with (node, reason) after each eviction (koordlet's eviction counter)."""
         self.remember_seconds = remember_seconds
         self._evicted: dict[str, float] = {}
         self.evicted_total = 0
@@ -62,6 +70,8 @@ class Evictor:
             return False
         self._evicted[uid] = time.time()
         self.evicted_total += 1
+        if self.on_evicted is not None:
+            self.on_evicted(node, reason)
         log.info("evicted pod %s/%s on %s: %s, %s", namespace, name, node, reason, message)
         await self._event(pod, EVENT_EVICT_SUCCESS, text, "Warning", node)
         return True

@@ -20,6 +20,7 @@ from apis.core import Node, Pod
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLO, NodeSLOSpec
 from koordlet.metric_cache import MetricCache
+from koordlet.metrics import KoordletMetrics
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
 from koordlet.qos.evictor import EvictionAPI, Evictor
 from koordlet.qos.node_qos import NodeQoS
@@ -52,7 +53,9 @@ class QoSManager:
         gates: KoordletFeatureGates,
         interval_seconds: float = 1.0,
         refresh_seconds: float = 5.0,
+        metrics: KoordletMetrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.node_name = node_name
         self.node_qos = node_qos
         self.cache = cache
@@ -115,7 +118,7 @@ class QoSManager:
             await execute(self.planner, evictor, self.node_name, decisions, now)
 
     async def run(self, api: QoSAPI) -> None:
-        evictor = Evictor(api)
+        evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)
         while True:
             try:
                 await self.round(api, evictor)

@@ -25,6 +25,7 @@ from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLO
 from koordlet.collectors import series
 from koordlet.metric_cache import Aggregate, MetricSource, SeriesKey
+from koordlet.metrics import KoordletMetrics
 from koordlet.qos import cpu_suppress as sup
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
 from koordlet.qos.evictor import EvictionAPI, Evictor
@@ -108,7 +109,9 @@ class SimulatedQoS:
         load: LoadFile,
         gates: KoordletFeatureGates,
         interval_seconds: float = 1.0,
+        metrics: KoordletMetrics | None = None,
     ) -> None:
+        self.metrics = metrics
         self.simulation = simulation
         self.load = load
         self.gates = gates
@@ -118,7 +121,7 @@ class SimulatedQoS:
 
     async def round(self, api: SimulationAPI) -> int:
         if self.evictor is None:
-            self.evictor = Evictor(api)
+            self.evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)
         if not (self.gates.be_memory_evict or self.gates.be_cpu_evict):
             return 0
         now = time.time()

@@ -46,7 +46,8 @@ class FakeCluster:
 def _qos(load: dict[str, Any], gates: KoordletFeatureGates) -> SimulatedQoS:
     parsed = LoadFile.model_validate(load)
     config = KoordletConfig(simulate=Path("load.yaml"))
-    return SimulatedQoS(Simulation(config, parsed, KoordletMetrics()), parsed, gates)
+    metrics = KoordletMetrics()
+    return SimulatedQoS(Simulation(config, parsed, metrics), parsed, gates, metrics=metrics)
 
 
 def test_memory_eviction_from_the_load_file_and_evicted_pods_stop_counting() -> None:
@@ -69,6 +70,10 @@ def test_memory_eviction_from_the_load_file_and_evicted_pods_stop_counting() -> 
     assert asyncio.run(qos.round(cluster)) == 1
     assert cluster.evicted == ["be-a"]
     assert "reason: EvictPodByNodeMemoryUsage" in cluster.events[0]
+    assert qos.metrics is not None
+    assert 'koordlet_pod_eviction_total{node="node-a",reason="EvictPodByNodeMemoryUsage"} 1.0' in (
+        qos.metrics.exposition().decode()
+    )
     # be-a's 8Gi left the node: 40Gi is 62 %, under the threshold, even after the cool-down
     qos.planner._last.clear()
     assert asyncio.run(qos.round(cluster)) == 0
