@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.slo.nodeslo import ResourceThresholdStrategy
+from koordlet.qos.memory_evict import covering
 from koordlet.qos.pods import QoSPod
 
 __all__ = [
@@ -49,6 +50,8 @@ class BECPUSample:
 class CPUEviction:
     release_milli: int
     victims: tuple[QoSPod, ...]
+    candidates: tuple[tuple[QoSPod, float], ...] = ()
+    """Every BE pod in eviction order with its batch-cpu request."""
 
     @property
     def message(self) -> str:
@@ -118,11 +121,6 @@ def cpu_eviction(
         release = min(by_average, milli_to_release(strategy, latest))
     if release <= 0:
         return None
-    victims: list[QoSPod] = []
-    released = 0
-    for pod in order_by_cpu([p for p in pods if p.raw_qos == "BE" and not p.terminating], used_milli):
-        if released >= release:
-            break
-        victims.append(pod)
-        released += pod.batch_cpu_request_milli
-    return CPUEviction(release, tuple(victims))
+    ordered = order_by_cpu([p for p in pods if p.raw_qos == "BE" and not p.terminating], used_milli)
+    candidates = tuple((pod, float(pod.batch_cpu_request_milli)) for pod in ordered)
+    return CPUEviction(release, covering(candidates, release), candidates)

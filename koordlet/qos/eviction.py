@@ -72,6 +72,12 @@ class EvictionDecision:
     reason: str
     message: str
     victims: tuple[Pod, ...]
+    """The pods that cover ``target`` when every eviction succeeds."""
+    candidates: tuple[tuple[Pod, float], ...]
+    """Every candidate in order with what its eviction releases; a refused one (a
+    PodDisruptionBudget) counts nothing and the next is taken, as Koordinator counts only evictions
+    that happened."""
+    target: float
 
 
 class EvictionPlanner:
@@ -131,7 +137,12 @@ class EvictionPlanner:
             found.release_bytes,
         )
         return EvictionDecision(
-            "BEMemoryEvict", REASON_MEMORY, found.message, tuple(by_uid[p.uid] for p in found.victims)
+            "BEMemoryEvict",
+            REASON_MEMORY,
+            found.message,
+            tuple(by_uid[p.uid] for p in found.victims),
+            tuple((by_uid[p.uid], amount) for p, amount in found.candidates),
+            float(found.release_bytes),
         )
 
     def _pod_latest(self, inputs: EvictionInputs, name: str, pod: Pod) -> float | None:
@@ -187,20 +198,30 @@ class EvictionPlanner:
         if found is None or not found.victims:
             return None
         return EvictionDecision(
-            "BECPUEvict", REASON_BE_CPU, found.message, tuple(by_uid[p.uid] for p in found.victims)
+            "BECPUEvict",
+            REASON_BE_CPU,
+            found.message,
+            tuple(by_uid[p.uid] for p in found.victims),
+            tuple((by_uid[p.uid], amount) for p, amount in found.candidates),
+            float(found.release_milli),
         )
 
 
 async def execute(
     planner: EvictionPlanner, evictor: Evictor, node: str, decisions: list[EvictionDecision], now: float
 ) -> int:
-    """Evicts every decision's victims; returns how many were evicted."""
+    """Evicts each decision's candidates in order until what the evicted ones release covers its
+    target; returns how many were evicted."""
     total = 0
     for decision in decisions:
         evicted = 0
-        for pod in decision.victims:
+        released = 0.0
+        for pod, amount in decision.candidates:
+            if released >= decision.target:
+                break
             if await evictor.evict(pod, node, decision.reason, decision.message):
                 evicted += 1
+                released += amount
         if evicted:
             planner.evicted(node, decision.feature, now)
         total += evicted

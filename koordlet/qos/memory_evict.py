@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from apis.slo.nodeslo import ResourceThresholdStrategy
 from koordlet.qos.pods import QoSPod
 
-__all__ = ["REASON_MEMORY", "MemoryEviction", "memory_eviction", "memory_to_release", "order_by_memory"]
+__all__ = [
+    "REASON_MEMORY",
+    "MemoryEviction",
+    "covering",
+    "memory_eviction",
+    "memory_to_release",
+    "order_by_memory",
+]
 
 REASON_MEMORY = "EvictPodByNodeMemoryUsage"
 
@@ -25,6 +32,10 @@ class MemoryEviction:
     release_bytes: int
     usage_percent: int
     victims: tuple[QoSPod, ...]
+    """The pods that cover the release when every eviction succeeds."""
+    candidates: tuple[tuple[QoSPod, float], ...] = ()
+    """Every BE pod in eviction order with the bytes its eviction releases (0 without a sample):
+    when an eviction is refused the next pod is taken."""
 
     @property
     def message(self) -> str:
@@ -65,11 +76,18 @@ def memory_eviction(
     release, usage = memory_to_release(strategy, capacity, node_used)
     if release <= 0:
         return None
-    victims: list[QoSPod] = []
+    ordered = order_by_memory([p for p in pods if p.raw_qos == "BE" and not p.terminating], used)
+    candidates = tuple((pod, max(used.get(pod.uid, 0.0), 0.0)) for pod in ordered)
+    return MemoryEviction(release, usage, covering(candidates, release), candidates)
+
+
+def covering(candidates: Sequence[tuple[QoSPod, float]], target: float) -> tuple[QoSPod, ...]:
+    """The leading candidates whose amounts reach ``target``."""
+    chosen: list[QoSPod] = []
     released = 0.0
-    for pod in order_by_memory([p for p in pods if p.raw_qos == "BE" and not p.terminating], used):
-        if released >= release:
+    for pod, amount in candidates:
+        if released >= target:
             break
-        victims.append(pod)
-        released += used.get(pod.uid, 0)
-    return MemoryEviction(release, usage, tuple(victims))
+        chosen.append(pod)
+        released += amount
+    return tuple(chosen)

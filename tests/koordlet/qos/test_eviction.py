@@ -7,6 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 
 import pytest
+from kubernetes_asyncio import client
 
 from apis.core import Pod
 from apis.koordlet_features import KoordletFeatureGates
@@ -189,3 +190,32 @@ def test_eviction_goes_through_the_api_with_an_event_once_then_cools_down() -> N
     inputs.now = NOW + 5
     assert asyncio.run(execute(planner, evictor, "node-a", planner.plan(inputs), NOW + 5)) == 1
     assert api.evicted == ["default/be"]
+
+
+@dataclass
+class RefusingAPI(FakeAPI):
+    refuse: str = ""
+
+    async def evict(self, namespace: str, name: str) -> None:
+        if name == self.refuse:
+            raise client.ApiException(status=429, reason="Too Many Requests")
+        await super().evict(namespace, name)
+
+
+def test_a_refused_eviction_counts_nothing_and_the_next_pod_goes() -> None:
+    pods = [
+        pod("be-first", qos="BE", priority=1),
+        pod("be-second", qos="BE", priority=2),
+        pod("be-third", qos="BE", priority=3),
+    ]
+    cache = _cache(node_memory=75 * GI, **{f"uid-{p.metadata.name}": (1, 8 * GI) for p in pods})
+    api = RefusingAPI(refuse="be-first")
+    planner = EvictionPlanner(GATES)
+    inputs = EvictionInputs(node(), pods, _spec(), cache, lambda p: p.metadata.uid or "", NOW)
+    # 7Gi to release: be-first would cover it, but a PodDisruptionBudget refuses it
+    assert asyncio.run(execute(planner, Evictor(api), "node-a", planner.plan(inputs), NOW)) == 1
+    assert api.evicted == ["default/be-second"]
+    assert [(name, reason) for name, reason, _, _ in api.events] == [
+        ("be-first", "evictPodFail"),
+        ("be-second", "evictPodSuccess"),
+    ]
