@@ -14,7 +14,7 @@ from koordlet.collectors import series
 from koordlet.fs import HostFS
 from koordlet.metric_cache import MetricCache
 from koordlet.qos import cpu_suppress as sup
-from koordlet.qos.node_qos import NodeQoS
+from koordlet.qos.node_qos import NodeQoS, read_topology
 from koordlet.qos.pods import QoSPod, qos_pod
 from koordlet.qos.slo import effective_spec
 from tests.koordlet.qos.cgroupfs import CgroupTree, resctrl_tree
@@ -263,3 +263,47 @@ def test_host_application_gets_its_class_settings(tmp_path: Path) -> None:
     node_qos.reconcile(spec, [], MetricCache(), NOW)
     assert tree.read("host-latency-sensitive/nginx", "cpu.bvt_warp_ns") == "2"
     assert tree.read("kubepods/besteffort/spark", "cpu.bvt_warp_ns") == "-1"
+
+
+def test_suppress_cpuset_skips_lse_cpus_and_shares_lsr_ones(tmp_path: Path) -> None:
+    tree, node_qos = _tree(tmp_path)
+    for d in ("", "kubepods", "kubepods/besteffort"):
+        (tmp_path / "sys/fs/cgroup/cpuset" / d / "cpuset.cpus").write_text("0-15\n")
+    status = "scheduling.koordinator.sh/resource-status"
+    pods = _pods(
+        tree,
+        node_qos,
+        qos_pod(pod("lse", qos="LSE", kube_qos="Guaranteed", annotations={status: '{"cpuset": "0-3"}'})),
+        qos_pod(pod("lsr", qos="LSR", kube_qos="Guaranteed", annotations={status: '{"cpuset": "4-7"}'})),
+        qos_pod(pod("be", qos="BE", kube_qos="BestEffort")),
+    )
+    spec = _spec({"resourceUsedThresholdWithBE": {"enable": True}})
+    # node 9 cores, LSE+LSR pods 4 of them, BE 3: suppress 4400 -> 5 CPUs, of which
+    # floor(5 x 4 / (4 + 8)) = 1 from the LSR-bound 4-7 and 4 from 8-15; 0-3 (LSE) never
+    report = node_qos.reconcile(spec, pods, _usage_cache(9, **{"uid-lse": 2, "uid-lsr": 2, "uid-be": 3}), NOW)
+    assert report.be_cpuset == "4,8-11"
+
+
+def test_topology_from_sysfs_pairs_hyper_threads(tmp_path: Path) -> None:
+    for cpu in range(8):
+        topo = tmp_path / f"sys/devices/system/cpu/cpu{cpu}/topology"
+        topo.mkdir(parents=True)
+        (topo / "core_id").write_text(f"{cpu % 4}\n")
+        (topo / "physical_package_id").write_text(f"{(cpu % 4) // 2}\n")
+    for numa, cpus in ((0, "0-1,4-5"), (1, "2-3,6-7")):
+        (tmp_path / f"sys/devices/system/node/node{numa}").mkdir(parents=True)
+        (tmp_path / f"sys/devices/system/node/node{numa}/cpulist").write_text(cpus + "\n")
+    infos = read_topology(HostFS(tmp_path))
+    assert [(c.cpu, c.numa) for c in infos] == [
+        (0, 0),
+        (1, 0),
+        (2, 1),
+        (3, 1),
+        (4, 0),
+        (5, 0),
+        (6, 1),
+        (7, 1),
+    ]
+    assert infos[0].core == infos[4].core != infos[1].core
+    # four CPUs: a whole core on each NUMA node
+    assert sup.select_cpus(infos, 4) == [0, 2, 4, 6]
