@@ -146,7 +146,11 @@ class NodeQoS:
                 be = class_qos(spec, "BE").cpu_qos
                 values[app.path] = 1 if app.qos == "BE" and be and be.enable and be.sched_idle == 1 else 0
         resource = R.CPU_BVT_WARP_NS if plan.resource == "bvt" else R.CPU_IDLE
-        if not self.writer.supported(self.layout.qos_dir("Guaranteed"), resource):
+        kubepods = self.layout.qos_dir("Guaranteed")
+        if not self.fs.is_dir(f"{self.writer.subsystem_root('cpu')}/{kubepods}"):
+            self._once("no-kubepods", "no %s cgroup yet: pod-level CPU QoS waits for kubelet", kubepods)
+            return list(plan.annotation_errors)
+        if not self.writer.supported(kubepods, resource):
             self._once(
                 f"unsupported:{resource}",
                 "pod-level CPU QoS: the kernel has no %s (%s); use cpuPolicy %s",

@@ -4,14 +4,21 @@ kernel's values are read back. Skipped (with the reason) where the hierarchy is 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from apis.koordlet_features import KoordletFeatureGates
+from apis.slo.nodeslo import NodeSLOSpec
+from koordlet.collectors import series
 from koordlet.fs import HostFS
+from koordlet.metric_cache import MetricCache
+from koordlet.qos.node_qos import NodeQoS
 from koordlet.qos.resources import CgroupResource as R
+from koordlet.qos.slo import effective_spec
 from koordlet.qos.writer import CgroupWriter
 
 CGROUP = Path("/sys/fs/cgroup")
@@ -111,3 +118,64 @@ def test_v2_knob_the_kernel_lacks_is_reported_and_skipped() -> None:
         assert not writer.write(f"unified/{name}", R.CPU_CFS_QUOTA, 50000)
         assert not (unified / name / "cpu.max").exists()
         assert writer.failures[0].reason.startswith("missing")
+
+
+def test_node_qos_on_the_kernels_cgroups(v1_cpu: str) -> None:
+    """BE suppression (cfsQuota, then cpuset) and coreSched's cpu.idle through NodeQoS, with a
+    scratch cgroup as kubelet's cgroup root, read back from the kernel."""
+    if not (CGROUP / "cpuset").is_dir():
+        pytest.skip("no v1 cpuset controller mounted")
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    cpuset_root = CGROUP / "cpuset"
+    allowed = ",".join(str(c) for c in cpus)
+    mems = (cpuset_root / "cpuset.mems").read_text().strip().split(",")[0].split("-")[0]
+    cpu_mount = CGROUP / "cpu" if (CGROUP / "cpu").is_dir() else CGROUP / "cpu,cpuacct"
+    made: list[Path] = []
+    try:
+        for base in (cpu_mount, cpuset_root):
+            for part in (v1_cpu, f"{v1_cpu}/kubepods", f"{v1_cpu}/kubepods/besteffort"):
+                path = base / part
+                if not path.exists():
+                    path.mkdir()
+                    made.append(path)
+                if base == cpuset_root:
+                    (path / "cpuset.mems").write_text(mems)
+                    (path / "cpuset.cpus").write_text(allowed)
+        gates = KoordletFeatureGates()
+        node_qos = NodeQoS(HostFS("/"), 1, gates, cgroup_root=v1_cpu)
+        be = f"{v1_cpu}/kubepods/besteffort"
+        cache = MetricCache()
+        now = time.time()
+        for t in range(-3, 1):
+            cache.append((series.NODE_CPU,), now + t, 1.0)
+        quota = effective_spec(
+            NodeSLOSpec.model_validate(
+                {"resourceUsedThresholdWithBE": {"enable": True, "cpuSuppressPolicy": "cfsQuota"}}
+            )
+        )
+        # len(cpus) cores x 65 % - 1 core of system usage
+        suppress = len(cpus) * 650 - 1000
+        report = node_qos.reconcile(quota, [], cache, now)
+        expected = max(suppress * 100, 2000)
+        assert report.be_quota == expected
+        assert int((cpu_mount / be / "cpu.cfs_quota_us").read_text()) == expected
+        cpuset = effective_spec(NodeSLOSpec.model_validate({"resourceUsedThresholdWithBE": {"enable": True}}))
+        report = node_qos.reconcile(cpuset, [], cache, now)
+        assert int((cpu_mount / be / "cpu.cfs_quota_us").read_text()) == -1
+        assert (cpuset_root / be / "cpuset.cpus").read_text().strip() == report.be_cpuset
+        if (cpu_mount / be / "cpu.idle").exists():
+            core_sched = effective_spec(
+                NodeSLOSpec.model_validate(
+                    {
+                        "resourceQOSStrategy": {
+                            "policies": {"cpuPolicy": "coreSched"},
+                            "beClass": {"cpuQOS": {"enable": True}},
+                        }
+                    }
+                )
+            )
+            node_qos.reconcile(core_sched, [], cache, now)
+            assert (cpu_mount / be / "cpu.idle").read_text().strip() == "1"
+    finally:
+        for path in reversed(made):
+            path.rmdir()
