@@ -7,12 +7,14 @@ for QoS nodeslos get/list/watch, pods/eviction create, events create).
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
+from pydantic import ValidationError
 
 from apis.core import Node, Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
@@ -23,6 +25,8 @@ from apis.slo.nodeslo import NodeSLO
 from koordlet.reporter import PodMeta
 
 __all__ = ["KoordletClient", "QoSClient", "pod_meta"]
+
+log = logging.getLogger("koordlet")
 
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
@@ -141,6 +145,11 @@ class KoordletClient:
         )
 
 
+def _first_error(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
+
+
 class QoSClient(KoordletClient):
     """The calls of the QoS manager: NodeSLOs, nodes, full pods, the Eviction API and events.
 
@@ -149,6 +158,7 @@ class QoSClient(KoordletClient):
     """
 
     async def get_node_slo(self, name: str) -> NodeSLO | None:
+        """Raises ValueError naming the field when the NodeSLO does not parse."""
         crd = NodeSLO.crd
         api = client.CustomObjectsApi(await self._client())
         try:
@@ -159,13 +169,23 @@ class QoSClient(KoordletClient):
             if exc.status == 404:
                 return None
             raise
-        return NodeSLO.model_validate(raw)
+        try:
+            return NodeSLO.model_validate(raw)
+        except ValidationError as exc:
+            raise ValueError(f"NodeSLO {name}: {_first_error(exc)}") from exc
 
     async def list_node_slos(self) -> list[NodeSLO]:
         crd = NodeSLO.crd
         api = client.CustomObjectsApi(await self._client())
         listed: dict[str, Any] = await api.list_cluster_custom_object(crd.group, crd.version, crd.plural)
-        return [NodeSLO.model_validate(item) for item in listed.get("items") or []]
+        slos = []
+        for item in listed.get("items") or []:
+            try:
+                slos.append(NodeSLO.model_validate(item))
+            except ValidationError as exc:
+                name = (item.get("metadata") or {}).get("name")
+                log.warning("NodeSLO %s skipped: %s", name, _first_error(exc))
+        return slos
 
     async def get_node(self, name: str) -> Node | None:
         core = client.CoreV1Api(await self._client())

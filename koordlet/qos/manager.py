@@ -69,11 +69,22 @@ class QoSManager:
         self._refreshed = float("-inf")
         self._reported: set[tuple[str, str]] = set()
         self._slo_seen: bool | None = None
+        self._slo: NodeSLO | None = None
+        self._slo_error = ""
 
     async def refresh(self, api: QoSAPI, now: float) -> None:
         if now - self._refreshed < self.refresh_seconds:
             return
-        slo = await api.get_node_slo(self.node_name)
+        try:
+            slo = await api.get_node_slo(self.node_name)
+        except ValueError as exc:
+            if str(exc) != self._slo_error:
+                self._slo_error = str(exc)
+                log.warning("%s: keeping the last good NodeSLO", exc)
+            slo = self._slo
+        else:
+            self._slo_error = ""
+        self._slo = slo
         if (slo is not None) != self._slo_seen:
             self._slo_seen = slo is not None
             log.info(
@@ -122,6 +133,6 @@ class QoSManager:
         while True:
             try:
                 await self.round(api, evictor)
-            except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError) as exc:
+            except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("QoS round failed, retrying: %s", exc)
             await asyncio.sleep(self.interval)

@@ -183,6 +183,6 @@ class SimulatedQoS:
         while True:
             try:
                 await self.round(api)
-            except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError) as exc:
+            except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("simulated QoS round failed, retrying: %s", exc)
             await asyncio.sleep(self.interval)

@@ -98,3 +98,28 @@ def test_a_round_writes_cgroups_evicts_and_reports_a_bad_annotation_once(tmp_pat
     assert bad[0][0] == "ls"
     assert "koordinator.sh/cpuQOS" in bad[0][2]
     assert [e[1] for e in api.events if e[0] == "be"] == ["evictPodSuccess"]
+
+
+@dataclass
+class BrokenSLOAPI(FakeAPI):
+    broken: bool = False
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None:
+        if self.broken:
+            raise ValueError(
+                "NodeSLO node-a: spec.resourceQOSStrategy.beClass: Input should be a valid dictionary"
+            )
+        return await super().get_node_slo(name)
+
+
+def test_a_node_slo_that_does_not_parse_keeps_the_last_good_one(tmp_path: Path, caplog: Any) -> None:
+    slo = {"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}}
+    tree, good, manager = _setup(tmp_path, slo)
+    api = BrokenSLOAPI(good.slo, good.pods)
+    evictor = Evictor(api)
+    asyncio.run(manager.round(api, evictor))
+    api.broken = True
+    manager.refresh_seconds = 0
+    asyncio.run(manager.round(api, evictor))
+    assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "-1"
+    assert "keeping the last good NodeSLO" in caplog.text
