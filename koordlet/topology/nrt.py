@@ -222,7 +222,7 @@ def _merged_zones(existing: Sequence[Zone], desired: Sequence[Zone]) -> list[Zon
     old = {zone.name: zone for zone in existing}
     merged = []
     for zone in desired:
-        resources = {r.name: r for r in (old[zone.name].resources or ()) if zone.name in old}
+        resources = {r.name: r for r in (old[zone.name].resources or ())} if zone.name in old else {}
         resources.update({r.name: r for r in zone.resources or ()})
         base = old.get(zone.name, zone)
         merged.append(

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import (
+    ANNOTATION_RESOURCE_STATUS,
     CPUInfo,
     CPUSharedPool,
     NodeReservation,
@@ -66,9 +67,12 @@ def pod_cpusets(pods: Iterable[Pod], warned: set[tuple[str, str]] | None = None)
             status = get_resource_status(annotations)
             cpus = parse_cpus(status.cpuset or "")
         except (InvalidAnnotation, ValueError) as exc:
-            key = (pod.metadata.uid or "", str(exc))
+            problem = (
+                str(exc) if isinstance(exc, InvalidAnnotation) else f"{ANNOTATION_RESOURCE_STATUS}: {exc}"
+            )
+            key = (pod.metadata.uid or "", problem)
             if warned is None or key not in warned:
-                log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, exc)
+                log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, problem)
                 if warned is not None:
                     warned.add(key)
             continue
