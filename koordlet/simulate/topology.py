@@ -14,11 +14,16 @@ from collections import defaultdict
 
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
-from koordlet.client import KoordletClient
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.topology_spec import NodeTopologySpec
 from koordlet.topology.nrt import desired_topology
-from koordlet.topology.reporter import DEFAULT_INTERVAL_SECONDS, RETRYABLE, OnceLog, write_topology
+from koordlet.topology.reporter import (
+    DEFAULT_INTERVAL_SECONDS,
+    RETRYABLE,
+    OnceLog,
+    TopologyAPI,
+    write_topology,
+)
 
 __all__ = ["TopologySimulation"]
 
@@ -32,7 +37,7 @@ class TopologySimulation:
         self.problems = OnceLog()
         self._warned: set[tuple[str, str]] = set()
 
-    async def _report(self, api: KoordletClient, name: str, spec: NodeTopologySpec, pods: list[Pod]) -> None:
+    async def _report(self, api: TopologyAPI, name: str, spec: NodeTopologySpec, pods: list[Pod]) -> None:
         node = await api.get_node(name)
         if node is None:
             return  # not (yet) a node of this cluster
@@ -55,7 +60,7 @@ class TopologySimulation:
         if written:
             log.info("NodeResourceTopology %s written", name)
 
-    async def report_once(self, api: KoordletClient) -> None:
+    async def report_once(self, api: TopologyAPI) -> None:
         by_node: dict[str, list[Pod]] = defaultdict(list)
         for pod in await api.list_pods("spec.nodeName!="):
             by_node[pod.spec.node_name or ""].append(pod)
@@ -63,7 +68,7 @@ class TopologySimulation:
             *(self._report(api, name, spec, by_node.get(name, [])) for name, spec in self.specs.items())
         )
 
-    async def run(self, api: KoordletClient) -> None:
+    async def run(self, api: TopologyAPI) -> None:
         while True:
             try:
                 await self.report_once(api)

@@ -12,15 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
+from typing import Protocol
 
 import aiohttp
 from kubernetes_asyncio import client
 
-from apis.core import Node
+from apis.core import Node, Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, KubeletCPUManagerPolicy
 from apis.topology import NodeResourceTopology
-from koordlet.client import KoordletClient
 from koordlet.fs import HostFS
 from koordlet.topology.cpuset_apply import CPUSetApplier
 from koordlet.topology.cpuset_rule import CPUSetRule
@@ -33,12 +33,22 @@ from koordlet.topology.kubelet import (
 )
 from koordlet.topology.nrt import TopologyStatus, desired_topology, merge_topology, new_topology
 
-__all__ = ["DEFAULT_INTERVAL_SECONDS", "HostTopologyReporter", "OnceLog", "write_topology"]
+__all__ = ["DEFAULT_INTERVAL_SECONDS", "HostTopologyReporter", "OnceLog", "TopologyAPI", "write_topology"]
 
 log = logging.getLogger("koordlet.topology")
 
 DEFAULT_INTERVAL_SECONDS = 3.0
 RETRYABLE = (TimeoutError, client.ApiException, aiohttp.ClientError, OSError)
+
+
+class TopologyAPI(Protocol):
+    """The calls topology reporting makes (:class:`koordlet.client.KoordletClient` has them)."""
+
+    async def get_node(self, name: str) -> Node | None: ...
+    async def list_pods(self, field_selector: str) -> list[Pod]: ...
+    async def get_topology(self, name: str) -> NodeResourceTopology | None: ...
+    async def create_topology(self, topology: NodeResourceTopology) -> None: ...
+    async def update_topology(self, topology: NodeResourceTopology) -> None: ...
 
 
 class OnceLog:
@@ -58,7 +68,7 @@ class OnceLog:
 
 
 async def write_topology(
-    api: KoordletClient, node: Node, status: TopologyStatus
+    api: TopologyAPI, node: Node, status: TopologyStatus
 ) -> tuple[NodeResourceTopology | None, bool]:
     """Create or update the node's NRT; returns the object as koordlet left it (None when a
     concurrent write won: next round) and whether something was written."""
@@ -132,7 +142,7 @@ class HostTopologyReporter:
         self.problems.ok(str(path))
         return state
 
-    async def report_once(self, api: KoordletClient) -> NodeResourceTopology | None:
+    async def report_once(self, api: TopologyAPI) -> NodeResourceTopology | None:
         node = await api.get_node(self.node_name)
         if node is None:
             self.problems.problem(
@@ -183,7 +193,7 @@ class HostTopologyReporter:
                 self.applier.apply(pods, rule)
         return topology
 
-    async def run(self, api: KoordletClient) -> None:
+    async def run(self, api: TopologyAPI) -> None:
         while True:
             try:
                 await self.report_once(api)
