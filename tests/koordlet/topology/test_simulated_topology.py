@@ -69,7 +69,7 @@ def test_the_load_file_stays_compatible_and_checks_the_new_fields(tmp_path: Path
         )
     with pytest.raises(ValidationError, match="coresPerNUMANode"):
         NodeTopologySpec.model_validate({"memoryPerNUMANode": "1Gi"})
-    with pytest.raises(ValidationError, match="default.topology"):
+    with pytest.raises(ValidationError, match=r"default\.topology"):
         LoadFile.model_validate(
             {"default": {"topology": {"coresPerNUMANode": 1, "memoryPerNUMANode": "1Gi"}}}
         )
