@@ -3,11 +3,12 @@ its NodeResourceTopology.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
 (nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update,
-noderesourcetopologies get/create/update).
+noderesourcetopologies get/create/update, events create).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -170,3 +171,26 @@ class KoordletClient:
         await api.replace_cluster_custom_object(
             _NRT.group, _NRT.version, _NRT.plural, name, topology.to_wire()
         )
+
+    async def record_event(
+        self, *, kind: str, name: str, namespace: str | None, uid: str | None, reason: str, message: str
+    ) -> None:
+        """A Warning event on a pod (``namespace`` set) or a node (posted in ``default``)."""
+        core = client.CoreV1Api(await self._client())
+        event_namespace = namespace or "default"
+        now = datetime.now(UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=event_namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind=kind, namespace=namespace, name=name, uid=uid
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning",
+            source=client.V1EventSource(component="koordlet"),
+            reporting_component="koordlet",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await core.create_namespaced_event(event_namespace, event)
