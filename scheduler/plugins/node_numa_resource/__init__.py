@@ -1,0 +1,6 @@
+"""NodeNUMAResource: NUMA-aware placement and CPU orchestration (algorithms 11).
+
+The CPU allocation core is a pure library: ``cpu_topology`` (the node's CPUs), ``ledger`` (what
+the pods on a node hold), ``numa_split`` (a request over a NUMA hint) and ``cpu_accumulator``
+(which CPUs a pod gets).
+"""
