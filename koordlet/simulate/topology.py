@@ -15,6 +15,7 @@ from collections import defaultdict
 from apis.core import Pod
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.topology_spec import NodeTopologySpec
+from koordlet.topology.host import HostTopology
 from koordlet.topology.reporter import (
     DEFAULT_INTERVAL_SECONDS,
     RETRYABLE,
@@ -32,20 +33,22 @@ class TopologySimulation:
     def __init__(self, load: LoadFile, interval_seconds: float | None) -> None:
         self.specs = load.topologies()
         self.interval_seconds = interval_seconds or DEFAULT_INTERVAL_SECONDS
-        self.complaints = Complaints()
+        # per node: a node's complaints are pruned to that node's pods
+        self.complaints: dict[str, Complaints] = defaultdict(Complaints)
+        self._hosts: dict[str, HostTopology] = {}
 
     async def _report(self, api: TopologyAPI, name: str, spec: NodeTopologySpec, pods: list[Pod]) -> None:
         node = await api.get_node(name)
         if node is None:
             return  # not (yet) a node of this cluster
-        host = spec.host()
+        host = self._hosts.get(name) or self._hosts.setdefault(name, spec.host())
         kubelet = spec.kubelet
         await report_node(
             api,
             node,
             host,
             pods,
-            self.complaints,
+            self.complaints[name],
             cpu_manager=kubelet.cpu_manager(host.cpus),
             topology_policy=kubelet.nrt_topology_policy(),
         )

@@ -107,3 +107,15 @@ def test_the_documented_example_describes_the_dev_clusters_nodes() -> None:
     assert len(gpu.cpus) == 96
     assert specs["gpu-0"].kubelet.nrt_topology_policy() == "SingleNUMANodePodLevel"
     assert specs["gpu-0"].kubelet.cpu_manager(gpu.cpus).reserved_cpus == "0,48"
+
+
+async def test_a_malformed_pod_on_each_of_two_nodes_gets_one_event_each() -> None:
+    load = LoadFile.model_validate(yaml.safe_load(LOAD))
+    bad1 = pod("bad1", qos="LSE", raw_status='{"cpuset":"x"}')
+    bad2 = pod("bad2", qos="LSE", raw_status='{"cpuset":"y"}').model_copy(deep=True)
+    bad2.spec.node_name = "n2"
+    api = FakeTopologyAPI([node("n1"), node("n2")], [bad1, bad2])
+    simulation = TopologySimulation(load, 1.0)
+    for _ in range(3):
+        await simulation.report_once(api)
+    assert sorted(str(e["name"]) for e in api.events) == ["bad1", "bad2"]
