@@ -1,8 +1,10 @@
-"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, the node, its Device.
+"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, the node, its Device,
+its NodeResourceTopology.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
-(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update;
-for QoS nodeslos get/list/watch, pods/eviction create, events create).
+(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update,
+noderesourcetopologies get/create/update, events create; for QoS nodeslos get/list/watch, pods/eviction
+create).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from apis.podrequests import pod_requests
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from apis.slo.nodeslo import NodeSLO
+from apis.topology import NodeResourceTopology
 from koordlet.reporter import PodMeta
 
 __all__ = ["KoordletClient", "QoSClient", "pod_meta"]
@@ -31,7 +34,8 @@ log = logging.getLogger("koordlet")
 
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
-_M = TypeVar("_M", NodeMetric, Device)
+_NRT = NodeResourceTopology.crd
+_M = TypeVar("_M", NodeMetric, Device, NodeResourceTopology)
 
 
 def pod_meta(pod: Pod) -> PodMeta:
@@ -114,12 +118,16 @@ class KoordletClient:
         return await self._pods("spec.nodeName!=")
 
     async def _pods(self, field_selector: str) -> list[PodMeta]:
+        return [pod_meta(pod) for pod in await self.list_pods(field_selector)]
+
+    async def list_pods(self, field_selector: str) -> list[Pod]:
+        """Pods of every namespace matching a field selector (``spec.nodeName=NODE``)."""
         core = client.CoreV1Api(await self._client())
         listed: Any = await core.list_pod_for_all_namespaces(
             field_selector=field_selector, _preload_content=False
         )
         raw: dict[str, Any] = await listed.json()
-        return [pod_meta(Pod.model_validate(item)) for item in raw.get("items") or []]
+        return [Pod.model_validate(item) for item in raw.get("items") or []]
 
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
@@ -134,7 +142,8 @@ class KoordletClient:
         return uid
 
     async def get_node(self, name: str) -> Node | None:
-        """Node ``name`` (its allocatable bounds the Prod prediction); None when there is none."""
+        """Node ``name`` (its allocatable bounds the Prod prediction; labels, annotations and capacity
+        shape its NodeResourceTopology); None when there is none."""
         core = client.CoreV1Api(await self._client())
         try:
             raw: Any = await core.read_node(name, _preload_content=False)
@@ -159,6 +168,44 @@ class KoordletClient:
         await api.replace_cluster_custom_object(
             _DEVICE.group, _DEVICE.version, _DEVICE.plural, name, device.to_wire()
         )
+
+    async def get_topology(self, name: str) -> NodeResourceTopology | None:
+        return await self._get_cluster_object(NodeResourceTopology, name)
+
+    async def create_topology(self, topology: NodeResourceTopology) -> None:
+        api = client.CustomObjectsApi(await self._client())
+        await api.create_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, topology.to_wire())
+
+    async def update_topology(self, topology: NodeResourceTopology) -> None:
+        """Replace the NRT (optimistic: a conflict raises ApiException 409)."""
+        api = client.CustomObjectsApi(await self._client())
+        name = topology.metadata.name or ""
+        await api.replace_cluster_custom_object(
+            _NRT.group, _NRT.version, _NRT.plural, name, topology.to_wire()
+        )
+
+    async def record_event(
+        self, *, kind: str, name: str, namespace: str | None, uid: str | None, reason: str, message: str
+    ) -> None:
+        """A Warning event on a pod (``namespace`` set) or a node (posted in ``default``)."""
+        core = client.CoreV1Api(await self._client())
+        event_namespace = namespace or "default"
+        now = datetime.now(UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=event_namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind=kind, namespace=namespace, name=name, uid=uid
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning",
+            source=client.V1EventSource(component="koordlet"),
+            reporting_component="koordlet",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await core.create_namespaced_event(event_namespace, event)
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -202,16 +249,6 @@ class QoSClient(KoordletClient):
                 name = (item.get("metadata") or {}).get("name")
                 log.warning("NodeSLO %s skipped: %s", name, _first_error(exc))
         return slos
-
-    async def get_node(self, name: str) -> Node | None:
-        core = client.CoreV1Api(await self._client())
-        try:
-            response: Any = await core.read_node(name, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Node.model_validate(await response.json())
 
     async def full_pods(self, node_name: str | None = None) -> list[Pod]:
         """The pods bound to ``node_name`` (every bound pod when None)."""
