@@ -88,7 +88,7 @@ def _group(details: Iterable[CPUDetail], key: str) -> dict[int, frozenset[int]]:
     return {k: frozenset(v) for k, v in groups.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CPUTopology:
     """The CPUs of one node; counts follow Koordinator's CPUTopologyBuilder."""
 
@@ -115,6 +115,12 @@ class CPUTopology:
         set_(self, "_by_node", MappingProxyType(_group(values, "node_id")))
         set_(self, "_by_socket", MappingProxyType(_group(values, "socket_id")))
         set_(self, "_by_core", MappingProxyType(_group(values, "core_id")))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CPUTopology) and dict(self.details) == dict(other.details)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self.details.values()))
 
     @classmethod
     def build(cls, cpus: Iterable[tuple[int, int, int, int]]) -> CPUTopology:

@@ -19,7 +19,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["CPU", "NUMASplit", "insufficient_reason", "split_over_numa", "split_over_numa_detailed"]
+from scheduler.plugins.node_numa_resource.cpu_accumulator import filter_for_required_policy
+from scheduler.plugins.node_numa_resource.cpu_topology import CPUTopology
+
+__all__ = [
+    "CPU",
+    "NUMASplit",
+    "insufficient_reason",
+    "split_over_numa",
+    "split_over_numa_detailed",
+    "trim_for_required_policy",
+]
 
 CPU = "cpu"
 
@@ -100,3 +110,24 @@ def split_over_numa(
     return split_over_numa_detailed(
         free, request, mask, cpuset_cpus=cpuset_cpus, cpus_per_core=cpus_per_core
     ).allocation
+
+
+def trim_for_required_policy(
+    topology: CPUTopology,
+    free: Mapping[int, Mapping[str, int]],
+    available: frozenset[int],
+    bind_policy: str,
+) -> dict[int, dict[str, int]]:
+    """A copy of ``free`` whose cpu per NUMA node is capped at 1000 x the CPUs there that a required
+    ``bind_policy`` may use (algorithms 11.3 step 2): under FullPCPUs the CPUs of its fully free
+    cores, under SpreadByPCPUs one per core with a free CPU. A zero cpu stays as it is."""
+    trimmed = {node: dict(amounts) for node, amounts in free.items()}
+    for node, amounts in trimmed.items():
+        cpu = amounts.get(CPU, 0)
+        if not cpu:
+            continue
+        usable = filter_for_required_policy(
+            topology, available & topology.cpus_in_nodes((node,)), bind_policy
+        )
+        amounts[CPU] = min(cpu, 1000 * len(usable))
+    return trimmed

@@ -80,3 +80,9 @@ def test_a_malformed_cpuset_names_the_bad_part(text: str) -> None:
 @given(st.frozensets(st.integers(0, 300)))
 def test_cpuset_format_round_trips(cpus: frozenset[int]) -> None:
     assert CPUSet.parse(CPUSet(cpus).format()) == cpus
+
+
+def test_topologies_compare_and_hash_by_their_cpus() -> None:
+    assert two_sockets() == two_sockets()
+    assert two_sockets() != small()
+    assert len({two_sockets(), two_sockets(), small()}) == 2
