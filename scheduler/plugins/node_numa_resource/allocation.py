@@ -15,13 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.plugins.node_numa_resource.cpu_accumulator import (
-    FULL_PCPUS,
-    allocate_cpuset,
-    filter_for_required_policy,
-)
+from scheduler.plugins.node_numa_resource.cpu_accumulator import FULL_PCPUS, allocate_cpuset
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
-from scheduler.plugins.node_numa_resource.numa_split import split_over_numa_detailed
+from scheduler.plugins.node_numa_resource.numa_split import split_over_numa_detailed, trim_for_required_policy
 from scheduler.plugins.node_numa_resource.policy import NodeCPUBind
 from scheduler.plugins.node_numa_resource.topology_manager import numa_ids_of
 from scheduler.plugins.node_numa_resource.topology_options import TopologyOptions
@@ -47,27 +43,19 @@ class Allocation:
     """NUMA id -> resource -> amount (empty: no NUMA placement)."""
 
 
-def _available(options: TopologyOptions, ledger: NodeCPUAllocation, bind: NodeCPUBind) -> frozenset[int]:
-    available = ledger.available_cpus(options.cpu_topology, options.reserved_cpus)
-    if bind.required:
-        return filter_for_required_policy(options.cpu_topology, available, bind.policy)
-    return available
-
-
 def numa_free(
     options: TopologyOptions, ledger: NodeCPUAllocation, bind: NodeCPUBind
 ) -> dict[int, dict[str, int]]:
     """Per NUMA node, what is free (allocatable less allocated); a required bind policy caps cpu
     at the CPUs it could give there (11.3 step 2)."""
     free: dict[int, dict[str, int]] = {}
-    available = _available(options, ledger, bind) if bind.bind and bind.required else None
     for numa, allocatable in options.numa_allocatable.items():
         used = ledger.numa_allocated(numa)
-        amounts = {name: max(0, amount - used.get(name, 0)) for name, amount in allocatable.items()}
-        if available is not None and "cpu" in amounts:
-            cpus = available & options.cpu_topology.cpus_in_nodes((numa,))
-            amounts["cpu"] = min(amounts["cpu"], 1000 * len(cpus))
-        free[numa] = amounts
+        free[numa] = {name: max(0, amount - used.get(name, 0)) for name, amount in allocatable.items()}
+    if bind.bind and bind.required:
+        topology = options.cpu_topology
+        available = ledger.available_cpus(topology, options.reserved_cpus)
+        return trim_for_required_policy(topology, free, available, bind.policy)
     return free
 
 
