@@ -137,7 +137,7 @@ def cpu_request(
         integer=integer,
         qos_allows=qos_allows,
         bind=bind,
-        bind_policy=effective if binds else "",
+        bind_policy=effective if binds and qos_allows else "",
         required_policy=required if required in ("FullPCPUs", "SpreadByPCPUs") else "",
         exclusive_policy=spec.preferred_cpu_exclusive_policy or "None",
         numa_policy=numa_spec.numa_topology_policy,
