@@ -27,6 +27,8 @@ from koordlet.fs import HostFS
 from koordlet.metrics import KoordletMetrics, serve
 from koordlet.simulate.model import load_file
 from koordlet.simulate.runner import Simulation
+from koordlet.simulate.topology import TopologySimulation
+from koordlet.topology.agent import host_topology_reporter
 
 __all__ = ["main", "parse_args"]
 
@@ -55,6 +57,26 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
     parser.add_argument("--cgroup-root", help="kubelet's --cgroup-root, the parent of kubepods (default /)")
     parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="force cgroups v1 or v2")
     parser.add_argument("--collect-interval-seconds", type=float, help="sampling period (default 1)")
+    parser.add_argument(
+        "--kubelet-config",
+        type=Path,
+        help="the kubelet's config file under --host-root (default /var/lib/kubelet/config.yaml)",
+    )
+    parser.add_argument(
+        "--topology-interval-seconds",
+        type=float,
+        help="report the NodeResourceTopology and apply cpusets this often (default 3)",
+    )
+    parser.add_argument(
+        "--apply-cpusets",
+        action=argparse.BooleanOptionalAction,
+        help="write pods' cpusets into their cgroups (default on; never in simulation)",
+    )
+    parser.add_argument(
+        "--be-cpu-manager",
+        action=argparse.BooleanOptionalAction,
+        help="BECPUManager: BE pods with NUMA resources run on their NUMA nodes' BE pools (default off)",
+    )
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
     parser.add_argument(
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
@@ -76,7 +98,10 @@ async def run(config: KoordletConfig) -> None:
         if config.simulate is not None or config.simulate_devices is not None:
             tasks = []
             if config.simulate is not None:
-                tasks.append(Simulation(config, load_file(config.simulate), metrics).run(api))
+                load = load_file(config.simulate)
+                tasks.append(Simulation(config, load, metrics).run(api))
+                if load.topologies():
+                    tasks.append(TopologySimulation(load, config.topology_interval_seconds).run(api))
             if config.simulate_devices is not None:
                 simulated = DeviceSimulation(config.simulate_devices, config.report_interval_seconds)
                 tasks.append(simulated.run(api))
@@ -89,7 +114,10 @@ async def run(config: KoordletConfig) -> None:
                 config.device_config,
                 config.report_interval_seconds,
             )
-            await asyncio.gather(agent.collect_forever(), agent.report_forever(api), devices.run(api))
+            topology = host_topology_reporter(config)
+            await asyncio.gather(
+                agent.collect_forever(), agent.report_forever(api), devices.run(api), topology.run(api)
+            )
     finally:
         await api.close()
         if runner is not None:

@@ -1,7 +1,9 @@
-"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, its Device object.
+"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, its Device object,
+its NodeResourceTopology.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
-(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update).
+(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update,
+noderesourcetopologies get/create/update).
 """
 
 from __future__ import annotations
@@ -12,18 +14,20 @@ from typing import Any, TypeVar
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
-from apis.core import Pod
+from apis.core import Node, Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
+from apis.topology import NodeResourceTopology
 from koordlet.reporter import PodMeta
 
 __all__ = ["KoordletClient", "pod_meta"]
 
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
-_M = TypeVar("_M", NodeMetric, Device)
+_NRT = NodeResourceTopology.crd
+_M = TypeVar("_M", NodeMetric, Device, NodeResourceTopology)
 
 
 def pod_meta(pod: Pod) -> PodMeta:
@@ -102,12 +106,27 @@ class KoordletClient:
         return await self._pods("spec.nodeName!=")
 
     async def _pods(self, field_selector: str) -> list[PodMeta]:
+        return [pod_meta(pod) for pod in await self.list_pods(field_selector)]
+
+    async def list_pods(self, field_selector: str) -> list[Pod]:
+        """Pods of every namespace matching a field selector (``spec.nodeName=NODE``)."""
         core = client.CoreV1Api(await self._client())
         listed: Any = await core.list_pod_for_all_namespaces(
             field_selector=field_selector, _preload_content=False
         )
         raw: dict[str, Any] = await listed.json()
-        return [pod_meta(Pod.model_validate(item)) for item in raw.get("items") or []]
+        return [Pod.model_validate(item) for item in raw.get("items") or []]
+
+    async def get_node(self, name: str) -> Node | None:
+        """Node ``name`` (labels, annotations, capacity); None when there is no such node."""
+        core = client.CoreV1Api(await self._client())
+        try:
+            response: Any = await core.read_node(name, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Node.model_validate(await response.json())
 
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
@@ -135,4 +154,19 @@ class KoordletClient:
         name = device.metadata.name or ""
         await api.replace_cluster_custom_object(
             _DEVICE.group, _DEVICE.version, _DEVICE.plural, name, device.to_wire()
+        )
+
+    async def get_topology(self, name: str) -> NodeResourceTopology | None:
+        return await self._get_cluster_object(NodeResourceTopology, name)
+
+    async def create_topology(self, topology: NodeResourceTopology) -> None:
+        api = client.CustomObjectsApi(await self._client())
+        await api.create_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, topology.to_wire())
+
+    async def update_topology(self, topology: NodeResourceTopology) -> None:
+        """Replace the NRT (optimistic: a conflict raises ApiException 409)."""
+        api = client.CustomObjectsApi(await self._client())
+        name = topology.metadata.name or ""
+        await api.replace_cluster_custom_object(
+            _NRT.group, _NRT.version, _NRT.plural, name, topology.to_wire()
         )

@@ -34,6 +34,18 @@ class KoordletConfig(BaseModel):
     """Force cgroups v1 or v2; detected from the mount when None."""
     collect_interval_seconds: float = Field(default=1.0, gt=0)
     """How often the collectors sample (Koordinator's ``CollectResUsedInterval``, 1 s)."""
+    kubelet_config: Path = Path("/var/lib/kubelet/config.yaml")
+    """The kubelet's KubeletConfiguration file (under ``host_root``): CPU manager and topology manager
+    policies, reserved CPUs; ``cpu_manager_state`` is read beside it."""
+    topology_interval_seconds: float = Field(default=3.0, gt=0)
+    """How often the NodeResourceTopology is reported and cpusets applied (Koordinator's
+    ``NodeTopologySyncInterval``, 3 s)."""
+    apply_cpusets: bool = True
+    """Write each pod's cpuset into its cgroups (Koordinator's CPUSetAllocator hook); never in
+    simulation mode."""
+    be_cpu_manager: bool = False
+    """Koordinator's ``BECPUManager`` gate: a BE pod with NUMA resources runs on the BE pools of its
+    NUMA nodes."""
     metrics_bind: str = "0.0.0.0"
     metrics_port: int = Field(default=9316, ge=0, le=65535)
     """Port of /metrics and /healthz (Koordinator's koordlet serves its metrics on 9316); 0 turns the

@@ -18,6 +18,7 @@ from apis.extension._annotation import EmptyAsNone, ResourceList, lookup, parse_
 from apis.types import Int32
 
 __all__ = [
+    "ANNOTATION_CPU_BASIC_INFO",
     "ANNOTATION_KUBELET_CPU_MANAGER_POLICY",
     "ANNOTATION_NODE_BE_CPU_SHARED_POOLS",
     "ANNOTATION_NODE_CPU_ALLOCS",
@@ -36,6 +37,7 @@ __all__ = [
     "LABEL_NODE_ENABLE_NUMA_RESERVATION",
     "LABEL_NODE_NUMA_ALLOCATE_STRATEGY",
     "LABEL_NUMA_TOPOLOGY_POLICY",
+    "CPUBasicInfo",
     "CPUBindPolicy",
     "CPUExclusivePolicy",
     "CPUInfo",
@@ -54,6 +56,7 @@ __all__ = [
     "ResourceSpec",
     "ResourceStatus",
     "SystemQOSResource",
+    "get_cpu_basic_info",
     "get_cpu_topology",
     "get_kubelet_cpu_manager_policy",
     "get_node_be_cpu_shared_pools",
@@ -67,6 +70,7 @@ __all__ = [
     "node_cpu_bind_policy",
     "node_numa_allocate_strategy",
     "node_numa_topology_policy",
+    "parse_cpu_basic_info",
     "parse_cpu_shared_pools",
     "parse_cpu_topology",
     "parse_kubelet_cpu_manager_policy",
@@ -332,3 +336,28 @@ def parse_system_qos_resource(raw: str) -> SystemQOSResource:
 def get_system_qos_resource(annotations: Mapping[str, str] | None) -> SystemQOSResource:
     raw = lookup(annotations, ANNOTATION_NODE_SYSTEM_QOS_RESOURCE)
     return SystemQOSResource() if raw is None else parse_system_qos_resource(raw)
+
+
+# --- cpu-basic-info (NodeResourceTopology annotation, read by CPU normalization) --------------------
+
+ANNOTATION_CPU_BASIC_INFO = _NODE + "/cpu-basic-info"
+
+
+class CPUBasicInfo(KoordModel):
+    """The CPU model and features koordlet found; every field is left out of the JSON when empty."""
+
+    cpu_model: str | None = None
+    hyper_thread_enabled: bool | None = None
+    turbo_enabled: bool | None = None
+    cat_l3_cbm_mask: str | None = None
+    vendor_id: str | None = Field(default=None, alias="vendorID")
+
+
+def parse_cpu_basic_info(raw: str) -> CPUBasicInfo:
+    return parse_json(ANNOTATION_CPU_BASIC_INFO, raw, CPUBasicInfo)
+
+
+def get_cpu_basic_info(annotations: Mapping[str, str] | None) -> CPUBasicInfo | None:
+    """None when the annotation is absent."""
+    raw = lookup(annotations, ANNOTATION_CPU_BASIC_INFO)
+    return None if raw is None else parse_cpu_basic_info(raw)
