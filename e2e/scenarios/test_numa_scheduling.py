@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -137,7 +138,7 @@ def numa_nodes(
     koordlet.start()
     try:
         for name in TOPOLOGIES:
-            wait_for(lambda name=name: _nrt(cp, name), 60, f"koordlet's NodeResourceTopology of {name}")
+            wait_for(partial(_nrt, cp, name), 60, f"koordlet's NodeResourceTopology of {name}")
         yield koordlet
     finally:
         print(koordlet.stop())
