@@ -360,3 +360,40 @@ async def test_gpu_and_cpus_land_on_the_same_numa_node() -> None:
     found = next(p for p in backend.list(PODS) if p.metadata.name == "train")
     allocated = json.loads((found.metadata.annotations or {})["scheduling.koordinator.sh/device-allocated"])
     assert [entry["minor"] for entry in allocated["gpu"]] == [2]
+
+
+# ---- node scoring ----
+
+PACKING = (
+    CONFIG
+    + """\
+  pluginConfig:
+  - name: NodeNUMAResource
+    args:
+      scoringStrategy: {type: MostAllocated}
+      numaScoringStrategy: {type: MostAllocated}
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        pytest.param(PACKING, "n0", id="most-allocated-packs"),
+        pytest.param(CONFIG, "n1", id="least-allocated-spreads"),
+    ],
+)
+async def test_nodes_are_scored_by_the_numa_nodes_the_pod_would_get(config: str, expected: str) -> None:
+    """n0 runs a pod holding 8 CPUs of NUMA node 0, n1 nothing. Packing: the new pod joins NUMA 0 of
+    n0 (12 of 16 CPUs used: 75 against n1's 25); spreading: n1."""
+    backend = MemoryBackend()
+    for name in ("n0", "n1"):
+        backend.apply(NODES, node(name, labels={POLICY: "SingleNUMANode"}))
+        backend.apply(NRTS, nrt(name))
+    held = pod("old", "8", qos="LS", node_name="n0")
+    held["metadata"]["annotations"][ANNOTATION_RESOURCE_STATUS] = json.dumps(
+        {"numaNodeResources": [{"node": 0, "resources": {"cpu": "8", "memory": "1Gi"}}]}
+    )
+    backend.apply(PODS, held)
+    await schedule(backend, [pod("new", "4", qos="LS")], config)
+    assert bound(backend)["new"] == expected
