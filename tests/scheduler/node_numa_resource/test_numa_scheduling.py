@@ -25,6 +25,7 @@ from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.plugins.node_numa_resource.plugin import NRTS
 from tests.scheduler.node_numa_resource.nrt_fixtures import node, nrt, pod
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
+from tests.scheduler.plugins.device_share_rdma_fixtures import nic
 
 POLICY = "node.koordinator.sh/numa-topology-policy"
 
@@ -397,3 +398,28 @@ async def test_nodes_are_scored_by_the_numa_nodes_the_pod_would_get(config: str,
     backend.apply(PODS, held)
     await schedule(backend, [pod("new", "4", qos="LS")], config)
     assert bound(backend)["new"] == expected
+
+
+async def test_an_rdma_nic_and_cpus_land_on_the_same_numa_node() -> None:
+    """The only NIC hangs off NUMA node 2: a Restricted pod asking for 4 CPUs and an RDMA share gets
+    NUMA node 2 (cores 16-17) and that NIC."""
+    backend = MemoryBackend()
+    allocatable = {"cpu": "64", "memory": "256Gi", "pods": "110", "koordinator.sh/rdma": "100"}
+    backend.apply(
+        NODES,
+        {
+            "metadata": {"name": "n0", "labels": {POLICY: "Restricted"}},
+            "status": {"allocatable": allocatable},
+        },
+    )
+    backend.apply(NRTS, nrt("n0"))
+    backend.apply(
+        DEVICES, device("n0", nic(1, numa=2, pcie="pci2")).model_dump(by_alias=True, exclude_none=True)
+    )
+    await schedule(backend, [pod("rdma", "4", extra={"koordinator.sh/rdma": "1"})])
+    status = status_of(backend, "rdma")
+    assert status["cpuset"] == "16-17,48-49"
+    assert [e["node"] for e in status["numaNodeResources"]] == [2]
+    found = next(p for p in backend.list(PODS) if p.metadata.name == "rdma")
+    allocated = json.loads((found.metadata.annotations or {})["scheduling.koordinator.sh/device-allocated"])
+    assert [entry["minor"] for entry in allocated["rdma"]] == [1]
