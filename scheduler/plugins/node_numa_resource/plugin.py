@@ -256,11 +256,13 @@ class NodeNUMAResource:
         affinity = state.get(NUMA_AFFINITY) or {}
         names = snapshot.table.names
         interesting = self._interesting(cycle, snapshot, rows)
+        # Pods a preemption is weighing count as gone (their CPUs free) in its what-if.
+        withdrawn = frozenset(uid for uid in self.store.records if snapshot.is_withdrawn(uid))
         for i in np.flatnonzero(interesting).tolist():
             node = names[int(rows[i])]
             info = snapshot.node(node)
             labels = info.labels if info is not None else {}
-            got = self._place(state, pod, cycle, node, labels)
+            got = self._place(state, pod, cycle, node, labels, withdrawn)
             if isinstance(got, Status):
                 feasible[i] = False
                 if got.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -286,9 +288,15 @@ class NodeNUMAResource:
         return mask
 
     def _place(
-        self, state: CycleState, pod: PodInfo, cycle: _Cycle, node: str, labels: dict[str, str]
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        cycle: _Cycle,
+        node: str,
+        labels: dict[str, str],
+        withdrawn: frozenset[str] = frozenset(),
     ) -> _Placed | Status:
-        """The pod on one node, or why it cannot run there."""
+        """The pod on one node (``withdrawn``: pods counted as gone), or why it cannot run there."""
         options = self.store.options.get(node)
         policy = node_numa_policy(
             node_numa_topology_policy(labels), options.kubelet_policy if options else ""
@@ -314,7 +322,7 @@ class NodeNUMAResource:
             return _Placed(merged, bind, None)
         if options is None:
             return Status.unresolvable(ERR_MISSING_NUMA if merged else ERR_INVALID_CPU_TOPOLOGY)
-        ledger = self.store.ledger(node)
+        ledger = self.store.ledger_without(node, withdrawn) if withdrawn else self.store.ledger(node)
         request = self._request(cycle, bind, labels)
         if not merged:
             got = allocate(options, ledger, request, None)

@@ -27,6 +27,9 @@ class Record:
     assumed: bool
 
 
+_NOWHERE = Record("", frozenset(), {}, "None", assumed=False)
+
+
 class NUMAStore:
     def __init__(self) -> None:
         self.options: dict[str, TopologyOptions] = {}
@@ -54,6 +57,18 @@ class NUMAStore:
         if ledger is None:
             self._rebuild(node)
             ledger = self._ledgers[node]
+        return ledger
+
+    def ledger_without(self, node: str, uids: frozenset[str]) -> NodeCPUAllocation:
+        """The node's ledger with ``uids`` gone (a preemption's what-if); the ledger itself when
+        none of them holds anything here."""
+        if not any(self.records.get(uid, _NOWHERE).node == node for uid in uids):
+            return self.ledger(node)
+        options = self.options.get(node)
+        ledger = NodeCPUAllocation(options.cpu_topology if options else CPUTopology.build(()))
+        for uid, record in self.records.items():
+            if record.node == node and uid not in uids:
+                ledger.add(uid, record.cpus, record.numa_resources, record.exclusive_policy)
         return ledger
 
     def hold(self, uid: str, record: Record) -> None:

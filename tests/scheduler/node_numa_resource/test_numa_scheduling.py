@@ -423,3 +423,41 @@ async def test_an_rdma_nic_and_cpus_land_on_the_same_numa_node() -> None:
     found = next(p for p in backend.list(PODS) if p.metadata.name == "rdma")
     allocated = json.loads((found.metadata.annotations or {})["scheduling.koordinator.sh/device-allocated"])
     assert [entry["minor"] for entry in allocated["rdma"]] == [1]
+
+
+# ---- preemption ----
+
+PREEMPTING = (
+    CONFIG
+    + """\
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      enablePreemption: true
+"""
+)
+
+
+async def test_preemption_frees_the_cpus_a_single_numa_pod_needs() -> None:
+    """Four low-priority pods hold a whole NUMA node each (their resource-status cpusets). An urgent
+    8-CPU pod fits no NUMA node until a victim's CPUs count as free in the preemption's what-if:
+    exactly one low pod is evicted and the urgent pod gets CPUs of its NUMA node."""
+    backend = numa_node({POLICY: "SingleNUMANode"})
+    for numa in range(4):
+        low = pod(f"low-{numa}", "16", node_name="n0")
+        low["spec"]["priority"] = 1000
+        cpus = f"{8 * numa}-{8 * numa + 7},{32 + 8 * numa}-{32 + 8 * numa + 7}"
+        low["metadata"]["annotations"][ANNOTATION_RESOURCE_STATUS] = json.dumps(
+            {
+                "cpuset": cpus,
+                "numaNodeResources": [{"node": numa, "resources": {"cpu": "16", "memory": "1Gi"}}],
+            }
+        )
+        backend.apply(PODS, low)
+    urgent = pod("urgent", "8")
+    urgent["spec"]["priority"] = 1_000_000
+    await schedule(backend, [urgent], PREEMPTING)
+    evicted = [e.regarding.name for e in backend.events if e.reason == "Preempted"]
+    assert len(evicted) == 1, evicted
+    numa = int(evicted[0].rsplit("-", 1)[1])
+    assert status_of(backend, "urgent")["numaNodeResources"][0]["node"] == numa
