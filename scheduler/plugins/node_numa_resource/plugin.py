@@ -37,6 +37,7 @@ from apis.extension.numa import (
     node_numa_allocate_strategy,
     node_numa_topology_policy,
 )
+from apis.extension.reservation import is_reserve_pod
 from apis.resources import from_int_units, to_int_units
 from apis.topology import NodeResourceTopology
 from scheduler.backend.base import PODS, EventRecord, ObjectRef, ResourceType, WatchEvent
@@ -409,7 +410,9 @@ class NodeNUMAResource:
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         cycle = state.get(_CYCLE)
-        if cycle is None:
+        if cycle is None or is_reserve_pod(pod.annotations):
+            # A Reservation's stand-in: placed where its NUMA policy allows, but no CPUs are held
+            # for it (reserving cpusets is not done yet; its room is held by count).
             return Status.success()
         placed = cycle.placed.get(node)
         info = self.handle.snapshot().node(node)

@@ -12,6 +12,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.extension.reservation import ANNOTATION_RESERVE_POD
 from apis.topology import NodeResourceTopology
 from scheduler.backend.base import EventRecord, EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
@@ -178,3 +179,16 @@ async def test_a_malformed_nrt_annotation_is_a_warning_event_on_the_nrt_once() -
         "Warning",
     )
     assert "kubelet.koordinator.sh/cpu-manager-policy" in event.message
+
+
+def test_a_reservations_stand_in_is_placed_by_policy_but_holds_no_cpus() -> None:
+    """Reserving cpusets is not done: a reserve pod that fits passes, and nothing is held for it
+    (a hold would stay assumed forever, its Binding never carrying a resource-status)."""
+    plugin, snapshot = setup("SingleNUMANode")
+    stand_in = lsr("reserve", 4, {ANNOTATION_RESERVE_POD: "true"})
+    _, placed = place(plugin, snapshot, stand_in)
+    assert placed
+    assert stand_in.uid not in plugin.store.records
+    assert not plugin.store.ledger("n0").allocated_cpus()
+    too_big = lsr("reserve-big", 20, {ANNOTATION_RESERVE_POD: "true"})
+    assert not place(plugin, snapshot, too_big)[1]
