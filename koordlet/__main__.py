@@ -19,12 +19,16 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from koordlet.agent import Agent
-from koordlet.client import KoordletClient
+from koordlet.cgroups import detect_version
+from koordlet.client import QoSClient
 from koordlet.config import KoordletConfig
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.fs import HostFS
 from koordlet.metrics import KoordletMetrics, serve
+from koordlet.qos.manager import QoSManager
+from koordlet.qos.node_qos import NodeQoS
+from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import load_file
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.topology import TopologySimulation
@@ -72,14 +76,14 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         action=argparse.BooleanOptionalAction,
         help="write pods' cpusets into their cgroups (default on; never in simulation)",
     )
-    parser.add_argument(
-        "--be-cpu-manager",
-        action=argparse.BooleanOptionalAction,
-        help="BECPUManager: BE pods with NUMA resources run on their NUMA nodes' BE pools (default off)",
-    )
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
     parser.add_argument(
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
+    )
+    parser.add_argument(
+        "--feature-gates",
+        help="koordlet feature gates, Name=true|false separated by commas: BECPUSuppress, BECPUEvict, "
+        "BEMemoryEvict, RdtResctrl, BECPUManager, GroupIdentity, Resctrl (docs/colocation.md)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -93,13 +97,15 @@ async def run(config: KoordletConfig) -> None:
     metrics = KoordletMetrics()
     metrics.started(config.node_name or "simulation")
     runner = await serve(metrics, config.metrics_bind, config.metrics_port) if config.metrics_port else None
-    api = KoordletClient(config.kubeconfig)
+    api = QoSClient(config.kubeconfig)
     try:
         if config.simulate is not None or config.simulate_devices is not None:
             tasks = []
             if config.simulate is not None:
                 load = load_file(config.simulate)
-                tasks.append(Simulation(config, load, metrics).run(api))
+                simulation = Simulation(config, load, metrics)
+                tasks.append(simulation.run(api))
+                tasks.append(SimulatedQoS(simulation, load, config.gates).run(api))
                 if load.topologies():
                     tasks.append(TopologySimulation(load, config.topology_interval_seconds).run(api))
             if config.simulate_devices is not None:
@@ -114,9 +120,17 @@ async def run(config: KoordletConfig) -> None:
                 config.device_config,
                 config.report_interval_seconds,
             )
+            fs = HostFS(config.host_root)
+            version = config.cgroup_version or detect_version(fs)
+            node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
+            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates)
             topology = host_topology_reporter(config)
             await asyncio.gather(
-                agent.collect_forever(), agent.report_forever(api), devices.run(api), topology.run(api)
+                agent.collect_forever(),
+                agent.report_forever(api),
+                devices.run(api),
+                qos.run(api),
+                topology.run(api),
             )
     finally:
         await api.close()

@@ -3,11 +3,13 @@ its NodeResourceTopology.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
 (nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update,
-noderesourcetopologies get/create/update).
+noderesourcetopologies get/create/update, events create; for QoS nodeslos get/list/watch, pods/eviction
+create).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,10 +21,11 @@ from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
+from apis.slo.nodeslo import NodeSLO
 from apis.topology import NodeResourceTopology
 from koordlet.reporter import PodMeta
 
-__all__ = ["KoordletClient", "pod_meta"]
+__all__ = ["KoordletClient", "QoSClient", "pod_meta"]
 
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
@@ -170,3 +173,86 @@ class KoordletClient:
         await api.replace_cluster_custom_object(
             _NRT.group, _NRT.version, _NRT.plural, name, topology.to_wire()
         )
+
+    async def record_event(
+        self, *, kind: str, name: str, namespace: str | None, uid: str | None, reason: str, message: str
+    ) -> None:
+        """A Warning event on a pod (``namespace`` set) or a node (posted in ``default``)."""
+        core = client.CoreV1Api(await self._client())
+        event_namespace = namespace or "default"
+        now = datetime.now(UTC)
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{name}.", namespace=event_namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind=kind, namespace=namespace, name=name, uid=uid
+            ),
+            reason=reason,
+            message=message[:1024],
+            type="Warning",
+            source=client.V1EventSource(component="koordlet"),
+            reporting_component="koordlet",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await core.create_namespaced_event(event_namespace, event)
+
+
+class QoSClient(KoordletClient):
+    """The calls of the QoS manager: NodeSLOs, nodes, full pods, the Eviction API and events.
+
+    The chart's koordlet ClusterRole allows them: nodeslos get/list/watch, nodes get, pods list,
+    pods/eviction create, events create.
+    """
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None:
+        crd = NodeSLO.crd
+        api = client.CustomObjectsApi(await self._client())
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                crd.group, crd.version, crd.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return NodeSLO.model_validate(raw)
+
+    async def list_node_slos(self) -> list[NodeSLO]:
+        crd = NodeSLO.crd
+        api = client.CustomObjectsApi(await self._client())
+        listed: dict[str, Any] = await api.list_cluster_custom_object(crd.group, crd.version, crd.plural)
+        return [NodeSLO.model_validate(item) for item in listed.get("items") or []]
+
+    async def full_pods(self, node_name: str | None = None) -> list[Pod]:
+        """The pods bound to ``node_name`` (every bound pod when None)."""
+        core = client.CoreV1Api(await self._client())
+        selector = f"spec.nodeName={node_name}" if node_name else "spec.nodeName!="
+        listed: Any = await core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
+        raw: dict[str, Any] = await listed.json()
+        return [Pod.model_validate(item) for item in raw.get("items") or []]
+
+    async def evict(self, namespace: str, name: str) -> None:
+        """POST the pod's eviction subresource (policy/v1); ApiException on refusal (429: a PDB)."""
+        core = client.CoreV1Api(await self._client())
+        body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+        await core.create_namespaced_pod_eviction(name, namespace, body)
+
+    async def pod_event(self, pod: Pod, reason: str, message: str, event_type: str, host: str) -> None:
+        core = client.CoreV1Api(await self._client())
+        now = datetime.now(UTC)
+        meta = pod.metadata
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{meta.name}.", namespace=meta.namespace),
+            involved_object=client.V1ObjectReference(
+                api_version="v1", kind="Pod", name=meta.name, namespace=meta.namespace, uid=meta.uid
+            ),
+            reason=reason,
+            message=message,
+            type=event_type,
+            source=client.V1EventSource(component="koordlet", host=host),
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+        )
+        await core.create_namespaced_event(meta.namespace or "default", body)

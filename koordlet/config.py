@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from apis.errors import InvalidValue
+from apis.koordlet_features import KoordletFeatureGates, parse_koordlet_feature_gates
 
 __all__ = ["KoordletConfig"]
 
@@ -43,14 +46,27 @@ class KoordletConfig(BaseModel):
     apply_cpusets: bool = True
     """Write each pod's cpuset into its cgroups (Koordinator's CPUSetAllocator hook); never in
     simulation mode."""
-    be_cpu_manager: bool = False
-    """Koordinator's ``BECPUManager`` gate: a BE pod with NUMA resources runs on the BE pools of its
-    NUMA nodes."""
     metrics_bind: str = "0.0.0.0"
     metrics_port: int = Field(default=9316, ge=0, le=65535)
     """Port of /metrics and /healthz (Koordinator's koordlet serves its metrics on 9316); 0 turns the
     server off."""
+    feature_gates: str = ""
+    """Koordinator's koordlet feature gates, ``Name=true,Other=false`` (``BECPUSuppress``,
+    ``BECPUEvict``, ``BEMemoryEvict``, ``RdtResctrl``, ``BECPUManager``, ``GroupIdentity``, ``Resctrl``)."""
     verbose: bool = False
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        try:
+            parse_koordlet_feature_gates(value)
+        except InvalidValue as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @property
+    def gates(self) -> KoordletFeatureGates:
+        return parse_koordlet_feature_gates(self.feature_gates)
 
     @model_validator(mode="after")
     def _node_or_simulation(self) -> KoordletConfig:

@@ -182,6 +182,48 @@ def test_a_pods_resource_status_cpuset_shows_in_the_shared_pools(
     assert be[1]["cpuset"] == "10-15,42-47"  # an LSE cpuset is not shared with BE pods either
 
 
+def test_a_malformed_resource_status_is_a_warning_event_on_the_pod(
+    control_plane: ControlPlane, simulation: LocalComponent
+) -> None:
+    wait_for(lambda: pools(control_plane, BIG), 60, f"the pools of {BIG}")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "nrt-e2e-bad",
+            "namespace": "default",
+            "labels": {"koordinator.sh/qosClass": "LSR"},
+            "annotations": {"scheduling.koordinator.sh/resource-status": '{"cpuset":"0-x"}'},
+        },
+        "spec": {"nodeName": BIG, "containers": [{"name": "app", "image": "fake"}]},
+    }
+    control_plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    try:
+
+        def event() -> dict[str, Any] | None:
+            listed = json.loads(
+                control_plane.kubectl(
+                    "get",
+                    "events",
+                    "-n",
+                    "default",
+                    "--field-selector",
+                    "involvedObject.name=nrt-e2e-bad",
+                    "-o",
+                    "json",
+                )
+            )
+            return next((e for e in listed["items"] if e["reason"] == "InvalidResourceStatus"), None)
+
+        found = wait_for(event, 30, "a Warning event on the pod")
+        assert found["type"] == "Warning"
+        assert found["source"]["component"] == "koordlet"
+        assert "scheduling.koordinator.sh/resource-status" in found["message"]
+        assert "'0-x'" in found["message"]
+    finally:
+        control_plane.run_kubectl("delete", "pod", "nrt-e2e-bad", "--wait=false")
+
+
 def test_the_nrt_goes_with_its_node(control_plane: ControlPlane, simulation: LocalComponent) -> None:
     wait_for(lambda: nrt(control_plane, SMALL), 60, f"the NodeResourceTopology of {SMALL}")
     simulation.stop()  # else it would write it again for a node of the same name

@@ -10,6 +10,7 @@ bandwidth is a percent rounded up to a multiple of 10 on Intel, and on AMD 2048 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import math
 from dataclasses import dataclass
@@ -121,8 +122,18 @@ class ResctrlWriter:
         return True
 
     def remove_group(self, group: str) -> None:
-        with contextlib.suppress(OSError):
-            self.fs.path(self.group_dir(group)).rmdir()
+        """rmdir, which the kernel's resctrl allows with the group's files in it; a plain directory
+        (a test tree) has them removed first."""
+        path = self.fs.path(self.group_dir(group))
+        try:
+            path.rmdir()
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                return
+            with contextlib.suppress(OSError):
+                for child in path.iterdir():
+                    child.unlink()
+                path.rmdir()
 
     def groups(self) -> list[str]:
         return [name for name in self.fs.subdirs(self.root) if name not in ("info", "mon_data", "mon_groups")]

@@ -13,16 +13,14 @@ import logging
 from collections import defaultdict
 
 from apis.core import Pod
-from apis.errors import InvalidAnnotation
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.topology_spec import NodeTopologySpec
-from koordlet.topology.nrt import desired_topology
 from koordlet.topology.reporter import (
     DEFAULT_INTERVAL_SECONDS,
     RETRYABLE,
-    OnceLog,
+    Complaints,
     TopologyAPI,
-    write_topology,
+    report_node,
 )
 
 __all__ = ["TopologySimulation"]
@@ -34,8 +32,7 @@ class TopologySimulation:
     def __init__(self, load: LoadFile, interval_seconds: float | None) -> None:
         self.specs = load.topologies()
         self.interval_seconds = interval_seconds or DEFAULT_INTERVAL_SECONDS
-        self.problems = OnceLog()
-        self._warned: set[tuple[str, str]] = set()
+        self.complaints = Complaints()
 
     async def _report(self, api: TopologyAPI, name: str, spec: NodeTopologySpec, pods: list[Pod]) -> None:
         node = await api.get_node(name)
@@ -43,22 +40,15 @@ class TopologySimulation:
             return  # not (yet) a node of this cluster
         host = spec.host()
         kubelet = spec.kubelet
-        try:
-            status = desired_topology(
-                host,
-                node,
-                pods,
-                cpu_manager=kubelet.cpu_manager(host.cpus),
-                topology_policy=kubelet.nrt_topology_policy(),
-                warned=self._warned,
-            )
-        except (InvalidAnnotation, ValueError) as exc:
-            self.problems.problem(f"node {name} annotations", str(exc))
-            return
-        self.problems.ok(f"node {name} annotations")
-        _, written = await write_topology(api, node, status)
-        if written:
-            log.info("NodeResourceTopology %s written", name)
+        await report_node(
+            api,
+            node,
+            host,
+            pods,
+            self.complaints,
+            cpu_manager=kubelet.cpu_manager(host.cpus),
+            topology_policy=kubelet.nrt_topology_policy(),
+        )
 
     async def report_once(self, api: TopologyAPI) -> None:
         by_node: dict[str, list[Pod]] = defaultdict(list)

@@ -150,11 +150,12 @@ def desired_topology(
     cpu_manager: KubeletCPUManagerPolicy | None,
     topology_policy: str,
     kubelet_state: Mapping[str, frozenset[int]] | None = None,
-    warned: set[tuple[str, str]] | None = None,
+    bad_pods: list[tuple[Pod, str]] | None = None,
 ) -> TopologyStatus:
     """koordlet's part of the NRT. ``cpu_manager`` is None when the kubelet's configuration could
     not be read (written as ``{}``); ``kubelet_state`` is the ``cpu_manager_state`` under the static
-    policy. Raises InvalidAnnotation when the node's reservation or system-qos annotation is malformed."""
+    policy; pods whose resource-status does not parse are left out and added to ``bad_pods``.
+    Raises InvalidAnnotation when the node's reservation or system-qos annotation is malformed."""
     annotations_in = node.metadata.annotations or {}
     reservation = _node_reservation(node, host)
     system_qos: SystemQOSResource | None = None
@@ -166,7 +167,7 @@ def desired_topology(
         kubelet_state=kubelet_state,
         reservation=reservation,
         system_qos=system_qos,
-        warned=warned,
+        bad_pods=bad_pods,
     )
     annotations = {
         ANNOTATION_CPU_BASIC_INFO: _json(host.basic_info.to_wire()),

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,8 +30,6 @@ from apis.extension.qos import QOS_BE, QOS_LS, QOS_LSE, qos_class_from_labels
 from koordlet.topology.cpulist import format_cpus, parse_cpus
 
 __all__ = ["CPUPools", "PodCPUSet", "compute_pools", "pod_cpusets", "shared_pools"]
-
-log = logging.getLogger("koordlet.topology")
 
 
 @dataclass(frozen=True)
@@ -55,26 +52,22 @@ def _terminated(pod: Pod) -> bool:
     return pod.status.phase in ("Succeeded", "Failed")
 
 
-def pod_cpusets(pods: Iterable[Pod], warned: set[tuple[str, str]] | None = None) -> list[PodCPUSet]:
-    """The running pods' resource-status cpusets. A pod whose annotation does not parse is logged
-    (once per pod and value when ``warned`` is given) and left out."""
+def pod_cpusets(pods: Iterable[Pod], bad: list[tuple[Pod, str]] | None = None) -> list[PodCPUSet]:
+    """The running pods' resource-status cpusets. A pod whose annotation does not parse is left out
+    and added to ``bad`` with the problem (the caller logs it and posts an event)."""
     found = []
     for pod in pods:
         if _terminated(pod):
             continue
-        annotations = pod.metadata.annotations
         try:
-            status = get_resource_status(annotations)
+            status = get_resource_status(pod.metadata.annotations)
             cpus = parse_cpus(status.cpuset or "")
         except (InvalidAnnotation, ValueError) as exc:
             problem = (
                 str(exc) if isinstance(exc, InvalidAnnotation) else f"{ANNOTATION_RESOURCE_STATUS}: {exc}"
             )
-            key = (pod.metadata.uid or "", problem)
-            if warned is None or key not in warned:
-                log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, problem)
-                if warned is not None:
-                    warned.add(key)
+            if bad is not None:
+                bad.append((pod, problem))
             continue
         if cpus:
             qos = qos_class_from_labels(pod.metadata.labels)
@@ -134,10 +127,10 @@ def compute_pools(
     kubelet_state: Mapping[str, frozenset[int]] | None,
     reservation: NodeReservation | None,
     system_qos: SystemQOSResource | None,
-    warned: set[tuple[str, str]] | None = None,
+    bad_pods: list[tuple[Pod, str]] | None = None,
 ) -> CPUPools:
     """``kubelet_state`` is given only under the kubelet's static policy (pod UID -> CPUs)."""
-    cpusets = pod_cpusets(pods, warned)
+    cpusets = pod_cpusets(pods, bad_pods)
     allocs = _kubelet_allocs(kubelet_state, pods, cpusets) if kubelet_state is not None else []
     base = {cpu.id for cpu in cpus}
     for alloc in allocs:

@@ -24,7 +24,7 @@ from apis.topology import NodeResourceTopology
 from koordlet.fs import HostFS
 from koordlet.topology.cpuset_apply import CPUSetApplier
 from koordlet.topology.cpuset_rule import CPUSetRule
-from koordlet.topology.host import read_host_topology
+from koordlet.topology.host import HostTopology, read_host_topology
 from koordlet.topology.kubelet import (
     CPU_MANAGER_STATE,
     KubeletConfig,
@@ -33,7 +33,15 @@ from koordlet.topology.kubelet import (
 )
 from koordlet.topology.nrt import TopologyStatus, desired_topology, merge_topology, new_topology
 
-__all__ = ["DEFAULT_INTERVAL_SECONDS", "HostTopologyReporter", "OnceLog", "TopologyAPI", "write_topology"]
+__all__ = [
+    "DEFAULT_INTERVAL_SECONDS",
+    "Complaints",
+    "HostTopologyReporter",
+    "OnceLog",
+    "TopologyAPI",
+    "report_node",
+    "write_topology",
+]
 
 log = logging.getLogger("koordlet.topology")
 
@@ -49,6 +57,50 @@ class TopologyAPI(Protocol):
     async def get_topology(self, name: str) -> NodeResourceTopology | None: ...
     async def create_topology(self, topology: NodeResourceTopology) -> None: ...
     async def update_topology(self, topology: NodeResourceTopology) -> None: ...
+    async def record_event(
+        self, *, kind: str, name: str, namespace: str | None, uid: str | None, reason: str, message: str
+    ) -> None: ...
+
+
+class Complaints:
+    """Malformed input on a pod or node: logged and posted as a Warning event on the object, once
+    per object and problem. A pod's complaints are forgotten when it is gone, so memory stays bounded."""
+
+    def __init__(self) -> None:
+        self._pods: set[tuple[str, str]] = set()
+        self._nodes: set[tuple[str, str]] = set()
+
+    async def _post(self, api: TopologyAPI, kind: str, obj: Pod | Node, reason: str, problem: str) -> None:
+        meta = obj.metadata
+        where = f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+        log.warning("%s %s: %s", kind.lower(), where, problem)
+        try:
+            await api.record_event(
+                kind=kind,
+                name=meta.name or "",
+                namespace=meta.namespace,
+                uid=meta.uid,
+                reason=reason,
+                message=problem,
+            )
+        except RETRYABLE as exc:
+            log.warning("event on %s %s not posted: %s", kind.lower(), where, exc)
+
+    async def pods(self, api: TopologyAPI, bad: list[tuple[Pod, str]], current: list[Pod]) -> None:
+        """Complain about the pods in ``bad``; ``current`` are the node's pods now."""
+        live = {pod.metadata.uid or "" for pod in current}
+        self._pods = {key for key in self._pods if key[0] in live}
+        for pod, problem in bad:
+            key = (pod.metadata.uid or "", problem)
+            if key not in self._pods:
+                self._pods.add(key)
+                await self._post(api, "Pod", pod, "InvalidResourceStatus", problem)
+
+    async def node(self, api: TopologyAPI, node: Node, problem: str) -> None:
+        key = (node.metadata.name or "", problem)
+        if key not in self._nodes:
+            self._nodes.add(key)
+            await self._post(api, "Node", node, "InvalidAnnotation", problem)
 
 
 class OnceLog:
@@ -95,6 +147,41 @@ async def write_topology(
     return updated, True
 
 
+async def report_node(
+    api: TopologyAPI,
+    node: Node,
+    host: HostTopology,
+    pods: list[Pod],
+    complaints: Complaints,
+    *,
+    cpu_manager: KubeletCPUManagerPolicy | None,
+    topology_policy: str,
+    kubelet_state: dict[str, frozenset[int]] | None = None,
+) -> NodeResourceTopology | None:
+    """One node's round: compute koordlet's part, complain (log and event) about the malformed pod
+    or node annotations met, write the NRT. Returns the NRT as koordlet left it, None when the node's
+    own annotations do not parse or a concurrent write won."""
+    bad: list[tuple[Pod, str]] = []
+    try:
+        status = desired_topology(
+            host,
+            node,
+            pods,
+            cpu_manager=cpu_manager,
+            topology_policy=topology_policy,
+            kubelet_state=kubelet_state,
+            bad_pods=bad,
+        )
+    except (InvalidAnnotation, ValueError) as exc:
+        await complaints.node(api, node, str(exc))
+        return None
+    await complaints.pods(api, bad, pods)
+    topology, written = await write_topology(api, node, status)
+    if written:
+        log.info("NodeResourceTopology %s written", node.metadata.name)
+    return topology
+
+
 class HostTopologyReporter:
     """This host's NRT from sysfs, procfs and the kubelet's files, then its pods' cpusets."""
 
@@ -113,7 +200,7 @@ class HostTopologyReporter:
         self.interval_seconds = interval_seconds
         self.applier = applier
         self.problems = OnceLog()
-        self._warned: set[tuple[str, str]] = set()
+        self.complaints = Complaints()
 
     def _kubelet(self) -> KubeletConfig | None:
         what = f"kubelet config {self.fs.path(str(self.kubelet_config))}"
@@ -166,23 +253,16 @@ class HostTopologyReporter:
             if kubelet.cpu_manager_policy == KUBELET_CPU_MANAGER_POLICY_STATIC:
                 state = self._kubelet_state()
         pods = await api.list_pods(f"spec.nodeName={self.node_name}")
-        try:
-            status = desired_topology(
-                host,
-                node,
-                pods,
-                cpu_manager=cpu_manager,
-                topology_policy=policy,
-                kubelet_state=state,
-                warned=self._warned,
-            )
-        except (InvalidAnnotation, ValueError) as exc:
-            self.problems.problem(f"node {self.node_name} annotations", str(exc))
-            return None
-        self.problems.ok(f"node {self.node_name} annotations")
-        topology, written = await write_topology(api, node, status)
-        if written:
-            log.info("NodeResourceTopology %s written", self.node_name)
+        topology = await report_node(
+            api,
+            node,
+            host,
+            pods,
+            self.complaints,
+            cpu_manager=cpu_manager,
+            topology_policy=policy,
+            kubelet_state=state,
+        )
         if topology is not None and self.applier is not None:
             try:
                 rule = CPUSetRule.from_annotations(topology.metadata.annotations)

@@ -63,11 +63,8 @@ async def test_healthz_and_metrics_under_koordinators_names(unused_tcp_port: int
 def test_topology_and_cpuset_flags() -> None:
     default = parse_args(["--node-name", "n1"])
     assert default.kubelet_config == Path("/var/lib/kubelet/config.yaml")
-    assert (default.topology_interval_seconds, default.apply_cpusets, default.be_cpu_manager) == (
-        3.0,
-        True,
-        False,
-    )
+    assert (default.topology_interval_seconds, default.apply_cpusets) == (3.0, True)
+    assert not default.gates.be_cpu_manager
     config = parse_args(
         [
             "--node-name",
@@ -77,15 +74,13 @@ def test_topology_and_cpuset_flags() -> None:
             "--topology-interval-seconds",
             "10",
             "--no-apply-cpusets",
-            "--be-cpu-manager",
+            "--feature-gates",
+            "BECPUManager=true",
         ]
     )
     assert config.kubelet_config == Path("/etc/kubernetes/kubelet.yaml")
-    assert (config.topology_interval_seconds, config.apply_cpusets, config.be_cpu_manager) == (
-        10.0,
-        False,
-        True,
-    )
+    assert (config.topology_interval_seconds, config.apply_cpusets) == (10.0, False)
+    assert config.gates.be_cpu_manager  # Koordinator's gate: BE pods with NUMA resources on BE pools
 
 
 def test_a_load_file_with_a_bad_topology_stops_koordlet_naming_the_field(

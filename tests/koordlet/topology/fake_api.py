@@ -14,6 +14,7 @@ class FakeTopologyAPI:
         self.pods = list(pods or [])
         self.topologies: dict[str, NodeResourceTopology] = {}
         self.writes: list[tuple[str, str]] = []
+        self.events: list[dict[str, str | None]] = []
         self.conflict_on_create = False
 
     async def get_node(self, name: str) -> Node | None:
@@ -43,3 +44,17 @@ class FakeTopologyAPI:
         name = topology.metadata.name or ""
         self.topologies[name] = NodeResourceTopology.model_validate(topology.to_wire())
         self.writes.append(("update", name))
+
+    async def record_event(
+        self, *, kind: str, name: str, namespace: str | None, uid: str | None, reason: str, message: str
+    ) -> None:
+        self.events.append(
+            {
+                "kind": kind,
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "reason": reason,
+                "message": message,
+            }
+        )

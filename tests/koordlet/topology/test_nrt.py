@@ -252,18 +252,18 @@ def test_merging_keeps_what_others_wrote_and_reports_no_change_the_second_time(h
     assert merge_topology(merged, status) is None
 
 
-def test_a_malformed_pod_resource_status_is_skipped_and_a_malformed_node_reservation_raises(
-    host: HostTopology, caplog: pytest.LogCaptureFixture
+def test_a_malformed_pod_resource_status_is_left_out_and_a_malformed_node_reservation_raises(
+    host: HostTopology,
 ) -> None:
-    warned: set[tuple[str, str]] = set()
+    bad: list[tuple[Any, str]] = []
     pods = [pod("bad", qos="LSE", raw_status='{"cpuset":"x-y"}'), pod("bad2", raw_status="{not json")]
-    for _ in range(2):
-        wire = _written(host, node(), pods, warned=warned)
+    wire = _written(host, node(), pods, bad_pods=bad)
     pools = json.loads(wire["metadata"]["annotations"]["node.koordinator.sh/cpu-shared-pools"])
     assert pools[0]["cpuset"] == "0-7,32-39"
-    messages = [r.getMessage() for r in caplog.records]
-    assert len(messages) == 2  # once per pod, not once per round
-    assert any("scheduling.koordinator.sh/resource-status" in m and "bad" in m for m in messages)
+    assert [(p.metadata.name, problem.split(":")[0]) for p, problem in bad] == [
+        ("bad", "scheduling.koordinator.sh/resource-status"),
+        ("bad2", "invalid value for scheduling.koordinator.sh/resource-status"),
+    ]
     with pytest.raises(InvalidAnnotation, match=r"node\.koordinator\.sh/reservation"):
         desired_topology(
             host,

@@ -110,3 +110,37 @@ async def test_a_topology_created_meanwhile_is_left_for_the_next_round(tmp_path:
     host = read_host_topology(HostFS(tmp_path))
     status = desired_topology(host, node(), [], cpu_manager=None, topology_policy="None")
     assert await write_topology(api, node(), status) == (None, False)
+
+
+async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) -> None:
+    _machine(tmp_path)
+    bad_pod = pod("bad", qos="LSE", raw_status='{"cpuset":"0-x"}')
+    api = FakeTopologyAPI([node()], [bad_pod, pod("ls", qos="LS")])
+    reporter = HostTopologyReporter("n1", HostFS(tmp_path), KUBELET)
+    for _ in range(3):
+        await reporter.report_once(api)
+    assert api.events == [
+        {
+            "kind": "Pod",
+            "name": "bad",
+            "namespace": "default",
+            "uid": "u-bad",
+            "reason": "InvalidResourceStatus",
+            "message": "scheduling.koordinator.sh/resource-status: invalid CPU list '0-x': "
+            "'0-x' is not a CPU id or range",
+        }
+    ]
+    assert "n1" in api.topologies  # the rest of the node is reported
+    api.nodes["n1"] = node(annotations={"node.koordinator.sh/system-qos-resource": '{"cpuset": 1}'})
+    for _ in range(2):
+        await reporter.report_once(api)
+    assert [(e["kind"], e["name"], e["reason"]) for e in api.events[1:]] == [
+        ("Node", "n1", "InvalidAnnotation")
+    ]
+    assert "node.koordinator.sh/system-qos-resource" in (api.events[1]["message"] or "")
+    api.nodes["n1"] = node()
+    api.pods = []  # the bad pod is gone and comes back: it is complained about again
+    await reporter.report_once(api)
+    api.pods = [bad_pod]
+    await reporter.report_once(api)
+    assert [e["name"] for e in api.events] == ["bad", "n1", "bad"]

@@ -96,3 +96,14 @@ async def test_the_simulation_writes_an_nrt_per_node_of_the_file_with_its_pods()
     assert json.loads((n2.metadata.annotations or {})["node.koordinator.sh/cpu-shared-pools"]) == [
         {"socket": 0, "node": 0, "cpuset": "0-3"}
     ]
+
+
+def test_the_documented_example_describes_the_dev_clusters_nodes() -> None:
+    load = load_file(Path(__file__).parents[3] / "docs" / "examples" / "koordlet" / "topology.yaml")
+    specs = load.topologies()
+    assert sorted(specs) == [f"cpu-{i}" for i in range(4)] + [f"gpu-{i}" for i in range(8)]
+    assert len(specs["cpu-0"].host().cpus) == 32
+    gpu = specs["gpu-0"].host()
+    assert len(gpu.cpus) == 96
+    assert specs["gpu-0"].kubelet.nrt_topology_policy() == "SingleNUMANodePodLevel"
+    assert specs["gpu-0"].kubelet.cpu_manager(gpu.cpus).reserved_cpus == "0,48"
