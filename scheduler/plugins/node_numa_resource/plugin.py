@@ -131,6 +131,9 @@ class NodeNUMAResource:
         self.store = NUMAStore()
         self._background = BackgroundTasks()
         self._reported: dict[str, tuple[str, ...]] = {}
+        """NRT name -> the problems last reported on it."""
+        self._reported_pods: dict[str, str] = {}
+        """Pod uid -> the resource-status problem last reported on it."""
         handle.subscribe(NRTS, self._on_nrt)
         handle.subscribe(PODS, self._on_pod)
 
@@ -171,15 +174,18 @@ class NodeNUMAResource:
             self._report(nrt, message)
 
     def _report(self, nrt: NodeResourceTopology, message: str) -> None:
-        """A Warning event on the NRT (only where an event loop runs: a unit test feeding events by
-        hand has the log line only)."""
+        regarding = ObjectRef(
+            api_version=NRTS.api_version, kind=NRTS.kind, name=nrt.metadata.name or "", uid=nrt.metadata.uid
+        )
+        self._event(regarding, message)
+
+    def _event(self, regarding: ObjectRef, message: str) -> None:
+        """A Warning event (only where an event loop runs: a unit test feeding events by hand has
+        the log line only)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return
-        regarding = ObjectRef(
-            api_version=NRTS.api_version, kind=NRTS.kind, name=nrt.metadata.name or "", uid=nrt.metadata.uid
-        )
         event = EventRecord(regarding=regarding, type="Warning", reason="InvalidAnnotation", message=message)
         self._background.spawn(self.handle.backend.record_event(event))
 
@@ -199,6 +205,7 @@ class NodeNUMAResource:
 
     def _delete_pod(self, pod: Pod) -> None:
         self.store.release(pod.metadata.uid or "")
+        self._reported_pods.pop(pod.metadata.uid or "", None)
 
     def _upsert_pod(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
@@ -216,7 +223,15 @@ class NodeNUMAResource:
             cpus = CPUSet.parse(status.cpuset or "")
             exclusive = get_resource_spec(annotations).preferred_cpu_exclusive_policy or "None"
         except (InvalidAnnotation, ValueError) as exc:
-            log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, exc)
+            # Nothing is held for it: say so on the pod, once per problem.
+            message = f"{ANNOTATION_RESOURCE_STATUS} not counted: {exc}"
+            if self._reported_pods.get(uid) != message:
+                self._reported_pods[uid] = message
+                log.warning("pod %s/%s: %s", pod.metadata.namespace, pod.metadata.name, message)
+                regarding = ObjectRef(
+                    kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name or "", uid=uid
+                )
+                self._event(regarding, message)
             return
         numa: dict[int, dict[str, int]] = {}
         for entry in status.numa_node_resources or ():

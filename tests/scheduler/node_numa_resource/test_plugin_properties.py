@@ -192,3 +192,19 @@ def test_a_reservations_stand_in_is_placed_by_policy_but_holds_no_cpus() -> None
     assert not plugin.store.ledger("n0").allocated_cpus()
     too_big = lsr("reserve-big", 20, {ANNOTATION_RESERVE_POD: "true"})
     assert not place(plugin, snapshot, too_big)[1]
+
+
+async def test_a_bound_pods_malformed_resource_status_is_a_warning_event_on_the_pod_once() -> None:
+    backend = EventBackend()
+    plugin = new(None, Handle(backend=backend, snapshot=lambda: make_snapshot([])))  # type: ignore[arg-type]
+    bound = make_pod("odd").uid("odd").req(cpu="4").on("n0").obj()
+    bound.metadata.annotations = {"scheduling.koordinator.sh/resource-status": '{"cpuset": "3-1"}'}
+    for _ in range(2):
+        plugin._on_pod(WatchEvent(EventType.MODIFIED, obj=bound))
+    await asyncio.sleep(0.01)
+    assert [(e.regarding.kind, e.regarding.name, e.type) for e in backend.events] == [
+        ("Pod", "odd", "Warning")
+    ]
+    assert "scheduling.koordinator.sh/resource-status" in backend.events[0].message
+    assert "3-1" in backend.events[0].message
+    assert "odd" not in plugin.store.records
