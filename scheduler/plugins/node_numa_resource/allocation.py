@@ -34,6 +34,8 @@ class PodNUMARequest:
     exclusive_policy: str = "None"
     numa_strategy: str = "LeastAllocated"
     """The cpuset NUMA allocate strategy (node label, else from ``numaScoringStrategy``)."""
+    preferred: frozenset[int] = frozenset()
+    """CPUs taken first (those of the reservation the pod allocates from)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ def allocate(
         exclusive_policy=request.exclusive_policy,
         numa_strategy=request.numa_strategy,
         ledger=ledger,
+        preferred=request.preferred,
     )
     if result.cpus is None:
         return result.reason

@@ -39,8 +39,17 @@ from apis.extension.numa import (
 )
 from apis.extension.reservation import is_reserve_pod
 from apis.resources import from_int_units, to_int_units
+from apis.scheduling.reservation import Reservation
 from apis.topology import NodeResourceTopology
-from scheduler.backend.base import PODS, EventRecord, ObjectRef, ResourceType, WatchEvent
+from scheduler.backend.base import (
+    PODS,
+    RESERVATIONS,
+    BackendError,
+    EventRecord,
+    ObjectRef,
+    ResourceType,
+    WatchEvent,
+)
 from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -50,6 +59,8 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     BIND_ANNOTATIONS,
     NUMA_AFFINITY,
+    RESERVATION_NOMINATED,
+    RESERVATIONS_MATCHED,
     ClusterEvent,
     FilterResult,
     PreFilterResult,
@@ -89,6 +100,8 @@ RBAC: tuple[PolicyRule, ...] = (
     PolicyRule.on(
         NRTS, "get", "list", "watch", why="each node's NUMA zones, CPU topology and kubelet policies."
     ),
+    PolicyRule.watching(RESERVATIONS, why="the CPUs each placed Reservation holds."),
+    PolicyRule.on(RESERVATIONS, "patch", why="a Reservation's CPUs, in its resource-status annotation."),
 )
 
 ERR_INVALID_CPU_TOPOLOGY = "node(s) invalid CPU Topology"
@@ -136,6 +149,7 @@ class NodeNUMAResource:
         """Pod uid -> the resource-status problem last reported on it."""
         handle.subscribe(NRTS, self._on_nrt)
         handle.subscribe(PODS, self._on_pod)
+        handle.subscribe(RESERVATIONS, self._on_reservation)
 
     @property
     def name(self) -> str:
@@ -198,7 +212,7 @@ class NodeNUMAResource:
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
         present = {pod.metadata.uid or "" for pod in pods}
         for uid, record in list(self.store.records.items()):
-            if uid not in present and not record.assumed:
+            if uid not in present and not record.assumed and not record.reservation:
                 self.store.release(uid)
         for pod in pods:
             self._upsert_pod(pod)
@@ -219,8 +233,7 @@ class NodeNUMAResource:
         if ANNOTATION_RESOURCE_STATUS not in annotations:
             return  # bound without a record (or the Binding's annotations not seen yet)
         try:
-            status = get_resource_status(annotations)
-            cpus = CPUSet.parse(status.cpuset or "")
+            cpus, numa = _held(annotations)
             exclusive = get_resource_spec(annotations).preferred_cpu_exclusive_policy or "None"
         except (InvalidAnnotation, ValueError) as exc:
             # Nothing is held for it: say so on the pod, once per problem.
@@ -233,10 +246,44 @@ class NodeNUMAResource:
                 )
                 self._event(regarding, message)
             return
-        numa: dict[int, dict[str, int]] = {}
-        for entry in status.numa_node_resources or ():
-            numa[entry.node] = {name: to_int_units(name, q) for name, q in (entry.resources or {}).items()}
         self.store.hold(uid, Record(node, cpus, numa, exclusive, assumed=False))
+
+    def _on_reservation(self, event: WatchEvent[Reservation]) -> None:
+        event.dispatch(self._replace_reservations, self._upsert_reservation, self._delete_reservation)
+
+    def _replace_reservations(self, reservations: Sequence[Reservation]) -> None:
+        present = {r.metadata.uid or r.metadata.name or "" for r in reservations}
+        for uid, record in list(self.store.records.items()):
+            if record.reservation and uid not in present and not record.assumed:
+                self.store.release(uid)
+        for reservation in reservations:
+            self._upsert_reservation(reservation)
+
+    def _delete_reservation(self, reservation: Reservation) -> None:
+        uid = reservation.metadata.uid or reservation.metadata.name or ""
+        record = self.store.records.get(uid)
+        if record is not None and record.reservation:
+            self.store.release(uid)
+
+    def _upsert_reservation(self, reservation: Reservation) -> None:
+        """A placed reservation holds the CPUs of the ``resource-status`` this plugin wrote on it at
+        its PreBind: read back on every event, so a restart holds them again."""
+        uid = reservation.metadata.uid or reservation.metadata.name or ""
+        status = reservation.status
+        phase = status.phase if status is not None else None
+        if phase in ("Succeeded", "Failed") or reservation.metadata.deletion_timestamp:
+            self._delete_reservation(reservation)
+            return
+        node = status.node_name if status is not None else None
+        annotations = reservation.metadata.annotations or {}
+        if phase != "Available" or not node or ANNOTATION_RESOURCE_STATUS not in annotations:
+            return  # not placed yet: an assumed stand-in keeps what Reserve gave it
+        try:
+            cpus, numa = _held(annotations)
+        except (InvalidAnnotation, ValueError) as exc:
+            log.warning("reservation %s: %s", reservation.metadata.name, exc)
+            return
+        self.store.hold(uid, Record(node, cpus, numa, "None", assumed=False, reservation=True))
 
     # ---- PreFilter / Filter ----
 
@@ -338,8 +385,11 @@ class NodeNUMAResource:
             return _Placed(merged, bind, None)
         if options is None:
             return Status.unresolvable(ERR_MISSING_NUMA if merged else ERR_INVALID_CPU_TOPOLOGY)
-        ledger = self.store.ledger_without(node, withdrawn) if withdrawn else self.store.ledger(node)
-        request = self._request(cycle, bind, labels)
+        # An owner's reservations on this node give it their CPUs back (taken first).
+        reserved = self._reserved_for(state, node)
+        gone = withdrawn | reserved
+        ledger = self.store.ledger_without(node, gone) if gone else self.store.ledger(node)
+        request = self._request(cycle, bind, labels, self._cpus_of(reserved))
         if not merged:
             got = allocate(options, ledger, request, None)
             return Status.unschedulable(got) if isinstance(got, str) else _Placed(merged, bind, got)
@@ -365,7 +415,29 @@ class NodeNUMAResource:
             kept = exclusive_ok(sum(1 << n for n in got.numa_resources), statuses)
         return _Placed(merged, bind, got, admission.mask, kept)
 
-    def _request(self, cycle: _Cycle, bind: NodeCPUBind, labels: dict[str, str]) -> PodNUMARequest:
+    def _reserved_for(self, state: CycleState, node: str) -> frozenset[str]:
+        """The reservations on ``node`` the pod may allocate from that hold CPUs: the one
+        Reservation nominated for it there (Reserve), else every one matched (Filter)."""
+        nominated = (state.get(RESERVATION_NOMINATED) or {}).get(node)
+        uids = (
+            [nominated]
+            if nominated is not None
+            else [view.uid for view in (state.get(RESERVATIONS_MATCHED) or {}).get(node, ())]
+        )
+        return frozenset(
+            uid for uid in uids if uid in self.store.records and self.store.records[uid].reservation
+        )
+
+    def _cpus_of(self, uids: frozenset[str]) -> frozenset[int]:
+        return frozenset().union(*(self.store.records[uid].cpus for uid in uids)) if uids else frozenset()
+
+    def _request(
+        self,
+        cycle: _Cycle,
+        bind: NodeCPUBind,
+        labels: dict[str, str],
+        preferred: frozenset[int] = frozenset(),
+    ) -> PodNUMARequest:
         default: NUMAAllocateStrategy = self.args.numa_scoring_strategy.scoring_type
         strategy = node_numa_allocate_strategy(labels, default)
         return PodNUMARequest(
@@ -374,6 +446,7 @@ class NodeNUMAResource:
             num_cpus=cycle.cpu.num_cpus,
             exclusive_policy=cycle.cpu.exclusive_policy,
             numa_strategy="LeastAllocated" if strategy == "DistributeEvenly" else strategy,
+            preferred=preferred,
         )
 
     # ---- Score ----
@@ -425,9 +498,7 @@ class NodeNUMAResource:
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         cycle = state.get(_CYCLE)
-        if cycle is None or is_reserve_pod(pod.annotations):
-            # A Reservation's stand-in: placed where its NUMA policy allows, but no CPUs are held
-            # for it (reserving cpusets is not done yet; its room is held by count).
+        if cycle is None:
             return Status.success()
         placed = cycle.placed.get(node)
         info = self.handle.snapshot().node(node)
@@ -441,13 +512,23 @@ class NodeNUMAResource:
         if placed.allocation is None or options is None:
             return Status.success()
         bind = placed.bind
+        reserved = self._reserved_for(state, node)
+        ledger = self.store.ledger_without(node, reserved) if reserved else self.store.ledger(node)
         # The ledger may have changed since Filter (a pod bound meanwhile): allocate again.
-        fresh = allocate(options, self.store.ledger(node), self._request(cycle, bind, labels), placed.mask)
+        request = self._request(cycle, bind, labels, self._cpus_of(reserved))
+        fresh = allocate(options, ledger, request, placed.mask)
         if isinstance(fresh, str):
             return Status.unschedulable(fresh)
-        self.store.hold(
-            pod.uid, Record(node, fresh.cpus, fresh.numa_resources, cycle.cpu.exclusive_policy, assumed=True)
+        stand_in = is_reserve_pod(pod.annotations)  # its uid is its Reservation's
+        record = Record(
+            node,
+            fresh.cpus,
+            fresh.numa_resources,
+            cycle.cpu.exclusive_policy,
+            assumed=True,
+            reservation=stand_in,
         )
+        self.store.hold(pod.uid, record)
         state.write(_RESERVED, (node, fresh, bind))
         return Status.success()
 
@@ -461,6 +542,18 @@ class NodeNUMAResource:
         if reserved is None or cycle is None:
             return Status.success()
         _, allocation, bind = reserved
+        if is_reserve_pod(pod.annotations):
+            # Koordinator records a reservation's CPUs on the Reservation object.
+            patch = {
+                "metadata": {
+                    "annotations": {ANNOTATION_RESOURCE_STATUS: resource_status_annotation(allocation)}
+                }
+            }
+            try:
+                await self.handle.backend.patch_custom(RESERVATIONS, None, pod.name, patch)
+            except BackendError as exc:
+                return Status.error(f"writing {ANNOTATION_RESOURCE_STATUS} on reservation {pod.name}: {exc}")
+            return Status.success()
         annotations = state.get(BIND_ANNOTATIONS) or {}
         annotations[ANNOTATION_RESOURCE_STATUS] = resource_status_annotation(allocation)
         if bind.bind and (cycle.cpu.implicit_spec or bind.node_forced):
@@ -472,6 +565,16 @@ class NodeNUMAResource:
             annotations[ANNOTATION_RESOURCE_SPEC] = spec.model_dump_json(by_alias=True, exclude_none=True)
         state.write(BIND_ANNOTATIONS, annotations)
         return Status.success()
+
+
+def _held(annotations: dict[str, str]) -> tuple[frozenset[int], dict[int, dict[str, int]]]:
+    """The cpuset and per-NUMA amounts of a ``resource-status``; raises on a malformed one."""
+    status = get_resource_status(annotations)
+    cpus = CPUSet.parse(status.cpuset or "")
+    numa: dict[int, dict[str, int]] = {}
+    for entry in status.numa_node_resources or ():
+        numa[entry.node] = {name: to_int_units(name, q) for name, q in (entry.resources or {}).items()}
+    return cpus, numa
 
 
 def resource_status_annotation(allocation: Allocation) -> str:

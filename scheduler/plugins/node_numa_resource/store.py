@@ -25,6 +25,8 @@ class Record:
     numa_resources: Mapping[int, Mapping[str, int]]
     exclusive_policy: str
     assumed: bool
+    reservation: bool = False
+    """Held by a Reservation (its uid) for its owners, from its ``resource-status``."""
 
 
 _NOWHERE = Record("", frozenset(), {}, "None", assumed=False)

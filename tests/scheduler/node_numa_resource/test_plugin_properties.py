@@ -181,15 +181,16 @@ async def test_a_malformed_nrt_annotation_is_a_warning_event_on_the_nrt_once() -
     assert "kubelet.koordinator.sh/cpu-manager-policy" in event.message
 
 
-def test_a_reservations_stand_in_is_placed_by_policy_but_holds_no_cpus() -> None:
-    """Reserving cpusets is not done: a reserve pod that fits passes, and nothing is held for it
-    (a hold would stay assumed forever, its Binding never carrying a resource-status)."""
+def test_a_reservations_stand_in_holds_cpus_for_its_reservation() -> None:
+    """The stand-in's uid is its Reservation's: its CPUs are held as the reservation's (for its
+    owners), and a stand-in no NUMA node can hold is refused like any pod."""
     plugin, snapshot = setup("SingleNUMANode")
     stand_in = lsr("reserve", 4, {ANNOTATION_RESERVE_POD: "true"})
     _, placed = place(plugin, snapshot, stand_in)
     assert placed
-    assert stand_in.uid not in plugin.store.records
-    assert not plugin.store.ledger("n0").allocated_cpus()
+    record = plugin.store.records[stand_in.uid]
+    assert record.reservation
+    assert record.cpus == CPUSet.parse("0-1,32-33")
     too_big = lsr("reserve-big", 20, {ANNOTATION_RESERVE_POD: "true"})
     assert not place(plugin, snapshot, too_big)[1]
 
