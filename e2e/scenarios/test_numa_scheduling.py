@@ -9,7 +9,8 @@ Three tainted fake nodes of the issue's shape, 2 sockets x 2 NUMA nodes x 8 core
 - ``numa-e2e-gpu``: no label, but its kubelet's topology manager is ``restricted`` at pod scope
   (koordlet reports ``RestrictedPodLevel``, which the scheduler takes as Restricted), and two GPUs
   on NUMA node 1 in a Device created with kubectl;
-- ``numa-e2e-static``: a static CPU manager with ``full-pcpus-only`` reserving 2 CPUs.
+- ``numa-e2e-static``: a static CPU manager with ``full-pcpus-only`` reserving 2 CPUs;
+- ``numa-e2e-reserve``: no policy, for a Reservation holding CPUs.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "numa"
-SINGLE, GPU, STATIC = "numa-e2e-single", "numa-e2e-gpu", "numa-e2e-static"
+SINGLE, GPU, STATIC, RESERVE = "numa-e2e-single", "numa-e2e-gpu", "numa-e2e-static", "numa-e2e-reserve"
 TAINT = {"key": "koord-e2e/pool", "value": "numa", "effect": "NoSchedule"}
 MACHINE = {
     "sockets": 2,
@@ -52,6 +53,7 @@ TOPOLOGIES = {
             "kubeReserved": {"cpu": "2"},
         },
     },
+    RESERVE: MACHINE,
 }
 
 
@@ -121,6 +123,7 @@ def numa_nodes(
             _node(SINGLE, {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode"}),
             _node(GPU, gpus=2),
             _node(STATIC),
+            _node(RESERVE),
             _device(),
         ],
     )
@@ -145,6 +148,7 @@ def numa_nodes(
         cp.run_kubectl("delete", "namespace", NAMESPACE, "--wait=false")
         cp.run_kubectl("delete", "node", *TOPOLOGIES, "--ignore-not-found", "--wait=false")
         cp.run_kubectl("delete", "device", GPU, "--ignore-not-found", "--wait=false")
+        cp.run_kubectl("delete", "reservation", "numa-e2e-cpus", "--ignore-not-found", "--wait=false")
 
 
 def _pod(
@@ -246,3 +250,56 @@ def test_a_full_pcpus_only_kubelet_gives_even_an_ls_pod_whole_cores(
     assert json.loads(pod["metadata"]["annotations"][ANNOTATION_RESOURCE_SPEC]) == {
         "requiredCPUBindPolicy": "FullPCPUs"
     }
+
+
+RESERVATION = f"""
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata:
+  name: numa-e2e-cpus
+spec:
+  template:
+    metadata:
+      namespace: {NAMESPACE}
+      labels: {{koordinator.sh/qosClass: LSR}}
+    spec:
+      schedulerName: koord-scheduler
+      nodeSelector: {{node-type: {RESERVE}}}
+      tolerations: [{json.dumps(TAINT)}]
+      containers:
+      - name: main
+        resources:
+          requests: {{cpu: "4", memory: 1Gi}}
+  owners:
+  - labelSelector:
+      matchLabels: {{app: numa-owner}}
+  ttl: 1h
+"""
+
+
+def test_a_reservation_holds_real_cpus_for_its_owner(
+    control_plane: ControlPlane, scheduler: Scheduler, numa_nodes: LocalComponent
+) -> None:
+    """The Reservation of an LSR template gets NUMA node 0's cores 0-1, written on the Reservation. A
+    stranger never gets them (LeastAllocated would otherwise give it those very cores: it goes to
+    NUMA node 2, the emptiest on the emptier socket); the owner gets them."""
+    cp = control_plane
+    cp.kubectl("apply", "-f", "-", input=RESERVATION)
+
+    def reserved() -> dict[str, Any] | None:
+        found = json.loads(cp.kubectl("get", "reservation", "numa-e2e-cpus", "-o", "json"))
+        annotations = found["metadata"].get("annotations") or {}
+        return (
+            json.loads(annotations[ANNOTATION_RESOURCE_STATUS])
+            if ANNOTATION_RESOURCE_STATUS in annotations
+            else None
+        )
+
+    status = wait_for(reserved, timeout=60, what="the Reservation's resource-status")
+    assert status["cpuset"] == "0-1,32-33"
+    apply(cp, [_pod("stranger", RESERVE, "4")])
+    assert _status(_bound(cp, "stranger"))["cpuset"] == "16-17,48-49"
+    owner = _pod("owner", RESERVE, "4")
+    owner["metadata"]["labels"]["app"] = "numa-owner"
+    apply(cp, [owner])
+    assert _status(_bound(cp, "owner"))["cpuset"] == "0-1,32-33"
