@@ -10,7 +10,8 @@ Three tainted fake nodes of the issue's shape, 2 sockets x 2 NUMA nodes x 8 core
   (koordlet reports ``RestrictedPodLevel``, which the scheduler takes as Restricted), and two GPUs
   on NUMA node 1 in a Device created with kubectl;
 - ``numa-e2e-static``: a static CPU manager with ``full-pcpus-only`` reserving 2 CPUs;
-- ``numa-e2e-reserve``: no policy, for a Reservation holding CPUs.
+- ``numa-e2e-reserve``: no policy, for a Reservation holding CPUs;
+- ``numa-e2e-best``: labelled BestEffort.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "numa"
 SINGLE, GPU, STATIC, RESERVE = "numa-e2e-single", "numa-e2e-gpu", "numa-e2e-static", "numa-e2e-reserve"
+BEST = "numa-e2e-best"
 TAINT = {"key": "koord-e2e/pool", "value": "numa", "effect": "NoSchedule"}
 MACHINE = {
     "sockets": 2,
@@ -54,6 +56,7 @@ TOPOLOGIES = {
         },
     },
     RESERVE: MACHINE,
+    BEST: MACHINE,
 }
 
 
@@ -124,6 +127,7 @@ def numa_nodes(
             _node(GPU, gpus=2),
             _node(STATIC),
             _node(RESERVE),
+            _node(BEST, {"node.koordinator.sh/numa-topology-policy": "BestEffort"}),
             _device(),
         ],
     )
@@ -303,3 +307,21 @@ def test_a_reservation_holds_real_cpus_for_its_owner(
     owner["metadata"]["labels"]["app"] = "numa-owner"
     apply(cp, [owner])
     assert _status(_bound(cp, "owner"))["cpuset"] == "0-1,32-33"
+
+
+def test_best_effort_takes_the_narrowest_numa_nodes_that_hold_the_pod(
+    control_plane: ControlPlane, scheduler: Scheduler, numa_nodes: LocalComponent
+) -> None:
+    """20 CPUs of an LS pod (no cpuset): no NUMA node holds them, two do: NUMA nodes 0 and 1, 10 CPUs
+    and half the memory each, as Koordinator splits them. Then 40 CPUs: only all four NUMA nodes
+    together have them free (6 + 6 + 16 + 16)."""
+    cp = control_plane
+    apply(cp, [_pod("best-20", BEST, "20", qos="LS")])
+    assert _status(_bound(cp, "best-20")) == {
+        "numaNodeResources": [
+            {"node": 0, "resources": {"cpu": "10", "memory": "512Mi"}},
+            {"node": 1, "resources": {"cpu": "10", "memory": "512Mi"}},
+        ]
+    }
+    apply(cp, [_pod("best-40", BEST, "40", qos="LS")])
+    assert [e["node"] for e in _status(_bound(cp, "best-40"))["numaNodeResources"]] == [0, 1, 2, 3]
