@@ -1,4 +1,5 @@
-"""The subset of core/v1 Pod, Node and Namespace, and policy/v1 PodDisruptionBudget, that we read.
+"""The subset of core/v1 Pod, Node and Namespace, policy/v1 PodDisruptionBudget and scheduling/v1
+PriorityClass that we read.
 
 Unknown fields are ignored (as Go's decoder does); these models are for reading what the API
 server sends, never for writing whole objects back (the scheduler patches and binds).
@@ -41,6 +42,7 @@ __all__ = [
     "PodSpec",
     "PodStatus",
     "PreferredSchedulingTerm",
+    "PriorityClass",
     "RBDVolumeSource",
     "ResourceRequirements",
     "TopologySpreadConstraint",
@@ -334,3 +336,22 @@ class PodDisruptionBudget(KoordModel):
     metadata: ObjectMeta = Field(default_factory=ObjectMeta)
     spec: PodDisruptionBudgetSpec = Field(default_factory=PodDisruptionBudgetSpec)
     status: PodDisruptionBudgetStatus = Field(default_factory=PodDisruptionBudgetStatus)
+
+
+class PriorityClass(KoordModel):
+    """scheduling.k8s.io/v1 PriorityClass: what a ClusterColocationProfile's priorityClassName
+    copies into the pod (its value and preemption policy)."""
+
+    api: ClassVar[ResourceInfo] = ResourceInfo(
+        group="scheduling.k8s.io",
+        version="v1",
+        kind="PriorityClass",
+        plural="priorityclasses",
+        singular="priorityclass",
+        scope="Cluster",
+    )
+
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta)
+    value: Int32 = 0
+    preemption_policy: str | None = None
+    """``PreemptLowerPriority`` (the API server's default) or ``Never``."""

@@ -34,6 +34,9 @@ class FeatureGates:
     device_plugin_adaption: bool = field(default=False, metadata={"gate": "DevicePluginAdaption"})
     """DeviceShare also writes what vendors' device plugins read at PreBind (bind timestamp, GPU
     minors, the HAMi node label, Huawei and Cambricon annotations, the Cambricon node lock)."""
+    node_mutating_webhook: bool = field(default=False, metadata={"gate": "NodeMutatingWebhook"})
+    """koord-manager serves the Node mutating webhook: ``nodes/status`` updates get their cpu and
+    memory allocatable amplified by the node's ``resource-amplification-ratio``."""
 
 
 def _gate_fields() -> dict[str, str]:

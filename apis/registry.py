@@ -20,7 +20,7 @@ from apis.scheduling import (
 from apis.slo import NodeMetric, NodeSLO
 from apis.topology import NodeResourceTopology
 
-__all__ = ["ALL_RESOURCES"]
+__all__ = ["ADMISSION_RESOURCES", "ALL_RESOURCES"]
 
 ALL_RESOURCES: tuple[type[KoordResource], ...] = (
     PodGroup,
@@ -35,3 +35,10 @@ ALL_RESOURCES: tuple[type[KoordResource], ...] = (
     ClusterColocationProfile,
     NodeResourceTopology,
 )
+
+ADMISSION_RESOURCES: tuple[type[KoordResource], ...] = tuple(
+    m for m in ALL_RESOURCES if m is not NodeResourceTopology
+)
+"""The kinds koord-manager's validating webhooks check. NodeResourceTopology is left to its CRD
+schema, as Koordinator does: koordlet writes it from every node, and a webhook that must answer
+(failurePolicy Fail) would stop those writes whenever koord-manager is down."""

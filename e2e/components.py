@@ -112,7 +112,9 @@ class LocalComponent:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
 
-def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalComponent:
+def koord_manager(
+    cluster: ControlPlane, webhook_port: int = 9443, extra_args: Sequence[str] = ()
+) -> LocalComponent:
     return LocalComponent(
         name="koord-manager",
         argv=(
@@ -125,6 +127,7 @@ def koord_manager(cluster: ControlPlane, webhook_port: int = 9443) -> LocalCompo
             str(webhook_port),
             "--webhook-cert-dir",
             str(cluster.state_dir / "koord-manager"),
+            *extra_args,
         ),
         cluster=cluster,
     )

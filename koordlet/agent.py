@@ -21,7 +21,8 @@ from koordlet.fs import HostFS
 from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
-from koordlet.reporter import build_status
+from koordlet.prediction import with_prediction
+from koordlet.reporter import build_status, memory_series
 
 __all__ = ["Agent"]
 
@@ -77,16 +78,21 @@ class Agent:
             return policy.report_interval_seconds
         self._missing_logged = False
         pods = await api.pods_on_node(node_name)
-        status = build_status(
-            self.cache,
-            policy,
-            pods,
-            time.time(),
-            cold_supported=self.cold is not None and self.cold.supported,
-        )
+        now = time.time()
+        cold_supported = self.cold is not None and self.cold.supported
+        status = build_status(self.cache, policy, pods, now, cold_supported=cold_supported)
         if status is None:
             log.info("no node samples yet: not reporting this round")
             return policy.report_interval_seconds
+        status = with_prediction(
+            status,
+            self.cache,
+            pods,
+            await api.get_node(node_name),
+            memory_series=memory_series(policy.memory_policy, cold_supported, "pod"),
+            window_seconds=longest,
+            now=now,
+        )
         try:
             await api.update_status(metric, status)
         except client.ApiException as exc:

@@ -1,4 +1,4 @@
-"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, its Device object,
+"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, the node, its Device,
 its NodeResourceTopology.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
@@ -19,6 +19,7 @@ from kubernetes_asyncio import config as k8s_config
 from apis.core import Node, Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
+from apis.podrequests import pod_requests
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from apis.slo.nodeslo import NodeSLO
@@ -43,6 +44,10 @@ def pod_meta(pod: Pod) -> PodMeta:
         namespace=pod.metadata.namespace or "",
         priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
         qos=qos,
+        requests=pod_requests(pod.spec),
+        terminating=pod.metadata.deletion_timestamp is not None
+        or pod.status.phase in ("Succeeded", "Failed"),
+        node_name=pod.spec.node_name or "",
     )
 
 
@@ -120,17 +125,6 @@ class KoordletClient:
         raw: dict[str, Any] = await listed.json()
         return [Pod.model_validate(item) for item in raw.get("items") or []]
 
-    async def get_node(self, name: str) -> Node | None:
-        """Node ``name`` (labels, annotations, capacity); None when there is no such node."""
-        core = client.CoreV1Api(await self._client())
-        try:
-            response: Any = await core.read_node(name, _preload_content=False)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Node.model_validate(await response.json())
-
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
         core = client.CoreV1Api(await self._client())
@@ -142,6 +136,18 @@ class KoordletClient:
             raise
         uid: str | None = node.metadata.uid
         return uid
+
+    async def get_node(self, name: str) -> Node | None:
+        """Node ``name`` (its allocatable bounds the Prod prediction; labels, annotations and capacity
+        shape its NodeResourceTopology); None when there is none."""
+        core = client.CoreV1Api(await self._client())
+        try:
+            raw: Any = await core.read_node(name, _preload_content=False)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return Node.model_validate(await raw.json())
 
     async def get_device(self, name: str) -> Device | None:
         return await self._get_cluster_object(Device, name)

@@ -14,8 +14,8 @@ CPU is written in millicores (DecimalSI), memory in bytes (BinarySI), as koordle
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from apis.quantity import Format, Quantity
@@ -37,6 +37,11 @@ class PodMeta:
     namespace: str
     priority: str
     qos: str
+    requests: Mapping[str, Quantity] = field(default_factory=dict)
+    """The pod's requests as Kubernetes sums them (the Prod prediction adds them up)."""
+    terminating: bool = False
+    """Being deleted or finished: left out of the Prod prediction."""
+    node_name: str = ""
 
 
 def memory_series(policy: str, cold_supported: bool, scope: str) -> str:

@@ -8,7 +8,11 @@ the ClusterNetworkTopology tree (``operators.handlers.networktopology``), the Re
 lifecycle (``operators.handlers.reservation``), ElasticQuota tree
 admission (``operators.handlers.elasticquota``), the built-in quotas with the cluster total
 (``operators.handlers.builtin_quotas``), each ElasticQuotaProfile's tree root
-(``operators.handlers.elasticquotaprofile``) and a NodeMetric per node (``operators.handlers.nodemetric``).
+(``operators.handlers.elasticquotaprofile``), a NodeMetric per node (``operators.handlers.nodemetric``),
+from ``slo-controller-config`` a NodeSLO per node (``operators.handlers.nodeslo``), the nodes' batch
+and mid resources (``operators.handlers.noderesource``) and CPU normalization ratios
+(``operators.handlers.cpu_normalization``, with the Node webhook ``operators.handlers.node_amplification``),
+and the ClusterColocationProfile pod webhook (``operators.handlers.colocation_profile``).
 
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
@@ -31,8 +35,12 @@ from kubernetes_asyncio import client
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
 from operators.clients import (
+    ColocationClient,
+    CPUNormalizationClient,
     DeviceNodeClient,
     NodeMetricClient,
+    NodeResourceClient,
+    NodeSLOClient,
     PodClient,
     QuotaClient,
     ReservationClient,
@@ -42,12 +50,17 @@ from operators.config import ManagerConfig
 from operators.handlers import (
     admission,
     builtin_quotas,
+    colocation_profile,
+    cpu_normalization,
     device,
     elasticquota,
     elasticquotaprofile,
     errors,
     networktopology,
+    node_amplification,
     nodemetric,
+    noderesource,
+    nodeslo,
     pod_tree_affinity,
     podgroup,
     reservation,
@@ -113,10 +126,17 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
     elasticquota.register(registry, quotas, PodClient(config), config.feature_gates)
     builtin_quotas.register(registry, config, quotas)
     elasticquotaprofile.register(registry, config, quotas)
+    # The colocation profile webhook before the tree affinity, in Koordinator's order.
+    colocation_profile.register(registry, ColocationClient(config))
     pod_tree_affinity.register(registry, quotas)
     reservation.register(registry, config, ReservationClient(config))
     nodemetric.register(registry, NodeMetricClient(config))
+    nodeslo.register(registry, NodeSLOClient(config))
     device.register(registry, DeviceNodeClient(config))
+    cpu_normalization.register(registry, CPUNormalizationClient(config))
+    if config.feature_gates.node_mutating_webhook:
+        node_amplification.register(registry)
+    noderesource.register(registry, NodeResourceClient(config))
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

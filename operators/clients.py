@@ -11,17 +11,25 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.core import Pod, PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.device import Device
 from apis.scheduling.elasticquota import ElasticQuota
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
+from apis.slo.nodeslo import NodeSLO
+from apis.slo.sloconfig import SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE
+from apis.topology import NodeResourceTopology
 from operators.config import ManagerConfig
 
 __all__ = [
+    "CPUNormalizationClient",
+    "ColocationClient",
     "DeviceNodeClient",
     "NodeMetricClient",
+    "NodeResourceClient",
+    "NodeSLOClient",
     "PodClient",
     "QuotaClient",
     "ReservationClient",
@@ -33,7 +41,9 @@ _EQ = ElasticQuota.crd
 _EQP = ElasticQuotaProfile.crd
 _RESERVATION = Reservation.crd
 _NM = NodeMetric.crd
+_NSLO = NodeSLO.crd
 _DEVICE = Device.crd
+_NRT = NodeResourceTopology.crd
 
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
@@ -227,3 +237,170 @@ class DeviceNodeClient(_CustomObjects):
     async def patch_node(self, name: str, patch: dict[str, Any]) -> None:
         core = await self._core()
         await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+
+class NodeSLOClient(_CustomObjects):
+    """NodeSLO reads and writes (one per node) and the ``slo-controller-config`` ConfigMap read; the
+    connections open on first use and stay open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        super().__init__(config)
+        self._core_client: client.ApiClient | None = None
+
+    async def get(self, name: str) -> dict[str, Any] | None:
+        api = await self._objects()
+        try:
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                _NSLO.group, _NSLO.version, _NSLO.plural, name
+            )
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return raw
+
+    async def create(self, slo: NodeSLO) -> bool:
+        """Create ``slo``; False when one of that name already exists."""
+        api = await self._objects()
+        try:
+            await api.create_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, slo.to_wire())
+        except client.ApiException as exc:
+            if exc.status == 409:
+                return False
+            raise
+        return True
+
+    async def replace(self, body: dict[str, Any]) -> None:
+        """PUT ``body`` (a whole object with its resourceVersion): 409 when it changed since read."""
+        api = await self._objects()
+        name = body["metadata"]["name"]
+        await api.replace_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, name, body)
+
+    async def delete(self, name: str) -> bool:
+        """Delete the NodeSLO ``name``; False when there was none."""
+        api = await self._objects()
+        try:
+            await api.delete_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ConfigMap as the API server sends it; None when it does not exist."""
+        if self._core_client is None:
+            self._core_client = client.ApiClient(await load_configuration(self._config))
+        try:
+            found = await client.CoreV1Api(self._core_client).read_namespaced_config_map(name, namespace)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        raw: dict[str, Any] = self._core_client.sanitize_for_serialization(found)
+        return raw
+
+
+class ColocationClient:
+    """What the colocation profile webhook reads beside its indexes: a PriorityClass a profile
+    names, and the labels of a namespace the index has not seen yet. The connection opens on first
+    use and stays open."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.ApiClient | None = None
+
+    async def _client(self) -> client.ApiClient:
+        if self._api is None:
+            self._api = client.ApiClient(await load_configuration(self._config))
+        return self._api
+
+    async def priority_class(self, name: str) -> PriorityClass | None:
+        """The PriorityClass ``name``; None when there is none."""
+        api_client = await self._client()
+        try:
+            found = await client.SchedulingV1Api(api_client).read_priority_class(name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return PriorityClass.model_validate(api_client.sanitize_for_serialization(found))
+
+    async def namespace_labels(self, name: str) -> dict[str, str] | None:
+        """The labels of namespace ``name``; None when there is no such namespace."""
+        api = client.CoreV1Api(await self._client())
+        try:
+            found = await api.read_namespace(name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(found.metadata.labels or {})
+
+
+class CPUNormalizationClient(_CustomObjects):
+    """What the CPU normalization controller reads before its watches have delivered it (the
+    ConfigMap, a node's NodeResourceTopology) and its node annotation patches."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        super().__init__(config)
+        self._core_api: client.CoreV1Api | None = None
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._core_api is None:
+            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._core_api
+
+    async def get_slo_config_data(self) -> dict[str, str] | None:
+        """``slo-controller-config``'s data; None when the ConfigMap does not exist."""
+        core = await self._core()
+        try:
+            cm = await core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict(cm.data or {})
+
+    async def get_nrt_annotations(self, name: str) -> dict[str, str] | None:
+        """The annotations of the node's NodeResourceTopology; None when there is none."""
+        api = await self._objects()
+        try:
+            raw = await api.get_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, name)
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return dict((raw.get("metadata") or {}).get("annotations") or {})
+
+    async def patch_node_annotations(self, name: str, annotations: dict[str, str | None]) -> None:
+        """Merge-patch the node's annotations (None removes one)."""
+        core = await self._core()
+        patch = {"metadata": {"annotations": annotations}}
+        await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+
+
+class NodeResourceClient:
+    """The node resource controller's reads and writes: the pods of a node (listed when it
+    reconciles, as Koordinator reads them from its cache) and the node's status subresource."""
+
+    def __init__(self, config: ManagerConfig) -> None:
+        self._config = config
+        self._api: client.CoreV1Api | None = None
+
+    async def _core(self) -> client.CoreV1Api:
+        if self._api is None:
+            self._api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
+        return self._api
+
+    async def pods_on_node(self, node_name: str) -> list[Pod]:
+        core = await self._core()
+        listed: Any = await core.list_pod_for_all_namespaces(
+            field_selector=f"spec.nodeName={node_name}", _preload_content=False
+        )
+        raw: dict[str, Any] = await listed.json()
+        return [Pod.model_validate(item) for item in raw.get("items") or []]
+
+    async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
+        core = await self._core()
+        await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]

@@ -25,9 +25,10 @@ from kopf._cogs.structs import references, reviews
 from kopf._core.engines.admission import build_webhooks
 from kopf._core.intents import causes
 
-from apis.registry import ALL_RESOURCES
+from apis.registry import ADMISSION_RESOURCES
 from operators.__main__ import build_registry, parse_args
 from operators.config import ManagerConfig
+from operators.handlers import node_amplification
 
 __all__ = ["TEMPLATE", "render", "webhooks"]
 
@@ -92,15 +93,25 @@ webhooks:
 def _resources() -> list[references.Resource]:
     crds = [
         references.Resource(group=m.crd.group, version=m.crd.version, plural=m.crd.plural, kind=m.crd.kind)
-        for m in ALL_RESOURCES
+        for m in ADMISSION_RESOURCES
     ]
     pods = references.Resource(group="", version="v1", plural="pods", kind="Pod", namespaced=True)
-    return [*crds, pods]  # pods: the quota tree's node affinity (handlers.pod_tree_affinity)
+    nodes = references.Resource(group="", version="v1", plural="nodes", kind="Node", namespaced=False)
+    # pods: the quota tree's node affinity (handlers.pod_tree_affinity); nodes: the allocatable
+    # amplification (handlers.node_amplification)
+    return [*crds, pods, nodes]
+
+
+GATED: dict[str, str] = {node_amplification.WEBHOOK_ID: "NodeMutatingWebhook"}
+"""Webhooks koord-manager serves only with a feature gate on: the chart renders each only when
+``manager.featureGates`` turns its gate on, as Koordinator's webhook controller leaves out the
+webhooks of disabled handlers."""
+_ALL_GATES = ",".join(f"{gate}=true" for gate in sorted(set(GATED.values())))
 
 
 def webhooks(reason: causes.WebhookType, config: ManagerConfig | None = None) -> list[dict[str, Any]]:
     """The webhooks of one configuration, exactly as Kopf would write them for a Service."""
-    config = config or parse_args(["--standalone"])
+    config = config or parse_args(["--standalone", f"--feature-gates={_ALL_GATES}"])
     handlers = [h for h in build_registry(config)._webhooks.get_all_handlers() if h.reason == reason]
     client_config: reviews.WebhookClientConfig = {
         "service": {"name": SERVICE, "namespace": _NAMESPACE, "port": PORT},
@@ -114,6 +125,16 @@ def webhooks(reason: causes.WebhookType, config: ManagerConfig | None = None) ->
     )
 
 
+def _rendered(hook: dict[str, Any]) -> str:
+    text = yaml.safe_dump([hook], sort_keys=True, default_flow_style=False)
+    gate = GATED.get(hook["clientConfig"]["service"]["path"].lstrip("/"))
+    if gate is None:
+        return text
+    # The manager's --feature-gates value, read as koord-manager reads it (apis.features).
+    pattern = f"(^|,)\\\\s*{gate}\\\\s*=\\\\s*(?i:true|t|1)\\\\s*(,|$)"
+    return f'{{{{- if regexMatch "{pattern}" .Values.manager.featureGates }}}}\n{text}{{{{- end }}}}\n'
+
+
 def render() -> str:
     """The whole template file."""
     name = ManagerConfig().webhook_configuration
@@ -122,7 +143,7 @@ def render() -> str:
         ("ValidatingWebhookConfiguration", causes.WebhookType.VALIDATING),
         ("MutatingWebhookConfiguration", causes.WebhookType.MUTATING),
     ):
-        body = yaml.safe_dump(webhooks(reason), sort_keys=True, default_flow_style=False)
+        body = "".join(_rendered(hook) for hook in webhooks(reason))
         parts.append(_CONFIGURATION.format(kind=kind, name=name, webhooks=body))
     text = "".join(parts) + "{{- end }}\n"
     return text.replace(_NAMESPACE, "{{ $namespace }}").replace(_CA_BUNDLE, "{{ $crt }}")

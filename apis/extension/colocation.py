@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from apis.base import KoordModel
 from apis.extension._annotation import ResourceList, lookup, parse_json
@@ -33,8 +34,11 @@ __all__ = [
     "get_replace_resources",
     "parse_extended_resource_spec",
     "parse_replace_resources",
+    "transform_deprecated_batch_resources",
     "translate_resource_name",
 ]
+
+_V = TypeVar("_V")
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
 BATCH_MEMORY = "kubernetes.io/batch-memory"
@@ -49,6 +53,19 @@ DEPRECATED_BATCH_RESOURCE_ALIASES: Mapping[str, str] = {
     KOORD_BATCH_CPU: BATCH_CPU,
     KOORD_BATCH_MEMORY: BATCH_MEMORY,
 }
+
+
+def transform_deprecated_batch_resources(resources: Mapping[str, _V]) -> dict[str, _V]:
+    """A resource list (a pod's requests, a node's allocatable, a quota's min or max) with the
+    deprecated ``koordinator.sh/batch-*`` names renamed to ``kubernetes.io/batch-*``, as
+    koord-scheduler's pod, node and ElasticQuota transformers rewrite them; a deprecated name whose
+    new name is also in the list stays as it is."""
+    out = dict(resources)
+    for old, new in DEPRECATED_BATCH_RESOURCE_ALIASES.items():
+        if old in out and new not in out:
+            out[new] = out.pop(old)
+    return out
+
 
 RESOURCE_NAME_MAP: Mapping[str, Mapping[str, str]] = {
     PRIORITY_BATCH: {"cpu": BATCH_CPU, "memory": BATCH_MEMORY},

@@ -2,8 +2,8 @@
 
 Pod annotations: numa-topology-spec, resource-spec, resource-status. Node labels: cpu-bind-policy,
 numa-allocate-strategy, numa-topology-policy. NodeResourceTopology annotations: cpu-topology,
-pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy. Node annotations: reservation,
-system-qos-resource.
+pod-cpu-allocs, (be-)cpu-shared-pools, kubelet cpu-manager-policy, cpu-basic-info. Node annotations:
+reservation, system-qos-resource.
 """
 
 from __future__ import annotations
@@ -96,6 +96,8 @@ ANNOTATION_NODE_BE_CPU_SHARED_POOLS = _NODE + "/be-cpu-shared-pools"
 ANNOTATION_KUBELET_CPU_MANAGER_POLICY = "kubelet.koordinator.sh/cpu-manager-policy"
 ANNOTATION_NODE_RESERVATION = _NODE + "/reservation"
 ANNOTATION_NODE_SYSTEM_QOS_RESOURCE = _NODE + "/system-qos-resource"
+ANNOTATION_CPU_BASIC_INFO = _NODE + "/cpu-basic-info"
+"""On the NodeResourceTopology (koordlet writes it): the node's CPU model, hyper-threading and turbo."""
 
 LABEL_NODE_CPU_BIND_POLICY = _NODE + "/cpu-bind-policy"
 LABEL_NODE_NUMA_ALLOCATE_STRATEGY = _NODE + "/numa-allocate-strategy"
@@ -338,18 +340,17 @@ def get_system_qos_resource(annotations: Mapping[str, str] | None) -> SystemQOSR
     return SystemQOSResource() if raw is None else parse_system_qos_resource(raw)
 
 
-# --- cpu-basic-info (NodeResourceTopology annotation, read by CPU normalization) --------------------
-
-ANNOTATION_CPU_BASIC_INFO = _NODE + "/cpu-basic-info"
+# --- CPU basic info (NodeResourceTopology annotation) ----------------------------------------------
 
 
 class CPUBasicInfo(KoordModel):
-    """The CPU model and features koordlet found; every field is left out of the JSON when empty."""
+    """What CPU normalization looks the ratio up by (``apis/extension/cpu_normalization.go``)."""
 
-    cpu_model: str | None = None
-    hyper_thread_enabled: bool | None = None
-    turbo_enabled: bool | None = None
-    cat_l3_cbm_mask: str | None = None
+    cpu_model: str = Field(default="", alias="cpuModel")
+    """The model name as ``/proc/cpuinfo`` gives it, e.g. ``Intel Xeon Platinum 8369B CPU @ 2.90GHz``."""
+    hyper_thread_enabled: bool = False
+    turbo_enabled: bool = False
+    cat_l3_cbm_mask: str | None = Field(default=None, alias="catL3CbmMask")
     vendor_id: str | None = Field(default=None, alias="vendorID")
 
 

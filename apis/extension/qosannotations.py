@@ -20,8 +20,9 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension._annotation import lookup, parse_bool, parse_go_int, parse_json
+from apis.quantity import Quantity
 from apis.types import Int64
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "ResctrlSection",
     "core_sched_policy",
     "get_cpu_qos",
+    "get_node_total_bandwidth",
     "get_oom_score_adj",
     "get_oom_score_adj_spec",
     "get_pod_eviction_priority",
@@ -195,6 +197,17 @@ def core_sched_policy(labels: Mapping[str, str] | None) -> CoreSchedPolicy:
 def parse_cpu_normalization_enabled(raw: str) -> bool:
     """The node label as a Go bool (``true``, ``false``, ``1``, ``0``, ...)."""
     return parse_bool(LABEL_CPU_NORMALIZATION_ENABLED, raw)
+
+
+def get_node_total_bandwidth(annotations: Mapping[str, str] | None) -> Quantity | None:
+    """The node's ``network-bandwidth`` annotation (a quantity, e.g. ``"10G"``); None when absent."""
+    raw = lookup(annotations, ANNOTATION_NODE_BANDWIDTH)
+    if raw is None:
+        return None
+    try:
+        return Quantity.parse(raw)
+    except InvalidValue as exc:
+        raise InvalidAnnotation(ANNOTATION_NODE_BANDWIDTH, str(exc)) from None
 
 
 # --- cpuQOS ----------------------------------------------------------------------------------------

@@ -22,12 +22,12 @@ from e2e.bench.affinity_shapes_workload import (
 )
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace, run_all
+from e2e.bench.kwok_cluster import start_cluster, stop_cluster
 from e2e.bench.nodes import wait_nodes_schedulable
-from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, keep_cluster_logs, kube_scheduler
+from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, kube_scheduler
 from e2e.bench.throughput_model import Options, RunResult
 from e2e.bench.throughput_runs import measure_scheduler
 from e2e.bench.throughput_workload import pods_path, scheduler_config
-from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koord_scheduler
 from e2e.scheduler_process import free_port
@@ -38,7 +38,6 @@ __all__ = ["NAMESPACES", "ShapeOptions", "ShapeResult", "ShapesReport", "run_sha
 
 NAMESPACES = {KOORD: "aff-koord", KUBE: "aff-kube"}
 SCHEDULER_NAMES = {KOORD: KOORD, KUBE: KUBE_PROFILE}
-CLUSTER_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -101,21 +100,6 @@ class ShapesReport:
             "phases": self.phases,
             "errors": self.errors,
         }
-
-
-def _start_cluster(cp: ControlPlane) -> None:
-    """Fresh, with the CRDs; started again when kwokctl fails (another cluster starting at the
-    same moment can take a port it picked)."""
-    for attempt in range(1, CLUSTER_ATTEMPTS + 1):
-        cp.stop(quiet=True)
-        try:
-            cp.start(wait="60s")
-            install_crds(cp)
-            return
-        except RuntimeError as exc:
-            if attempt == CLUSTER_ATTEMPTS:
-                raise
-            log_progress(f"cluster {cp.name} did not come up ({str(exc)[:200]}); starting it again")
 
 
 async def _label_single_zone(api: Api, node_names: list[str], concurrency: int) -> None:
@@ -205,15 +189,15 @@ async def run_shapes(opts: ShapeOptions) -> ShapesReport:
     nodes = description(opts.nodes, opts.cluster_name).nodes()
     node_names = [n["metadata"]["name"] for n in nodes]
     api: Api | None = None
+
+    async def create_nodes(client: Api) -> None:
+        await create_all(client, lambda _: "/api/v1/nodes", nodes, "nodes", opts.concurrency)
+        await wait_nodes_schedulable(client, opts.nodes, opts.concurrency)
+        for namespace in [INIT_NAMESPACE, *NAMESPACES.values()]:
+            await create_namespace(client, namespace)
+
     try:
-        with phase(report.phases, "cluster start"):
-            await asyncio.to_thread(_start_cluster, cp)
-        api = await Api.connect(cp.kubeconfig, opts.concurrency)
-        with phase(report.phases, "create nodes"):
-            await create_all(api, lambda _: "/api/v1/nodes", nodes, "nodes", opts.concurrency)
-            await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
-            for namespace in [INIT_NAMESPACE, *NAMESPACES.values()]:
-                await create_namespace(api, namespace)
+        api = await start_cluster(cp, create_nodes, connections=opts.concurrency, phases=report.phases)
         relabelled = False
         chosen = [n for n in SHAPES if n in opts.shapes]
         for i, name in enumerate(chosen):
@@ -229,12 +213,7 @@ async def run_shapes(opts: ShapeOptions) -> ShapesReport:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
     finally:
-        if api is not None:
-            await api.close()
-        if not opts.keep:
-            with phase(report.phases, "cluster stop"):
-                keep_cluster_logs(cp)
-                cp.stop()
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep)
     report.errors.extend(
         f"{s.shape} {r.scheduler}: {r.error}" for s in report.shapes for r in s.results if r.error
     )

@@ -58,12 +58,12 @@ from typing import Any
 import aiohttp
 
 from e2e.bench.harness import BenchError, phase
-from e2e.bench.kube_api import Api, create_all, create_namespace, run_all
-from e2e.bench.nodes import NOT_READY_TAINT, lift_not_ready, node_ready
-from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, keep_cluster_logs, kube_scheduler, wait_ready
+from e2e.bench.kube_api import Api, create_all, create_namespace
+from e2e.bench.kwok_cluster import start_cluster, stop_cluster
+from e2e.bench.nodes import wait_nodes_schedulable
+from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, kube_scheduler, wait_ready
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_workload import scheduler_config
-from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
@@ -432,31 +432,6 @@ class PodWatcher:
 # ---- cluster set-up -----------------------------------------------------------------------------
 
 
-async def wait_fleets_ready(api: Api, schedulers: list[str], per_fleet: int, within: float = 300.0) -> None:
-    """Until every node is Ready and carries only its fleet taint (the harness replaces the
-    ``not-ready`` taint the API server's admission put on new nodes, as in the throughput bench)."""
-    deadline = time.monotonic() + within
-    expected = per_fleet * len(schedulers)
-    while True:
-        nodes, _ = await api.list("/api/v1/nodes")
-        ours = [n for n in nodes if (n["metadata"].get("labels") or {}).get(FLEET_LABEL)]
-        ready = [n for n in ours if node_ready(n)]
-        tainted = [
-            n
-            for n in ready
-            if any(t.get("key") == NOT_READY_TAINT for t in (n.get("spec") or {}).get("taints") or [])
-        ]
-        _progress(f"nodes: {len(ready)}/{expected} Ready, {len(ready) - len(tainted)}/{expected} schedulable")
-        if len(ready) - len(tainted) >= expected:
-            return
-        if time.monotonic() > deadline:
-            raise BenchError(f"only {len(ready) - len(tainted)}/{expected} nodes ready after {within:.0f}s")
-        if tainted:
-            await run_all([functools.partial(lift_not_ready, api, n) for n in tainted], 8)
-        else:
-            await asyncio.sleep(1)
-
-
 def koord_config(cp: ControlPlane) -> str:
     """The throughput benchmark's configuration, with job-level preemption on."""
     base = scheduler_config(ThroughputOptions(), cp.kubeconfig, KOORD)
@@ -575,8 +550,9 @@ async def run_scenario(api: Api, watcher: PodWatcher, opts: Options, scheduler: 
 # ---- the run ------------------------------------------------------------------------------------
 
 
-async def _set_up(api: Api, schedulers: list[str], nodes_per_fleet: int) -> None:
-    """PriorityClasses, namespaces and both fleets, Ready (no node Ready in 90s: BenchError)."""
+async def _set_up(api: Api, *, schedulers: list[str], nodes_per_fleet: int) -> None:
+    """PriorityClasses, namespaces and both fleets, Ready and rid of the ``not-ready`` taint (their
+    fleet taints stay)."""
     for klass, value in PRIORITIES.items():
         body = {
             "apiVersion": "scheduling.k8s.io/v1",
@@ -590,7 +566,7 @@ async def _set_up(api: Api, schedulers: list[str], nodes_per_fleet: int) -> None
         await create_namespace(api, NAMESPACES[scheduler])
     nodes = [n for s in schedulers for n in fleet(s, nodes_per_fleet)]
     await create_all(api, lambda _: "/api/v1/nodes", nodes, "nodes", 16)
-    await wait_fleets_ready(api, schedulers, nodes_per_fleet, within=90.0)
+    await wait_nodes_schedulable(api, nodes_per_fleet * len(schedulers), 8, within=90.0)
 
 
 async def run_benchmark(opts: Options) -> Report:
@@ -607,25 +583,14 @@ async def run_benchmark(opts: Options) -> Report:
     components: list[LocalComponent] = []
     watchers: dict[str, PodWatcher] = {}
     try:
-        for attempt in (1, 2):
-            with phase(report.phases, progress=_progress, name="cluster start"):
-                cp.stop(quiet=True)
-                cp.start()
-                install_crds(cp)
-            api = await Api.connect(cp.kubeconfig, 16)
-            try:
-                with phase(report.phases, progress=_progress, name="set-up"):
-                    await _set_up(api, schedulers, opts.nodes)
-                break
-            except BenchError as exc:
-                # KWOK fails when another cluster starting at the same moment took its port
-                # ("bind: address already in use"): then no node ever turns Ready. Start afresh once.
-                await api.close()
-                api = None
-                if attempt == 2:
-                    raise
-                _progress(f"{exc}; starting the cluster again")
-        assert api is not None
+        api = await start_cluster(
+            cp,
+            functools.partial(_set_up, schedulers=schedulers, nodes_per_fleet=opts.nodes),
+            connections=16,
+            phases=report.phases,
+            nodes_phase="set-up",
+            progress=_progress,
+        )
         with phase(report.phases, progress=_progress, name="watch"):
             for scheduler in schedulers:
                 watchers[scheduler] = PodWatcher(api, NAMESPACES[scheduler])
@@ -670,12 +635,7 @@ async def run_benchmark(opts: Options) -> Report:
             await watcher.close()
         for component in components:
             component.stop()
-        if api is not None:
-            await api.close()
-        if not opts.keep:
-            with phase(report.phases, progress=_progress, name="cluster stop"):
-                keep_cluster_logs(cp)
-                cp.stop()
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep, progress=_progress)
     report.errors.extend(f"{r.scenario}/{r.scheduler}: {r.error}" for r in report.rows if r.error)
     return report
 

@@ -41,11 +41,11 @@ from pydantic import BaseModel, Field
 from e2e.bench.bindings import BindWatcher
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
+from e2e.bench.kwok_cluster import start_cluster, stop_cluster
 from e2e.bench.nodes import wait_nodes_schedulable
 from e2e.bench.processes import KOORD, KUBE, KUBE_PROFILE, kube_scheduler, wait_ready
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_workload import bench_description, check_fits, pods_path, scheduler_config, workload
-from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
@@ -210,17 +210,15 @@ async def run_benchmark(opts: LatencyOptions) -> LatencyReport:
     description = bench_description(opts.throughput())
     cp = ControlPlane(name=opts.cluster_name)
     api: Api | None = None
+
+    async def create_nodes(client: Api) -> None:
+        await create_all(client, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
+        await wait_nodes_schedulable(client, opts.nodes, opts.concurrency)
+        for scheduler in schedulers:
+            await create_namespace(client, NAMESPACES[scheduler])
+
     try:
-        with phase(report.phases, "cluster start"):
-            cp.stop(quiet=True)
-            cp.start()
-            install_crds(cp)
-        api = await Api.connect(cp.kubeconfig, opts.concurrency)
-        with phase(report.phases, "create nodes"):
-            await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
-            await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
-            for scheduler in schedulers:
-                await create_namespace(api, NAMESPACES[scheduler])
+        api = await start_cluster(cp, create_nodes, connections=opts.concurrency, phases=report.phases)
         for scheduler in schedulers:
             with phase(report.phases, scheduler):
                 report.results.append(await measure(api, cp, opts, scheduler))
@@ -228,11 +226,7 @@ async def run_benchmark(opts: LatencyOptions) -> LatencyReport:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
     finally:
-        if api is not None:
-            await api.close()
-        if not opts.keep:
-            with phase(report.phases, "cluster stop"):
-                cp.stop()
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep)
     report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)
     return report
 

@@ -16,6 +16,7 @@ from apis.scheduling.reservation import Reservation
 from e2e.bench.bindings import BindWatcher, sustained_rate
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
+from e2e.bench.kwok_cluster import start_cluster, stop_cluster
 from e2e.bench.node_metrics import report_node_metrics
 from e2e.bench.nodes import wait_nodes_schedulable
 from e2e.bench.processes import (
@@ -24,7 +25,6 @@ from e2e.bench.processes import (
     KUBE_PROFILE,
     CpuMeter,
     cluster_pids,
-    keep_cluster_logs,
     kube_scheduler,
     peak_rss_mib,
     save_metrics,
@@ -39,7 +39,6 @@ from e2e.bench.throughput_reservations import (
     reservations,
 )
 from e2e.bench.throughput_workload import bench_description, check_fits, pods_path, scheduler_config, workload
-from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
@@ -178,15 +177,13 @@ async def run_benchmark(opts: Options) -> Report:
     cp = ControlPlane(name=opts.cluster_name)
     config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
     api: Api | None = None
+
+    async def create_nodes(client: Api) -> None:
+        await create_all(client, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
+        await wait_nodes_schedulable(client, opts.nodes, opts.concurrency)
+
     try:
-        with phase(report.phases, "cluster start"):
-            cp.stop(quiet=True)
-            cp.start()
-            install_crds(cp)
-        api = await Api.connect(cp.kubeconfig, opts.concurrency)
-        with phase(report.phases, "create nodes"):
-            await create_all(api, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
-            await wait_nodes_schedulable(api, opts.nodes, opts.concurrency)
+        api = await start_cluster(cp, create_nodes, connections=opts.concurrency, phases=report.phases)
         if opts.reservations:
             with phase(report.phases, "place reservations"):
                 objects = reservations(opts.reservations)
@@ -246,12 +243,7 @@ async def run_benchmark(opts: Options) -> Report:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
     finally:
-        if api is not None:
-            await api.close()
-        if not opts.keep:
-            with phase(report.phases, "cluster stop"):
-                keep_cluster_logs(cp)
-                cp.stop()
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep)
     if not opts.skip_simulate:
         with phase(report.phases, "simulate"):
             try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,8 +23,10 @@ from typing import Any
 from apis.core import Node, Pod
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
-from e2e.bench.processes import KOORD, KUBE, keep_cluster_logs, kube_scheduler, wait_ready
-from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_ready
+from e2e.bench.kwok_cluster import start_cluster, stop_cluster
+from e2e.bench.nodes import wait_nodes_schedulable
+from e2e.bench.processes import KOORD, KUBE, kube_scheduler, wait_ready
+from e2e.cluster.__main__ import apply_description
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.parity.checker import Violation, bound_pods, check, soft_scores
@@ -241,25 +244,11 @@ async def _run_workload(
     return outcome
 
 
-CLUSTER_ATTEMPTS = 3
-
-
-def _start_cluster(cp: ControlPlane, description: ClusterDescription) -> None:
-    """A fresh cluster with the CRDs and the nodes, Ready. Started again when it does not come up:
-    another cluster starting at the same moment can take a port kwokctl picked ("bind: address
-    already in use" in etcd's or KWOK's log), and then the start never completes."""
-    for attempt in range(1, CLUSTER_ATTEMPTS + 1):
-        cp.stop(quiet=True)
-        try:
-            cp.start(wait="60s")
-            install_crds(cp)
-            apply_description(cp, description)
-            wait_nodes_ready(cp, timeout=60.0)
-            return
-        except (RuntimeError, TimeoutError) as exc:
-            if attempt == CLUSTER_ATTEMPTS:
-                raise
-            log_progress(f"cluster {cp.name} did not come up ({str(exc)[:200]}); starting it again")
+async def _create_nodes(api: Api, *, cp: ControlPlane, description: ClusterDescription) -> None:
+    """The described nodes (and Devices), Ready and rid of the ``not-ready`` taint (their own
+    taints stay)."""
+    await asyncio.to_thread(apply_description, cp, description)
+    await wait_nodes_schedulable(api, len(description.nodes()), 8, within=60.0)
 
 
 async def run_parity(
@@ -271,9 +260,8 @@ async def run_parity(
     cp = ControlPlane(name=opts.cluster_name)
     api: Api | None = None
     try:
-        with phase(report.phases, "cluster start"):
-            await asyncio.to_thread(_start_cluster, cp, description)
-        api = await Api.connect(cp.kubeconfig, 8)
+        nodes_step = functools.partial(_create_nodes, cp=cp, description=description)
+        api = await start_cluster(cp, nodes_step, connections=8, phases=report.phases)
         node_items, _ = await api.list("/api/v1/nodes")
         nodes = [Node.model_validate(item) for item in node_items]
         for scheduler in opts.schedulers:
@@ -288,10 +276,5 @@ async def run_parity(
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
     finally:
-        if api is not None:
-            await api.close()
-        if not opts.keep:
-            with phase(report.phases, "cluster stop"):
-                keep_cluster_logs(cp)
-                cp.stop()
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep)
     return report

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -19,8 +20,9 @@ from koordlet.client import KoordletClient
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
-from koordlet.reporter import PodMeta, build_status
-from koordlet.simulate.model import LoadFile, NodeLoad, PodLoad
+from koordlet.prediction import with_prediction
+from koordlet.reporter import PodMeta, build_status, memory_series
+from koordlet.simulate.model import LoadFile, NodeLoad
 from koordlet.simulate.source import LoadSource, pod_key
 
 __all__ = ["Simulation"]
@@ -47,11 +49,6 @@ class Simulation:
 
     def _override(self) -> float | None:
         return self.config.report_interval_seconds or self.load.report_interval_seconds
-
-    async def _pods_by_name(self, api: KoordletClient, wanted: bool) -> dict[str, PodMeta]:
-        if not wanted:
-            return {}
-        return {pod_key(pod.namespace, pod.name): pod for pod in await api.all_pods()}
 
     def pods_of(
         self, load: NodeLoad, now: float, source: LoadSource, known: dict[str, PodMeta]
@@ -83,10 +80,14 @@ class Simulation:
             if stop is not None and now - self.started >= stop:
                 continue
             targets.append((metric, load))
-        needs_pods = any(
-            pod.priority is None or pod.qos is None for _, load in targets for pod in _all_pods(load)
-        )
-        known = await self._pods_by_name(api, needs_pods)
+        # Every round: the pods' classes fill what the file leaves out, their requests feed the
+        # Prod prediction of their node.
+        bound = await api.all_pods() if targets else []
+        known = {pod_key(pod.namespace, pod.name): pod for pod in bound}
+        on_node: dict[str, list[PodMeta]] = {}
+        for pod in bound:
+            # The simulated series are keyed by namespace/name, not by UID.
+            on_node.setdefault(pod.node_name, []).append(replace(pod, uid=pod_key(pod.namespace, pod.name)))
         semaphore = asyncio.Semaphore(_CONCURRENT_WRITES)
         intervals: list[float] = []
         self.metrics.reset()
@@ -99,6 +100,18 @@ class Simulation:
             status = build_status(source, policy, self.pods_of(load, now, source, known), now)
             if status is None:
                 return
+            async with semaphore:
+                node = await api.get_node(name)
+            longest = max([policy.aggregate_duration_seconds, *(seconds for _, seconds in policy.windows)])
+            status = with_prediction(
+                status,
+                source,
+                on_node.get(name, []),
+                node,
+                memory_series=memory_series(policy.memory_policy, False, "pod"),
+                window_seconds=longest,
+                now=now,
+            )
             async with semaphore:
                 try:
                     await api.update_status(metric, status)
@@ -119,10 +132,3 @@ class Simulation:
                 log.warning("simulated report failed, retrying: %s", exc)
                 delay = self._override() or 5.0
             await asyncio.sleep(delay)
-
-
-def _all_pods(load: NodeLoad) -> list[PodLoad]:
-    pods = list(load.pods)
-    for step in load.steps:
-        pods += step.pods or []
-    return pods

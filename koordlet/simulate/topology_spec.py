@@ -55,9 +55,9 @@ class NodeTopologySpec(BaseModel):
             cpus=tuple(sorted(cpus, key=lambda c: c.id)),
             memory=dict.fromkeys(range(numa_count), memory),
             basic_info=CPUBasicInfo(
-                cpu_model=self.cpu_model,
-                hyper_thread_enabled=self.threads_per_core > 1 or None,
-                turbo_enabled=self.turbo_enabled or None,
+                cpu_model=self.cpu_model or "",
+                hyper_thread_enabled=self.threads_per_core > 1,
+                turbo_enabled=self.turbo_enabled,
                 vendor_id=self.vendor_id,
             ),
         )

@@ -172,12 +172,11 @@ def _basic_info(fs: HostFS, cpus: tuple[CPUInfo, ...]) -> CPUBasicInfo:
     boost = _int(fs, f"{_CPU}/cpufreq/boost")
     turbo = (no_turbo == 0) if no_turbo is not None else boost == 1
     mask = _read(fs, "sys/fs/resctrl/info/L3/cbm_mask")
-    # Go's encoder leaves false booleans and empty strings out (omitempty): so do we
     return CPUBasicInfo(
-        cpu_model=_cpuinfo_field(cpuinfo, "model name"),
-        hyper_thread_enabled=hyper_threading or None,
-        turbo_enabled=turbo or None,
-        cat_l3_cbm_mask=mask.strip() or None if mask is not None else None,
+        cpu_model=_cpuinfo_field(cpuinfo, "model name") or "",
+        hyper_thread_enabled=hyper_threading,
+        turbo_enabled=turbo,
+        cat_l3_cbm_mask=(mask.strip() or None) if mask is not None else None,
         vendor_id=_cpuinfo_field(cpuinfo, "vendor_id"),
     )
 

@@ -76,6 +76,11 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def _omit_empty(fields: dict[str, Any]) -> dict[str, Any]:
+    """Go's ``omitempty``: false, empty and zero fields left out (cpu-basic-info is written so)."""
+    return {key: value for key, value in fields.items() if value not in ("", False, None, 0)}
+
+
 def _wire(models: Sequence[Any]) -> list[Any]:
     return [m.to_wire() for m in models]
 
@@ -170,7 +175,7 @@ def desired_topology(
         bad_pods=bad_pods,
     )
     annotations = {
-        ANNOTATION_CPU_BASIC_INFO: _json(host.basic_info.to_wire()),
+        ANNOTATION_CPU_BASIC_INFO: _json(_omit_empty(host.basic_info.to_wire())),
         ANNOTATION_NODE_CPU_TOPOLOGY: _json(CPUTopology(detail=list(host.cpus)).to_wire()),
         ANNOTATION_NODE_CPU_SHARED_POOLS: _json(_wire(pools.ls)),
         ANNOTATION_KUBELET_CPU_MANAGER_POLICY: _json((cpu_manager or KubeletCPUManagerPolicy()).to_wire()),

@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 
 from apis.meta import KoordResource
-from apis.registry import ALL_RESOURCES
+from apis.registry import ADMISSION_RESOURCES
 from operators.logic import admission
 
 __all__ = ["plain", "register"]
@@ -39,7 +39,7 @@ def _validator(model: type[KoordResource]) -> Any:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     """Register a validating webhook for every kind (CREATE and UPDATE of the main resource)."""
-    for model in ALL_RESOURCES:
+    for model in ADMISSION_RESOURCES:
         info = model.crd
         kopf.on.validate(
             info.group,

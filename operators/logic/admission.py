@@ -12,7 +12,9 @@ What it cannot see is checked here, with messages that name the field:
    whose layers do not form one chain ending at NodeTopologyLayer; an ElasticQuotaProfile whose
    ``resourceRatio`` is no number (Koordinator's controller would fail on it at every resync);
    a Reservation the scheduler could never place or match (``reservation_admission``); a
-   PodMigrationJob with an unknown mode or a podRef without namespace and name (``pmj_admission``).
+   PodMigrationJob with an unknown mode or a podRef without namespace and name (``pmj_admission``);
+   a ClusterColocationProfile whose selector cannot be evaluated, whose probability is no
+   percentage or whose patch uses an unsupported directive (``colocation_profile.validate``).
 
 Lenient keys that Koordinator resolves to a default (an unknown gang ``mode``) are not rejected:
 they produce a warning, which kubectl prints: an unknown gang ``mode``, a ``resourceRatio``
@@ -27,6 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from apis.config.clustercolocationprofile import ClusterColocationProfile
 from apis.errors import InvalidAnnotation, InvalidSpec
 from apis.extension import gang, networktopology
 from apis.meta import KoordResource
@@ -34,7 +37,7 @@ from apis.quota.elasticquotaprofile import ElasticQuotaProfile, parse_resource_r
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
-from operators.logic import pmj_admission, reservation_admission, topology_tree
+from operators.logic import colocation_profile, pmj_admission, reservation_admission, topology_tree
 
 __all__ = ["AdmissionResult", "review"]
 
@@ -93,7 +96,13 @@ def _pod_migration_job(obj: KoordResource) -> list[str]:
     return pmj_admission.validate(obj)
 
 
+def _colocation_profile(obj: KoordResource) -> list[str]:
+    assert isinstance(obj, ClusterColocationProfile)
+    return colocation_profile.validate(obj)
+
+
 SPEC_CHECKS: dict[str, list[SpecCheck]] = {
+    "ClusterColocationProfile": [_colocation_profile],
     "ClusterNetworkTopology": [_network_topology_chain],
     "ElasticQuotaProfile": [_resource_ratio],
     "Reservation": [_reservation],

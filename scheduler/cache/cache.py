@@ -37,6 +37,7 @@ from typing import TypeVar, cast
 import numpy as np
 
 from apis.core import Node
+from apis.extension.colocation import transform_deprecated_batch_resources
 from apis.meta import Taint
 from scheduler.cache.host_ports import HostPortIndex
 from scheduler.cache.images import ImageIndex, image_names
@@ -136,7 +137,10 @@ class Cache:
         self.images.remove(info.row, info.images)
         info.images = image_names(node)
         self.images.add(info.row, info.images)
-        checked = check_list(node.status.allocatable or {}, "status.allocatable")
+        # Koordinator's node transformer: a node's deprecated koordinator.sh/batch-* allocatable is
+        # read as kubernetes.io/batch-*, the name pods request (theirs are renamed too: pod_info).
+        allocatable = transform_deprecated_batch_resources(node.status.allocatable or {})
+        checked = check_list(allocatable, "status.allocatable")
         info.problems = checked.problems
         self.table.set_allocatable(info.row, {} if checked.problems else checked.amounts)
         self.table.active[info.row] = not checked.problems

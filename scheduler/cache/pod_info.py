@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from apis.core import Container, Pod
 from apis.extension import priority as priority_ext
+from apis.extension.colocation import transform_deprecated_batch_resources
 from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
 from apis.resources import from_int_units
@@ -59,10 +60,12 @@ def _checked(rl: dict[str, Quantity] | None, field: str, problems: list[str]) ->
 
 
 def _checked_renamed(rl: dict[str, Quantity] | None, field: str, problems: list[str]) -> dict[str, int]:
-    """``_checked`` with the deprecated ``kubernetes.io/`` device names renamed to Koordinator's, as
-    koord-scheduler's pod transformer does: a ``kubernetes.io/gpu`` request is fit against the node's
+    """``_checked`` with the deprecated ``kubernetes.io/`` device names renamed to Koordinator's and
+    the deprecated ``koordinator.sh/batch-*`` names to ``kubernetes.io/batch-*``, as koord-scheduler's
+    pod transformers do: a ``kubernetes.io/gpu`` request is fit against the node's
     ``koordinator.sh/gpu`` and charged to quotas under that name."""
-    return transform_deprecated_device_resources(_checked(rl, field, problems))
+    renamed = transform_deprecated_device_resources(_checked(rl, field, problems))
+    return transform_deprecated_batch_resources(renamed)
 
 
 def _container_requests(container: Container, field: str, problems: list[str]) -> dict[str, int]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
+from apis.core import Node
 from apis.meta import ObjectMeta
 from apis.slo.nodemetric import (
     AggregatePolicy,
@@ -40,6 +41,9 @@ class FakeClient:
     async def pods_on_node(self, node_name: str) -> list[PodMeta]:
         self.pod_queries.append(node_name)
         return [PodMeta(uid=UID, name="web-0", namespace="shop", priority="koord-prod", qos="LS")]
+
+    async def get_node(self, name: str) -> Node | None:
+        return None  # no node: no Prod prediction (tests/koordlet/test_prediction.py has it)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         if self.conflict:

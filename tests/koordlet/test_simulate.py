@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from apis.core import Node
 from apis.meta import ObjectMeta
 from apis.slo.nodemetric import NodeMetric, NodeMetricCollectPolicy, NodeMetricSpec, NodeMetricStatus
 from koordlet.collectors import series
@@ -98,6 +99,9 @@ class FakeClient:
 
     async def all_pods(self) -> list[PodMeta]:
         return self.pods
+
+    async def get_node(self, name: str) -> Node | None:
+        return None  # no node: no Prod prediction (tests/koordlet/test_prediction.py has it)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         self.written[metric.metadata.name or ""] = status

@@ -47,6 +47,8 @@ def test_registry_holds_the_operators() -> None:
         "node_capacity",
         "reservation_owners",
         "reservation_nodes",
+        "colocation_profiles",
+        "colocation_namespaces",
     }
     assert timers == {
         "reservation_lifecycle",

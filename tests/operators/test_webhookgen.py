@@ -15,7 +15,10 @@ def test_the_chart_template_is_up_to_date() -> None:
 
 
 def test_every_webhook_handler_is_served_through_the_chart_service() -> None:
-    handlers = build_registry(parse_args(["--standalone"]))._webhooks.get_all_handlers()
+    every_gate = ",".join(f"{gate}=true" for gate in webhookgen.GATED.values())
+    handlers = build_registry(
+        parse_args(["--standalone", f"--feature-gates={every_gate}"])
+    )._webhooks.get_all_handlers()
     rendered = {
         w["clientConfig"]["service"]["path"]: w
         for reason in (causes.WebhookType.VALIDATING, causes.WebhookType.MUTATING)
@@ -55,3 +58,25 @@ def test_the_pod_webhook_adds_the_quota_tree_affinity_at_create_and_never_blocks
         }
     ]
     assert hook["failurePolicy"] == "Ignore"
+
+
+def test_the_node_webhook_amplifies_status_updates_only_with_its_gate() -> None:
+    without = build_registry(parse_args(["--standalone"]))._webhooks.get_all_handlers()
+    assert "node-resource-amplification" not in {h.id for h in without}
+    hooks = {
+        w["clientConfig"]["service"]["path"]: w for w in webhookgen.webhooks(causes.WebhookType.MUTATING)
+    }
+    hook = hooks["/node-resource-amplification"]
+    assert hook["rules"] == [
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["nodes/status"],
+            "operations": ["UPDATE"],
+            "scope": "*",
+        }
+    ]
+    assert hook["failurePolicy"] == "Ignore"
+    template = webhookgen.TEMPLATE.read_text()
+    gated = template.index('regexMatch "(^|,)\\\\s*NodeMutatingWebhook')
+    assert gated < template.index("path: /node-resource-amplification") < template.index("{{- end }}", gated)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
+from apis.extension.colocation import transform_deprecated_batch_resources
 from apis.extension.device import transform_deprecated_device_resources
 from apis.resources import to_int_units
 from scheduler.cache.pod_info import PodInfo
@@ -82,7 +83,8 @@ def requests_without_overhead(pod: PodInfo) -> Mapping[str, int]:
     if not overhead:
         return pod.requests
     out = dict(pod.requests)
-    for name, quantity in transform_deprecated_device_resources(overhead).items():
+    renamed = transform_deprecated_batch_resources(transform_deprecated_device_resources(overhead))
+    for name, quantity in renamed.items():
         if name in out:
             out[name] = max(out[name] - to_int_units(name, quantity), 0)
     return {name: amount for name, amount in out.items() if amount}

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from apis.errors import InvalidValue
 from apis.extension import quota as quota_ext
+from apis.extension.colocation import transform_deprecated_batch_resources
 from apis.quantity import Quantity
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.resources import to_int_units
@@ -225,8 +226,10 @@ def _info(quota: ElasticQuota) -> QuotaInfo:
     labels = meta.labels or {}
     annotations = meta.annotations or {}
     spec = quota.spec
-    max_q = (spec.max if spec is not None else None) or {}
-    min_q = (spec.min if spec is not None else None) or {}
+    # Koordinator's ElasticQuota transformer: the deprecated koordinator.sh/batch-* names count as
+    # kubernetes.io/batch-*, the names pods and nodes are read with.
+    max_q = transform_deprecated_batch_resources((spec.max if spec is not None else None) or {})
+    min_q = transform_deprecated_batch_resources((spec.min if spec is not None else None) or {})
     weight = quota_ext.resolve_shared_weight(annotations, dict(max_q))
     if weight.warning:
         log.warning("ElasticQuota %s: %s", name, weight.warning)

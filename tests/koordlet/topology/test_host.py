@@ -83,7 +83,7 @@ def test_non_contiguous_cpu_ids_keep_their_ids_and_number_cores_in_order(tmp_pat
         (0, 0, 0), (1, 1, 0), (4, 2, 1), (5, 3, 1), (10, 0, 0), (11, 1, 0), (12, 2, 1), (13, 3, 1),
     ]  # fmt: skip
     assert host.cpus_of(1) == [4, 5, 12, 13]
-    assert host.basic_info.hyper_thread_enabled is None  # smt/active says off
+    assert host.basic_info.hyper_thread_enabled is False  # smt/active says off
 
 
 def test_a_machine_without_cpus_is_an_error_not_an_empty_topology(tmp_path: Path) -> None:

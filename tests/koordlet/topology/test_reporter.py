@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from koordlet.config import KoordletConfig
 from koordlet.fs import HostFS
 from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.writer import CgroupWriter
+from koordlet.topology.agent import host_topology_reporter
 from koordlet.topology.cpuset_apply import CPUSetApplier
 from koordlet.topology.host import read_host_topology
 from koordlet.topology.nrt import desired_topology
@@ -144,3 +146,19 @@ async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) 
     api.pods = [bad_pod]
     await reporter.report_once(api)
     assert [e["name"] for e in api.events] == ["bad", "n1", "bad"]
+
+
+def test_the_agent_applies_cpusets_where_cgroups_are_and_honours_the_gate_and_the_flag(
+    tmp_path: Path,
+) -> None:
+
+    bare = host_topology_reporter(KoordletConfig(node_name="n1", host_root=tmp_path))
+    assert bare.applier is None  # no cgroup mount: reported, nothing applied
+    CgroupTree(tmp_path, 2)
+    config = KoordletConfig(node_name="n1", host_root=tmp_path, feature_gates="BECPUManager=true")
+    reporter = host_topology_reporter(config)
+    assert reporter.applier is not None
+    assert reporter.applier.be_cpu_manager
+    assert reporter.kubelet_config == Path("/var/lib/kubelet/config.yaml")
+    off = host_topology_reporter(config.model_copy(update={"apply_cpusets": False}))
+    assert off.applier is None
