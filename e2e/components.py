@@ -166,6 +166,7 @@ def koordlet_simulation(
     report_interval_seconds: float | None = 1.0,
     metrics_port: int = 0,
     name: str = "koordlet-simulation",
+    extra_args: Sequence[str] = (),
 ) -> LocalComponent:
     """``koordlet --simulate LOAD_FILE``: NodeMetric status for the cluster's KWOK nodes from a load
     file (docs/koordlet.md), reported every ``report_interval_seconds`` (None: the NodeMetrics');
@@ -185,6 +186,7 @@ def koordlet_simulation(
     ]
     if report_interval_seconds is not None:
         argv += ["--report-interval-seconds", str(report_interval_seconds)]
+    argv += list(extra_args)
     return LocalComponent(name=name, argv=tuple(argv), cluster=cluster)
 
 

@@ -19,14 +19,20 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from koordlet.agent import Agent
-from koordlet.client import KoordletClient
+from koordlet.cgroups import detect_version
+from koordlet.client import QoSClient
 from koordlet.config import KoordletConfig
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.fs import HostFS
 from koordlet.metrics import KoordletMetrics, serve
+from koordlet.qos.manager import QoSManager
+from koordlet.qos.node_qos import NodeQoS
+from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import load_file
 from koordlet.simulate.runner import Simulation
+from koordlet.simulate.topology import TopologySimulation
+from koordlet.topology.agent import host_topology_reporter
 
 __all__ = ["main", "parse_args"]
 
@@ -55,9 +61,29 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
     parser.add_argument("--cgroup-root", help="kubelet's --cgroup-root, the parent of kubepods (default /)")
     parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="force cgroups v1 or v2")
     parser.add_argument("--collect-interval-seconds", type=float, help="sampling period (default 1)")
+    parser.add_argument(
+        "--kubelet-config",
+        type=Path,
+        help="the kubelet's config file under --host-root (default /var/lib/kubelet/config.yaml)",
+    )
+    parser.add_argument(
+        "--topology-interval-seconds",
+        type=float,
+        help="report the NodeResourceTopology and apply cpusets this often (default 3)",
+    )
+    parser.add_argument(
+        "--apply-cpusets",
+        action=argparse.BooleanOptionalAction,
+        help="write pods' cpusets into their cgroups (default on; never in simulation)",
+    )
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
     parser.add_argument(
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
+    )
+    parser.add_argument(
+        "--feature-gates",
+        help="koordlet feature gates, Name=true|false separated by commas: BECPUSuppress, BECPUEvict, "
+        "BEMemoryEvict, RdtResctrl, BECPUManager, GroupIdentity, Resctrl (docs/colocation.md)",
     )
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -71,12 +97,17 @@ async def run(config: KoordletConfig) -> None:
     metrics = KoordletMetrics()
     metrics.started(config.node_name or "simulation")
     runner = await serve(metrics, config.metrics_bind, config.metrics_port) if config.metrics_port else None
-    api = KoordletClient(config.kubeconfig)
+    api = QoSClient(config.kubeconfig)
     try:
         if config.simulate is not None or config.simulate_devices is not None:
             tasks = []
             if config.simulate is not None:
-                tasks.append(Simulation(config, load_file(config.simulate), metrics).run(api))
+                load = load_file(config.simulate)
+                simulation = Simulation(config, load, metrics)
+                tasks.append(simulation.run(api))
+                tasks.append(SimulatedQoS(simulation, load, config.gates, metrics=metrics).run(api))
+                if load.topologies():
+                    tasks.append(TopologySimulation(load, config.topology_interval_seconds).run(api))
             if config.simulate_devices is not None:
                 simulated = DeviceSimulation(config.simulate_devices, config.report_interval_seconds)
                 tasks.append(simulated.run(api))
@@ -89,7 +120,18 @@ async def run(config: KoordletConfig) -> None:
                 config.device_config,
                 config.report_interval_seconds,
             )
-            await asyncio.gather(agent.collect_forever(), agent.report_forever(api), devices.run(api))
+            fs = HostFS(config.host_root)
+            version = config.cgroup_version or detect_version(fs)
+            node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
+            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
+            topology = host_topology_reporter(config)
+            await asyncio.gather(
+                agent.collect_forever(),
+                agent.report_forever(api),
+                devices.run(api),
+                qos.run(api),
+                topology.run(api),
+            )
     finally:
         await api.close()
         if runner is not None:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from apis.errors import InvalidValue
+from apis.koordlet_features import KoordletFeatureGates, parse_koordlet_feature_gates
 
 __all__ = ["KoordletConfig"]
 
@@ -34,11 +37,36 @@ class KoordletConfig(BaseModel):
     """Force cgroups v1 or v2; detected from the mount when None."""
     collect_interval_seconds: float = Field(default=1.0, gt=0)
     """How often the collectors sample (Koordinator's ``CollectResUsedInterval``, 1 s)."""
+    kubelet_config: Path = Path("/var/lib/kubelet/config.yaml")
+    """The kubelet's KubeletConfiguration file (under ``host_root``): CPU manager and topology manager
+    policies, reserved CPUs; ``cpu_manager_state`` is read beside it."""
+    topology_interval_seconds: float = Field(default=3.0, gt=0)
+    """How often the NodeResourceTopology is reported and cpusets applied (Koordinator's
+    ``NodeTopologySyncInterval``, 3 s)."""
+    apply_cpusets: bool = True
+    """Write each pod's cpuset into its cgroups (Koordinator's CPUSetAllocator hook); never in
+    simulation mode."""
     metrics_bind: str = "0.0.0.0"
     metrics_port: int = Field(default=9316, ge=0, le=65535)
     """Port of /metrics and /healthz (Koordinator's koordlet serves its metrics on 9316); 0 turns the
     server off."""
+    feature_gates: str = ""
+    """Koordinator's koordlet feature gates, ``Name=true,Other=false`` (``BECPUSuppress``,
+    ``BECPUEvict``, ``BEMemoryEvict``, ``RdtResctrl``, ``BECPUManager``, ``GroupIdentity``, ``Resctrl``)."""
     verbose: bool = False
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        try:
+            parse_koordlet_feature_gates(value)
+        except InvalidValue as exc:
+            raise ValueError(str(exc)) from exc
+        return value
+
+    @property
+    def gates(self) -> KoordletFeatureGates:
+        return parse_koordlet_feature_gates(self.feature_gates)
 
     @model_validator(mode="after")
     def _node_or_simulation(self) -> KoordletConfig:

@@ -2,7 +2,9 @@
 
 - ``koordlet_start_time{node}``: the start time, seconds since the epoch;
 - ``koordlet_node_metric_node_usage{node,resource,unit}``: ``nodeUsage`` last reported (core, byte);
-- ``koordlet_node_metric_system_usage{node,resource,unit}``: ``systemUsage`` last reported.
+- ``koordlet_node_metric_system_usage{node,resource,unit}``: ``systemUsage`` last reported;
+- ``koordlet_pod_eviction_total{node,reason}``: pods evicted by koordlet's QoS (Koordinator's
+  ``koordlet_pod_eviction`` counter; the client library adds ``_total``).
 
 As Koordinator's koordlet does, the usage series are reset before each report is recorded, so a
 node or resource that stops being reported leaves no stale series.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import time
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
 
 from apis.slo.nodemetric import NodeMetricStatus, ResourceMap
 
@@ -38,6 +40,16 @@ class KoordletMetrics:
             ["node", "resource", "unit"],
             registry=self.registry,
         )
+
+        self.pod_eviction = Counter(
+            "koordlet_pod_eviction",
+            "Number of eviction launched by koordlet",
+            ["node", "reason"],
+            registry=self.registry,
+        )
+
+    def evicted(self, node: str, reason: str) -> None:
+        self.pod_eviction.labels(node=node, reason=reason).inc()
 
     def started(self, node: str) -> None:
         self.start_time.labels(node=node).set(time.time())

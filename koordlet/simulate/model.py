@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from apis.quantity import Quantity
+from koordlet.simulate.topology_spec import NodeTopologySpec
 
 __all__ = ["LoadFile", "LoadStep", "NodeLoad", "PodLoad", "Usage", "load_file"]
 
@@ -65,6 +66,8 @@ class NodeLoad(_Model):
     steps: list[LoadStep] = Field(default_factory=list)
     stop_reporting_after_seconds: float | None = Field(default=None, ge=0)
     """Stop writing this node's NodeMetric that many seconds after start, so that it expires."""
+    topology: NodeTopologySpec | None = None
+    """The node's CPUs, NUMA nodes and kubelet policy: koordlet writes its NodeResourceTopology."""
 
     @model_validator(mode="after")
     def _steps_in_order(self) -> NodeLoad:
@@ -90,6 +93,8 @@ class LoadFile(_Model):
 
     @model_validator(mode="after")
     def _names(self) -> LoadFile:
+        if self.default is not None and self.default.topology is not None:
+            raise ValueError("default.topology: give topology on the named nodes (nodes[].topology)")
         seen: set[str] = set()
         for index, node in enumerate(self.nodes):
             names = node.names or ([node.name] if node.name else [])
@@ -100,6 +105,15 @@ class LoadFile(_Model):
                     raise ValueError(f"nodes[{index}]: node {name!r} is described twice")
                 seen.add(name)
         return self
+
+    def topologies(self) -> dict[str, NodeTopologySpec]:
+        """Node name -> its topology, for the named nodes that have one."""
+        return {
+            name: node.topology
+            for node in self.nodes
+            if node.topology is not None
+            for name in (node.names or [node.name or ""])
+        }
 
     def for_node(self, name: str) -> NodeLoad | None:
         for node in self.nodes:

@@ -37,6 +37,7 @@ from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
     from scheduler.framework.interfaces import (
+        NUMAHintProvider,
         PreemptionExtension,
         Preemptor,
         ReservationFilterPlugin,
@@ -198,6 +199,10 @@ class ProfileView(Protocol):
         (``interfaces.ReservationFilterPlugin``)."""
         ...
 
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
+        """The profile's plugins that place resources on NUMA nodes (``interfaces.NUMAHintProvider``)."""
+        ...
+
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> list[Room]:
         """How many pods like ``pod`` each of ``nodes`` can still hold, by the profile's
         ``interfaces.MemberRoom`` plugins (one ``Room`` per plugin that limits the pod)."""
@@ -231,6 +236,9 @@ class _UnboundProfile:
         return None
 
     def reservation_filters(self) -> Sequence[ReservationFilterPlugin]:
+        return ()
+
+    def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
         return ()
 
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> list[Room]:

@@ -29,6 +29,7 @@ from scheduler.solver.problem import SpreadConstraint
 __all__ = [
     "BIND_ANNOTATIONS",
     "GANG_PLAN",
+    "NUMA_AFFINITY",
     "RESERVATIONS_MATCHED",
     "RESERVATION_CREDIT",
     "RESERVATION_NOMINATED",
@@ -43,6 +44,8 @@ __all__ = [
     "GangSpreadSource",
     "JobResolver",
     "MemberRoom",
+    "NUMAHint",
+    "NUMAHintProvider",
     "PermitPlugin",
     "Plugin",
     "PostBindPlugin",
@@ -318,6 +321,37 @@ class ReservedRoom(Protocol):
     def restore_for(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         """Release in ``snapshot``, until its ``close``, the room held for any of ``pods``."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class NUMAHint:
+    """One way a resource could be placed on a node's NUMA nodes (the kubelet's TopologyHint)."""
+
+    mask: int | None
+    """NUMA nodes, bit i = NUMA node i; None: any (no preference)."""
+    preferred: bool
+    """The mask is as narrow as the request allows."""
+    score: int = 0
+    """Breaks ties between masks of equal width (higher first)."""
+
+
+@runtime_checkable
+class NUMAHintProvider(Protocol):
+    """A plugin that places a resource on NUMA nodes (DeviceShare: GPUs and NICs). NodeNUMAResource
+    merges these hints with its own under the node's NUMA policy (Koordinator's topology manager
+    ``NUMATopologyHintProvider``); ``Handle.profile.numa_hint_providers`` lists them."""
+
+    def numa_hints(
+        self, state: CycleState, pod: PodInfo, node: str, numa_ids: Sequence[int]
+    ) -> Mapping[str, Sequence[NUMAHint] | None] | None:
+        """Per resource the pod asks of this plugin, the masks over ``numa_ids`` that hold it (an
+        empty list: none does); None: no NUMA preference for this pod on this node."""
+        ...
+
+
+NUMA_AFFINITY = StateKey[dict[str, int]]("NUMAAffinity")
+"""Written by NodeNUMAResource's Filter: node name -> the NUMA mask the pod was admitted with
+there (bit i = NUMA node i); a NUMAHintProvider allocates within it at Reserve."""
 
 
 GANG_PLAN = StateKey[Callable[[], Mapping[str, tuple[PodInfo, str]]]]("GangPlan")

@@ -153,6 +153,9 @@ class Framework:
             p for p in self.plugins.values() if isinstance(p, fw.ReservationFilterPlugin)
         )
         self._member_rooms = [p for p in self.plugins.values() if isinstance(p, fw.MemberRoom)]
+        self._numa_hint_providers = tuple(
+            p for p in self.plugins.values() if isinstance(p, fw.NUMAHintProvider)
+        )
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -203,6 +206,9 @@ class Framework:
 
     def reservation_filters(self) -> Sequence[fw.ReservationFilterPlugin]:
         return self._reservation_filters
+
+    def numa_hint_providers(self) -> Sequence[fw.NUMAHintProvider]:
+        return self._numa_hint_providers
 
     def member_room(
         self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int

@@ -9,7 +9,10 @@ job-level preemption, which asks ElasticQuota what a rejected job's quota must f
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
 only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
-the gang plugins do. Reservation runs first at PreFilter (it restores reserved room before any
+the gang plugins do. NodeNUMAResource runs where Koordinator's shipped profile runs it (PreFilter,
+Filter, Score with weight 1, Reserve and PreBind, each before DeviceShare, whose GPUs it aligns on
+NUMA nodes); on nodes without a NodeResourceTopology or NUMA labels it passes every pod that asks
+for no cpuset and scores 0. Reservation runs first at PreFilter (it restores reserved room before any
 plugin reads it) and binds reservations before DefaultBinder. LoadAwareScheduling is registered
 but enabled only by configuration: Koordinator's shipped profile enables it, but it refuses every
 node whose NodeMetric has not been reported yet (koord-manager creates one per node), so a cluster
@@ -31,6 +34,7 @@ from scheduler.plugins import (
     load_aware,
     node_affinity,
     node_name,
+    node_numa_resource,
     node_ports,
     node_resources_balanced_allocation,
     node_resources_fit,
@@ -101,6 +105,12 @@ DEFAULT_REGISTRY = Registry(
         ),
         PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
         PluginSpec(device_share.NAME, device_share.new, device_share.DeviceShareArgs, device_share.RBAC),
+        PluginSpec(
+            node_numa_resource.NAME,
+            node_numa_resource.new,
+            node_numa_resource.NodeNUMAResourceArgs,
+            node_numa_resource.RBAC,
+        ),
     ]
 )
 
@@ -122,6 +132,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
         PluginRef(dynamic_resources.NAME),
+        PluginRef(node_numa_resource.NAME),
         PluginRef(device_share.NAME),
         PluginRef(elastic_quota.NAME),
         PluginRef(coscheduling.NAME),
@@ -129,6 +140,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.POST_FILTER: (PluginRef(reservation.NAME), PluginRef(coscheduling.NAME)),
     ExtensionPoint.RESERVE: (
         PluginRef(volume_binding.NAME),
+        PluginRef(node_numa_resource.NAME),
         PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
         PluginRef(coscheduling.NAME),
@@ -137,6 +149,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
     ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
     ExtensionPoint.PRE_BIND: (
         PluginRef(volume_binding.NAME),
+        PluginRef(node_numa_resource.NAME),
         PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
         PluginRef(coscheduling.NAME),
@@ -152,6 +165,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         *_VOLUME_FILTERS,
         PluginRef(pod_topology_spread.NAME),
         PluginRef(inter_pod_affinity.NAME),
+        PluginRef(node_numa_resource.NAME),
         PluginRef(device_share.NAME),
         PluginRef(reservation.NAME),
     ),
@@ -168,6 +182,7 @@ DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
         PluginRef(inter_pod_affinity.NAME, weight=2),
         PluginRef(node_resources_balanced_allocation.NAME, weight=1),
         PluginRef(image_locality.NAME, weight=1),
+        PluginRef(node_numa_resource.NAME, weight=1),
         PluginRef(device_share.NAME, weight=1),
         PluginRef(reservation.NAME, weight=5000),
     ),

@@ -58,3 +58,35 @@ async def test_healthz_and_metrics_under_koordinators_names(unused_tcp_port: int
     assert 'koordlet_start_time{node="n1"}' in text
     assert 'koordlet_node_metric_node_usage{node="n1",resource="cpu",unit="core"} 1.5' in text
     assert 'koordlet_node_metric_node_usage{node="n1",resource="memory",unit="byte"} 2.147483648e+09' in text
+
+
+def test_topology_and_cpuset_flags() -> None:
+    default = parse_args(["--node-name", "n1"])
+    assert default.kubelet_config == Path("/var/lib/kubelet/config.yaml")
+    assert (default.topology_interval_seconds, default.apply_cpusets) == (3.0, True)
+    assert not default.gates.be_cpu_manager
+    config = parse_args(
+        [
+            "--node-name",
+            "n1",
+            "--kubelet-config",
+            "/etc/kubernetes/kubelet.yaml",
+            "--topology-interval-seconds",
+            "10",
+            "--no-apply-cpusets",
+            "--feature-gates",
+            "BECPUManager=true",
+        ]
+    )
+    assert config.kubelet_config == Path("/etc/kubernetes/kubelet.yaml")
+    assert (config.topology_interval_seconds, config.apply_cpusets) == (10.0, False)
+    assert config.gates.be_cpu_manager  # Koordinator's gate: BE pods with NUMA resources on BE pools
+
+
+def test_a_load_file_with_a_bad_topology_stops_koordlet_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "load.yaml"
+    bad.write_text("nodes:\n- name: a\n  topology: {coresPerNUMANode: 4, memoryPerNUMANode: lots}\n")
+    assert main(["--simulate", str(bad)]) == 2
+    assert "memoryPerNUMANode" in capsys.readouterr().err

@@ -863,7 +863,6 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
 @pytest.mark.parametrize(
     ("name", "origin"),
     [
-        pytest.param("NodeNUMAResource", "Koordinator", id="NodeNUMAResource"),
         pytest.param("SchedulingHint", "Koordinator", id="SchedulingHint"),
         pytest.param("DefaultPreBind", "Koordinator", id="DefaultPreBind"),
         pytest.param("DefaultPreemption", "kube-scheduler", id="DefaultPreemption"),

@@ -11,6 +11,7 @@ A ``koordinator.sh/rdma`` request gets NICs (and VFs) the same way, jointly with
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -52,10 +53,12 @@ from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    NUMA_AFFINITY,
     RESERVATION_NOMINATED,
     RESERVATIONS_MATCHED,
     ClusterEvent,
     FilterResult,
+    NUMAHint,
     PreFilterResult,
     ReservationView,
     Room,
@@ -432,11 +435,16 @@ class DeviceShare:
         *,
         reserve: bool = False,
         gpus: list[Allocation] | None = None,
+        numa: frozenset[int] | None = None,
     ) -> tuple[list[Allocation], list[RDMAAllocation]] | Refusal:
         """The GPUs and NICs the pod gets on ``node``, or why it cannot have them; ``gpus``: the
-        cards already chosen (from a reservation), the NICs to go with them."""
+        cards already chosen (from a reservation), the NICs to go with them; ``numa``: only the
+        cards and NICs on these NUMA nodes (the NUMA nodes NodeNUMAResource admitted the pod on)."""
         if gpus is None and cycle.request is not None:
-            got = self._allocate(node, cycle, usage, choosing=reserve)
+            only = (
+                None if numa is None else frozenset(g.minor for g in self.store.gpus(node) if g.numa in numa)
+            )
+            got = self._allocate(node, cycle, usage, only, choosing=reserve)
             if got is None:
                 return Refusal(ERR_INSUFFICIENT_GPU)
             gpus = got
@@ -444,10 +452,13 @@ class DeviceShare:
         ask = cycle.rdma
         if ask is None or (ask.secondary and not reserve and self.store.secondary_well_planned(node)):
             return gpus, []
+        nics_there = self.store.rdmas(node)
+        if numa is not None:
+            nics_there = [nic for nic in nics_there if nic.numa in numa]
         nics = allocate_rdma_jointly(
             self.store.gpus(node),
             gpus,
-            self.store.rdmas(node),
+            nics_there,
             rdma_usage if rdma_usage is not None else self.store.rdma_usage(node),
             ask.quantity,
             ask.hint,
@@ -459,6 +470,33 @@ class DeviceShare:
         if isinstance(nics, Refusal):
             return nics
         return gpus, nics
+
+    def numa_hints(
+        self, state: CycleState, pod: PodInfo, node: str, numa_ids: Sequence[int]
+    ) -> Mapping[str, Sequence[NUMAHint] | None] | None:
+        """``interfaces.NUMAHintProvider``: the NUMA node sets whose cards (and NICs) hold the pod's
+        GPUs and RDMA, the smallest preferred (Koordinator's ``deviceshare/topology_hint.go``). A set
+        that gives the same cards as the whole node scores 500, above any CPU score, so the cards
+        the node would pick anyway win ties."""
+        cycle = state.get(_CYCLE)
+        if cycle is None or node not in cycle.with_device or self.args.disable_device_numa_topology_alignment:
+            return None
+        resources = [
+            name for name, asked in (("gpu", cycle.request), ("rdma", cycle.rdma)) if asked is not None
+        ]
+        whole = self._allocate_all(node, cycle)
+        best = None if isinstance(whole, Refusal) else sorted(a.minor for a in whole[0])
+        found: list[tuple[int, int, int]] = []
+        for size in range(1, len(numa_ids) + 1):
+            for subset in itertools.combinations(numa_ids, size):
+                got = self._allocate_all(node, cycle, numa=frozenset(subset))
+                if isinstance(got, Refusal):
+                    continue
+                score = 500 if best is not None and sorted(a.minor for a in got[0]) == best else 0
+                found.append((sum(1 << i for i in subset), size, score))
+        smallest = min((size for _, size, _ in found), default=0)
+        hints = [NUMAHint(mask, size == smallest, score) for mask, size, score in found]
+        return {name: hints for name in resources}
 
     def _template_key(self, node: str) -> str:
         return template_key(*self.store.vendor_model(node))
@@ -684,7 +722,13 @@ class DeviceShare:
             chosen = self._allocate_from(node, cycle, nominated)
             if chosen is None:
                 return Status.unschedulable(ERR_INSUFFICIENT_GPU)
-        got = self._allocate_all(node, cycle, reserve=True, gpus=chosen)
+        mask = (state.get(NUMA_AFFINITY) or {}).get(node)
+        numa = (
+            None
+            if mask is None or chosen is not None
+            else frozenset(i for i in range(mask.bit_length()) if mask >> i & 1)
+        )
+        got = self._allocate_all(node, cycle, reserve=True, gpus=chosen, numa=numa)
         if isinstance(got, Refusal):
             return Status.unschedulable(got.reason)
         allocations, nics = got

@@ -4,3 +4,8 @@ The CPU allocation core is a pure library: ``cpu_topology`` (the node's CPUs), `
 the pods on a node hold), ``numa_split`` (a request over a NUMA hint) and ``cpu_accumulator``
 (which CPUs a pod gets).
 """
+
+from scheduler.plugins.node_numa_resource.args import NodeNUMAResourceArgs
+from scheduler.plugins.node_numa_resource.plugin import NAME, RBAC, NodeNUMAResource, new
+
+__all__ = ["NAME", "RBAC", "NodeNUMAResource", "NodeNUMAResourceArgs", "new"]

@@ -73,6 +73,7 @@ def test_registry_and_default_set() -> None:
         "InterPodAffinity",
         "LoadAwareScheduling",
         "NodeAffinity",
+        "NodeNUMAResource",
         "NodeName",
         "NodePorts",
         "NodeResourcesBalancedAllocation",
@@ -103,6 +104,7 @@ def test_registry_and_default_set() -> None:
         PluginRef("InterPodAffinity", 2),
         PluginRef("NodeResourcesBalancedAllocation", 1),
         PluginRef("ImageLocality", 1),
+        PluginRef("NodeNUMAResource", 1),  # Koordinator's shipped profile
         PluginRef("DeviceShare", 1),  # Koordinator's shipped profile
         PluginRef("Reservation", 5000),  # Koordinator's shipped weight: a reserved node wins
     )
@@ -122,12 +124,16 @@ def test_registry_and_default_set() -> None:
         PluginRef("VolumeZone"),
         PluginRef("PodTopologySpread"),
         PluginRef("InterPodAffinity"),
+        PluginRef("NodeNUMAResource"),
         PluginRef("DeviceShare"),
         PluginRef("Reservation"),
     )
-    # Koordinator's shipped profile runs DeviceShare at PreFilter, Filter, Score, Reserve and PreBind.
+    # Koordinator's shipped profile runs DeviceShare and NodeNUMAResource at PreFilter, Filter,
+    # Score, Reserve and PreBind, NodeNUMAResource first (it admits the NUMA nodes DeviceShare
+    # then takes cards on).
     for point in (ExtensionPoint.PRE_FILTER, ExtensionPoint.RESERVE, ExtensionPoint.PRE_BIND):
-        assert PluginRef("DeviceShare") in DEFAULT_PLUGINS[point], point
+        chosen = DEFAULT_PLUGINS[point]
+        assert chosen.index(PluginRef("NodeNUMAResource")) < chosen.index(PluginRef("DeviceShare")), point
     assert PluginRef("NodePorts") in DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER]
     # Reservation restores reserved room at PreFilter, before any plugin (a gang's plan) reads it.
     assert DEFAULT_PLUGINS[ExtensionPoint.PRE_FILTER][0] == PluginRef("Reservation")

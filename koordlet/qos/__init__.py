@@ -1,0 +1,1 @@
+"""koordlet's node QoS: cgroup and resctrl writers and the behaviours NodeSLO drives."""

@@ -1,0 +1,138 @@
+"""koordlet's QoS manager on a real node: every second, the node's effective NodeSLO, its pods and
+the metric cache drive the cgroup and resctrl writers and the eviction features.
+
+The NodeSLO, the Node and the pods are re-read every ``refresh_seconds`` (koordlet keeps running on
+the defaults, every feature off, while there is no NodeSLO). A malformed QoS annotation is reported
+as a Warning event on its pod, once per pod and problem, and the pod gets its class's settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Protocol
+
+import aiohttp
+from kubernetes_asyncio import client
+
+from apis.core import Node, Pod
+from apis.koordlet_features import KoordletFeatureGates
+from apis.slo.nodeslo import NodeSLO, NodeSLOSpec
+from koordlet.metric_cache import MetricCache
+from koordlet.metrics import KoordletMetrics
+from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
+from koordlet.qos.evictor import EvictionAPI, Evictor
+from koordlet.qos.node_qos import NodeQoS
+from koordlet.qos.pods import qos_pod
+from koordlet.qos.slo import effective_spec
+
+__all__ = ["EVENT_INVALID_ANNOTATION", "QoSAPI", "QoSManager"]
+
+log = logging.getLogger("koordlet.qos")
+
+EVENT_INVALID_ANNOTATION = "InvalidQoSAnnotation"
+
+
+class QoSAPI(EvictionAPI, Protocol):
+    """What the manager reads (``koordlet.client.QoSClient`` in koordlet)."""
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None: ...
+
+    async def get_node(self, name: str) -> Node | None: ...
+
+    async def full_pods(self, node_name: str | None = None) -> list[Pod]: ...
+
+
+class QoSManager:
+    def __init__(
+        self,
+        node_name: str,
+        node_qos: NodeQoS | None,
+        cache: MetricCache,
+        gates: KoordletFeatureGates,
+        interval_seconds: float = 1.0,
+        refresh_seconds: float = 5.0,
+        metrics: KoordletMetrics | None = None,
+    ) -> None:
+        self.metrics = metrics
+        self.node_name = node_name
+        self.node_qos = node_qos
+        self.cache = cache
+        self.gates = gates
+        self.interval = interval_seconds
+        self.refresh_seconds = refresh_seconds
+        self.planner = EvictionPlanner(gates)
+        self.spec: NodeSLOSpec = effective_spec(None)
+        self.node: Node | None = None
+        self.pods: list[Pod] = []
+        self._refreshed = float("-inf")
+        self._reported: set[tuple[str, str]] = set()
+        self._slo_seen: bool | None = None
+        self._slo: NodeSLO | None = None
+        self._slo_error = ""
+
+    async def refresh(self, api: QoSAPI, now: float) -> None:
+        if now - self._refreshed < self.refresh_seconds:
+            return
+        try:
+            slo = await api.get_node_slo(self.node_name)
+        except ValueError as exc:
+            if str(exc) != self._slo_error:
+                self._slo_error = str(exc)
+                log.warning("%s: keeping the last good NodeSLO", exc)
+            slo = self._slo
+        else:
+            self._slo_error = ""
+        self._slo = slo
+        if (slo is not None) != self._slo_seen:
+            self._slo_seen = slo is not None
+            log.info(
+                "NodeSLO %s %s", self.node_name, "found" if slo else "not found: running on the defaults"
+            )
+        self.spec = effective_spec(slo.spec if slo else None)
+        self.node = await api.get_node(self.node_name)
+        self.pods = [
+            p for p in await api.full_pods(self.node_name) if p.status.phase not in ("Succeeded", "Failed")
+        ]
+        self._refreshed = now
+
+    async def round(self, api: QoSAPI, evictor: Evictor) -> None:
+        now = time.time()
+        await self.refresh(api, now)
+        pods = [qos_pod(p) for p in self.pods]
+        if self.node_qos is not None:
+            report = self.node_qos.reconcile(self.spec, pods, self.cache, now)
+            by_uid = {p.metadata.uid: p for p in self.pods}
+            for pod, problem in report.annotation_errors:
+                if (pod.uid, problem) in self._reported or pod.uid not in by_uid:
+                    continue
+                self._reported.add((pod.uid, problem))
+                log.warning("pod %s: %s", pod.key, problem)
+                await evictor.api.pod_event(
+                    by_uid[pod.uid], EVENT_INVALID_ANNOTATION, problem, "Warning", self.node_name
+                )
+        if self.node is None:
+            return
+        node_qos = self.node_qos
+        inputs = EvictionInputs(
+            node=self.node,
+            pods=self.pods,
+            spec=self.spec,
+            source=self.cache,
+            series_key=lambda p: p.metadata.uid or "",
+            now=now,
+            be_real_limit_milli=lambda _window: node_qos.be_real_limit_milli() if node_qos else None,
+        )
+        decisions = self.planner.plan(inputs)
+        if decisions:
+            await execute(self.planner, evictor, self.node_name, decisions, now)
+
+    async def run(self, api: QoSAPI) -> None:
+        evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)
+        while True:
+            try:
+                await self.round(api, evictor)
+            except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
+                log.warning("QoS round failed, retrying: %s", exc)
+            await asyncio.sleep(self.interval)

@@ -1,0 +1,106 @@
+"""Write each pod's cpuset (:mod:`koordlet.topology.cpuset_rule`) into its cgroups.
+
+The pod's cgroup and every cgroup below it (its containers and its sandbox) get ``cpuset.cpus``.
+On cgroups v1 a child's CPUs must stay within its parent's, so the pod's cgroup is first widened to
+hold both the old and the new CPUs, then the children are written, then the pod's cgroup is
+narrowed; every step is valid whatever the old value was. ``""`` (leave it to the parent) is written
+on v2, where an empty ``cpuset.cpus`` means the parent's CPUs, and skipped on v1, which refuses an
+empty cpuset for a cgroup with tasks. A pod bound to CPUs by the scheduler also gets an unlimited
+CFS quota (``-1``, ``max`` on v2), pod first, so that its own CPUs are never throttled, as
+Koordinator does unless ``RuntimeHookDisableUnsetCPUQuota`` is set.
+
+Each write goes through :class:`~koordlet.qos.writer.CgroupWriter`: a failed one is logged once and
+skipped, and the next round tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from apis.core import Pod
+from apis.errors import InvalidAnnotation
+from apis.extension.numa import get_resource_status
+from koordlet.qos.layout import CgroupLayout, kube_qos_of
+from koordlet.qos.resources import CgroupResource
+from koordlet.qos.writer import CgroupWriter
+from koordlet.topology.cpulist import format_cpus, parse_cpus
+from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
+
+__all__ = ["AppliedCPUSet", "CPUSetApplier"]
+
+log = logging.getLogger("koordlet.topology")
+
+
+@dataclass(frozen=True)
+class AppliedCPUSet:
+    uid: str
+    cpuset: str
+    cgroups: tuple[str, ...]
+    """The pod's cgroup and its children that hold the cpuset now."""
+
+
+class CPUSetApplier:
+    def __init__(self, writer: CgroupWriter, layout: CgroupLayout, *, be_cpu_manager: bool = False) -> None:
+        self.writer = writer
+        self.layout = layout
+        self.be_cpu_manager = be_cpu_manager
+        self._warned: set[tuple[str, str]] = set()
+
+    def _warn_once(self, pod: Pod, problem: str) -> None:
+        key = (pod.metadata.uid or "", problem)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning(
+                "pod %s/%s: cpuset not applied: %s", pod.metadata.namespace, pod.metadata.name, problem
+            )
+
+    def _children(self, pod_dir: str) -> list[str]:
+        root = self.writer.subsystem_root("cpuset")
+        return [f"{pod_dir}/{name}" for name in self.writer.fs.subdirs(f"{root}/{pod_dir}")]
+
+    def _current(self, path: str) -> frozenset[int]:
+        try:
+            return parse_cpus(self.writer.read(path, CgroupResource.CPUSET_CPUS) or "")
+        except ValueError:
+            return frozenset()
+
+    def apply_pod(self, pod: Pod, rule: CPUSetRule) -> AppliedCPUSet | None:
+        """Write one pod's cpuset; None when the rule leaves it alone or its cgroup is not there."""
+        try:
+            cpuset = pod_cpuset(pod, rule, be_cpu_manager=self.be_cpu_manager)
+            bound = bool(get_resource_status(pod.metadata.annotations).cpuset)
+        except (InvalidAnnotation, ValueError) as exc:
+            self._warn_once(pod, str(exc))
+            return None
+        uid = pod.metadata.uid or ""
+        pod_dir = self.layout.pod_dir(kube_qos_of(pod.status.qos_class), uid)
+        if cpuset is None or not self.writer.supported(pod_dir, CgroupResource.CPUSET_CPUS):
+            return None
+        if cpuset == "" and self.writer.version == 1:
+            return None
+        children = self._children(pod_dir)
+        if self.writer.version == 1 and cpuset:
+            wider = format_cpus(self._current(pod_dir) | parse_cpus(cpuset))
+            self.writer.write(pod_dir, CgroupResource.CPUSET_CPUS, wider)
+        written = tuple(
+            path for path in children if self.writer.write(path, CgroupResource.CPUSET_CPUS, cpuset)
+        )
+        if self.writer.write(pod_dir, CgroupResource.CPUSET_CPUS, cpuset):
+            written = (pod_dir, *written)
+        if bound:
+            for path in (pod_dir, *children):
+                if self.writer.supported(path, CgroupResource.CPU_CFS_QUOTA):
+                    self.writer.write(path, CgroupResource.CPU_CFS_QUOTA, -1)
+        return AppliedCPUSet(uid=uid, cpuset=cpuset, cgroups=written)
+
+    def apply(self, pods: Sequence[Pod], rule: CPUSetRule) -> list[AppliedCPUSet]:
+        applied = []
+        for pod in pods:
+            if pod.status.phase in ("Succeeded", "Failed") or not pod.metadata.uid:
+                continue
+            result = self.apply_pod(pod, rule)
+            if result is not None:
+                applied.append(result)
+        return applied

@@ -1,0 +1,125 @@
+"""The QoS manager's round on a node: NodeSLO (or none), pods and the metric cache in; cgroup
+writes, evictions and events out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from apis.core import Node, Pod
+from apis.koordlet_features import KoordletFeatureGates
+from apis.slo.nodeslo import NodeSLO
+from koordlet.collectors import series
+from koordlet.fs import HostFS
+from koordlet.metric_cache import MetricCache
+from koordlet.qos.evictor import Evictor
+from koordlet.qos.manager import QoSManager
+from koordlet.qos.node_qos import NodeQoS
+from tests.koordlet.qos.cgroupfs import CgroupTree
+from tests.koordlet.qos.podfactory import node, pod
+
+GI = 1 << 30
+
+
+@dataclass
+class FakeAPI:
+    slo: NodeSLO | None
+    pods: list[Pod]
+    node: Node = field(default_factory=lambda: node(memory="100Gi"))
+    evicted: list[str] = field(default_factory=list)
+    events: list[tuple[str, str, str]] = field(default_factory=list)
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None:
+        return self.slo
+
+    async def get_node(self, name: str) -> Node | None:
+        return self.node
+
+    async def full_pods(self, node_name: str | None = None) -> list[Pod]:
+        return self.pods
+
+    async def evict(self, namespace: str, name: str) -> None:
+        self.evicted.append(name)
+
+    async def pod_event(self, pod: Pod, reason: str, message: str, event_type: str, host: str) -> None:
+        self.events.append((pod.metadata.name or "", reason, message))
+
+
+def _setup(tmp_path: Path, slo: dict[str, Any] | None) -> tuple[CgroupTree, FakeAPI, QoSManager]:
+    tree = CgroupTree(tmp_path, 1, anolis=True)
+    for qos_dir in ("kubepods", "kubepods/burstable", "kubepods/besteffort"):
+        tree.add(qos_dir)
+    pods = [
+        pod("be", qos="BE", kube_qos="BestEffort"),
+        pod("ls", qos="LS", annotations={"koordinator.sh/cpuQOS": "not json"}),
+    ]
+    tree.add("kubepods/besteffort/poduid-be")
+    tree.add("kubepods/burstable/poduid-ls")
+    cache = MetricCache()
+    now = time.time()
+    for t in range(-5, 1):
+        cache.append((series.NODE_MEMORY,), now + t, 90.0 * GI)
+        cache.append((series.POD_MEMORY, "uid-be"), now + t, 20.0 * GI)
+    gates = KoordletFeatureGates(be_memory_evict=True)
+    api = FakeAPI(
+        NodeSLO.model_validate({"metadata": {"name": "node-a"}, "spec": slo}) if slo else None, pods
+    )
+    manager = QoSManager("node-a", NodeQoS(HostFS(tmp_path), 1, gates), cache, gates)
+    return tree, api, manager
+
+
+def test_without_a_node_slo_nothing_is_enforced(tmp_path: Path) -> None:
+    tree, api, manager = _setup(tmp_path, None)
+    asyncio.run(manager.round(api, Evictor(api)))
+    assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "0"
+    assert api.evicted == []
+
+
+def test_a_round_writes_cgroups_evicts_and_reports_a_bad_annotation_once(tmp_path: Path) -> None:
+    slo = {
+        "resourceUsedThresholdWithBE": {"enable": True},
+        "resourceQOSStrategy": {
+            "beClass": {"cpuQOS": {"enable": True}},
+            "lsClass": {"cpuQOS": {"enable": True}},
+        },
+    }
+    tree, api, manager = _setup(tmp_path, slo)
+    evictor = Evictor(api)
+    asyncio.run(manager.round(api, evictor))
+    asyncio.run(manager.round(api, evictor))
+    assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "-1"
+    assert tree.read("kubepods/burstable/poduid-ls", "cpu.bvt_warp_ns") == "2"
+    assert api.evicted == ["be"]
+    bad = [e for e in api.events if e[1] == "InvalidQoSAnnotation"]
+    assert len(bad) == 1
+    assert bad[0][0] == "ls"
+    assert "koordinator.sh/cpuQOS" in bad[0][2]
+    assert [e[1] for e in api.events if e[0] == "be"] == ["evictPodSuccess"]
+
+
+@dataclass
+class BrokenSLOAPI(FakeAPI):
+    broken: bool = False
+
+    async def get_node_slo(self, name: str) -> NodeSLO | None:
+        if self.broken:
+            raise ValueError(
+                "NodeSLO node-a: spec.resourceQOSStrategy.beClass: Input should be a valid dictionary"
+            )
+        return await super().get_node_slo(name)
+
+
+def test_a_node_slo_that_does_not_parse_keeps_the_last_good_one(tmp_path: Path, caplog: Any) -> None:
+    slo = {"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}}
+    tree, good, manager = _setup(tmp_path, slo)
+    api = BrokenSLOAPI(good.slo, good.pods)
+    evictor = Evictor(api)
+    asyncio.run(manager.round(api, evictor))
+    api.broken = True
+    manager.refresh_seconds = 0
+    asyncio.run(manager.round(api, evictor))
+    assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "-1"
+    assert "keeping the last good NodeSLO" in caplog.text
