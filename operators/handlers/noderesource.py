@@ -324,7 +324,9 @@ class NodeResourceController:
                 written = await self.client.replace_topology(body)
                 if written is None:
                     cached = _parsed_topology(await self.client.get_topology(name), logger)
-                    if cached is not None:
+                    if cached is None:
+                        self.topologies.pop(name, None)
+                    else:
                         self.topologies[name] = cached
                     continue
             except errors.API_ERRORS as exc:
