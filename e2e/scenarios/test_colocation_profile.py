@@ -7,10 +7,10 @@ cluster's co-location node ``colo-0`` (created here from ``e2e/clusters/dev.yaml
 file `make up` uses, ``e2e/clusters/dev-load.yaml``; the page's ``slo-controller-config`` makes
 koord-manager compute that node's batch and mid resources, which must be what the page prints (and
 what the formulas give, computed here from the pool and the load file); koord-scheduler (the
-session's, with the chart's RBAC) then binds the pod on them. Nothing writes the node's status but
-koord-manager. Also: a pod the profile does not select gets no patch at all; a batch pod no node can
-hold stays Pending naming the resource; an ElasticQuota with a batch-cpu max refuses a pod over it;
-a broken profile is refused naming the field.
+session's, with the chart's RBAC) then binds the pod on them. The test writes no node status.
+Also: a pod the profile does not select gets no patch at all; a batch pod no node can hold stays
+Pending naming the resource; an ElasticQuota with a batch-cpu max refuses a pod over it; a broken
+profile is refused naming the field.
 """
 
 from __future__ import annotations
