@@ -44,9 +44,10 @@ rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC 
 cluster: venv tools ## start the local control plane with KWOK fake nodes (e2e/clusters/dev.yaml)
 	$(PY) -m e2e.cluster up
 
-up: cluster ## cluster + CRDs + koord-manager + koord-scheduler + sample objects, then say what to look at
+up: cluster ## cluster + CRDs + koord-manager + koord-scheduler + koordlet (simulated) + sample objects, then say what to look at
 	$(PY) -m e2e.components start koord-manager
 	$(PY) -m e2e.components start koord-scheduler
+	$(PY) -m e2e.components start koordlet
 	$(PY) -m e2e.samples apply
 	@$(PY) -m e2e.samples next-steps
 

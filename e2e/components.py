@@ -4,13 +4,15 @@
 `make down` stops them; the e2e session starts them the same way. Each component is started with
 the cluster's kubeconfig, exactly as a user would run it outside the cluster.
 
-``python -m e2e.components start|stop [--cluster NAME] COMPONENT``
+``python -m e2e.components start|stop [--cluster NAME] COMPONENT``; ``koordlet`` is koordlet's
+simulation mode reporting the dev cluster's usage from ``e2e/clusters/dev-load.yaml``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e2e.cluster import processes
-from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.controlplane import ControlPlane, repo_root
 
 __all__ = ["LocalComponent", "koord_descheduler", "koord_manager", "koordlet_simulation"]
 
@@ -272,16 +274,38 @@ profiles:
 """What `make up` runs: the release notes' v1.7 features (network topology, job-level preemption) on."""
 
 
+DEV_LOAD = repo_root() / "e2e" / "clusters" / "dev-load.yaml"
+"""What `make up`'s koordlet reports (docs/colocation.md, "Quick start" step 6)."""
+
+
+def wait_for_reports(cluster: ControlPlane, component: LocalComponent, timeout: float = 60.0) -> None:
+    """Return once koordlet has written the status of a NodeMetric (koord-manager creates them)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if component.pid() is None:
+            raise RuntimeError(f"{component.name} exited:\n{component.log_tail()}")
+        listed = cluster.run_kubectl("get", "nodemetrics", "-o", "json")
+        if listed.returncode == 0 and any(m.get("status") for m in json.loads(listed.stdout)["items"]):
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{component.name} reported no NodeMetric in {timeout}s:\n{component.log_tail()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.components", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["start", "stop"])
-    parser.add_argument("component", choices=["koord-manager", "koord-scheduler"])
+    parser.add_argument("component", choices=["koord-manager", "koord-scheduler", "koordlet"])
     parser.add_argument("--cluster", default="koord-py")
     parser.add_argument("--port", type=int, default=10251, help="koord-scheduler's HTTP port")
+    parser.add_argument(
+        "--webhook-port", type=int, default=9443, help="koord-manager's admission webhook port"
+    )
     args = parser.parse_args(argv)
     cluster = ControlPlane(name=args.cluster)
     if args.component == "koord-manager":
-        component = koord_manager(cluster)
+        component = koord_manager(cluster, webhook_port=args.webhook_port)
+    elif args.component == "koordlet":
+        component = koordlet_simulation(cluster, DEV_LOAD, report_interval_seconds=None, name="koordlet")
     else:
         config = cluster.state_dir / "koord-scheduler-config.yaml"
         config.parent.mkdir(parents=True, exist_ok=True)
@@ -293,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         component.start()
         if args.component == "koord-manager":
             wait_for_admission(cluster, component)
+        elif args.component == "koordlet":
+            wait_for_reports(cluster, component)
         else:
             wait_until_ready(component, args.port)
         print(f"[components] {component.name} running (pid {component.pid()}, log {component.log_file})")

@@ -1,6 +1,8 @@
 """koordlet's BE eviction on KWOK nodes (koordlet --simulate, with the chart's RBAC).
 
-- Memory: the node's NodeSLO enables resourceUsedThresholdWithBE, its simulated memory usage crosses
+- Memory: the node's NodeSLO enables resourceUsedThresholdWithBE (set as a user sets it: a
+  ``nodeStrategies`` entry of ``slo-controller-config``, rendered by the session's koord-manager),
+  its simulated memory usage crosses
   memoryEvictThresholdPercent, and koordlet evicts BE pods through the Eviction API in the
   documented order (lowest priority first, then most memory used) until the release is covered.
 - CPU satisfaction: the LS pods leave the BE pods a real limit far below their batch-cpu requests,
@@ -29,6 +31,9 @@ MEMORY_NODE, CPU_NODE = "qos-evict-0", "qos-evict-1"
 NAMESPACE = "qos-e2e"
 METRICS_PORT = free_port()
 TAINT = {"key": "koord-e2e/pool", "value": "qos", "effect": "NoSchedule"}
+NODE_LABEL = "koord-e2e/qos-node"
+SLO_CONFIG = ("configmap", "slo-controller-config", "-n", "koordinator-system")
+THRESHOLD_KEY = "resource-threshold-config"
 
 
 class P:
@@ -75,7 +80,11 @@ def _node(name: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": {"type": "kwok"}},
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"type": "kwok", NODE_LABEL: name},
+        },
         "spec": {"taints": [TAINT]},
         "status": {"capacity": resources, "allocatable": resources, "nodeInfo": {"kubeletVersion": "fake"}},
     }
@@ -140,13 +149,44 @@ def _eviction_events(cp: ControlPlane, node: str) -> list[dict[str, Any]]:
     return sorted(found, key=lambda e: int(e["metadata"]["resourceVersion"]))
 
 
-def _slo(node: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "slo.koordinator.sh/v1alpha1",
-        "kind": "NodeSLO",
-        "metadata": {"name": node},
-        "spec": {"resourceUsedThresholdWithBE": SLOS[node]},
-    }
+def _config_data(cp: ControlPlane) -> dict[str, str] | None:
+    found = cp.run_kubectl("get", *SLO_CONFIG, "-o", "json")
+    if found.returncode != 0:
+        return None
+    data: dict[str, str] = json.loads(found.stdout).get("data") or {}
+    return data
+
+
+def _enable_thresholds(cp: ControlPlane, node: str) -> None:
+    """Add a ``nodeStrategies`` entry for ``node`` to slo-controller-config's threshold key: the
+    session's koord-manager renders every NodeSLO from it (a NodeSLO written by hand is put back),
+    and koordlet acts on the rendered one. The cluster strategy stays off, so no other node is
+    touched."""
+    data = _config_data(cp)
+    if data is None:
+        cp.kubectl("create", *SLO_CONFIG[:2], *SLO_CONFIG[2:])
+        data = {}
+    current = json.loads(data.get(THRESHOLD_KEY) or "{}")
+    entries = [e for e in current.get("nodeStrategies") or () if e.get("name") != node]
+    entries.append({"name": node, "nodeSelector": {"matchLabels": {NODE_LABEL: node}}, **SLOS[node]})
+    value = json.dumps({"clusterStrategy": {"enable": False}, "nodeStrategies": entries})
+    cp.kubectl("patch", *SLO_CONFIG, "--type=merge", "-p", json.dumps({"data": {THRESHOLD_KEY: value}}))
+    wait_for(
+        lambda: _rendered_threshold(cp, node) == SLOS[node] or None,
+        60,
+        f"koord-manager rendering {node}'s NodeSLO from slo-controller-config",
+        1.0,
+    )
+
+
+def _rendered_threshold(cp: ControlPlane, node: str) -> dict[str, Any] | None:
+    found = cp.run_kubectl("get", "nodeslo", node, "-o", "json")
+    if found.returncode != 0:
+        return None
+    threshold: dict[str, Any] = (json.loads(found.stdout).get("spec") or {}).get(
+        "resourceUsedThresholdWithBE"
+    ) or {}
+    return {k: threshold.get(k) for k in SLOS[node]}
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +194,7 @@ def evicting_koordlet(
     control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalComponent]:
     cp = control_plane
+    saved = (_config_data(cp) or {}).get(THRESHOLD_KEY)
     _apply(cp, _node(MEMORY_NODE), _node(CPU_NODE))
     # kube-controller-manager taints a new node not-ready (NoExecute) until KWOK reports it Ready
     both = (MEMORY_NODE, CPU_NODE)
@@ -207,7 +248,9 @@ def evicting_koordlet(
         cp.run_kubectl("delete", "namespace", NAMESPACE, "--wait=false")
         for node in (MEMORY_NODE, CPU_NODE):
             cp.run_kubectl("delete", "node", node, "--wait=false")
-            cp.run_kubectl("delete", "nodeslo", node, "--ignore-not-found")
+        if _config_data(cp) is not None:
+            restore = {"data": {THRESHOLD_KEY: saved}}  # None removes the key
+            cp.run_kubectl("patch", *SLO_CONFIG, "--type=merge", "-p", json.dumps(restore))
         cp.run_kubectl("delete", "priorityclass", "qos-e2e-low", "qos-e2e-high", "--ignore-not-found")
 
 
@@ -221,7 +264,7 @@ def test_be_pods_evicted_by_node_memory_usage_in_order(
     control_plane: ControlPlane, evicting_koordlet: LocalComponent
 ) -> None:
     cp = control_plane
-    _apply(cp, _slo(MEMORY_NODE))
+    _enable_thresholds(cp, MEMORY_NODE)
     events = wait_for(
         lambda: e if len(e := _eviction_events(cp, MEMORY_NODE)) >= 2 else None, 60, "two eviction events"
     )
@@ -249,7 +292,7 @@ def test_be_pods_evicted_by_cpu_satisfaction(
     control_plane: ControlPlane, evicting_koordlet: LocalComponent
 ) -> None:
     cp = control_plane
-    _apply(cp, _slo(CPU_NODE))
+    _enable_thresholds(cp, CPU_NODE)
     events = wait_for(
         lambda: e if len(e := _eviction_events(cp, CPU_NODE)) >= 2 else None, 60, "two eviction events"
     )

@@ -19,8 +19,9 @@ GUIDE = Path(__file__).resolve().parents[2] / "docs" / "colocation.md"
 
 def _config_map() -> dict[str, object]:
     blocks: list[str] = re.findall(r"```yaml\n(.*?)```", GUIDE.read_text(), flags=re.DOTALL)
-    # The first ConfigMap carrying colocation-config; other sections show other keys of it.
-    block = next(b for b in blocks if "slo-controller-config" in b and "colocation-config" in b)
+    # The ConfigMap section's example (the quick start's comes first, with only `enable`); other
+    # sections show other keys of it.
+    block = next(b for b in blocks if "slo-controller-config" in b and "conservative-pool" in b)
     loaded: dict[str, object] = yaml.safe_load(block)
     return loaded
 
