@@ -14,6 +14,9 @@ As kube-scheduler's PriorityQueue:
 4. A cluster event moves the unschedulable pods whose rejecting plugins registered for it to
    backoff (if their backoff has not elapsed) or straight to active; a pod stuck unschedulable
    longer than ``max_unschedulable_seconds`` is retried anyway.
+   A plugin that knows a pod can go on now (a gang's placement solved, a preemptor's last victim
+   gone) *activates* it: straight to active whatever its backoff; a pod activated during its own
+   cycle goes to active when that cycle fails, instead of waiting for another event.
 5. Backoff lasts ``initial_backoff * 2^(attempts-1)``, capped at ``max_backoff``.
 """
 
@@ -85,6 +88,8 @@ class SchedulingQueue:
         self._in_flight: dict[str, int] = {}
         """Pods popped and being scheduled -> the move-request counter when they were popped."""
         self._move_requests = 0
+        self._activated_in_flight: set[str] = set()
+        """Pods activated while being scheduled: a failed cycle sends them back to active."""
         self._wakeup = asyncio.Event()
         self._closed = False
 
@@ -149,6 +154,7 @@ class SchedulingQueue:
         self._backoff.pop(uid, None)
         self._unschedulable.pop(uid, None)
         self._in_flight.pop(uid, None)
+        self._activated_in_flight.discard(uid)
 
     # ---- popping -----------------------------------------------------------------------------
 
@@ -197,6 +203,7 @@ class SchedulingQueue:
     def done(self, uid: str) -> None:
         """The pod was bound (the binder calls this): it leaves the queue."""
         self._in_flight.pop(uid, None)
+        self._activated_in_flight.discard(uid)
 
     def add_unschedulable(self, qp: QueuedPodInfo, rejecting_plugins: set[str]) -> None:
         """The cycle found no place; wait for an event, unless one happened during the cycle."""
@@ -205,7 +212,10 @@ class SchedulingQueue:
             return  # deleted while it was being scheduled
         qp.unschedulable_plugins = set(rejecting_plugins)
         qp.queued_at = self._clock()
-        if popped_at is not None and self._move_requests > popped_at:
+        if qp.pod.uid in self._activated_in_flight:
+            self._activated_in_flight.discard(qp.pod.uid)
+            self._enqueue(qp)
+        elif popped_at is not None and self._move_requests > popped_at:
             self._to_backoff(qp)
         else:
             self._unschedulable[qp.pod.uid] = qp
@@ -213,6 +223,7 @@ class SchedulingQueue:
     def add_backoff(self, qp: QueuedPodInfo) -> None:
         """An error or a lost race (bind conflict): retry after the pod's backoff."""
         popped_at = self._in_flight.pop(qp.pod.uid, None)
+        self._activated_in_flight.discard(qp.pod.uid)
         if popped_at is None and not self._known(qp.pod.uid):
             return
         self._to_backoff(qp)
@@ -256,11 +267,15 @@ class SchedulingQueue:
         return any(event & self._plugin_events(name) for name in qp.unschedulable_plugins)
 
     def activate(self, uids: set[str]) -> None:
-        """Move these pods to the active queue now (a gang member made its siblings schedulable)."""
+        """Move these pods to the active queue now, skipping any backoff (a gang member made its
+        siblings schedulable, a preemptor's victims are gone); one being scheduled goes there if
+        its cycle fails (kube-scheduler's Activate of an in-flight pod)."""
         for uid in uids:
             qp = self._unschedulable.pop(uid, None) or self._backoff.pop(uid, None)
             if qp is not None:
                 self._enqueue(qp)
+            elif uid in self._in_flight:
+                self._activated_in_flight.add(uid)
 
     # ---- reads -------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ Coscheduling's PostFilter, the solver, nominations in the cache, evictions throu
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.queue.scheduling_queue import QueuedPodInfo
 
 HIGH, LOW = 1_000_000, 1000
 
@@ -70,13 +72,19 @@ def pod_group(name: str, min_member: int) -> dict[str, Any]:
 
 
 async def start(
-    backend: MemoryBackend, mode: str = "Eviction"
+    backend: MemoryBackend,
+    mode: str = "Eviction",
+    *,
+    backoff: tuple[float, float] = (0.01, 0.05),
+    clock: Callable[[], float] = time.monotonic,
 ) -> tuple[SchedulerApp, asyncio.Event, asyncio.Task[None]]:
     config = load_config(CONFIG.format(mode=mode), DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
     settings = AppSettings(
-        profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
+        profiles=tuple(config.profiles),
+        pod_initial_backoff_seconds=backoff[0],
+        pod_max_backoff_seconds=backoff[1],
     )
-    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics(), clock=clock)
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))
     await app.handlers.synced_nodes.wait()
@@ -403,6 +411,53 @@ async def test_while_victims_terminate_the_job_waits_nominated_and_lower_priorit
         await until(lambda: {"job-0", "job-1"} <= set(bound(backend)))
         await asyncio.sleep(0.3)
         assert "opportunist" not in bound(backend)
+    finally:
+        stop.set()
+        await task
+
+
+async def test_the_job_binds_within_a_few_cycles_of_its_last_victim_going_not_after_a_backoff(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The members' cycles while the victims terminate (planning, waiting) must not leave them in a
+    backoff when the victims are gone: as kube-scheduler requeues a preemptor whose victims' deletion
+    freed its room, the last victim's deletion puts them straight into the active queue. The clock
+    is frozen with kube-scheduler's backoff (1 s doubling to 10 s): a member sent to backoff would
+    never come back, so the job binds only if the deletion requeues it without one."""
+    backend = MemoryBackend()
+    for n in ("a", "b"):
+        backend.apply(NODES, node(n, cpu="4"))
+        for j in range(2):
+            victim = pod(f"slow-{n}-{j}", cpu="2", priority=LOW, node_name=n)
+            victim["metadata"]["finalizers"] = ["example.com/drain"]  # terminates until removed
+            backend.apply(PODS, victim)
+    app, stop, task = await start(backend, backoff=(1.0, 10.0), clock=lambda: 1000.0)
+    cycles = 0
+    pop = app.queue.pop
+
+    async def counting_pop() -> QueuedPodInfo:
+        nonlocal cycles
+        qp = await pop()
+        cycles += 1
+        return qp
+
+    monkeypatch.setattr(app.queue, "pop", counting_pop)
+    try:
+        backend.apply(PODGROUPS, pod_group("job", 2))
+        for i in range(2):
+            backend.apply(PODS, pod(f"job-{i}", cpu="4", priority=HIGH, group="job"))
+        await until(lambda: len([e for e in backend.events if e.reason == "Preempted"]) == 4)
+        await until(lambda: any("waiting for 4 victim(s)" in e.message for e in backend.events))
+        for name in ("slow-a-0", "slow-a-1", "slow-b-0"):
+            backend.finish_termination("default", name)
+        await asyncio.sleep(0.3)
+        assert not {"job-0", "job-1"} & set(bound(backend))  # one victim is still going
+
+        before = cycles
+        backend.finish_termination("default", "slow-b-1")
+        await until(lambda: {"job-0", "job-1"} <= set(bound(backend)))
+        # Per member: a cycle that starts the group's placement (PENDING), one that takes its place.
+        assert cycles - before <= 4
     finally:
         stop.set()
         await task

@@ -104,6 +104,40 @@ def test_backoff_doubles_up_to_the_cap(attempts: int, expected: float) -> None:
     assert make_queue(FakeClock()).backoff_duration(attempts) == expected
 
 
+async def test_activation_skips_the_backoff_earned_by_earlier_cycles() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    for _ in range(4):  # four failed cycles, each retried on an event after its backoff
+        clock.now += 100
+        qp = await q.pop()
+        q.add_unschedulable(qp, {"NodeResourcesFit"})
+        q.on_event(ClusterEvent.POD_DELETE)
+    assert q.counts().backoff == 1  # for 8 s
+    q.activate({"a"})
+    assert q.counts() == QueueCounts(active=1, backoff=0, unschedulable=0, gated=0)
+    assert (await asyncio.wait_for(q.pop(), 0.1)).attempts == 5
+
+
+async def test_a_pod_activated_during_its_cycle_goes_to_active_when_the_cycle_fails() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    q.on_event(ClusterEvent.POD_DELETE)
+    clock.now += 1
+    qp = await q.pop()
+    q.activate({"a"})  # e.g. the last victim of its preemption went while it was being scheduled
+    q.on_event(ClusterEvent.POD_DELETE)  # that deletion's event: alone, it would earn a 2 s backoff
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    assert q.counts() == QueueCounts(active=1, backoff=0, unschedulable=0, gated=0)
+    assert (await asyncio.wait_for(q.pop(), 0.1)).pod.name == "a"
+    # The activation was used up: the next failure waits as usual.
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    assert q.counts().unschedulable == 1
+
+
 async def test_gated_pod_stays_out_until_pre_enqueue_lets_it_in() -> None:
     gate = {"g"}
     q = make_queue(FakeClock(), gate)

@@ -37,14 +37,14 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apis.core import PodDisruptionBudget
+from apis.core import Pod, PodDisruptionBudget
 from apis.extension import preemption as preemption_ext
 from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
 from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
-from scheduler.backend.base import PDBS, WatchEvent
+from scheduler.backend.base import PDBS, PODS, EventType, WatchEvent
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -86,6 +86,8 @@ class Outcome:
 class _Record:
     victims: frozenset[str]
     nominated: dict[str, str]
+    going: set[str] = field(default_factory=set)
+    """The victims not seen deleted yet; when the last goes, the members are activated."""
 
 
 @dataclass
@@ -103,6 +105,30 @@ class JobPreemption:
 
     def __post_init__(self) -> None:
         self.handle.subscribe(PDBS, self._on_pdb_event)
+        self.handle.subscribe(PODS, self._on_pod_event)
+
+    def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
+        """The last victim of a job's preemption is gone: its members go straight to the active
+        queue, whatever backoff their cycles while the victims terminated have earned them (as
+        kube-scheduler requeues a preemptor without backoff once the deletion freed its room)."""
+        if not self._records:
+            return
+        if event.type is EventType.REPLACED:  # a relist: a victim not listed is gone
+            present = {p.metadata.uid for p in event.objects}
+            for record in self._records.values():
+                self._victims_gone(record, record.going - present)
+        elif event.type is EventType.DELETED and event.obj is not None and event.obj.metadata.uid:
+            uid = event.obj.metadata.uid
+            for record in self._records.values():
+                if uid in record.going:
+                    self._victims_gone(record, {uid})
+
+    def _victims_gone(self, record: _Record, uids: set[str]) -> None:
+        if not uids:
+            return
+        record.going -= uids
+        if not record.going:
+            self.handle.activate(set(record.nominated))
 
     def _on_pdb_event(self, event: WatchEvent[PodDisruptionBudget]) -> None:
         def key(pdb: PodDisruptionBudget) -> str:
@@ -312,7 +338,8 @@ class JobPreemption:
             [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None], snapshot
         )
         placed = dict(selection.assignment)
-        self._records[job] = _Record(frozenset(selection.victims), placed)
+        going = {uid for uid in selection.victims if snapshot.pod(uid) is not None}
+        self._records[job] = _Record(frozenset(selection.victims), placed, going)
         for member in members:
             node = placed.get(member.uid)
             if node is None:
