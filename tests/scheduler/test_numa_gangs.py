@@ -24,7 +24,7 @@ from scheduler.plugins.node_numa_resource.plugin import NRTS
 from tests.scheduler.node_numa_resource.nrt_fixtures import node, nrt, pod
 
 POLICY = "node.koordinator.sh/numa-topology-policy"
-SHAPE = "pods of cpu 10, memory 1Gi with FullPCPUs cpuset by NUMA node"
+SHAPE = "pods of cpu 10 + memory 1Gi with FullPCPUs cpuset by NUMA node"
 
 CONFIG = """
 apiVersion: kubescheduler.config.k8s.io/v1

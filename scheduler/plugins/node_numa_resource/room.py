@@ -91,9 +91,9 @@ def trial_room(trial: Trial, scratch: NodeCPUAllocation, limit: int) -> int:
 
 
 def describe_shape(requests: Mapping[str, int], cpu: CPURequest) -> str:
-    """The shape in words (also the key pods share room under): ``pods of cpu 12, memory 1Gi by
+    """The shape in words (also the key pods share room under): ``pods of cpu 12 + memory 1Gi by
     NUMA node``."""
-    amounts = ", ".join(
+    amounts = " + ".join(
         f"{name} {from_int_units(name, amount)}"
         for name, amount in sorted(requests.items())
         if amount > 0 and name != "pods"

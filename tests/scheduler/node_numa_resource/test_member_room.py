@@ -93,7 +93,7 @@ def test_single_numa_members_of_12_cpus_fit_once_per_numa_node() -> None:
     found = plugin.member_room(pod, snapshot, ["n0"], 64)
     assert found is not None
     assert found.per_node == {"n0": 4}
-    assert found.shape == "pods of cpu 12, memory 1Gi with FullPCPUs cpuset by NUMA node"
+    assert found.shape == "pods of cpu 12 + memory 1Gi with FullPCPUs cpuset by NUMA node"
 
 
 def test_a_held_core_takes_a_whole_member_from_its_numa_node_under_full_pcpus() -> None:
