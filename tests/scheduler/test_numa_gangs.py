@@ -1,6 +1,6 @@
 """Gangs see NUMA nodes, not only CPU totals, on the in-memory backend with the scheduler process's
-own loop: Coscheduling plans each node's members by the room NodeNUMAResource reports
-(``interfaces.MemberRoom``).
+own loop: Coscheduling plans each node's members, and job-level preemption counts what its victims
+free, by the room NodeNUMAResource reports (``interfaces.MemberRoom``).
 
 Every node is one socket of 2 NUMA nodes x 8 cores x 2 threads (``nrt_fixtures``, 16 CPUs per
 NUMA node) labelled SingleNUMANode. A member of 10 CPUs fits a node 3 times by its 32 CPUs, but
@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
 from scheduler.app import AppSettings, SchedulerApp
@@ -31,7 +32,12 @@ apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 profiles:
 - schedulerName: koord-scheduler
+  pluginConfig:
+  - name: Coscheduling
+    args:
+      enablePreemption: true
 """
+HIGH, MID, LOW = 1_000_000, 2000, 1000
 
 
 async def start(backend: MemoryBackend) -> tuple[asyncio.Event, asyncio.Task[None]]:
@@ -137,6 +143,41 @@ async def test_a_single_numa_gang_waits_for_numa_room_saying_so_then_binds_whole
         await until(lambda: set(names) <= set(bound(backend)))
         assert sorted(bound(backend).values()) in (["n1", "n1", "n2"], ["n1", "n2", "n2"])
         assert_one_per_numa_node(backend, names)
+    finally:
+        stop.set()
+        await task
+
+
+def running(name: str, node_name: str, cpuset: str, numa: int, priority: int) -> dict[str, Any]:
+    """A bound 4-CPU pod holding ``cpuset`` on NUMA node ``numa``, as NodeNUMAResource wrote it."""
+    body = pod(name, "4", node_name=node_name)
+    del body["metadata"]["uid"]
+    body["spec"]["priority"] = priority
+    body["metadata"]["annotations"][ANNOTATION_RESOURCE_STATUS] = json.dumps(
+        {"cpuset": cpuset, "numaNodeResources": [{"node": numa, "resources": {"cpu": "4", "memory": "1Gi"}}]}
+    )
+    return body
+
+
+async def test_preemption_frees_a_whole_numa_node_for_a_single_numa_pod() -> None:
+    """One node, ``low`` holding 4 CPUs of NUMA node 0 and ``mid`` 4 of NUMA node 1: 24 CPUs are
+    free by the node's total, but no NUMA node has the 16 an urgent SingleNUMANode pod asks for.
+    Preemption evicts ``low`` alone (``mid``, of higher priority, is spared), and the pod gets NUMA
+    node 0."""
+    backend = MemoryBackend()
+    add_node(backend, "n1")
+    backend.apply(PODS, running("low", "n1", "0-1,16-17", 0, LOW))
+    backend.apply(PODS, running("mid", "n1", "8-9,24-25", 1, MID))
+    stop, task = await start(backend)
+    try:
+        urgent = pod("urgent", "16")
+        del urgent["metadata"]["uid"]
+        urgent["spec"]["priority"] = HIGH
+        backend.apply(PODS, urgent)
+        await until(lambda: "urgent" in bound(backend))
+        assert {p.metadata.name for p in backend.list(PODS)} == {"mid", "urgent"}
+        assert [e.regarding.name for e in backend.events if e.reason == "Preempted"] == ["low"]
+        assert numa_nodes_of(backend, "urgent") == [0]
     finally:
         stop.set()
         await task
