@@ -150,6 +150,22 @@ def test_a_preemptions_withdrawn_pods_count_as_gone() -> None:
     assert room(plugin, snapshot, pod) == 3
 
 
+def test_numa_nodes_shared_with_a_spanning_pod_hold_no_exclusive_member() -> None:
+    """On a node without policy a 20-CPU cpuset spans NUMA nodes 0 and 1 (CPUs 0-9 and siblings):
+    both are shared. Members with the pod's own SingleNUMANode policy and the default Required
+    ``singleNUMANodeExclusive``, 4 CPUs each, fit only NUMA nodes 2 and 3: 8. Preferred, NUMA node 1's
+    6 whole free cores take 3 more: 11."""
+    plugin, snapshot = setup("")
+    assert place(plugin, snapshot, member("wide", "20", annotations=REQUIRED_FULL_PCPUS))
+    assert plugin.store.records["wide"].cpus == frozenset([*range(10), *range(32, 42)])
+    for exclusive, expected in ((None, 8), ("Required", 8), ("Preferred", 11)):
+        spec = {"numaTopologyPolicy": "SingleNUMANode"}
+        if exclusive is not None:
+            spec["singleNUMANodeExclusive"] = exclusive
+        annotations = {NUMA_SPEC: json.dumps(spec), **REQUIRED_FULL_PCPUS}
+        assert room(plugin, snapshot, member("m", "4", annotations=annotations)) == expected, exclusive
+
+
 def test_the_limit_caps_the_count() -> None:
     plugin, snapshot = setup("SingleNUMANode")
     assert room(plugin, snapshot, member("m", "2"), limit=5) == 5
@@ -185,34 +201,44 @@ def test_a_pod_level_policy_limits_on_a_node_without_one() -> None:
 HELD_SPECS = [REQUIRED_FULL_PCPUS, REQUIRED_SPREAD, {}]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     policy=st.sampled_from(["SingleNUMANode", "Restricted", "BestEffort", ""]),
     held=st.lists(st.tuples(st.integers(1, 12), st.sampled_from(range(len(HELD_SPECS)))), max_size=6),
     cpus=st.integers(1, 16),
     memory=st.sampled_from(["1Gi", "20Gi", "40Gi"]),
     spec=st.sampled_from(["required", "preferred", "spread", "ls"]),
+    own=st.sampled_from([None, "SingleNUMANode", "SingleNUMANode/Preferred", "Restricted"]),
 )
 def test_room_is_what_repeated_filter_and_reserve_place(
-    policy: str, held: list[tuple[int, int]], cpus: int, memory: str, spec: str
+    policy: str, held: list[tuple[int, int]], cpus: int, memory: str, spec: str, own: str | None
 ) -> None:
-    """Whatever the node already holds, the room is never above what the plugin's own Filter +
-    Reserve place one member after the other, and equal to it (SingleNUMANode and FullPCPUs
-    counted greedily per NUMA node; the other policies by the same trial)."""
+    """Whatever the node already holds (on a node without policy, cpusets that span NUMA nodes),
+    the room is never above what the plugin's own Filter + Reserve place one member after the
+    other, and equal to it (SingleNUMANode and FullPCPUs counted greedily per NUMA node, a
+    Required ``singleNUMANodeExclusive``, the default, too; the other policies by the same trial).
+    ``own``: the member's numa-topology-spec (a policy other than the node's fits nowhere)."""
     plugin, snapshot = setup(policy)
     for i, (size, which) in enumerate(held):
         place(plugin, snapshot, member(f"held-{i}", str(size), annotations=HELD_SPECS[which]))
+    annotations: dict[str, str] = {}
+    if own is not None:
+        numa_policy, _, exclusive = own.partition("/")
+        numa_spec = {"numaTopologyPolicy": numa_policy}
+        if exclusive:
+            numa_spec["singleNUMANodeExclusive"] = exclusive
+        annotations[NUMA_SPEC] = json.dumps(numa_spec)
     if spec == "required":
         cpus += cpus % 2  # FullPCPUs: whole cores of 2 CPUs
-        pod = member("m", str(cpus), memory, annotations=REQUIRED_FULL_PCPUS)
+        pod = member("m", str(cpus), memory, annotations={**annotations, **REQUIRED_FULL_PCPUS})
     elif spec == "spread":
-        pod = member("m", str(cpus), memory, annotations=REQUIRED_SPREAD)
+        pod = member("m", str(cpus), memory, annotations={**annotations, **REQUIRED_SPREAD})
     else:
-        pod = member("m", str(cpus), memory, qos="LS" if spec == "ls" else "LSR")
+        pod = member("m", str(cpus), memory, qos="LS" if spec == "ls" else "LSR", annotations=annotations)
     counted = room(plugin, snapshot, pod)
     placed = trial(plugin, snapshot, pod)
     if counted is None:
-        assert (policy, spec) == ("", "ls")
+        assert (policy, spec, own) == ("", "ls", None)
         return
     assert counted <= placed
     assert counted == placed
