@@ -11,10 +11,13 @@ node, greedily, where each member lands in one NUMA node and takes from nothing 
   never breaks a core another could use). A Required ``singleNUMANodeExclusive`` skips NUMA nodes
   shared with a pod spanning several.
 * No NUMA policy, a cpuset: the node's usable CPUs over the member's CPUs.
+* BestEffort without a cpuset: the pod is always admitted, on all NUMA nodes when no narrower set
+  holds it, so it fits while the NUMA nodes together have its request.
 
-Anything else (Restricted, BestEffort, a required SpreadByPCPUs, an exclusive CPU policy, a
-1-NUMA machine) is counted by trial: the plugin's own placement, one member after the other, each
-holding what it was given (``Trial``).
+Anything else (Restricted, a BestEffort cpuset, a required SpreadByPCPUs, an exclusive CPU
+policy, a 1-NUMA machine) is counted by trial: the plugin's own placement, one member after the
+other, each holding what it was given (``Trial``). That costs a topology-manager admission (every
+set of NUMA nodes) per member, about a millisecond on 4 NUMA nodes.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from scheduler.plugins.node_numa_resource.ledger import EXCLUSIVE_NONE, NodeCPUA
 from scheduler.plugins.node_numa_resource.policy import CPURequest
 from scheduler.plugins.node_numa_resource.topology_options import TopologyOptions
 
-__all__ = ["SINGLE_NUMA_NODE", "Trial", "describe_shape", "greedy_room", "trial_room"]
+__all__ = ["BEST_EFFORT", "SINGLE_NUMA_NODE", "Trial", "describe_shape", "greedy_room", "trial_room"]
 
 SINGLE_NUMA_NODE = "SingleNUMANode"
+BEST_EFFORT = "BestEffort"
 
 Trial = Callable[[NodeCPUAllocation], bool]
 """Places one more member on the scratch ledger (adding what it got); False: it does not fit."""
@@ -59,10 +63,16 @@ def greedy_room(
     if policy == "":
         return min(limit, len(usable) // request.num_cpus) if bind.bind else None
     ids = options.numa_ids
-    if policy != SINGLE_NUMA_NODE or len(ids) < 2:
-        return None
     free = numa_free(options, ledger, bind)
     wanted = zone_request(options, request.resources)
+    if policy == BEST_EFFORT and not bind.bind and ids:
+        # Always admitted, on all NUMA nodes when no narrower set holds the pod: it fits while
+        # the NUMA nodes together have its request.
+        return min(
+            [limit, *(sum(free[n].get(name, 0) for n in ids) // amount for name, amount in wanted.items())]
+        )
+    if policy != SINGLE_NUMA_NODE or len(ids) < 2:
+        return None
     total = 0
     for numa in ids:
         if exclusive_required and ledger.numa_status(numa) == "shared":

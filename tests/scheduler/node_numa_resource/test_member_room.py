@@ -184,6 +184,13 @@ def test_restricted_members_may_span_numa_nodes() -> None:
     assert room(plugin, snapshot, member("m", "12", annotations=REQUIRED_FULL_PCPUS)) == 5
 
 
+def test_best_effort_members_without_cpuset_count_the_numa_nodes_together() -> None:
+    """BestEffort admits a pod on all NUMA nodes when no narrower set holds it: LS members of 40Gi
+    fit while the 4 x 64Gi hold them, 6 times (one NUMA node alone would hold only one)."""
+    plugin, snapshot = setup("BestEffort")
+    assert room(plugin, snapshot, member("m", "2", "40Gi", qos="LS")) == 6
+
+
 def test_the_plugin_does_not_limit_a_pod_without_policy_or_cpuset() -> None:
     plugin, snapshot = setup("")
     assert plugin.member_room(member("ls", "12", qos="LS"), snapshot, ["n0"], 64) is None
