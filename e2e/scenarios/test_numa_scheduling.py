@@ -11,7 +11,9 @@ Three tainted fake nodes of the issue's shape, 2 sockets x 2 NUMA nodes x 8 core
   on NUMA node 1 in a Device created with kubectl;
 - ``numa-e2e-static``: a static CPU manager with ``full-pcpus-only`` reserving 2 CPUs;
 - ``numa-e2e-reserve``: no policy, for a Reservation holding CPUs;
-- ``numa-e2e-best``: labelled BestEffort.
+- ``numa-e2e-best``: labelled BestEffort;
+- ``numa-e2e-gang-0`` and ``numa-e2e-gang-1``: labelled SingleNUMANode, one socket of 2 NUMA nodes
+  x 8 cores x 2 threads (32 CPUs), for a gang.
 """
 
 from __future__ import annotations
@@ -32,10 +34,15 @@ from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
 
 NAMESPACE = "numa"
 SINGLE, GPU, STATIC, RESERVE = "numa-e2e-single", "numa-e2e-gpu", "numa-e2e-static", "numa-e2e-reserve"
 BEST = "numa-e2e-best"
+GANG_NODES = ("numa-e2e-gang-0", "numa-e2e-gang-1")
+GANG_POOL = {"numa-e2e-pool": "gang"}
+SINGLE_NUMA_LABEL = "node.koordinator.sh/numa-topology-policy"
+POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 TAINT = {"key": "koord-e2e/pool", "value": "numa", "effect": "NoSchedule"}
 MACHINE = {
     "sockets": 2,
@@ -57,11 +64,12 @@ TOPOLOGIES = {
     },
     RESERVE: MACHINE,
     BEST: MACHINE,
+    **{name: {**MACHINE, "sockets": 1} for name in GANG_NODES},
 }
 
 
-def _node(name: str, labels: dict[str, str] | None = None, gpus: int = 0) -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "256Gi", "pods": "110"}
+def _node(name: str, labels: dict[str, str] | None = None, gpus: int = 0, sockets: int = 2) -> dict[str, Any]:
+    resources = {"cpu": str(32 * sockets), "memory": f"{128 * sockets}Gi", "pods": "110"}
     if gpus:
         resources.update(
             {
@@ -128,6 +136,14 @@ def numa_nodes(
             _node(STATIC),
             _node(RESERVE),
             _node(BEST, {"node.koordinator.sh/numa-topology-policy": "BestEffort"}),
+            *(
+                _node(
+                    name,
+                    {"node.koordinator.sh/numa-topology-policy": "SingleNUMANode", **GANG_POOL},
+                    sockets=1,
+                )
+                for name in GANG_NODES
+            ),
             _device(),
         ],
     )
@@ -153,6 +169,9 @@ def numa_nodes(
         cp.run_kubectl("delete", "node", *TOPOLOGIES, "--ignore-not-found", "--wait=false")
         cp.run_kubectl("delete", "device", GPU, "--ignore-not-found", "--wait=false")
         cp.run_kubectl("delete", "reservation", "numa-e2e-cpus", "--ignore-not-found", "--wait=false")
+        cp.run_kubectl(
+            "delete", "podgroup", "-n", NAMESPACE, "numa-gang", "--ignore-not-found", "--wait=false"
+        )
 
 
 def _pod(
@@ -325,3 +344,50 @@ def test_best_effort_takes_the_narrowest_numa_nodes_that_hold_the_pod(
     }
     apply(cp, [_pod("best-40", BEST, "40", qos="LS")])
     assert [e["node"] for e in _status(_bound(cp, "best-40"))["numaNodeResources"]] == [0, 1, 2, 3]
+
+
+def test_a_single_numa_node_gang_binds_whole_each_member_in_one_numa_node(
+    control_plane: ControlPlane, scheduler: Scheduler, numa_nodes: LocalComponent
+) -> None:
+    """Four members of 10 CPUs on two nodes of 2 NUMA nodes x 16 CPUs: by their 32 CPUs a node takes
+    3, by NUMA node 2. The gang is planned by NUMA room (NodeNUMAResource's member room), so it
+    binds whole, two members a node, each in a NUMA node of its own."""
+    cp = control_plane
+    members = [f"gang-{i}" for i in range(4)]
+    group = {
+        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "numa-gang", "namespace": NAMESPACE},
+        "spec": {"minMember": len(members)},
+    }
+    apply(
+        cp,
+        [
+            group,
+            *(
+                make_pod(
+                    name,
+                    NAMESPACE,
+                    cpu="10",
+                    memory="1Gi",
+                    node_selector=GANG_POOL,
+                    tolerations=[TAINT],
+                    labels={
+                        "koordinator.sh/qosClass": "LSR",
+                        "pod-group.scheduling.sigs.k8s.io": "numa-gang",
+                    },
+                )
+                for name in members
+            ),
+        ],
+    )
+    placed = {name: _bound(cp, name) for name in members}
+    assert sorted(pod["spec"]["nodeName"] for pod in placed.values()) == sorted(GANG_NODES * 2)
+    numa = {}
+    for name, pod in placed.items():
+        status = _status(pod)
+        assert [entry["node"] for entry in status["numaNodeResources"]] in ([0], [1]), (name, status)
+        assert len(CPUSet.parse(status["cpuset"])) == 10
+        numa[name] = (pod["spec"]["nodeName"], status["numaNodeResources"][0]["node"])
+    assert len(set(numa.values())) == len(members), numa
+    assert not [m for name in members for m in failed_scheduling(cp, NAMESPACE, name)]

@@ -301,9 +301,10 @@ class Room:
 @runtime_checkable
 class MemberRoom(Protocol):
     """A plugin that accounts for something the node table's totals do not (DeviceShare: which
-    cards, on which PCIe switch): it says how many pods like one a node can still hold, so that a
-    gang is planned, and a preemption's victims counted, by what the plugin will really give at
-    Reserve. Pods a preemption is weighing (``Snapshot.is_withdrawn``) count as gone.
+    cards, on which PCIe switch; NodeNUMAResource: which NUMA node, which cores): it says how many
+    pods like one a node can still hold, so that a gang is planned, and a preemption's victims
+    counted, by what the plugin will really give at Reserve. Pods a preemption is weighing
+    (``Snapshot.is_withdrawn``) count as gone.
     ``Handle.profile.member_room`` asks every such plugin of the profile."""
 
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:

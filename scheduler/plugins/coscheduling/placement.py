@@ -48,7 +48,7 @@ FeasibleRows = Callable[[PodInfo], IntArray]
 ScoreRows = Callable[[PodInfo, IntArray], IntArray]
 MemberRooms = Callable[[PodInfo, Sequence[str], int], Sequence[Room]]
 """(a member, nodes, limit) -> what plugins that count more than totals say those nodes hold of
-pods like it (``ProfileView.member_room``: DeviceShare's GPU sets)."""
+pods like it (``ProfileView.member_room``: DeviceShare's GPU sets, NodeNUMAResource's NUMA nodes)."""
 
 
 class TopologyError(ValueError):

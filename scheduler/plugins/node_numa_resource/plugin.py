@@ -64,6 +64,7 @@ from scheduler.framework.interfaces import (
     ClusterEvent,
     FilterResult,
     PreFilterResult,
+    Room,
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Code, Status
@@ -71,6 +72,7 @@ from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMAR
 from scheduler.plugins.node_numa_resource.args import NodeNUMAResourceArgs
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
 from scheduler.plugins.node_numa_resource.hints import resource_hints
+from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
 from scheduler.plugins.node_numa_resource.policy import (
     ERR_POLICY_NOT_MATCH,
     CPURequest,
@@ -80,6 +82,7 @@ from scheduler.plugins.node_numa_resource.policy import (
     node_cpu_bind,
     node_numa_policy,
 )
+from scheduler.plugins.node_numa_resource.room import describe_shape, greedy_room, trial_room
 from scheduler.plugins.node_numa_resource.scoring import resource_score
 from scheduler.plugins.node_numa_resource.store import NUMAStore, Record
 from scheduler.plugins.node_numa_resource.topology_manager import (
@@ -134,6 +137,8 @@ class _Placed:
 
 
 _CYCLE = StateKey[_Cycle]("NodeNUMAResource/cycle")
+_TRIAL_UID = "NodeNUMAResource/room/"
+"""The ledger key of a trial member (no pod uid looks like it)."""
 _RESERVED = StateKey[tuple[str, Allocation, NodeCPUBind]]("NodeNUMAResource/reserved")
 
 
@@ -358,37 +363,26 @@ class NodeNUMAResource:
         node: str,
         labels: dict[str, str],
         withdrawn: frozenset[str] = frozenset(),
+        scratch: NodeCPUAllocation | None = None,
     ) -> _Placed | Status:
-        """The pod on one node (``withdrawn``: pods counted as gone), or why it cannot run there."""
-        options = self.store.options.get(node)
-        policy = node_numa_policy(
-            node_numa_topology_policy(labels), options.kubelet_policy if options else ""
-        )
-        merged = merge_policy(cycle.numa_spec.numa_topology_policy, policy)
-        if merged is None:
-            return Status.unresolvable(ERR_POLICY_NOT_MATCH)
-        bind = node_cpu_bind(
-            cycle.cpu, node_cpu_bind_policy(labels, options.cpu_manager_policy if options else None)
-        )
-        if isinstance(bind, str):
-            return Status.unresolvable(bind)
-        if bind.bind:
-            if options is None or not options.cpu_topology.is_valid:
-                return Status.unresolvable(ERR_INVALID_CPU_TOPOLOGY)
-            per_core = options.cpu_topology.cpus_per_core
-            if bind.required and bind.policy == "FullPCPUs" and cycle.cpu.num_cpus % per_core:
-                return Status.unresolvable(
-                    f"the requested CPUs ({cycle.cpu.num_cpus}) are not a multiple of the node's "
-                    f"{per_core} CPUs per core (FullPCPUs)"
-                )
+        """The pod on one node (``withdrawn``: pods counted as gone; ``scratch``: the ledger to
+        place on instead of the node's, reservations left out), or why it cannot run there."""
+        resolved = self._resolve(cycle, node, labels)
+        if isinstance(resolved, Status):
+            return resolved
+        merged, bind = resolved
         if not merged and not bind.bind:
             return _Placed(merged, bind, None)
+        options = self.store.options.get(node)
         if options is None:
             return Status.unresolvable(ERR_MISSING_NUMA if merged else ERR_INVALID_CPU_TOPOLOGY)
         # An owner's reservations on this node give it their CPUs back (taken first).
-        reserved = self._reserved_for(state, node)
+        reserved = self._reserved_for(state, node) if scratch is None else frozenset()
         gone = withdrawn | reserved
-        ledger = self.store.ledger_without(node, gone) if gone else self.store.ledger(node)
+        if scratch is not None:
+            ledger = scratch
+        else:
+            ledger = self.store.ledger_without(node, gone) if gone else self.store.ledger(node)
         request = self._request(cycle, bind, labels, self._cpus_of(reserved))
         if not merged:
             got = allocate(options, ledger, request, None)
@@ -414,6 +408,32 @@ class NodeNUMAResource:
         if cycle.cpu.exclusive == "Preferred" and got.numa_resources:
             kept = exclusive_ok(sum(1 << n for n in got.numa_resources), statuses)
         return _Placed(merged, bind, got, admission.mask, kept)
+
+    def _resolve(self, cycle: _Cycle, node: str, labels: dict[str, str]) -> tuple[str, NodeCPUBind] | Status:
+        """The NUMA policy the pod gets on ``node`` ("" for None) and its cpuset there, or why the
+        node can never run it."""
+        options = self.store.options.get(node)
+        policy = node_numa_policy(
+            node_numa_topology_policy(labels), options.kubelet_policy if options else ""
+        )
+        merged = merge_policy(cycle.numa_spec.numa_topology_policy, policy)
+        if merged is None:
+            return Status.unresolvable(ERR_POLICY_NOT_MATCH)
+        bind = node_cpu_bind(
+            cycle.cpu, node_cpu_bind_policy(labels, options.cpu_manager_policy if options else None)
+        )
+        if isinstance(bind, str):
+            return Status.unresolvable(bind)
+        if bind.bind:
+            if options is None or not options.cpu_topology.is_valid:
+                return Status.unresolvable(ERR_INVALID_CPU_TOPOLOGY)
+            per_core = options.cpu_topology.cpus_per_core
+            if bind.required and bind.policy == "FullPCPUs" and cycle.cpu.num_cpus % per_core:
+                return Status.unresolvable(
+                    f"the requested CPUs ({cycle.cpu.num_cpus}) are not a multiple of the node's "
+                    f"{per_core} CPUs per core (FullPCPUs)"
+                )
+        return merged, bind
 
     def _reserved_for(self, state: CycleState, node: str) -> frozenset[str]:
         """The reservations on ``node`` the pod may allocate from that hold CPUs: the one
@@ -448,6 +468,69 @@ class NodeNUMAResource:
             numa_strategy="LeastAllocated" if strategy == "DistributeEvenly" else strategy,
             preferred=preferred,
         )
+
+    # ---- room for gangs and preemption ----
+
+    def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
+        """``interfaces.MemberRoom``: how many pods like ``pod`` each node holds by NUMA node and
+        CPU (``room``); None when no node's NUMA policy or cpuset limits the pod."""
+        state = CycleState()
+        if not self.pre_filter(state, pod, snapshot).status.ok:
+            return None
+        cycle = state.get(_CYCLE)
+        if cycle is None:
+            return None
+        # A preemption's victims, and the reservations restored for a gang's plan, are gone.
+        gone = frozenset(
+            uid
+            for uid, record in self.store.records.items()
+            if snapshot.is_withdrawn(uid) or (record.reservation and snapshot.is_lifted_reserved(uid))
+        )
+        per_node: dict[str, int] = {}
+        for node in nodes:
+            count = self._room_on(state, pod, cycle, snapshot, node, gone, limit)
+            if count is not None:
+                per_node[node] = count
+        return Room(describe_shape(pod.requests, cycle.cpu), per_node) if per_node else None
+
+    def _room_on(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        cycle: _Cycle,
+        snapshot: Snapshot,
+        node: str,
+        gone: frozenset[str],
+        limit: int,
+    ) -> int | None:
+        info = snapshot.node(node)
+        labels = info.labels if info is not None else {}
+        resolved = self._resolve(cycle, node, labels)
+        if isinstance(resolved, Status):
+            return 0
+        merged, bind = resolved
+        if not merged and not bind.bind:
+            return None
+        options = self.store.options.get(node)
+        if options is None:
+            return 0
+        ledger = self.store.ledger_without(node, gone) if gone else self.store.ledger(node)
+        request = self._request(cycle, bind, labels)
+        exclusive_required = cycle.cpu.exclusive == "Required"
+        count = greedy_room(options, ledger, request, merged, exclusive_required, limit)
+        if count is not None:
+            return count
+
+        def trial(scratch: NodeCPUAllocation) -> bool:
+            got = self._place(state, pod, cycle, node, labels, scratch=scratch)
+            if isinstance(got, Status) or got.allocation is None:
+                return False
+            held = got.allocation
+            uid = f"{_TRIAL_UID}{len(scratch.pods())}"
+            scratch.add(uid, held.cpus, held.numa_resources, cycle.cpu.exclusive_policy)
+            return True
+
+        return trial_room(trial, self.store.ledger_copy(node, gone), limit)
 
     # ---- Score ----
 

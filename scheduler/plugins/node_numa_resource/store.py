@@ -66,6 +66,10 @@ class NUMAStore:
         none of them holds anything here."""
         if not any(self.records.get(uid, _NOWHERE).node == node for uid in uids):
             return self.ledger(node)
+        return self.ledger_copy(node, uids)
+
+    def ledger_copy(self, node: str, uids: frozenset[str]) -> NodeCPUAllocation:
+        """A new ledger of the node with ``uids`` gone, to place trial pods on."""
         options = self.options.get(node)
         ledger = NodeCPUAllocation(options.cpu_topology if options else CPUTopology.build(()))
         for uid, record in self.records.items():
