@@ -30,7 +30,10 @@ PLAN = DefragPlan(
 
 
 async def _explanation_notes(app: SchedulerApp, name: str) -> list[str]:
-    for _ in range(150):
+    # Bounded by the wall clock, not a count of sleeps: on a loaded machine 150 short sleeps
+    # ended before the scheduler's first cycle had explained the pod.
+    deadline = asyncio.get_running_loop().time() + 15.0
+    while asyncio.get_running_loop().time() < deadline:
         explanation = app.explanations.get("default", name)
         if explanation is not None:
             return list(explanation.notes)
