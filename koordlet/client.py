@@ -59,6 +59,13 @@ def pod_meta(pod: Pod) -> PodMeta:
     )
 
 
+def _event(line: bytes) -> dict[str, Any]:
+    event = json.loads(line)
+    if not isinstance(event, dict):
+        raise ValueError(f"watch: not an event: {line[:200]!r}")
+    return event
+
+
 class KoordletClient:
     def __init__(self, kubeconfig: Path | None, on_request: Callable[[str, str], None] | None = None) -> None:
         self._kubeconfig = kubeconfig
@@ -134,11 +141,20 @@ class KoordletClient:
             if response.status != 200:
                 text = await response.text()
                 raise client.ApiException(status=response.status, reason=f"watch {resource.plural}: {text}")
-            async for line in response.content:
-                if line.strip():
-                    event = json.loads(line)
-                    if isinstance(event, dict):
-                        yield event
+            # Split on newlines by hand: aiohttp's line reader refuses lines over 128 KiB, and a
+            # NodeMetric of a busy node or a large Node is longer.
+            buffer = bytearray()
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                start = 0
+                while (end := buffer.find(b"\n", start)) >= 0:
+                    line = bytes(buffer[start:end])
+                    start = end + 1
+                    if line.strip():
+                        yield _event(line)
+                del buffer[:start]
+            if bytes(buffer).strip():
+                yield _event(bytes(buffer))
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         """Replace the status subresource (optimistic: a conflict raises ApiException 409)."""
