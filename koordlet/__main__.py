@@ -32,6 +32,7 @@ from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import load_file
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.topology import TopologySimulation
+from koordlet.states.node_states import ClusterStates, NodeStates
 from koordlet.topology.agent import host_topology_reporter
 
 __all__ = ["main", "parse_args"]
@@ -97,17 +98,20 @@ async def run(config: KoordletConfig) -> None:
     metrics = KoordletMetrics()
     metrics.started(config.node_name or "simulation")
     runner = await serve(metrics, config.metrics_bind, config.metrics_port) if config.metrics_port else None
-    api = QoSClient(config.kubeconfig)
+    api = QoSClient(config.kubeconfig, on_request=metrics.api_request)
     try:
         if config.simulate is not None or config.simulate_devices is not None:
             tasks = []
             if config.simulate is not None:
                 load = load_file(config.simulate)
+                states = ClusterStates(api)
                 simulation = Simulation(config, load, metrics)
-                tasks.append(simulation.run(api))
-                tasks.append(SimulatedQoS(simulation, load, config.gates, metrics=metrics).run(api))
+                tasks.append(states.run())
+                tasks.append(simulation.run(api, states))
+                tasks.append(SimulatedQoS(simulation, load, config.gates, metrics=metrics).run(api, states))
                 if load.topologies():
-                    tasks.append(TopologySimulation(load, config.topology_interval_seconds).run(api))
+                    topology = TopologySimulation(load, config.topology_interval_seconds)
+                    tasks.append(topology.run(api, states))
             if config.simulate_devices is not None:
                 simulated = DeviceSimulation(config.simulate_devices, config.report_interval_seconds)
                 tasks.append(simulated.run(api))
@@ -124,13 +128,15 @@ async def run(config: KoordletConfig) -> None:
             version = config.cgroup_version or detect_version(fs)
             node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
             qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
-            topology = host_topology_reporter(config)
+            host_topology = host_topology_reporter(config)
+            node_states = NodeStates(api, config.node_name or "")
             await asyncio.gather(
+                node_states.run(),
                 agent.collect_forever(),
-                agent.report_forever(api),
+                agent.report_forever(api, node_states),
                 devices.run(api),
-                qos.run(api),
-                topology.run(api),
+                qos.run(api, node_states),
+                host_topology.run(api, node_states),
             )
     finally:
         await api.close()

@@ -10,7 +10,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from koordlet.cgroups import CgroupReader, detect_version
-from koordlet.client import KoordletClient
+from koordlet.client import KoordletClient, pod_meta
 from koordlet.collectors.base import Collector, CollectorSet
 from koordlet.collectors.cold_memory import ColdMemoryCollector
 from koordlet.collectors.node import NodeCollector
@@ -23,6 +23,8 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
 from koordlet.prediction import with_prediction
 from koordlet.reporter import build_status, memory_series
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 __all__ = ["Agent"]
 
@@ -62,10 +64,11 @@ class Agent:
             self.collect_once()
             await asyncio.sleep(self.config.collect_interval_seconds)
 
-    async def report_once(self, api: KoordletClient) -> float:
-        """Write the NodeMetric status once; returns the seconds until the next report."""
+    async def report_once(self, api: KoordletClient, states: States) -> float:
+        """Write the NodeMetric status once from the node's watched states; returns the seconds until
+        the next report."""
         node_name = self.config.node_name or ""
-        metric = await api.get_node_metric(node_name)
+        metric = states.node_metric(node_name)
         policy = effective_policy(metric.spec if metric else None, self.config.report_interval_seconds)
         longest = max([policy.aggregate_duration_seconds, *(seconds for _, seconds in policy.windows)])
         self.cache.retention_seconds = longest + _RETENTION_MARGIN_SECONDS
@@ -77,7 +80,7 @@ class Agent:
                 self._missing_logged = True
             return policy.report_interval_seconds
         self._missing_logged = False
-        pods = await api.pods_on_node(node_name)
+        pods = [pod_meta(pod) for pod in states.pods(node_name)]
         now = time.time()
         cold_supported = self.cold is not None and self.cold.supported
         status = build_status(self.cache, policy, pods, now, cold_supported=cold_supported)
@@ -88,7 +91,7 @@ class Agent:
             status,
             self.cache,
             pods,
-            await api.get_node(node_name),
+            states.node(node_name),
             memory_series=memory_series(policy.memory_policy, cold_supported, "pod"),
             window_seconds=longest,
             now=now,
@@ -103,11 +106,12 @@ class Agent:
         self.metrics.record(node_name, status)
         return policy.report_interval_seconds
 
-    async def report_forever(self, api: KoordletClient) -> None:
+    async def report_forever(self, api: KoordletClient, states: States) -> None:
         delay = effective_policy(None, self.config.report_interval_seconds).report_interval_seconds
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.NODE_METRIC)
         while True:
             await asyncio.sleep(delay)
             try:
-                delay = await self.report_once(api)
+                delay = await self.report_once(api, states)
             except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError) as exc:
                 log.warning("report failed, retrying next round: %s", exc)

@@ -1,32 +1,35 @@
-"""koordlet's API calls over kubernetes-asyncio: NodeMetric status, a node's pods, the node, its Device,
-its NodeResourceTopology.
+"""koordlet's API calls over kubernetes-asyncio: the lists and watches of its informers
+(``koordlet.states``), NodeMetric status, its Device, its NodeResourceTopology, evictions and events.
 
 These are all the calls koordlet makes, and the chart's koordlet ClusterRole allows exactly them
-(nodemetrics get/list/watch, nodemetrics/status update, pods list, nodes get, devices get/create/update,
-noderesourcetopologies get/create/update, events create; for QoS nodeslos get/list/watch, pods/eviction
-create).
+(nodes, pods, nodemetrics, nodeslos and noderesourcetopologies list/watch; nodemetrics/status update;
+nodes get, devices get/create/update, noderesourcetopologies create/update; pods/eviction and events
+create). Each request is counted in ``koordlet_kube_api_requests_total{verb,resource}``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
-from pydantic import ValidationError
 
-from apis.core import Node, Pod
+from apis.core import Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
 from apis.podrequests import pod_requests
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
-from apis.slo.nodeslo import NodeSLO
 from apis.topology import NodeResourceTopology
+from koordlet.apirequests import CountingApiClient
 from koordlet.reporter import PodMeta
+from koordlet.states.resources import Gone, Resource, resource_path
 
 __all__ = ["KoordletClient", "QoSClient", "pod_meta"]
 
@@ -35,7 +38,8 @@ log = logging.getLogger("koordlet")
 _NM = NodeMetric.crd
 _DEVICE = Device.crd
 _NRT = NodeResourceTopology.crd
-_M = TypeVar("_M", NodeMetric, Device, NodeResourceTopology)
+_LIST_TIMEOUT_SECONDS = 120.0
+_WATCH_TIMEOUT_SECONDS = 300
 
 
 def pod_meta(pod: Pod) -> PodMeta:
@@ -55,9 +59,17 @@ def pod_meta(pod: Pod) -> PodMeta:
     )
 
 
+def _event(line: bytes) -> dict[str, Any]:
+    event = json.loads(line)
+    if not isinstance(event, dict):
+        raise ValueError(f"watch: not an event: {line[:200]!r}")
+    return event
+
+
 class KoordletClient:
-    def __init__(self, kubeconfig: Path | None) -> None:
+    def __init__(self, kubeconfig: Path | None, on_request: Callable[[str, str], None] | None = None) -> None:
         self._kubeconfig = kubeconfig
+        self._on_request = on_request or (lambda _verb, _resource: None)
         self._api: client.ApiClient | None = None
 
     async def _client(self) -> client.ApiClient:
@@ -71,7 +83,7 @@ class KoordletClient:
                     client_configuration=configuration,
                     persist_config=False,
                 )
-            self._api = client.ApiClient(configuration)
+            self._api = CountingApiClient(configuration, self._on_request)
         return self._api
 
     async def close(self) -> None:
@@ -79,28 +91,70 @@ class KoordletClient:
             await self._api.close()
             self._api = None
 
-    async def _get_cluster_object(self, model: type[_M], name: str) -> _M | None:
-        """The cluster-scoped object ``name`` of ``model``'s kind; None when there is none."""
-        crd = model.crd
-        api = client.CustomObjectsApi(await self._client())
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                crd.group, crd.version, crd.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return model.model_validate(raw)
+    async def _raw(
+        self, path: str, query: list[tuple[str, str]], limits: aiohttp.ClientTimeout
+    ) -> aiohttp.ClientResponse:
+        api = await self._client()
+        response: aiohttp.ClientResponse = await api.call_api(
+            path,
+            "GET",
+            query_params=query,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+            _preload_content=False,
+            _request_timeout=limits,
+        )
+        return response
 
-    async def get_node_metric(self, name: str) -> NodeMetric | None:
-        """The NodeMetric named after the node; None while koord-manager has not created it."""
-        return await self._get_cluster_object(NodeMetric, name)
+    async def list_raw(
+        self, resource: Resource, field_selector: str | None
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object of ``resource`` matching ``field_selector`` and the list's resourceVersion."""
+        query = [("fieldSelector", field_selector)] if field_selector else []
+        timeout = aiohttp.ClientTimeout(total=_LIST_TIMEOUT_SECONDS)
+        async with await self._raw(resource_path(resource), query, timeout) as response:
+            if response.status != 200:
+                text = await response.text()
+                raise client.ApiException(status=response.status, reason=f"list {resource.plural}: {text}")
+            listed: dict[str, Any] = await response.json()
+        items = [item for item in listed.get("items") or [] if isinstance(item, dict)]
+        return items, str((listed.get("metadata") or {}).get("resourceVersion") or "")
 
-    async def list_node_metrics(self) -> list[NodeMetric]:
-        api = client.CustomObjectsApi(await self._client())
-        listed: dict[str, Any] = await api.list_cluster_custom_object(_NM.group, _NM.version, _NM.plural)
-        return [NodeMetric.model_validate(item) for item in listed.get("items") or []]
+    async def watch_raw(
+        self, resource: Resource, field_selector: str | None, resource_version: str
+    ) -> AsyncIterator[dict[str, Any]]:
+        """Watch events from ``resource_version`` until the server ends the watch (after
+        ``timeoutSeconds``); Gone on HTTP 410."""
+        query = [
+            ("watch", "true"),
+            ("resourceVersion", resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(_WATCH_TIMEOUT_SECONDS)),
+        ]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        # no total timeout: a read silent for longer than the server's own timeout is a dead peer
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=_WATCH_TIMEOUT_SECONDS + 60)
+        async with await self._raw(resource_path(resource), query, timeout) as response:
+            if response.status == 410:
+                raise Gone("HTTP 410")
+            if response.status != 200:
+                text = await response.text()
+                raise client.ApiException(status=response.status, reason=f"watch {resource.plural}: {text}")
+            # Split on newlines by hand: aiohttp's line reader refuses lines over 128 KiB, and a
+            # NodeMetric of a busy node or a large Node is longer.
+            buffer = bytearray()
+            async for chunk in response.content.iter_any():
+                buffer += chunk
+                start = 0
+                while (end := buffer.find(b"\n", start)) >= 0:
+                    line = bytes(buffer[start:end])
+                    start = end + 1
+                    if line.strip():
+                        yield _event(line)
+                del buffer[:start]
+            if bytes(buffer).strip():
+                yield _event(bytes(buffer))
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         """Replace the status subresource (optimistic: a conflict raises ApiException 409)."""
@@ -109,25 +163,6 @@ class KoordletClient:
         body["status"] = status.to_wire()
         name = metric.metadata.name or ""
         await api.replace_cluster_custom_object_status(_NM.group, _NM.version, _NM.plural, name, body)
-
-    async def pods_on_node(self, node_name: str) -> list[PodMeta]:
-        return await self._pods(f"spec.nodeName={node_name}")
-
-    async def all_pods(self) -> list[PodMeta]:
-        """Every bound pod (the simulator looks pods of its load file up by name)."""
-        return await self._pods("spec.nodeName!=")
-
-    async def _pods(self, field_selector: str) -> list[PodMeta]:
-        return [pod_meta(pod) for pod in await self.list_pods(field_selector)]
-
-    async def list_pods(self, field_selector: str) -> list[Pod]:
-        """Pods of every namespace matching a field selector (``spec.nodeName=NODE``)."""
-        core = client.CoreV1Api(await self._client())
-        listed: Any = await core.list_pod_for_all_namespaces(
-            field_selector=field_selector, _preload_content=False
-        )
-        raw: dict[str, Any] = await listed.json()
-        return [Pod.model_validate(item) for item in raw.get("items") or []]
 
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
@@ -141,20 +176,18 @@ class KoordletClient:
         uid: str | None = node.metadata.uid
         return uid
 
-    async def get_node(self, name: str) -> Node | None:
-        """Node ``name`` (its allocatable bounds the Prod prediction; labels, annotations and capacity
-        shape its NodeResourceTopology); None when there is none."""
-        core = client.CoreV1Api(await self._client())
+    async def get_device(self, name: str) -> Device | None:
+        crd = Device.crd
+        api = client.CustomObjectsApi(await self._client())
         try:
-            raw: Any = await core.read_node(name, _preload_content=False)
+            raw: dict[str, Any] = await api.get_cluster_custom_object(
+                crd.group, crd.version, crd.plural, name
+            )
         except client.ApiException as exc:
             if exc.status == 404:
                 return None
             raise
-        return Node.model_validate(await raw.json())
-
-    async def get_device(self, name: str) -> Device | None:
-        return await self._get_cluster_object(Device, name)
+        return Device.model_validate(raw)
 
     async def create_device(self, device: Device) -> None:
         api = client.CustomObjectsApi(await self._client())
@@ -168,9 +201,6 @@ class KoordletClient:
         await api.replace_cluster_custom_object(
             _DEVICE.group, _DEVICE.version, _DEVICE.plural, name, device.to_wire()
         )
-
-    async def get_topology(self, name: str) -> NodeResourceTopology | None:
-        return await self._get_cluster_object(NodeResourceTopology, name)
 
     async def create_topology(self, topology: NodeResourceTopology) -> None:
         api = client.CustomObjectsApi(await self._client())
@@ -208,55 +238,12 @@ class KoordletClient:
         await core.create_namespaced_event(event_namespace, event)
 
 
-def _first_error(exc: ValidationError) -> str:
-    error = exc.errors()[0]
-    return f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}"
-
-
 class QoSClient(KoordletClient):
     """The calls of the QoS manager: NodeSLOs, nodes, full pods, the Eviction API and events.
 
     The chart's koordlet ClusterRole allows them: nodeslos get/list/watch, nodes get, pods list,
     pods/eviction create, events create.
     """
-
-    async def get_node_slo(self, name: str) -> NodeSLO | None:
-        """Raises ValueError naming the field when the NodeSLO does not parse."""
-        crd = NodeSLO.crd
-        api = client.CustomObjectsApi(await self._client())
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                crd.group, crd.version, crd.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        try:
-            return NodeSLO.model_validate(raw)
-        except ValidationError as exc:
-            raise ValueError(f"NodeSLO {name}: {_first_error(exc)}") from exc
-
-    async def list_node_slos(self) -> list[NodeSLO]:
-        crd = NodeSLO.crd
-        api = client.CustomObjectsApi(await self._client())
-        listed: dict[str, Any] = await api.list_cluster_custom_object(crd.group, crd.version, crd.plural)
-        slos = []
-        for item in listed.get("items") or []:
-            try:
-                slos.append(NodeSLO.model_validate(item))
-            except ValidationError as exc:
-                name = (item.get("metadata") or {}).get("name")
-                log.warning("NodeSLO %s skipped: %s", name, _first_error(exc))
-        return slos
-
-    async def full_pods(self, node_name: str | None = None) -> list[Pod]:
-        """The pods bound to ``node_name`` (every bound pod when None)."""
-        core = client.CoreV1Api(await self._client())
-        selector = f"spec.nodeName={node_name}" if node_name else "spec.nodeName!="
-        listed: Any = await core.list_pod_for_all_namespaces(field_selector=selector, _preload_content=False)
-        raw: dict[str, Any] = await listed.json()
-        return [Pod.model_validate(item) for item in raw.get("items") or []]
 
     async def evict(self, namespace: str, name: str) -> None:
         """POST the pod's eviction subresource (policy/v1); ApiException on refusal (429: a PDB)."""

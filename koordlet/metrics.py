@@ -4,7 +4,10 @@
 - ``koordlet_node_metric_node_usage{node,resource,unit}``: ``nodeUsage`` last reported (core, byte);
 - ``koordlet_node_metric_system_usage{node,resource,unit}``: ``systemUsage`` last reported;
 - ``koordlet_pod_eviction_total{node,reason}``: pods evicted by koordlet's QoS (Koordinator's
-  ``koordlet_pod_eviction`` counter; the client library adds ``_total``).
+  ``koordlet_pod_eviction`` counter; the client library adds ``_total``);
+- ``koordlet_kube_api_requests_total{verb,resource}``: requests koordlet sent to the API server, by
+  Kubernetes verb (``list``, ``watch``, ``get``, ``create``, ``update``, ...) and resource
+  (``pods``, ``nodemetrics/status``, ...).
 
 As Koordinator's koordlet does, the usage series are reset before each report is recorded, so a
 node or resource that stops being reported leaves no stale series.
@@ -47,6 +50,15 @@ class KoordletMetrics:
             ["node", "reason"],
             registry=self.registry,
         )
+        self.kube_api_requests = Counter(
+            "koordlet_kube_api_requests",
+            "Requests koordlet sent to the API server, by verb and resource",
+            ["verb", "resource"],
+            registry=self.registry,
+        )
+
+    def api_request(self, verb: str, resource: str) -> None:
+        self.kube_api_requests.labels(verb=verb, resource=resource).inc()
 
     def evicted(self, node: str, reason: str) -> None:
         self.pod_eviction.labels(node=node, reason=reason).inc()

@@ -1,8 +1,9 @@
 """koordlet's QoS manager on a real node: every second, the node's effective NodeSLO, its pods and
 the metric cache drive the cgroup and resctrl writers and the eviction features.
 
-The NodeSLO, the Node and the pods are re-read every ``refresh_seconds`` (koordlet keeps running on
-the defaults, every feature off, while there is no NodeSLO). A malformed QoS annotation is reported
+The NodeSLO, the Node and the pods come from koordlet's watched states, read every round (koordlet
+keeps running on the defaults, every feature off, while there is no NodeSLO; a NodeSLO that does not
+parse leaves the last good one in the states). A malformed QoS annotation is reported
 as a Warning event on its pod, once per pod and problem, and the pod gets its class's settings.
 """
 
@@ -18,7 +19,7 @@ from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
 from apis.koordlet_features import KoordletFeatureGates
-from apis.slo.nodeslo import NodeSLO, NodeSLOSpec
+from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
@@ -26,6 +27,8 @@ from koordlet.qos.evictor import EvictionAPI, Evictor
 from koordlet.qos.node_qos import NodeQoS
 from koordlet.qos.pods import qos_pod
 from koordlet.qos.slo import effective_spec
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 __all__ = ["EVENT_INVALID_ANNOTATION", "QoSAPI", "QoSManager"]
 
@@ -35,13 +38,7 @@ EVENT_INVALID_ANNOTATION = "InvalidQoSAnnotation"
 
 
 class QoSAPI(EvictionAPI, Protocol):
-    """What the manager reads (``koordlet.client.QoSClient`` in koordlet)."""
-
-    async def get_node_slo(self, name: str) -> NodeSLO | None: ...
-
-    async def get_node(self, name: str) -> Node | None: ...
-
-    async def full_pods(self, node_name: str | None = None) -> list[Pod]: ...
+    """What the manager writes (``koordlet.client.QoSClient`` in koordlet): evictions and events."""
 
 
 class QoSManager:
@@ -52,7 +49,6 @@ class QoSManager:
         cache: MetricCache,
         gates: KoordletFeatureGates,
         interval_seconds: float = 1.0,
-        refresh_seconds: float = 5.0,
         metrics: KoordletMetrics | None = None,
     ) -> None:
         self.metrics = metrics
@@ -61,45 +57,27 @@ class QoSManager:
         self.cache = cache
         self.gates = gates
         self.interval = interval_seconds
-        self.refresh_seconds = refresh_seconds
         self.planner = EvictionPlanner(gates)
         self.spec: NodeSLOSpec = effective_spec(None)
         self.node: Node | None = None
         self.pods: list[Pod] = []
-        self._refreshed = float("-inf")
         self._reported: set[tuple[str, str]] = set()
         self._slo_seen: bool | None = None
-        self._slo: NodeSLO | None = None
-        self._slo_error = ""
 
-    async def refresh(self, api: QoSAPI, now: float) -> None:
-        if now - self._refreshed < self.refresh_seconds:
-            return
-        try:
-            slo = await api.get_node_slo(self.node_name)
-        except ValueError as exc:
-            if str(exc) != self._slo_error:
-                self._slo_error = str(exc)
-                log.warning("%s: keeping the last good NodeSLO", exc)
-            slo = self._slo
-        else:
-            self._slo_error = ""
-        self._slo = slo
+    def refresh(self, states: States) -> None:
+        slo = states.node_slo(self.node_name)
         if (slo is not None) != self._slo_seen:
             self._slo_seen = slo is not None
             log.info(
                 "NodeSLO %s %s", self.node_name, "found" if slo else "not found: running on the defaults"
             )
         self.spec = effective_spec(slo.spec if slo else None)
-        self.node = await api.get_node(self.node_name)
-        self.pods = [
-            p for p in await api.full_pods(self.node_name) if p.status.phase not in ("Succeeded", "Failed")
-        ]
-        self._refreshed = now
+        self.node = states.node(self.node_name)
+        self.pods = [p for p in states.pods(self.node_name) if p.status.phase not in ("Succeeded", "Failed")]
 
-    async def round(self, api: QoSAPI, evictor: Evictor) -> None:
+    async def round(self, states: States, evictor: Evictor) -> None:
         now = time.time()
-        await self.refresh(api, now)
+        self.refresh(states)
         pods = [qos_pod(p) for p in self.pods]
         if self.node_qos is not None:
             report = self.node_qos.reconcile(self.spec, pods, self.cache, now)
@@ -128,11 +106,12 @@ class QoSManager:
         if decisions:
             await execute(self.planner, evictor, self.node_name, decisions, now)
 
-    async def run(self, api: QoSAPI) -> None:
+    async def run(self, api: QoSAPI, states: States) -> None:
         evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.NODE_SLO)
         while True:
             try:
-                await self.round(api, evictor)
+                await self.round(states, evictor)
             except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("QoS round failed, retrying: %s", exc)
             await asyncio.sleep(self.interval)

@@ -1,5 +1,5 @@
 """Eviction on simulated nodes (``koordlet --simulate``): the load file's usage stands in for the
-metric cache, the node's NodeSLO and pods come from the API server, and victims are evicted through
+metric cache, the node's NodeSLO and pods come from koordlet's watched states, and victims are evicted through
 the Eviction API exactly as on a real node.
 
 A pod of the load file that is no longer bound to the node (evicted, deleted) stops counting: its
@@ -20,9 +20,8 @@ from typing import Protocol
 import aiohttp
 from kubernetes_asyncio import client
 
-from apis.core import Node, Pod
+from apis.core import Pod
 from apis.koordlet_features import KoordletFeatureGates
-from apis.slo.nodeslo import NodeSLO
 from koordlet.collectors import series
 from koordlet.metric_cache import Aggregate, MetricSource, SeriesKey
 from koordlet.metrics import KoordletMetrics
@@ -34,6 +33,8 @@ from koordlet.qos.slo import effective_spec
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.source import pod_key
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 __all__ = ["SimulatedQoS", "SimulationAPI"]
 
@@ -41,13 +42,7 @@ log = logging.getLogger("koordlet.qos")
 
 
 class SimulationAPI(EvictionAPI, Protocol):
-    """What the simulated QoS reads (``koordlet.client.QoSClient`` in koordlet)."""
-
-    async def list_node_slos(self) -> list[NodeSLO]: ...
-
-    async def get_node(self, name: str) -> Node | None: ...
-
-    async def full_pods(self, node_name: str | None = None) -> list[Pod]: ...
+    """What the simulated QoS writes (``koordlet.client.QoSClient`` in koordlet)."""
 
 
 _NODE_SERIES = {
@@ -119,14 +114,14 @@ class SimulatedQoS:
         self.planner = EvictionPlanner(gates)
         self.evictor: Evictor | None = None
 
-    async def round(self, api: SimulationAPI) -> int:
+    async def round(self, api: SimulationAPI, states: States) -> int:
         if self.evictor is None:
             self.evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)
         if not (self.gates.be_memory_evict or self.gates.be_cpu_evict):
             return 0
         now = time.time()
         targets = []
-        for slo in await api.list_node_slos():
+        for slo in states.node_slos():
             name = slo.metadata.name or ""
             load = self.load.for_node(name)
             spec = effective_spec(slo.spec)
@@ -136,17 +131,12 @@ class SimulatedQoS:
             targets.append((name, load, spec))
         if not targets:
             return 0
-        by_node: dict[str, list[Pod]] = {}
-        for pod in await api.full_pods():
-            if pod.status.phase in ("Succeeded", "Failed"):
-                continue
-            by_node.setdefault(pod.spec.node_name or "", []).append(pod)
         total = 0
         for name, load, spec in targets:
-            node = await api.get_node(name)
+            node = states.node(name)
             if node is None:
                 continue
-            pods = by_node.get(name, [])
+            pods = [p for p in states.pods(name) if p.status.phase not in ("Succeeded", "Failed")]
             present = {
                 pod_key(p.metadata.namespace or "", p.metadata.name or "")
                 for p in pods
@@ -179,10 +169,11 @@ class SimulatedQoS:
                 total += await execute(self.planner, self.evictor, name, decisions, now)
         return total
 
-    async def run(self, api: SimulationAPI) -> None:
+    async def run(self, api: SimulationAPI, states: States) -> None:
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.NODE_SLO)
         while True:
             try:
-                await self.round(api)
+                await self.round(api, states)
             except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("simulated QoS round failed, retrying: %s", exc)
             await asyncio.sleep(self.interval)

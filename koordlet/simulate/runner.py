@@ -1,8 +1,9 @@
 """Report NodeMetric status for every node the load file describes, from one process.
 
-Each round lists the NodeMetrics (koord-manager creates one per node), computes the status of each
-node with a load from its :class:`~koordlet.simulate.source.LoadSource` with the same reporter a
-real koordlet uses, and writes the status subresources concurrently.
+Each round reads the NodeMetrics (koord-manager creates one per node), the nodes and the bound pods
+from koordlet's watched states (:class:`~koordlet.states.node_states.ClusterStates`), computes the
+status of each node with a load from its :class:`~koordlet.simulate.source.LoadSource` with the
+same reporter a real koordlet uses, and writes the status subresources concurrently.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from apis.slo.nodemetric import NodeMetric
-from koordlet.client import KoordletClient
+from koordlet.client import KoordletClient, pod_meta
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
@@ -24,6 +25,8 @@ from koordlet.prediction import with_prediction
 from koordlet.reporter import PodMeta, build_status, memory_series
 from koordlet.simulate.model import LoadFile, NodeLoad
 from koordlet.simulate.source import LoadSource, pod_key
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 __all__ = ["Simulation"]
 
@@ -68,11 +71,11 @@ class Simulation:
             )
         return metas
 
-    async def report_once(self, api: KoordletClient) -> float:
+    async def report_once(self, api: KoordletClient, states: States) -> float:
         """One round over every NodeMetric; returns the seconds until the next round."""
         now = time.time()
         targets: list[tuple[NodeMetric, NodeLoad]] = []
-        for metric in await api.list_node_metrics():
+        for metric in states.node_metrics():
             load = self.load.for_node(metric.metadata.name or "")
             if load is None:
                 continue
@@ -82,7 +85,7 @@ class Simulation:
             targets.append((metric, load))
         # Every round: the pods' classes fill what the file leaves out, their requests feed the
         # Prod prediction of their node.
-        bound = await api.all_pods() if targets else []
+        bound = [pod_meta(pod) for pod in states.pods()] if targets else []
         known = {pod_key(pod.namespace, pod.name): pod for pod in bound}
         on_node: dict[str, list[PodMeta]] = {}
         for pod in bound:
@@ -100,8 +103,7 @@ class Simulation:
             status = build_status(source, policy, self.pods_of(load, now, source, known), now)
             if status is None:
                 return
-            async with semaphore:
-                node = await api.get_node(name)
+            node = states.node(name)
             longest = max([policy.aggregate_duration_seconds, *(seconds for _, seconds in policy.windows)])
             status = with_prediction(
                 status,
@@ -124,10 +126,11 @@ class Simulation:
         await asyncio.gather(*(report(metric, load) for metric, load in targets))
         return min(intervals) if intervals else (self._override() or 60.0)
 
-    async def run(self, api: KoordletClient) -> None:
+    async def run(self, api: KoordletClient, states: States) -> None:
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.NODE_METRIC)
         while True:
             try:
-                delay = await self.report_once(api)
+                delay = await self.report_once(api, states)
             except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError) as exc:
                 log.warning("simulated report failed, retrying: %s", exc)
                 delay = self._override() or 5.0

@@ -1,9 +1,10 @@
 """Write the NodeResourceTopology of every node the load file gives a ``topology``, from one process.
 
-Each round reads the nodes (for their labels, annotations and UID) and every bound pod once, and
-writes each node's NRT as a real koordlet would from that host: zones, annotations, pools (the
-pods' resource-status cpusets included) and the kubelet's topology policy. KWOK nodes have no
-cgroups, so no cpuset is applied.
+Each round reads the nodes (for their labels, annotations and UID), every bound pod and the NRTs
+from koordlet's watched states (a round runs when a node or pod changes, and at least every
+``interval``), and writes each node's NRT as a real koordlet would from that host: zones,
+annotations, pools (the pods' resource-status cpusets included) and the kubelet's topology policy.
+KWOK nodes have no cgroups, so no cpuset is applied.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import asyncio
 import logging
 from collections import defaultdict
 
-from apis.core import Pod
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.topology_spec import NodeTopologySpec
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 from koordlet.topology.host import HostTopology
 from koordlet.topology.reporter import (
     DEFAULT_INTERVAL_SECONDS,
@@ -37,8 +39,8 @@ class TopologySimulation:
         self.complaints: dict[str, Complaints] = defaultdict(Complaints)
         self._hosts: dict[str, HostTopology] = {}
 
-    async def _report(self, api: TopologyAPI, name: str, spec: NodeTopologySpec, pods: list[Pod]) -> None:
-        node = await api.get_node(name)
+    async def _report(self, api: TopologyAPI, states: States, name: str, spec: NodeTopologySpec) -> None:
+        node = states.node(name)
         if node is None:
             return  # not (yet) a node of this cluster
         host = self._hosts.get(name) or self._hosts.setdefault(name, spec.host())
@@ -47,24 +49,22 @@ class TopologySimulation:
             api,
             node,
             host,
-            pods,
+            states.pods(name),
             self.complaints[name],
+            existing=states.topology(name),
             cpu_manager=kubelet.cpu_manager(host.cpus),
             topology_policy=kubelet.nrt_topology_policy(),
         )
 
-    async def report_once(self, api: TopologyAPI) -> None:
-        by_node: dict[str, list[Pod]] = defaultdict(list)
-        for pod in await api.list_pods("spec.nodeName!="):
-            by_node[pod.spec.node_name or ""].append(pod)
-        await asyncio.gather(
-            *(self._report(api, name, spec, by_node.get(name, [])) for name, spec in self.specs.items())
-        )
+    async def report_once(self, api: TopologyAPI, states: States) -> None:
+        await asyncio.gather(*(self._report(api, states, name, spec) for name, spec in self.specs.items()))
 
-    async def run(self, api: TopologyAPI) -> None:
+    async def run(self, api: TopologyAPI, states: States) -> None:
+        changes = states.subscribe(Kind.NODE, Kind.POD)
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.TOPOLOGY)
         while True:
             try:
-                await self.report_once(api)
+                await self.report_once(api, states)
             except RETRYABLE as exc:
                 log.warning("simulated topology report failed, retrying: %s", exc)
-            await asyncio.sleep(self.interval_seconds)
+            await changes.wait(self.interval_seconds)

@@ -1,15 +1,15 @@
 """Write the node's NodeResourceTopology: created when missing, updated when koordlet's part changed.
 
-:class:`HostTopologyReporter` reports this host every ``interval`` (Koordinator's
-``NodeTopologySyncInterval``, 3 s) and then applies the cpusets the object it wrote implies, so a
-pod's new resource-status or a changed pool reaches the cgroups within one round. A read that fails
+:class:`HostTopologyReporter` reports this host when its Node or pods change (koordlet's watched
+states) and at least every ``interval`` (Koordinator's ``NodeTopologySyncInterval``, 3 s, for what
+only the host's files say), then applies the cpusets the object it wrote implies, so a pod's new
+resource-status or a changed pool reaches the cgroups at once. A read that fails
 (sysfs, the kubelet's files, a malformed node annotation) is logged once, until it reads again, and
 that part or round is skipped; the loop never stops for it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from pathlib import Path
 from typing import Protocol
@@ -22,6 +22,8 @@ from apis.errors import InvalidAnnotation
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, KubeletCPUManagerPolicy
 from apis.topology import NodeResourceTopology
 from koordlet.fs import HostFS
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 from koordlet.topology.cpuset_apply import CPUSetApplier
 from koordlet.topology.cpuset_rule import CPUSetRule
 from koordlet.topology.host import HostTopology, read_host_topology
@@ -50,11 +52,9 @@ RETRYABLE = (TimeoutError, client.ApiException, aiohttp.ClientError, OSError)
 
 
 class TopologyAPI(Protocol):
-    """The calls topology reporting makes (:class:`koordlet.client.KoordletClient` has them)."""
+    """The writes topology reporting makes (:class:`koordlet.client.KoordletClient` has them); it
+    reads the Node, the pods and the NRT from koordlet's watched states."""
 
-    async def get_node(self, name: str) -> Node | None: ...
-    async def list_pods(self, field_selector: str) -> list[Pod]: ...
-    async def get_topology(self, name: str) -> NodeResourceTopology | None: ...
     async def create_topology(self, topology: NodeResourceTopology) -> None: ...
     async def update_topology(self, topology: NodeResourceTopology) -> None: ...
     async def record_event(
@@ -120,12 +120,11 @@ class OnceLog:
 
 
 async def write_topology(
-    api: TopologyAPI, node: Node, status: TopologyStatus
+    api: TopologyAPI, node: Node, status: TopologyStatus, existing: NodeResourceTopology | None
 ) -> tuple[NodeResourceTopology | None, bool]:
-    """Create or update the node's NRT; returns the object as koordlet left it (None when a
-    concurrent write won: next round) and whether something was written."""
-    name = node.metadata.name or ""
-    existing = await api.get_topology(name)
+    """Create or update the node's NRT (``existing``: the watched one); returns the object as
+    koordlet left it (None when a concurrent write won: next round) and whether something was
+    written."""
     if existing is None:
         desired = merge_topology(new_topology(node), status) or new_topology(node)
         try:
@@ -154,6 +153,7 @@ async def report_node(
     pods: list[Pod],
     complaints: Complaints,
     *,
+    existing: NodeResourceTopology | None,
     cpu_manager: KubeletCPUManagerPolicy | None,
     topology_policy: str,
     kubelet_state: dict[str, frozenset[int]] | None = None,
@@ -176,7 +176,7 @@ async def report_node(
         await complaints.node(api, node, str(exc))
         return None
     await complaints.pods(api, bad, pods)
-    topology, written = await write_topology(api, node, status)
+    topology, written = await write_topology(api, node, status, existing)
     if written:
         log.info("NodeResourceTopology %s written", node.metadata.name)
     return topology
@@ -229,8 +229,8 @@ class HostTopologyReporter:
         self.problems.ok(str(path))
         return state
 
-    async def report_once(self, api: TopologyAPI) -> NodeResourceTopology | None:
-        node = await api.get_node(self.node_name)
+    async def report_once(self, api: TopologyAPI, states: States) -> NodeResourceTopology | None:
+        node = states.node(self.node_name)
         if node is None:
             self.problems.problem(
                 f"node {self.node_name}", "not found: its NodeResourceTopology is not written"
@@ -252,13 +252,14 @@ class HostTopologyReporter:
             policy = kubelet.nrt_topology_policy()
             if kubelet.cpu_manager_policy == KUBELET_CPU_MANAGER_POLICY_STATIC:
                 state = self._kubelet_state()
-        pods = await api.list_pods(f"spec.nodeName={self.node_name}")
+        pods = states.pods(self.node_name)
         topology = await report_node(
             api,
             node,
             host,
             pods,
             self.complaints,
+            existing=states.topology(self.node_name),
             cpu_manager=cpu_manager,
             topology_policy=policy,
             kubelet_state=state,
@@ -273,10 +274,12 @@ class HostTopologyReporter:
                 self.applier.apply(pods, rule)
         return topology
 
-    async def run(self, api: TopologyAPI) -> None:
+    async def run(self, api: TopologyAPI, states: States) -> None:
+        changes = states.subscribe(Kind.NODE, Kind.POD)
+        await states.wait_synced(Kind.NODE, Kind.POD, Kind.TOPOLOGY)
         while True:
             try:
-                await self.report_once(api)
+                await self.report_once(api, states)
             except RETRYABLE as exc:
                 log.warning("node topology report failed, retrying next round: %s", exc)
-            await asyncio.sleep(self.interval_seconds)
+            await changes.wait(self.interval_seconds)

@@ -34,7 +34,7 @@ async def test_the_walkthrough_prints_what_koordlet_computes() -> None:
         Node.model_validate({"metadata": {"name": name, "uid": f"uid-{name}"}}) for name in load.topologies()
     ]
     api = FakeTopologyAPI(nodes, [pod])
-    await TopologySimulation(load, 1.0).report_once(api)
+    await TopologySimulation(load, 1.0).report_once(api, api.states())
     gpu0 = api.topologies["gpu-0"].metadata.annotations or {}
     assert gpu0["node.koordinator.sh/cpu-shared-pools"] == _printed_after("cpu-shared-pools}'")
     assert gpu0["kubelet.koordinator.sh/cpu-manager-policy"] == _printed_after("cpu-manager-policy}'")

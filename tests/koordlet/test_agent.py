@@ -1,5 +1,5 @@
-"""The agent's report round: the NodeMetric's policy, the node's pods from the API server, the status
-written; a missing NodeMetric is waited for, a write conflict retried next round."""
+"""The agent's report round: the NodeMetric's policy and the node's pods from the watched states, the
+status written; a missing NodeMetric is waited for, a write conflict retried next round."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from kubernetes_asyncio import client
 
-from apis.core import Node
 from apis.meta import ObjectMeta
 from apis.slo.nodemetric import (
     AggregatePolicy,
@@ -21,29 +20,35 @@ from apis.slo.nodemetric import (
 from koordlet.agent import Agent
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
-from koordlet.reporter import PodMeta
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 from tests.koordlet.fake_host import FakeHost
+from tests.koordlet.qos.podfactory import pod
 
 UID = "7712555c-ce62-454a-9e18-9ff0217b8941"
 GI = 1 << 30
 
 
+def _states(metric: NodeMetric | None) -> States:
+    """The node's watched states: its NodeMetric, one LS pod on it, one on another node; no Node
+    (so no Prod prediction: tests/koordlet/test_prediction.py has it)."""
+    states = States()
+    states.replace(Kind.NODE_METRIC, [metric] if metric else [])
+    states.replace(
+        Kind.POD,
+        [
+            pod("web-0", qos="LS", uid=UID, node="n1", priority=9500, namespace="shop"),
+            pod("elsewhere", qos="LS", node="n2"),
+        ],
+    )
+    states.replace(Kind.NODE, [])
+    return states
+
+
 class FakeClient:
-    def __init__(self, metric: NodeMetric | None, conflict: bool = False) -> None:
-        self.metric = metric
+    def __init__(self, conflict: bool = False) -> None:
         self.conflict = conflict
         self.written: list[NodeMetricStatus] = []
-        self.pod_queries: list[str] = []
-
-    async def get_node_metric(self, name: str) -> NodeMetric | None:
-        return self.metric
-
-    async def pods_on_node(self, node_name: str) -> list[PodMeta]:
-        self.pod_queries.append(node_name)
-        return [PodMeta(uid=UID, name="web-0", namespace="shop", priority="koord-prod", qos="LS")]
-
-    async def get_node(self, name: str) -> Node | None:
-        return None  # no node: no Prod prediction (tests/koordlet/test_prediction.py has it)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         if self.conflict:
@@ -72,9 +77,8 @@ async def test_a_round_writes_the_status_on_the_node_metrics_policy(
 ) -> None:
     agent = _agent(tmp_path)
     monkeypatch.setattr("koordlet.agent.time.time", lambda: 102.0)
-    fake = FakeClient(_metric())
-    assert await agent.report_once(fake) == 45  # type: ignore[arg-type]
-    assert fake.pod_queries == ["n1"]
+    fake = FakeClient()
+    assert await agent.report_once(fake, _states(_metric())) == 45  # type: ignore[arg-type]
     [status] = fake.written
     wire = status.to_wire()
     assert [w["duration"] for w in wire["nodeMetric"]["aggregatedNodeUsages"]] == ["1m"]
@@ -95,10 +99,11 @@ async def test_a_missing_node_metric_is_waited_for_and_logged_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = _agent(tmp_path)
-    fake = FakeClient(None)
+    fake = FakeClient()
+    states = _states(None)
     with caplog.at_level(logging.WARNING, logger="koordlet"):
-        assert await agent.report_once(fake) == 60  # type: ignore[arg-type]
-        assert await agent.report_once(fake) == 60  # type: ignore[arg-type]
+        assert await agent.report_once(fake, states) == 60  # type: ignore[arg-type]
+        assert await agent.report_once(fake, states) == 60  # type: ignore[arg-type]
     assert fake.written == []
     assert len([r for r in caplog.records if "NodeMetric n1 not found" in r.getMessage()]) == 1
 
@@ -108,4 +113,5 @@ async def test_a_write_conflict_is_left_for_the_next_round(
 ) -> None:
     agent = _agent(tmp_path)
     monkeypatch.setattr("koordlet.agent.time.time", lambda: 102.0)
-    assert await agent.report_once(FakeClient(_metric(), conflict=True)) == 45  # type: ignore[arg-type]
+    fake = FakeClient(conflict=True)
+    assert await agent.report_once(fake, _states(_metric())) == 45  # type: ignore[arg-type]

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-from apis.core import Node
+from apis.core import Node, Pod
 from apis.meta import ObjectMeta
 from apis.quantity import Quantity
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
@@ -17,6 +16,8 @@ from koordlet.prediction import node_allocatable, predict
 from koordlet.reporter import PodMeta
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.runner import Simulation
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 GI = 1024**3
 
@@ -94,21 +95,30 @@ def test_raw_allocatable_wins_over_the_status() -> None:
     assert node_allocatable(node)["cpu"] == Quantity.parse("6")
 
 
+def _prod_pod(name: str, node: str, cpu: str, memory: str) -> Pod:
+    return Pod.model_validate(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "nodeName": node,
+                "priority": 9500,  # koord-prod
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+            },
+            "status": {"phase": "Running"},
+        }
+    )
+
+
 class FakeClient:
-    def __init__(self, pods: list[PodMeta]) -> None:
-        self.pods = pods
+    """The cluster's watched states (n1's NodeMetric and Node, the bound pods); the status writes."""
+
+    def __init__(self, pods: list[Pod]) -> None:
+        self.states = States()
+        self.states.replace(Kind.NODE_METRIC, [NodeMetric(metadata=ObjectMeta(name="n1"))])
+        node = {"metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
+        self.states.replace(Kind.NODE, [Node.model_validate(node)])
+        self.states.replace(Kind.POD, pods)
         self.written: dict[str, NodeMetricStatus] = {}
-
-    async def list_node_metrics(self) -> list[NodeMetric]:
-        return [NodeMetric(metadata=ObjectMeta(name="n1"))]
-
-    async def all_pods(self) -> list[PodMeta]:
-        return self.pods
-
-    async def get_node(self, name: str) -> Node | None:
-        return Node.model_validate(
-            {"metadata": {"name": name}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
-        )
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         self.written[metric.metadata.name or ""] = status
@@ -127,12 +137,12 @@ async def test_simulation_reports_the_prediction_for_the_pods_bound_to_the_node(
         }
     )
     pods = [
-        _meta("uid-web", "koord-prod", "4", "8Gi", node="n1"),
-        _meta("uid-x", "koord-prod", "8", "8Gi", node="n2"),  # another node's pod
+        _prod_pod("web", "n1", "4", "8Gi"),  # the load file names it; its series is default/web
+        _prod_pod("x", "n2", "8", "8Gi"),  # another node's pod
     ]
-    pods[0] = replace(pods[0], name="web")  # the load file names it; its series is default/web
     fake = FakeClient(pods)
-    await Simulation(KoordletConfig(simulate=Path("x")), load, KoordletMetrics()).report_once(fake)  # type: ignore[arg-type]
+    simulation = Simulation(KoordletConfig(simulate=Path("x")), load, KoordletMetrics())
+    await simulation.report_once(fake, fake.states)  # type: ignore[arg-type]
     wire = fake.written["n1"].to_wire()
     # system = node - pods = 2 cores / 6Gi; peak = (2 + 1) x 1.1 = 3.3 cores, (6 + 4) x 1.1 = 11Gi
     assert wire["prodPeakMetric"] == {"resource": {"resources": {"cpu": "3300m", "memory": "11Gi"}}}

@@ -8,16 +8,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from apis.core import Node
+from apis.core import Pod
 from apis.meta import ObjectMeta
 from apis.slo.nodemetric import NodeMetric, NodeMetricCollectPolicy, NodeMetricSpec, NodeMetricStatus
 from koordlet.collectors import series
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
-from koordlet.reporter import PodMeta
 from koordlet.simulate.model import LoadFile, load_file
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.source import LoadSource
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
+from tests.koordlet.qos.podfactory import pod
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "koordlet" / "load.yaml"
 GI = 1 << 30
@@ -89,19 +91,15 @@ def test_limited_history_makes_long_windows_cold() -> None:
 
 
 class FakeClient:
-    def __init__(self, metrics: list[NodeMetric], pods: list[PodMeta]) -> None:
-        self.metrics = metrics
-        self.pods = pods
+    """The NodeMetrics and bound pods as the cluster's watched states have them (no Node: no Prod
+    prediction, tests/koordlet/test_prediction.py has it); the status writes."""
+
+    def __init__(self, metrics: list[NodeMetric], pods: list[Pod]) -> None:
+        self.states = States()
+        self.states.replace(Kind.NODE_METRIC, metrics)
+        self.states.replace(Kind.POD, pods)
+        self.states.replace(Kind.NODE, [])
         self.written: dict[str, NodeMetricStatus] = {}
-
-    async def list_node_metrics(self) -> list[NodeMetric]:
-        return self.metrics
-
-    async def all_pods(self) -> list[PodMeta]:
-        return self.pods
-
-    async def get_node(self, name: str) -> Node | None:
-        return None  # no node: no Prod prediction (tests/koordlet/test_prediction.py has it)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         self.written[metric.metadata.name or ""] = status
@@ -130,11 +128,11 @@ async def test_a_round_reports_every_described_node() -> None:
     )
     fake = FakeClient(
         [_metric("hot", 45), _metric("gone"), _metric("other")],
-        [PodMeta(uid="u", name="web", namespace="default", priority="koord-prod", qos="LS")],
+        [pod("web", qos="LS", priority=9500, node="hot")],
     )
     metrics = KoordletMetrics()
     simulation = Simulation(KoordletConfig(simulate=Path("load.yaml")), load, metrics)
-    delay = await simulation.report_once(fake)  # type: ignore[arg-type]
+    delay = await simulation.report_once(fake, fake.states)  # type: ignore[arg-type]
     assert delay == 45  # the shortest interval of the NodeMetrics reported
     assert sorted(fake.written) == ["hot", "other"]
     hot = fake.written["hot"].to_wire()
@@ -163,6 +161,6 @@ async def test_the_flag_overrides_the_report_interval() -> None:
     simulation = Simulation(
         KoordletConfig(simulate=Path("x"), report_interval_seconds=2), load, KoordletMetrics()
     )
-    assert await simulation.report_once(fake) == 2  # type: ignore[arg-type]
+    assert await simulation.report_once(fake, fake.states) == 2  # type: ignore[arg-type]
     simulation = Simulation(KoordletConfig(simulate=Path("x")), load, KoordletMetrics())
-    assert await simulation.report_once(fake) == 5  # type: ignore[arg-type]
+    assert await simulation.report_once(fake, fake.states) == 5  # type: ignore[arg-type]

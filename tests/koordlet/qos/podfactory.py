@@ -16,6 +16,7 @@ def pod(
     annotations: dict[str, str] | None = None,
     uid: str | None = None,
     node: str = "node-a",
+    namespace: str = "default",
 ) -> Pod:
     labels = {"koordinator.sh/qosClass": qos} if qos else {}
     requests: dict[str, Any] = {"kubernetes.io/batch-cpu": str(batch_cpu)} if batch_cpu is not None else {}
@@ -23,7 +24,7 @@ def pod(
         {
             "metadata": {
                 "name": name,
-                "namespace": "default",
+                "namespace": namespace,
                 "uid": uid or f"uid-{name}",
                 "labels": labels,
                 "annotations": annotations or {},

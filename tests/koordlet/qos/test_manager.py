@@ -1,5 +1,5 @@
-"""The QoS manager's round on a node: NodeSLO (or none), pods and the metric cache in; cgroup
-writes, evictions and events out."""
+"""The QoS manager's round on a node: NodeSLO (or none), pods (koordlet's watched states) and the
+metric cache in; cgroup writes, evictions and events out."""
 
 from __future__ import annotations
 
@@ -18,8 +18,12 @@ from koordlet.metric_cache import MetricCache
 from koordlet.qos.evictor import Evictor
 from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
+from koordlet.states.informer import Informer
+from koordlet.states.resources import RESOURCES, Kind
+from koordlet.states.store import States
 from tests.koordlet.qos.cgroupfs import CgroupTree
 from tests.koordlet.qos.podfactory import node, pod
+from tests.koordlet.states.fake_api import FakeListWatch, event, named
 
 GI = 1 << 30
 
@@ -32,14 +36,12 @@ class FakeAPI:
     evicted: list[str] = field(default_factory=list)
     events: list[tuple[str, str, str]] = field(default_factory=list)
 
-    async def get_node_slo(self, name: str) -> NodeSLO | None:
-        return self.slo
-
-    async def get_node(self, name: str) -> Node | None:
-        return self.node
-
-    async def full_pods(self, node_name: str | None = None) -> list[Pod]:
-        return self.pods
+    def states(self) -> States:
+        states = States()
+        states.replace(Kind.NODE_SLO, [self.slo] if self.slo else [])
+        states.replace(Kind.NODE, [self.node])
+        states.replace(Kind.POD, self.pods)
+        return states
 
     async def evict(self, namespace: str, name: str) -> None:
         self.evicted.append(name)
@@ -73,7 +75,7 @@ def _setup(tmp_path: Path, slo: dict[str, Any] | None) -> tuple[CgroupTree, Fake
 
 def test_without_a_node_slo_nothing_is_enforced(tmp_path: Path) -> None:
     tree, api, manager = _setup(tmp_path, None)
-    asyncio.run(manager.round(api, Evictor(api)))
+    asyncio.run(manager.round(api.states(), Evictor(api)))
     assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "0"
     assert api.evicted == []
 
@@ -88,8 +90,9 @@ def test_a_round_writes_cgroups_evicts_and_reports_a_bad_annotation_once(tmp_pat
     }
     tree, api, manager = _setup(tmp_path, slo)
     evictor = Evictor(api)
-    asyncio.run(manager.round(api, evictor))
-    asyncio.run(manager.round(api, evictor))
+    states = api.states()
+    asyncio.run(manager.round(states, evictor))
+    asyncio.run(manager.round(states, evictor))
     assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "-1"
     assert tree.read("kubepods/burstable/poduid-ls", "cpu.bvt_warp_ns") == "2"
     assert api.evicted == ["be"]
@@ -100,26 +103,26 @@ def test_a_round_writes_cgroups_evicts_and_reports_a_bad_annotation_once(tmp_pat
     assert [e[1] for e in api.events if e[0] == "be"] == ["evictPodSuccess"]
 
 
-@dataclass
-class BrokenSLOAPI(FakeAPI):
-    broken: bool = False
-
-    async def get_node_slo(self, name: str) -> NodeSLO | None:
-        if self.broken:
-            raise ValueError(
-                "NodeSLO node-a: spec.resourceQOSStrategy.beClass: Input should be a valid dictionary"
-            )
-        return await super().get_node_slo(name)
-
-
 def test_a_node_slo_that_does_not_parse_keeps_the_last_good_one(tmp_path: Path, caplog: Any) -> None:
+    """The NodeSLO informer keeps the last good NodeSLO when an edit does not validate, so the
+    manager goes on enforcing it."""
     slo = {"resourceQOSStrategy": {"beClass": {"cpuQOS": {"enable": True}}}}
-    tree, good, manager = _setup(tmp_path, slo)
-    api = BrokenSLOAPI(good.slo, good.pods)
-    evictor = Evictor(api)
-    asyncio.run(manager.round(api, evictor))
-    api.broken = True
-    manager.refresh_seconds = 0
-    asyncio.run(manager.round(api, evictor))
+    tree, api, manager = _setup(tmp_path, slo)
+    states = api.states()
+    good = named("node-a", "11", spec=slo)
+    bad = named("node-a", "12", spec={"resourceQOSStrategy": {"beClass": "not a dictionary"}})
+    server = FakeListWatch([good])
+    server.watch_scripts = [[event("MODIFIED", bad)]]
+    informer = Informer(server, RESOURCES[Kind.NODE_SLO], states, field_selector="metadata.name=node-a")
+
+    async def scenario() -> None:
+        task = asyncio.create_task(informer.run())
+        await server.wait_watches(2)  # the bad event applied, the watch resumed
+        task.cancel()
+        await manager.round(states, Evictor(api))
+
+    asyncio.run(scenario())
     assert tree.read("kubepods/besteffort/poduid-be", "cpu.bvt_warp_ns") == "-1"
-    assert "keeping the last good NodeSLO" in caplog.text
+    assert (
+        "NodeSLO node-a does not validate, keeping the last good one: spec.resourceQOSStrategy" in caplog.text
+    )

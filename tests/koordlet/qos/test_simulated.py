@@ -16,6 +16,8 @@ from koordlet.metrics import KoordletMetrics
 from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.runner import Simulation
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 from tests.koordlet.qos.podfactory import node, pod
 
 
@@ -27,17 +29,18 @@ class FakeCluster:
     evicted: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
 
-    async def list_node_slos(self) -> list[NodeSLO]:
-        return [NodeSLO.model_validate({"metadata": {"name": "node-a"}, "spec": self.slo})]
+    states: States = field(default_factory=States)
 
-    async def get_node(self, name: str) -> Node | None:
-        return self.node
-
-    async def full_pods(self, node_name: str | None = None) -> list[Pod]:
-        return [p for p in self.pods if p.metadata.name not in self.evicted]
+    def __post_init__(self) -> None:
+        self.states.replace(
+            Kind.NODE_SLO, [NodeSLO.model_validate({"metadata": {"name": "node-a"}, "spec": self.slo})]
+        )
+        self.states.replace(Kind.NODE, [self.node])
+        self.states.replace(Kind.POD, self.pods)
 
     async def evict(self, namespace: str, name: str) -> None:
         self.evicted.append(name)
+        self.states.delete(Kind.POD, f"{namespace}/{name}")  # what the pod watch then delivers
 
     async def pod_event(self, pod: Pod, reason: str, message: str, event_type: str, host: str) -> None:
         self.events.append(message)
@@ -67,7 +70,7 @@ def test_memory_eviction_from_the_load_file_and_evicted_pods_stop_counting() -> 
     }
     cluster = FakeCluster({"resourceUsedThresholdWithBE": {"enable": True}}, pods)
     qos = _qos(load, KoordletFeatureGates(be_memory_evict=True))
-    assert asyncio.run(qos.round(cluster)) == 1
+    assert asyncio.run(qos.round(cluster, cluster.states)) == 1
     assert cluster.evicted == ["be-a"]
     assert "reason: EvictPodByNodeMemoryUsage" in cluster.events[0]
     assert qos.metrics is not None
@@ -76,7 +79,7 @@ def test_memory_eviction_from_the_load_file_and_evicted_pods_stop_counting() -> 
     )
     # be-a's 8Gi left the node: 40Gi is 62 %, under the threshold, even after the cool-down
     qos.planner._last.clear()
-    assert asyncio.run(qos.round(cluster)) == 0
+    assert asyncio.run(qos.round(cluster, cluster.states)) == 0
     assert cluster.evicted == ["be-a"]
 
 
@@ -111,7 +114,7 @@ def test_cpu_satisfaction_eviction_with_the_simulated_real_limit() -> None:
     # limit = 16 x 65 % - 8 (LS) - 2 (system) = 0.4 cores for 10 cores requested: rate 0.04 <= 0.3,
     # release 10000 x (0.6 - 0.04), truncated from float64 as Koordinator does: 5599m; be-b
     # (usage/request 0.25) before be-a (0.17)
-    assert asyncio.run(qos.round(cluster)) == 2
+    assert asyncio.run(qos.round(cluster, cluster.states)) == 2
     assert cluster.evicted == ["be-b", "be-a"]
     assert "EvictPodByBECPUSatisfaction" in cluster.events[0]
     assert "need to release batch-cpu request: 5599m" in cluster.events[0]

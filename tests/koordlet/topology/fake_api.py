@@ -1,4 +1,5 @@
-"""An in-memory stand-in for the API calls topology reporting makes."""
+"""An in-memory stand-in for the API server topology reporting writes to, and the watched states it
+reads (:meth:`FakeTopologyAPI.states`: the nodes, pods and NRTs as the informers would hold them)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
 from apis.topology import NodeResourceTopology
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 
 class FakeTopologyAPI:
@@ -17,21 +20,15 @@ class FakeTopologyAPI:
         self.events: list[dict[str, str | None]] = []
         self.conflict_on_create = False
 
-    async def get_node(self, name: str) -> Node | None:
-        return self.nodes.get(name)
-
-    async def list_pods(self, field_selector: str) -> list[Pod]:
-        key, op, value = (
-            field_selector.partition("!=") if "!=" in field_selector else field_selector.partition("=")
+    def states(self) -> States:
+        states = States()
+        states.replace(Kind.NODE, list(self.nodes.values()))
+        states.replace(Kind.POD, [p for p in self.pods if p.spec.node_name])
+        states.replace(
+            Kind.TOPOLOGY,
+            [NodeResourceTopology.model_validate(t.to_wire()) for t in self.topologies.values()],
         )
-        assert key == "spec.nodeName"
-        if op == "!=":
-            return [p for p in self.pods if (p.spec.node_name or "") != value]
-        return [p for p in self.pods if p.spec.node_name == value]
-
-    async def get_topology(self, name: str) -> NodeResourceTopology | None:
-        found = self.topologies.get(name)
-        return NodeResourceTopology.model_validate(found.to_wire()) if found else None
+        return states
 
     async def create_topology(self, topology: NodeResourceTopology) -> None:
         name = topology.metadata.name or ""

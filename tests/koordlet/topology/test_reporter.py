@@ -59,7 +59,7 @@ async def test_a_round_creates_then_updates_only_on_change_and_applies_cpusets(t
     applier = CPUSetApplier(CgroupWriter(HostFS(tmp_path), 2), layout)
     reporter = HostTopologyReporter("n1", HostFS(tmp_path), KUBELET, applier=applier)
 
-    nrt = await reporter.report_once(api)
+    nrt = await reporter.report_once(api, api.states())
     assert api.writes == [("create", "n1")]
     assert nrt is not None
     assert nrt.topology_policies == ["RestrictedPodLevel"]
@@ -74,11 +74,11 @@ async def test_a_round_creates_then_updates_only_on_change_and_applies_cpusets(t
     assert tree.read(f"{ls_dir}/{'c' * 64}", "cpuset.cpus", "cpuset") == "0,3-5,8-15"
     assert tree.read(layout.pod_dir("Guaranteed", "u-lse"), "cpuset.cpus", "cpuset") == "1-2"
 
-    await reporter.report_once(api)
+    await reporter.report_once(api, api.states())
     assert api.writes == [("create", "n1")]  # nothing changed: nothing written
 
     api.pods[0] = pod("lse", qos="LSE", cpuset="4", kube_qos="Guaranteed")
-    await reporter.report_once(api)
+    await reporter.report_once(api, api.states())
     assert api.writes == [("create", "n1"), ("update", "n1")]
     assert _pools(api) == ["0-3,8-11", "5,12-15"]
     assert tree.read(ls_dir, "cpuset.cpus", "cpuset") == "0-3,5,8-15"
@@ -93,10 +93,10 @@ async def test_missing_kubelet_config_and_node_are_logged_once(
     reporter = HostTopologyReporter("n1", HostFS(tmp_path), KUBELET)
     absent = FakeTopologyAPI([])
     for _ in range(3):
-        assert await reporter.report_once(absent) is None
+        assert await reporter.report_once(absent, absent.states()) is None
     api = FakeTopologyAPI([node()])
     for _ in range(3):
-        await reporter.report_once(api)
+        await reporter.report_once(api, api.states())
     messages = [r.getMessage() for r in caplog.records]
     assert sum("node n1: not found" in m for m in messages) == 1
     assert sum("kubelet config" in m and "config.yaml" in m for m in messages) == 1
@@ -111,7 +111,7 @@ async def test_a_topology_created_meanwhile_is_left_for_the_next_round(tmp_path:
     api.conflict_on_create = True
     host = read_host_topology(HostFS(tmp_path))
     status = desired_topology(host, node(), [], cpu_manager=None, topology_policy="None")
-    assert await write_topology(api, node(), status) == (None, False)
+    assert await write_topology(api, node(), status, None) == (None, False)
 
 
 async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) -> None:
@@ -120,7 +120,7 @@ async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) 
     api = FakeTopologyAPI([node()], [bad_pod, pod("ls", qos="LS")])
     reporter = HostTopologyReporter("n1", HostFS(tmp_path), KUBELET)
     for _ in range(3):
-        await reporter.report_once(api)
+        await reporter.report_once(api, api.states())
     assert api.events == [
         {
             "kind": "Pod",
@@ -135,16 +135,16 @@ async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) 
     assert "n1" in api.topologies  # the rest of the node is reported
     api.nodes["n1"] = node(annotations={"node.koordinator.sh/system-qos-resource": '{"cpuset": 1}'})
     for _ in range(2):
-        await reporter.report_once(api)
+        await reporter.report_once(api, api.states())
     assert [(e["kind"], e["name"], e["reason"]) for e in api.events[1:]] == [
         ("Node", "n1", "InvalidAnnotation")
     ]
     assert "node.koordinator.sh/system-qos-resource" in (api.events[1]["message"] or "")
     api.nodes["n1"] = node()
     api.pods = []  # the bad pod is gone and comes back: it is complained about again
-    await reporter.report_once(api)
+    await reporter.report_once(api, api.states())
     api.pods = [bad_pod]
-    await reporter.report_once(api)
+    await reporter.report_once(api, api.states())
     assert [e["name"] for e in api.events] == ["bad", "n1", "bad"]
 
 

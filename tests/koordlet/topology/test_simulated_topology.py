@@ -81,7 +81,7 @@ async def test_the_simulation_writes_an_nrt_per_node_of_the_file_with_its_pods()
     other = pod("elsewhere", qos="LSE", cpuset="4-5", kube_qos="Guaranteed").model_copy(deep=True)
     other.spec.node_name = "n2"
     api = FakeTopologyAPI([node("n1"), node("n2"), node("no-topology")], [lse, other])
-    await TopologySimulation(load, 1.0).report_once(api)
+    await TopologySimulation(load, 1.0).report_once(api, api.states())
     assert sorted(api.topologies) == ["n1", "n2"]  # n3 is not a node (yet)
     n1: NodeResourceTopology = api.topologies["n1"]
     assert n1.topology_policies == ["SingleNUMANodePodLevel"]
@@ -117,5 +117,5 @@ async def test_a_malformed_pod_on_each_of_two_nodes_gets_one_event_each() -> Non
     api = FakeTopologyAPI([node("n1"), node("n2")], [bad1, bad2])
     simulation = TopologySimulation(load, 1.0)
     for _ in range(3):
-        await simulation.report_once(api)
+        await simulation.report_once(api, api.states())
     assert sorted(str(e["name"]) for e in api.events) == ["bad1", "bad2"]
