@@ -31,6 +31,11 @@ class KoordletFeatureGates:
     ``cpu.idle``; host applications get their class's value."""
     resctrl_hook: bool = field(default=False, metadata={"gate": "Resctrl"})
     """Pod-level resctrl groups for pods with ``node.koordinator.sh/resctrl``."""
+    batch_resource: bool = field(default=True, metadata={"gate": "BatchResource"})
+    """BE pods' CFS quota from their ``kubernetes.io/batch-cpu`` limits (divided by the node's CPU
+    normalization ratio)."""
+    cpu_normalization: bool = field(default=False, metadata={"gate": "CPUNormalization"})
+    """LS and no-QoS pods' CFS quota divided by the node's CPU normalization ratio."""
 
 
 def parse_koordlet_feature_gates(text: str) -> KoordletFeatureGates:

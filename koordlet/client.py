@@ -20,7 +20,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
-from apis.core import Pod
+from apis.core import Node, Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
 from apis.podrequests import pod_requests
@@ -269,3 +269,13 @@ class QoSClient(KoordletClient):
             count=1,
         )
         await core.create_namespaced_event(meta.namespace or "default", body)
+
+    async def node_event(self, node: Node, reason: str, message: str) -> None:
+        await self.record_event(
+            kind="Node",
+            name=node.metadata.name or "",
+            namespace=None,
+            uid=node.metadata.uid,
+            reason=reason,
+            message=message,
+        )

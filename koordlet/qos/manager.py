@@ -12,16 +12,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import aiohttp
 from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
+from apis.errors import InvalidAnnotation
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
+from koordlet.qos.cpu_normalization import CPUNormalizer, node_ratio
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
 from koordlet.qos.evictor import EvictionAPI, Evictor
 from koordlet.qos.node_qos import NodeQoS
@@ -30,14 +32,19 @@ from koordlet.qos.slo import effective_spec
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
 
-__all__ = ["EVENT_INVALID_ANNOTATION", "QoSAPI", "QoSManager"]
+__all__ = ["EVENT_INVALID_ANNOTATION", "NodeEventAPI", "QoSAPI", "QoSManager"]
 
 log = logging.getLogger("koordlet.qos")
 
 EVENT_INVALID_ANNOTATION = "InvalidQoSAnnotation"
 
 
-class QoSAPI(EvictionAPI, Protocol):
+@runtime_checkable
+class NodeEventAPI(Protocol):
+    async def node_event(self, node: Node, reason: str, message: str) -> None: ...
+
+
+class QoSAPI(EvictionAPI, NodeEventAPI, Protocol):
     """What the manager writes (``koordlet.client.QoSClient`` in koordlet): evictions and events."""
 
 
@@ -62,6 +69,9 @@ class QoSManager:
         self.node: Node | None = None
         self.pods: list[Pod] = []
         self._reported: set[tuple[str, str]] = set()
+        self.normalizer = (
+            CPUNormalizer(node_qos.writer, node_qos.layout, gates) if node_qos is not None else None
+        )
         self._slo_seen: bool | None = None
 
     def refresh(self, states: States) -> None:
@@ -92,6 +102,7 @@ class QoSManager:
                 )
         if self.node is None:
             return
+        await self.normalize_cfs_quota(self.node, evictor.api)
         node_qos = self.node_qos
         inputs = EvictionInputs(
             node=self.node,
@@ -105,6 +116,22 @@ class QoSManager:
         decisions = self.planner.plan(inputs)
         if decisions:
             await execute(self.planner, evictor, self.node_name, decisions, now)
+
+    async def normalize_cfs_quota(self, node: Node, api: EvictionAPI) -> None:
+        """A malformed ratio changes nothing and is reported once per value as an event on the node."""
+        if self.normalizer is None:
+            return
+        try:
+            ratio = node_ratio(node.metadata.annotations)
+        except InvalidAnnotation as exc:
+            key = ("node", str(exc))
+            if key not in self._reported:
+                self._reported.add(key)
+                log.warning("node %s: %s", self.node_name, exc)
+                if isinstance(api, NodeEventAPI):
+                    await api.node_event(node, EVENT_INVALID_ANNOTATION, str(exc))
+            return
+        self.normalizer.apply(self.pods, ratio, self.spec)
 
     async def run(self, api: QoSAPI, states: States) -> None:
         evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)

@@ -21,6 +21,13 @@ def test_defaults_are_koordinators() -> None:
     )
 
 
+def test_cfs_quota_gates_have_koordinators_defaults() -> None:
+    gates = parse_koordlet_feature_gates("")
+    assert (gates.batch_resource, gates.cpu_normalization) == (True, False)
+    gates = parse_koordlet_feature_gates("CPUNormalization=true,BatchResource=false")
+    assert (gates.batch_resource, gates.cpu_normalization) == (False, True)
+
+
 def test_gates_parsed_by_name() -> None:
     gates = parse_koordlet_feature_gates("BEMemoryEvict=true, BECPUEvict=1,BECPUSuppress=false")
     assert (gates.be_memory_evict, gates.be_cpu_evict, gates.be_cpu_suppress) == (True, True, False)

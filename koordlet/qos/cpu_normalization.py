@@ -1,0 +1,164 @@
+"""CFS quota of pods on a CPU-normalized node (Koordinator's ``CPUNormalization`` and ``BatchResource``
+runtime hooks, ``pkg/koordlet/runtimehooks/hooks/cpunormalization`` and ``hooks/batchresource``).
+
+koord-manager writes ``node.koordinator.sh/cpu-normalization-ratio`` on a node whose CPUs are faster
+than the reference model and amplifies its allocatable by that ratio; so that one normalized core
+still buys one reference core, koordlet divides the pod's CFS quota by the ratio (rounded up):
+
+- LS and no-QoS pods (gate ``CPUNormalization``, off by default): the quota of the pod's ``cpu``
+  limits (the sum over its containers; unlimited when one container has no limit). A pod bound to
+  CPUs (a cpuset in ``scheduling.koordinator.sh/resource-status``) is left alone: its quota is
+  unset (``-1``) by the cpuset writer.
+- BE pods (gate ``BatchResource``, on by default): the quota of their ``kubernetes.io/batch-cpu``
+  limits, in milli-cores. When BE CPU suppression runs with the ``cfsQuota`` policy the pods' quota
+  is unset instead, since the ``besteffort`` cgroup's own quota must not be below its children's.
+- LSE, LSR and SYSTEM pods are never touched.
+
+The ratio absent or not above 1 means the quota of the limit itself. The pod's cgroup holds the
+normalized quota; a child cgroup (container or sandbox) whose quota would exceed its pod's is lowered
+to it first, as cgroups v1 refuses a parent below its children.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from apis.core import Pod
+from apis.errors import InvalidAnnotation
+from apis.extension.amplification import get_cpu_normalization_ratio
+from apis.extension.colocation import BATCH_CPU, KOORD_BATCH_CPU
+from apis.extension.numa import get_resource_status
+from apis.extension.qos import QOS_BE, QOS_LS, QOS_NONE, qos_class_from_labels
+from apis.koordlet_features import KoordletFeatureGates
+from apis.slo.nodeslo import NodeSLOSpec
+from koordlet.qos.layout import CgroupLayout, kube_qos_of
+from koordlet.qos.resources import CgroupResource as R
+from koordlet.qos.writer import CgroupWriter
+
+__all__ = [
+    "CFS_PERIOD_US",
+    "AppliedQuota",
+    "CPUNormalizer",
+    "node_ratio",
+    "normalize_quota",
+    "pod_cfs_quota",
+    "quota_of_milli",
+]
+
+log = logging.getLogger("koordlet.qos")
+
+CFS_PERIOD_US = 100_000
+_MIN_QUOTA_US = 1000
+
+
+def quota_of_milli(milli: int) -> int:
+    """kubelet's ``MilliCPUToQuota``: -1 (unlimited) for no limit, at least 1000 µs."""
+    if milli <= 0:
+        return -1
+    return max(milli * CFS_PERIOD_US // 1000, _MIN_QUOTA_US)
+
+
+def normalize_quota(quota: int, ratio: float | None) -> int:
+    """``ceil(quota / ratio)`` for a limited quota and a ratio above 1; otherwise the quota."""
+    if quota <= 0 or ratio is None or ratio <= 1.0:
+        return quota
+    return math.ceil(quota / ratio)
+
+
+def node_ratio(annotations: dict[str, str] | None) -> float | None:
+    """The node's ratio, None when absent; :class:`InvalidAnnotation` when malformed."""
+    return get_cpu_normalization_ratio(annotations)
+
+
+def _limits_milli(pod: Pod, keys: tuple[str, ...], *, batch: bool) -> int:
+    """Sum of the containers' limits in milli-cores; -1 once a container has none."""
+    total = 0
+    for container in pod.spec.containers:
+        limits = (container.resources.limits if container.resources else None) or {}
+        quantity = next((limits[k] for k in keys if k in limits), None)
+        if quantity is None:
+            return -1
+        # batch-cpu is already counted in milli-cores; cpu is in cores.
+        milli = quantity.value() if batch else quantity.milli_value()
+        if milli <= 0:
+            return -1
+        total += milli
+    return total
+
+
+def _suppressed_by_cfs_quota(spec: NodeSLOSpec, gates: KoordletFeatureGates) -> bool:
+    strategy = spec.resource_used_threshold_with_be
+    return bool(
+        gates.be_cpu_suppress
+        and strategy is not None
+        and strategy.enable
+        and strategy.cpu_suppress_policy == "cfsQuota"
+    )
+
+
+def pod_cfs_quota(
+    pod: Pod, ratio: float | None, spec: NodeSLOSpec, gates: KoordletFeatureGates
+) -> int | None:
+    """The pod-level quota koordlet writes (v1 units, -1 unlimited), None to leave the pod alone."""
+    meta = pod.metadata
+    qos = qos_class_from_labels(meta.labels)
+    if qos in (QOS_LS, QOS_NONE):
+        if not gates.cpu_normalization:
+            return None
+        try:
+            if get_resource_status(meta.annotations).cpuset:
+                return None
+        except InvalidAnnotation:
+            return None
+        return normalize_quota(quota_of_milli(_limits_milli(pod, ("cpu",), batch=False)), ratio)
+    if qos == QOS_BE:
+        if not gates.batch_resource:
+            return None
+        if _suppressed_by_cfs_quota(spec, gates):
+            return -1
+        milli = _limits_milli(pod, (BATCH_CPU, KOORD_BATCH_CPU), batch=True)
+        return normalize_quota(quota_of_milli(milli), ratio)
+    return None
+
+
+@dataclass(frozen=True)
+class AppliedQuota:
+    uid: str
+    path: str
+    quota: int
+
+
+class CPUNormalizer:
+    """Writes the pod-level CFS quota of every running pod, one round at a time."""
+
+    def __init__(self, writer: CgroupWriter, layout: CgroupLayout, gates: KoordletFeatureGates) -> None:
+        self.writer = writer
+        self.layout = layout
+        self.gates = gates
+
+    def _children(self, pod_dir: str) -> list[str]:
+        root = self.writer.subsystem_root("cpu")
+        return [f"{pod_dir}/{name}" for name in self.writer.fs.subdirs(f"{root}/{pod_dir}")]
+
+    def apply(self, pods: Sequence[Pod], ratio: float | None, spec: NodeSLOSpec) -> list[AppliedQuota]:
+        applied = []
+        for pod in pods:
+            if pod.status.phase in ("Succeeded", "Failed") or not pod.metadata.uid:
+                continue
+            quota = pod_cfs_quota(pod, ratio, spec, self.gates)
+            if quota is None:
+                continue
+            pod_dir = self.layout.pod_dir(kube_qos_of(pod.status.qos_class), pod.metadata.uid)
+            if not self.writer.supported(pod_dir, R.CPU_CFS_QUOTA):
+                continue
+            if quota > 0:
+                for child in self._children(pod_dir):
+                    current = self.writer.read_int(child, R.CPU_CFS_QUOTA)
+                    if current is not None and current > quota:
+                        self.writer.write(child, R.CPU_CFS_QUOTA, quota)
+            if self.writer.write(pod_dir, R.CPU_CFS_QUOTA, quota):
+                applied.append(AppliedQuota(pod.metadata.uid, pod_dir, quota))
+        return applied
