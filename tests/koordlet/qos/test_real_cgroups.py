@@ -3,6 +3,7 @@ kernel's values are read back. Skipped (with the reason) where the hierarchy is 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 import uuid
@@ -11,15 +12,20 @@ from pathlib import Path
 
 import pytest
 
+from apis.core import Node, Pod
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.collectors import series
 from koordlet.fs import HostFS
 from koordlet.metric_cache import MetricCache
+from koordlet.qos.evictor import Evictor
+from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
 from koordlet.qos.resources import CgroupResource as R
 from koordlet.qos.slo import effective_spec
 from koordlet.qos.writer import CgroupWriter
+from koordlet.states.resources import Kind
+from koordlet.states.store import States
 
 CGROUP = Path("/sys/fs/cgroup")
 
@@ -176,6 +182,57 @@ def test_node_qos_on_the_kernels_cgroups(v1_cpu: str) -> None:
             )
             node_qos.reconcile(core_sched, [], cache, now)
             assert (cpu_mount / be / "cpu.idle").read_text().strip() == "1"
+    finally:
+        for path in reversed(made):
+            path.rmdir()
+
+
+def test_cpu_normalization_on_the_kernels_cgroups(v1_cpu: str) -> None:
+    """A ratio of 1.25 on the node: an LS pod limited to 2 cores gets 160000 µs per 100000 µs, and
+    its container, set by kubelet to the full 200000, is brought down first (the kernel refuses a
+    parent quota below a child's)."""
+    cpu_mount = CGROUP / "cpu" if (CGROUP / "cpu").is_dir() else CGROUP / "cpu,cpuacct"
+    pod_dir = f"{v1_cpu}/kubepods/burstable/poduid-ls"
+    parts = [f"{v1_cpu}/kubepods", f"{v1_cpu}/kubepods/burstable", pod_dir, f"{pod_dir}/c0"]
+    made: list[Path] = []
+    try:
+        for part in parts:
+            (cpu_mount / part).mkdir()
+            made.append(cpu_mount / part)
+        writer = CgroupWriter(HostFS("/"), 1)
+        assert writer.write(pod_dir, R.CPU_CFS_QUOTA, 200000)
+        assert writer.write(f"{pod_dir}/c0", R.CPU_CFS_QUOTA, 200000)
+        gates = KoordletFeatureGates(cpu_normalization=True)
+        states = States()
+        node = {
+            "metadata": {"name": "n", "annotations": {"node.koordinator.sh/cpu-normalization-ratio": "1.25"}}
+        }
+        states.replace(Kind.NODE, [Node.model_validate(node)])
+        pod = {
+            "metadata": {
+                "name": "ls",
+                "namespace": "default",
+                "uid": "uid-ls",
+                "labels": {"koordinator.sh/qosClass": "LS"},
+            },
+            "spec": {"nodeName": "n", "containers": [{"name": "c0", "resources": {"limits": {"cpu": "2"}}}]},
+            "status": {"qosClass": "Burstable", "phase": "Running"},
+        }
+        states.replace(Kind.POD, [Pod.model_validate(pod)])
+        states.replace(Kind.NODE_SLO, [])
+        node_qos = NodeQoS(HostFS("/"), 1, gates, cgroup_root=v1_cpu)
+        manager = QoSManager("n", node_qos, MetricCache(), gates)
+
+        class _API:
+            async def evict(self, namespace: str, name: str) -> None: ...
+
+            async def pod_event(
+                self, pod: Pod, reason: str, message: str, event_type: str, host: str
+            ) -> None: ...
+
+        asyncio.run(manager.round(states, Evictor(_API())))
+        assert (cpu_mount / pod_dir / "cpu.cfs_quota_us").read_text().strip() == "160000"
+        assert (cpu_mount / pod_dir / "c0" / "cpu.cfs_quota_us").read_text().strip() == "160000"
     finally:
         for path in reversed(made):
             path.rmdir()
