@@ -15,8 +15,11 @@ still buys one reference core, koordlet divides the pod's CFS quota by the ratio
 - LSE, LSR and SYSTEM pods are never touched.
 
 The ratio absent or not above 1 means the quota of the limit itself. The pod's cgroup holds the
-normalized quota; a child cgroup (container or sandbox) whose quota would exceed its pod's is lowered
-to it first, as cgroups v1 refuses a parent below its children.
+normalized quota. The Pod object does not map containers to their cgroups, so the container of a
+one-container pod (its only limited child) takes the pod's quota, and in a pod of several
+containers a container above the pod's new quota is brought down to it. Writes are ordered for
+cgroups v1, which keeps a child at or below its parent: a quota going up is written to the pod
+first, one going down to the containers first.
 """
 
 from __future__ import annotations
@@ -143,6 +146,22 @@ class CPUNormalizer:
         root = self.writer.subsystem_root("cpu")
         return [f"{pod_dir}/{name}" for name in self.writer.fs.subdirs(f"{root}/{pod_dir}")]
 
+    def _child_quotas(self, pod: Pod, pod_dir: str, quota: int) -> list[tuple[str, int]]:
+        """The child cgroups to change. The Pod object does not say which child is which container,
+        so a limited child of a one-container pod (the sandbox is unlimited) is that container and
+        takes the pod's quota; otherwise a child above the new pod quota is brought down to it."""
+        if quota <= 0:
+            return []
+        changes = []
+        single = len(pod.spec.containers) == 1
+        for child in self._children(pod_dir):
+            current = self.writer.read_int(child, R.CPU_CFS_QUOTA)
+            if current is None or current <= 0:
+                continue
+            if current > quota or (single and current != quota):
+                changes.append((child, quota))
+        return changes
+
     def apply(self, pods: Sequence[Pod], ratio: float | None, spec: NodeSLOSpec) -> list[AppliedQuota]:
         applied = []
         for pod in pods:
@@ -154,11 +173,14 @@ class CPUNormalizer:
             pod_dir = self.layout.pod_dir(kube_qos_of(pod.status.qos_class), pod.metadata.uid)
             if not self.writer.supported(pod_dir, R.CPU_CFS_QUOTA):
                 continue
-            if quota > 0:
-                for child in self._children(pod_dir):
-                    current = self.writer.read_int(child, R.CPU_CFS_QUOTA)
-                    if current is not None and current > quota:
-                        self.writer.write(child, R.CPU_CFS_QUOTA, quota)
-            if self.writer.write(pod_dir, R.CPU_CFS_QUOTA, quota):
+            children = self._child_quotas(pod, pod_dir, quota)
+            current = self.writer.read_int(pod_dir, R.CPU_CFS_QUOTA)
+            # cgroups v1 keeps a child at or below its parent: widen the parent first, narrow it last
+            raising = quota < 0 or (current is not None and 0 < current < quota)
+            if raising and self.writer.write(pod_dir, R.CPU_CFS_QUOTA, quota):
+                applied.append(AppliedQuota(pod.metadata.uid, pod_dir, quota))
+            for child, value in children:
+                self.writer.write(child, R.CPU_CFS_QUOTA, value)
+            if not raising and self.writer.write(pod_dir, R.CPU_CFS_QUOTA, quota):
                 applied.append(AppliedQuota(pod.metadata.uid, pod_dir, quota))
         return applied

@@ -172,6 +172,55 @@ def test_a_container_above_the_new_pod_quota_is_lowered_first(tmp_path: Path) ->
     assert _quota(tree, f"{LS}/{CID}") == "160000"
 
 
+def _preset(tmp_path: Path, cgroup: str, value: str) -> None:
+    (tmp_path / f"sys/fs/cgroup/cpu/{cgroup}/cpu.cfs_quota_us").write_text(value + "\n")
+
+
+def test_a_smaller_ratio_raises_the_pod_before_its_container(tmp_path: Path) -> None:
+    """From 1.25 back to 1.00: the pod's quota goes up first, so the container may follow."""
+    tree = CgroupTree(tmp_path, 1)
+    tree.add(f"{LS}/{CID}")
+    _preset(tmp_path, LS, "160000")
+    _preset(tmp_path, f"{LS}/{CID}", "160000")
+    writes: list[str] = []
+    states = States()
+    states.replace(Kind.NODE, [_node("1.00")])
+    states.replace(Kind.POD, [_pod("ls", "LS", [{"cpu": "2"}])])
+    states.replace(Kind.NODE_SLO, [])
+    manager = QoSManager("node-a", NodeQoS(HostFS(tmp_path), 1, ON), MetricCache(), ON)
+    assert manager.normalizer is not None
+    write = manager.normalizer.writer.write
+
+    def recording(path: str, resource: Any, value: int | str) -> bool:
+        if path.startswith(LS):
+            writes.append(f"{path}={value}")
+        return write(path, resource, value)
+
+    manager.normalizer.writer.write = recording  # type: ignore[method-assign]
+    asyncio.run(manager.round(states, Evictor(FakeAPI())))
+    assert writes == [f"{LS}=200000", f"{LS}/{CID}=200000"]
+    assert _quota(tree, f"{LS}/{CID}") == "200000"
+
+
+def test_containers_of_a_multi_container_pod_are_kept_within_the_pod(tmp_path: Path) -> None:
+    tree = CgroupTree(tmp_path, 1)
+    other = "b" * 64
+    tree.add(f"{LS}/{CID}")
+    tree.add(f"{LS}/{other}")
+    _preset(tmp_path, LS, "300000")
+    _preset(tmp_path, f"{LS}/{CID}", "100000")
+    _preset(tmp_path, f"{LS}/{other}", "200000")
+    states = States()
+    states.replace(Kind.NODE, [_node("2")])
+    states.replace(Kind.POD, [_pod("ls", "LS", [{"cpu": "1"}, {"cpu": "2"}])])
+    states.replace(Kind.NODE_SLO, [])
+    manager = QoSManager("node-a", NodeQoS(HostFS(tmp_path), 1, ON), MetricCache(), ON)
+    asyncio.run(manager.round(states, Evictor(FakeAPI())))
+    assert _quota(tree, LS) == "150000"
+    assert _quota(tree, f"{LS}/{CID}") == "100000"
+    assert _quota(tree, f"{LS}/{other}") == "150000"
+
+
 def test_pods_left_alone(tmp_path: Path) -> None:
     pods = [
         _pod("lsr", "LSR", [{"cpu": "2"}], kube_qos="Guaranteed"),
