@@ -4,7 +4,8 @@ PreFilter reads the pod's requests, ``resource-spec`` and ``numa-topology-spec``
 nothing skips the plugin). Filter resolves each node's policy (``policy``), merges the pod's, and
 under BestEffort, Restricted or SingleNUMANode asks every hint provider (this plugin, DeviceShare)
 and the topology manager for the NUMA nodes the pod gets; a cpuset pod on a None-policy node gets a
-trial allocation. BestEffort is checked here too, not first at Reserve (11.7 item 6). Score rates
+trial allocation; on a node with a cpu amplification ratio above 1 cpuset CPUs count amplified
+(``amplification``). BestEffort is checked here too, not first at Reserve (11.7 item 6). Score rates
 the NUMA nodes the pod would get (``scoringStrategy``). Reserve allocates into the ledger; PreBind
 writes ``scheduling.koordinator.sh/resource-status`` (and the implicit ``resource-spec``) onto the
 Binding. Bound pods' resource-status and the NRT's kubelet-managed CPUs rebuild the ledger on restart.
@@ -69,6 +70,12 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMARequest, allocate
+from scheduler.plugins.node_numa_resource.amplification import (
+    ERR_INSUFFICIENT_AMPLIFIED_CPU,
+    amplified_cpu_fits,
+    amplify,
+    safe_cpu_amplification_ratio,
+)
 from scheduler.plugins.node_numa_resource.args import NodeNUMAResourceArgs
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
 from scheduler.plugins.node_numa_resource.hints import resource_hints
@@ -152,6 +159,8 @@ class NodeNUMAResource:
         """NRT name -> the problems last reported on it."""
         self._reported_pods: dict[str, str] = {}
         """Pod uid -> the resource-status problem last reported on it."""
+        self._reported_nodes: dict[str, str] = {}
+        """Node -> the amplification-ratio problem last reported on it."""
         handle.subscribe(NRTS, self._on_nrt)
         handle.subscribe(PODS, self._on_pod)
         handle.subscribe(RESERVATIONS, self._on_reservation)
@@ -330,7 +339,9 @@ class NodeNUMAResource:
             node = names[int(rows[i])]
             info = snapshot.node(node)
             labels = info.labels if info is not None else {}
-            got = self._place(state, pod, cycle, node, labels, withdrawn)
+            got = self._amplified_misfit(cycle, snapshot, int(rows[i]), node, labels) or self._place(
+                state, pod, cycle, node, labels, withdrawn
+            )
             if isinstance(got, Status):
                 feasible[i] = False
                 if got.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -343,6 +354,44 @@ class NodeNUMAResource:
                 affinity[node] = got.mask
         state.write(NUMA_AFFINITY, affinity)
         return FilterResult(feasible=feasible, rejections=sorted(reasons.items()), unresolvable=unresolvable)
+
+    def _amplified_misfit(
+        self, cycle: _Cycle, snapshot: Snapshot, row: int, node: str, labels: dict[str, str]
+    ) -> Status | None:
+        """``Insufficient amplified cpu`` when the pod's cpu does not fit the node once its cpuset
+        CPUs count amplified (algorithms 11.3 step 4); None when it fits."""
+        ratio = self._cpu_ratio(snapshot, node)
+        if ratio <= 1 or not cycle.cpu.milli_cpu:
+            return None
+        resolved = self._resolve(cycle, node, labels)
+        binds = not isinstance(resolved, Status) and resolved[1].bind
+        column = snapshot.table.column.get("cpu")
+        fits = amplified_cpu_fits(
+            pod_milli_cpu=cycle.cpu.milli_cpu,
+            pod_binds=binds,
+            ratio=ratio,
+            node_allocatable=int(snapshot.table.allocatable[row, column]) if column is not None else 0,
+            node_requested=snapshot.table.requested_exact(row, "cpu"),
+            cpuset_cpus=len(self.store.ledger(node).allocated_cpus()),
+        )
+        return None if fits else Status.unschedulable(ERR_INSUFFICIENT_AMPLIFIED_CPU)
+
+    def _cpu_ratio(self, snapshot: Snapshot, node: str) -> float:
+        """The node's cpu amplification ratio; a malformed annotation counts as none, with one
+        warning (log line and event on the Node) per problem."""
+        info = snapshot.node(node)
+        obj = info.node if info is not None else None
+        if obj is None:
+            return 1.0
+        ratio, problem = safe_cpu_amplification_ratio(obj.metadata.annotations)
+        if problem is None:
+            self._reported_nodes.pop(node, None)
+        elif self._reported_nodes.get(node) != problem:
+            self._reported_nodes[node] = problem
+            message = f"cpu amplification ignored: {problem}"
+            log.warning("node %s: %s", node, message)
+            self._event(ObjectRef(api_version="v1", kind="Node", name=node, uid=obj.metadata.uid), message)
+        return ratio
 
     def _interesting(self, cycle: _Cycle, snapshot: Snapshot, rows: IntArray) -> BoolArray:
         """The rows the plugin has something to say about; the others pass untouched."""
@@ -556,7 +605,10 @@ class NodeNUMAResource:
                 # No NUMA policy: only a cpuset pod is rated, by the node's CPUs held by cpusets.
                 column = snapshot.table.column.get("cpu")
                 cap = int(snapshot.table.allocatable[row, column]) if column is not None else 0
-                held = 1000 * len(allocation.cpus | ledger.allocated_cpus())
+                # A cpuset CPU cannot be shared: it counts amplified against the amplified allocatable.
+                held = amplify(
+                    1000 * len(allocation.cpus | ledger.allocated_cpus()), self._cpu_ratio(snapshot, node)
+                )
                 scores[i] = resource_score(
                     strategy.scoring_type, {"cpu": weights.get("cpu", 1)}, {"cpu": cap}, {"cpu": held}, {}
                 )
