@@ -11,7 +11,7 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
-from apis.core import Pod, PriorityClass
+from apis.core import PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
 from apis.scheduling.device import Device
@@ -381,9 +381,8 @@ class CPUNormalizationClient(_CustomObjects):
 
 
 class NodeResourceClient(_CustomObjects):
-    """The node resource controller's reads and writes: the pods of a node (listed when it
-    reconciles, as Koordinator reads them from its cache), the node's status subresource and the
-    node's NodeResourceTopology."""
+    """The node resource controller's reads and writes: the node's status subresource and the
+    node's NodeResourceTopology (its pods come from Kopf's index, not from here)."""
 
     def __init__(self, config: ManagerConfig) -> None:
         super().__init__(config)
@@ -393,14 +392,6 @@ class NodeResourceClient(_CustomObjects):
         if self._core_api is None:
             self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
         return self._core_api
-
-    async def pods_on_node(self, node_name: str) -> list[Pod]:
-        core = await self._core()
-        listed: Any = await core.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={node_name}", _preload_content=False
-        )
-        raw: dict[str, Any] = await listed.json()
-        return [Pod.model_validate(item) for item in raw.get("items") or []]
 
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
         core = await self._core()

@@ -1,6 +1,6 @@
 """Batch and mid node resources (Koordinator's slo-controller noderesource controller).
 
-Three watches feed one reconcile per node (``operators.logic.noderesource``):
+These watches feed one reconcile per node (``operators.logic.noderesource``):
 
 - the ``koordinator-system/slo-controller-config`` ConfigMap: its ``colocation-config`` key is
   parsed (``apis.slo.sloconfig.colocation``) and every node reconciled when it changes; a key that
@@ -10,13 +10,18 @@ Three watches feed one reconcile per node (``operators.logic.noderesource``):
 - Node events (labels, annotations, capacity or allocatable changed);
 - NodeMetric events (koordlet's report, every ``reportIntervalSeconds``);
 - NodeResourceTopology events that change a zone's cpu or memory (not those that only change the
-  batch resources this controller writes there).
+  batch resources this controller writes there);
+- Pod events: Kopf indexes the pods by node name (``noderesource_pods``: what the formulas read of
+  each Running or Pending pod, ``inputs.pod_entry``), as Koordinator reads them from its informer
+  cache; a pod event that changes what its node's index holds (a pod added or gone, its phase out of
+  Running/Pending, its requests, priority, QoS or NUMA binding changed) reconciles the node once
+  ``debounce_seconds`` later, however many events came meanwhile.
 
-A reconcile lists the node's pods, computes the four resources and, when the damping allows
-(``damping.need_sync``), merge-patches them into the node's ``status.capacity`` and
-``status.allocatable``; a removed resource is deleted (null in the patch). An API error is logged
-and retried on the node's next event. A node annotation that does not parse (reservation,
-colocation-strategy) is skipped and reported once as a Warning event on the node.
+A reconcile reads the node's pods from that index (no API call), computes the four resources and,
+when the damping allows (``damping.need_sync``), merge-patches them into the node's
+``status.capacity`` and ``status.allocatable``; a removed resource is deleted (null in the patch).
+An API error is logged and retried on the node's next event. A node annotation that does not parse
+(reservation, colocation-strategy) is skipped and reported once as a Warning event on the node.
 
 When the node has a NodeResourceTopology whose NUMA zones carry cpu or memory, the batch resources
 are also computed per zone (``numa``) and written into the zones (``zone_sync``) with a PUT carrying
@@ -29,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -49,26 +54,28 @@ from apis.slo.sloconfig.colocation import (
 from apis.topology import NodeResourceTopology, Zone
 from operators.handlers import errors
 from operators.logic.noderesource.damping import need_sync
-from operators.logic.noderesource.inputs import NodeInputs, node_inputs
+from operators.logic.noderesource.inputs import NodeInputs, PodEntry, inputs_from_entries, pod_entry
 from operators.logic.noderesource.node_resources import MANAGED_RESOURCES, Outcome, compute
 from operators.logic.noderesource.numa import ZONE_RESOURCES, zone_outcome
 from operators.logic.noderesource.zone_sync import merged_zones, zones_need_sync
 from operators.logic.sloconfig_key import LastGoodKey
 
-__all__ = ["INVALID_CONFIG_REASON", "NodeResourceController", "register"]
+__all__ = ["INVALID_CONFIG_REASON", "NodeResourceController", "PodsByNode", "pods_by_node", "register"]
 
 INVALID_CONFIG_REASON = "InvalidColocationConfig"
 INVALID_NODE_REASON = "InvalidColocationAnnotation"
 INVALID_POD_REASON = "InvalidResourceStatus"
 _CONFLICT_RETRIES = 3
+POD_DEBOUNCE_SECONDS = 1.0
+
+PodsByNode = Mapping[str, Collection[PodEntry]]
+"""The ``noderesource_pods`` index (Kopf passes it to every handler by that name)."""
 
 Topology = tuple[dict[str, Any], NodeResourceTopology]
 """The NRT as read (written back whole, zones replaced, so that no field is lost) and as parsed."""
 
 
 class NodeResourceAPI(Protocol):
-    async def pods_on_node(self, node_name: str) -> list[Pod]: ...
-
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None: ...
 
     async def get_topology(self, name: str) -> dict[str, Any] | None:
@@ -102,9 +109,23 @@ def _zone_inputs(nrt: NodeResourceTopology) -> list[tuple[str, str, list[tuple[s
     return [(zone.name, zone.type, resources(zone)) for zone in nrt.zones]
 
 
-def _pod_ref(pod: Pod) -> kopf.Body:
+def pods_by_node(body: kopf.Body, logger: kopf.Logger, **_: Any) -> dict[str, PodEntry]:
+    """Index: node name -> what the formulas read of each of its Running or Pending pods."""
+    spec, status = body.get("spec") or {}, body.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") not in ("Running", "Pending"):
+        return {}  # the cheap check first: finished and unbound pods are not parsed
+    try:
+        entry = pod_entry(Pod.model_validate(dict(body)))
+    except ValidationError as exc:
+        logger.warning(f"pod does not parse, not counted in its node's batch/mid resources: {exc}")
+        return {}
+    return {spec["nodeName"]: entry} if entry is not None else {}
+
+
+def _pod_ref(entry: PodEntry) -> kopf.Body:
     """What an event needs to name the pod."""
-    meta = {"name": pod.metadata.name, "namespace": pod.metadata.namespace, "uid": pod.metadata.uid}
+    namespace, _, name = entry.key.partition("/")
+    meta = {"name": name, "namespace": namespace, "uid": entry.uid}
     raw: Any = {"apiVersion": "v1", "kind": "Pod", "metadata": {k: v for k, v in meta.items() if v}}
     return kopf.Body(raw)
 
@@ -125,9 +146,15 @@ def _same(a: Quantity | None, b: Quantity | None) -> bool:
 
 
 class NodeResourceController:
-    def __init__(self, client: NodeResourceAPI, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        client: NodeResourceAPI,
+        clock: Callable[[], float] = time.time,
+        debounce_seconds: float = POD_DEBOUNCE_SECONDS,
+    ) -> None:
         self.client = client
         self.clock = clock
+        self.debounce_seconds = debounce_seconds
         self.config: LastGoodKey[ParsedColocation] = LastGoodKey(
             KEY_COLOCATION, parse_colocation_config, defaults_on_first_error=False
         )
@@ -144,10 +171,17 @@ class NodeResourceController:
         self.pod_reported: dict[str, dict[str, str]] = {}
         """Node name -> pod key -> the resource-status problem already reported on the pod."""
         self._locks: dict[str, asyncio.Lock] = {}
+        self.pods_seen: dict[str, frozenset[PodEntry]] = {}
+        """Node name -> the pods its last reconcile counted (a pod event that leaves them as they
+        were needs no reconcile)."""
+        self.pending: dict[str, asyncio.Task[None]] = {}
+        """Node name -> its debounced reconcile after pod events."""
 
     # --- watches -----------------------------------------------------------------------------------
 
-    async def on_config(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+    async def on_config(
+        self, type: str | None, body: kopf.Body, logger: kopf.Logger, noderesource_pods: PodsByNode, **_: Any
+    ) -> None:
         data = None if type == "DELETED" else body.get("data")
         outcome = self.config.apply(data)
         if outcome.error is not None:
@@ -158,15 +192,25 @@ class NodeResourceController:
             kopf.warn(body, reason=INVALID_CONFIG_REASON, message=outcome.error)
         if outcome.changed:
             for name in sorted(self.nodes):
-                await self.reconcile(name, logger)
+                await self.reconcile(name, logger, noderesource_pods)
 
     async def on_node(
-        self, type: str | None, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any
+        self,
+        type: str | None,
+        name: str,
+        body: kopf.Body,
+        logger: kopf.Logger,
+        noderesource_pods: PodsByNode,
+        **_: Any,
     ) -> None:
         if type == "DELETED":
             for table in (self.nodes, self.bodies, self.last_write, self.reported, self._locks):
                 table.pop(name, None)
             self.pod_reported.pop(name, None)
+            self.pods_seen.pop(name, None)
+            task = self.pending.pop(name, None)
+            if task is not None:
+                task.cancel()
             return
         try:
             node = Node.model_validate(dict(body))
@@ -177,10 +221,16 @@ class NodeResourceController:
         self.nodes[name] = node
         self.bodies[name] = body
         if old is None or _watched(old) != _watched(node):
-            await self.reconcile(name, logger)
+            await self.reconcile(name, logger, noderesource_pods)
 
     async def on_node_metric(
-        self, type: str | None, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any
+        self,
+        type: str | None,
+        name: str,
+        body: kopf.Body,
+        logger: kopf.Logger,
+        noderesource_pods: PodsByNode,
+        **_: Any,
     ) -> None:
         if type == "DELETED":
             self.metrics.pop(name, None)
@@ -195,10 +245,16 @@ class NodeResourceController:
                 self.metrics[name] = metric
                 if old is not None and old.status == metric.status:
                     return
-        await self.reconcile(name, logger)
+        await self.reconcile(name, logger, noderesource_pods)
 
     async def on_topology(
-        self, type: str | None, name: str, body: kopf.Body, logger: kopf.Logger, **_: Any
+        self,
+        type: str | None,
+        name: str,
+        body: kopf.Body,
+        logger: kopf.Logger,
+        noderesource_pods: PodsByNode,
+        **_: Any,
     ) -> None:
         old = self.topologies.pop(name, None)
         if type == "DELETED":
@@ -209,7 +265,29 @@ class NodeResourceController:
             return
         self.topologies[name] = parsed
         if old is None or _zone_inputs(old[1]) != _zone_inputs(parsed[1]):
-            await self.reconcile(name, logger)
+            await self.reconcile(name, logger, noderesource_pods)
+
+    async def on_pod(
+        self, body: kopf.Body, logger: kopf.Logger, noderesource_pods: PodsByNode, **_: Any
+    ) -> None:
+        """After Kopf updated the index with the event: reconcile the pod's node (debounced) when what
+        the index holds for it differs from what its last reconcile counted."""
+        name = (body.get("spec") or {}).get("nodeName")
+        if not name or name not in self.nodes or self.config.value is None or name in self.pending:
+            return
+        if frozenset(noderesource_pods.get(name, ())) == self.pods_seen.get(name):
+            return
+        self.pending[name] = asyncio.create_task(self._debounced(name, logger, noderesource_pods))
+
+    async def _debounced(self, name: str, logger: kopf.Logger, pods: PodsByNode) -> None:
+        await asyncio.sleep(self.debounce_seconds)
+        self.pending.pop(name, None)  # events from now on schedule the next one
+        if frozenset(pods.get(name, ())) == self.pods_seen.get(name):
+            return  # another event's reconcile counted them meanwhile
+        try:
+            await self.reconcile(name, logger, pods)
+        except Exception:  # a task's error would otherwise be lost; the node's next event retries
+            logger.exception(f"node {name}: batch/mid resources not recomputed after its pods changed")
 
     # --- reconcile ---------------------------------------------------------------------------------
 
@@ -223,7 +301,7 @@ class NodeResourceController:
         logger.warning(f"node {name}: {text} (skipped)")
         kopf.warn(self.bodies[name], reason=INVALID_NODE_REASON, message=text)
 
-    async def reconcile(self, name: str, logger: kopf.Logger) -> None:
+    async def reconcile(self, name: str, logger: kopf.Logger, pods_by_node: PodsByNode) -> None:
         config = self.config.value
         if config is None or name not in self.nodes:
             return
@@ -236,12 +314,10 @@ class NodeResourceController:
             chosen = node_colocation_strategy(config, labels, annotations)
             strategy = chosen.strategy
             enabled = bool(config.cluster.enable and strategy.enable)
-            try:
-                pods = await self.client.pods_on_node(name) if enabled else []
-            except errors.API_ERRORS as exc:
-                logger.warning(f"pods of node {name} not listed (retried on its next event): {exc}")
-                return
-            inputs = node_inputs(node, pods, self.metrics.get(name))
+            seen = frozenset(pods_by_node.get(name, ()))
+            self.pods_seen[name] = seen
+            pods = seen if enabled else frozenset()
+            inputs = inputs_from_entries(node, sorted(pods, key=lambda p: p.key), self.metrics.get(name))
             self._report(name, [p for p in (chosen.problem, *inputs.problems) if p], logger)
             now = self.clock()
             outcome = compute(
@@ -249,7 +325,7 @@ class NodeResourceController:
             )
             await self._write_node(node, outcome, strategy, now, logger)
             await self._sync_topology(name, outcome, inputs, strategy, annotations, now, logger)
-            self._report_pods(name, pods, inputs, logger)
+            self._report_pods(name, inputs, logger)
 
     async def _write_node(
         self, node: Node, outcome: Outcome, strategy: ColocationStrategy, now: float, logger: kopf.Logger
@@ -347,7 +423,7 @@ class NodeResourceController:
             "written (retried on its next event)"
         )
 
-    def _report_pods(self, name: str, pods: list[Pod], inputs: NodeInputs, logger: kopf.Logger) -> None:
+    def _report_pods(self, name: str, inputs: NodeInputs, logger: kopf.Logger) -> None:
         """A pod whose resource-status does not parse counts on every zone; said once on the pod (per
         problem), when its zones matter: the node has an NRT."""
         if name not in self.topologies:
@@ -356,9 +432,9 @@ class NodeResourceController:
         before = self.pod_reported.get(name, {})
         problems = {entry.key: entry.numa_problem for entry in inputs.pods if entry.numa_problem}
         self.pod_reported[name] = problems
-        by_key = {f"{p.metadata.namespace}/{p.metadata.name}": p for p in pods}
+        by_key = {entry.key: entry for entry in inputs.pods}
         for key, problem in problems.items():
-            if before.get(key) != problem and key in by_key:
+            if before.get(key) != problem:
                 logger.warning(f"pod {key}: {problem} (counted on every NUMA zone of node {name})")
                 kopf.warn(_pod_ref(by_key[key]), reason=INVALID_POD_REASON, message=problem)
 
@@ -369,16 +445,24 @@ def _is_slo_config(name: str | None, namespace: str | None, **_: Any) -> bool:
 
 def register(registry: kopf.OperatorRegistry, client: NodeResourceAPI) -> NodeResourceController:
     controller = NodeResourceController(client)
+    # Kopf's handler protocols do not list index kwargs (noderesource_pods).
+    on_config: Any = controller.on_config
+    on_node: Any = controller.on_node
+    on_node_metric: Any = controller.on_node_metric
+    on_topology: Any = controller.on_topology
+    on_pod: Any = controller.on_pod
+    kopf.index("", "v1", "pods", id="noderesource_pods", registry=registry)(pods_by_node)
+    kopf.on.event("", "v1", "pods", id="noderesource_pod_events", registry=registry)(on_pod)
     kopf.on.event("", "v1", "configmaps", id="noderesource_config", when=_is_slo_config, registry=registry)(
-        controller.on_config
+        on_config
     )
-    kopf.on.event("", "v1", "nodes", id="noderesource_nodes", registry=registry)(controller.on_node)
+    kopf.on.event("", "v1", "nodes", id="noderesource_nodes", registry=registry)(on_node)
     info = NodeMetric.crd
     kopf.on.event(info.group, info.version, info.plural, id="noderesource_nodemetrics", registry=registry)(
-        controller.on_node_metric
+        on_node_metric
     )
     nrt = NodeResourceTopology.crd
     kopf.on.event(nrt.group, nrt.version, nrt.plural, id="noderesource_topologies", registry=registry)(
-        controller.on_topology
+        on_topology
     )
     return controller

@@ -49,6 +49,7 @@ def test_registry_holds_the_operators() -> None:
         "reservation_nodes",
         "colocation_profiles",
         "colocation_namespaces",
+        "noderesource_pods",
     }
     assert timers == {
         "reservation_lifecycle",
@@ -59,7 +60,7 @@ def test_registry_holds_the_operators() -> None:
         "builtin_quotas_namespace",
     }
     watchers = {h.id for h in registry._watching.get_all_handlers()}
-    assert {"nodemetric_per_node", "nodemetric_recreate"} <= watchers
+    assert {"nodemetric_per_node", "nodemetric_recreate", "noderesource_pod_events"} <= watchers
     webhooks = {h.id for h in registry._webhooks.get_all_handlers()}
     assert {"validate-elasticquota-tree", "default-elasticquotas", "validate-reservation-binding"} <= webhooks
     startup = {h.id for h in build_registry(parse_args([]))._activities.get_all_handlers()}

@@ -19,6 +19,7 @@ import pytest
 from apis.core import Pod
 from operators.handlers.noderesource import INVALID_POD_REASON, NodeResourceController
 from tests.operators.logic.noderesource.builders import NOW, metric, node, numa_pinned, pod, topology
+from tests.operators.pod_index import PodIndex
 
 LOG: Any = logging.getLogger("test")
 CM = {"metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"}}
@@ -30,16 +31,11 @@ class FakeClient:
     """Pods, node status patches and one NRT with resourceVersions, as the API server keeps them."""
 
     def __init__(self, pods: list[Pod], nrt: dict[str, Any]) -> None:
-        self.pods = pods
+        self.pods = PodIndex(pods)
         self.nrt = nrt
-        self.listed = 0
         self.puts: list[dict[str, Any]] = []
         self.before_put: list[dict[str, Any]] = []
         """Writes that land (koordlet's) just before ours, one per PUT."""
-
-    async def pods_on_node(self, node_name: str) -> list[Pod]:
-        self.listed += 1
-        return [p for p in self.pods if p.spec.node_name == node_name]
 
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
         pass
@@ -114,10 +110,11 @@ async def _controller(
         pods = [pod("web", "4", "10Gi", priority_class="koord-prod", annotations=numa_pinned(0))]
     client = FakeClient(pods, nrt or _nrt({"node-0": {"hugepages-2Mi": "1Gi"}}))
     controller = NodeResourceController(client, clock=Clock())
-    await controller.on_config("ADDED", {**CM, "data": {"colocation-config": '{"enable": true}'}}, LOG)  # type: ignore[arg-type]
-    await controller.on_node("ADDED", "n1", node().to_wire(), LOG)  # type: ignore[arg-type]
+    enabled = {**CM, "data": {"colocation-config": '{"enable": true}'}}
+    await controller.on_config("ADDED", enabled, LOG, client.pods)  # type: ignore[arg-type]
+    await controller.on_node("ADDED", "n1", node().to_wire(), LOG, client.pods)  # type: ignore[arg-type]
     usage = metric(pods={"web": ("2", "6Gi", "koord-prod")})
-    await controller.on_node_metric("ADDED", "n1", usage.to_wire(), LOG)  # type: ignore[arg-type]
+    await controller.on_node_metric("ADDED", "n1", usage.to_wire(), LOG, client.pods)  # type: ignore[arg-type]
     return controller, client
 
 
@@ -126,7 +123,7 @@ async def test_an_nrt_event_writes_each_zones_batch_resources_and_keeps_koordlet
 ) -> None:
     controller, client = await _controller()
     assert client.puts == []  # no NRT seen yet
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
     assert len(client.puts) == 1
     assert client.puts[0]["metadata"]["resourceVersion"] == "1"
     assert _zone_batch(client.nrt) == EXPECTED
@@ -146,7 +143,7 @@ async def test_a_conflict_with_koordlet_rereads_and_retries() -> None:
     koordlet = _nrt({"node-0": {"hugepages-2Mi": "2Gi"}, "node-1": {"hugepages-2Mi": "2Gi"}})
     koordlet["metadata"]["resourceVersion"] = "1"
     client.before_put.append(koordlet)
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
     assert [p["metadata"]["resourceVersion"] for p in client.puts] == ["1", "2"]
     assert _zone_batch(client.nrt) == EXPECTED
     hugepages = {
@@ -158,18 +155,18 @@ async def test_a_conflict_with_koordlet_rereads_and_retries() -> None:
 
 async def test_zones_follow_koordlets_cpu_and_memory_but_not_their_own_writes() -> None:
     controller, client = await _controller()
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
-    listed = client.listed
-    await controller.on_topology("MODIFIED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
-    assert client.listed == listed  # our own write: nothing recomputed
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
+    listed = client.pods.reads
+    await controller.on_topology("MODIFIED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
+    assert client.pods.reads == listed  # our own write: nothing recomputed
     grown = copy.deepcopy(client.nrt)
     for zone in grown["zones"]:
         for r in zone["resources"]:
             if r["name"] == "cpu":
                 r.update(capacity="10", allocatable="10", available="10")
     client.nrt = grown
-    await controller.on_topology("MODIFIED", "n1", grown, LOG)  # type: ignore[arg-type]
-    assert client.listed == listed + 1
+    await controller.on_topology("MODIFIED", "n1", grown, LOG, client.pods)  # type: ignore[arg-type]
+    assert client.pods.reads == listed + 1
     # 10-core zones, margin 4000: 10000 - 4000 - 500 - 2000 on node-0 (more than 10 % above 2300)
     assert _zone_batch(client.nrt)["node-0"]["kubernetes.io/batch-cpu"] == ("3500", "3500", "3500")
     assert _zone_batch(client.nrt)["node-1"]["kubernetes.io/batch-cpu"] == ("5500", "5500", "5500")
@@ -177,9 +174,10 @@ async def test_zones_follow_koordlets_cpu_and_memory_but_not_their_own_writes() 
 
 async def test_disabling_colocation_removes_them_from_every_zone() -> None:
     controller, client = await _controller()
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
-    await controller.on_topology("MODIFIED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
-    await controller.on_config("MODIFIED", {**CM, "data": {"colocation-config": '{"enable": false}'}}, LOG)  # type: ignore[arg-type]
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
+    await controller.on_topology("MODIFIED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
+    disabled = {**CM, "data": {"colocation-config": '{"enable": false}'}}
+    await controller.on_config("MODIFIED", disabled, LOG, client.pods)  # type: ignore[arg-type]
     assert _zone_batch(client.nrt) == {"node-0": {}, "node-1": {}}
     assert _names(client.nrt)["node-0"] == ["cpu", "hugepages-2Mi", "memory"]
 
@@ -189,7 +187,7 @@ async def test_an_nrt_without_cpu_or_memory_is_left_alone() -> None:
     for zone in bare["zones"]:
         zone["resources"] = [r for r in zone["resources"] if r["name"] not in ("cpu", "memory")] or None
     controller, client = await _controller(nrt=bare)
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
     assert client.puts == []
 
 
@@ -199,10 +197,9 @@ async def test_a_malformed_resource_status_is_reported_once_on_the_pod(
     bad = pod("web", "4", "10Gi", priority_class="koord-prod")
     bad.metadata.annotations = {"scheduling.koordinator.sh/resource-status": '{"numaNodeResources": 0}'}
     controller, client = await _controller(pods=[bad])
-    await controller.on_topology("ADDED", "n1", client.nrt, LOG)  # type: ignore[arg-type]
-    await controller.on_node_metric(
-        "MODIFIED", "n1", metric(pods={"web": ("2", "6Gi", "koord-prod")}, age_minutes=0.5).to_wire(), LOG
-    )  # type: ignore[arg-type]
+    await controller.on_topology("ADDED", "n1", client.nrt, LOG, client.pods)  # type: ignore[arg-type]
+    reported = metric(pods={"web": ("2", "6Gi", "koord-prod")}, age_minutes=0.5).to_wire()
+    await controller.on_node_metric("MODIFIED", "n1", reported, LOG, client.pods)  # type: ignore[arg-type]
     assert len(warnings) == 1
     body, reason, message = warnings[0]
     assert reason == INVALID_POD_REASON

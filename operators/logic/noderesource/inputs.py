@@ -33,7 +33,9 @@ __all__ = [
     "NodeInputs",
     "PodEntry",
     "PodUsage",
+    "inputs_from_entries",
     "node_inputs",
+    "pod_entry",
 ]
 
 
@@ -91,6 +93,8 @@ class PodEntry:
     """The NUMA nodes of its ``scheduling.koordinator.sh/resource-status`` (none: not bound to any)."""
     numa_problem: str | None = None
     """Why its resource-status did not parse (it then counts as bound to no NUMA node)."""
+    uid: str = ""
+    """The pod's uid, for an event on it."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,10 @@ def _pod_numa_nodes(pod: Pod) -> tuple[tuple[int, ...], str | None]:
     return tuple(sorted({r.node for r in status.numa_node_resources or ()})), None
 
 
-def _pod_entry(pod: Pod) -> PodEntry:
+def pod_entry(pod: Pod) -> PodEntry | None:
+    """What the formulas read of a pod; None unless it is bound to a node and Running or Pending."""
+    if not pod.spec.node_name or pod.status.phase not in ("Running", "Pending"):
+        return None
     labels = pod.metadata.labels or {}
     qos = qos_class_of(labels, kubernetes_qos(pod))
     numa_nodes, numa_problem = _pod_numa_nodes(pod)
@@ -186,11 +193,18 @@ def _pod_entry(pod: Pod) -> PodEntry:
         request=CpuMem.of(pod_requests(pod.spec)),
         numa_nodes=numa_nodes,
         numa_problem=numa_problem,
+        uid=pod.metadata.uid or "",
     )
 
 
 def node_inputs(node: Node, pods: Iterable[Pod], metric: NodeMetric | None) -> NodeInputs:
     """The node's figures; only Running and Pending pods of the node count."""
+    entries = (pod_entry(pod) for pod in pods if pod.spec.node_name == node.metadata.name)
+    return inputs_from_entries(node, (e for e in entries if e is not None), metric)
+
+
+def inputs_from_entries(node: Node, pods: Iterable[PodEntry], metric: NodeMetric | None) -> NodeInputs:
+    """The node's figures from the entries (``pod_entry``) of its counted pods."""
     reserved, problem = _anno_reserved(node)
     status = metric.status if metric is not None else None
     info = status.node_metric if status is not None else None
@@ -212,11 +226,7 @@ def node_inputs(node: Node, pods: Iterable[Pod], metric: NodeMetric | None) -> N
         capacity=CpuMem.of(node.status.capacity),
         allocatable=CpuMem.of(node.status.allocatable),
         anno_reserved=reserved,
-        pods=tuple(
-            _pod_entry(pod)
-            for pod in pods
-            if pod.spec.node_name == node.metadata.name and pod.status.phase in ("Running", "Pending")
-        ),
+        pods=tuple(pods),
         metric_update_time=status.update_time if status is not None else None,
         node_usage=node_usage,
         system_usage=_of_map(info.system_usage if info is not None else None),
