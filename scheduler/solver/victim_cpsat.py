@@ -455,6 +455,20 @@ def _fallback(
     )
 
 
+def _weights(built: _Model) -> tuple[int, int, int]:
+    """The weights of jobs, pods and evictions in the last stage's one weighted term."""
+    w_pods = len(built.v) + 1
+    w_jobs = (sum(built.problem.job_size(j) for j in built.job) + 1) * w_pods
+    return w_jobs, w_pods, 1
+
+
+def _weighted_last(built: _Model, objective: tuple[int, ...]) -> int:
+    """The last stage's term for a selection of this ``objective`` (top, over, jobs, pods, evicted)."""
+    w_jobs, w_pods, w_evicted = _weights(built)
+    _, _, jobs, pods, evicted = objective
+    return w_jobs * jobs + w_pods * pods + w_evicted * evicted
+
+
 def _stages(built: _Model, decided_rank: bool, pdb_hard: bool) -> list[cp_model.LinearExprT]:
     """The terms still to minimise, in order: the top rank and the budget violations unless
     counting decided them, then jobs, their pods and the evictions as one weighted term (each
@@ -466,9 +480,7 @@ def _stages(built: _Model, decided_rank: bool, pdb_hard: bool) -> list[cp_model.
         stages.append(top)
     if not pdb_hard:
         stages.append(over)
-    w_pods = len(built.v) + 1
-    w_jobs = (sum(built.problem.job_size(j) for j in built.job) + 1) * w_pods
-    stages.append(cp_model.LinearExpr.weighted_sum([jobs, pods, evicted], [w_jobs, w_pods, 1]))
+    stages.append(cp_model.LinearExpr.weighted_sum([jobs, pods, evicted], list(_weights(built))))
     return stages
 
 
@@ -501,6 +513,7 @@ def select_cpsat(
     found_by_cpsat = False
     all_optimal = True
     gap: float | None = None
+    last_bound: float | None = None
     stages = _stages(built, decided_rank, pdb_hard)
     for stage, term in enumerate(stages):
         last = stage == len(stages) - 1
@@ -549,6 +562,7 @@ def select_cpsat(
         found_by_cpsat = True
         if last:
             gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
+            last_bound = None if isinstance(term, int) else solver.best_objective_bound
         if status != cp_model.OPTIMAL:
             all_optimal = False
         if not last:
@@ -564,7 +578,14 @@ def select_cpsat(
     cost = objective(problem, victims)
     if greedy is not None and greedy.objective < cost:
         # A stage stopped by the time limit (or within the gap) fixed its term at a value worse
-        # than the hint's: the greedy answer is better overall.
+        # than the hint's: the greedy answer is better overall. When every stage was proven (the
+        # last within the tolerated gap), the greedy answer lies between that stage's bound and a
+        # value within the gap of it, so it is proven within the gap as well.
+        if all_optimal and last_bound is not None:
+            greedy_gap = relative_gap(_weighted_last(built, greedy.objective), last_bound)
+            return VictimSelection(
+                greedy.victims, greedy.assignment, greedy.objective, "OPTIMAL", seconds, *size, gap=greedy_gap
+            )
         return VictimSelection(
             greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size, gap=None
         )
