@@ -30,8 +30,6 @@ __all__ = [
     "UsageOf",
     "cfs_quota",
     "cpuset_size",
-    "format_cpuset",
-    "parse_cpuset",
     "select_cpus",
     "split_lsr",
     "suppress_milli",
@@ -139,30 +137,3 @@ def select_cpus(candidates: Sequence[CPUInfo], count: int) -> list[int]:
                 taken.add(free[0])
                 progress = True
     return sorted(chosen)
-
-
-def parse_cpuset(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        cpus += range(int(low), int(high or low) + 1)
-    return sorted(set(cpus))
-
-
-def format_cpuset(cpus: Iterable[int]) -> str:
-    ordered = sorted(set(cpus))
-    parts: list[str] = []
-    start = prev = None
-    for cpu in ordered:
-        if start is None:
-            start = prev = cpu
-        elif prev is not None and cpu == prev + 1:
-            prev = cpu
-        else:
-            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-            start = prev = cpu
-    if start is not None:
-        parts.append(f"{start}" if start == prev else f"{start}-{prev}")
-    return ",".join(parts)

@@ -10,6 +10,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from apis.cpulist import format_cpus, parse_cpus
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import get_resource_status
 from apis.extension.qosannotations import get_resctrl
@@ -52,7 +53,7 @@ def read_topology(fs: HostFS) -> list[sup.CPUInfo]:
     for node in fs.subdirs("sys/devices/system/node"):
         if node.startswith("node") and node[4:].isdigit():
             try:
-                for cpu in sup.parse_cpuset(fs.read_text(f"sys/devices/system/node/{node}/cpulist")):
+                for cpu in parse_cpus(fs.read_text(f"sys/devices/system/node/{node}/cpulist")):
                     numa_of[cpu] = int(node[4:])
             except (OSError, ValueError):
                 continue
@@ -182,14 +183,14 @@ class NodeQoS:
     def allowed_cpus(self) -> list[int]:
         raw = self.writer.read(self.layout.qos_dir("Guaranteed"), R.CPUSET_CPUS)
         if raw:
-            return sup.parse_cpuset(raw)
+            return sorted(parse_cpus(raw))
         return [c.cpu for c in self.topology]
 
     def restore_suppress(self) -> None:
         be = self.layout.qos_dir("BestEffort")
         allowed = self.allowed_cpus()
         if allowed:
-            self.writer.write(be, R.CPUSET_CPUS, sup.format_cpuset(allowed))
+            self.writer.write(be, R.CPUSET_CPUS, format_cpus(allowed))
         self.writer.write(be, R.CPU_CFS_QUOTA, -1)
 
     def apply_suppress(
@@ -234,10 +235,10 @@ class NodeQoS:
             quota = sup.cfs_quota(suppress, current, len(cpus))
             if quota is not None and self.writer.write(be, R.CPU_CFS_QUOTA, quota):
                 report.be_quota = quota
-            self.writer.write(be, R.CPUSET_CPUS, sup.format_cpuset(cpus))
+            self.writer.write(be, R.CPUSET_CPUS, format_cpus(cpus))
             return
         chosen = self.suppress_cpuset(suppress, pods, cpus)
-        text = sup.format_cpuset(chosen)
+        text = format_cpus(chosen)
         self.writer.write(be, R.CPU_CFS_QUOTA, -1)
         if self._write_be_cpuset(be, text, pods):
             report.be_cpuset = text
@@ -252,7 +253,7 @@ class NodeQoS:
                 continue
             if not bound:
                 continue
-            cpus = set(sup.parse_cpuset(bound))
+            cpus = set(parse_cpus(bound))
             if pod.raw_qos == "LSE" or pod.raw_qos == "SYSTEM":
                 excluded |= cpus
             elif pod.raw_qos == "LSR":
@@ -261,7 +262,7 @@ class NodeQoS:
             sup.CPUInfo(cpu, cpu) for cpu in allowed if cpu not in excluded
         ]
         old = self.writer.read(self.layout.qos_dir("BestEffort"), R.CPUSET_CPUS) or ""
-        size = sup.cpuset_size(suppress, len(sup.parse_cpuset(old)), len(allowed))
+        size = sup.cpuset_size(suppress, len(parse_cpus(old)), len(allowed))
         lsr_infos = [c for c in infos if c.cpu in lsr]
         rest = [c for c in infos if c.cpu not in lsr]
         from_lsr = sup.split_lsr(size, len(lsr_infos), len(rest))
@@ -271,7 +272,7 @@ class NodeQoS:
         """kubelet's none policy: the union top-down (a child may never exceed its parent), then the
         new set bottom-up."""
         old = self.writer.read(be, R.CPUSET_CPUS) or ""
-        union = sup.format_cpuset(set(sup.parse_cpuset(old)) | set(sup.parse_cpuset(text)))
+        union = format_cpus(parse_cpus(old) | parse_cpus(text))
         be_pods = [c for c in self.pod_cgroups([p for p in pods if p.kube_qos == "BestEffort"])]
         paths = [be] + [p for c in be_pods for p in (c.path, *c.containers)]
         for path in paths:
@@ -285,7 +286,7 @@ class NodeQoS:
         """min(|besteffort cpuset| x 1000, quota x 1000 / period) of the besteffort QoS cgroup."""
         be = self.layout.qos_dir("BestEffort")
         raw = self.writer.read(be, R.CPUSET_CPUS)
-        limit = len(sup.parse_cpuset(raw)) * 1000.0 if raw else float(len(self.allowed_cpus()) * 1000)
+        limit = len(parse_cpus(raw)) * 1000.0 if raw else float(len(self.allowed_cpus()) * 1000)
         quota = self.writer.read_int(be, R.CPU_CFS_QUOTA)
         period = self.writer.read_int(be, R.CPU_CFS_PERIOD) or sup.CFS_PERIOD_US
         if quota is not None and quota > 0:

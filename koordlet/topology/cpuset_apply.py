@@ -20,12 +20,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apis.core import Pod
+from apis.cpulist import format_cpus, parse_cpus
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import get_resource_status
 from koordlet.qos.layout import CgroupLayout, kube_qos_of
 from koordlet.qos.resources import CgroupResource
 from koordlet.qos.writer import CgroupWriter
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
 
 __all__ = ["AppliedCPUSet", "CPUSetApplier"]

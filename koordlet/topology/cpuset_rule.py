@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from apis.core import Pod
+from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
     KUBELET_CPU_MANAGER_POLICY_STATIC,
     CPUSharedPool,
@@ -31,7 +32,6 @@ from apis.extension.numa import (
     get_system_qos_resource,
 )
 from apis.extension.qos import QOS_BE, QOS_LS, QOS_SYSTEM, qos_class_from_labels
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 
 __all__ = ["BATCH_CPU", "CPUSetRule", "pod_cpuset"]
 

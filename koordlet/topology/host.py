@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from apis.cpulist import parse_cpus
 from apis.extension.numa import CPUBasicInfo, CPUInfo
 from koordlet.fs import HostFS
-from koordlet.topology.cpulist import parse_cpus
 
 __all__ = ["HUGEPAGE_SIZES", "HostTopology", "NUMAMemory", "read_host_topology"]
 

@@ -17,9 +17,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
+from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, CPUInfo, KubeletCPUManagerPolicy
 from apis.quantity import Quantity
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 
 __all__ = [
     "DEFAULT_KUBELET_CONFIG",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from apis.core import Node, Pod
+from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
     ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
@@ -43,7 +44,6 @@ from apis.topology import (
     Zone,
     numa_zone_name,
 )
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 from koordlet.topology.host import HUGEPAGE_SIZES, HostTopology
 from koordlet.topology.kubelet import take_by_topology
 from koordlet.topology.pools import compute_pools

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.core import Pod
+from apis.cpulist import format_cpus, parse_cpus
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import (
     ANNOTATION_RESOURCE_STATUS,
@@ -27,7 +28,6 @@ from apis.extension.numa import (
     get_resource_status,
 )
 from apis.extension.qos import QOS_BE, QOS_LS, QOS_LSE, qos_class_from_labels
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 
 __all__ = ["CPUPools", "PodCPUSet", "compute_pools", "pod_cpusets", "shared_pools"]
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from apis.core import Node, Pod
+from apis.cpulist import parse_cpus
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import ANNOTATION_NODE_RESERVATION, get_resource_status, parse_node_reservation
 from apis.extension.priority import (
@@ -142,18 +143,6 @@ class NodeInputs:
         )
 
 
-def _cpu_count(cpus: str) -> int:
-    """The number of CPUs of a Linux CPU list (``0-3,8``)."""
-    count = 0
-    for part in cpus.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        low, _, high = part.partition("-")
-        count += (int(high) - int(low) + 1) if high else 1
-    return count
-
-
 def _anno_reserved(node: Node) -> tuple[CpuMem, str | None]:
     raw = (node.metadata.annotations or {}).get(ANNOTATION_NODE_RESERVATION)
     if raw is None:
@@ -163,7 +152,7 @@ def _anno_reserved(node: Node) -> tuple[CpuMem, str | None]:
         reserved = CpuMem.of(reservation.resources)
         if reservation.reserved_cpus:
             try:
-                reserved = CpuMem(_cpu_count(reservation.reserved_cpus) * 1000, reserved.memory)
+                reserved = CpuMem(len(parse_cpus(reservation.reserved_cpus)) * 1000, reserved.memory)
             except ValueError as exc:
                 raise InvalidAnnotation(ANNOTATION_NODE_RESERVATION, f"reservedCPUs: {exc}") from exc
     except InvalidAnnotation as exc:

@@ -16,12 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from apis.cpulist import format_cpus, parse_cpus
 from apis.extension import numa
 
 __all__ = ["CPUDetail", "CPUSet", "CPUTopology"]
-
-_MAX_CPU_ID = 1 << 20
-"""Larger ids in a cpuset are rejected: a list like ``0-999999999`` must not allocate a huge set."""
 
 
 class CPUSet(frozenset[int]):
@@ -33,36 +31,14 @@ class CPUSet(frozenset[int]):
 
         Raises ValueError naming the bad part (``"3-1"``, ``"a"``, a negative or huge id).
         """
-        cpus: set[int] = set()
-        for raw in text.split(","):
-            part = raw.strip()
-            if not part:
-                if text.strip():
-                    raise ValueError(f"invalid cpuset {text!r}: empty element")
-                continue
-            low_text, sep, high_text = part.partition("-")
-            try:
-                low = int(low_text.strip())
-                high = int(high_text.strip()) if sep else low
-            except ValueError:
-                raise ValueError(f"invalid cpuset {text!r}: {part!r} is not a CPU id or range") from None
-            if low < 0 or high < low or high > _MAX_CPU_ID:
-                raise ValueError(f"invalid cpuset {text!r}: bad range {part!r}")
-            cpus.update(range(low, high + 1))
-        return cls(cpus)
+        try:
+            return cls(parse_cpus(text))
+        except ValueError as exc:
+            raise ValueError(f"invalid cpuset: {exc}") from None
 
     def format(self) -> str:
         """The Linux list format, ranges collapsed and ascending: ``{0,1,2,3,8}`` -> ``"0-3,8"``."""
-        parts: list[str] = []
-        ids = sorted(self)
-        i = 0
-        while i < len(ids):
-            j = i
-            while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-                j += 1
-            parts.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-            i = j + 1
-        return ",".join(parts)
+        return format_cpus(self)
 
     def __str__(self) -> str:
         return self.format()

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from apis.cpulist import format_cpus, parse_cpus
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.collectors import series
@@ -157,8 +158,8 @@ def test_select_cpus_takes_whole_cores_round_robin_over_buckets() -> None:
     assert sup.select_cpus(infos, 4) == [0, 2, 4, 6]
     # an odd count: one whole core, then single CPUs from the buckets in order
     assert sup.select_cpus(infos, 3) == [0, 1, 4]
-    assert sup.format_cpuset([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
-    assert sup.parse_cpuset("0-2,5,7-8") == [0, 1, 2, 5, 7, 8]
+    assert format_cpus([0, 1, 2, 5, 7, 8]) == "0-2,5,7-8"
+    assert parse_cpus("0-2,5,7-8") == {0, 1, 2, 5, 7, 8}
 
 
 def _usage_cache(node_cpu: float, **pods: float) -> MetricCache:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from koordlet.topology.cpulist import format_cpus
+from apis.cpulist import format_cpus
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,11 @@ from typing import Literal
 
 import pytest
 
+from apis.cpulist import format_cpus
 from apis.errors import InvalidAnnotation
 from koordlet.fs import HostFS
 from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.writer import CgroupWriter
-from koordlet.topology.cpulist import format_cpus
 from koordlet.topology.cpuset_apply import CPUSetApplier
 from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
 from tests.koordlet.qos.cgroupfs import CgroupTree

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import CPUBasicInfo, CPUInfo
 from koordlet.fs import HostFS
-from koordlet.topology.cpulist import format_cpus, parse_cpus
 from koordlet.topology.host import NUMAMemory, read_host_topology
 from tests.koordlet.topology.fake_sysfs import FakeCPU, FakeMachine, linux_numbering
 

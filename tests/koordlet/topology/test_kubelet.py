@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from apis.cpulist import format_cpus
 from apis.extension.numa import CPUInfo, KubeletCPUManagerPolicy
 from koordlet.simulate.topology_spec import NodeTopologySpec
-from koordlet.topology.cpulist import format_cpus
 from koordlet.topology.kubelet import (
     KubeletConfig,
     load_kubelet_config,

@@ -1,5 +1,5 @@
 """Linux CPU lists (``0-3,8,10-11``), as ``cpuset.cpus``, sysfs ``cpulist`` files and Koordinator's
-annotations write them."""
+annotations write them: the one parser koordlet, koord-manager and koord-scheduler share."""
 
 from __future__ import annotations
 
@@ -7,17 +7,22 @@ from collections.abc import Iterable
 
 __all__ = ["format_cpus", "parse_cpus"]
 
-_MAX_CPU = 1 << 16
+_MAX_CPU = 1 << 20
 """No machine has more CPUs; a larger id is a typo, not a reason to build a huge set."""
 
 
 def parse_cpus(text: str) -> frozenset[int]:
-    """The CPU ids of a list; ``""`` is the empty set. Raises ValueError naming the bad part."""
+    """The CPU ids of a list; ``""`` is the empty set, a trailing comma is allowed. Raises ValueError
+    naming the bad part."""
     cpus: set[int] = set()
-    for part in text.strip().split(","):
-        part = part.strip()
+    if not text.strip():
+        return frozenset()
+    parts = [part.strip() for part in text.strip().split(",")]
+    if len(parts) > 1 and not parts[-1]:
+        parts.pop()  # a trailing comma, as some tools write the list
+    for part in parts:
         if not part:
-            continue
+            raise ValueError(f"invalid CPU list {text!r}: empty element")
         low, dash, high = part.partition("-")
         if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
             raise ValueError(f"invalid CPU list {text!r}: {part!r} is not a CPU id or range")
