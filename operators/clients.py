@@ -1,4 +1,5 @@
-"""The few API calls koord-manager makes outside Kopf's own patching, over kubernetes-asyncio.
+"""The few API calls koord-manager makes outside Kopf's own patching, over kubernetes-asyncio:
+each client holds one connection, opened on first use and kept open.
 
 Kopf patches the object a handler runs for; creating and patching other objects (the built-in
 quotas, a profile's tree root) and reading a quota the index has not seen yet go through here.
@@ -6,11 +7,13 @@ quotas, a profile's tree root) and reading a quota the index has not seen yet go
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.base import CRDInfo
 from apis.core import PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
@@ -45,6 +48,8 @@ _NSLO = NodeSLO.crd
 _DEVICE = Device.crd
 _NRT = NodeResourceTopology.crd
 
+_T = TypeVar("_T")
+
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
     """The kubeconfig's credentials, or the pod's service account when there is none."""
@@ -58,32 +63,84 @@ async def load_configuration(config: ManagerConfig) -> client.Configuration:
     return configuration
 
 
-class _CustomObjects:
-    """A CustomObjectsApi opened on first use and kept open."""
+async def _unless(status: int, call: Awaitable[_T]) -> _T | None:
+    """What ``call`` returns, or None when the API server answers ``status`` (404 for a missing
+    object, 409 for one that exists or changed since read)."""
+    try:
+        return await call
+    except client.ApiException as exc:
+        if exc.status == status:
+            return None
+        raise
+
+
+async def _succeeds(call: Awaitable[Any]) -> bool:
+    """True once ``call`` returns (for the writes whose answer is not needed)."""
+    await call
+    return True
+
+
+class _Clients:
+    """One connection to the API server, opened on first use and kept open, with the typed APIs
+    over it."""
 
     def __init__(self, config: ManagerConfig) -> None:
         self._config = config
-        self._api: client.CustomObjectsApi | None = None
+        self._api_client: client.ApiClient | None = None
+
+    async def _client(self) -> client.ApiClient:
+        if self._api_client is None:
+            self._api_client = client.ApiClient(await load_configuration(self._config))
+        return self._api_client
 
     async def _objects(self) -> client.CustomObjectsApi:
-        if self._api is None:
-            self._api = client.CustomObjectsApi(client.ApiClient(await load_configuration(self._config)))
-        return self._api
+        return client.CustomObjectsApi(await self._client())
+
+    async def _core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(await self._client())
+
+    async def _get_cluster_object(self, crd: CRDInfo, name: str) -> dict[str, Any] | None:
+        """The cluster-scoped custom object ``name`` of ``crd``; None when there is none."""
+        api = await self._objects()
+        found: dict[str, Any] | None = await _unless(
+            404, api.get_cluster_custom_object(crd.group, crd.version, crd.plural, name)
+        )
+        return found
+
+    async def _create_cluster_object(self, crd: CRDInfo, body: dict[str, Any]) -> bool:
+        """Create ``body``; False when one of that name already exists."""
+        api = await self._objects()
+        created = await _unless(
+            409, _succeeds(api.create_cluster_custom_object(crd.group, crd.version, crd.plural, body))
+        )
+        return created is not None
+
+    async def _delete_cluster_object(self, crd: CRDInfo, name: str) -> bool:
+        """Delete the custom object ``name`` of ``crd``; False when there was none."""
+        api = await self._objects()
+        deleted = await _unless(
+            404, _succeeds(api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name))
+        )
+        return deleted is not None
+
+    async def _patch_node(self, name: str, patch: dict[str, Any], *, status: bool = False) -> None:
+        core = await self._core()
+        # The stubs leave out the generated client's documented ``_content_type`` keyword.
+        if status:
+            await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+        else:
+            await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
 
 
-class QuotaClient(_CustomObjects):
-    """ElasticQuota reads and writes (and the profiles of a tree); the connection opens on first use
-    and stays open."""
+class QuotaClient(_Clients):
+    """ElasticQuota reads and writes (and the profiles of a tree)."""
 
     async def get(self, namespace: str, name: str) -> ElasticQuota | None:
         api = await self._objects()
-        try:
-            raw = await api.get_namespaced_custom_object(_EQ.group, _EQ.version, namespace, _EQ.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return ElasticQuota.model_validate(raw)
+        raw = await _unless(
+            404, api.get_namespaced_custom_object(_EQ.group, _EQ.version, namespace, _EQ.plural, name)
+        )
+        return None if raw is None else ElasticQuota.model_validate(raw)
 
     async def find(self, name: str) -> ElasticQuota | None:
         """The quota called ``name`` in any namespace (quota names are unique across namespaces)."""
@@ -106,15 +163,15 @@ class QuotaClient(_CustomObjects):
         """Create ``quota``; False when one of that name already exists."""
         api = await self._objects()
         body = quota.model_dump(by_alias=True, exclude_none=True, mode="json")
-        try:
-            await api.create_namespaced_custom_object(
-                _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
-            )
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        created = await _unless(
+            409,
+            _succeeds(
+                api.create_namespaced_custom_object(
+                    _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
+                )
+            ),
+        )
+        return created is not None
 
     async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         api = await self._objects()
@@ -124,18 +181,9 @@ class QuotaClient(_CustomObjects):
         )
 
 
-class PodClient:
+class PodClient(_Clients):
     """Pod names for the quota admission rules that need them (Koordinator's webhook lists pods
-    from its cache at that moment too); the connection opens on first use and stays open."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        self._config = config
-        self._api: client.CoreV1Api | None = None
-
-    async def _core(self) -> client.CoreV1Api:
-        if self._api is None:
-            self._api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
-        return self._api
+    from its cache at that moment too)."""
 
     async def labelled(self, key: str, value: str) -> list[str]:
         """Every pod (any namespace, any phase) labelled ``key=value``, by name."""
@@ -150,9 +198,8 @@ class PodClient:
         return bool(listed.items)
 
 
-class ReservationClient(_CustomObjects):
-    """Reservation status writes and deletions (cluster-scoped); the connection opens on first use
-    and stays open."""
+class ReservationClient(_Clients):
+    """Reservation status writes and deletions (cluster-scoped)."""
 
     async def replace_status(self, body: dict[str, Any]) -> None:
         """PUT ``body`` (a whole object with its resourceVersion) to the status subresource: the API
@@ -167,108 +214,53 @@ class ReservationClient(_CustomObjects):
         """Delete the reservation if it is still the one with ``uid``; a reservation already gone is
         no error."""
         api = await self._objects()
-        try:
-            await api.delete_cluster_custom_object(
+        await _unless(
+            404,
+            api.delete_cluster_custom_object(
                 _RESERVATION.group,
                 _RESERVATION.version,
                 _RESERVATION.plural,
                 name,
                 body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
-            )
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+            ),
+        )
 
 
-class NodeMetricClient(_CustomObjects):
-    """NodeMetric creation and deletion (one per node); the connection opens on first use."""
+class NodeMetricClient(_Clients):
+    """NodeMetric creation and deletion (one per node)."""
 
     async def create(self, metric: NodeMetric) -> bool:
         """Create ``metric``; False when one of that name already exists."""
-        api = await self._objects()
-        try:
-            await api.create_cluster_custom_object(_NM.group, _NM.version, _NM.plural, metric.to_wire())
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        return await self._create_cluster_object(_NM, metric.to_wire())
 
     async def delete(self, name: str) -> bool:
         """Delete the NodeMetric ``name``; False when there was none."""
-        api = await self._objects()
-        try:
-            await api.delete_cluster_custom_object(_NM.group, _NM.version, _NM.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return await self._delete_cluster_object(_NM, name)
 
 
-class DeviceNodeClient(_CustomObjects):
-    """Device reads and node patches for the device resources (status subresource) and labels; the
-    connection opens on first use and stays open."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        super().__init__(config)
-        self._core_api: client.CoreV1Api | None = None
+class DeviceNodeClient(_Clients):
+    """Device reads and node patches for the device resources (status subresource) and labels."""
 
     async def get_device(self, name: str) -> Device | None:
-        api = await self._objects()
-        try:
-            raw = await api.get_cluster_custom_object(_DEVICE.group, _DEVICE.version, _DEVICE.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Device.model_validate(raw)
-
-    async def _core(self) -> client.CoreV1Api:
-        if self._core_api is None:
-            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
-        return self._core_api
+        raw = await self._get_cluster_object(_DEVICE, name)
+        return None if raw is None else Device.model_validate(raw)
 
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
-        core = await self._core()
-        # The stubs leave out the generated client's documented ``_content_type`` keyword.
-        await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+        await self._patch_node(name, patch, status=True)
 
     async def patch_node(self, name: str, patch: dict[str, Any]) -> None:
-        core = await self._core()
-        await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+        await self._patch_node(name, patch)
 
 
-class NodeSLOClient(_CustomObjects):
-    """NodeSLO reads and writes (one per node) and the ``slo-controller-config`` ConfigMap read; the
-    connections open on first use and stay open."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        super().__init__(config)
-        self._core_client: client.ApiClient | None = None
+class NodeSLOClient(_Clients):
+    """NodeSLO reads and writes (one per node) and the ``slo-controller-config`` ConfigMap read."""
 
     async def get(self, name: str) -> dict[str, Any] | None:
-        api = await self._objects()
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                _NSLO.group, _NSLO.version, _NSLO.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return raw
+        return await self._get_cluster_object(_NSLO, name)
 
     async def create(self, slo: NodeSLO) -> bool:
         """Create ``slo``; False when one of that name already exists."""
-        api = await self._objects()
-        try:
-            await api.create_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, slo.to_wire())
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+        return await self._create_cluster_object(_NSLO, slo.to_wire())
 
     async def replace(self, body: dict[str, Any]) -> None:
         """PUT ``body`` (a whole object with its resourceVersion): 409 when it changed since read."""
@@ -278,147 +270,74 @@ class NodeSLOClient(_CustomObjects):
 
     async def delete(self, name: str) -> bool:
         """Delete the NodeSLO ``name``; False when there was none."""
-        api = await self._objects()
-        try:
-            await api.delete_cluster_custom_object(_NSLO.group, _NSLO.version, _NSLO.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-        return True
+        return await self._delete_cluster_object(_NSLO, name)
 
     async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The ConfigMap as the API server sends it; None when it does not exist."""
-        if self._core_client is None:
-            self._core_client = client.ApiClient(await load_configuration(self._config))
-        try:
-            found = await client.CoreV1Api(self._core_client).read_namespaced_config_map(name, namespace)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        raw: dict[str, Any] = self._core_client.sanitize_for_serialization(found)
+        core = await self._core()
+        found = await _unless(404, core.read_namespaced_config_map(name, namespace))
+        if found is None:
+            return None
+        raw: dict[str, Any] = (await self._client()).sanitize_for_serialization(found)
         return raw
 
 
-class ColocationClient:
+class ColocationClient(_Clients):
     """What the colocation profile webhook reads beside its indexes: a PriorityClass a profile
-    names, and the labels of a namespace the index has not seen yet. The connection opens on first
-    use and stays open."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        self._config = config
-        self._api: client.ApiClient | None = None
-
-    async def _client(self) -> client.ApiClient:
-        if self._api is None:
-            self._api = client.ApiClient(await load_configuration(self._config))
-        return self._api
+    names, and the labels of a namespace the index has not seen yet."""
 
     async def priority_class(self, name: str) -> PriorityClass | None:
         """The PriorityClass ``name``; None when there is none."""
         api_client = await self._client()
-        try:
-            found = await client.SchedulingV1Api(api_client).read_priority_class(name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return PriorityClass.model_validate(api_client.sanitize_for_serialization(found))
+        found = await _unless(404, client.SchedulingV1Api(api_client).read_priority_class(name))
+        return (
+            None
+            if found is None
+            else PriorityClass.model_validate(api_client.sanitize_for_serialization(found))
+        )
 
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace ``name``; None when there is no such namespace."""
-        api = client.CoreV1Api(await self._client())
-        try:
-            found = await api.read_namespace(name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(found.metadata.labels or {})
+        core = await self._core()
+        found = await _unless(404, core.read_namespace(name))
+        return None if found is None else dict(found.metadata.labels or {})
 
 
-class CPUNormalizationClient(_CustomObjects):
+class CPUNormalizationClient(_Clients):
     """What the CPU normalization controller reads before its watches have delivered it (the
     ConfigMap, a node's NodeResourceTopology) and its node annotation patches."""
-
-    def __init__(self, config: ManagerConfig) -> None:
-        super().__init__(config)
-        self._core_api: client.CoreV1Api | None = None
-
-    async def _core(self) -> client.CoreV1Api:
-        if self._core_api is None:
-            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
-        return self._core_api
 
     async def get_slo_config_data(self) -> dict[str, str] | None:
         """``slo-controller-config``'s data; None when the ConfigMap does not exist."""
         core = await self._core()
-        try:
-            cm = await core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict(cm.data or {})
+        cm = await _unless(404, core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE))
+        return None if cm is None else dict(cm.data or {})
 
     async def get_nrt_annotations(self, name: str) -> dict[str, str] | None:
         """The annotations of the node's NodeResourceTopology; None when there is none."""
-        api = await self._objects()
-        try:
-            raw = await api.get_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return dict((raw.get("metadata") or {}).get("annotations") or {})
+        raw = await self._get_cluster_object(_NRT, name)
+        return None if raw is None else dict((raw.get("metadata") or {}).get("annotations") or {})
 
     async def patch_node_annotations(self, name: str, annotations: dict[str, str | None]) -> None:
         """Merge-patch the node's annotations (None removes one)."""
-        core = await self._core()
-        patch = {"metadata": {"annotations": annotations}}
-        await core.patch_node(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+        await self._patch_node(name, {"metadata": {"annotations": annotations}})
 
 
-class NodeResourceClient(_CustomObjects):
+class NodeResourceClient(_Clients):
     """The node resource controller's reads and writes: the node's status subresource and the
     node's NodeResourceTopology (its pods come from Kopf's index, not from here)."""
 
-    def __init__(self, config: ManagerConfig) -> None:
-        super().__init__(config)
-        self._core_api: client.CoreV1Api | None = None
-
-    async def _core(self) -> client.CoreV1Api:
-        if self._core_api is None:
-            self._core_api = client.CoreV1Api(client.ApiClient(await load_configuration(self._config)))
-        return self._core_api
-
     async def patch_node_status(self, name: str, patch: dict[str, Any]) -> None:
-        core = await self._core()
-        await core.patch_node_status(name, patch, _content_type=_MERGE_PATCH)  # type: ignore[call-arg]
+        await self._patch_node(name, patch, status=True)
 
     async def get_topology(self, name: str) -> dict[str, Any] | None:
-        api = await self._objects()
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                _NRT.group, _NRT.version, _NRT.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return raw
+        return await self._get_cluster_object(_NRT, name)
 
     async def replace_topology(self, body: dict[str, Any]) -> dict[str, Any] | None:
         """PUT ``body`` (a whole NRT with its resourceVersion); None when it changed since read (409)."""
         api = await self._objects()
         name = body["metadata"]["name"]
-        try:
-            written: dict[str, Any] = await api.replace_cluster_custom_object(
-                _NRT.group, _NRT.version, _NRT.plural, name, body
-            )
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return None
-            raise
+        written: dict[str, Any] | None = await _unless(
+            409, api.replace_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, name, body)
+        )
         return written
