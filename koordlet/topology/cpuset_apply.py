@@ -9,6 +9,9 @@ empty cpuset for a cgroup with tasks. A pod bound to CPUs by the scheduler also 
 CFS quota (``-1``, ``max`` on v2), pod first, so that its own CPUs are never throttled, as
 Koordinator does unless ``RuntimeHookDisableUnsetCPUQuota`` is set.
 
+An LS host application's cgroup (NodeSLO ``hostApplications``) gets the LS pools the same way;
+its cgroup is the application's to create, and one that is not there is skipped.
+
 Each write goes through :class:`~koordlet.qos.writer.CgroupWriter`: a failed one is logged once and
 skipped, and the next round tries again.
 """
@@ -23,10 +26,11 @@ from apis.core import Pod
 from apis.cpulist import format_cpus, parse_cpus
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import get_resource_status
+from koordlet.qos.host_apps import HostApp
 from koordlet.qos.layout import CgroupLayout, kube_qos_of
 from koordlet.qos.resources import CgroupResource
 from koordlet.qos.writer import CgroupWriter
-from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
+from koordlet.topology.cpuset_rule import CPUSetRule, host_app_cpuset, pod_cpuset
 
 __all__ = ["AppliedCPUSet", "CPUSetApplier"]
 
@@ -56,6 +60,12 @@ class CPUSetApplier:
                 "pod %s/%s: cpuset not applied: %s", pod.metadata.namespace, pod.metadata.name, problem
             )
 
+    def _warn_app_once(self, app: HostApp, problem: str) -> None:
+        key = (f"hostapp:{app.name}", problem)
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("host application %s: cpuset not applied: %s", app.name, problem)
+
     def _children(self, pod_dir: str) -> list[str]:
         root = self.writer.subsystem_root("cpuset")
         return [f"{pod_dir}/{name}" for name in self.writer.fs.subdirs(f"{root}/{pod_dir}")]
@@ -80,20 +90,40 @@ class CPUSetApplier:
             return None
         if cpuset == "" and self.writer.version == 1:
             return None
-        children = self._children(pod_dir)
-        if self.writer.version == 1 and cpuset:
-            wider = format_cpus(self._current(pod_dir) | parse_cpus(cpuset))
-            self.writer.write(pod_dir, CgroupResource.CPUSET_CPUS, wider)
-        written = tuple(
-            path for path in children if self.writer.write(path, CgroupResource.CPUSET_CPUS, cpuset)
-        )
-        if self.writer.write(pod_dir, CgroupResource.CPUSET_CPUS, cpuset):
-            written = (pod_dir, *written)
+        written = self._write_tree(pod_dir, cpuset)
         if bound:
-            for path in (pod_dir, *children):
+            for path in (pod_dir, *self._children(pod_dir)):
                 if self.writer.supported(path, CgroupResource.CPU_CFS_QUOTA):
                     self.writer.write(path, CgroupResource.CPU_CFS_QUOTA, -1)
         return AppliedCPUSet(uid=uid, cpuset=cpuset, cgroups=written)
+
+    def _write_tree(self, top: str, cpuset: str) -> tuple[str, ...]:
+        """``cpuset`` into ``top`` and its children, widened first on v1; the cgroups written."""
+        children = self._children(top)
+        if self.writer.version == 1 and cpuset:
+            wider = format_cpus(self._current(top) | parse_cpus(cpuset))
+            self.writer.write(top, CgroupResource.CPUSET_CPUS, wider)
+        written = tuple(
+            path for path in children if self.writer.write(path, CgroupResource.CPUSET_CPUS, cpuset)
+        )
+        if self.writer.write(top, CgroupResource.CPUSET_CPUS, cpuset):
+            written = (top, *written)
+        return written
+
+    def apply_host_apps(self, apps: Sequence[HostApp], rule: CPUSetRule) -> dict[str, str]:
+        """Write the LS pools into each LS host application's cgroup; what was written, by name."""
+        applied: dict[str, str] = {}
+        for app in apps:
+            try:
+                cpuset = host_app_cpuset(app.name, app.qos, rule)
+            except ValueError as exc:
+                self._warn_app_once(app, str(exc))
+                continue
+            if not cpuset or not self.writer.supported(app.path, CgroupResource.CPUSET_CPUS):
+                continue
+            if self._write_tree(app.path, cpuset):
+                applied[app.name] = cpuset
+        return applied
 
     def apply(self, pods: Sequence[Pod], rule: CPUSetRule) -> list[AppliedCPUSet]:
         applied = []

@@ -11,6 +11,9 @@ The first rule that matches wins:
 5. a pod in the Kubernetes BestEffort cgroup: ``""``, the parent's CPUs (CPU suppression governs them);
 6. under the kubelet's static policy: nothing (the kubelet manages the cpuset); otherwise every LS pool.
 
+A host application (NodeSLO ``hostApplications``) of class LS gets every LS pool, as the v1.4 notes
+say; no other class has a cpuset rule (Koordinator refuses them too).
+
 Rule 6 is Koordinator v1.4's "CPUSetAllocator fix for LS/None pods": a pod without a QoS label no
 longer keeps the CPUs the scheduler has since given to LSE/LSR pods.
 """
@@ -33,7 +36,7 @@ from apis.extension.numa import (
 )
 from apis.extension.qos import QOS_BE, QOS_LS, QOS_SYSTEM, qos_class_from_labels
 
-__all__ = ["BATCH_CPU", "CPUSetRule", "pod_cpuset"]
+__all__ = ["BATCH_CPU", "CPUSetRule", "host_app_cpuset", "pod_cpuset"]
 
 BATCH_CPU = "kubernetes.io/batch-cpu"
 
@@ -97,4 +100,11 @@ def pod_cpuset(pod: Pod, rule: CPUSetRule, *, be_cpu_manager: bool = False) -> s
         return ""
     if rule.kubelet_policy == KUBELET_CPU_MANAGER_POLICY_STATIC:
         return None
+    return _join(rule.ls_pools)
+
+
+def host_app_cpuset(name: str, qos: str, rule: CPUSetRule) -> str:
+    """The cpuset of an LS host application: every LS pool. Raises ValueError for another class."""
+    if qos != QOS_LS:
+        raise ValueError(f"hostApplications[{name}]: cpuset is only managed for qos LS, not {qos}")
     return _join(rule.ls_pools)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
+from apis.slo.nodeslo import NodeSLO
 from apis.topology import NodeResourceTopology
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
@@ -19,6 +20,7 @@ class FakeTopologyAPI:
         self.writes: list[tuple[str, str]] = []
         self.events: list[dict[str, str | None]] = []
         self.conflict_on_create = False
+        self.node_slos: list[NodeSLO] = []
 
     def states(self) -> States:
         states = States()
@@ -28,6 +30,7 @@ class FakeTopologyAPI:
             Kind.TOPOLOGY,
             [NodeResourceTopology.model_validate(t.to_wire()) for t in self.topologies.values()],
         )
+        states.replace(Kind.NODE_SLO, self.node_slos)
         return states
 
     async def create_topology(self, topology: NodeResourceTopology) -> None:

@@ -16,10 +16,11 @@ import pytest
 from apis.cpulist import format_cpus
 from apis.errors import InvalidAnnotation
 from koordlet.fs import HostFS
+from koordlet.qos.host_apps import HostApp
 from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.writer import CgroupWriter
 from koordlet.topology.cpuset_apply import CPUSetApplier
-from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
+from koordlet.topology.cpuset_rule import CPUSetRule, host_app_cpuset, pod_cpuset
 from tests.koordlet.qos.cgroupfs import CgroupTree
 from tests.koordlet.topology.builders import pod
 
@@ -133,6 +134,44 @@ def test_pods_cpusets_and_quota_are_written_to_pod_and_container_cgroups(
     applier.apply([pods["ls"], pods["lse"]], narrower)
     assert cpus(dirs["ls"]) == "5"
     assert cpus(f"{dirs['ls']}/{_container(1)}") == "5"
+
+
+def test_only_an_ls_host_application_has_a_cpuset_every_ls_pool() -> None:
+    assert host_app_cpuset("nginx", "LS", _rule()) == "4-7,12-15"
+    with pytest.raises(
+        ValueError, match=r"hostApplications\[batch-agent\]: cpuset is only managed for qos LS"
+    ):
+        host_app_cpuset("batch-agent", "BE", _rule())
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_ls_host_applications_cgroup_gets_the_ls_pools(
+    tmp_path: Path, version: Literal[1, 2], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The v1.4 notes: koordlet sets every CPU of the share pool for an LS host application."""
+    tree = CgroupTree(tmp_path, version)
+    for cgroup in (
+        "host-latency-sensitive",
+        "host-latency-sensitive/nginx",
+        "host-latency-sensitive/nginx/w",
+    ):
+        tree.add(cgroup)
+    tree.add("host-best-effort/agent")
+    before = tree.read("host-best-effort/agent", "cpuset.cpus", "cpuset")
+    apps = [
+        HostApp("nginx", "LS", "host-latency-sensitive/nginx", False),
+        HostApp("agent", "BE", "host-best-effort/agent", False),
+        HostApp("not-started", "LS", "host-latency-sensitive/not-started", False),
+    ]
+    applier = CPUSetApplier(CgroupWriter(HostFS(tmp_path), version), CgroupLayout("cgroupfs"))
+    for _ in range(2):
+        assert applier.apply_host_apps(apps, _rule()) == {"nginx": "4-7,12-15"}
+    for cgroup in ("host-latency-sensitive/nginx", "host-latency-sensitive/nginx/w"):
+        assert tree.read(cgroup, "cpuset.cpus", "cpuset") == "4-7,12-15"
+    assert tree.read("host-best-effort/agent", "cpuset.cpus", "cpuset") == before
+    assert not (tmp_path / "sys/fs/cgroup/host-latency-sensitive/not-started").exists()
+    assert not (tmp_path / "sys/fs/cgroup/cpuset/host-latency-sensitive/not-started").exists()
+    assert sum("host application agent: cpuset not applied" in r.getMessage() for r in caplog.records) == 1
 
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")

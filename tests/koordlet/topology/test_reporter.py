@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from apis.slo.nodeslo import NodeSLO
 from koordlet.config import KoordletConfig
 from koordlet.fs import HostFS
 from koordlet.qos.layout import CgroupLayout
@@ -162,3 +163,39 @@ def test_the_agent_applies_cpusets_where_cgroups_are_and_honours_the_gate_and_th
     assert reporter.kubelet_config == Path("/var/lib/kubelet/config.yaml")
     off = host_topology_reporter(config.model_copy(update={"apply_cpusets": False}))
     assert off.applier is None
+
+
+async def test_an_ls_host_application_of_the_nodeslo_gets_the_ls_pools(tmp_path: Path) -> None:
+    _machine(tmp_path)
+    tree = CgroupTree(tmp_path, 2)
+    tree.add("host-latency-sensitive/nginx")
+    tree.add("apps/exporter")
+    layout = CgroupLayout("cgroupfs")
+    lse = pod("lse", qos="LSE", cpuset="1-2", kube_qos="Guaranteed")
+    api = FakeTopologyAPI([node()], [lse])
+    api.node_slos = [
+        NodeSLO.model_validate(
+            {
+                "apiVersion": "slo.koordinator.sh/v1alpha1",
+                "kind": "NodeSLO",
+                "metadata": {"name": "n1"},
+                "spec": {
+                    "hostApplications": [
+                        {"name": "nginx", "qos": "LS"},
+                        {"name": "exporter", "qos": "LS", "cgroupPath": {"parentDir": "apps"}},
+                        {"name": "bad", "cgroupPath": {"base": "Nowhere"}},
+                    ]
+                },
+            }
+        )
+    ]
+    applier = CPUSetApplier(CgroupWriter(HostFS(tmp_path), 2), layout)
+    reporter = HostTopologyReporter("n1", HostFS(tmp_path), KUBELET, applier=applier)
+    await reporter.report_once(api, api.states())
+    # the LS pools: every CPU but the LSE pod's 1-2
+    assert tree.read("host-latency-sensitive/nginx", "cpuset.cpus", "cpuset") == "0,3-15"
+    assert tree.read("apps/exporter", "cpuset.cpus", "cpuset") == "0,3-15"
+
+    api.pods = [pod("lse", qos="LSE", cpuset="1-4", kube_qos="Guaranteed")]
+    await reporter.report_once(api, api.states())
+    assert tree.read("host-latency-sensitive/nginx", "cpuset.cpus", "cpuset") == "0,5-15"
