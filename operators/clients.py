@@ -227,7 +227,7 @@ class ReservationClient(_Clients):
 
 
 class NodeMetricClient(_Clients):
-    """NodeMetric creation and deletion (one per node)."""
+    """NodeMetric creation, collect policy patches and deletion (one per node)."""
 
     async def create(self, metric: NodeMetric) -> bool:
         """Create ``metric``; False when one of that name already exists."""
@@ -236,6 +236,14 @@ class NodeMetricClient(_Clients):
     async def delete(self, name: str) -> bool:
         """Delete the NodeMetric ``name``; False when there was none."""
         return await self._delete_cluster_object(_NM, name)
+
+    async def patch(self, name: str, patch: dict[str, Any]) -> None:
+        """Merge-patch the NodeMetric ``name``."""
+        api = await self._objects()
+        # The stubs leave out the generated client's documented ``_content_type`` keyword.
+        await api.patch_cluster_custom_object(  # type: ignore[call-arg]
+            _NM.group, _NM.version, _NM.plural, name, patch, _content_type=_MERGE_PATCH
+        )
 
 
 class DeviceNodeClient(_Clients):

@@ -167,6 +167,7 @@ NODE_RESOURCE_CALLS = [
     ("watch", "nodes", []),
     ("list", "nodemetrics.slo.koordinator.sh", []),
     ("watch", "nodemetrics.slo.koordinator.sh", []),
+    ("patch", "nodemetrics.slo.koordinator.sh", []),
     ("patch", "nodes", ["--subresource=status"]),
     ("create", "events", []),
 ]
@@ -351,3 +352,55 @@ def test_disabling_colocation_removes_the_resources(
     )
     for node in (BUSY, IDLE):
         _wait_resources(cp, node, {}, f"{node}'s batch and mid resources removed")
+
+
+def _collect_policy(cp: ControlPlane, node: str) -> dict[str, Any]:
+    metric = json.loads(cp.kubectl("get", "nodemetric", node, "-o", "json"))
+    policy: dict[str, Any] = metric["spec"]["metricCollectPolicy"]
+    return policy
+
+
+def test_node_metrics_take_their_collect_policy_from_the_config(
+    control_plane: ControlPlane, colocation: LocalComponent
+) -> None:
+    """koord-manager writes each node's colocation strategy's metric fields into its NodeMetric (the
+    cluster strategy, then the node's colocation-strategy annotation), keeps them through a refused
+    key, and writes them back over a hand edit."""
+    cp = control_plane
+    config = {
+        **COLOCATION,
+        "metricReportIntervalSeconds": 30,
+        "metricAggregateDurationSeconds": 120,
+        "metricAggregatePolicy": {"durations": ["1m0s", "5m0s"]},
+    }
+    wanted = {
+        "aggregateDurationSeconds": 120,
+        "reportIntervalSeconds": 30,
+        "nodeAggregatePolicy": {"durations": ["1m0s", "5m0s"]},
+        "nodeMemoryCollectPolicy": "usageWithoutPageCache",
+    }
+    strategy = 'node.koordinator.sh/colocation-strategy={"metricReportIntervalSeconds": 45}'
+    try:
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(_config_map(json.dumps(config))))
+        cp.kubectl("annotate", "node", IDLE, strategy, "--overwrite")
+        wait_for(
+            lambda: _collect_policy(cp, BUSY) == wanted, 60, f"{BUSY}'s NodeMetric policy from the config"
+        )
+        wait_for(
+            lambda: _collect_policy(cp, IDLE) == {**wanted, "reportIntervalSeconds": 45},
+            60,
+            f"{IDLE}'s NodeMetric policy from its annotation",
+        )
+
+        bad = {**config, "metricReportIntervalSeconds": -1}
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(_config_map(json.dumps(bad))))
+        for _ in range(3):
+            time.sleep(1)
+            assert _collect_policy(cp, BUSY) == wanted
+
+        edit = {"spec": {"metricCollectPolicy": {"reportIntervalSeconds": 600}}}
+        cp.kubectl("patch", "nodemetric", BUSY, "--type=merge", "-p", json.dumps(edit))
+        wait_for(lambda: _collect_policy(cp, BUSY) == wanted, 60, "the hand-edited NodeMetric written back")
+    finally:
+        cp.kubectl("annotate", "node", IDLE, "node.koordinator.sh/colocation-strategy-", "--overwrite")
+        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(_config_map(json.dumps(COLOCATION))))

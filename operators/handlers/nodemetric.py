@@ -1,42 +1,79 @@
 """A NodeMetric for every node, removed with the node (Koordinator's slo-controller nodemetric controller).
 
 Node watch events (``on.event``: nothing is written to the nodes, no finalizer) create the node's
-NodeMetric with the default collect policy (``operators.logic.nodemetric``) the first time
-koord-manager sees the node, and delete it on the node's DELETED event; the NodeMetric's owner
-reference to its node lets the garbage collector remove it as well when koord-manager was not
-running. A NodeMetric deleted while its node exists is created again, as the slo-controller does.
-An API server that cannot take the write yet is retried a few times, then on the node's next event.
+NodeMetric the first time koord-manager sees the node, and delete it on the node's DELETED event;
+the NodeMetric's owner reference to its node lets the garbage collector remove it as well when
+koord-manager was not running. A NodeMetric deleted while its node exists is created again, as the
+slo-controller does.
+
+Its ``spec.metricCollectPolicy`` follows the node's colocation strategy of ``slo-controller-config``
+(``operators.logic.nodemetric``): the ConfigMap's ``colocation-config`` key is watched, and when the
+policy it gives a node differs from the one its NodeMetric holds (a changed key, a node relabelled
+into another ``nodeConfigs`` entry, a spec edited by hand) the spec is merge-patched back. Until the
+key is first read a new NodeMetric gets the defaults and an existing one is left as it is; a key
+that is refused keeps the last good one in force (koord-manager's node resource controller posts
+the Warning event on the ConfigMap for it). An API server that cannot take a write yet is retried a
+few times, then on the node's next event.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
+from pydantic import ValidationError
 
-from apis.slo.nodemetric import NodeMetric
+from apis.slo.nodemetric import NodeMetric, NodeMetricCollectPolicy
+from apis.slo.sloconfig import KEY_COLOCATION, SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE
+from apis.slo.sloconfig.colocation import ParsedColocation, parse_colocation_config
 from operators.clients import NodeMetricClient
 from operators.handlers import errors
-from operators.logic.nodemetric import node_metric_for
+from operators.logic.nodemetric import collect_policy_for, node_metric_for
+from operators.logic.sloconfig_key import LastGoodKey
 
 __all__ = ["NodeMetrics", "register"]
 
 _ATTEMPTS = 5
 
 
+@dataclass(frozen=True)
+class _Node:
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+
+
+def _meta(body: kopf.Body | None, key: str) -> dict[str, str]:
+    if body is None:
+        return {}
+    return dict(body.get("metadata", {}).get(key) or {})
+
+
 class NodeMetrics:
     def __init__(self, client: NodeMetricClient) -> None:
         self.client = client
-        self.nodes: dict[str, str] = {}
-        """Node name -> UID of every node seen and not deleted."""
+        self.nodes: dict[str, _Node] = {}
+        """Every node seen and not deleted."""
         self.ensured: set[str] = set()
         """Nodes whose NodeMetric was created (or found) since koord-manager started."""
+        self.specs: dict[str, NodeMetricCollectPolicy | None] = {}
+        """Node name -> the collect policy its NodeMetric holds, as last seen or written."""
+        self.config: LastGoodKey[ParsedColocation] = LastGoodKey(
+            KEY_COLOCATION, parse_colocation_config, defaults_on_first_error=False
+        )
 
-    async def _create(self, name: str, uid: str, logger: kopf.Logger) -> None:
+    def _policy(self, name: str) -> NodeMetricCollectPolicy:
+        node = self.nodes[name]
+        return collect_policy_for(self.config.value, node.labels, node.annotations)
+
+    async def _create(self, name: str, logger: kopf.Logger) -> None:
+        policy = self._policy(name)
         for attempt in range(_ATTEMPTS):
             try:
-                created = await self.client.create(node_metric_for(name, uid))
+                created = await self.client.create(node_metric_for(name, self.nodes[name].uid, policy))
             except errors.API_ERRORS as exc:
                 if attempt == _ATTEMPTS - 1:
                     logger.warning(f"NodeMetric {name} not created (retried on the node's next event): {exc}")
@@ -45,28 +82,89 @@ class NodeMetrics:
                 continue
             self.ensured.add(name)
             if created:
+                self.specs[name] = policy
                 logger.info(f"created NodeMetric {name}")
             return
 
-    async def on_node(self, type: str | None, name: str, uid: str, logger: kopf.Logger, **_: Any) -> None:
+    async def _sync(self, name: str, logger: kopf.Logger) -> None:
+        """Patch the NodeMetric's collect policy when it is not the one the config gives the node."""
+        if not self.config.loaded or name not in self.ensured or name not in self.nodes:
+            return
+        policy = self._policy(name)
+        if name in self.specs and self.specs[name] == policy:
+            return
+        patch = {
+            "spec": {"metricCollectPolicy": policy.model_dump(by_alias=True, exclude_none=True, mode="json")}
+        }
+        try:
+            await self.client.patch(name, patch)
+        except errors.API_ERRORS as exc:
+            logger.warning(f"NodeMetric {name} collect policy not updated (retried on the next event): {exc}")
+            self.specs.pop(name, None)
+            return
+        self.specs[name] = policy
+        logger.info(f"NodeMetric {name}: collect policy from {KEY_COLOCATION}")
+
+    async def on_node(
+        self,
+        type: str | None,
+        name: str,
+        uid: str,
+        logger: kopf.Logger,
+        body: kopf.Body | None = None,
+        **_: Any,
+    ) -> None:
         if type == "DELETED":
             self.nodes.pop(name, None)
             self.ensured.discard(name)
+            self.specs.pop(name, None)
             try:
                 if await self.client.delete(name):
                     logger.info(f"deleted NodeMetric {name} with its node")
             except errors.API_ERRORS as exc:
                 logger.warning(f"NodeMetric {name} not deleted (its owner reference still lets it go): {exc}")
             return
-        self.nodes[name] = uid
+        self.nodes[name] = _Node(uid, _meta(body, "labels"), _meta(body, "annotations"))
         if name not in self.ensured:
-            await self._create(name, uid, logger)
+            await self._create(name, logger)
+        await self._sync(name, logger)
 
-    async def on_node_metric(self, type: str | None, name: str, logger: kopf.Logger, **_: Any) -> None:
-        if type != "DELETED" or name not in self.nodes:
+    async def on_node_metric(
+        self, type: str | None, name: str, logger: kopf.Logger, body: kopf.Body | None = None, **_: Any
+    ) -> None:
+        if name not in self.nodes:
             return
-        self.ensured.discard(name)
-        await self._create(name, self.nodes[name], logger)
+        if type == "DELETED":
+            self.ensured.discard(name)
+            self.specs.pop(name, None)
+            await self._create(name, logger)
+            return
+        if body is not None:
+            try:
+                metric = NodeMetric.model_validate(dict(body))
+            except ValidationError as exc:
+                logger.warning(
+                    f"NodeMetric {name} does not parse, its collect policy is written again: {exc}"
+                )
+                self.specs.pop(name, None)
+            else:
+                self.specs[name] = metric.spec.metric_collect_policy if metric.spec else None
+        await self._sync(name, logger)
+
+    async def on_config(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
+        outcome = self.config.apply(None if type == "DELETED" else body.get("data"))
+        if outcome.error is not None:
+            logger.warning(
+                f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME} key {outcome.error} "
+                "(NodeMetrics keep the collect policy of the last good colocation-config)"
+            )
+        if outcome.changed:
+            for name in sorted(self.nodes):
+                await self._sync(name, logger)
+
+
+def _is_slo_config(name: str | None, namespace: str | None, **_: Any) -> bool:
+    return name == SLO_CONFIG_NAME and namespace == SLO_CONFIG_NAMESPACE
 
 
 def register(registry: kopf.OperatorRegistry, client: NodeMetricClient) -> NodeMetrics:
@@ -75,5 +173,8 @@ def register(registry: kopf.OperatorRegistry, client: NodeMetricClient) -> NodeM
     info = NodeMetric.crd
     kopf.on.event(info.group, info.version, info.plural, id="nodemetric_recreate", registry=registry)(
         handlers.on_node_metric
+    )
+    kopf.on.event("", "v1", "configmaps", id="nodemetric_config", when=_is_slo_config, registry=registry)(
+        handlers.on_config
     )
     return handlers

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
+import kopf
 import pytest
 from kubernetes_asyncio import client
 
@@ -18,6 +21,7 @@ class FakeNodeMetricClient:
     def __init__(self, failures: int = 0) -> None:
         self.objects: dict[str, NodeMetric] = {}
         self.failures = failures
+        self.patches: list[str] = []
 
     async def create(self, metric: NodeMetric) -> bool:
         if self.failures:
@@ -31,6 +35,15 @@ class FakeNodeMetricClient:
 
     async def delete(self, name: str) -> bool:
         return self.objects.pop(name, None) is not None
+
+    async def patch(self, name: str, patch: dict[str, Any]) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise client.ApiException(status=503, reason="Service Unavailable")
+        self.patches.append(name)
+        wire = self.objects[name].to_wire()
+        wire["spec"] = {**wire.get("spec", {}), **patch["spec"]}
+        self.objects[name] = NodeMetric.model_validate(wire)
 
 
 async def test_node_events_create_and_delete_the_node_metric() -> None:
@@ -70,3 +83,96 @@ async def test_an_unavailable_api_server_is_retried(monkeypatch: pytest.MonkeyPa
     fake.failures = 0
     await handlers.on_node(type="MODIFIED", name="n2", uid="u2", logger=LOG)
     assert sorted(fake.objects) == ["n1", "n2"]
+
+
+def _node(name: str, labels: dict[str, str] | None = None) -> kopf.Body:
+    raw: Any = {"metadata": {"name": name, "uid": f"u-{name}", "labels": labels or {}}}
+    return kopf.Body(raw)
+
+
+def _config_map(config: dict[str, Any] | str) -> kopf.Body:
+    text = config if isinstance(config, str) else json.dumps(config)
+    raw: Any = {"metadata": {"name": "slo-controller-config"}, "data": {"colocation-config": text}}
+    return kopf.Body(raw)
+
+
+def _report_interval(fake: FakeNodeMetricClient, name: str) -> int | None:
+    policy = fake.objects[name].spec.metric_collect_policy  # type: ignore[union-attr]
+    return policy.report_interval_seconds if policy else None
+
+
+async def test_the_collect_policy_follows_slo_controller_config_and_the_nodes_labels() -> None:
+    fake = FakeNodeMetricClient()
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    await handlers.on_node(type=None, name="n2", uid="u-n2", logger=LOG, body=_node("n2"))
+    assert _report_interval(fake, "n1") == 60  # no config read yet: the defaults
+    config = {
+        "metricReportIntervalSeconds": 30,
+        "nodeConfigs": [
+            {"nodeSelector": {"matchLabels": {"pool": "slow"}}, "metricReportIntervalSeconds": 120}
+        ],
+    }
+    await handlers.on_config(type="ADDED", body=_config_map(config), logger=LOG)
+    assert (_report_interval(fake, "n1"), _report_interval(fake, "n2")) == (30, 30)
+    assert fake.patches == ["n1", "n2"]
+
+    # heartbeats and events that change nothing write nothing
+    await handlers.on_node(type="MODIFIED", name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    await handlers.on_node_metric(
+        type="MODIFIED", name="n1", logger=LOG, body=kopf.Body(fake.objects["n1"].to_wire())
+    )
+    assert fake.patches == ["n1", "n2"]
+
+    # a node relabelled into a nodeConfigs entry gets that entry's policy
+    await handlers.on_node(
+        type="MODIFIED", name="n2", uid="u-n2", logger=LOG, body=_node("n2", {"pool": "slow"})
+    )
+    assert _report_interval(fake, "n2") == 120
+
+    # a new node is created with the policy in force
+    await handlers.on_node(type="ADDED", name="n3", uid="u-n3", logger=LOG, body=_node("n3"))
+    assert _report_interval(fake, "n3") == 30
+    assert "n3" not in fake.patches
+
+
+async def test_a_hand_edited_spec_is_written_back() -> None:
+    fake = FakeNodeMetricClient()
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_config(type=None, body=_config_map({"metricReportIntervalSeconds": 30}), logger=LOG)
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    assert _report_interval(fake, "n1") == 30
+    edited = fake.objects["n1"].to_wire()
+    edited["spec"]["metricCollectPolicy"]["reportIntervalSeconds"] = 600
+    fake.objects["n1"] = NodeMetric.model_validate(edited)
+    await handlers.on_node_metric(type="MODIFIED", name="n1", logger=LOG, body=kopf.Body(edited))
+    assert _report_interval(fake, "n1") == 30
+
+
+async def test_a_refused_key_keeps_the_last_good_policy(caplog: pytest.LogCaptureFixture) -> None:
+    fake = FakeNodeMetricClient()
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    await handlers.on_config(type=None, body=_config_map({"metricReportIntervalSeconds": 30}), logger=LOG)
+    with caplog.at_level(logging.WARNING):
+        await handlers.on_config(
+            type="MODIFIED", body=_config_map({"metricReportIntervalSeconds": -1}), logger=LOG
+        )
+        await handlers.on_config(type="MODIFIED", body=_config_map("{not json"), logger=LOG)
+    assert _report_interval(fake, "n1") == 30
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("colocation-config" in m and "metricReportIntervalSeconds=-1" in m for m in messages), messages
+    # the ConfigMap deleted: Koordinator's defaults again
+    await handlers.on_config(type="DELETED", body=_config_map("{}"), logger=LOG)
+    assert _report_interval(fake, "n1") == 60
+
+
+async def test_a_failed_patch_is_retried_on_the_next_event() -> None:
+    fake = FakeNodeMetricClient()
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    fake.failures = 1
+    await handlers.on_config(type=None, body=_config_map({"metricReportIntervalSeconds": 30}), logger=LOG)
+    assert _report_interval(fake, "n1") == 60
+    await handlers.on_node(type="MODIFIED", name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    assert _report_interval(fake, "n1") == 30
