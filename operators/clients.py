@@ -64,8 +64,7 @@ async def load_configuration(config: ManagerConfig) -> client.Configuration:
 
 
 async def _unless(status: int, call: Awaitable[_T]) -> _T | None:
-    """What ``call`` returns, or None when the API server answers ``status`` (404 for a missing
-    object, 409 for one that exists or changed since read)."""
+    """What ``call`` returns, or None when the API server answers ``status`` (404: no such object)."""
     try:
         return await call
     except client.ApiException as exc:
@@ -74,9 +73,15 @@ async def _unless(status: int, call: Awaitable[_T]) -> _T | None:
         raise
 
 
-async def _succeeds(call: Awaitable[Any]) -> bool:
-    """True once ``call`` returns (for the writes whose answer is not needed)."""
-    await call
+async def _done(call: Awaitable[Any], unless: int) -> bool:
+    """True when ``call`` went through, False when the API server answered ``unless`` (409: the
+    object exists already; 404: there was none to delete)."""
+    try:
+        await call
+    except client.ApiException as exc:
+        if exc.status == unless:
+            return False
+        raise
     return True
 
 
@@ -110,18 +115,12 @@ class _Clients:
     async def _create_cluster_object(self, crd: CRDInfo, body: dict[str, Any]) -> bool:
         """Create ``body``; False when one of that name already exists."""
         api = await self._objects()
-        created = await _unless(
-            409, _succeeds(api.create_cluster_custom_object(crd.group, crd.version, crd.plural, body))
-        )
-        return created is not None
+        return await _done(api.create_cluster_custom_object(crd.group, crd.version, crd.plural, body), 409)
 
     async def _delete_cluster_object(self, crd: CRDInfo, name: str) -> bool:
         """Delete the custom object ``name`` of ``crd``; False when there was none."""
         api = await self._objects()
-        deleted = await _unless(
-            404, _succeeds(api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name))
-        )
-        return deleted is not None
+        return await _done(api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name), 404)
 
     async def _patch_node(self, name: str, patch: dict[str, Any], *, status: bool = False) -> None:
         core = await self._core()
@@ -163,15 +162,12 @@ class QuotaClient(_Clients):
         """Create ``quota``; False when one of that name already exists."""
         api = await self._objects()
         body = quota.model_dump(by_alias=True, exclude_none=True, mode="json")
-        created = await _unless(
-            409,
-            _succeeds(
-                api.create_namespaced_custom_object(
-                    _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
-                )
+        return await _done(
+            api.create_namespaced_custom_object(
+                _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
             ),
+            409,
         )
-        return created is not None
 
     async def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         api = await self._objects()
@@ -214,8 +210,7 @@ class ReservationClient(_Clients):
         """Delete the reservation if it is still the one with ``uid``; a reservation already gone is
         no error."""
         api = await self._objects()
-        await _unless(
-            404,
+        await _done(
             api.delete_cluster_custom_object(
                 _RESERVATION.group,
                 _RESERVATION.version,
@@ -223,6 +218,7 @@ class ReservationClient(_Clients):
                 name,
                 body=client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid)),
             ),
+            404,
         )
 
 

@@ -9,12 +9,13 @@ for BE ones, and the relative path the application's name (Koordinator's ``GetHo
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from apis.slo.nodeslo import HostApplicationSpec
+from apis.slo.nodeslo import HostApplicationSpec, NodeSLOSpec
 from koordlet.qos.layout import CgroupLayout
 
-__all__ = ["HostApp", "host_app"]
+__all__ = ["HostApp", "host_app", "host_apps_of"]
 
 _PARENT_BY_QOS = {"LS": "host-latency-sensitive", "BE": "host-best-effort"}
 
@@ -52,3 +53,16 @@ def host_app(spec: HostApplicationSpec, layout: CgroupLayout) -> HostApp:
         part.strip("/") for part in (bases[base_name], parent, relative) if part and part.strip("/")
     )
     return HostApp(name, qos, path, base_name == "KubepodsBesteffort")
+
+
+def host_apps_of(spec: NodeSLOSpec | None, layout: CgroupLayout) -> tuple[list[HostApp], list[str]]:
+    """The NodeSLO's host applications that can be placed, and why each of the others cannot."""
+    apps: list[HostApp] = []
+    problems: list[str] = []
+    entries: Sequence[HostApplicationSpec] = (spec.host_applications or []) if spec else []
+    for entry in entries:
+        try:
+            apps.append(host_app(entry, layout))
+        except ValueError as exc:
+            problems.append(str(exc))
+    return apps, problems

@@ -23,7 +23,7 @@ from koordlet.metric_cache import MetricSource
 from koordlet.qos import cpu_suppress as sup
 from koordlet.qos.cpu_qos import PodCgroups, plan_cpu_qos
 from koordlet.qos.eviction import latest
-from koordlet.qos.host_apps import HostApp, host_app
+from koordlet.qos.host_apps import HostApp, host_apps_of
 from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.pods import QoSPod
 from koordlet.qos.resctrl import ResctrlWriter
@@ -111,12 +111,9 @@ class NodeQoS:
         return found
 
     def host_apps(self, spec: NodeSLOSpec) -> list[HostApp]:
-        apps = []
-        for entry in spec.host_applications or []:
-            try:
-                apps.append(host_app(entry, self.layout))
-            except ValueError as exc:
-                self._once(f"hostapp:{exc}", "NodeSLO hostApplications skipped: %s", exc)
+        apps, problems = host_apps_of(spec, self.layout)
+        for problem in problems:
+            self._once(f"hostapp:{problem}", "NodeSLO hostApplications skipped: %s", problem)
         return apps
 
     def reconcile(

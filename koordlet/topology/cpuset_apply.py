@@ -52,19 +52,10 @@ class CPUSetApplier:
         self.be_cpu_manager = be_cpu_manager
         self._warned: set[tuple[str, str]] = set()
 
-    def _warn_once(self, pod: Pod, problem: str) -> None:
-        key = (pod.metadata.uid or "", problem)
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning(
-                "pod %s/%s: cpuset not applied: %s", pod.metadata.namespace, pod.metadata.name, problem
-            )
-
-    def _warn_app_once(self, app: HostApp, problem: str) -> None:
-        key = (f"hostapp:{app.name}", problem)
-        if key not in self._warned:
-            self._warned.add(key)
-            log.warning("host application %s: cpuset not applied: %s", app.name, problem)
+    def _warn_once(self, key: str, who: str, problem: str) -> None:
+        if (key, problem) not in self._warned:
+            self._warned.add((key, problem))
+            log.warning("%s: cpuset not applied: %s", who, problem)
 
     def _children(self, pod_dir: str) -> list[str]:
         root = self.writer.subsystem_root("cpuset")
@@ -82,7 +73,8 @@ class CPUSetApplier:
             cpuset = pod_cpuset(pod, rule, be_cpu_manager=self.be_cpu_manager)
             bound = bool(get_resource_status(pod.metadata.annotations).cpuset)
         except (InvalidAnnotation, ValueError) as exc:
-            self._warn_once(pod, str(exc))
+            who = f"pod {pod.metadata.namespace}/{pod.metadata.name}"
+            self._warn_once(pod.metadata.uid or "", who, str(exc))
             return None
         uid = pod.metadata.uid or ""
         pod_dir = self.layout.pod_dir(kube_qos_of(pod.status.qos_class), uid)
@@ -117,7 +109,7 @@ class CPUSetApplier:
             try:
                 cpuset = host_app_cpuset(app.name, app.qos, rule)
             except ValueError as exc:
-                self._warn_app_once(app, str(exc))
+                self._warn_once(f"hostapp:{app.name}", f"host application {app.name}", str(exc))
                 continue
             if not cpuset or not self.writer.supported(app.path, CgroupResource.CPUSET_CPUS):
                 continue

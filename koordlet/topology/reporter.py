@@ -22,7 +22,7 @@ from apis.errors import InvalidAnnotation
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, KubeletCPUManagerPolicy
 from apis.topology import NodeResourceTopology
 from koordlet.fs import HostFS
-from koordlet.qos.host_apps import HostApp, host_app
+from koordlet.qos.host_apps import host_apps_of
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
 from koordlet.topology.cpuset_apply import CPUSetApplier
@@ -273,21 +273,14 @@ class HostTopologyReporter:
             else:
                 self.problems.ok(f"NodeResourceTopology {self.node_name}")
                 self.applier.apply(pods, rule)
-                self.applier.apply_host_apps(self._host_apps(states), rule)
+                slo = states.node_slo(self.node_name)
+                apps, problems = host_apps_of(slo.spec if slo else None, self.applier.layout)
+                if problems:
+                    self.problems.problem("NodeSLO hostApplications", "; ".join(problems))
+                else:
+                    self.problems.ok("NodeSLO hostApplications")
+                self.applier.apply_host_apps(apps, rule)
         return topology
-
-    def _host_apps(self, states: States) -> list[HostApp]:
-        """The host applications of the node's NodeSLO; one that cannot be placed is logged once."""
-        slo = states.node_slo(self.node_name)
-        if slo is None or self.applier is None or slo.spec is None:
-            return []
-        apps = []
-        for entry in slo.spec.host_applications or []:
-            try:
-                apps.append(host_app(entry, self.applier.layout))
-            except ValueError as exc:
-                self.problems.problem(f"hostApplications {entry.name}", str(exc))
-        return apps
 
     async def run(self, api: TopologyAPI, states: States) -> None:
         changes = states.subscribe(Kind.NODE, Kind.POD)

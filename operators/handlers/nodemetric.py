@@ -124,9 +124,13 @@ class NodeMetrics:
             except errors.API_ERRORS as exc:
                 logger.warning(f"NodeMetric {name} not deleted (its owner reference still lets it go): {exc}")
             return
-        self.nodes[name] = _Node(uid, _meta(body, "labels"), _meta(body, "annotations"))
+        seen = _Node(uid, _meta(body, "labels"), _meta(body, "annotations"))
+        unchanged = self.nodes.get(name) == seen
+        self.nodes[name] = seen
         if name not in self.ensured:
             await self._create(name, logger)
+        elif unchanged and name in self.specs:
+            return  # a heartbeat: its policy is written (config changes come through on_config)
         await self._sync(name, logger)
 
     async def on_node_metric(
@@ -140,15 +144,15 @@ class NodeMetrics:
             await self._create(name, logger)
             return
         if body is not None:
+            # Only the spec: koordlet rewrites the status every report, and it is not read here.
+            raw = (body.get("spec") or {}).get("metricCollectPolicy")
             try:
-                metric = NodeMetric.model_validate(dict(body))
+                self.specs[name] = None if raw is None else NodeMetricCollectPolicy.model_validate(raw)
             except ValidationError as exc:
                 logger.warning(
                     f"NodeMetric {name} does not parse, its collect policy is written again: {exc}"
                 )
                 self.specs.pop(name, None)
-            else:
-                self.specs[name] = metric.spec.metric_collect_policy if metric.spec else None
         await self._sync(name, logger)
 
     async def on_config(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:

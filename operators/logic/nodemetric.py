@@ -12,7 +12,7 @@ it leaves out, as the slo-controller's ``getNodeMetricSpec`` writes it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
+from typing import cast, get_args
 
 from apis.meta import ObjectMeta, OwnerReference
 from apis.slo.nodemetric import (
@@ -26,9 +26,7 @@ from apis.slo.sloconfig.colocation import ParsedColocation, node_colocation_stra
 
 __all__ = ["collect_policy_for", "node_metric_for"]
 
-_MEMORY_POLICIES: frozenset[str] = frozenset(
-    ("usageWithHotPageCache", "usageWithoutPageCache", "usageWithPageCache")
-)
+_MEMORY_POLICIES: frozenset[str] = frozenset(get_args(MemoryCollectPolicy))
 
 
 def collect_policy_for(
