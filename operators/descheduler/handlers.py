@@ -31,28 +31,30 @@ def register(registry: kopf.OperatorRegistry, app: Descheduler) -> None:
     store = app.store
 
     @kopf.on.event("", "v1", "pods", registry=registry)
-    def pod_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
+    async def pod_event(
+        type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any
+    ) -> None:
         if type == "DELETED":
             store.delete_pod(namespace or "", name)
         else:
             store.upsert_pod(plain(body))
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def node_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+    async def node_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         if type == "DELETED":
             store.delete_node(name)
         else:
             store.upsert_node(plain(body))
 
     @kopf.on.event(_NM.group, _NM.version, _NM.plural, registry=registry)
-    def metric_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+    async def metric_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         if type == "DELETED":
             store.delete_metric(name)
         else:
             store.upsert_metric(plain(body))
 
     @kopf.on.event(_R.group, _R.version, _R.plural, registry=registry)
-    def reservation_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
+    async def reservation_event(type: str | None, body: kopf.Body, name: str, **_: Any) -> None:
         if type == "DELETED":
             store.delete_reservation(name)
         else:
@@ -85,7 +87,9 @@ def register(registry: kopf.OperatorRegistry, app: Descheduler) -> None:
 
 
 def _workload_handler(registry: kopf.OperatorRegistry, app: Descheduler, kind: WorkloadKind) -> None:
-    def workload_event(type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any) -> None:
+    async def workload_event(
+        type: str | None, body: kopf.Body, namespace: str | None, name: str, **_: Any
+    ) -> None:
         if type == "DELETED":
             app.store.delete_workload(kind, namespace or "", name)
         else:

@@ -91,7 +91,7 @@ class BuiltInQuotas:
         if type == "DELETED":
             await self.ensure(node_capacity, elastic_quotas, logger)
 
-    def sync_root_total(
+    async def sync_root_total(
         self, body: kopf.Body, patch: kopf.Patch, memo: Any, node_capacity: NodeIndex, **_: Any
     ) -> None:
         """Write the cluster total into the root quota when it differs from what is stored."""

@@ -43,7 +43,7 @@ def _nodes(index: NodeLabels) -> list[Node]:
     ]
 
 
-def sync_detail_status(
+async def sync_detail_status(
     body: kopf.Body,
     patch: kopf.Patch,
     memo: Any,

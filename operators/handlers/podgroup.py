@@ -40,7 +40,7 @@ def podgroup_members(
 
 
 def make_sync(config: ManagerConfig) -> Any:  # Any: Kopf's TimerFn protocol does not list index kwargs
-    def sync_podgroup_status(
+    async def sync_podgroup_status(
         body: kopf.Body,
         namespace: str,
         name: str,

@@ -118,11 +118,11 @@ class Lifecycle:
         self._client = client
         self._wakeups = wakeups
 
-    def on_reservation_event(self, uid: str | None, **_: Any) -> None:
+    async def on_reservation_event(self, uid: str | None, **_: Any) -> None:
         if uid:
             self._wakeups.wake(uid)
 
-    def on_owner_event(self, annotations: kopf.Annotations, **_: Any) -> None:
+    async def on_owner_event(self, annotations: kopf.Annotations, **_: Any) -> None:
         try:
             allocated = get_reservation_allocated(annotations)
         except InvalidAnnotation:
@@ -130,7 +130,7 @@ class Lifecycle:
         if allocated is not None and allocated.uid:
             self._wakeups.wake(allocated.uid)
 
-    def on_node_event(self, type: str | None, **_: Any) -> None:
+    async def on_node_event(self, type: str | None, **_: Any) -> None:
         if type == "DELETED":
             self._wakeups.wake_all()  # rare; each daemon checks its own node
 

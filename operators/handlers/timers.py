@@ -13,6 +13,14 @@ running; a companion ``on.event`` handler marks the object's memo as gone on tha
 timer's ``when`` filter, re-checked by Kopf on the same event, then stops the timer.
 Kopf removes its finalizer from objects that still carry it from an earlier version.
 
+A failed tick is retried after one ``interval`` too (Kopf's default backoff is a minute, long
+enough for a status to lag a relabelled node far behind).
+
+Every timer and event handler here is a coroutine, never a plain function: Kopf runs plain
+functions in a thread pool, where iterating an index the event loop is updating (a node deleted
+mid-iteration) raises "dictionary changed size during iteration", and setting an asyncio.Event
+is not thread-safe. ``tests/operators/test_timers.py`` checks every registered one.
+
 ``daemon`` does the same for a ``kopf.daemon``: one long-running task per object, for work that
 sleeps until a deadline of the object's own (a Reservation's expiry) rather than ticking.
 """
@@ -33,7 +41,7 @@ GONE = "koordinator-py.gone"
 WhenFn = Callable[..., bool]
 
 
-def _mark_gone(type: str | None, memo: Any, **_: Any) -> None:
+async def _mark_gone(type: str | None, memo: Any, **_: Any) -> None:
     if type == "DELETED":
         memo[GONE] = True
 
@@ -62,9 +70,16 @@ def resync_timer(
 
     def decorator(fn: Any) -> Any:
         kopf.on.event(group, version, plural, id=f"{id}.gone", registry=registry)(_mark_gone)
-        kopf.timer(group, version, plural, id=id, interval=interval, when=_present(when), registry=registry)(
-            fn
-        )
+        kopf.timer(
+            group,
+            version,
+            plural,
+            id=id,
+            interval=interval,
+            backoff=interval,
+            when=_present(when),
+            registry=registry,
+        )(fn)
         _without_finalizer(registry, id)
         return fn
 

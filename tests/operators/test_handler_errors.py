@@ -3,6 +3,7 @@ problem, instead of logging failures away. Each handler is called directly with 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -101,7 +102,9 @@ def topology_body(items: list[dict[str, Any]]) -> kopf.Body:
 
 def sync_topology(body: kopf.Body, memo: dict[str, Any]) -> kopf.Patch:
     patch = kopf.Patch()
-    networktopology.sync_detail_status(body=body, patch=patch, memo=memo, node_topology_labels={})
+    asyncio.run(
+        networktopology.sync_detail_status(body=body, patch=patch, memo=memo, node_topology_labels={})
+    )
     return patch
 
 
@@ -146,9 +149,9 @@ def test_a_podgroup_that_does_not_parse_is_a_permanent_error_naming_the_field() 
     memo: dict[str, Any] = {}
     kwargs = {"body": body, "namespace": "default", "name": "pg", "memo": memo, "podgroup_members": {}}
     with pytest.raises(kopf.PermanentError, match=r"PodGroup is invalid: spec\.minMember"):
-        sync(patch=kopf.Patch(), **kwargs)
+        asyncio.run(sync(patch=kopf.Patch(), **kwargs))
     patch = kopf.Patch()
-    sync(patch=patch, **kwargs)
+    asyncio.run(sync(patch=patch, **kwargs))
     assert not patch
 
 

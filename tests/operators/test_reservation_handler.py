@@ -187,7 +187,7 @@ async def test_the_daemon_wakes_on_its_owner_pods_event() -> None:
     assert fake.written == []  # no owner yet: asleep until the ttl
     owners["r-uid"] = [owner()]
     annotations = {ANNOTATION_RESERVATION_ALLOCATED: json.dumps({"name": "r", "uid": "r-uid"})}
-    life.on_owner_event(annotations=annotations)
+    await life.on_owner_event(annotations=annotations)
     await asyncio.sleep(0.05)
     assert [w["status"]["phase"] for w in fake.written] == ["Succeeded"]
     setter.set()

@@ -7,6 +7,8 @@ These tests reach into Kopf's registry on purpose: they pin the Kopf behaviour t
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 from typing import Any
 
@@ -15,6 +17,7 @@ import pytest
 from kopf._cogs.structs import bodies, patches, references
 from kopf._core.engines.indexing import OperatorIndexers
 from kopf._core.intents import causes
+from kopf._core.intents.handlers import TimerHandler
 from kopf._core.intents.registries import OperatorRegistry
 
 from operators.__main__ import build_registry, parse_args
@@ -76,6 +79,22 @@ def test_every_timer_is_registered_without_a_finalizer(registry: OperatorRegistr
     assert all(h.requires_finalizer is False for h in spawning)
 
 
+def test_every_timer_daemon_and_event_handler_runs_on_the_event_loop(registry: OperatorRegistry) -> None:
+    """Kopf runs a plain function in a thread pool: one that iterates an index while the loop
+    deletes a node from it fails with "dictionary changed size during iteration", and the timer
+    then waits out its backoff. Only coroutines run on the loop, between the index's updates."""
+    handlers = [*registry._spawning.get_all_handlers(), *registry._watching.get_all_handlers()]
+    threaded = [h.id for h in handlers if not inspect.iscoroutinefunction(getattr(h.fn, "__func__", h.fn))]
+    assert handlers
+    assert threaded == []
+
+
+def test_a_failed_tick_is_retried_after_one_interval(registry: OperatorRegistry) -> None:
+    timers_ = [h for h in registry._spawning.get_all_handlers() if isinstance(h, TimerHandler)]
+    assert timers_
+    assert all(h.backoff == h.interval for h in timers_), [(h.id, h.backoff, h.interval) for h in timers_]
+
+
 @pytest.mark.parametrize("timer_id", sorted(OBJECTS))
 def test_no_finalizer_is_required_and_the_timer_runs_while_the_object_exists(
     registry: OperatorRegistry, timer_id: str
@@ -89,9 +108,9 @@ def test_no_finalizer_is_required_and_the_timer_runs_while_the_object_exists(
 def test_the_deleted_event_stops_the_timer(registry: OperatorRegistry, timer_id: str) -> None:
     memo = kopf.Memo()
     (gone,) = [h for h in registry._watching.get_all_handlers() if h.id == f"{timer_id}.gone"]
-    gone.fn(type="MODIFIED", memo=memo)  # type: ignore[call-arg]
+    asyncio.run(gone.fn(type="MODIFIED", memo=memo))  # type: ignore[call-arg]
     assert timer_id in {h.id for h in registry._spawning.get_handlers(cause=spawning_cause(timer_id, memo))}
-    gone.fn(type="DELETED", memo=memo)  # type: ignore[call-arg]
+    asyncio.run(gone.fn(type="DELETED", memo=memo))  # type: ignore[call-arg]
     assert timer_id not in {
         h.id for h in registry._spawning.get_handlers(cause=spawning_cause(timer_id, memo))
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from typing import Any
 
 import kopf
@@ -26,25 +27,33 @@ def _kind(fns: dict[str, Any], suffix: str) -> Any:
     return next(fn for hid, fn in fns.items() if hid.endswith(suffix))
 
 
-def test_watch_events_fill_and_empty_the_caches() -> None:
+async def test_watch_events_fill_and_empty_the_caches() -> None:
     app, fns = _app()
     pod_event = _kind(fns, "pod_event")
     body = pod_body("a", node="n1")
-    pod_event(type="ADDED", body=body, namespace="default", name="a")
+    await pod_event(type="ADDED", body=body, namespace="default", name="a")
     assert [p.metadata.name for p in app.store.pods_on_node("n1")] == ["a"]
-    _kind(fns, "apps/replicasets")(
+    await _kind(fns, "apps/replicasets")(
         type="ADDED", body={**workload_body("ReplicaSet", "rs", "rs-uid", 3)}, namespace="default", name="rs"
     )
     workload = app.store.workload_of(app.store.pod("default", "a"))  # type: ignore[arg-type]
     assert workload is not None
     assert workload.replicas == 3
-    pod_event(type="DELETED", body=body, namespace="default", name="a")
+    await pod_event(type="DELETED", body=body, namespace="default", name="a")
     assert app.store.pods_on_node("n1") == []
     job_body = job("j", "a").model_dump(by_alias=True, exclude_none=True, mode="json")
-    asyncio.run(_kind(fns, "job_event")(type="ADDED", body=job_body, name="j"))
+    await _kind(fns, "job_event")(type="ADDED", body=job_body, name="j")
     assert app.store.job("j") is not None
-    asyncio.run(_kind(fns, "job_event")(type="DELETED", body=job_body, name="j"))
+    await _kind(fns, "job_event")(type="DELETED", body=job_body, name="j")
     assert app.store.job("j") is None
+
+
+def test_every_handler_runs_on_the_event_loop() -> None:
+    """A plain function would run in Kopf's thread pool and change the caches while a descheduling
+    round on the loop iterates them."""
+    _, fns = _app()
+    assert fns
+    assert [hid for hid, fn in fns.items() if not inspect.iscoroutinefunction(fn)] == []
 
 
 def test_the_reconcile_daemon_of_a_final_job_returns_at_once() -> None:
