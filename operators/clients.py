@@ -122,6 +122,16 @@ class _Clients:
         api = await self._objects()
         return await _done(api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name), 404)
 
+    async def slo_config_map(self) -> dict[str, Any] | None:
+        """``slo-controller-config`` as the API server sends it; None when it does not exist (the
+        controllers read it once, before its watch event may have come)."""
+        core = await self._core()
+        found = await _unless(404, core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE))
+        if found is None:
+            return None
+        raw: dict[str, Any] = (await self._client()).sanitize_for_serialization(found)
+        return raw
+
     async def _patch_node(self, name: str, patch: dict[str, Any], *, status: bool = False) -> None:
         core = await self._core()
         # The stubs leave out the generated client's documented ``_content_type`` keyword.
@@ -276,15 +286,6 @@ class NodeSLOClient(_Clients):
         """Delete the NodeSLO ``name``; False when there was none."""
         return await self._delete_cluster_object(_NSLO, name)
 
-    async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        """The ConfigMap as the API server sends it; None when it does not exist."""
-        core = await self._core()
-        found = await _unless(404, core.read_namespaced_config_map(name, namespace))
-        if found is None:
-            return None
-        raw: dict[str, Any] = (await self._client()).sanitize_for_serialization(found)
-        return raw
-
 
 class ColocationClient(_Clients):
     """What the colocation profile webhook reads beside its indexes: a PriorityClass a profile
@@ -310,12 +311,6 @@ class ColocationClient(_Clients):
 class CPUNormalizationClient(_Clients):
     """What the CPU normalization controller reads before its watches have delivered it (the
     ConfigMap, a node's NodeResourceTopology) and its node annotation patches."""
-
-    async def get_slo_config_data(self) -> dict[str, str] | None:
-        """``slo-controller-config``'s data; None when the ConfigMap does not exist."""
-        core = await self._core()
-        cm = await _unless(404, core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE))
-        return None if cm is None else dict(cm.data or {})
 
     async def get_nrt_annotations(self, name: str) -> dict[str, str] | None:
         """The annotations of the node's NodeResourceTopology; None when there is none."""

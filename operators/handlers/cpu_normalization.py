@@ -119,12 +119,12 @@ class CPUNormalization:
     async def _ensure_config(self, logger: kopf.Logger) -> bool:
         if not self.config_read:
             try:
-                data = await self.client.get_slo_config_data()
+                cm = await self.client.slo_config_map()
             except errors.API_ERRORS as exc:
                 where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
                 logger.warning(f"{where} not read (retried on the next event): {exc}")
                 return False
-            self._apply_config(data, None)
+            self._apply_config(None if cm is None else dict(cm.get("data") or {}), None)
         return True
 
     async def on_configmap(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:

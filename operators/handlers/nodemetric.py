@@ -9,11 +9,13 @@ slo-controller does.
 Its ``spec.metricCollectPolicy`` follows the node's colocation strategy of ``slo-controller-config``
 (``operators.logic.nodemetric``): the ConfigMap's ``colocation-config`` key is watched, and when the
 policy it gives a node differs from the one its NodeMetric holds (a changed key, a node relabelled
-into another ``nodeConfigs`` entry, a spec edited by hand) the spec is merge-patched back. Until the
-key is first read a new NodeMetric gets the defaults and an existing one is left as it is; a key
-that is refused keeps the last good one in force (koord-manager's node resource controller posts
-the Warning event on the ConfigMap for it). An API server that cannot take a write yet is retried a
-few times, then on the node's next event.
+into another ``nodeConfigs`` entry, a spec edited by hand) the spec is merge-patched back. The
+ConfigMap is read once before the first node is handled, so that a NodeMetric is created with its
+policy and one a previous koord-manager wrote from a since-deleted ConfigMap goes back to the
+defaults. A key that is refused keeps the last good one in force; refused before any good value (or
+the ConfigMap unreadable), a new NodeMetric gets the defaults and an existing one is left as it is
+(koord-manager's node resource controller posts the Warning event on the ConfigMap). An API server
+that cannot take a write yet is retried a few times, then on the node's next event.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class NodeMetrics:
         self.config: LastGoodKey[ParsedColocation] = LastGoodKey(
             KEY_COLOCATION, parse_colocation_config, defaults_on_first_error=False
         )
+        self.config_read = False
+        """The ConfigMap was read or its watch event came (a refused key is not read again)."""
 
     def _policy(self, name: str) -> NodeMetricCollectPolicy:
         node = self.nodes[name]
@@ -105,6 +109,29 @@ class NodeMetrics:
         self.specs[name] = policy
         logger.info(f"NodeMetric {name}: collect policy from {KEY_COLOCATION}")
 
+    async def _ensure_config(self, logger: kopf.Logger) -> None:
+        if self.config_read:
+            return
+        try:
+            found = await self.client.slo_config_map()
+        except errors.API_ERRORS as exc:
+            logger.warning(
+                f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME} not read (its watch event will bring it): {exc}"
+            )
+            return
+        if not self.config_read:  # its event may have come while this read was out
+            self._apply_config(None if found is None else found.get("data"), logger)
+
+    def _apply_config(self, data: Mapping[str, str] | None, logger: kopf.Logger) -> bool:
+        self.config_read = True
+        outcome = self.config.apply(data)
+        if outcome.error is not None:
+            logger.warning(
+                f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME} key {outcome.error} "
+                "(NodeMetrics keep the collect policy of the last good colocation-config)"
+            )
+        return outcome.changed
+
     async def on_node(
         self,
         type: str | None,
@@ -127,6 +154,7 @@ class NodeMetrics:
         seen = _Node(uid, _meta(body, "labels"), _meta(body, "annotations"))
         unchanged = self.nodes.get(name) == seen
         self.nodes[name] = seen
+        await self._ensure_config(logger)
         if name not in self.ensured:
             await self._create(name, logger)
         elif unchanged and name in self.specs:
@@ -156,13 +184,7 @@ class NodeMetrics:
         await self._sync(name, logger)
 
     async def on_config(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:
-        outcome = self.config.apply(None if type == "DELETED" else body.get("data"))
-        if outcome.error is not None:
-            logger.warning(
-                f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME} key {outcome.error} "
-                "(NodeMetrics keep the collect policy of the last good colocation-config)"
-            )
-        if outcome.changed:
+        if self._apply_config(None if type == "DELETED" else body.get("data"), logger):
             for name in sorted(self.nodes):
                 await self._sync(name, logger)
 

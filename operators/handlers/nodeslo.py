@@ -157,7 +157,7 @@ class NodeSLOs:
         if self.loaded:
             return
         with errors.api_errors(f"read the ConfigMap {SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"):
-            found = await self.client.config_map(SLO_CONFIG_NAMESPACE, SLO_CONFIG_NAME)
+            found = await self.client.slo_config_map()
         if not self.loaded:  # its event may have come while this read was out
             self.apply_config_map(found, logger)
 

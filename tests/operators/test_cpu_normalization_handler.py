@@ -70,8 +70,8 @@ class FakeClient:
         self.patches: list[tuple[str, dict[str, str | None]]] = []
         self.topology_reads: list[str] = []
 
-    async def get_slo_config_data(self) -> dict[str, str] | None:
-        return self.data
+    async def slo_config_map(self) -> dict[str, Any] | None:
+        return None if self.data is None else {"data": self.data}
 
     async def get_nrt_annotations(self, name: str) -> dict[str, str] | None:
         self.topology_reads.append(name)

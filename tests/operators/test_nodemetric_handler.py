@@ -18,10 +18,19 @@ LOG = logging.getLogger("test")
 
 
 class FakeNodeMetricClient:
-    def __init__(self, failures: int = 0) -> None:
+    def __init__(self, failures: int = 0, config_map: dict[str, Any] | None = None) -> None:
         self.objects: dict[str, NodeMetric] = {}
         self.failures = failures
         self.patches: list[str] = []
+        self.config_map = config_map
+        self.config_reads = 0
+        self.config_unreadable = False
+
+    async def slo_config_map(self) -> dict[str, Any] | None:
+        self.config_reads += 1
+        if self.config_unreadable:
+            raise client.ApiException(status=503, reason="Service Unavailable")
+        return self.config_map
 
     async def create(self, metric: NodeMetric) -> bool:
         if self.failures:
@@ -176,3 +185,45 @@ async def test_a_failed_patch_is_retried_on_the_next_event() -> None:
     assert _report_interval(fake, "n1") == 60
     await handlers.on_node(type="MODIFIED", name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
     assert _report_interval(fake, "n1") == 30
+
+
+def _metric(name: str, report_interval: int) -> NodeMetric:
+    return NodeMetric.model_validate(
+        {
+            "apiVersion": "slo.koordinator.sh/v1alpha1",
+            "kind": "NodeMetric",
+            "metadata": {"name": name},
+            "spec": {"metricCollectPolicy": {"reportIntervalSeconds": report_interval}},
+        }
+    )
+
+
+async def test_a_policy_left_by_a_deleted_config_map_goes_back_to_the_defaults_at_start_up() -> None:
+    fake = FakeNodeMetricClient(config_map=None)  # no slo-controller-config in the cluster
+    fake.objects["n1"] = _metric("n1", 30)  # written from a ConfigMap deleted while koord-manager was down
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    assert _report_interval(fake, "n1") == 60
+    await handlers.on_node(type=None, name="n2", uid="u-n2", logger=LOG, body=_node("n2"))
+    assert fake.config_reads == 1  # read once, not per node
+
+
+async def test_a_config_map_there_at_start_up_gives_new_node_metrics_their_policy_at_creation() -> None:
+    cm: Any = _config_map({"metricReportIntervalSeconds": 30})
+    fake = FakeNodeMetricClient(config_map=dict(cm))
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    assert _report_interval(fake, "n1") == 30
+    assert fake.patches == []
+
+
+async def test_an_unreadable_config_map_leaves_existing_policies_until_its_event() -> None:
+    fake = FakeNodeMetricClient()
+    fake.config_unreadable = True
+    fake.objects["n1"] = _metric("n1", 30)
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await handlers.on_node(type=None, name="n1", uid="u-n1", logger=LOG, body=_node("n1"))
+    await handlers.on_node(type=None, name="n2", uid="u-n2", logger=LOG, body=_node("n2"))
+    assert (_report_interval(fake, "n1"), _report_interval(fake, "n2")) == (30, 60)
+    await handlers.on_config(type=None, body=_config_map({"metricReportIntervalSeconds": 45}), logger=LOG)
+    assert (_report_interval(fake, "n1"), _report_interval(fake, "n2")) == (45, 45)

@@ -65,8 +65,7 @@ class FakeNodeSLOClient:
     async def delete(self, name: str) -> bool:
         return self.objects.pop(name, None) is not None
 
-    async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
-        assert (namespace, name) == ("koordinator-system", "slo-controller-config")
+    async def slo_config_map(self) -> dict[str, Any] | None:
         return self.config_map_body
 
 
@@ -260,7 +259,7 @@ async def test_an_unavailable_api_server_is_retried(
 
 async def test_a_node_seen_before_the_config_map_could_be_read_is_rendered_by_its_event() -> None:
     class Unreadable(FakeNodeSLOClient):
-        async def config_map(self, namespace: str, name: str) -> dict[str, Any] | None:
+        async def slo_config_map(self) -> dict[str, Any] | None:
             raise client.ApiException(status=503, reason="Service Unavailable")
 
     fake = Unreadable()
