@@ -15,6 +15,7 @@ import itertools
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -387,8 +388,9 @@ class DeviceShare:
                 partial(self._allocate, node, cycle),
                 # The cards of the reservations restored for the plan (ReservedRoom) are the
                 # members' to take, as the room of those reservations is.
-                self.store.usage_without(
+                self._gpu_usage(
                     node,
+                    cycle,
                     withdrawn.get(node, set())
                     | {uid for uid in self.reserved.on_node(node) if snapshot.is_lifted_reserved(uid)},
                 ),
@@ -459,7 +461,7 @@ class DeviceShare:
             self.store.gpus(node),
             gpus,
             nics_there,
-            rdma_usage if rdma_usage is not None else self.store.rdma_usage(node),
+            rdma_usage if rdma_usage is not None else self._rdma_usage(node, cycle),
             ask.quantity,
             ask.hint,
             ask.joint,
@@ -523,11 +525,7 @@ class DeviceShare:
             selector = hint.selector
             gpus = [g for g in gpus if selector.matches(g.labels)]
         if usage is None:
-            usage = (
-                self.store.usage_without(node, self.reserved.on_node(node))
-                if cycle.ignore_reserved
-                else self.store.usage(node)
-            )
+            usage = self._gpu_usage(node, cycle)
         table = self.store.partitions(node)
         honor = node in cycle.honor_partitions or self.store.honors_partitions(node)
         if request.whole and table and (honor or cycle.partition_spec is not None):
@@ -591,15 +589,33 @@ class DeviceShare:
             if node in cycle.with_device
             and not isinstance(
                 self._allocate_all(
-                    node,
-                    cycle,
-                    self.store.usage_without(node, uids),
-                    self.store.rdma_usage_without(node, uids),
+                    node, cycle, self._gpu_usage(node, cycle, uids), self._rdma_usage(node, cycle, uids)
                 ),
                 Refusal,
             )
         }
         return cycle.fitting | freed
+
+    def _left_out(self, node: str, cycle: _Cycle, gone: AbstractSet[str]) -> set[str]:
+        """The holders whose cards and NICs the pod sees as free on ``node``: ``gone`` (the victims
+        a preemption is weighing, the reservations a gang plan restores) and, for a
+        ``reservation-ignored`` pod, every reservation there."""
+        left_out = set(gone)
+        if cycle.ignore_reserved:
+            left_out |= self.reserved.on_node(node)
+        return left_out
+
+    def _gpu_usage(
+        self, node: str, cycle: _Cycle, gone: AbstractSet[str] = frozenset()
+    ) -> Mapping[int, GPUUsage]:
+        """The card usage the pod sees on ``node`` (Filter, Score, Reserve and the planners alike)."""
+        left_out = self._left_out(node, cycle, gone)
+        return self.store.usage_without(node, left_out) if left_out else self.store.usage(node)
+
+    def _rdma_usage(self, node: str, cycle: _Cycle, gone: AbstractSet[str] = frozenset()) -> RDMAUsage:
+        """The NIC usage the pod sees on ``node``, as :meth:`_gpu_usage`."""
+        left_out = self._left_out(node, cycle, gone)
+        return self.store.rdma_usage_without(node, left_out) if left_out else self.store.rdma_usage(node)
 
     def _withdrawn(self, snapshot: Snapshot) -> dict[str, set[str]]:
         """Node -> the pods holding cards there that a preemption is weighing (gone in the what-if)."""
@@ -646,7 +662,7 @@ class DeviceShare:
             any_card = [self._any_card(n, cycle) for n in nodes]
             return self.fragmentation.scores(
                 cycle.request,
-                [(self._gpus(n, cycle), self.store.usage(n)) for n in nodes],
+                [(self._gpus(n, cycle), self._gpu_usage(n, cycle)) for n in nodes],
                 [None if free else self._allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
                 any_card,
             )
@@ -655,7 +671,9 @@ class DeviceShare:
             node = names[row]
             gpus = self.store.gpus(node)
             if gpus and cycle.request is not None:
-                scores[i] = node_score(gpus, self.store.usage(node), cycle.request, strategy, self.weights)
+                scores[i] = node_score(
+                    gpus, self._gpu_usage(node, cycle), cycle.request, strategy, self.weights
+                )
             scores[i] += self._rdma_score(node, cycle)
         return scores
 
@@ -669,7 +687,7 @@ class DeviceShare:
         if isinstance(per_nic, Refusal):
             return 0
         strategy = self.card_order
-        return rdma_node_score(nics, self.store.rdma_usage(node), per_nic[0], strategy, self.rdma_weight)
+        return rdma_node_score(nics, self._rdma_usage(node, cycle), per_nic[0], strategy, self.rdma_weight)
 
     def _gpus(self, node: str, cycle: _Cycle) -> list[GPU]:
         """The node's cards the pod may get (the hint's selector applied, as in ``_allocate``)."""

@@ -12,6 +12,7 @@ from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
 from tests.scheduler.reservation.harness import (
+    BASE_CONFIG,
     bound,
     get_reservation,
     node,
@@ -25,6 +26,14 @@ from tests.scheduler.reservation.harness import (
 )
 
 JOB = [{"labelSelector": {"matchLabels": {"app": "job"}}}]
+JOB_PREEMPTION = (
+    BASE_CONFIG
+    + """  pluginConfig:
+  - name: Coscheduling
+    args:
+      enablePreemption: true
+"""
+)
 
 
 def gpu_node(backend: MemoryBackend, name: str, cards: int) -> None:
@@ -209,5 +218,26 @@ async def test_an_owner_gang_is_planned_onto_the_cards_its_reservations_hold() -
         await until(lambda: {"w0", "w1"} <= set(bound(backend)))
         assert {bound(backend)["w0"], bound(backend)["w1"]} == {"g1", "g2"}
         assert pod_minors(backend, "w0") == pod_minors(backend, "w1") == [0]
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_a_reservation_ignored_pod_preempts_for_the_cards_beside_a_reservations() -> None:
+    """Two cards: one a reservation holds for owners to come, one a low-priority pod's. A
+    reservation-ignored pod that needs both preempts the low pod: in the what-if of its preemption it
+    sees the reserved card as free, as its Filter does."""
+    backend = MemoryBackend()
+    gpu_node(backend, "g1", 2)
+    _app, stop, task = await start(backend, JOB_PREEMPTION)
+    try:
+        backend.apply(RESERVATIONS, with_gpus(reservation("r1", cpu="1", owners=JOB), 1))
+        await until(lambda: placed(backend, "r1") == "g1")
+        backend.apply(PODS, with_gpus(pod("low", priority=0), 1))
+        await until(lambda: "low" in bound(backend))
+        ignored = {"scheduling.koordinator.sh/reservation-ignored": "true"}
+        backend.apply(PODS, with_gpus(pod("high", labels=ignored, priority=1000), 2))
+        await until(lambda: "high" in bound(backend))
+        assert sorted(pod_minors(backend, "high")) == [0, 1]
+        assert "low" not in bound(backend)
     finally:
         await stop_app(stop, task)
