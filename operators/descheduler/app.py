@@ -18,6 +18,7 @@ from operators.descheduler.config import (
     duration,
     resolve,
 )
+from operators.descheduler.defrag.client import kube_client
 from operators.descheduler.informers import Store
 from operators.descheduler.migration import MigrationController
 from operators.descheduler.registry import REGISTRY, PluginFactory, args_models
@@ -128,12 +129,10 @@ class Descheduler:
             self.config.max_no_of_pods_to_evict_total,
         )
         proxy = EvictorProxy(self.controller, limits, self.config.dry_run)
+        objects = kube_client(self._backend.api_client)  # one for every profile's handle
         profiles = [
             build_profile(
-                p,
-                Handle(self.store, proxy, self._backend, p.node_selector),
-                self._registry,
-                self._backend.api_client,
+                p, Handle(self.store, proxy, self._backend, p.node_selector, objects), self._registry
             )
             for p in self.profiles
         ]

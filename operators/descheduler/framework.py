@@ -15,10 +15,14 @@ from typing import Protocol
 
 from apis.base import KoordModel
 from apis.core import Node, Pod
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.podgroup import PodGroup
+from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
 
 __all__ = [
     "BalancePlugin",
+    "ClusterObjects",
     "DeschedulePlugin",
     "DeschedulerHandle",
     "EvictOptions",
@@ -59,11 +63,51 @@ class Evictor(Protocol):
         ...
 
 
+class ClusterObjects(Protocol):
+    """The API calls a plugin makes beyond the informer caches (Koordinator's handle gives plugins
+    its ``ClientSet``): the objects GangDefragmentation reads when it plans and the Reservations,
+    PodGroup annotations and events it writes."""
+
+    async def pod_groups(self) -> list[PodGroup]: ...
+
+    async def unbound_pods(self) -> list[Pod]:
+        """Every pod not yet bound to a node (any namespace)."""
+        ...
+
+    async def topology(self) -> ClusterNetworkTopology | None:
+        """The ClusterNetworkTopology named ``default`` (the only one the scheduler uses)."""
+        ...
+
+    async def reservations(self, label_selector: str) -> list[Reservation]: ...
+
+    async def create_reservation(self, reservation: Reservation) -> bool:
+        """False when one of that name already exists."""
+        ...
+
+    async def delete_reservation(self, name: str) -> None:
+        """A reservation already gone is no error."""
+        ...
+
+    async def annotate_pod_group(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
+        """Merge-patch the annotations (None removes one); a PodGroup gone is no error."""
+        ...
+
+    async def pod_group_event(
+        self, pod_group: PodGroup, reason: str, message: str, type_: str = "Normal"
+    ) -> None: ...
+
+
 class DeschedulerHandle(Protocol):
-    """What a policy plugin may read and use. Reads come from informer caches: no I/O."""
+    """What a policy plugin may read and use. Reads come from informer caches (no I/O), except
+    through ``objects``."""
 
     @property
     def evictor(self) -> Evictor: ...
+
+    @property
+    def objects(self) -> ClusterObjects:
+        """The API server, for what the caches do not hold (I/O: plugins call it sparingly)."""
+        ...
 
     def nodes(self) -> Sequence[Node]:
         """Every node the profile's node selector matches, Ready or not."""

@@ -12,13 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
 from pydantic import BaseModel
 
 from operators.descheduler.config import MIGRATION_CONTROLLER, MigrationControllerArgs
 from operators.descheduler.defrag import plugin as defrag
 from operators.descheduler.defrag.args import GangDefragmentationArgs
-from operators.descheduler.defrag.client import kube_client
 from operators.descheduler.framework import DeschedulerHandle
 from operators.descheduler.lownodeload import plugin as lownodeload
 from operators.descheduler.lownodeload.args import LowNodeLoadArgs
@@ -33,23 +31,15 @@ class PluginFactory:
     points: frozenset[str]
     """Any of ``deschedule``, ``balance``, ``evict``, ``filter``."""
     new: Callable[[Any, DeschedulerHandle], Any] | None
-    """Builds the plugin (a ``BalancePlugin`` / ``DeschedulePlugin``); None for the
-    MigrationController, which the process builds itself (it is the handle's evictor)."""
+    """Builds the plugin (a ``BalancePlugin`` / ``DeschedulePlugin``) from its args and the
+    handle (the caches, the evictor, the API for the rest); None for the MigrationController,
+    which the process builds itself (it is the handle's evictor)."""
     rbac: tuple[PolicyRule, ...] = ()
-    new_with_api: Callable[[Any, DeschedulerHandle, ApiClient], Any] | None = None
-    """Instead of ``new``, for a plugin that writes objects of its own beyond the handle's reach
-    (GangDefragmentation's Reservations and PodGroup records): also given the API client."""
 
 
 REGISTRY: dict[str, PluginFactory] = {
     MIGRATION_CONTROLLER: PluginFactory(MigrationControllerArgs, frozenset({"evict", "filter"}), None),
-    defrag.NAME: PluginFactory(
-        GangDefragmentationArgs,
-        frozenset({"balance"}),
-        None,
-        defrag.RBAC,
-        new_with_api=lambda args, handle, api: defrag.new(args, handle, kube_client(api)),
-    ),
+    defrag.NAME: PluginFactory(GangDefragmentationArgs, frozenset({"balance"}), defrag.new, defrag.RBAC),
     lownodeload.NAME: PluginFactory(
         LowNodeLoadArgs, frozenset({"balance"}), lownodeload.new, lownodeload.RBAC
     ),

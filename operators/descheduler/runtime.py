@@ -9,13 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes_asyncio.client import ApiClient
-
 from apis.core import Node, Pod
 from apis.meta import LabelSelector, selects
 from apis.slo.nodemetric import NodeMetric
 from operators.descheduler.config import DeschedulerConfiguration, ResolvedProfile
-from operators.descheduler.framework import DeschedulerHandle, EvictOptions, Evictor
+from operators.descheduler.framework import ClusterObjects, DeschedulerHandle, EvictOptions, Evictor
 from operators.descheduler.informers import Store
 from operators.descheduler.registry import PluginFactory
 from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
@@ -110,15 +108,23 @@ class Handle:
         evictor: Evictor,
         backend: ClusterBackend | None,
         node_selector: LabelSelector | None,
+        objects: ClusterObjects | None = None,
     ) -> None:
         self._store = store
         self._evictor = evictor
         self._backend = backend
         self._selector = node_selector
+        self._objects = objects
 
     @property
     def evictor(self) -> Evictor:
         return self._evictor
+
+    @property
+    def objects(self) -> ClusterObjects:
+        if self._objects is None:
+            raise RuntimeError("this descheduler handle has no API client")
+        return self._objects
 
     def nodes(self) -> Sequence[Node]:
         return [n for n in self._store.nodes() if _selected(self._selector, n)]
@@ -161,7 +167,6 @@ def build_profile(
     resolved: ResolvedProfile,
     handle: DeschedulerHandle,
     registry: dict[str, PluginFactory],
-    api: ApiClient | None = None,
 ) -> Profile:
     def build(names: Sequence[str]) -> list[Any]:
         out = []
@@ -169,10 +174,6 @@ def build_profile(
             factory = registry[name]
             if factory.new is not None:
                 out.append(factory.new(resolved.args[name], handle))
-            elif factory.new_with_api is not None:
-                if api is None:
-                    raise ValueError(f"plugin {name} needs the API client")
-                out.append(factory.new_with_api(resolved.args[name], handle, api))
         return out
 
     return Profile(resolved, handle, build(resolved.deschedule), build(resolved.balance))

@@ -1,11 +1,10 @@
-"""The API calls GangDefragmentation makes beyond the descheduler handle: a Protocol the plugin
-uses and tests fake, and its kubernetes-asyncio implementation (in the style of
-``operators.clients``), which the descheduler process wires in."""
+"""The descheduler handle's ``ClusterObjects`` over kubernetes-asyncio (in the style of
+``operators.clients``): the API calls GangDefragmentation makes beyond the informer caches."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kubernetes_asyncio import client
 
@@ -13,8 +12,9 @@ from apis.core import Pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
 from apis.scheduling.reservation import Reservation
+from operators.descheduler.framework import ClusterObjects
 
-__all__ = ["DefragClient", "KubeDefragClient", "kube_client"]
+__all__ = ["KubeClusterObjects", "kube_client"]
 
 _MERGE_PATCH = "application/merge-patch+json"
 _PG = PodGroup.crd
@@ -22,37 +22,7 @@ _CNT = ClusterNetworkTopology.crd
 _RESERVATION = Reservation.crd
 
 
-class DefragClient(Protocol):
-    async def pod_groups(self) -> list[PodGroup]: ...
-
-    async def unbound_pods(self) -> list[Pod]:
-        """Every pod not yet bound to a node (any namespace)."""
-        ...
-
-    async def topology(self) -> ClusterNetworkTopology | None:
-        """The ClusterNetworkTopology named ``default`` (the only one the scheduler uses)."""
-        ...
-
-    async def reservations(self, label_selector: str) -> list[Reservation]: ...
-
-    async def create_reservation(self, reservation: Reservation) -> bool:
-        """False when one of that name already exists."""
-        ...
-
-    async def delete_reservation(self, name: str) -> None:
-        """A reservation already gone is no error."""
-        ...
-
-    async def annotate_pod_group(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
-        """Merge-patch the annotations (None removes one); a PodGroup gone is no error."""
-        ...
-
-    async def pod_group_event(
-        self, pod_group: PodGroup, reason: str, message: str, type_: str = "Normal"
-    ) -> None: ...
-
-
-class KubeDefragClient:
+class KubeClusterObjects:
     """Over an ``ApiClient`` the process opened (one connection for the whole process)."""
 
     def __init__(self, api: client.ApiClient, component: str = "koord-descheduler") -> None:
@@ -152,7 +122,7 @@ class KubeDefragClient:
         await self._core.create_namespaced_event(namespace, event)
 
 
-def kube_client(api: client.ApiClient) -> DefragClient:
-    """The client the descheduler process hands to ``plugin.new`` (typed as the protocol, so mypy
+def kube_client(api: client.ApiClient) -> ClusterObjects:
+    """What the descheduler process's handles offer as ``objects`` (typed as the protocol, so mypy
     checks that the implementation keeps to it)."""
-    return KubeDefragClient(api)
+    return KubeClusterObjects(api)

@@ -30,13 +30,12 @@ from apis.scheduling.podgroup import PodGroup
 from apis.scheduling.reservation import Reservation
 from operators.descheduler.defrag import planner
 from operators.descheduler.defrag.args import GangDefragmentationArgs
-from operators.descheduler.defrag.client import DefragClient
 from operators.descheduler.defrag.domains import Domain, domains, gather_layer
 from operators.descheduler.defrag.movable import controller_of, movable, workload_budgets
 from operators.descheduler.defrag.reservations import reservation_for
 from operators.descheduler.defrag.room import free_by_node, live, units
 from operators.descheduler.defrag.waiting import blocked_gangs, gang_key, members_by_gang
-from operators.descheduler.framework import DeschedulerHandle, EvictOptions
+from operators.descheduler.framework import ClusterObjects, DeschedulerHandle, EvictOptions
 from operators.descheduler.lownodeload.nodefit import node_fits, pod_requests_with_slot
 from scheduler.framework.rbac import PolicyRule
 
@@ -143,7 +142,7 @@ class GangDefragmentation:
         self,
         args: GangDefragmentationArgs,
         handle: DeschedulerHandle,
-        client: DefragClient,
+        client: ClusterObjects,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.args = args
@@ -417,8 +416,6 @@ class GangDefragmentation:
         await self.client.pod_group_event(pg, PLANNED, plan.describe())
 
 
-def new(
-    args: GangDefragmentationArgs, handle: DeschedulerHandle, client: DefragClient
-) -> GangDefragmentation:
-    """The factory the descheduler's registry calls (with the process's client)."""
-    return GangDefragmentation(args, handle, client)
+def new(args: GangDefragmentationArgs, handle: DeschedulerHandle) -> GangDefragmentation:
+    """The factory the descheduler's registry calls: the API through the handle's ``objects``."""
+    return GangDefragmentation(args, handle, handle.objects)

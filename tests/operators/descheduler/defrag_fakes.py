@@ -1,4 +1,5 @@
-"""An in-memory DefragClient and makers for the GangDefragmentation scenario tests."""
+"""An in-memory ClusterObjects (the descheduler handle's API) and makers for the GangDefragmentation
+scenario tests."""
 
 from __future__ import annotations
 

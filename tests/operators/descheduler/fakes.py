@@ -10,7 +10,7 @@ from typing import Any
 
 from apis.core import Node, Pod
 from apis.slo.nodemetric import NodeMetric
-from operators.descheduler.framework import EvictOptions
+from operators.descheduler.framework import ClusterObjects, EvictOptions
 
 __all__ = [
     "NOW",
@@ -60,10 +60,16 @@ class FakeHandle:
     metrics: dict[str, NodeMetric]
     fake_evictor: FakeEvictor = field(default_factory=FakeEvictor)
     events: list[tuple[str, str, str, str]] = field(default_factory=list)
+    fake_objects: ClusterObjects | None = None
 
     @property
     def evictor(self) -> FakeEvictor:
         return self.fake_evictor
+
+    @property
+    def objects(self) -> ClusterObjects:
+        assert self.fake_objects is not None, "this test gave the handle no ClusterObjects"
+        return self.fake_objects
 
     def nodes(self) -> Sequence[Node]:
         return self.node_list

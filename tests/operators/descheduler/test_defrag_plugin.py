@@ -12,8 +12,11 @@ import pytest
 from apis.core import Pod
 from apis.extension.defrag import ANNOTATION_DEFRAG_PLAN, LABEL_DEFRAG_PLAN, get_defrag_plan
 from apis.extension.reservation import LABEL_RESERVATION_ORDER
+from operators.descheduler.config import MIGRATION_CONTROLLER
 from operators.descheduler.defrag import GangDefragmentation, GangDefragmentationArgs
+from operators.descheduler.defrag import plugin as defrag_plugin
 from operators.descheduler.defrag.plugin import ABORTED, DONE, DRY_RUN, EVICTING, PLANNED
+from operators.descheduler.registry import REGISTRY
 from tests.operators.descheduler.defrag_fakes import (
     FakeDefragClient,
     gang_member,
@@ -343,3 +346,14 @@ async def test_without_must_gather_one_node_is_freed() -> None:
     assert plan is not None
     # The lowest priority goes: a web pod (0) rather than c0p (50).
     assert (plan.layer, plan.domain, [m.name for m in plan.moves]) == ("NodeTopologyLayer", "a0", ["a0p"])
+
+
+def test_the_registry_builds_it_like_any_plugin_with_the_api_from_the_handle() -> None:
+    handle, client = cluster()
+    handle.fake_objects = client
+    factory = REGISTRY[defrag_plugin.NAME]
+    assert factory.new is not None
+    built = factory.new(GangDefragmentationArgs(), handle)
+    assert isinstance(built, GangDefragmentation)
+    assert built.client is client
+    assert [name for name, f in REGISTRY.items() if f.new is None] == [MIGRATION_CONTROLLER]
