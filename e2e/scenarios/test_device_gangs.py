@@ -16,35 +16,19 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
-from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import koordlet_simulation
+from e2e.devices import Pool
+from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "device-gangs"
 SPLIT, FULL = "devgang-split", "devgang-full"
-TAINT = {"key": "koord-e2e/pool", "value": "devgang", "effect": "NoSchedule"}
-SELECTOR = {"node-type": "devgang"}
+POOL = Pool("devgang")
+TAINT, SELECTOR = POOL.taint, POOL.selector
 PCIE = json.dumps({"gpu": {"requiredTopologyScope": "PCIe"}})
-
-
-def _node(name: str, unschedulable: bool) -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name, **SELECTOR},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {"taints": [TAINT], "unschedulable": unschedulable},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 def _cards(node: str, roots: list[str]) -> list[dict[str, Any]]:
@@ -72,26 +56,16 @@ DEVICES = {
 
 @pytest.fixture(scope="module")
 def reported_devices(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    cp = control_plane
-    apply(cp, [_node(SPLIT, False), _node(FULL, True)])
-    wait_nodes_ready(cp)
-    path = tmp_path_factory.mktemp("device-gangs") / "devices.yaml"
-    path.write_text(yaml.safe_dump(DEVICES))
-    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-devgang")
-    koordlet.start()
-    try:
-
-        def synced() -> bool:
-            for name in (SPLIT, FULL):
-                node = json.loads(cp.kubectl("get", "node", name, "-o", "json"))
-                if (node["status"].get("allocatable") or {}).get("koordinator.sh/gpu-core") != "800":
-                    return False
-            return True
-
-        wait_for(synced, timeout=90, what="koordlet's Devices summed into the nodes' allocatable")
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
+    with reported_devices_of(
+        control_plane,
+        [POOL.node(SPLIT, resources), POOL.node(FULL, resources, unschedulable=True)],
+        DEVICES,
+        tmp_path_factory.mktemp("device-gangs"),
+        koordlet="koordlet-devgang",
+        synced={name: {"koordinator.sh/gpu-core": "800"} for name in (SPLIT, FULL)},
+    ):
         yield
-    finally:
-        koordlet.stop()
 
 
 def _member(name: str) -> dict[str, Any]:

@@ -19,42 +19,26 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
 from apis.quantity import Quantity
-from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import koordlet_simulation
+from e2e.devices import Pool
+from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "device-shapes"
 GPU_NODES = ("shapes-gpu-0", "shapes-gpu-1")
 PLAIN = "shapes-plain"
-TAINT = {"key": "koord-e2e/pool", "value": "shapes", "effect": "NoSchedule"}
-SELECTOR = {"node-type": "shapes"}
+POOL = Pool("shapes")
+TAINT, SELECTOR = POOL.taint, POOL.selector
 CARD_MEMORY = 80 * 2**30
 CORE, RATIO, MEMORY = (
     "koordinator.sh/gpu-core",
     "koordinator.sh/gpu-memory-ratio",
     "koordinator.sh/gpu-memory",
 )
-
-
-def _node(name: str) -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": name, **SELECTOR},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {"taints": [TAINT]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 DEVICES = {
@@ -68,30 +52,18 @@ DEVICES = {
 @pytest.fixture(scope="module")
 def gpu_pool(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """koordlet writes the GPU nodes' Devices; koord-manager's allocatable sync follows."""
-    cp = control_plane
-    apply(cp, [_node(n) for n in (*GPU_NODES, PLAIN)])
-    wait_nodes_ready(cp)
-    cp.create_namespace(NAMESPACE)
-    path = tmp_path_factory.mktemp("device-shapes") / "devices.yaml"
-    path.write_text(yaml.safe_dump(DEVICES))
-    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-shapes")
-    koordlet.start()
-    try:
-
-        def synced() -> bool:
-            for name in GPU_NODES:
-                node = json.loads(cp.kubectl("get", "node", name, "-o", "json"))
-                allocatable = node["status"].get("allocatable") or {}
-                if allocatable.get("koordinator.sh/gpu") != "800":
-                    return False
-                if allocatable.get("koordinator.sh/gpu.shared") != "800":
-                    return False
-            return True
-
-        wait_for(synced, timeout=90, what="koordinator.sh/gpu and gpu.shared synced from the Devices")
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    control_plane.create_namespace(NAMESPACE)
+    shared = {"koordinator.sh/gpu": "800", "koordinator.sh/gpu.shared": "800"}
+    with reported_devices_of(
+        control_plane,
+        [POOL.node(n, resources) for n in (*GPU_NODES, PLAIN)],
+        DEVICES,
+        tmp_path_factory.mktemp("device-shapes"),
+        koordlet="koordlet-shapes",
+        synced={name: shared for name in GPU_NODES},
+    ):
         yield
-    finally:
-        koordlet.stop()
 
 
 def _pod(name: str, resources: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:

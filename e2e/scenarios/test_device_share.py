@@ -27,30 +27,16 @@ from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DE
 from apis.quantity import Quantity
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import koordlet_simulation
+from e2e.devices import Pool
+from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "device-share"
 NODE = "devshare-0"
-TAINT = {"key": "koord-e2e/pool", "value": "devshare", "effect": "NoSchedule"}
-SELECTOR = {"node-type": "devshare"}
+POOL = Pool("devshare")
+TAINT, SELECTOR = POOL.taint, POOL.selector
 CARD_MEMORY = 80 * 2**30
-
-
-def _node() -> dict[str, Any]:
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": NODE,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE, **SELECTOR},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {"taints": [TAINT]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 DEVICES = {
@@ -66,23 +52,16 @@ DEVICES = {
 @pytest.fixture(scope="module")
 def reported_devices(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """koordlet writes the node's Device; koord-manager's allocatable sync follows."""
-    cp = control_plane
-    apply(cp, [_node()])
-    wait_nodes_ready(cp)
-    path = tmp_path_factory.mktemp("device-share") / "devices.yaml"
-    path.write_text(yaml.safe_dump(DEVICES))
-    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-devshare")
-    koordlet.start()
-    try:
-
-        def synced() -> bool:
-            node = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
-            return (node["status"].get("allocatable") or {}).get("koordinator.sh/gpu-core") == "800"
-
-        wait_for(synced, timeout=90, what="koordlet's Device summed into the node's allocatable")
+    node = POOL.node(NODE, {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": "8"})
+    with reported_devices_of(
+        control_plane,
+        [node],
+        DEVICES,
+        tmp_path_factory.mktemp("device-share"),
+        koordlet="koordlet-devshare",
+        synced={NODE: {"koordinator.sh/gpu-core": "800"}},
+    ):
         yield
-    finally:
-        koordlet.stop()
 
 
 def _pod(name: str, resources: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:

@@ -17,36 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
-from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import koordlet_simulation
+from e2e.devices import Pool
+from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
 
 NAMESPACE = "reservation-devices"
 NODE = "resdev-gpu-0"
-TAINT = {"key": "koord-e2e/pool", "value": "reservation-devices", "effect": "NoSchedule"}
-SELECTOR = {"node-type": "reservation-devices"}
+POOL = Pool("reservation-devices")
+TAINT, SELECTOR = POOL.taint, POOL.selector
 RESERVATION = "gpu-hold"
 OWNER_LABELS = {"app": "gpu-trainer"}
-
-
-def _node() -> dict[str, Any]:
-    resources = {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": NODE,
-            "labels": {"type": "kwok", "kubernetes.io/hostname": NODE, **SELECTOR},
-            "annotations": {"kwok.x-k8s.io/node": "fake"},
-        },
-        "spec": {"taints": [TAINT]},
-        "status": {"capacity": resources, "allocatable": resources},
-    }
 
 
 DEVICES = {
@@ -57,23 +41,16 @@ DEVICES = {
 
 @pytest.fixture(scope="module")
 def reported_devices(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    cp = control_plane
-    apply(cp, [_node()])
-    wait_nodes_ready(cp)
-    path = tmp_path_factory.mktemp("reservation-devices") / "devices.yaml"
-    path.write_text(yaml.safe_dump(DEVICES))
-    koordlet = koordlet_simulation(cp, None, devices_file=path, name="koordlet-resdev")
-    koordlet.start()
-    try:
-
-        def synced() -> bool:
-            node = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
-            return (node["status"].get("allocatable") or {}).get("koordinator.sh/gpu-core") == "200"
-
-        wait_for(synced, timeout=90, what="koordlet's Device summed into the node's allocatable")
+    node = POOL.node(NODE, {"cpu": "32", "memory": "256Gi", "pods": "110", "nvidia.com/gpu": "2"})
+    with reported_devices_of(
+        control_plane,
+        [node],
+        DEVICES,
+        tmp_path_factory.mktemp("reservation-devices"),
+        koordlet="koordlet-resdev",
+        synced={NODE: {"koordinator.sh/gpu-core": "200"}},
+    ):
         yield
-    finally:
-        koordlet.stop()
 
 
 def _reservation() -> dict[str, Any]:
