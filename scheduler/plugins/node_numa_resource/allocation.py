@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.plugins.node_numa_resource.amplification import amplify
 from scheduler.plugins.node_numa_resource.cpu_accumulator import FULL_PCPUS, allocate_cpuset
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
 from scheduler.plugins.node_numa_resource.numa_split import split_over_numa_detailed, trim_for_required_policy
@@ -22,7 +23,7 @@ from scheduler.plugins.node_numa_resource.policy import NodeCPUBind
 from scheduler.plugins.node_numa_resource.topology_manager import numa_ids_of
 from scheduler.plugins.node_numa_resource.topology_options import TopologyOptions
 
-__all__ = ["Allocation", "PodNUMARequest", "allocate", "numa_free", "zone_request"]
+__all__ = ["Allocation", "PodNUMARequest", "allocate", "numa_free", "numa_used", "zone_request"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,17 @@ class Allocation:
     """NUMA id -> resource -> amount (empty: no NUMA placement)."""
 
 
+def numa_used(options: TopologyOptions, ledger: NodeCPUAllocation, numa: int) -> dict[str, int]:
+    """What pods were given on one NUMA node; on an amplified node a cpuset CPU counts amplified
+    (it cannot be shared), other cpu as requested."""
+    used = ledger.numa_allocated(numa)
+    if options.cpu_ratio > 1:
+        held = 1000 * ledger.numa_cpuset_cpus(numa)
+        if held:
+            used["cpu"] = max(0, used.get("cpu", 0) - held) + amplify(held, options.cpu_ratio)
+    return used
+
+
 def numa_free(
     options: TopologyOptions, ledger: NodeCPUAllocation, bind: NodeCPUBind
 ) -> dict[int, dict[str, int]]:
@@ -52,7 +64,7 @@ def numa_free(
     at the CPUs it could give there (11.3 step 2)."""
     free: dict[int, dict[str, int]] = {}
     for numa, allocatable in options.numa_allocatable.items():
-        used = ledger.numa_allocated(numa)
+        used = numa_used(options, ledger, numa)
         free[numa] = {name: max(0, amount - used.get(name, 0)) for name, amount in allocatable.items()}
     if bind.bind and bind.required:
         topology = options.cpu_topology

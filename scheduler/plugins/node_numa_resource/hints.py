@@ -13,7 +13,14 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 from scheduler.framework.interfaces import NUMAHint
-from scheduler.plugins.node_numa_resource.allocation import PodNUMARequest, allocate, numa_free, zone_request
+from scheduler.plugins.node_numa_resource.allocation import (
+    PodNUMARequest,
+    allocate,
+    numa_free,
+    numa_used,
+    zone_request,
+)
+from scheduler.plugins.node_numa_resource.amplification import amplify
 from scheduler.plugins.node_numa_resource.args import NUMAScoringStrategy
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
 from scheduler.plugins.node_numa_resource.scoring import resource_score
@@ -33,6 +40,9 @@ def resource_hints(
     wanted = zone_request(options, request.resources)
     if request.bind.bind and "cpu" not in wanted and request.num_cpus:
         wanted["cpu"] = request.num_cpus * 1000
+    if request.bind.bind and "cpu" in wanted:
+        # A cpuset pod's CPUs are rated amplified (the trial allocation splits its plain CPUs).
+        wanted["cpu"] = amplify(wanted["cpu"], options.cpu_ratio)
     ids = options.numa_ids
     free = numa_free(options, ledger, request.bind)
     lacking = {name: {i for i in ids if free[i].get(name, 0) <= 0} for name in wanted}
@@ -48,7 +58,7 @@ def resource_hints(
             for i in subset:
                 for name, amount in options.numa_allocatable[i].items():
                     allocatable[name] = allocatable.get(name, 0) + amount
-                for name, amount in ledger.numa_allocated(i).items():
+                for name, amount in numa_used(options, ledger, i).items():
                     used[name] = used.get(name, 0) + amount
             score = resource_score(scoring.scoring_type, weights, allocatable, used, wanted)
             for name in wanted:

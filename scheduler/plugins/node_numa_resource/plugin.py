@@ -69,7 +69,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Code, Status
-from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMARequest, allocate
+from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMARequest, allocate, numa_used
 from scheduler.plugins.node_numa_resource.amplification import (
     ERR_INSUFFICIENT_AMPLIFIED_CPU,
     amplified_cpu_fits,
@@ -98,7 +98,7 @@ from scheduler.plugins.node_numa_resource.topology_manager import (
     admit,
     exclusive_ok,
 )
-from scheduler.plugins.node_numa_resource.topology_options import topology_options
+from scheduler.plugins.node_numa_resource.topology_options import TopologyOptions, topology_options
 
 __all__ = ["NAME", "NRTS", "RBAC", "NodeNUMAResource", "new"]
 
@@ -376,6 +376,11 @@ class NodeNUMAResource:
         )
         return None if fits else Status.unschedulable(ERR_INSUFFICIENT_AMPLIFIED_CPU)
 
+    def _options(self, node: str, snapshot: Snapshot) -> TopologyOptions | None:
+        """The node's topology options, amplified by its cpu amplification ratio."""
+        options = self.store.options.get(node)
+        return None if options is None else options.amplified(self._cpu_ratio(snapshot, node))
+
     def _cpu_ratio(self, snapshot: Snapshot, node: str) -> float:
         """The node's cpu amplification ratio; a malformed annotation counts as none, with one
         warning (log line and event on the Node) per problem."""
@@ -422,7 +427,7 @@ class NodeNUMAResource:
         merged, bind = resolved
         if not merged and not bind.bind:
             return _Placed(merged, bind, None)
-        options = self.store.options.get(node)
+        options = self._options(node, self.handle.snapshot())
         if options is None:
             return Status.unresolvable(ERR_MISSING_NUMA if merged else ERR_INVALID_CPU_TOPOLOGY)
         # An owner's reservations on this node give it their CPUs back (taken first).
@@ -560,7 +565,7 @@ class NodeNUMAResource:
         merged, bind = resolved
         if not merged and not bind.bind:
             return None
-        options = self.store.options.get(node)
+        options = self._options(node, snapshot)
         if options is None:
             return 0
         ledger = self.store.ledger_without(node, gone) if gone else self.store.ledger(node)
@@ -597,7 +602,7 @@ class NodeNUMAResource:
             if placed is None or placed.allocation is None:
                 continue
             policy, bind, allocation = placed.policy, placed.bind, placed.allocation
-            options = self.store.options.get(node)
+            options = self._options(node, snapshot)
             if options is None:
                 continue
             ledger = self.store.ledger(node)
@@ -619,11 +624,11 @@ class NodeNUMAResource:
             for n in numa:
                 for name, amount in options.numa_allocatable.get(n, {}).items():
                     allocatable[name] = allocatable.get(name, 0) + amount
-                for name, amount in ledger.numa_allocated(n).items():
+                for name, amount in numa_used(options, ledger, n).items():
                     requested[name] = requested.get(name, 0) + amount
             if bind.bind:
                 on_numa = options.cpu_topology.cpus_in_nodes(numa) & ledger.allocated_cpus()
-                requested["cpu"] = 1000 * len(allocation.cpus | on_numa)
+                requested["cpu"] = amplify(1000 * len(allocation.cpus | on_numa), options.cpu_ratio)
             score = resource_score(strategy.scoring_type, weights, allocatable, requested, {})
             # singleNUMANodeExclusive: Preferred ranks nodes where the pod keeps it first.
             scores[i] = score if placed.kept else score // 2
@@ -643,7 +648,7 @@ class NodeNUMAResource:
             if isinstance(got, Status):
                 return got
             placed = got
-        options = self.store.options.get(node)
+        options = self._options(node, self.handle.snapshot())
         if placed.allocation is None or options is None:
             return Status.success()
         bind = placed.bind

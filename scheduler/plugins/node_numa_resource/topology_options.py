@@ -5,12 +5,16 @@ may be given (kubelet-managed pods' cpusets from ``pod-cpu-allocs``, the kubelet
 the node reservation's ``reservedCPUs``, an exclusive system-QoS cpuset), each NUMA zone's
 allocatable (cpu less one CPU per reserved CPU on it), the kubelet's topology policy and CPU
 manager policy. A malformed annotation is reported and the rest of the NRT is still used.
+
+On a node with a cpu amplification ratio above 1 (CPU normalization) the plugin works on
+``amplified(ratio)``: each zone's cpu amplified as the Node webhook amplifies the node's, and cpuset
+CPUs counted amplified against it (Koordinator's ``amplifyNUMANodeResources``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import (
@@ -23,6 +27,7 @@ from apis.extension.numa import (
 )
 from apis.resources import to_int_units
 from apis.topology import NodeResourceTopology
+from scheduler.plugins.node_numa_resource.amplification import amplify
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet, CPUTopology
 from scheduler.plugins.node_numa_resource.policy import kubelet_numa_policy
 
@@ -40,10 +45,24 @@ class TopologyOptions:
     cpu_manager_policy: KubeletCPUManagerPolicy = field(default_factory=KubeletCPUManagerPolicy)
     problems: tuple[str, ...] = ()
     """Annotations that could not be read (their part is left out)."""
+    cpu_ratio: float = 1.0
+    """The node's cpu amplification ratio these options were amplified by (1: none)."""
 
     @property
     def numa_ids(self) -> tuple[int, ...]:
         return tuple(sorted(self.numa_allocatable))
+
+    def amplified(self, ratio: float) -> TopologyOptions:
+        """These options on a node whose cpu is amplified by ``ratio`` (itself for a ratio <= 1)."""
+        if ratio <= 1:
+            return self
+        numa = {
+            numa_id: {
+                name: amplify(amount, ratio) if name == "cpu" else amount for name, amount in zone.items()
+            }
+            for numa_id, zone in self.numa_allocatable.items()
+        }
+        return replace(self, numa_allocatable=numa, cpu_ratio=ratio)
 
 
 def _cpuset(text: str | None, what: str, problems: list[str]) -> frozenset[int]:

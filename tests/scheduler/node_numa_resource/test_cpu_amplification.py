@@ -196,3 +196,47 @@ async def test_the_documented_node_refuses_an_ordinary_25_cpu_pod_after_a_16_cpu
     finally:
         stop.set()
         await task
+
+
+# ---- NUMA nodes of an amplified node (Koordinator's amplifyNUMANodeResources) ----
+
+
+def _numa_cpu(backend: MemoryBackend, name: str) -> dict[int, str]:
+    return {int(r["node"]): r["resources"]["cpu"] for r in status_of(backend, name)["numaNodeResources"]}
+
+
+async def test_a_numa_node_holds_as_much_cpu_as_it_is_amplified_to() -> None:
+    """Each NUMA node's 16 CPUs are 24 cpu at 1.5, as the node's 32 are 48: an ordinary
+    SingleNUMANode pod of 20 cpu fits one NUMA node (against 16 it would fit none)."""
+    backend = amplified_node()
+    await schedule(backend, [pod("wide", "20", qos="LS", numa_policy="SingleNUMANode")])
+    assert bound(backend) == {"wide": "n0"}
+    assert list(_numa_cpu(backend, "wide").values()) == ["20"]
+
+
+async def test_a_numa_nodes_cpuset_cpus_count_amplified_against_it() -> None:
+    """An 8-CPU cpuset pod on NUMA 0 counts 12 of its 24, and an ordinary 20-cpu pod takes NUMA 1:
+    a 13-cpu SingleNUMANode pod then fits neither (12 and 4 left), though NUMA 0 has 16 unrequested
+    and the node 20 (48 - 28) of which 16 count once the cpuset is amplified."""
+    backend = amplified_node()
+    await schedule(
+        backend,
+        [
+            pod("pinned", "8", numa_policy="SingleNUMANode"),
+            pod("big", "20", qos="LS", numa_policy="SingleNUMANode"),
+        ],
+    )
+    pinned = _numa_cpu(backend, "pinned")
+    assert list(pinned.values()) == ["8"]
+    (big_numa,) = _numa_cpu(backend, "big")
+    assert big_numa not in pinned
+    stop, task = await start(backend)
+    try:
+        reason = await refused(backend, pod("thirteen", "13", qos="LS", numa_policy="SingleNUMANode"))
+        assert "SingleNUMANode" in reason
+        backend.apply(PODS, pod("twelve", "12", qos="LS", numa_policy="SingleNUMANode"))
+        await until(lambda: "twelve" in bound(backend))
+        assert list(_numa_cpu(backend, "twelve")) == list(pinned)
+    finally:
+        stop.set()
+        await task
