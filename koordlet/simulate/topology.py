@@ -10,25 +10,21 @@ KWOK nodes have no cgroups, so no cpuset is applied.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import defaultdict
 
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.topology_spec import NodeTopologySpec
-from koordlet.states.resources import Kind
 from koordlet.states.store import States
 from koordlet.topology.host import HostTopology
 from koordlet.topology.reporter import (
     DEFAULT_INTERVAL_SECONDS,
-    RETRYABLE,
     Complaints,
     TopologyAPI,
     report_node,
+    report_on_changes,
 )
 
 __all__ = ["TopologySimulation"]
-
-log = logging.getLogger("koordlet.simulate")
 
 
 class TopologySimulation:
@@ -60,11 +56,4 @@ class TopologySimulation:
         await asyncio.gather(*(self._report(api, states, name, spec) for name, spec in self.specs.items()))
 
     async def run(self, api: TopologyAPI, states: States) -> None:
-        changes = states.subscribe(Kind.NODE, Kind.POD)
-        await states.wait_synced(Kind.NODE, Kind.POD, Kind.TOPOLOGY)
-        while True:
-            try:
-                await self.report_once(api, states)
-            except RETRYABLE as exc:
-                log.warning("simulated topology report failed, retrying: %s", exc)
-            await changes.wait(self.interval_seconds)
+        await report_on_changes(self.report_once, api, states, self.interval_seconds, "simulated topology")

@@ -11,6 +11,7 @@ that part or round is skipped; the loop never stops for it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -50,6 +51,25 @@ log = logging.getLogger("koordlet.topology")
 
 DEFAULT_INTERVAL_SECONDS = 3.0
 RETRYABLE = (TimeoutError, client.ApiException, aiohttp.ClientError, OSError)
+
+
+async def report_on_changes(
+    report_once: Callable[[TopologyAPI, States], Awaitable[object]],
+    api: TopologyAPI,
+    states: States,
+    interval_seconds: float,
+    what: str,
+) -> None:
+    """Once the watched states have listed, report on every node or pod change and at least every
+    ``interval_seconds``; a failed report is logged and retried on the next round."""
+    changes = states.subscribe(Kind.NODE, Kind.POD)
+    await states.wait_synced(Kind.NODE, Kind.POD, Kind.TOPOLOGY)
+    while True:
+        try:
+            await report_once(api, states)
+        except RETRYABLE as exc:
+            log.warning("%s report failed, retrying next round: %s", what, exc)
+        await changes.wait(interval_seconds)
 
 
 class TopologyAPI(Protocol):
@@ -283,11 +303,4 @@ class HostTopologyReporter:
         return topology
 
     async def run(self, api: TopologyAPI, states: States) -> None:
-        changes = states.subscribe(Kind.NODE, Kind.POD)
-        await states.wait_synced(Kind.NODE, Kind.POD, Kind.TOPOLOGY)
-        while True:
-            try:
-                await self.report_once(api, states)
-            except RETRYABLE as exc:
-                log.warning("node topology report failed, retrying next round: %s", exc)
-            await changes.wait(self.interval_seconds)
+        await report_on_changes(self.report_once, api, states, self.interval_seconds, "node topology")
