@@ -68,6 +68,8 @@ class NodeMetrics:
         )
         self.config_read = False
         """The ConfigMap was read or its watch event came (a refused key is not read again)."""
+        self._config_lock = asyncio.Lock()
+        """The first events of many nodes at start-up share one read."""
 
     def _policy(self, name: str) -> NodeMetricCollectPolicy:
         node = self.nodes[name]
@@ -112,15 +114,17 @@ class NodeMetrics:
     async def _ensure_config(self, logger: kopf.Logger) -> None:
         if self.config_read:
             return
-        try:
-            found = await self.client.slo_config_map()
-        except errors.API_ERRORS as exc:
-            logger.warning(
-                f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME} not read (its watch event will bring it): {exc}"
-            )
-            return
-        if not self.config_read:  # its event may have come while this read was out
-            self._apply_config(None if found is None else found.get("data"), logger)
+        async with self._config_lock:
+            if self.config_read:  # read by the node whose event held the lock
+                return
+            try:
+                found = await self.client.slo_config_map()
+            except errors.API_ERRORS as exc:
+                where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
+                logger.warning(f"{where} not read (its watch event will bring it): {exc}")
+                return
+            if not self.config_read:  # its event may have come while this read was out
+                self._apply_config(None if found is None else found.get("data"), logger)
 
     def _apply_config(self, data: Mapping[str, str] | None, logger: kopf.Logger) -> bool:
         self.config_read = True

@@ -93,6 +93,7 @@ class NodeSLOs:
             KEY_HOST_APPLICATION, parse_host_application_cfg
         )
         self.loaded = False
+        self._config_lock = asyncio.Lock()
         self.reported: dict[str, tuple[str, ...]] = {}
         """Key (or node) -> the problems last reported for it, so an unchanged one is not repeated."""
         self.nodes: dict[str, _Node] = {}
@@ -156,10 +157,13 @@ class NodeSLOs:
     async def _ensure_loaded(self, logger: kopf.Logger) -> None:
         if self.loaded:
             return
-        with errors.api_errors(f"read the ConfigMap {SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"):
-            found = await self.client.slo_config_map()
-        if not self.loaded:  # its event may have come while this read was out
-            self.apply_config_map(found, logger)
+        async with self._config_lock:  # the first events of many nodes share one read
+            if self.loaded:
+                return
+            with errors.api_errors(f"read the ConfigMap {SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"):
+                found = await self.client.slo_config_map()
+            if not self.loaded:  # its event may have come while this read was out
+                self.apply_config_map(found, logger)
 
     async def _write(self, name: str, node: _Node, spec: NodeSLOSpec, logger: kopf.Logger) -> None:
         existing = await self.client.get(name)

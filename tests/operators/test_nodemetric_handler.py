@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -28,6 +29,7 @@ class FakeNodeMetricClient:
 
     async def slo_config_map(self) -> dict[str, Any] | None:
         self.config_reads += 1
+        await asyncio.sleep(0.01)  # a read takes a round trip: other events come meanwhile
         if self.config_unreadable:
             raise client.ApiException(status=503, reason="Service Unavailable")
         return self.config_map
@@ -227,3 +229,16 @@ async def test_an_unreadable_config_map_leaves_existing_policies_until_its_event
     assert (_report_interval(fake, "n1"), _report_interval(fake, "n2")) == (30, 60)
     await handlers.on_config(type=None, body=_config_map({"metricReportIntervalSeconds": 45}), logger=LOG)
     assert (_report_interval(fake, "n1"), _report_interval(fake, "n2")) == (45, 45)
+
+
+async def test_the_first_events_of_many_nodes_share_one_config_map_read() -> None:
+    fake = FakeNodeMetricClient(config_map=None)
+    handlers = NodeMetrics(fake)  # type: ignore[arg-type]
+    await asyncio.gather(
+        *(
+            handlers.on_node(type=None, name=f"n{i}", uid=f"u-n{i}", logger=LOG, body=_node(f"n{i}"))
+            for i in range(5)
+        )
+    )
+    assert fake.config_reads == 1
+    assert sorted(fake.objects) == [f"n{i}" for i in range(5)]

@@ -3,6 +3,7 @@ rendered spec differs, a refused key keeping its last good value with a Warning 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import logging
@@ -270,3 +271,22 @@ async def test_a_node_seen_before_the_config_map_could_be_read_is_rendered_by_it
     cm = config_map({"resource-threshold-config": threshold()})
     await handlers.on_config_map(type="ADDED", body=as_body(cm), logger=LOG)
     assert suppress(fake, "a1") == 40
+
+
+async def test_the_first_events_of_many_nodes_share_one_config_map_read() -> None:
+    class Counting(FakeNodeSLOClient):
+        reads = 0
+
+        async def slo_config_map(self) -> dict[str, Any] | None:
+            Counting.reads += 1
+            await asyncio.sleep(0.01)  # a read takes a round trip: other events come meanwhile
+            return self.config_map_body
+
+    fake = Counting(config_map({"resource-threshold-config": threshold()}))
+    handlers = NodeSLOs(fake, Warnings())  # type: ignore[arg-type]
+    names = [f"a{i}" for i in range(5)]
+    await asyncio.gather(
+        *(handlers.on_node(type="ADDED", name=n, body=node(n, {"pool": "a"}), logger=LOG) for n in names)
+    )
+    assert Counting.reads == 1
+    assert [suppress(fake, n) for n in names] == [40] * 5
