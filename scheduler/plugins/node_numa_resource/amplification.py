@@ -18,7 +18,7 @@ __all__ = [
     "amplified_cpu_fits",
     "amplify",
     "cpu_amplification_ratio",
-    "safe_cpu_amplification_ratio",
+    "safe_amplification_ratios",
 ]
 
 ERR_INSUFFICIENT_AMPLIFIED_CPU = "Insufficient amplified cpu"
@@ -59,9 +59,10 @@ def amplified_cpu_fits(
     return pod_milli_cpu <= node_allocatable - requested
 
 
-def safe_cpu_amplification_ratio(annotations: Mapping[str, str] | None) -> tuple[float, str | None]:
-    """The ratio and, for a malformed annotation, the problem (then no amplification: 1.0)."""
+def safe_amplification_ratios(annotations: Mapping[str, str] | None) -> tuple[dict[str, float], str | None]:
+    """The node's ratios by resource and, for a malformed annotation, the problem (then no
+    amplification: no ratios)."""
     try:
-        return cpu_amplification_ratio(annotations), None
+        return dict(get_resource_amplification_ratios(annotations) or {}), None
     except InvalidAnnotation as exc:
-        return 1.0, str(exc)
+        return {}, str(exc)

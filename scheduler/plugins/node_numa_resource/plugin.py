@@ -74,7 +74,7 @@ from scheduler.plugins.node_numa_resource.amplification import (
     ERR_INSUFFICIENT_AMPLIFIED_CPU,
     amplified_cpu_fits,
     amplify,
-    safe_cpu_amplification_ratio,
+    safe_amplification_ratios,
 )
 from scheduler.plugins.node_numa_resource.args import NodeNUMAResourceArgs
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
@@ -377,18 +377,22 @@ class NodeNUMAResource:
         return None if fits else Status.unschedulable(ERR_INSUFFICIENT_AMPLIFIED_CPU)
 
     def _options(self, node: str, snapshot: Snapshot) -> TopologyOptions | None:
-        """The node's topology options, amplified by its cpu amplification ratio."""
+        """The node's topology options, amplified by its amplification ratios."""
         options = self.store.options.get(node)
-        return None if options is None else options.amplified(self._cpu_ratio(snapshot, node))
+        return None if options is None else options.amplified(self._ratios(snapshot, node))
 
     def _cpu_ratio(self, snapshot: Snapshot, node: str) -> float:
-        """The node's cpu amplification ratio; a malformed annotation counts as none, with one
-        warning (log line and event on the Node) per problem."""
+        """The node's cpu amplification ratio (1 when none)."""
+        return self._ratios(snapshot, node).get("cpu", 1.0)
+
+    def _ratios(self, snapshot: Snapshot, node: str) -> dict[str, float]:
+        """The node's amplification ratios by resource; a malformed annotation counts as none, with
+        one warning (log line and event on the Node) per problem."""
         info = snapshot.node(node)
         obj = info.node if info is not None else None
         if obj is None:
-            return 1.0
-        ratio, problem = safe_cpu_amplification_ratio(obj.metadata.annotations)
+            return {}
+        ratios, problem = safe_amplification_ratios(obj.metadata.annotations)
         if problem is None:
             self._reported_nodes.pop(node, None)
         elif self._reported_nodes.get(node) != problem:
@@ -396,7 +400,7 @@ class NodeNUMAResource:
             message = f"cpu amplification ignored: {problem}"
             log.warning("node %s: %s", node, message)
             self._event(ObjectRef(api_version="v1", kind="Node", name=node, uid=obj.metadata.uid), message)
-        return ratio
+        return ratios
 
     def _interesting(self, cycle: _Cycle, snapshot: Snapshot, rows: IntArray) -> BoolArray:
         """The rows the plugin has something to say about; the others pass untouched."""

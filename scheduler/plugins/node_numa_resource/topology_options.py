@@ -6,9 +6,10 @@ the node reservation's ``reservedCPUs``, an exclusive system-QoS cpuset), each N
 allocatable (cpu less one CPU per reserved CPU on it), the kubelet's topology policy and CPU
 manager policy. A malformed annotation is reported and the rest of the NRT is still used.
 
-On a node with a cpu amplification ratio above 1 (CPU normalization) the plugin works on
-``amplified(ratio)``: each zone's cpu amplified as the Node webhook amplifies the node's, and cpuset
-CPUs counted amplified against it (Koordinator's ``amplifyNUMANodeResources``).
+On a node with amplification ratios (CPU normalization, ``resource-amplification-config``) the
+plugin works on ``amplified(ratios)``: each zone's resources amplified as the Node webhook
+amplifies the node's allocatable, and cpuset CPUs counted amplified against the zone's cpu
+(Koordinator's ``amplifyNUMANodeResources``).
 """
 
 from __future__ import annotations
@@ -52,17 +53,16 @@ class TopologyOptions:
     def numa_ids(self) -> tuple[int, ...]:
         return tuple(sorted(self.numa_allocatable))
 
-    def amplified(self, ratio: float) -> TopologyOptions:
-        """These options on a node whose cpu is amplified by ``ratio`` (itself for a ratio <= 1)."""
-        if ratio <= 1:
+    def amplified(self, ratios: Mapping[str, float]) -> TopologyOptions:
+        """These options on a node whose resources are amplified by ``ratios`` (a ratio <= 1
+        amplifies nothing; itself when none does)."""
+        if not any(ratio > 1 for ratio in ratios.values()):
             return self
         numa = {
-            numa_id: {
-                name: amplify(amount, ratio) if name == "cpu" else amount for name, amount in zone.items()
-            }
+            numa_id: {name: amplify(amount, ratios.get(name, 1.0)) for name, amount in zone.items()}
             for numa_id, zone in self.numa_allocatable.items()
         }
-        return replace(self, numa_allocatable=numa, cpu_ratio=ratio)
+        return replace(self, numa_allocatable=numa, cpu_ratio=max(ratios.get("cpu", 1.0), 1.0))
 
 
 def _cpuset(text: str | None, what: str, problems: list[str]) -> frozenset[int]:

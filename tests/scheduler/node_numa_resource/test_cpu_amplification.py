@@ -240,3 +240,13 @@ async def test_a_numa_nodes_cpuset_cpus_count_amplified_against_it() -> None:
     finally:
         stop.set()
         await task
+
+
+async def test_a_memory_ratio_amplifies_the_numa_nodes_memory_too() -> None:
+    """With memory amplified by 1.5 each NUMA node's 64Gi holds 96Gi, as the node's allocatable
+    does: an 80Gi SingleNUMANode pod fits one NUMA node (against 64Gi it would fit none)."""
+    backend = amplified_node(ratio='{"memory":1.50}', cpu="32")
+    await schedule(backend, [pod("memory-80", "2", "80Gi", qos="LS", numa_policy="SingleNUMANode")])
+    assert bound(backend) == {"memory-80": "n0"}
+    (only,) = status_of(backend, "memory-80")["numaNodeResources"]
+    assert only["resources"]["memory"] == "80Gi"
