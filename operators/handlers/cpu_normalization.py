@@ -50,6 +50,7 @@ from apis.slo.sloconfig.cpu_normalization import (
 from apis.topology import NodeResourceTopology
 from operators.clients import CPUNormalizationClient
 from operators.handlers import errors
+from operators.handlers.slo_config_read import FirstConfigRead
 from operators.logic.cpu_normalization import decide_ratio, enabled, needs_update
 from operators.logic.resource_amplification import amplification_annotation, amplification_ratios
 from operators.logic.sloconfig_key import LastGoodKey
@@ -87,6 +88,7 @@ class CPUNormalization:
         )
         self.config_read = False
         """The ConfigMap (or its absence) has been seen once."""
+        self._first_read = FirstConfigRead(client)
         self.nodes: dict[str, dict[str, Any]] = {}
         """Node name -> labels, annotations and the reference events need."""
         self.topologies: dict[str, dict[str, str] | None] = {}
@@ -117,14 +119,15 @@ class CPUNormalization:
         return changed
 
     async def _ensure_config(self, logger: kopf.Logger) -> bool:
-        if not self.config_read:
-            try:
-                cm = await self.client.slo_config_map()
-            except errors.API_ERRORS as exc:
-                where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
-                logger.warning(f"{where} not read (retried on the next event): {exc}")
-                return False
-            self._apply_config(None if cm is None else dict(cm.get("data") or {}), None)
+        try:
+            await self._first_read.ensure(
+                lambda: self.config_read,
+                lambda cm: self._apply_config(None if cm is None else dict(cm.get("data") or {}), None),
+            )
+        except errors.API_ERRORS as exc:
+            where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
+            logger.warning(f"{where} not read (retried on the next event): {exc}")
+            return False
         return True
 
     async def on_configmap(self, type: str | None, body: kopf.Body, logger: kopf.Logger, **_: Any) -> None:

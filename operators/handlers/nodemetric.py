@@ -33,6 +33,7 @@ from apis.slo.sloconfig import KEY_COLOCATION, SLO_CONFIG_NAME, SLO_CONFIG_NAMES
 from apis.slo.sloconfig.colocation import ParsedColocation, parse_colocation_config
 from operators.clients import NodeMetricClient
 from operators.handlers import errors
+from operators.handlers.slo_config_read import FirstConfigRead
 from operators.logic.nodemetric import collect_policy_for, node_metric_for
 from operators.logic.sloconfig_key import LastGoodKey
 
@@ -68,8 +69,7 @@ class NodeMetrics:
         )
         self.config_read = False
         """The ConfigMap was read or its watch event came (a refused key is not read again)."""
-        self._config_lock = asyncio.Lock()
-        """The first events of many nodes at start-up share one read."""
+        self._first_read = FirstConfigRead(client)
 
     def _policy(self, name: str) -> NodeMetricCollectPolicy:
         node = self.nodes[name]
@@ -112,19 +112,14 @@ class NodeMetrics:
         logger.info(f"NodeMetric {name}: collect policy from {KEY_COLOCATION}")
 
     async def _ensure_config(self, logger: kopf.Logger) -> None:
-        if self.config_read:
-            return
-        async with self._config_lock:
-            if self.config_read:  # read by the node whose event held the lock
-                return
-            try:
-                found = await self.client.slo_config_map()
-            except errors.API_ERRORS as exc:
-                where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
-                logger.warning(f"{where} not read (its watch event will bring it): {exc}")
-                return
-            if not self.config_read:  # its event may have come while this read was out
-                self._apply_config(None if found is None else found.get("data"), logger)
+        try:
+            await self._first_read.ensure(
+                lambda: self.config_read,
+                lambda found: self._apply_config(None if found is None else found.get("data"), logger),
+            )
+        except errors.API_ERRORS as exc:
+            where = f"{SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"
+            logger.warning(f"{where} not read (its watch event will bring it): {exc}")
 
     def _apply_config(self, data: Mapping[str, str] | None, logger: kopf.Logger) -> bool:
         self.config_read = True

@@ -48,6 +48,7 @@ from apis.slo.sloconfig.nodeslo_config import (
 )
 from operators.clients import NodeSLOClient
 from operators.handlers import errors
+from operators.handlers.slo_config_read import FirstConfigRead
 from operators.logic.nodeslo import NodeSLOConfig, node_slo_for, normalized_spec, render, skipped_entries
 from operators.logic.sloconfig_key import LastGoodKey
 
@@ -93,7 +94,7 @@ class NodeSLOs:
             KEY_HOST_APPLICATION, parse_host_application_cfg
         )
         self.loaded = False
-        self._config_lock = asyncio.Lock()
+        self._first_read = FirstConfigRead(client)
         self.reported: dict[str, tuple[str, ...]] = {}
         """Key (or node) -> the problems last reported for it, so an unchanged one is not repeated."""
         self.nodes: dict[str, _Node] = {}
@@ -155,15 +156,10 @@ class NodeSLOs:
         return changed
 
     async def _ensure_loaded(self, logger: kopf.Logger) -> None:
-        if self.loaded:
-            return
-        async with self._config_lock:  # the first events of many nodes share one read
-            if self.loaded:
-                return
-            with errors.api_errors(f"read the ConfigMap {SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"):
-                found = await self.client.slo_config_map()
-            if not self.loaded:  # its event may have come while this read was out
-                self.apply_config_map(found, logger)
+        with errors.api_errors(f"read the ConfigMap {SLO_CONFIG_NAMESPACE}/{SLO_CONFIG_NAME}"):
+            await self._first_read.ensure(
+                lambda: self.loaded, lambda found: self.apply_config_map(found, logger)
+            )
 
     async def _write(self, name: str, node: _Node, spec: NodeSLOSpec, logger: kopf.Logger) -> None:
         existing = await self.client.get(name)
