@@ -17,18 +17,10 @@ __all__ = [
     "ERR_INSUFFICIENT_AMPLIFIED_CPU",
     "amplified_cpu_fits",
     "amplify",
-    "cpu_amplification_ratio",
     "safe_amplification_ratios",
 ]
 
 ERR_INSUFFICIENT_AMPLIFIED_CPU = "Insufficient amplified cpu"
-
-
-def cpu_amplification_ratio(annotations: Mapping[str, str] | None) -> float:
-    """The node's cpu ratio; 1.0 when there is none. Raises ``InvalidAnnotation`` on a malformed
-    annotation."""
-    ratios = get_resource_amplification_ratios(annotations)
-    return (ratios or {}).get("cpu", 1.0)
 
 
 def amplify(milli: int, ratio: float) -> int:
