@@ -9,16 +9,33 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 KUBECONFIG_LOCAL := .cluster/kubeconfig
 KUBECTL := .bin/kubectl --kubeconfig $(KUBECONFIG_LOCAL)
-# pytest exits 5 when it collects nothing; that is not a failure of the suite.
+REPORTS := .cluster/reports
+# pytest exits 5 when it collects nothing; that is not a failure of the suite. $(1): paths and
+# options, $(2): the report name (JUnit XML in $(REPORTS)/$(2).xml, and the 40 slowest tests printed).
 define pytest
-	$(PY) -m pytest $(1) || { rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected in $(1)"; else exit $$rc; fi; }
+	@mkdir -p $(REPORTS)
+	$(PY) -m pytest $(1) --durations=40 --junitxml=$(REPORTS)/$(2).xml || { rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest: no tests collected in $(1)"; else exit $$rc; fi; }
 endef
+# The fast tier (`make test`) leaves out tests marked `full`; `make test-full` runs every test with
+# the full sizes (KOORD_TEST_TIER=full: e2e/tier.py) and five times the Hypothesis examples.
+TIER ?= fast
+ifeq ($(TIER),full)
+export KOORD_TEST_TIER := full
+export HYPOTHESIS_PROFILE := full
+TIER_MARK :=
+else
+export KOORD_TEST_TIER := fast
+export HYPOTHESIS_PROFILE := ci
+TIER_MARK := -m "not full"
+endif
+# Unit tests mostly wait (asyncio timers, the solver's time limits): two workers per core pay.
+UNIT_WORKERS ?= 4
 
 .DEFAULT_GOAL := help
-.PHONY: help venv tools crds check-crds rbac cluster up down lint unit e2e test clean
+.PHONY: unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -60,13 +77,20 @@ lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
-unit: venv ## unit and property tests (no cluster)
-	$(call pytest,tests)
+unit: venv ## unit and property tests (no cluster), in parallel
+	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_MARK),unit)
 
 e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes
-	$(call pytest,e2e)
+	$(call pytest,e2e $(TIER_MARK),e2e)
 
-test: lint unit e2e ## everything CI runs
+test: venv tools ## everything CI runs (the fast tier): lint, unit, e2e, each stage timed
+	$(PY) -m e2e.stages lint unit e2e
+
+test-full: venv tools ## the full tier: every test, full sizes (chaos seeds, parity list, smokes), hypothesis `full`
+	$(PY) -m e2e.stages lint unit-full e2e-full
+
+unit-full e2e-full: %-full:
+	@$(MAKE) --no-print-directory $* TIER=full
 
 clean: down ## remove build outputs (not the tool cache)
 	rm -rf .cluster .bin .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -13,6 +13,7 @@ from apis.resources import to_int_units
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.quantity_range import MAX_UNITS, REQUESTED_CAP
+from tests.examples import examples
 
 RESOURCES = ("cpu", "memory", "example.com/dev")
 
@@ -52,7 +53,7 @@ def exact_sum(cache: Cache, node: str, resource: str) -> int:
     return cache.table.requested_exact(cache.table.row[node], resource)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(allocatable=resource_lists, bound=pods, pending=st.lists(resource_lists, min_size=1, max_size=3))
 def test_hostile_quantities_never_wrap_and_never_fit_where_they_do_not(
     allocatable: dict[str, str], bound: list[list[dict[str, str]]], pending: list[dict[str, str]]
@@ -97,7 +98,7 @@ _AMOUNTS = st.one_of(st.integers(0, 10**6), st.just(MAX_UNITS), st.integers(0, M
 _REQUESTS = st.dictionaries(st.sampled_from(["cpu", "memory", "nvidia.com/gpu"]), _AMOUNTS, max_size=3)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     before=st.lists(st.tuples(st.integers(0, 3), _REQUESTS), max_size=30),
     batch=st.lists(st.tuples(st.integers(0, 3), _REQUESTS), max_size=30),

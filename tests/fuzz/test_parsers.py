@@ -31,6 +31,7 @@ from apis.meta import ObjectMeta
 from apis.quota.elasticquotaprofile import resource_ratio
 from apis.scheduling.networktopology import ClusterNetworkTopologySpec
 from operators.logic import topology_tree
+from tests.examples import examples
 
 Parser = Callable[[str], object]
 
@@ -146,7 +147,7 @@ def test_every_parser_is_found() -> None:
 
 
 @pytest.mark.parametrize("parse", [p for _, p in PARSERS], ids=PARSER_IDS)
-@settings(max_examples=40, deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=500, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts)
 def test_a_parser_returns_or_raises_the_annotation_error(parse: Parser, text: str) -> None:
     check(parse, text)
@@ -172,13 +173,13 @@ def test_a_megabyte_of_hostile_input_is_refused_quickly_and_briefly(parse: Parse
     assert time.perf_counter() - started < 5.0
 
 
-@settings(max_examples=300, deadline=500)
+@settings(max_examples=examples(300), deadline=500)
 @given(text=texts)
 def test_durations_return_or_raise_invalid_value(text: str) -> None:
     check(parse_go_duration_ns, text, InvalidValue)
 
 
-@settings(max_examples=300, deadline=500)
+@settings(max_examples=examples(300), deadline=500)
 @given(text=texts)
 def test_resource_ratio_returns_or_raises_invalid_spec(text: str) -> None:
     check(resource_ratio, text, InvalidSpec)

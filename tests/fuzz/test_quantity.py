@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from apis.errors import InvalidValue
 from apis.quantity import Quantity
 from scheduler.cache.quantity_range import MAX_UNITS, check_amount
+from tests.examples import examples
 
 digits = st.text(alphabet="0123456789", min_size=1, max_size=6000)
 hostile = st.one_of(
@@ -35,7 +36,7 @@ def parse_or_error(text: str) -> Quantity | None:
         return None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(hostile)
 def test_parsing_is_bounded_and_fails_only_with_invalid_value(text: str) -> None:
     started = time.perf_counter()
@@ -48,7 +49,7 @@ def test_parsing_is_bounded_and_fails_only_with_invalid_value(text: str) -> None
     assert time.perf_counter() - started < 0.5
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.integers(min_value=1, max_value=10**6))
 def test_huge_exponents_are_refused_without_arithmetic(exponent: int) -> None:
     started = time.perf_counter()

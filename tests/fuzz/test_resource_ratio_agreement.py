@@ -24,6 +24,7 @@ from apis.scheduling.elasticquota import ElasticQuota
 from operators.logic import quota_totals
 from scheduler.plugins.elastic_quota.forest import NodeView, compute_totals
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
+from tests.examples import examples
 
 ROOT = "amd64-root"
 FALLBACK_CPU = 1234  # milli-CPU in the root's own total-resource annotation
@@ -106,7 +107,7 @@ def test_a_malformed_ratio_is_reported_by_the_manager_and_ignored_by_the_schedul
     assert time.perf_counter() - started < 1.0
 
 
-@settings(max_examples=200, deadline=1000)
+@settings(max_examples=examples(200), deadline=1000)
 @given(
     st.one_of(st.text(max_size=80), st.from_regex(r"[+-]?[0-9_]{0,8}(\.[0-9_]{0,8})?([eE][+-]?[0-9]{1,12})?"))
 )

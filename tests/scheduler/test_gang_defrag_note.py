@@ -34,8 +34,10 @@ async def _explanation_notes(app: SchedulerApp, name: str) -> list[str]:
     # ended before the scheduler's first cycle had explained the pod.
     deadline = asyncio.get_running_loop().time() + 15.0
     while asyncio.get_running_loop().time() < deadline:
+        # The first explanation may be the queue's "waiting" for the gang's other members (they
+        # arrive one by one): only the scheduling cycle's own failure carries the plan's note.
         explanation = app.explanations.get("default", name)
-        if explanation is not None:
+        if explanation is not None and explanation.result == "unschedulable":
             return list(explanation.notes)
         await asyncio.sleep(0.02)
     raise AssertionError(f"no explanation for {name}")

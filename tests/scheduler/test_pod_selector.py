@@ -14,6 +14,7 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import PodMatcher, PodSelectorCounts, Requirement, Selector
 from scheduler.cache.snapshot import Snapshot
+from tests.examples import examples
 
 NODES = ("n0", "n1", "n2")
 
@@ -134,7 +135,7 @@ _op = st.tuples(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(ops=st.lists(_op, max_size=40), early=st.booleans(), capacity=st.sampled_from([1, 2, 512]))
 def test_counts_equal_a_recount_after_any_sequence_of_changes(
     ops: list[tuple[str, int, str, str, dict[str, str], bool]], early: bool, capacity: int

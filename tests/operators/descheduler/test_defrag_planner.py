@@ -20,6 +20,7 @@ from operators.descheduler.defrag.planner import (
     plan,
     priority_ranks,
 )
+from tests.examples import examples
 
 Amounts = Mapping[str, int]
 
@@ -149,7 +150,7 @@ def problems(draw: st.DrawFn) -> tuple[PlanProblem, list[Domain]]:
     return problem, domains
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_the_plan_is_valid_and_as_cheap_as_brute_force(case: tuple[PlanProblem, list[Domain]]) -> None:
     problem, domains = case

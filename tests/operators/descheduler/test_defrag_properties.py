@@ -16,6 +16,7 @@ from apis.podrequests import pod_requests
 from operators.descheduler.defrag import GangDefragmentation, GangDefragmentationArgs
 from operators.descheduler.defrag.domains import Domain
 from operators.descheduler.defrag.planner import Candidate, Member, PlanProblem
+from tests.examples import examples
 from tests.operators.descheduler.defrag_fakes import (
     FakeDefragClient,
     gang_member,
@@ -84,7 +85,7 @@ def _free(pods: list[Pod]) -> dict[str, dict[str, int]]:
     return free
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_plans_are_valid_and_found_whenever_brute_force_finds_one(
     case: tuple[list[Pod], int, int, int],

@@ -8,6 +8,7 @@ import asyncio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
 from tests.operators.descheduler.cluster import NodeSpec, PodSpec, build
 
 HIGH = 7000  # millicores: 70% of 10 cores
@@ -38,7 +39,7 @@ def _used(node: NodeSpec) -> int:
     return round(node.system_cpu * 1000) + sum(round(p.cpu_used * 1000) for p in node.pods)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_targets_stay_under_high_and_sources_give_up_at_most_one_pod_too_many(nodes: list[NodeSpec]) -> None:
     plugin, handle = build(nodes, CONFIG)
@@ -84,7 +85,7 @@ def _prod_used(node: NodeSpec) -> int:
     return sum(round(p.cpu_used * 1000) for p in node.pods if p.qos == "Guaranteed")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mixed_clusters())
 def test_with_prod_thresholds_targets_stay_under_high_and_prod_high(nodes: list[NodeSpec]) -> None:
     plugin, handle = build(nodes, PROD_CONFIG)

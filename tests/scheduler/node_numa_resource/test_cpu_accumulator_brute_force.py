@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scheduler.plugins.node_numa_resource.cpu_accumulator import take_cpus
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUTopology
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
+from tests.examples import examples
 from tests.scheduler.node_numa_resource.topologies import no_smt, small, two_sockets
 
 TOPOLOGIES: dict[str, Callable[[], CPUTopology]] = {
@@ -54,7 +55,7 @@ def scenarios(draw: st.DrawFn) -> tuple[str, frozenset[int], int, str]:
     return name, taken, cores * topology.cpus_per_core, draw(st.sampled_from(STRATEGIES))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenarios())
 def test_required_full_pcpus_matches_brute_force(scenario: tuple[str, frozenset[int], int, str]) -> None:
     name, taken, need, strategy = scenario
@@ -89,7 +90,7 @@ def test_required_full_pcpus_matches_brute_force(scenario: tuple[str, frozenset[
             assert len(topology.nodes_of(chosen)) == 1
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(scenarios())
 def test_required_spread_by_pcpus_gives_one_cpu_per_core(
     scenario: tuple[str, frozenset[int], int, str],

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from scheduler.plugins.node_numa_resource.cpu_accumulator import take_cpus
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUTopology
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
+from tests.examples import examples
 from tests.scheduler.node_numa_resource.topologies import two_sockets
 
 POLICIES = ["FullPCPUs", "SpreadByPCPUs", ""]
@@ -43,7 +44,7 @@ def repelled(topology: CPUTopology, ledger: NodeCPUAllocation, exclusive: str) -
     return frozenset()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(pod_ops())
 def test_no_cpu_given_twice_and_released_cpus_come_back(
     ops: list[tuple[str, int, str, bool, str, str]],
@@ -90,7 +91,7 @@ def test_no_cpu_given_twice_and_released_cpus_come_back(
     assert ledger.available_cpus(topology, reserved) == topology.all_cpus() - reserved
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.integers(1, 8), st.sampled_from(["MostAllocated", "LeastAllocated"]), st.frozensets(st.integers(0, 63))
 )

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUTopology
 from scheduler.plugins.node_numa_resource.ledger import NodeCPUAllocation
+from tests.examples import examples
 from tests.scheduler.node_numa_resource.topologies import two_sockets
 
 NUMA0 = frozenset(range(0, 8)) | frozenset(range(32, 40))
@@ -98,7 +99,7 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_OPS)
 def test_ref_counts_match_the_recorded_pods_after_any_sequence(
     ops: list[tuple[str, frozenset[int], bool]],

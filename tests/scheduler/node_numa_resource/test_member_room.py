@@ -18,6 +18,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.plugins.node_numa_resource import NodeNUMAResource, new
+from tests.examples import examples
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.node_numa_resource.nrt_fixtures import nrt
 
@@ -208,7 +209,7 @@ def test_a_pod_level_policy_limits_on_a_node_without_one() -> None:
 HELD_SPECS = [REQUIRED_FULL_PCPUS, REQUIRED_SPREAD, {}]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     policy=st.sampled_from(["SingleNUMANode", "Restricted", "BestEffort", ""]),
     held=st.lists(st.tuples(st.integers(1, 12), st.sampled_from(range(len(HELD_SPECS)))), max_size=6),

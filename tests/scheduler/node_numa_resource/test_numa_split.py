@@ -10,6 +10,7 @@ from scheduler.plugins.node_numa_resource.numa_split import (
     split_over_numa_detailed,
     trim_for_required_policy,
 )
+from tests.examples import examples
 from tests.scheduler.node_numa_resource.topologies import two_sockets
 
 
@@ -59,7 +60,7 @@ def test_the_failing_resource_is_named_and_others_are_left_to_the_node() -> None
     assert ok == {0: {"cpu": 2000}, 1: {"cpu": 2000}}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=4), st.integers(1, 60))
 def test_the_split_fits_exactly_when_the_hint_holds_the_request(frees: list[int], request: int) -> None:
     free = {node * 2: {"cpu": amount} for node, amount in enumerate(frees)}

@@ -22,6 +22,7 @@ from scheduler.framework.handle import Handle
 from scheduler.framework.status import Code
 from scheduler.plugins.node_numa_resource import NodeNUMAResource, new
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
+from tests.examples import examples
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.node_numa_resource.nrt_fixtures import nrt
 
@@ -66,7 +67,7 @@ def place(plugin: NodeNUMAResource, snapshot: Snapshot, pod: PodInfo) -> tuple[C
     return state, plugin.reserve(state, pod, "n0").ok
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     policy=st.sampled_from(["SingleNUMANode", "Restricted", ""]),
     steps=st.lists(st.tuples(st.integers(min_value=1, max_value=12), st.booleans()), min_size=1, max_size=14),

@@ -22,6 +22,7 @@ from scheduler.plugins.device_share.allocator import (
 from scheduler.plugins.device_share.plugin import allocated_annotation
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
+from tests.examples import examples
 
 GIB = 2**30
 
@@ -56,7 +57,7 @@ def same_scope(chosen: tuple[GPU, ...], scope: DeviceTopologyScope | None) -> bo
     return True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     nodes(),
     requests,
@@ -112,7 +113,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 4), ops)
 def test_no_card_is_ever_overcommitted(count: int, sequence: list[tuple[str, object]]) -> None:
     gpus = [GPU(minor=m, memory=16 * GIB, numa=0, pcie=f"p{m // 2}") for m in range(count)]
@@ -182,7 +183,7 @@ def mixed_card(m: int, kind: str) -> GPU:
     return GPU(minor=m, memory=16 * GIB, numa=m // 2, pcie=f"p{m // 2}")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.sampled_from(["npu", "gpu"]), min_size=1, max_size=5),
     st.lists(vendor_requests, max_size=4),
@@ -217,7 +218,7 @@ def test_allocator_agrees_with_brute_force_on_npus_and_gpus(
                 assert card.core == 100
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.sampled_from(["npu", "gpu"]), min_size=1, max_size=4), st.data())
 def test_no_npu_dimension_is_ever_overcommitted(kinds: list[str], data: st.DataObject) -> None:
     gpus = [mixed_card(m, k) for m, k in enumerate(kinds)]

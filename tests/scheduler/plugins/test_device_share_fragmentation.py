@@ -27,6 +27,7 @@ from scheduler.plugins.device_share.fragmentation import (
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
+from tests.examples import examples
 from tests.scheduler.plugins.device_share_fixtures import GIB, device, eight_gpus, gpu
 from tests.scheduler.plugins.test_device_share import gpu_pod, minors, plugin, req, schedule, snapshot
 
@@ -191,7 +192,7 @@ def nodes(draw: st.DrawFn) -> tuple[list[GPU], dict[int, GPUUsage]]:
     return gpus, usage
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     cluster=st.lists(nodes(), min_size=1, max_size=6),
     mix=st.dictionaries(shapes, st.floats(0.01, 100.0), min_size=1, max_size=6),
@@ -224,7 +225,7 @@ def test_fragmentation_is_never_negative_nor_above_the_free_share_and_scores_are
         assert (allocation is None) <= (score == 0)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     cluster=st.lists(nodes(), min_size=1, max_size=4),
     mix=st.dictionaries(shapes, st.floats(0.01, 100.0), min_size=0, max_size=5),

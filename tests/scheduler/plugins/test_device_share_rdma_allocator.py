@@ -28,6 +28,7 @@ from scheduler.plugins.device_share.rdma import (
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
+from tests.examples import examples
 
 GIB = 2**30
 SELECTORS = {"none": None, "any": LabelSelector(), "a": LabelSelector(match_labels={"type": "a"})}
@@ -64,7 +65,7 @@ def usable(nic: RDMA, usage: RDMAUsage, amount: int, selector: LabelSelector | N
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     small_nodes(),
     st.sampled_from([1, 30, 50, 100]),
@@ -113,7 +114,7 @@ def gpus_on(switches: int) -> list[GPU]:
     return [GPU(minor=m, memory=16 * GIB, numa=0, pcie=f"p{m // 2}") for m in range(2 * switches)]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(small_nodes(), st.integers(1, 4), st.booleans())
 def test_same_pcie_nics_sit_exactly_on_the_gpus_switches(
     node: tuple[list[RDMA], RDMAUsage], gpu_count: int, same_pcie: bool
@@ -176,7 +177,7 @@ def assert_consistent(store: DeviceStore, annotations: dict[str, str]) -> None:
         assert used is None or used.core <= 100
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(ops)
 def test_no_nic_overcommitted_and_no_vf_given_twice(sequence: list[tuple[str, object]]) -> None:
     store = DeviceStore()

@@ -25,6 +25,7 @@ from scheduler.plugins.device_share import DeviceShare
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
 from scheduler.plugins.device_share.plugin import ERR_INSUFFICIENT_GPU, allocated_annotation
 from scheduler.plugins.device_share.store import allocations_of
+from tests.examples import examples
 from tests.scheduler.builders import make_pod
 from tests.scheduler.plugins.device_share_fixtures import GIB, device, gpu
 from tests.scheduler.plugins.test_device_share import plugin, req, snapshot
@@ -222,7 +223,7 @@ def _restart(world: _World, reservations_first: bool = False) -> DeviceShare:
     return p
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_ops)
 def test_no_card_is_overcommitted_between_reservations_and_pods(ops: list[tuple[Any, ...]]) -> None:
     world = _World()

@@ -15,6 +15,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.status import Code
 from scheduler.plugins import node_ports
+from tests.examples import examples
 from tests.scheduler.builders import PodBuilder, make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.helpers import filter_reasons
 
@@ -123,7 +124,7 @@ def reference_rejects(wanted: tuple[HostPort, ...], held: list[tuple[HostPort, .
     return any(conflicts(w, u) for w in wanted for ports in held for u in ports)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(node_count=st.integers(1, 3), steps=st.lists(step_st, max_size=30))
 def test_pods_bound_through_the_filter_never_share_a_port(
     node_count: int, steps: list[tuple[str, object]]

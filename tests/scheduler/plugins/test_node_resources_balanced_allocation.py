@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
 from scheduler.plugins import node_resources_balanced_allocation as ba
+from tests.examples import examples
 from tests.scheduler.builders import NodeBuilder, PodBuilder, make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.helpers import scores
 
@@ -183,7 +184,7 @@ def reference(requested: list[int], allocatable: list[int]) -> int:
 amounts = st.integers(0, 40)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     nodes=st.lists(st.tuples(amounts, amounts, amounts, amounts, amounts, amounts), min_size=1, max_size=6),
     request=st.tuples(amounts, amounts, st.integers(1, 4)),

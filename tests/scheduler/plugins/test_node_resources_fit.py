@@ -15,6 +15,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.plugins import node_resources_fit as fit
 from scheduler.plugins.node_resources_fit import NodeResourcesFitArgs, non_zero_requests
+from tests.examples import examples
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.helpers import filter_reasons, scores
 
@@ -155,7 +156,7 @@ node_st = st.tuples(
 )
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     nodes=st.lists(node_st, min_size=1, max_size=8),
     request=requests_st,

@@ -24,6 +24,7 @@ from scheduler.framework.profile import ResolvedProfile
 from scheduler.framework.runtime import Framework
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.plugins.pod_topology_spread import PodTopologySpreadArgs, new
+from tests.examples import examples
 from tests.scheduler.builders import PodBuilder, make_node, make_pod
 
 ZONE = "zone"
@@ -62,7 +63,7 @@ def schedule_one(fw: Framework, cache: Cache, pod: PodInfo) -> str | None:
     return node
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     zones=st.lists(st.integers(min_value=1, max_value=3), min_size=1, max_size=4),
     max_skew=st.integers(min_value=1, max_value=2),
@@ -139,7 +140,7 @@ def upstream_filter(pod: Pod, nodes: list[Any], assigned: list[Pod]) -> dict[str
     return out
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     layout=st.lists(
         st.tuples(st.sampled_from(["a", "b", "c", None]), st.booleans(), st.sampled_from(["x", "y"])),

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from scheduler.quota import QuotaSpec, TreeInput, Usage, compute_tree
 from scheduler.quota.incremental import TreeState
+from tests.examples import examples
 
 
 @st.composite
@@ -94,7 +95,7 @@ def scenarios(
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenarios())
 def test_an_incremental_update_equals_a_full_computation(
     scenario: tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[Round], bool, bool],

@@ -17,6 +17,7 @@ from scheduler.quota import (
     scale_mins,
     share,
 )
+from tests.examples import examples
 
 EXAMPLE = [
     Child("A", min=20, request=5, weight=40),
@@ -121,7 +122,7 @@ def _children(quotas: dict[str, QuotaSpec], parent: str) -> list[str]:
     return [name for name, q in quotas.items() if q.parent == parent and name != "root"]
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(trees())
 def test_runtime_respects_max_and_parent(tree: tuple[dict[str, QuotaSpec], dict[str, Usage], int]) -> None:
     quotas, usage, total = tree
@@ -137,7 +138,7 @@ def test_runtime_respects_max_and_parent(tree: tuple[dict[str, QuotaSpec], dict[
         assert sum(figures[k].runtime["cpu"] for k in kids) <= parent_runtime, name
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(trees())
 def test_a_request_within_min_is_granted(tree: tuple[dict[str, QuotaSpec], dict[str, Usage], int]) -> None:
     """Where the siblings' mins fit in what their parent has, a quota asking no more than its min
@@ -155,7 +156,7 @@ def test_a_request_within_min_is_granted(tree: tuple[dict[str, QuotaSpec], dict[
                 assert child.runtime["cpu"] == wanted, kid
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(trees())
 def test_requests_add_up_the_tree(tree: tuple[dict[str, QuotaSpec], dict[str, Usage], int]) -> None:
     quotas, usage, total = tree

@@ -34,6 +34,7 @@ from scheduler.solver.preemption_problem import violations as vviolations
 from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
 from scheduler.solver.victim_cpsat import rank_lower_bound
 from scheduler.solver.victim_greedy import select_greedy
+from tests.examples import examples
 
 # ---- the score term by counting ------------------------------------------------------------------
 
@@ -63,7 +64,7 @@ def _brute_best(domains: list[DomainSlots], members: int, k: int, one_parent: bo
     return best
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(domain_sets())
 def test_the_counting_bound_is_never_below_the_best_choice_and_the_plan_never_above(
     case: tuple[list[DomainSlots], int, int, bool],
@@ -226,7 +227,7 @@ def test_solver_relative_gap_is_a_coscheduling_arg_with_a_one_percent_default() 
 # ---- never worse than greedy, at the benches' sizes ---------------------------------------------
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(
     st.sampled_from([1000, 5000]),
     st.sampled_from([8, 64, 256, 1024]),
@@ -242,7 +243,7 @@ def test_gang_placement_is_never_worse_than_greedy_at_bench_sizes(nodes: int, si
         assert plan.objective <= greedy.objective
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=examples(6), deadline=None)
 @given(st.sampled_from([(100, 16), (1000, 64), (5000, 256)]), st.integers(0, 10_000))
 def test_victim_selection_is_never_costlier_than_greedy_at_bench_sizes(
     size: tuple[int, int], seed: int

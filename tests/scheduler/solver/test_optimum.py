@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.solver import Infeasible, PlacementProblem, Plan, TopologyLayer, solve, violations
+from tests.examples import examples
 from tests.scheduler.solver.builders import brute_force, group, node, problem
 
 SPINE_BLOCK_PREFER = (
@@ -192,7 +193,7 @@ def small_problems(draw: st.DrawFn) -> PlacementProblem:
     return problem(groups, nodes, layers, scores=scores)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_problems())
 def test_random_small_problems_match_brute_force(p: PlacementProblem) -> None:
     check_against_brute_force(p)

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.solver import PlacementProblem, Plan, TopologyLayer, solve, violations
+from tests.examples import examples
 from tests.scheduler.solver.builders import group, node, problem
 
 
@@ -49,7 +50,7 @@ def clusters(draw: st.DrawFn) -> PlacementProblem:
     return problem(groups, nodes, layers, scores=scores, feasible=feasible, strategy=strategy, time_limit=5.0)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_every_plan_is_valid(p: PlacementProblem) -> None:
     result = solve(p)
@@ -59,14 +60,14 @@ def test_every_plan_is_valid(p: PlacementProblem) -> None:
         assert set(result.assignment) == {m for g in p.pod_groups for m in g.member_ids}
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_same_input_gives_same_plan(p: PlacementProblem) -> None:
     a, b = solve(p), solve(p)
     assert dataclasses.replace(a, solve_seconds=0.0) == dataclasses.replace(b, solve_seconds=0.0)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters())
 def test_cpsat_is_never_worse_than_greedy(p: PlacementProblem) -> None:
     cpsat = solve(dataclasses.replace(p, options=dataclasses.replace(p.options, strategy="cpsat")))

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from scheduler.solver import Infeasible, PlacementProblem, Plan, solve, violations
 from scheduler.solver.problem import SpreadConstraint
+from tests.examples import examples
 from tests.scheduler.solver.builders import brute_force, group, node, problem
 
 ZONE_OF = {"a1": "z1", "a2": "z1", "a3": "z1", "b1": "z2"}
@@ -113,7 +114,7 @@ def test_members_the_selector_does_not_match_are_not_counted() -> None:
     assert [ZONE_OF[plan.assignment[m]] for m in ("w-2", "w-3")] == ["z1", "z1"]  # the score decides
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     members=st.integers(1, 4),
     capacity=st.lists(st.integers(0, 3), min_size=4, max_size=4),

@@ -23,6 +23,7 @@ from scheduler.solver import (
 )
 from scheduler.solver.preemption_problem import objective, violations
 from scheduler.solver.victim_greedy import select_greedy
+from tests.examples import examples
 
 RESOURCES = ("cpu", "memory")
 GI = 1024**3
@@ -222,7 +223,7 @@ def random_problems(draw: st.DrawFn) -> PreemptionProblem:
     )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_problems())
 def test_selections_are_valid_and_cpsat_is_never_costlier_than_greedy(problem: PreemptionProblem) -> None:
     greedy = select_greedy(problem)

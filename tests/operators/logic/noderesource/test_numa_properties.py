@@ -23,6 +23,7 @@ from apis.topology import NodeResourceTopology
 from operators.logic.noderesource.batch import batch_resources
 from operators.logic.noderesource.inputs import CpuMem, node_inputs
 from operators.logic.noderesource.numa import numa_zones, zone_batch_resources
+from tests.examples import examples
 
 GI = 1024**3
 milli = st.integers(min_value=0, max_value=32_000)
@@ -140,7 +141,7 @@ def _both(scenario: Scenario) -> tuple[CpuMem, list[CpuMem]]:
     return batch_resources(inputs, strategy), list(zones.values())
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenarios(even=True))
 def test_evenly_split_zones_never_exceed_the_node_by_more_than_rounding(scenario: Scenario) -> None:
     node_level, zones = _both(scenario)
@@ -150,7 +151,7 @@ def test_evenly_split_zones_never_exceed_the_node_by_more_than_rounding(scenario
     assert sum(z.memory for z in zones) <= node_level.memory + rounding
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(scenarios(even=False))
 def test_pinned_pods_and_uneven_zones_never_exceed_the_node_unless_a_zone_is_floored(
     scenario: Scenario,

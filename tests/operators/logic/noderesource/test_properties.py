@@ -14,6 +14,7 @@ from operators.logic.noderesource.batch import batch_resources, percent_of
 from operators.logic.noderesource.damping import need_sync
 from operators.logic.noderesource.inputs import node_inputs
 from operators.logic.noderesource.mid import mid_resources
+from tests.examples import examples
 
 GI = 1024**3
 milli = st.integers(min_value=0, max_value=64_000)
@@ -105,7 +106,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Node, list[Pod], NodeMetric, ColocationS
     return node, pods, metric, merge_cfg(default_colocation_strategy(), fields)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(scenarios())
 def test_batch_is_never_negative_nor_above_what_the_formula_allows(
     scenario: tuple[Node, list[Pod], NodeMetric, ColocationStrategy],
@@ -127,7 +128,7 @@ def test_batch_is_never_negative_nor_above_what_the_formula_allows(
         assert batch.memory <= percent_of(cap.memory, strategy.batch_memory_threshold_percent)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(scenarios())
 def test_mid_is_never_negative_nor_above_what_the_formula_allows(
     scenario: tuple[Node, list[Pod], NodeMetric, ColocationStrategy],
@@ -159,7 +160,7 @@ def test_mid_is_never_negative_nor_above_what_the_formula_allows(
 NAMES = ("kubernetes.io/batch-cpu", "kubernetes.io/batch-memory")
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     old=st.integers(0, 10**12),
     change=st.floats(-0.1, 0.1),
