@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
-from typing import Any, Generic, TypeVar, overload
+from typing import Annotated, Any, Generic, TypeVar, overload
 
-from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from apis.base import go_json_keys
@@ -41,6 +41,8 @@ from apis.quantity import Quantity
 __all__ = [
     "EmptyAsNone",
     "Fallback",
+    "NonNegativeQuantity",
+    "NonNegativeResourceList",
     "ResourceList",
     "format_loc",
     "lookup",
@@ -71,6 +73,19 @@ enum check, so ``{"allocateStrategy": ""}`` is accepted as Go accepts it while `
 
 ResourceList = dict[str, Quantity]
 """corev1.ResourceList on the wire: resource name -> Quantity (an integer or a quantity string)."""
+
+
+def _non_negative(value: Quantity) -> Quantity:
+    if value.sign() < 0:
+        raise ValueError(f"{value} is negative; an amount is 0 or more")
+    return value
+
+
+NonNegativeQuantity = Annotated[Quantity, AfterValidator(_non_negative)]
+"""An amount held or reserved: a negative one would give capacity back, so it is refused."""
+
+NonNegativeResourceList = dict[str, NonNegativeQuantity]
+"""A ResourceList of amounts (a reservation, an allocation): every quantity 0 or more."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BeforeValidator, Field, TypeAdapter
 
 from apis.base import KoordModel
-from apis.extension._annotation import EmptyAsNone, ResourceList, lookup, parse_json
+from apis.extension._annotation import EmptyAsNone, NonNegativeResourceList, lookup, parse_json
 from apis.meta import LabelSelector
 from apis.quantity import Quantity
-from apis.types import Int32
+from apis.types import NonNegativeInt32
 
 __all__ = [
     "ANNOTATION_BIND_TIMESTAMP",
@@ -244,7 +244,7 @@ ANNOTATION_HYGON_DCU_DEVICES_ALLOCATED = "hami.io/dcu-devices-allocated"
 
 
 class VirtualFunction(KoordModel):
-    minor: int | None = None
+    minor: NonNegativeInt32 | None = None
     bus_id: str | None = Field(default=None, alias="busID")
 
 
@@ -255,8 +255,8 @@ class DeviceAllocationExtension(KoordModel):
 
 
 class DeviceAllocation(KoordModel):
-    minor: Int32
-    resources: ResourceList
+    minor: NonNegativeInt32
+    resources: NonNegativeResourceList
     id: str | None = None
     """A stable identifier such as a PCI bus id (used for RDMA, where the minor is meaningless)."""
     extension: DeviceAllocationExtension | None = None
@@ -377,7 +377,7 @@ def _int_or_numeric_string(value: Any) -> Any:
 
 
 class GPUPartition(KoordModel):
-    minors: list[int]
+    minors: list[NonNegativeInt32]
     gpu_link_type: str | None = None
     """E.g. ``NVLink`` (the only Koordinator constant) or ``HCCS`` (Huawei)."""
     ring_bus_bandwidth: Quantity | None = None

@@ -313,3 +313,39 @@ def test_getters_absent() -> None:
     assert device.get_gpu_partition_spec({}) is None
     assert device.get_gpu_partition_table({device.ANNOTATION_GPU_PARTITIONS: ""}) is None
     assert device.is_secondary_device_well_planned({device.LABEL_SECONDARY_DEVICE_WELL_PLANNED: "true"})
+
+
+@pytest.mark.parametrize(
+    ("parser", "raw", "fragment"),
+    [
+        pytest.param(
+            device.parse_device_allocations,
+            '{"gpu": [{"minor": -1, "resources": {"koordinator.sh/gpu-core": "100"}}]}',
+            "gpu[0].minor",
+            id="negative-minor",
+        ),
+        pytest.param(
+            device.parse_device_allocations,
+            '{"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-memory": "-8Gi"}}]}',
+            "is negative",
+            id="negative-amount",
+        ),
+        pytest.param(
+            device.parse_device_allocations,
+            '{"rdma": [{"minor": 0, "resources": {}, "extension": {"vfs": [{"minor": -3}]}}]}',
+            "vfs[0].minor",
+            id="negative-vf-minor",
+        ),
+        pytest.param(
+            device.parse_gpu_partition_table,
+            '{"2": [{"minors": [0, -1]}]}',
+            "minors[1]",
+            id="negative-partition-minor",
+        ),
+    ],
+)
+def test_negative_minors_and_amounts_are_refused(parser: object, raw: str, fragment: str) -> None:
+    assert callable(parser)
+    with pytest.raises(InvalidAnnotation) as caught:
+        parser(raw)
+    assert fragment in caught.value.problem
