@@ -153,6 +153,22 @@ def _go_keys(adapter: TypeAdapter[Any], raw: str) -> str:
         return raw
 
 
+def _check_text(key: str, raw: object) -> None:
+    """A value is a string of Unicode scalar values: the API server sends only UTF-8, but ``koordctl
+    simulate`` input and the memory backend can hold a lone surrogate (``"\\ud800"``), which the JSON
+    reader would refuse with a TypeError instead of a parse error."""
+    if not isinstance(raw, str):
+        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
+    if raw.isascii():
+        return
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidAnnotation(
+            key, f"not valid text: a lone surrogate at position {error.start} (got {echo(raw)})"
+        ) from None
+
+
 @cache
 def _adapter(target: Any) -> TypeAdapter[Any]:
     return TypeAdapter(target)
@@ -172,8 +188,7 @@ def parse_json(key: str, raw: str, target: type[M] | TypeAdapter[T]) -> M | T:
     Object keys match fields case-insensitively, as in Go (see the module docstring). Raises
     InvalidAnnotation naming ``key``, the path inside the value and the offending input.
     """
-    if not isinstance(raw, str):
-        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
+    _check_text(key, raw)
     adapter: TypeAdapter[Any] = target if isinstance(target, TypeAdapter) else _adapter(target)
     try:
         return adapter.validate_json(_go_keys(adapter, raw), strict=True)  # type: ignore[no-any-return]
