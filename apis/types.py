@@ -22,6 +22,8 @@ __all__ = [
     "Int64",
     "IntOrString",
     "NonNegativeInt32",
+    "NonNegativeInt64",
+    "Percent",
     "PreserveUnknownObject",
     "Time",
 ]
@@ -37,6 +39,11 @@ Int64 = Annotated[int, Field(ge=INT64_MIN, le=INT64_MAX, json_schema_extra={"for
 
 NonNegativeInt32 = Annotated[Int32, Field(ge=0)]
 """A Go int32 that is an id or a count: a NUMA node, a socket, a core, a device minor."""
+
+NonNegativeInt64 = Annotated[Int64, Field(ge=0)]
+
+Percent = Annotated[Int64, Field(ge=0, le=100)]
+"""A percentage of a whole (a usage threshold, a bandwidth share): 0 to 100, so -50 or 1000 is refused."""
 
 CPUID = Annotated[int, Field(ge=0, lt=MAX_CPUS, json_schema_extra={"format": "int32"})]
 """A logical CPU id, below :data:`apis.cpulist.MAX_CPUS` as in a CPU list."""

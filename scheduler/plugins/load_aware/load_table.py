@@ -21,7 +21,7 @@ What a row holds, per resource, before the incoming pod's own estimate is added:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +43,15 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class LoadTable:
-    def __init__(self, args: LoadAwareSchedulingArgs, resources: Sequence[str]) -> None:
+    def __init__(
+        self,
+        args: LoadAwareSchedulingArgs,
+        resources: Sequence[str],
+        report: Callable[[Node, str], None] | None = None,
+    ) -> None:
         self.args = args
+        self.report = report
+        """Told about a node whose thresholds annotation is ignored."""
         self.resources = tuple(resources)
         self._index = {name: i for i, name in enumerate(self.resources)}
         self.default_profile = plugin_profile(args)
@@ -152,7 +159,7 @@ class LoadTable:
 
     def _set_profile(self, row: int, name: str, node: Node | None) -> None:
         """The node's thresholds (its Node object changed)."""
-        profile = node_profile(node, self.default_profile)
+        profile = node_profile(node, self.default_profile, self.report)
         if profile is self.default_profile:
             self._profiles.pop(name, None)
         else:

@@ -21,15 +21,19 @@ node that looked idle (Koordinator's podAssignCache).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from apis.core import Node
 from apis.extension.priority import PRIORITY_PROD
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import ResourceType
+from scheduler.backend.base import EventRecord, ObjectRef, ResourceType
+from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -63,6 +67,8 @@ __all__ = [
     "LoadAwareScheduling",
     "new",
 ]
+
+log = logging.getLogger(__name__)
 
 NAME = "LoadAwareScheduling"
 NODEMETRICS = ResourceType.of(NodeMetric)
@@ -107,7 +113,10 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         """Wall time: NodeMetric update times and pod conditions are wall-clock timestamps."""
         self.resources = args.tracked_resources()
         self.estimator = Estimator(args, self.resources)
-        self.loads = LoadTable(args, self.resources)
+        self._background = BackgroundTasks()
+        self._reported_nodes: dict[str, str] = {}
+        """Node name -> the last problem told about its thresholds annotation (one warning each)."""
+        self.loads = LoadTable(args, self.resources, self._report_node)
         self._weights = np.array([args.resource_weights.get(r, 0) for r in self.resources], dtype=np.int64)
         self._total_weight = int(self._weights.sum()) + args.dominant_resource_weight
         self._assigned: AssignedPods | None = None
@@ -117,6 +126,21 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
     @property
     def name(self) -> str:
         return NAME
+
+    def _report_node(self, node: Node, problem: str) -> None:
+        """A log line and a Warning event on the Node, once per problem."""
+        name = node.metadata.name or ""
+        if self._reported_nodes.get(name) == problem:
+            return
+        self._reported_nodes[name] = problem
+        log.warning("node %s: %s", name, problem)
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # a unit test feeding events by hand: the log line only
+        regarding = ObjectRef(api_version="v1", kind="Node", name=name, uid=node.metadata.uid)
+        event = EventRecord(regarding=regarding, type="Warning", reason="InvalidAnnotation", message=problem)
+        self._background.spawn(self.handle.backend.record_event(event))
 
     def events_to_register(self) -> ClusterEvent:
         """A NodeMetric changed (usage fell, a fresh report), a pod left a node, or a node came or
