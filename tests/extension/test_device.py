@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apis.errors import InvalidAnnotation
@@ -349,3 +351,21 @@ def test_negative_minors_and_amounts_are_refused(parser: object, raw: str, fragm
     with pytest.raises(InvalidAnnotation) as caught:
         parser(raw)
     assert fragment in caught.value.problem
+
+
+@pytest.mark.parametrize("field", ["selector", "vfSelector"])
+def test_a_hint_selector_with_an_unknown_operator_is_refused(field: str) -> None:
+    selector = {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}
+    raw = json.dumps({"rdma": {field: selector}})
+    with pytest.raises(InvalidAnnotation) as caught:
+        device.parse_device_allocate_hints(raw)
+    assert f"rdma.{field}: matchExpressions[0].operator: 'Bogus' is not one of" in caught.value.problem
+    ok = '{"rdma": {"selector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}}'
+    assert device.parse_device_allocate_hints(ok)["rdma"].selector is not None
+
+
+def test_unknown_device_types_are_named_for_a_warning() -> None:
+    allocations = device.parse_device_allocations(
+        '{"gpu": [], "tpu": [], "fpga": [], "rdma": [], "Bogus": [{"minor": 0, "resources": {}}]}'
+    )
+    assert device.unknown_device_types(allocations) == ["Bogus", "tpu"]

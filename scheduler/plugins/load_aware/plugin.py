@@ -21,8 +21,6 @@ node that looked idle (Koordinator's podAssignCache).
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,8 +30,7 @@ import numpy as np
 from apis.core import Node
 from apis.extension.priority import PRIORITY_PROD
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import EventRecord, ObjectRef, ResourceType
-from scheduler.background import BackgroundTasks
+from scheduler.backend.base import ObjectRef, ResourceType
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -52,6 +49,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.helper.warnings import ObjectWarnings
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
 from scheduler.plugins.load_aware.assigned import AssignedPods
 from scheduler.plugins.load_aware.estimator import Estimator, is_daemonset_pod, priority_class
@@ -67,8 +65,6 @@ __all__ = [
     "LoadAwareScheduling",
     "new",
 ]
-
-log = logging.getLogger(__name__)
 
 NAME = "LoadAwareScheduling"
 NODEMETRICS = ResourceType.of(NodeMetric)
@@ -113,9 +109,7 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         """Wall time: NodeMetric update times and pod conditions are wall-clock timestamps."""
         self.resources = args.tracked_resources()
         self.estimator = Estimator(args, self.resources)
-        self._background = BackgroundTasks()
-        self._reported_nodes: dict[str, str] = {}
-        """Node name -> the last problem told about its thresholds annotation (one warning each)."""
+        self._warnings = ObjectWarnings(handle.backend)
         self.loads = LoadTable(args, self.resources, self._report_node)
         self._weights = np.array([args.resource_weights.get(r, 0) for r in self.resources], dtype=np.int64)
         self._total_weight = int(self._weights.sum()) + args.dominant_resource_weight
@@ -129,18 +123,8 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
 
     def _report_node(self, node: Node, problem: str) -> None:
         """A log line and a Warning event on the Node, once per problem."""
-        name = node.metadata.name or ""
-        if self._reported_nodes.get(name) == problem:
-            return
-        self._reported_nodes[name] = problem
-        log.warning("node %s: %s", name, problem)
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return  # a unit test feeding events by hand: the log line only
-        regarding = ObjectRef(api_version="v1", kind="Node", name=name, uid=node.metadata.uid)
-        event = EventRecord(regarding=regarding, type="Warning", reason="InvalidAnnotation", message=problem)
-        self._background.spawn(self.handle.backend.record_event(event))
+        regarding = ObjectRef(kind="Node", name=node.metadata.name or "", uid=node.metadata.uid)
+        self._warnings.warn(regarding, problem)
 
     def events_to_register(self) -> ClusterEvent:
         """A NodeMetric changed (usage fell, a fresh report), a pod left a node, or a node came or
