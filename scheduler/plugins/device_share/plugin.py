@@ -48,7 +48,16 @@ from apis.extension.reservation import get_reservation_allocated, is_reservation
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import DEVICES, NODES, PODS, RESERVATIONS, BackendError, ObjectRef, WatchEvent
+from scheduler.backend.base import (
+    DEVICES,
+    NODES,
+    PODS,
+    RESERVATIONS,
+    BackendError,
+    ObjectRef,
+    WatchEvent,
+    each,
+)
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -219,10 +228,8 @@ class DeviceShare:
         self.reserved.remove_owner(pod.metadata.uid or "")
 
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
-        present = set()
-        for pod in pods:
-            present.add(pod.metadata.uid or "")
-            self._upsert_pod(pod)
+        present = {pod.metadata.uid or "" for pod in pods}
+        each(pods, self._upsert_pod)
         for uid in self.store.holders():
             if uid not in present and not self.store.is_assumed(uid) and not self.reserved.knows(uid):
                 self.store.release(uid)
@@ -279,8 +286,7 @@ class DeviceShare:
         for uid, cards in list(self.reserved.reservations.items()):
             if uid not in present and not cards.assumed:
                 self.reserved.remove_reservation(uid)
-        for reservation in reservations:
-            self._upsert_reservation(reservation)
+        each(reservations, self._upsert_reservation)
 
     def _delete_reservation(self, reservation: Reservation) -> None:
         self.reserved.remove_reservation(reservation.metadata.uid or reservation.metadata.name or "")

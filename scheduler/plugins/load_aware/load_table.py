@@ -29,7 +29,7 @@ import numpy.typing as npt
 from apis.core import Node
 from apis.duration import parse_go_duration_ns
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import WatchEvent
+from scheduler.backend.base import WatchEvent, each
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
@@ -91,10 +91,8 @@ class LoadTable:
         event.dispatch(self._replace, self._upsert, self._delete)
 
     def _replace(self, metrics: Sequence[NodeMetric]) -> None:
-        gone = set(self.loads)
-        for metric in metrics:
-            name = self._upsert(metric)
-            gone.discard(name)
+        gone = set(self.loads) - {metric.metadata.name or "" for metric in metrics}
+        each(metrics, self._upsert)
         for name in gone:
             del self.loads[name]
             self._dirty.add(name)
