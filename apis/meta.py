@@ -7,14 +7,21 @@ plus the ``crd`` class attribute that ``apis.crdgen`` renders into a CustomResou
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from apis.base import CRDInfo, KoordModel
+from apis.errors import echo
 from apis.types import Int64, Time
 
 __all__ = [
+    "LABEL_SELECTOR_OPERATORS",
+    "NODE_SELECTOR_OPERATORS",
+    "TAINT_EFFECTS",
+    "TOLERATION_OPERATORS",
+    "CheckedLabelSelector",
+    "CheckedNodeSelectorTerm",
     "Condition",
     "KoordResource",
     "LabelSelector",
@@ -26,6 +33,7 @@ __all__ = [
     "OwnerReference",
     "Taint",
     "Toleration",
+    "unknown_toleration_values",
 ]
 
 
@@ -101,6 +109,28 @@ class LabelSelector(KoordModel):
         return True
 
 
+LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+NODE_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+TOLERATION_OPERATORS = ("", "Exists", "Equal")
+TAINT_EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _check_label_selector(selector: LabelSelector) -> LabelSelector:
+    for i, req in enumerate(selector.match_expressions or ()):
+        if req.operator not in LABEL_SELECTOR_OPERATORS:
+            raise ValueError(
+                f"matchExpressions[{i}].operator: {echo(req.operator)} is not one of "
+                + ", ".join(LABEL_SELECTOR_OPERATORS)
+            )
+    return selector
+
+
+CheckedLabelSelector = Annotated[LabelSelector, AfterValidator(_check_label_selector)]
+"""A LabelSelector read from an annotation: an unknown operator is refused where it is read, as
+``metav1.LabelSelectorAsSelector`` refuses it in Koordinator (plain LabelSelector objects from the
+API server were validated there already)."""
+
+
 def selects(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
     """Kubernetes' reading of an optional selector: a null one selects nothing, an empty one all."""
     return selector is not None and selector.matches(labels)
@@ -118,6 +148,22 @@ class NodeSelectorTerm(KoordModel):
     match_fields: list[NodeSelectorRequirement] | None = None
 
 
+def _check_node_selector_term(term: NodeSelectorTerm) -> NodeSelectorTerm:
+    for field, reqs in (("matchExpressions", term.match_expressions), ("matchFields", term.match_fields)):
+        for i, req in enumerate(reqs or ()):
+            if req.operator not in NODE_SELECTOR_OPERATORS:
+                raise ValueError(
+                    f"{field}[{i}].operator: {echo(req.operator)} is not one of "
+                    + ", ".join(NODE_SELECTOR_OPERATORS)
+                )
+    return term
+
+
+CheckedNodeSelectorTerm = Annotated[NodeSelectorTerm, AfterValidator(_check_node_selector_term)]
+"""A NodeSelectorTerm read from an annotation: an unknown operator is refused, as Koordinator's
+``nodeaffinity.NewNodeSelector`` refuses it."""
+
+
 class Taint(KoordModel):
     key: str
     value: str | None = None
@@ -133,6 +179,18 @@ class Toleration(KoordModel):
     value: str | None = None
     effect: str | None = None
     toleration_seconds: Int64 | None = None
+
+
+def unknown_toleration_values(tolerations: list[Toleration] | None) -> list[str]:
+    """What Kubernetes would refuse in ``tolerations`` but Koordinator accepts from an annotation
+    (such a toleration tolerates nothing): one line per unknown operator or effect."""
+    problems = []
+    for i, toleration in enumerate(tolerations or ()):
+        if (toleration.operator or "") not in TOLERATION_OPERATORS:
+            problems.append(f"tolerations[{i}].operator {echo(toleration.operator)} is unknown")
+        if (toleration.effect or "") not in TAINT_EFFECTS:
+            problems.append(f"tolerations[{i}].effect {echo(toleration.effect)} is unknown")
+    return problems
 
 
 class Condition(KoordModel):

@@ -28,9 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import cache
-from typing import Any, Generic, TypeVar, overload
+from typing import Annotated, Any, Generic, TypeVar, overload
 
-from pydantic import BaseModel, BeforeValidator, TypeAdapter, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, TypeAdapter, ValidationError
 from pydantic_core import from_json
 
 from apis.base import go_json_keys
@@ -41,6 +41,8 @@ from apis.quantity import Quantity
 __all__ = [
     "EmptyAsNone",
     "Fallback",
+    "NonNegativeQuantity",
+    "NonNegativeResourceList",
     "ResourceList",
     "format_loc",
     "lookup",
@@ -71,6 +73,19 @@ enum check, so ``{"allocateStrategy": ""}`` is accepted as Go accepts it while `
 
 ResourceList = dict[str, Quantity]
 """corev1.ResourceList on the wire: resource name -> Quantity (an integer or a quantity string)."""
+
+
+def _non_negative(value: Quantity) -> Quantity:
+    if value.sign() < 0:
+        raise ValueError(f"{value} is negative; an amount is 0 or more")
+    return value
+
+
+NonNegativeQuantity = Annotated[Quantity, AfterValidator(_non_negative)]
+"""An amount held or reserved: a negative one would give capacity back, so it is refused."""
+
+NonNegativeResourceList = dict[str, NonNegativeQuantity]
+"""A ResourceList of amounts (a reservation, an allocation): every quantity 0 or more."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +153,22 @@ def _go_keys(adapter: TypeAdapter[Any], raw: str) -> str:
         return raw
 
 
+def _check_text(key: str, raw: object) -> None:
+    """A value is a string of Unicode scalar values: the API server sends only UTF-8, but ``koordctl
+    simulate`` input and the memory backend can hold a lone surrogate (``"\\ud800"``), which the JSON
+    reader would refuse with a TypeError instead of a parse error."""
+    if not isinstance(raw, str):
+        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
+    if raw.isascii():
+        return
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidAnnotation(
+            key, f"not valid text: a lone surrogate at position {error.start} (got {echo(raw)})"
+        ) from None
+
+
 @cache
 def _adapter(target: Any) -> TypeAdapter[Any]:
     return TypeAdapter(target)
@@ -157,8 +188,7 @@ def parse_json(key: str, raw: str, target: type[M] | TypeAdapter[T]) -> M | T:
     Object keys match fields case-insensitively, as in Go (see the module docstring). Raises
     InvalidAnnotation naming ``key``, the path inside the value and the offending input.
     """
-    if not isinstance(raw, str):
-        raise InvalidAnnotation(key, f"value must be a string, got {echo(raw)}")
+    _check_text(key, raw)
     adapter: TypeAdapter[Any] = target if isinstance(target, TypeAdapter) else _adapter(target)
     try:
         return adapter.validate_json(_go_keys(adapter, raw), strict=True)  # type: ignore[no-any-return]

@@ -8,6 +8,11 @@
 
 Ratios are float64 in Koordinator, and the webhook multiplies in float64: they stay floats here so
 that an amplified allocatable is the same number Koordinator writes.
+
+A ratio is range-checked before any arithmetic: finite, above 0 and at most
+:data:`MAX_AMPLIFICATION_RATIO` (Koordinator takes any float64, and ``{"cpu": 1e308}`` or
+``Infinity`` overflowed the multiplication). A ratio of 1 or less is valid and amplifies nothing,
+as in Koordinator.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from typing import Annotated
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from apis.errors import InvalidAnnotation, InvalidValue, echo
 from apis.extension._annotation import ResourceList, lookup, parse_json, parse_resource_list
@@ -30,6 +36,8 @@ from apis.quantity import Quantity
 from apis.resources import format_resource_list
 
 __all__ = [
+    "MAX_AMPLIFICATION_RATIO",
+    "AmplificationRatio",
     "format_amplification_ratios",
     "format_ratio",
     "format_raw_allocatable",
@@ -42,7 +50,15 @@ __all__ = [
     "parse_resource_amplification_ratios",
 ]
 
-_RATIOS: TypeAdapter[dict[str, float]] = TypeAdapter(dict[str, float])
+MAX_AMPLIFICATION_RATIO = 1000.0
+"""The largest amplification ratio read. Koordinator's examples use 1 to 3; a thousand-fold node
+is already meaningless, and the cap keeps ``raw milli-value x ratio`` far inside int64 for any
+allocatable the cache accepts."""
+
+AmplificationRatio = Annotated[float, Field(gt=0, le=MAX_AMPLIFICATION_RATIO, allow_inf_nan=False)]
+"""One ratio of ``resource-amplification-ratio``: finite, above 0, at most 1000."""
+
+_RATIOS: TypeAdapter[dict[str, AmplificationRatio]] = TypeAdapter(dict[str, AmplificationRatio])
 
 
 def format_ratio(ratio: float) -> str:
@@ -99,7 +115,16 @@ def format_raw_allocatable(resources: Mapping[str, Quantity]) -> str:
     return json.dumps(format_resource_list(dict(sorted(resources.items()))), separators=(",", ":"))
 
 
+_INT64_MAX = 2**63 - 1
+
+
 def multiply_milli(quantity: Quantity, ratio: float) -> Quantity:
     """Koordinator's ``MultiplyMilliQuant``: ``int64(float64(q.MilliValue()) * ratio)`` milli-units,
-    truncated toward zero, in ``quantity``'s format."""
-    return Quantity.from_milli(int(float(quantity.milli_value()) * ratio), quantity.format)
+    truncated toward zero, in ``quantity``'s format.
+
+    Raises InvalidValue when the ratio is not finite or the product does not fit int64 milli-units
+    (Go would wrap it), instead of an OverflowError."""
+    product = float(quantity.milli_value()) * ratio
+    if not math.isfinite(product) or abs(product) >= _INT64_MAX:
+        raise InvalidValue(f"{quantity} x {echo(ratio)} is out of range for int64 milli-units")
+    return Quantity.from_milli(int(product), quantity.format)

@@ -14,10 +14,10 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BeforeValidator, Field, TypeAdapter
 
 from apis.base import KoordModel
-from apis.extension._annotation import EmptyAsNone, ResourceList, lookup, parse_json
-from apis.meta import LabelSelector
+from apis.extension._annotation import EmptyAsNone, NonNegativeResourceList, lookup, parse_json
+from apis.meta import CheckedLabelSelector
 from apis.quantity import Quantity
-from apis.types import Int32
+from apis.types import NonNegativeInt32
 
 __all__ = [
     "ANNOTATION_BIND_TIMESTAMP",
@@ -244,7 +244,7 @@ ANNOTATION_HYGON_DCU_DEVICES_ALLOCATED = "hami.io/dcu-devices-allocated"
 
 
 class VirtualFunction(KoordModel):
-    minor: int | None = None
+    minor: NonNegativeInt32 | None = None
     bus_id: str | None = Field(default=None, alias="busID")
 
 
@@ -255,8 +255,8 @@ class DeviceAllocationExtension(KoordModel):
 
 
 class DeviceAllocation(KoordModel):
-    minor: Int32
-    resources: ResourceList
+    minor: NonNegativeInt32
+    resources: NonNegativeResourceList
     id: str | None = None
     """A stable identifier such as a PCI bus id (used for RDMA, where the minor is meaningless)."""
     extension: DeviceAllocationExtension | None = None
@@ -264,6 +264,16 @@ class DeviceAllocation(KoordModel):
 
 DeviceAllocations = dict[str, list[DeviceAllocation]]
 """Device type (``gpu``, ``rdma``, ``fpga``) -> allocated devices."""
+
+DEVICE_TYPES: tuple[str, ...] = ("gpu", "fpga", "rdma")
+"""Koordinator's ``DeviceType`` values. Koordinator accepts any other key in ``device-allocated`` and
+ignores it; so does this package, and :func:`unknown_device_types` names them for a warning."""
+
+
+def unknown_device_types(allocations: DeviceAllocations) -> list[str]:
+    """The keys of ``allocations`` that are not one of :data:`DEVICE_TYPES`, sorted."""
+    return sorted(t for t in allocations if t not in DEVICE_TYPES)
+
 
 _ALLOCATIONS: TypeAdapter[DeviceAllocations] = TypeAdapter(DeviceAllocations)
 
@@ -294,9 +304,10 @@ DEVICE_TOPOLOGY_SCOPE_LEVEL: Mapping[DeviceTopologyScope, int] = {
 
 
 class DeviceHint(KoordModel):
-    selector: LabelSelector | None = None
-    """Matches device labels."""
-    vf_selector: LabelSelector | None = Field(default=None, alias="vfSelector")
+    selector: CheckedLabelSelector | None = None
+    """Matches device labels; an unknown operator is refused, as Koordinator's
+    ``LabelSelectorAsSelector`` refuses it."""
+    vf_selector: CheckedLabelSelector | None = Field(default=None, alias="vfSelector")
     """Matches VF group labels; when set, VFs are allocated from matching PFs."""
     allocate_strategy: Annotated[DeviceAllocateStrategy | None, EmptyAsNone] = None
     required_topology_scope: Annotated[DeviceTopologyScope | None, EmptyAsNone] = None
@@ -377,7 +388,7 @@ def _int_or_numeric_string(value: Any) -> Any:
 
 
 class GPUPartition(KoordModel):
-    minors: list[int]
+    minors: list[NonNegativeInt32]
     gpu_link_type: str | None = None
     """E.g. ``NVLink`` (the only Koordinator constant) or ``HCCS`` (Huawei)."""
     ring_bus_bandwidth: Quantity | None = None

@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 
 from apis.base import KoordModel
 from apis.extension._annotation import EmptyAsNone, lookup, parse_go_int, parse_json
-from apis.types import GoDuration, Int64
+from apis.types import GoDuration, NonNegativeInt64, Percent
 
 __all__ = [
     "ANNOTATION_CUSTOM_ESTIMATED_SCALING_FACTORS",
@@ -43,15 +43,15 @@ AggregationType = Literal["avg", "p50", "p90", "p95", "p99"]
 
 
 class CustomAggregatedUsage(KoordModel):
-    usage_thresholds: dict[str, Int64] | None = None
+    usage_thresholds: dict[str, Percent] | None = None
     usage_aggregation_type: Annotated[AggregationType | None, EmptyAsNone] = None
     usage_aggregated_duration: GoDuration | None = None
 
 
 class CustomUsageThresholds(KoordModel):
-    usage_thresholds: dict[str, Int64] | None = None
-    """Resource -> percent of the whole machine."""
-    prod_usage_thresholds: dict[str, Int64] | None = None
+    usage_thresholds: dict[str, Percent] | None = None
+    """Resource -> percent of the whole machine (0 to 100)."""
+    prod_usage_thresholds: dict[str, Percent] | None = None
     """Resource -> percent used by Prod pods, relative to the whole machine."""
     aggregated_usage: CustomAggregatedUsage | None = None
 
@@ -66,7 +66,7 @@ def get_custom_usage_thresholds(annotations: Mapping[str, str] | None) -> Custom
     return CustomUsageThresholds() if raw is None else parse_custom_usage_thresholds(raw)
 
 
-_FACTORS: TypeAdapter[dict[str, Int64]] = TypeAdapter(dict[str, Int64])
+_FACTORS: TypeAdapter[dict[str, NonNegativeInt64]] = TypeAdapter(dict[str, NonNegativeInt64])
 
 
 def parse_custom_estimated_scaling_factors(raw: str) -> dict[str, int]:

@@ -14,8 +14,8 @@ from typing import Annotated, Literal
 from pydantic import Field, TypeAdapter
 
 from apis.base import KoordModel
-from apis.extension._annotation import EmptyAsNone, ResourceList, lookup, parse_json
-from apis.types import Int32
+from apis.extension._annotation import EmptyAsNone, NonNegativeResourceList, lookup, parse_json
+from apis.types import CPUID, CPUList, NonNegativeInt32
 
 __all__ = [
     "ANNOTATION_CPU_BASIC_INFO",
@@ -142,12 +142,12 @@ class ResourceSpec(KoordModel):
 
 
 class NUMANodeResource(KoordModel):
-    node: Int32
-    resources: ResourceList | None = None
+    node: NonNegativeInt32
+    resources: NonNegativeResourceList | None = None
 
 
 class ResourceStatus(KoordModel):
-    cpuset: str | None = None
+    cpuset: CPUList | None = None
     """Linux CPU list, e.g. ``"0-3,8"``."""
     numa_node_resources: list[NUMANodeResource] | None = None
 
@@ -189,7 +189,7 @@ class KubeletCPUManagerPolicy(KoordModel):
     policy: str | None = None
     """``static`` or ``none``."""
     options: dict[str, str] | None = None
-    reserved_cpus: str | None = Field(default=None, alias="reservedCPUs")
+    reserved_cpus: CPUList | None = Field(default=None, alias="reservedCPUs")
 
 
 def node_cpu_bind_policy(
@@ -229,10 +229,10 @@ def node_numa_topology_policy(labels: Mapping[str, str] | None) -> str:
 
 
 class CPUInfo(KoordModel):
-    id: Int32
-    core: Int32
-    socket: Int32
-    node: Int32
+    id: CPUID
+    core: NonNegativeInt32
+    socket: NonNegativeInt32
+    node: NonNegativeInt32
 
 
 class CPUTopology(KoordModel):
@@ -243,16 +243,16 @@ class PodCPUAlloc(KoordModel):
     namespace: str | None = None
     name: str | None = None
     uid: str | None = None
-    cpuset: str | None = None
+    cpuset: CPUList | None = None
     managed_by_kubelet: bool | None = None
 
 
 class CPUSharedPool(KoordModel):
-    socket: Int32 = 0
+    socket: NonNegativeInt32 = 0
     """Omitted on the wire when 0."""
-    node: Int32 = 0
+    node: NonNegativeInt32 = 0
     """Omitted on the wire when 0."""
-    cpuset: str | None = None
+    cpuset: CPUList | None = None
 
 
 def parse_cpu_topology(raw: str) -> CPUTopology:
@@ -305,14 +305,14 @@ def get_kubelet_cpu_manager_policy(annotations: Mapping[str, str] | None) -> Kub
 
 
 class NodeReservation(KoordModel):
-    resources: ResourceList | None = None
-    reserved_cpus: str | None = Field(default=None, alias="reservedCPUs")
+    resources: NonNegativeResourceList | None = None
+    reserved_cpus: CPUList | None = Field(default=None, alias="reservedCPUs")
     """A Linux CPU list; when set it wins over the cpu amount in ``resources``."""
     apply_policy: Annotated[NodeReservationApplyPolicy | None, EmptyAsNone] = None
 
 
 class SystemQOSResource(KoordModel):
-    cpuset: str | None = None
+    cpuset: CPUList | None = None
     cpuset_exclusive: bool | None = None
     """Whether the SYSTEM cpuset is exclusive; unset means true."""
 

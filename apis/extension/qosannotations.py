@@ -23,7 +23,7 @@ from apis.base import KoordModel
 from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension._annotation import lookup, parse_bool, parse_go_int, parse_json
 from apis.quantity import Quantity
-from apis.types import Int64
+from apis.types import Int64, NonNegativeInt64, Percent
 
 __all__ = [
     "ANNOTATION_CPU_NORMALIZATION_RATIO",
@@ -234,14 +234,14 @@ def get_cpu_qos(annotations: Mapping[str, str] | None) -> CPUQOS | None:
 
 
 class ResctrlSchemata(KoordModel):
-    percent: Int64 | None = None
-    """Memory bandwidth percent (mb)."""
-    range: list[Int64] | None = None
+    percent: Percent | None = None
+    """Memory bandwidth percent (mb), 0 to 100."""
+    range: list[Percent] | None = None
     """LLC way range in percent, ``[start, end]`` (llc)."""
 
 
 class ResctrlSchemataPerCache(ResctrlSchemata):
-    cache_id: Int64 | None = Field(default=None, alias="cacheID")
+    cache_id: NonNegativeInt64 | None = Field(default=None, alias="cacheID")
 
 
 class ResctrlSection(KoordModel):

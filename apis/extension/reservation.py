@@ -9,7 +9,7 @@ from pydantic import TypeAdapter
 
 from apis.base import KoordModel
 from apis.extension._annotation import lookup, parse_go_int, parse_json
-from apis.meta import LabelSelector, NodeSelectorTerm, ObjectReference, Toleration
+from apis.meta import CheckedNodeSelectorTerm, LabelSelector, ObjectReference, Toleration
 
 __all__ = [
     "ANNOTATION_EXACT_MATCH_RESERVATION",
@@ -90,8 +90,9 @@ OPERATING_MODE_RESERVATION: PodOperatingMode = "Reservation"
 
 
 class ReservationAffinitySelector(KoordModel):
-    reservation_selector_terms: list[NodeSelectorTerm] | None = None
-    """NodeSelectorTerms evaluated against reservation labels; terms are ORed."""
+    reservation_selector_terms: list[CheckedNodeSelectorTerm] | None = None
+    """NodeSelectorTerms evaluated against reservation labels; terms are ORed. An unknown operator
+    is refused, as Koordinator's ``nodeaffinity.NewNodeSelector`` refuses it."""
 
 
 class ReservationAffinity(KoordModel):
@@ -101,7 +102,9 @@ class ReservationAffinity(KoordModel):
     reservation_selector: dict[str, str] | None = None
     """Exact label match on the reservation."""
     tolerations: list[Toleration] | None = None
-    """Tolerates ``Reservation.spec.taints``."""
+    """Tolerates ``Reservation.spec.taints``. An unknown operator or effect is accepted, as
+    Koordinator accepts it (that toleration tolerates nothing); ``apis.meta.unknown_toleration_values``
+    names it for a warning."""
 
 
 class ExactMatchReservationSpec(KoordModel):

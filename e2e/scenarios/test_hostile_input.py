@@ -5,17 +5,27 @@ What kube-apiserver accepts decides what can reach the scheduler: it takes ``mem
 than int64 holds), ``cpu: 1e999``, a node advertising ``10E`` and any annotation text, so each of
 those must be refused or accounted safely on our side. It also keeps ``cpu: 1e1000`` (as
 ``10e999``), beyond what our parser reads: the Kubernetes backend decodes it as ``1e999``.
+
+Round two (issue 35): a bound pod whose ``resource-status`` cpuset repeats ``0-1048575`` up to the
+API server's 256 KiB annotation limit once stalled the scheduler for about 20 minutes; it is now
+refused at its first range, with a Warning event, while the healthy pods bind in their usual time.
+A node whose ``resource-amplification-ratio`` is ``1e308`` or ``Infinity`` once made the Node
+mutating webhook refuse its status updates; they now go through unamplified, with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
-from e2e.components import http_status, wait_until_ready
+from e2e.components import http_status, koord_manager, wait_for_admission, wait_until_ready
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, make_pod, pods, wait_for
 
@@ -24,6 +34,15 @@ FULL_NODE = "hostile-full"  # two bound 5E pods on it: full, not negative
 HUGE_NODE = "hostile-huge"  # allocatable memory 10E: no candidate
 GANG_NAME = "gang.scheduling.koordinator.sh/name"
 GANG_MIN = "gang.scheduling.koordinator.sh/min-available"
+RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
+AMPLIFICATION = "node.koordinator.sh/resource-amplification-ratio"
+RATIO_NODE = "hostile-ratio"
+RATIO_NAMESPACE = "hostile-ratio"  # the first test's namespace may still be terminating
+E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
+
+# 24,000 ranges of 0-1048575 (about 240 KiB): under the API server's 256 KiB limit on annotations.
+# Enumerated as written, that is 25 billion CPU ids; the parser refuses it at the first range.
+STALLING_STATUS = json.dumps({"cpuset": ",".join(["0-1048575"] * 24_000)})
 
 
 def _node(name: str, memory: str) -> dict[str, Any]:
@@ -45,6 +64,12 @@ def _bound_pod(name: str, node: str, memory: str) -> dict[str, Any]:
     pod = make_pod(name, NAMESPACE, cpu="100m", memory=memory)
     pod["spec"]["nodeName"] = node
     return pod
+
+
+def _create(cp: ControlPlane, obj: dict[str, Any]) -> None:
+    """``kubectl create``: ``apply`` would copy a 240 KiB annotation into last-applied-configuration
+    and pass the API server's limit."""
+    cp.kubectl("create", "-f", "-", input=json.dumps(obj))
 
 
 def _warnings(cp: ControlPlane, name: str) -> list[str]:
@@ -107,6 +132,9 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
             ),
         ]
         healthy = [make_pod(f"healthy-{i}", NAMESPACE, cpu="100m", memory="64Mi") for i in range(5)]
+        stalling = _bound_pod("stalling-cpuset", FULL_NODE, "64Mi")
+        stalling["metadata"]["annotations"] = {RESOURCE_STATUS: STALLING_STATUS}
+        _create(cp, stalling)  # before the healthy pods: the scheduler meets it first
         apply(cp, hostile + healthy)
 
         wait_for(
@@ -151,6 +179,13 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
         assert not _by_name(cp)["on-full-node"]["spec"].get("nodeName")
         assert any("status.allocatable.memory: 10E" in m for m in _node_warnings(cp, HUGE_NODE))
         assert any("requests.memory: 5E" in m for m in _warnings(cp, "bound-5e-a"))
+        stalling_warnings = wait_for(
+            lambda: [m for m in _warnings(cp, "stalling-cpuset") if RESOURCE_STATUS in m] or None,
+            timeout=30,
+            what="a Warning event on the stalling pod naming resource-status",
+        )
+        assert any("CPU ids stop at 8191" in m for m in stalling_warnings), stalling_warnings
+        assert all(len(m) <= 2000 for m in stalling_warnings)
 
         # A restart must list all of it and become ready again.
         scheduler.component.stop()
@@ -166,3 +201,61 @@ def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_bind(
     finally:
         cp.kubectl("delete", "node", FULL_NODE, HUGE_NODE, "--ignore-not-found", "--wait=false")
         cp.kubectl("delete", "namespace", NAMESPACE, "--ignore-not-found", "--wait=false")
+
+
+@pytest.fixture(scope="module")
+def gated_manager(control_plane: ControlPlane) -> Iterator[ControlPlane]:
+    """The session's koord-manager swapped for one with the Node mutating webhook on (the plain
+    one is put back at the end), as in ``test_cpu_normalization``."""
+    cp = control_plane
+    koord_manager(cp, webhook_port=E2E_WEBHOOK_PORT).stop()
+    gated = koord_manager(
+        cp, webhook_port=E2E_WEBHOOK_PORT, extra_args=("--feature-gates=NodeMutatingWebhook=true",)
+    )
+    gated.start()
+    try:
+        wait_for_admission(cp, gated)
+        cp.create_namespace(RATIO_NAMESPACE)
+        yield cp
+    finally:
+        cp.run_kubectl("delete", "node", RATIO_NODE, "--ignore-not-found", "--wait=true")
+        cp.run_kubectl("delete", "namespace", RATIO_NAMESPACE, "--ignore-not-found", "--wait=false")
+        print(gated.stop())
+        plain = koord_manager(cp, webhook_port=E2E_WEBHOOK_PORT)
+        plain.start()
+        wait_for_admission(cp, plain)
+
+
+@pytest.mark.parametrize(
+    "ratio", ['{"cpu":1e308}', '{"cpu":Infinity,"memory":1.5}'], ids=["1e308", "infinity"]
+)
+def test_a_node_with_an_absurd_amplification_ratio_still_gets_its_status_updates(
+    gated_manager: ControlPlane, scheduler: Scheduler, ratio: str
+) -> None:
+    cp = gated_manager
+    node = _node(RATIO_NODE, "16Gi")
+    node["metadata"]["annotations"][AMPLIFICATION] = ratio
+    cp.run_kubectl("delete", "node", RATIO_NODE, "--ignore-not-found", "--wait=true")
+    _create(cp, node)
+    # What kubelet does: a status update with the allocatable it computed. Before issue 35 the
+    # webhook raised OverflowError and Kopf answered allowed: false, refusing it.
+    report = {"status": {"allocatable": {"cpu": "6", "memory": "12Gi", "pods": "110"}}}
+    proc = cp.run_kubectl(
+        "patch", "node", RATIO_NODE, "--subresource=status", "--type=merge", "-p", json.dumps(report)
+    )
+    assert proc.returncode == 0, proc.stderr
+    stored = json.loads(cp.kubectl("get", "node", RATIO_NODE, "-o", "json"))
+    assert stored["status"]["allocatable"]["cpu"] == "6"  # not amplified
+    if stored["metadata"].get("annotations", {}).get(AMPLIFICATION) == ratio:
+        assert AMPLIFICATION in proc.stderr, proc.stderr  # the admission warning kubectl prints
+
+    # koord-scheduler stays alive and binds healthy pods in their usual time.
+    name = f"healthy-beside-ratio-{'inf' if 'Infinity' in ratio else 'big'}"
+    apply(cp, [make_pod(name, RATIO_NAMESPACE, cpu="100m", memory="64Mi")])
+
+    def bound_to() -> str | None:
+        found = {p["metadata"]["name"]: p for p in pods(cp, RATIO_NAMESPACE)}
+        return found[name]["spec"].get("nodeName") if name in found else None
+
+    wait_for(bound_to, timeout=60, what=f"{name} to bind")
+    _assert_alive_and_ready(scheduler)

@@ -15,6 +15,7 @@ from typing import Any
 
 import kopf
 
+from apis.errors import echo
 from operators.handlers.admission import plain
 from operators.logic.node_amplification import amplify_status
 
@@ -28,17 +29,23 @@ log = logging.getLogger(__name__)
 def mutate(body: kopf.Body, old: kopf.Body | None, patch: kopf.Patch, warnings: list[str], **_: Any) -> None:
     node = plain(body)
     before = plain(old) if old is not None else {}
-    mutation = amplify_status(
-        (node.get("metadata") or {}).get("annotations"),
-        (node.get("status") or {}).get("allocatable"),
-        (before.get("status") or {}).get("allocatable"),
-    )
+    name = (node.get("metadata") or {}).get("name")
+    try:
+        mutation = amplify_status(
+            (node.get("metadata") or {}).get("annotations"),
+            (node.get("status") or {}).get("allocatable"),
+            (before.get("status") or {}).get("allocatable"),
+        )
+    except Exception as exc:  # Kopf would answer allowed: false and refuse kubelet's status
+        log.exception("node %s: allocatable not amplified", name)
+        warnings.append(f"allocatable not amplified: {type(exc).__name__}: {echo(str(exc))}")
+        return
     for key, value in mutation.annotations.items():
         patch.metadata.annotations[key] = value
     if mutation.allocatable:
         patch.status["allocatable"] = mutation.allocatable
     for warning in mutation.warnings:
-        log.warning("node %s: %s", (node.get("metadata") or {}).get("name"), warning)
+        log.warning("node %s: %s", name, warning)
         warnings.append(warning)
 
 

@@ -99,5 +99,8 @@ def amplify_status(
         ratio = ratios.get(name)
         if ratio is None or not ratio > 1 or name not in raw:
             continue
-        mutation.allocatable[name] = str(multiply_milli(raw[name], ratio))
+        try:
+            mutation.allocatable[name] = str(multiply_milli(raw[name], ratio))
+        except InvalidValue as exc:
+            warnings.append(f"allocatable {name} not amplified: {exc}")
     return mutation

@@ -17,7 +17,8 @@ Watch semantics (the informer contract the cache relies on):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, Protocol, TypeVar
@@ -52,7 +53,10 @@ __all__ = [
     "ObjectRef",
     "ResourceType",
     "WatchEvent",
+    "each",
 ]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -121,6 +125,18 @@ class WatchEvent(Generic[T]):
             replaced(self.objects)
         elif self.obj is not None:
             (deleted if self.type is EventType.DELETED else upserted)(self.obj)
+
+
+def each(objects: Iterable[T], handle: Callable[[T], object]) -> None:
+    """``handle`` every object of a list (a REPLACED event's): one that fails is logged and skipped
+    and the rest go on, so one hostile object cannot keep an informer from the others."""
+    for obj in objects:
+        try:
+            handle(obj)
+        except Exception:
+            meta = getattr(obj, "metadata", None)
+            name = "/".join(filter(None, (getattr(meta, "namespace", None), getattr(meta, "name", None))))
+            log.exception("handling %s %s failed; skipped", type(obj).__name__, name or "?")
 
 
 class ObjectRef(KoordModel):

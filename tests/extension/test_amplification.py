@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension.amplification import (
     format_amplification_ratios,
     format_ratio,
@@ -61,3 +61,35 @@ def test_multiplication_truncates_the_float64_product_in_milli_units() -> None:
     assert format_raw_allocatable({"memory": Quantity.parse("8Gi"), "cpu": Quantity.parse("4000m")}) == (
         '{"cpu":"4","memory":"8Gi"}'
     )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"cpu": 1e308}',
+        '{"cpu": Infinity}',
+        '{"cpu": -Infinity}',
+        '{"cpu": NaN}',
+        '{"cpu": 1e309}',
+        '{"memory": -1.5}',
+        '{"cpu": 0}',
+        '{"cpu": 1000.01}',
+    ],
+)
+def test_a_ratio_must_be_finite_positive_and_at_most_1000(raw: str) -> None:
+    with pytest.raises(InvalidAnnotation, match="resource-amplification-ratio"):
+        parse_resource_amplification_ratios(raw)
+
+
+def test_ratios_at_or_below_1_and_up_to_1000_are_read() -> None:
+    assert parse_resource_amplification_ratios('{"cpu": 0.5, "memory": 1000}') == {
+        "cpu": 0.5,
+        "memory": 1000.0,
+    }
+
+
+def test_multiply_milli_refuses_a_product_beyond_int64() -> None:
+    with pytest.raises(InvalidValue, match="out of range"):
+        multiply_milli(Quantity.parse("9E"), 1000.0)
+    with pytest.raises(InvalidValue, match="out of range"):
+        multiply_milli(Quantity.parse("4"), float("inf"))

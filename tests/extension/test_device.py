@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from apis.errors import InvalidAnnotation
@@ -313,3 +315,57 @@ def test_getters_absent() -> None:
     assert device.get_gpu_partition_spec({}) is None
     assert device.get_gpu_partition_table({device.ANNOTATION_GPU_PARTITIONS: ""}) is None
     assert device.is_secondary_device_well_planned({device.LABEL_SECONDARY_DEVICE_WELL_PLANNED: "true"})
+
+
+@pytest.mark.parametrize(
+    ("parser", "raw", "fragment"),
+    [
+        pytest.param(
+            device.parse_device_allocations,
+            '{"gpu": [{"minor": -1, "resources": {"koordinator.sh/gpu-core": "100"}}]}',
+            "gpu[0].minor",
+            id="negative-minor",
+        ),
+        pytest.param(
+            device.parse_device_allocations,
+            '{"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-memory": "-8Gi"}}]}',
+            "is negative",
+            id="negative-amount",
+        ),
+        pytest.param(
+            device.parse_device_allocations,
+            '{"rdma": [{"minor": 0, "resources": {}, "extension": {"vfs": [{"minor": -3}]}}]}',
+            "vfs[0].minor",
+            id="negative-vf-minor",
+        ),
+        pytest.param(
+            device.parse_gpu_partition_table,
+            '{"2": [{"minors": [0, -1]}]}',
+            "minors[1]",
+            id="negative-partition-minor",
+        ),
+    ],
+)
+def test_negative_minors_and_amounts_are_refused(parser: object, raw: str, fragment: str) -> None:
+    assert callable(parser)
+    with pytest.raises(InvalidAnnotation) as caught:
+        parser(raw)
+    assert fragment in caught.value.problem
+
+
+@pytest.mark.parametrize("field", ["selector", "vfSelector"])
+def test_a_hint_selector_with_an_unknown_operator_is_refused(field: str) -> None:
+    selector = {"matchExpressions": [{"key": "a", "operator": "Bogus"}]}
+    raw = json.dumps({"rdma": {field: selector}})
+    with pytest.raises(InvalidAnnotation) as caught:
+        device.parse_device_allocate_hints(raw)
+    assert f"rdma.{field}: matchExpressions[0].operator: 'Bogus' is not one of" in caught.value.problem
+    ok = '{"rdma": {"selector": {"matchExpressions": [{"key": "a", "operator": "Exists"}]}}}'
+    assert device.parse_device_allocate_hints(ok)["rdma"].selector is not None
+
+
+def test_unknown_device_types_are_named_for_a_warning() -> None:
+    allocations = device.parse_device_allocations(
+        '{"gpu": [], "tpu": [], "fpga": [], "rdma": [], "Bogus": [{"minor": 0, "resources": {}}]}'
+    )
+    assert device.unknown_device_types(allocations) == ["Bogus", "tpu"]

@@ -89,3 +89,23 @@ def test_estimated_seconds_reject(raw: str) -> None:
 def test_estimated_seconds_absent() -> None:
     assert la.get_custom_estimated_seconds_after_pod_scheduled(None) is None
     assert la.get_custom_estimated_seconds_after_initialized({}) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"usageThresholds": {"cpu": -50}}',
+        '{"usageThresholds": {"cpu": 1000}}',
+        '{"prodUsageThresholds": {"memory": 101}}',
+        '{"aggregatedUsage": {"usageThresholds": {"cpu": -1}}}',
+    ],
+)
+def test_a_threshold_is_a_percentage_from_0_to_100(raw: str) -> None:
+    with pytest.raises(InvalidAnnotation, match="usage-thresholds"):
+        la.parse_custom_usage_thresholds(raw)
+    assert la.parse_custom_usage_thresholds('{"usageThresholds": {"cpu": 0, "memory": 100}}')
+
+
+def test_a_scaling_factor_is_not_negative() -> None:
+    with pytest.raises(InvalidAnnotation, match="load-estimated-scaling-factors"):
+        la.parse_custom_estimated_scaling_factors('{"cpu": -85}')

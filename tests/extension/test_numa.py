@@ -236,3 +236,116 @@ def test_system_qos_resource_rejects() -> None:
         numa.parse_system_qos_resource('{"cpusetExclusive": "false"}')
     assert caught.value.key == numa.ANNOTATION_NODE_SYSTEM_QOS_RESOURCE
     assert "cpusetExclusive" in caught.value.problem
+
+
+@pytest.mark.parametrize(
+    ("parser", "key", "raw", "fragment"),
+    [
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"cpuset": "banana"}',
+            "cpuset: invalid CPU list 'banana'",
+            id="status-banana",
+        ),
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"cpuset": "\\u0663"}',
+            "cpuset",
+            id="status-arabic-indic-digit",
+        ),
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"cpuset": "' + ",".join(["0-1048575"] * 100) + '"}',
+            "CPU ids stop at 8191",
+            id="status-stalling-ranges",
+        ),
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"cpuset": "' + ",".join(["0-8191"] * 100) + '"}',
+            "more than 8192 CPU ids in all",
+            id="status-repeated-ranges",
+        ),
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"numaNodeResources": [{"node": -1, "resources": {"cpu": "1"}}]}',
+            "numaNodeResources[0].node",
+            id="status-negative-numa",
+        ),
+        pytest.param(
+            numa.parse_resource_status,
+            numa.ANNOTATION_RESOURCE_STATUS,
+            '{"numaNodeResources": [{"node": 0, "resources": {"cpu": "-4"}}]}',
+            "is negative",
+            id="status-negative-amount",
+        ),
+        pytest.param(
+            numa.parse_cpu_topology,
+            numa.ANNOTATION_NODE_CPU_TOPOLOGY,
+            '{"detail": [{"id": -1, "core": 0, "socket": 0, "node": 0}]}',
+            "detail[0].id",
+            id="topology-negative-cpu",
+        ),
+        pytest.param(
+            numa.parse_cpu_topology,
+            numa.ANNOTATION_NODE_CPU_TOPOLOGY,
+            '{"detail": [{"id": 8192, "core": 0, "socket": 0, "node": 0}]}',
+            "detail[0].id",
+            id="topology-cpu-past-the-cap",
+        ),
+        pytest.param(
+            numa.parse_cpu_topology,
+            numa.ANNOTATION_NODE_CPU_TOPOLOGY,
+            '{"detail": [{"id": 0, "core": 0, "socket": 0, "node": -2}]}',
+            "detail[0].node",
+            id="topology-negative-numa",
+        ),
+        pytest.param(
+            numa.parse_cpu_shared_pools,
+            numa.ANNOTATION_NODE_CPU_SHARED_POOLS,
+            '[{"socket": -1, "cpuset": "0-1"}]',
+            "[0].socket",
+            id="pools-negative-socket",
+        ),
+        pytest.param(
+            numa.parse_pod_cpu_allocs,
+            numa.ANNOTATION_NODE_CPU_ALLOCS,
+            '[{"uid": "u", "cpuset": "0-3,x"}]',
+            "[0].cpuset",
+            id="allocs-bad-cpuset",
+        ),
+        pytest.param(
+            numa.parse_node_reservation,
+            numa.ANNOTATION_NODE_RESERVATION,
+            '{"resources": {"cpu": "-2"}}',
+            "resources.cpu",
+            id="reservation-negative-cpu",
+        ),
+        pytest.param(
+            numa.parse_node_reservation,
+            numa.ANNOTATION_NODE_RESERVATION,
+            '{"reservedCPUs": "0-1048575"}',
+            "reservedCPUs",
+            id="reservation-huge-cpus",
+        ),
+        pytest.param(
+            numa.parse_system_qos_resource,
+            numa.ANNOTATION_NODE_SYSTEM_QOS_RESOURCE,
+            '{"cpuset": "-3"}',
+            "cpuset",
+            id="system-qos-negative-cpu",
+        ),
+    ],
+)
+def test_meaningless_ids_cpu_lists_and_amounts_are_refused_naming_the_annotation(
+    parser: object, key: str, raw: str, fragment: str
+) -> None:
+    assert callable(parser)
+    with pytest.raises(InvalidAnnotation) as caught:
+        parser(raw)
+    assert caught.value.key == key
+    assert fragment in caught.value.problem

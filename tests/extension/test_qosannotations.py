@@ -154,3 +154,17 @@ def test_cpu_normalization_enabled_rejects() -> None:
     with pytest.raises(InvalidAnnotation) as caught:
         q.parse_cpu_normalization_enabled("enabled")
     assert caught.value.key == q.LABEL_CPU_NORMALIZATION_ENABLED
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"mb": {"schemata": {"percent": 1000}}}',
+        '{"mb": {"schemata": {"percent": -50}}}',
+        '{"llc": {"schemata": {"range": [0, 200]}}}',
+        '{"mb": {"schemataPerCache": [{"cacheID": -1, "percent": 20}]}}',
+    ],
+)
+def test_resctrl_percentages_are_0_to_100_and_cache_ids_not_negative(raw: str) -> None:
+    with pytest.raises(InvalidAnnotation):
+        q.parse_resctrl(raw)

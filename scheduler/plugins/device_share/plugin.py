@@ -23,9 +23,10 @@ from functools import partial
 import numpy as np
 
 from apis.core import Pod
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, echo
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
+    DEVICE_TYPES,
     GPU_PARTITION_POLICY_HONOR,
     LABEL_GPU_ISOLATION_PROVIDER,
     LABEL_GPU_MODEL,
@@ -41,12 +42,22 @@ from apis.extension.device import (
     get_device_allocations,
     get_device_joint_allocate,
     get_gpu_partition_spec,
+    unknown_device_types,
 )
 from apis.extension.reservation import get_reservation_allocated, is_reservation_ignored, is_reserve_pod
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import DEVICES, NODES, PODS, RESERVATIONS, BackendError, WatchEvent
+from scheduler.backend.base import (
+    DEVICES,
+    NODES,
+    PODS,
+    RESERVATIONS,
+    BackendError,
+    ObjectRef,
+    WatchEvent,
+    each,
+)
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -105,6 +116,7 @@ from scheduler.plugins.device_share.templates import (
     per_card_resources,
     template_key,
 )
+from scheduler.plugins.helper.warnings import ObjectWarnings
 
 __all__ = ["ERR_INSUFFICIENT_GPU", "ERR_ISOLATION_PROVIDER", "NAME", "RBAC", "DeviceShare", "new"]
 
@@ -171,6 +183,7 @@ class DeviceShare:
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
         self.args = args
         self.handle = handle
+        self._warnings = ObjectWarnings(handle.backend)
         self.store = DeviceStore()
         self.reserved = ReservedDevices(self.store)
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
@@ -215,10 +228,8 @@ class DeviceShare:
         self.reserved.remove_owner(pod.metadata.uid or "")
 
     def _replace_pods(self, pods: Sequence[Pod]) -> None:
-        present = set()
-        for pod in pods:
-            present.add(pod.metadata.uid or "")
-            self._upsert_pod(pod)
+        present = {pod.metadata.uid or "" for pod in pods}
+        each(pods, self._upsert_pod)
         for uid in self.store.holders():
             if uid not in present and not self.store.is_assumed(uid) and not self.reserved.knows(uid):
                 self.store.release(uid)
@@ -234,18 +245,23 @@ class DeviceShare:
         node = pod.spec.node_name
         if not node:
             return  # not bound: only Reserve (an assumed pod) holds cards for it
+        regarding = ObjectRef(
+            kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name or "", uid=uid
+        )
         try:
             allocated = get_device_allocations(pod.metadata.annotations)
-        except InvalidAnnotation:
-            log.warning(
-                "pod %s/%s: malformed %s",
-                pod.metadata.namespace,
-                pod.metadata.name,
-                ANNOTATION_DEVICE_ALLOCATED,
-            )
+        except InvalidAnnotation as exc:
+            self._warnings.warn(regarding, f"devices not counted: {exc}")
             return
         if allocated is None:
             return
+        if unknown := unknown_device_types(allocated):
+            # Koordinator accepts and ignores them: so do we, saying so.
+            self._warnings.warn(
+                regarding,
+                f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(unknown)} ignored "
+                f"(known: {', '.join(DEVICE_TYPES)})",
+            )
         allocations = allocations_of(allocated)
         self.store.hold(uid, node, allocations, assumed=False, rdma=rdma_allocations_of(allocated))
         self._follow_owner(pod, allocations)
@@ -270,8 +286,7 @@ class DeviceShare:
         for uid, cards in list(self.reserved.reservations.items()):
             if uid not in present and not cards.assumed:
                 self.reserved.remove_reservation(uid)
-        for reservation in reservations:
-            self._upsert_reservation(reservation)
+        each(reservations, self._upsert_reservation)
 
     def _delete_reservation(self, reservation: Reservation) -> None:
         self.reserved.remove_reservation(reservation.metadata.uid or reservation.metadata.name or "")

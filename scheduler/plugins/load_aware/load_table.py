@@ -21,7 +21,7 @@ What a row holds, per resource, before the incoming pod's own estimate is added:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +29,7 @@ import numpy.typing as npt
 from apis.core import Node
 from apis.duration import parse_go_duration_ns
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import WatchEvent
+from scheduler.backend.base import WatchEvent, each
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
@@ -43,8 +43,15 @@ FloatArray = npt.NDArray[np.float64]
 
 
 class LoadTable:
-    def __init__(self, args: LoadAwareSchedulingArgs, resources: Sequence[str]) -> None:
+    def __init__(
+        self,
+        args: LoadAwareSchedulingArgs,
+        resources: Sequence[str],
+        report: Callable[[Node, str], None] | None = None,
+    ) -> None:
         self.args = args
+        self.report = report
+        """Told about a node whose thresholds annotation is ignored."""
         self.resources = tuple(resources)
         self._index = {name: i for i, name in enumerate(self.resources)}
         self.default_profile = plugin_profile(args)
@@ -84,10 +91,8 @@ class LoadTable:
         event.dispatch(self._replace, self._upsert, self._delete)
 
     def _replace(self, metrics: Sequence[NodeMetric]) -> None:
-        gone = set(self.loads)
-        for metric in metrics:
-            name = self._upsert(metric)
-            gone.discard(name)
+        gone = set(self.loads) - {metric.metadata.name or "" for metric in metrics}
+        each(metrics, self._upsert)
         for name in gone:
             del self.loads[name]
             self._dirty.add(name)
@@ -152,7 +157,7 @@ class LoadTable:
 
     def _set_profile(self, row: int, name: str, node: Node | None) -> None:
         """The node's thresholds (its Node object changed)."""
-        profile = node_profile(node, self.default_profile)
+        profile = node_profile(node, self.default_profile, self.report)
         if profile is self.default_profile:
             self._profiles.pop(name, None)
         else:

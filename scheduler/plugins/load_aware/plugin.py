@@ -27,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.core import Node
 from apis.extension.priority import PRIORITY_PROD
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import ResourceType
+from scheduler.backend.base import ObjectRef, ResourceType
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -48,6 +49,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
+from scheduler.plugins.helper.warnings import ObjectWarnings
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs
 from scheduler.plugins.load_aware.assigned import AssignedPods
 from scheduler.plugins.load_aware.estimator import Estimator, is_daemonset_pod, priority_class
@@ -107,7 +109,8 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
         """Wall time: NodeMetric update times and pod conditions are wall-clock timestamps."""
         self.resources = args.tracked_resources()
         self.estimator = Estimator(args, self.resources)
-        self.loads = LoadTable(args, self.resources)
+        self._warnings = ObjectWarnings(handle.backend)
+        self.loads = LoadTable(args, self.resources, self._report_node)
         self._weights = np.array([args.resource_weights.get(r, 0) for r in self.resources], dtype=np.int64)
         self._total_weight = int(self._weights.sum()) + args.dominant_resource_weight
         self._assigned: AssignedPods | None = None
@@ -117,6 +120,11 @@ class LoadAwareScheduling(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlu
     @property
     def name(self) -> str:
         return NAME
+
+    def _report_node(self, node: Node, problem: str) -> None:
+        """A log line and a Warning event on the Node, once per problem."""
+        regarding = ObjectRef(kind="Node", name=node.metadata.name or "", uid=node.metadata.uid)
+        self._warnings.warn(regarding, problem)
 
     def events_to_register(self) -> ClusterEvent:
         """A NodeMetric changed (usage fell, a fresh report), a pod left a node, or a node came or

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from apis.core import Node
@@ -36,15 +36,22 @@ def plugin_profile(args: LoadAwareSchedulingArgs) -> FilterProfile:
     return FilterProfile(args.usage_thresholds, args.prod_usage_thresholds, aggregated)
 
 
-def node_profile(node: Node | None, default: FilterProfile) -> FilterProfile:
-    """The node's annotation over the plugin's profile, each part falling back when empty."""
+def node_profile(
+    node: Node | None, default: FilterProfile, report: Callable[[Node, str], None] | None = None
+) -> FilterProfile:
+    """The node's annotation over the plugin's profile, each part falling back when empty.
+
+    A malformed annotation (a threshold outside 0-100 among them) is ignored: the plugin's
+    thresholds apply and ``report`` is told the problem, to warn the node's owner."""
     annotations = node.metadata.annotations if node is not None else None
-    if not annotations or loadaware.ANNOTATION_CUSTOM_USAGE_THRESHOLDS not in annotations:
+    if node is None or not annotations or loadaware.ANNOTATION_CUSTOM_USAGE_THRESHOLDS not in annotations:
         return default
     try:
         custom = loadaware.get_custom_usage_thresholds(annotations)
     except ValueError as error:
-        log.debug("node %s: %s; the plugin's thresholds apply", node.metadata.name if node else "", error)
+        log.debug("node %s: %s; the plugin's thresholds apply", node.metadata.name, error)
+        if report is not None:
+            report(node, f"usage thresholds ignored, the plugin's apply: {error}")
         return default
     aggregated = default.aggregated
     agg = custom.aggregated_usage

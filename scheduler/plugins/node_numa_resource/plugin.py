@@ -50,6 +50,7 @@ from scheduler.backend.base import (
     ObjectRef,
     ResourceType,
     WatchEvent,
+    each,
 )
 from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import BoolArray, IntArray
@@ -188,8 +189,7 @@ class NodeNUMAResource:
         for node in list(self.store.options):
             if node not in present:
                 self.store.remove_options(node)
-        for nrt in nrts:
-            self._upsert_nrt(nrt)
+        each(nrts, self._upsert_nrt)
 
     def _upsert_nrt(self, nrt: NodeResourceTopology) -> None:
         node = nrt.metadata.name or ""
@@ -228,8 +228,7 @@ class NodeNUMAResource:
         for uid, record in list(self.store.records.items()):
             if uid not in present and not record.assumed and not record.reservation:
                 self.store.release(uid)
-        for pod in pods:
-            self._upsert_pod(pod)
+        each(pods, self._upsert_pod)
 
     def _delete_pod(self, pod: Pod) -> None:
         self.store.release(pod.metadata.uid or "")
@@ -270,8 +269,7 @@ class NodeNUMAResource:
         for uid, record in list(self.store.records.items()):
             if record.reservation and uid not in present and not record.assumed:
                 self.store.release(uid)
-        for reservation in reservations:
-            self._upsert_reservation(reservation)
+        each(reservations, self._upsert_reservation)
 
     def _delete_reservation(self, reservation: Reservation) -> None:
         uid = reservation.metadata.uid or reservation.metadata.name or ""

@@ -38,6 +38,7 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension import gang as gang_ext
 from apis.extension.reservation import (
+    ANNOTATION_RESERVATION_AFFINITY,
     ANNOTATION_RESERVATION_ALLOCATED,
     ANNOTATION_RESERVATION_NODE,
     ExactMatchReservationSpec,
@@ -49,9 +50,10 @@ from apis.extension.reservation import (
     is_reservation_ignored,
     is_reserve_pod,
 )
+from apis.meta import unknown_toleration_values
 from apis.resources import from_int_units
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import PODS, RESERVATIONS, BackendError, EventType, WatchEvent
+from scheduler.backend.base import PODS, RESERVATIONS, BackendError, EventType, ObjectRef, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -76,6 +78,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.reservation import PODS as PODS_RESOURCE
+from scheduler.plugins.helper.warnings import ObjectWarnings
 from scheduler.plugins.reservation.args import ReservationArgs
 from scheduler.plugins.reservation.matching import affinity_admits, exact_match
 from scheduler.plugins.reservation.state import ReservationState
@@ -151,6 +154,7 @@ class ReservationPlugin:
         self.args = args
         self.handle = handle
         self.store = ReservationStore()
+        self._warnings = ObjectWarnings(handle.backend)
         self._ignored = frozenset(args.ignored_resources)
         self._queued: dict[str, int | None] = {}
         """Reserve pods queued: uid -> the reservation's ``metadata.generation`` then (a status
@@ -299,6 +303,13 @@ class ReservationPlugin:
             restricted = get_reservation_restricted_options(pod.annotations)
         except InvalidAnnotation as exc:
             return PreFilterResult(Status.unresolvable(str(exc)))
+        if affinity is not None and (unknown := unknown_toleration_values(affinity.tolerations)):
+            # Koordinator accepts these and such a toleration tolerates nothing: so do we, saying so.
+            meta = pod.pod.metadata
+            self._warnings.warn(
+                ObjectRef(kind="Pod", namespace=meta.namespace, name=meta.name or "", uid=meta.uid),
+                f"{ANNOTATION_RESERVATION_AFFINITY}: {'; '.join(unknown)} (it tolerates nothing)",
+            )
         if is_reservation_ignored(pod.labels):
             # Koordinator's "matched or ignored": the pod may fill any reservation's unused room.
             snapshot.lift_reserved(self._held(self.store.placed()))

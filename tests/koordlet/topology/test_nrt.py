@@ -261,7 +261,8 @@ def test_a_malformed_pod_resource_status_is_left_out_and_a_malformed_node_reserv
     pools = json.loads(wire["metadata"]["annotations"]["node.koordinator.sh/cpu-shared-pools"])
     assert pools[0]["cpuset"] == "0-7,32-39"
     assert [(p.metadata.name, problem.split(":")[0]) for p, problem in bad] == [
-        ("bad", "scheduling.koordinator.sh/resource-status"),
+        # The cpuset is checked as the annotation is read, so both say which annotation is bad alike.
+        ("bad", "invalid value for scheduling.koordinator.sh/resource-status"),
         ("bad2", "invalid value for scheduling.koordinator.sh/resource-status"),
     ]
     with pytest.raises(InvalidAnnotation, match=r"node\.koordinator\.sh/reservation"):

@@ -129,8 +129,8 @@ async def test_malformed_annotations_get_one_warning_event_each(tmp_path: Path) 
             "namespace": "default",
             "uid": "u-bad",
             "reason": "InvalidResourceStatus",
-            "message": "scheduling.koordinator.sh/resource-status: invalid CPU list '0-x': "
-            "'0-x' is not a CPU id or range",
+            "message": "invalid value for scheduling.koordinator.sh/resource-status: cpuset: "
+            "invalid CPU list '0-x': '0-x' is not a CPU id or range (got '0-x')",
         }
     ]
     assert "n1" in api.topologies  # the rest of the node is reported

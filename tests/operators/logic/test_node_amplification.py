@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from apis.extension.qosannotations import (
     ANNOTATION_NODE_RAW_ALLOCATABLE as RAW,
 )
@@ -72,3 +74,20 @@ def test_malformed_values_leave_the_allocatable_unamplified_with_a_warning() -> 
     bad_quantity = amplify_status(RATIOS, {"cpu": "four", "memory": "8Gi"}, None)
     assert bad_quantity.allocatable == {"memory": "12Gi"}
     assert any("status.allocatable.cpu" in w for w in bad_quantity.warnings)
+
+
+@pytest.mark.parametrize(
+    "ratio",
+    ['{"cpu": 1e308}', '{"cpu": Infinity}', '{"cpu": 1e309}', '{"cpu": NaN}', '{"cpu": -2}', '{"cpu": 0}'],
+)
+def test_a_ratio_out_of_range_warns_and_leaves_the_allocatable_unamplified(ratio: str) -> None:
+    mutation = amplify_status({RATIO: ratio}, KUBELET, None)
+    assert mutation.allocatable == {}
+    assert any(RATIO in w and "cpu" in w for w in mutation.warnings)
+
+
+def test_a_product_beyond_int64_warns_for_that_resource_only() -> None:
+    # 9E of memory x 1000 does not fit int64 milli-units: Go would wrap it.
+    mutation = amplify_status({RATIO: '{"cpu":2,"memory":1000}'}, {"cpu": "4", "memory": "9E"}, None)
+    assert mutation.allocatable == {"cpu": "8"}
+    assert any("allocatable memory not amplified" in w for w in mutation.warnings)

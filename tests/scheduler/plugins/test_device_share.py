@@ -434,3 +434,30 @@ def test_scoring_weights_choose_which_resource_bin_packs() -> None:
         schedule(on("koordinator.sh/gpu-memory-ratio"), gpu_pod("p", **shared), snapshot("g0"))[1]
     ) == [1]
     assert minors(schedule(on("koordinator.sh/gpu-memory"), gpu_pod("p", **shared), snapshot("g0"))[1]) == [0]
+
+
+def test_an_unknown_device_type_is_ignored_with_one_warning_and_a_negative_minor_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    p, _ = plugin(device("g0", gpu(0), gpu(1)))
+    snap = snapshot("g0")
+    _, entries = schedule(p, gpu_pod("p", **req(core=60, ratio=60)), snap)
+    odd = make_pod("odd").uid("odd").req({"cpu": "1"}).on("g0").obj()
+    odd.metadata.annotations = {ANNOTATION_DEVICE_ALLOCATED: json.dumps({"gpu": entries, "tpu": entries})}
+    negative = make_pod("neg").uid("neg").req({"cpu": "1"}).on("g0").obj()
+    negative.metadata.annotations = {
+        ANNOTATION_DEVICE_ALLOCATED: json.dumps({"gpu": [{**entries[0], "minor": -1}]})
+    }
+    restarted, _ = plugin(device("g0", gpu(0), gpu(1)))
+    for _ in range(2):  # a relist says nothing new
+        restarted._on_pod(WatchEvent(EventType.REPLACED, objects=[negative, odd]))
+    # The gpu entry is held, the tpu one ignored; the pod with a negative minor holds nothing.
+    assert restarted.store.usage("g0") == p.store.usage("g0")
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 2
+    assert "pod default/neg: devices not counted" in warnings[0]
+    assert "gpu[0].minor" in warnings[0]
+    assert (
+        "pod default/odd: scheduling.koordinator.sh/device-allocated: unknown device type(s) ['tpu']"
+        in (warnings[1])
+    )

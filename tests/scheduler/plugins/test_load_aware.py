@@ -194,6 +194,31 @@ def test_node_annotation_overrides_thresholds() -> None:
     }
 
 
+@pytest.mark.parametrize("threshold", [-50, 1000])
+def test_a_threshold_outside_0_to_100_is_ignored_with_one_warning(
+    threshold: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    custom = {
+        "scheduling.koordinator.sh/usage-thresholds": json.dumps({"usageThresholds": {"cpu": threshold}})
+    }
+    annotated = make_node("odd").alloc(cpu="100", memory="100Gi").obj()
+    annotated.metadata.annotations = custom
+    rig = Rig(
+        [annotated, *nodes("plain")],
+        metrics=[node_metric("odd", {"cpu": "70"}), node_metric("plain", {"cpu": "70"})],
+    )
+    # The plugin's 65% applies to both, as if the annotation were absent.
+    for _ in range(2):
+        assert filter_reasons(rig.plugin, PodInfo.of(pod("p")), rig.snapshot) == {
+            "odd": ["node(s) cpu usage exceed threshold"],
+            "plain": ["node(s) cpu usage exceed threshold"],
+        }
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1
+    assert "node odd: usage thresholds ignored" in warnings[0]
+    assert "usageThresholds.cpu" in warnings[0]
+
+
 def test_a_changed_node_annotation_takes_effect() -> None:
     rig = Rig(nodes("n"), metrics=[node_metric("n", {"cpu": "40"})])
     p = PodInfo.of(pod("p"))

@@ -428,3 +428,37 @@ async def test_owners_find_their_reservation_when_the_cycle_samples_the_nodes() 
         assert {name: bound(backend)[f"owner-{name}"] for name in pinned} == pinned
     finally:
         await stop_app(stop, task)
+
+
+async def test_an_unknown_toleration_operator_is_accepted_with_one_warning_and_a_bogus_selector_refused() -> (
+    None
+):
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="2"))
+    app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reservation("r1", cpu="2", owners=[{"labelSelector": {}}]))
+        await until(lambda: placed(backend, "r1") == "n1")
+        odd = affinity(tolerations=[{"key": "team", "operator": "Bogus", "effect": "Sometimes"}])
+        backend.apply(PODS, pod("odd", cpu="1", annotations=odd))
+        await until(lambda: bound(backend).get("odd") == "n1")  # accepted, as Koordinator does
+        warnings = [
+            e.message or "" for e in backend.events if e.regarding.name == "odd" and e.type == "Warning"
+        ]
+        assert warnings == [
+            "scheduling.koordinator.sh/reservation-affinity: tolerations[0].operator 'Bogus' is unknown; "
+            "tolerations[0].effect 'Sometimes' is unknown (it tolerates nothing)"
+        ]
+        bogus = affinity(
+            requiredDuringSchedulingIgnoredDuringExecution={
+                "reservationSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Bogus"}]}]
+            }
+        )
+        backend.apply(PODS, pod("bogus", cpu="1", annotations=bogus))
+        await settle()
+        assert "bogus" not in bound(backend)
+        explanation = app.explanations.get("default", "bogus")
+        assert explanation is not None
+        assert "matchExpressions[0].operator: 'Bogus' is not one of" in str(explanation)
+    finally:
+        await stop_app(stop, task)
