@@ -444,3 +444,93 @@ async def test_a_member_whose_binding_fails_keeps_its_room_so_the_gang_is_not_le
     finally:
         stop.set()
         await task
+
+
+async def start_on(backend: MemoryBackend) -> tuple[SchedulerApp, asyncio.Event, asyncio.Task[None]]:
+    """A scheduler (re)started on a cluster that already holds pods."""
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+    settings = AppSettings(
+        profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
+    )
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    await app.handlers.synced_nodes.wait()
+    await app.handlers.synced_pods.wait()
+    await asyncio.sleep(0.05)
+    return app, stop, task
+
+
+def part_bound_trio(free_nodes: int) -> MemoryBackend:
+    """A gang of minMember 3 of which a killed scheduler bound one member (g0) before dying: g1 and
+    g2 are pending; ``free_nodes`` whole nodes are free for them."""
+    backend = MemoryBackend()
+    for i in range(1 + free_nodes):
+        backend.apply(NODES, node(f"n{i}"))
+    backend.apply(PODGROUPS, pod_group("trio", 3))
+    first = member("g0", group="trio", cpu="4")
+    first["spec"]["nodeName"] = "n0"
+    backend.apply(PODS, first)
+    backend.apply(PODS, member("g1", group="trio", cpu="4"))
+    backend.apply(PODS, member("g2", group="trio", cpu="4"))
+    return backend
+
+
+async def test_a_restarted_scheduler_counts_the_bound_member_and_places_the_rest_of_the_gang() -> None:
+    backend = part_bound_trio(free_nodes=2)
+    _app, stop, task = await start_on(backend)
+    try:
+        for _ in range(200):
+            if len(bound(backend)) == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert sorted(bound(backend)) == ["g0", "g1", "g2"]
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_restarted_scheduler_places_the_rest_of_a_part_bound_gang_together_or_not_at_all() -> None:
+    """Room for one of the two members the gang lacks: neither is bound (a member bound alone would
+    take room and leave the gang short all the same), as a gang that never ran would not be."""
+    backend = part_bound_trio(free_nodes=1)
+    _app, stop, task = await start_on(backend)
+    try:
+        for _ in range(100):
+            if any(e.reason == "FailedScheduling" for e in backend.events):
+                break
+            await asyncio.sleep(0.02)
+        await settle()
+        assert sorted(bound(backend)) == ["g0"]
+    finally:
+        stop.set()
+        await task
+
+
+async def test_members_a_relist_no_longer_lists_are_gone_from_their_gang() -> None:
+    """The API server restarts and the pod watch relists: the two running members of a gang were
+    deleted meanwhile (no DELETED event reached us). Its third member, pending, is all that is left
+    of a gang of minMember 2 and must not be bound alone in the room they left."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n0"))
+    backend.apply(NODES, node("n1"))
+    backend.apply(PODGROUPS, pod_group("trio", 2))
+    for i in range(2):
+        running = member(f"t{i}", group="trio", cpu="4")
+        running["spec"]["nodeName"] = f"n{i}"
+        backend.apply(PODS, running)
+    backend.apply(PODS, member("t2", group="trio", cpu="4"))
+    _app, stop, task = await start_on(backend)
+    try:
+        for _ in range(100):
+            if any(e.reason == "FailedScheduling" for e in backend.events):
+                break
+            await asyncio.sleep(0.02)
+        for name in ("t0", "t1"):  # gone while the watch was down
+            backend._objects(PODS).pop(f"default/{name}")
+        backend.force_relist(PODS)
+        await settle(0.5)
+        assert bound(backend) == {}
+    finally:
+        stop.set()
+        await task

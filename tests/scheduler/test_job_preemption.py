@@ -623,3 +623,53 @@ async def test_a_victim_gang_with_members_to_spare_keeps_them() -> None:
     finally:
         stop.set()
         await task
+
+
+async def test_the_spare_member_of_a_preempted_gang_is_not_bound_alone() -> None:
+    """An oversubscribed gang (minMember 2, three pods) runs two members; its third waits for room.
+    A higher-priority pod evicts one running member, and the other goes too (a broken gang goes
+    whole). The spare member must not then take the room left over by itself: that would leave the
+    gang 1 of minMember 2 bound for good (the chaos test's partial gang)."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("a", cpu="2"))
+    backend.apply(NODES, node("b", cpu="2"))
+    backend.apply(PODGROUPS, pod_group("trio", 2))
+    backend.apply(PODS, pod("trio-0", cpu="2", priority=LOW, node_name="a", group="trio"))
+    backend.apply(PODS, pod("trio-1", cpu="2", priority=LOW, node_name="b", group="trio"))
+    backend.apply(PODS, pod("trio-2", cpu="2", priority=LOW, group="trio"))
+    _app, stop, task = await start(backend)
+    try:
+        await until(lambda: any(e.regarding.name == "trio-2" for e in backend.events))
+        backend.apply(PODS, pod("urgent", cpu="2", priority=HIGH))
+        await until(lambda: "urgent" in bound(backend))
+        await until(lambda: not names(backend) & {"trio-0", "trio-1"})
+        await asyncio.sleep(0.5)  # a node is free: time enough for the spare to be bound
+        assert "trio-2" not in bound(backend), bound(backend)
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_member_left_of_a_part_bound_gang_is_not_bound_alone_once_the_bound_one_goes() -> None:
+    """A restarted scheduler finds a gang part bound (it was killed between two members' bindings):
+    pair-0 runs, pair-1 waits for room. A higher-priority pod evicts pair-0. pair-1 is all that is
+    left of the gang, one of minMember 2: when room frees it must stay pending, not run alone."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("a", cpu="2"))
+    backend.apply(NODES, node("b", cpu="2"))
+    backend.apply(PODGROUPS, pod_group("pair", 2))
+    backend.apply(PODS, pod("pair-0", cpu="2", priority=LOW, node_name="a", group="pair"))
+    keep = {preemption_ext.LABEL_DISABLE_PREEMPTIBLE: "true"}
+    backend.apply(PODS, pod("filler", cpu="2", priority=LOW, node_name="b", labels=keep))
+    backend.apply(PODS, pod("pair-1", cpu="2", priority=LOW, group="pair"))
+    _app, stop, task = await start(backend)
+    try:
+        await until(lambda: any(e.regarding.name == "pair-1" for e in backend.events))
+        backend.apply(PODS, pod("urgent", cpu="2", priority=HIGH))
+        await until(lambda: "urgent" in bound(backend) and "pair-0" not in names(backend))
+        backend.delete(PODS, "default", "filler")  # room for pair-1 alone
+        await asyncio.sleep(0.5)
+        assert "pair-1" not in bound(backend), bound(backend)
+    finally:
+        stop.set()
+        await task

@@ -9,9 +9,16 @@ A gang (``namespace/name``) is declared, in Koordinator's precedence order, by t
 ``problem`` (the plugin rejects its pods with that message) and never raise.
 
 Match policies decide which members count toward minMember at Permit (api-reference 2.1):
-``once-satisfied`` (default) counts waiting members until any member is bound, after which the
-group behaves like plain pods; ``waiting-and-running`` counts waiting + bound; ``only-waiting``
-counts waiting only.
+``once-satisfied`` (default) counts waiting members until the group is satisfied, after which the
+group behaves like plain pods; ``waiting-and-running`` counts waiting + running; ``only-waiting``
+counts waiting only. "Running" is bound and not terminating.
+
+A group is satisfied when Permit released it and a member was bound (PostBind), or when the
+informer shows every gang of it with minMember members running (a restarted scheduler). A group
+seen with fewer running (a scheduler killed between two members' bindings) is *part bound*: its
+running members count toward minMember at Permit, so the rest are placed together. And a satisfied
+group whose running members are all gone (evicted, deleted, finished) with none being bound is no
+longer satisfied: what is left of it is a gang again, not plain pods that would run alone.
 """
 
 from __future__ import annotations
@@ -76,12 +83,24 @@ class Gang:
     def group_id(self) -> str:
         return gang_ext.gang_group_id(self.group_ids or (self.id,))
 
+    def running(self) -> int:
+        """Members bound and not terminating."""
+        return sum(1 for uid in self.bound if (p := self.children.get(uid)) is not None and _live(p))
+
+    def live_members(self) -> int:
+        """Members not terminating (pending, waiting or bound)."""
+        return sum(1 for p in self.children.values() if _live(p))
+
     def pending(self) -> list[PodInfo]:
         """Members neither waiting nor bound, in rank then name order."""
         return sorted(
             (p for uid, p in self.children.items() if uid not in self.waiting and uid not in self.bound),
             key=_rank_key,
         )
+
+
+def _live(pod: PodInfo) -> bool:
+    return pod.pod.metadata.deletion_timestamp is None
 
 
 def _rank_key(pod: PodInfo) -> tuple[int, int, str]:
@@ -158,22 +177,38 @@ class Gangs:
             gang.children.pop(pod.uid, None)
             gang.waiting.discard(pod.uid)
             gang.bound.discard(pod.uid)
+            self.recount(gang)
             return gang
         gang.children[pod.uid] = pod
         if pod.node_name:
             gang.waiting.discard(pod.uid)
             gang.bound.add(pod.uid)
-            self.group(gang).once_satisfied = True
+        self.recount(gang)
         return gang
 
+    def replace_pods(self, pods: Iterable[PodInfo]) -> None:
+        """A (re)list: every pod as it is now. A member not listed was deleted while the watch was
+        down (no DELETED event will come for it): it leaves its gang."""
+        present: set[str] = set()
+        for pod in pods:
+            present.add(pod.uid)
+            self.on_pod(pod)
+        for uid in [uid for uid in self._pod_gang if uid not in present]:
+            self._forget(uid)
+
     def on_pod_deleted(self, pod: PodInfo) -> Gang | None:
-        gid = self._pod_gang.pop(pod.uid, None)
+        return self._forget(pod.uid)
+
+    def _forget(self, uid: str) -> Gang | None:
+        gid = self._pod_gang.pop(uid, None)
         gang = self._gangs.get(gid) if gid else None
         if gang is None:
             return None
-        gang.children.pop(pod.uid, None)
-        gang.waiting.discard(pod.uid)
-        gang.bound.discard(pod.uid)
+        gang.children.pop(uid, None)
+        gang.waiting.discard(uid)
+        gang.bound.discard(uid)
+        gang.allowed.discard(uid)
+        self.recount(gang)
         if not gang.children and not gang.from_pod_group:
             del self._gangs[gang.id]  # a lightweight gang lives as long as its pods
         return gang
@@ -192,6 +227,7 @@ class Gangs:
         plan = get_defrag_plan(pg.metadata.annotations)
         gang.defrag_note = plan.describe() if plan is not None else None
         gang.initialized = True
+        self.recount(gang)
         return gang
 
     def on_pod_group_deleted(self, pg: PodGroup) -> None:
@@ -246,6 +282,25 @@ class Gangs:
         ids = set(groups or ()) | {gang.id}
         gang.group_ids = tuple(sorted(ids))
 
+    def recount(self, gang: Gang) -> None:
+        """Whether ``gang``'s group is satisfied, after its members or minMember changed.
+
+        A group whose running members are all gone, with none being bound (``allowed``), is no
+        longer satisfied; one seen with minMember members running in every gang (the informer, after
+        a restart) is. A group with some members running but fewer (part bound) is left as it is:
+        if the scheduler released it, the rest of it binds as plain pods (``once-satisfied``); if it
+        was found so, the rest is placed together, its running members counted at Permit."""
+        group = self.group(gang)
+        members = self.members_of_group(gang)
+        if group.once_satisfied:
+            if not any(m.running() or m.allowed for m in members):
+                group.once_satisfied = False
+                group.plan.clear()
+            return
+        complete = len(members) == len(gang.group_ids or (gang.id,))
+        if complete and all(m.initialized and m.running() >= max(m.min_member, 1) for m in members):
+            group.once_satisfied = True
+
     # ---- scheduler side ----------------------------------------------------------------------
 
     def check(self, gang: Gang) -> str | None:
@@ -258,8 +313,9 @@ class Gangs:
                 return member.problem
             if not member.initialized:
                 return f"gang {gid} is not initialized (its PodGroup has not been seen)"
-            if len(member.children) < member.min_member:
-                return f"gang {gid} has {len(member.children)} of the {member.min_member} members it needs"
+            live = member.live_members()
+            if live < member.min_member:
+                return f"gang {gid} has {live} of the {member.min_member} members it needs"
         return None
 
     def malformed(self, gang: Gang) -> str | None:
@@ -275,15 +331,17 @@ class Gangs:
         """Every gang of the group has enough members counted by its match policy."""
         group = self.group(gang)
         for member in self.members_of_group(gang):
-            waiting, bound = len(member.waiting), len(member.bound)
+            waiting, running = len(member.waiting), member.running()
             if member.match_policy == gang_ext.GANG_MATCH_POLICY_ONLY_WAITING:
                 counted = waiting
             elif member.match_policy == gang_ext.GANG_MATCH_POLICY_WAITING_AND_RUNNING:
-                counted = waiting + bound
+                counted = waiting + running
             else:
                 if group.once_satisfied:
                     continue
-                counted = waiting
+                # Not satisfied yet: a part-bound group's running members count, the rest goes
+                # together (none runs before the group is released, so this is waiting otherwise).
+                counted = waiting + running
             if counted < member.min_member:
                 return False
         return len(self.members_of_group(gang)) == len(gang.group_ids or (gang.id,))

@@ -15,6 +15,9 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 5. PreBind adds the gang-group id and member count annotations Koordinator writes (both the
    internal and the deprecated keys) to the Binding; PostBind marks the group satisfied. A member
    whose binding fails after Permit released it keeps its room (``HOLD_ROOM``) for its retry.
+   A group whose running members are all gone is no longer satisfied, and one found part bound
+   (after a restart) counts its running members at Permit (``Gangs.recount``): what is left of a
+   gang never runs alone as plain pods.
 6. With ``enablePreemption``, PostFilter first tries job-level preemption (``preemption.py``): the
    whole group, or a pod that belongs to no gang as a job of one, evicts the cheapest victims that
    let every pending member fit; members are nominated and waiting members keep their places.
@@ -147,8 +150,7 @@ class Coscheduling(
 
     def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
         if event.type is EventType.REPLACED:
-            for obj in event.objects:
-                self.gangs.on_pod(PodInfo.of(obj))
+            self.gangs.replace_pods(PodInfo.of(obj) for obj in event.objects)
             return
         assert event.obj is not None
         info = PodInfo.of(event.obj)
@@ -344,6 +346,7 @@ class Coscheduling(
             # already, so it keeps its room for the retry instead of leaving the gang part bound.
             gang.allowed.discard(pod.uid)
             state.write(HOLD_ROOM, True)
+            self.gangs.recount(gang)  # its bound members may have gone meanwhile
         group = self.gangs.group(gang)
         self.planner.drop(group, (pod.uid,))
         if not group.once_satisfied and gang.mode == gang_ext.GANG_MODE_STRICT:
