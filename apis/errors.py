@@ -18,8 +18,17 @@ offending value cut to :data:`ECHO_LIMIT` characters, and every message is cut t
 from __future__ import annotations
 
 import reprlib
+from collections.abc import Sequence
 
-__all__ = ["ECHO_LIMIT", "MESSAGE_LIMIT", "InvalidAnnotation", "InvalidSpec", "InvalidValue", "echo"]
+__all__ = [
+    "ECHO_LIMIT",
+    "MESSAGE_LIMIT",
+    "InvalidAnnotation",
+    "InvalidSpec",
+    "InvalidValue",
+    "echo",
+    "summary",
+]
 
 ECHO_LIMIT = 120
 """Characters of an offending value quoted in a message."""
@@ -60,6 +69,20 @@ def echo(value: object) -> str:
     input costs no more than its first few hundred characters.
     """
     return _cut(_REPR.repr(value), ECHO_LIMIT)
+
+
+def summary(problems: Sequence[str]) -> str:
+    """``problems`` joined with ``"; "``: as many whole ones as fit in :data:`MESSAGE_LIMIT`
+    characters (each cut to it), then how many more. An object with a million bad items gets a
+    message of bounded size, an admission denial for one."""
+    shown: list[str] = []
+    used = 0
+    for i, problem in enumerate(problems):
+        if shown and used + len(problem) > MESSAGE_LIMIT:
+            return "; ".join(shown) + f"; and {len(problems) - i} more problems"
+        shown.append(_cut(problem, MESSAGE_LIMIT))
+        used += len(shown[-1]) + 2
+    return "; ".join(shown)
 
 
 class InvalidValue(ValueError):

@@ -31,7 +31,7 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from apis.errors import InvalidValue
+from apis.errors import InvalidValue, echo
 
 __all__ = ["QUANTITY_PATTERN", "Format", "Quantity"]
 
@@ -271,6 +271,6 @@ class Quantity:
             return value
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise ValueError(
-                f"quantity must be an integer or a string such as '500m' or '16Gi', got {value!r}"
+                f"quantity must be an integer or a string such as '500m' or '16Gi', got {echo(value)}"
             )
         return cls.parse(value)

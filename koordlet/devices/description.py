@@ -16,12 +16,12 @@ import uuid
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from apis.extension.device import GPUPartitionTable
 from apis.quantity import Quantity
+from apis.yamltext import load_yaml
 from koordlet.devices.inventory import GPU, RDMA, VF, Accelerator, NodeDevices, Placement
 
 __all__ = [
@@ -196,8 +196,10 @@ class DevicesFile(_Model):
 
 
 def load_devices_file(path: Path) -> DevicesFile:
-    return DevicesFile.model_validate(yaml.safe_load(path.read_text()) or {})
+    """Raises OSError when the file cannot be read, ValueError when it is no devices file."""
+    return DevicesFile.model_validate(load_yaml(path.read_text(), str(path)) or {})
 
 
 def load_description(path: Path) -> DeviceDescription:
-    return DeviceDescription.model_validate(yaml.safe_load(path.read_text()) or {})
+    """Raises OSError when the file cannot be read, ValueError when it is no description."""
+    return DeviceDescription.model_validate(load_yaml(path.read_text(), str(path)) or {})

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from apis.quantity import Quantity
+from apis.yamltext import load_yaml
 from koordlet.simulate.topology_spec import NodeTopologySpec
 
 __all__ = ["LoadFile", "LoadStep", "NodeLoad", "PodLoad", "Usage", "load_file"]
@@ -123,4 +123,5 @@ class LoadFile(_Model):
 
 
 def load_file(path: Path) -> LoadFile:
-    return LoadFile.model_validate(yaml.safe_load(path.read_text()) or {})
+    """Raises OSError when the file cannot be read, ValueError when it is no load file."""
+    return LoadFile.model_validate(load_yaml(path.read_text(), str(path)) or {})

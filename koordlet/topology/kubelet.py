@@ -13,13 +13,13 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, CPUInfo, KubeletCPUManagerPolicy
 from apis.quantity import Quantity
+from apis.yamltext import load_yaml
 
 __all__ = [
     "DEFAULT_KUBELET_CONFIG",
@@ -68,11 +68,11 @@ class KubeletConfig(BaseModel):
 def load_kubelet_config(path: Path) -> KubeletConfig:
     """Raises OSError when the file cannot be read, ValueError when it is not a configuration."""
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = load_yaml(path.read_text(), str(path)) or {}
         if not isinstance(raw, dict):
             raise ValueError(f"{path}: not a KubeletConfiguration object")
         return KubeletConfig.model_validate(raw)
-    except (yaml.YAMLError, ValidationError) as exc:
+    except ValidationError as exc:
         raise ValueError(f"{path}: {exc}") from exc
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import kopf
 
+from apis.errors import echo
 from apis.meta import KoordResource
 from apis.registry import ADMISSION_RESOURCES
 from operators.logic import admission
@@ -30,8 +31,9 @@ def _validator(model: type[KoordResource]) -> Any:
         result = admission.review(model, plain(body))
         warnings.extend(result.warnings)
         if not result.allowed:
-            name = body.get("metadata", {}).get("name", "")
-            raise kopf.AdmissionError(f"{kind} {name!r} is invalid: {result.message()}", code=422)
+            meta = body.get("metadata")
+            name = meta.get("name", "") if isinstance(meta, Mapping) else ""
+            raise kopf.AdmissionError(f"{kind} {echo(name)} is invalid: {result.message()}", code=422)
 
     validate.__name__ = f"validate_{model.crd.singular}"
     return validate

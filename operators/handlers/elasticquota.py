@@ -22,6 +22,7 @@ import kopf
 from pydantic import ValidationError
 
 from apis.core import Node
+from apis.errors import echo, summary
 from apis.extension import quota as keys
 from apis.features import FeatureGates
 from apis.scheduling.elasticquota import ElasticQuota
@@ -122,7 +123,7 @@ class QuotaAdmission:
                 )
             if problems:
                 raise kopf.AdmissionError(
-                    f"ElasticQuota {name!r} cannot be deleted: {'; '.join(problems)}", code=422
+                    f"ElasticQuota {echo(name)} cannot be deleted: {summary(problems)}", code=422
                 )
             return
         known = await self._known_quotas(candidate, elastic_quotas)
@@ -134,7 +135,7 @@ class QuotaAdmission:
             # the pods are only looked up when the quota is about to become a parent
             problems += quota_tree.is_parent_with_pods(candidate, previous, await self._has_pods(previous))
         if problems:
-            raise kopf.AdmissionError(f"ElasticQuota {name!r} is invalid: {'; '.join(problems)}", code=422)
+            raise kopf.AdmissionError(f"ElasticQuota {echo(name)} is invalid: {summary(problems)}", code=422)
 
     async def mutate(
         self,

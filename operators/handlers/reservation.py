@@ -32,7 +32,7 @@ from kubernetes_asyncio import client as k8s
 from pydantic import ValidationError
 
 from apis.core import Pod
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, echo, summary
 from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, get_reservation_allocated
 from apis.scheduling.reservation import Reservation, ReservationStatus
 from operators.clients import ReservationClient
@@ -215,7 +215,9 @@ class Lifecycle:
             problems = reservation_admission.validate_update(new_reservation, old_reservation)
             if problems:
                 name = new_reservation.metadata.name or ""
-                raise kopf.AdmissionError(f"Reservation {name!r} is invalid: {'; '.join(problems)}", code=422)
+                raise kopf.AdmissionError(
+                    f"Reservation {echo(name)} is invalid: {summary(problems)}", code=422
+                )
 
 
 def register(registry: kopf.OperatorRegistry, config: ManagerConfig, client: ReservationClient) -> None:

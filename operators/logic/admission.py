@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from apis.config.clustercolocationprofile import ClusterColocationProfile
-from apis.errors import InvalidAnnotation, InvalidSpec
+from apis.errors import InvalidAnnotation, InvalidSpec, echo, summary
 from apis.extension import gang, networktopology
 from apis.meta import KoordResource
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile, parse_resource_ratio
@@ -124,7 +124,8 @@ class AdmissionResult:
         return not self.errors
 
     def message(self) -> str:
-        return "; ".join(self.errors)
+        """The problems joined, of bounded size however many there are (``apis.errors.summary``)."""
+        return summary(self.errors)
 
 
 def review(model: type[KoordResource], body: Mapping[str, Any]) -> AdmissionResult:
@@ -140,7 +141,10 @@ def review(model: type[KoordResource], body: Mapping[str, Any]) -> AdmissionResu
             result.errors.extend(check(obj))
         for check in SPEC_WARNINGS.get(kind, []):
             result.warnings.extend(check(obj))
-    annotations: Mapping[str, str] = (body.get("metadata") or {}).get("annotations") or {}
+    meta = body.get("metadata")
+    found = meta.get("annotations") if isinstance(meta, Mapping) else None
+    # A body that is no object of strings was denied by the model above; its annotations are not read.
+    annotations = {k: v for k, v in found.items() if isinstance(v, str)} if isinstance(found, Mapping) else {}
     for key, parse in STRICT_ANNOTATIONS.get(kind, {}).items():
         raw = annotations.get(key)
         if raw is None:
@@ -162,5 +166,7 @@ def _describe(error: Any) -> str:
     for part in error["loc"]:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     given = error.get("input")
-    shown = f" (got {given!r})" if error["type"] != "missing" and not isinstance(given, dict | list) else ""
+    shown = (
+        f" (got {echo(given)})" if error["type"] != "missing" and not isinstance(given, dict | list) else ""
+    )
     return f"{path}: {error['msg']}{shown}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from apis.errors import ECHO_LIMIT, MESSAGE_LIMIT, InvalidAnnotation, InvalidSpec, InvalidValue, echo
+from apis.errors import ECHO_LIMIT, MESSAGE_LIMIT, InvalidAnnotation, InvalidSpec, InvalidValue, echo, summary
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,13 @@ def test_annotation_error_keeps_key_and_problem() -> None:
     error = InvalidAnnotation(key, "'x' is not a valid integer")
     assert error.key == key
     assert str(error) == f"invalid value for {key}: 'x' is not a valid integer"
+
+
+def test_summary_joins_problems_up_to_the_message_limit_and_counts_the_rest() -> None:
+    assert summary([]) == ""
+    assert summary(["a: bad", "b: worse"]) == "a: bad; b: worse"
+    many = summary([f"spec.items[{i}]: not a quantity" for i in range(100_000)])
+    assert len(many) <= MESSAGE_LIMIT + 40
+    assert many.startswith("spec.items[0]: not a quantity; spec.items[1]: ")
+    assert many.endswith(" more problems")
+    assert len(summary(["x" * 10**6])) <= MESSAGE_LIMIT
