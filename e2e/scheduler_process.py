@@ -18,8 +18,8 @@ __all__ = ["CONFIG", "Scheduler", "install_scheduler_rbac", "start_scheduler"]
 CHART = repo_root() / "charts" / "koordinator-py"
 NAMESPACE = "koordinator-system"
 # Lease timings shorter than the defaults (15s/10s/2s) so that a takeover happens within seconds,
-# yet long enough to ride out an API server restart (it answers 403 for a moment while its RBAC
-# cache fills); a leader that cannot renew in time exits, as kube-scheduler does.
+# yet long enough to ride out most API server restarts (it answers 403 for a moment while its RBAC
+# cache fills); a leader that cannot renew in time steps down and campaigns again in the same process.
 CONFIG = """
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

@@ -6,9 +6,12 @@
 
 Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
 in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
-finish, release the Lease and exit 0; losing the Lease exits 1 so that a standby takes over and
-no two schedulers are ever active. An invalid configuration is reported (every problem, each with
-its field path) before anything starts, and exits 2.
+finish, release the Lease and exit 0. Losing the Lease (no renewal for renewDeadline: an API server
+restarting, a partition) stops scheduling at once and nothing more is written; the process stays up,
+not ready, and campaigns again, and on winning a later term schedules with a fresh app as a newly
+started process would (``scheduler.elected``), so a standby that took over meanwhile is never
+doubled. An invalid configuration is reported (every problem, each with its field path) before
+anything starts, and exits 2.
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ from pathlib import Path
 from apis.errors import InvalidValue
 from apis.features import FeatureGates, parse_feature_gates
 from scheduler.app import AppSettings, SchedulerApp
+from scheduler.backend.base import ClusterBackend
 from scheduler.backend.kubernetes import KubernetesBackend
 from scheduler.backend.lease import KubernetesLeaseStore
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.debug import DebugFlags
+from scheduler.elected import ElectedScheduler
 from scheduler.http import SchedulerHTTPServer
 from scheduler.leader import LeaderElector
 from scheduler.logging_setup import configure_logging
@@ -36,7 +41,6 @@ from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 
 log = logging.getLogger("koord-scheduler")
 
-EXIT_LOST_LEASE = 1
 EXIT_INVALID_CONFIG = 2
 
 
@@ -118,20 +122,16 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
-    app = SchedulerApp(
-        settings_of(config, args.feature_gates), backend, DEFAULT_REGISTRY, metrics, debug_flags=flags
-    )
+    settings = settings_of(config, args.feature_gates)
+
+    def build(term_backend: ClusterBackend) -> SchedulerApp:
+        """A new app: at start, and for every later term of leadership (fresh cache and queue)."""
+        return SchedulerApp(settings, term_backend, DEFAULT_REGISTRY, metrics, debug_flags=flags)
+
     stop = asyncio.Event()
-    lost = asyncio.Event()
-    signalled = asyncio.Event()
-
-    def on_signal() -> None:
-        signalled.set()
-        stop.set()
-
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
+        loop.add_signal_handler(sig, stop.set)
 
     elector: LeaderElector | None = None
     if leader_elect:
@@ -146,14 +146,12 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
             renew_deadline=election.renew_deadline.total_seconds(),
             retry_period=election.retry_period.total_seconds(),
         )
-
-    def ready() -> bool:
-        return app.ready and (elector is None or elector.is_leader)
+    scheduler = ElectedScheduler(build, backend, metrics, elector)
 
     server = SchedulerHTTPServer(
         metrics,
-        ready=ready,
-        explain=app.explanations.lookup,
+        ready=lambda: scheduler.ready,
+        explain=scheduler.explain,
         flags=flags,
         host=args.bind_address,
         port=args.port,
@@ -161,29 +159,16 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     try:
         async with server:
             log.info("serving /healthz, /readyz, /metrics and the debug API on %s", server.url)
-            if elector is None:
-                await app.run(stop)
-            else:
-                log.info("campaigning for lease %s as %s", elector.lease, elector.identity)
-
-                def stopped_leading() -> None:
-                    if not signalled.is_set():  # not our own shutdown: the lease was lost
-                        lost.set()
-                    stop.set()
-
-                campaign = asyncio.create_task(elector.run(lambda: app.run(stop), stopped_leading))
-                stopping = asyncio.create_task(stop.wait())
-                await asyncio.wait({campaign, stopping}, return_when=asyncio.FIRST_COMPLETED)
-                if not campaign.done():
-                    campaign.cancel()  # releases the lease if we held it
-                with contextlib.suppress(asyncio.CancelledError):
-                    await campaign
-                stopping.cancel()
+            running = asyncio.create_task(scheduler.run(stop))
+            stopping = asyncio.create_task(stop.wait())
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not running.done() and elector is not None:
+                running.cancel()  # the elector releases the lease if we held it
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+            stopping.cancel()
     finally:
         await backend.close()
-    if lost.is_set():
-        log.error("lost the lease: exiting so that another instance takes over")
-        return EXIT_LOST_LEASE
     return 0
 
 

@@ -76,6 +76,7 @@ class SchedulerApp:
     handlers: EventHandlers = field(init=False)
     loop: SchedulingLoop = field(init=False)
     binder: Binder = field(init=False)
+    aborted: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         self.cache = Cache(assumed_ttl=self.settings.assumed_pod_ttl_seconds)
@@ -191,6 +192,15 @@ class SchedulerApp:
     def ready(self) -> bool:
         return self.handlers.synced and all(e.is_set() for e in self._custom_synced.values())
 
+    def abort(self) -> None:
+        """Leadership lost: stop acting on the cluster at once. The queue closes and every binding in
+        flight is cancelled (not drained); ``run``, cancelled by the caller, then ends without waiting
+        for them. Writes of other background tasks are the caller's to stop: it fences the backend
+        this app was built on (``scheduler.backend.fence``). The app is not run again."""
+        self.aborted = True
+        self.queue.close()
+        self.binder.cancel()
+
     async def run(self, stop: asyncio.Event) -> None:
         """Informers first; scheduling starts once nodes and pods are listed; runs until ``stop``."""
         tasks: list[asyncio.Task[Any]] = [
@@ -228,7 +238,9 @@ class SchedulerApp:
             for task in tasks:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await self.binder.drain(grace_seconds=10.0)
+            if self.aborted:
+                self.binder.cancel()  # bindings submitted since abort() too
+            await self.binder.drain(grace_seconds=1.0 if self.aborted else 10.0)
             await self._close_plugins()
 
     async def _close_plugins(self) -> None:

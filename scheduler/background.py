@@ -27,6 +27,11 @@ class BackgroundTasks:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    def cancel(self) -> None:
+        """Cancel every task in flight (they are gone from the set once their cancellation is done)."""
+        for task in list(self._tasks):
+            task.cancel()
+
     async def drain(self, grace_seconds: float) -> None:
         """Let the tasks in flight finish, for at most ``grace_seconds``."""
         if self._tasks:

@@ -62,6 +62,10 @@ class Binder:
         """Let bindings in flight finish (graceful shutdown)."""
         await self._tasks.drain(grace_seconds)
 
+    def cancel(self) -> None:
+        """Cancel every binding in flight, those waiting at Permit too (leadership lost)."""
+        self._tasks.cancel()
+
     async def _bind(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
         status = await fwk.wait_on_permit(pod)

@@ -15,6 +15,10 @@ keep two replicas from ever scheduling at once:
   renewal, so ``lease_duration - renew_deadline`` is the safety margin for stopping the work.
 - **Release on graceful shutdown.** The leader clears ``holderIdentity`` (and sets a 1 s duration)
   when it is cancelled, so a standby takes over at its next retry instead of waiting for expiry.
+- **A lost term is over before the next one starts.** ``campaign`` runs terms of leadership in one
+  process: after losing the Lease it waits until the work of the lost term has ended, then stands
+  by and campaigns again like any other candidate (an API server that restarts answers 403 for a
+  while, longer than ``renew_deadline`` under load, and a leader must survive that).
 
 The Lease I/O sits behind ``scheduler.backend.lease.LeaseStore`` (the Kubernetes one on the
 backend's ApiClient, an in-memory one for tests) and time behind ``Clock``, so the election logic
@@ -140,11 +144,15 @@ class LeaderElector:
         self,
         on_started_leading: Callable[[], Awaitable[None]],
         on_stopped_leading: Callable[[], None],
-    ) -> None:
-        """Acquire, run ``on_started_leading`` as a task while renewing, and stop when the lease is
-        lost (the task is cancelled and ``on_stopped_leading`` called; the caller should exit), when
-        the task ends (its exception is re-raised) or when ``run`` is cancelled (the lease is released).
-        ``on_stopped_leading`` is called only if leadership was acquired."""
+    ) -> bool:
+        """One term: acquire, run ``on_started_leading`` as a task while renewing, and stop when the
+        lease is lost, when the task ends (its exception is re-raised) or when ``run`` is cancelled
+        (the lease is released). On stopping, the task is cancelled and ``on_stopped_leading`` called
+        at once (before the task has wound down: it must stop the work's writes synchronously); it is
+        called only if leadership was acquired.
+
+        Returns True if the lease was lost, and then only once the task has ended: nothing of the
+        lost term runs any more. False if the task ended by itself."""
         await self._acquire()
         self._leading = True
         log.info("%s: became leader of lease %s", self.identity, self.lease)
@@ -169,9 +177,32 @@ class LeaderElector:
                     log.error("%s: lease renewal failed: %s", self.identity, renewing.exception())
                 if not lost and self.release_on_cancel and leading.done():
                     await self._release()
+                if lost and not leading.done():
+                    # Nothing of a lost term may overlap the next one (``campaign``).
+                    log.warning("%s: waiting for the lost term's work to end", self.identity)
+                    await asyncio.wait({leading})
         failure = leading.exception() if leading.done() and not leading.cancelled() else None
         if failure is not None:
             raise failure
+        return lost
+
+    async def campaign(
+        self,
+        on_started_leading: Callable[[], Awaitable[None]],
+        on_stopped_leading: Callable[[], None],
+        on_lost: Callable[[], None] | None = None,
+    ) -> None:
+        """Terms of leadership (``run``) in one process, until the work ends by itself, raises, or
+        this is cancelled. After a lost lease (``on_lost`` is called once the lost term's work has
+        ended) the elector stands by and campaigns again like any other candidate: a standby that
+        took the lease meanwhile keeps it until it expires or is released, and if nobody did, this
+        elector takes its own lease back at its next try. ``on_started_leading`` is called afresh
+        for every term."""
+        while await self.run(on_started_leading, on_stopped_leading):
+            if on_lost is not None:
+                on_lost()
+            log.warning("%s: lost lease %s; standing by and campaigning again", self.identity, self.lease)
+            await self._clock.sleep(self.retry_period)
 
     async def _acquire(self) -> None:
         while True:
@@ -187,10 +218,10 @@ class LeaderElector:
             while not await self._attempt(deadline):
                 holder = self._observed.holder_identity if self._observed else ""
                 if holder and holder != self.identity:
-                    log.error("%s: lease taken over by %s; stepping down", self.identity, holder)
+                    log.warning("%s: lease taken over by %s; stepping down", self.identity, holder)
                     return
                 if self._clock.monotonic() + self.retry_period >= deadline:
-                    log.error(
+                    log.warning(
                         "%s: failed to renew lease %s within %.1fs; stepping down",
                         self.identity,
                         self.lease,
@@ -241,12 +272,15 @@ class LeaderElector:
         if held_by_other and self._observed_at + record.lease_duration_seconds > self._clock.monotonic():
             return False
         mine = record.holder_identity == self.identity
+        # Our own record while we do not lead: a term lost without anybody else leading since (the
+        # update below is conditional on that record's version), so a new term starts.
+        renewal = mine and self._leading
         desired = replace(
             record,
             holder_identity=self.identity,
             lease_duration_seconds=max(1, round(self.lease_duration)),
             renew_time=now,
-            acquire_time=record.acquire_time if mine else now,
+            acquire_time=record.acquire_time if renewal else now,
             lease_transitions=record.lease_transitions if mine else record.lease_transitions + 1,
         )
         try:

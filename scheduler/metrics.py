@@ -197,6 +197,20 @@ class SchedulerMetrics:
             ["solver", "kind"],
             registry=r,
         )
+        # ---- leader election ---------------------------------------------------------------
+        self.leader_status = Gauge(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, "
+            "1 indicates master. 'name' is the string used to identify the lease.",
+            ["name"],
+            registry=r,
+        )
+        self.leadership_losses = Counter(
+            "koord_scheduler_leadership_losses_total",
+            "Terms of leadership that ended because the lease could not be renewed in time or was "
+            "taken over; koord-scheduler stops scheduling and campaigns again.",
+            registry=r,
+        )
         for queue in ("active", "backoff", "unschedulable", "gated"):
             self.pending_pods.labels(queue=queue).set(0)
 
@@ -288,6 +302,13 @@ class SchedulerMetrics:
     def solver_model(self, solver: str, variables: int, constraints: int) -> None:
         self.solver_model_size.labels(solver=solver, kind="variables").set(variables)
         self.solver_model_size.labels(solver=solver, kind="constraints").set(constraints)
+
+    def set_leader(self, lease: str, leading: bool) -> None:
+        """Whether this process holds ``lease`` now (client-go's leader_election_master_status)."""
+        self.leader_status.labels(name=lease).set(1 if leading else 0)
+
+    def leadership_lost(self) -> None:
+        self.leadership_losses.inc()
 
     # ---- exposition ----------------------------------------------------------------------------
 

@@ -109,9 +109,7 @@ class Descheduler:
 
     async def _campaign(self, elector: LeaderElector) -> None:
         """Lead while holding the Lease; after losing it, stand by and campaign again."""
-        while True:
-            await elector.run(self._lead, lambda: log.info("%s stopped leading", elector.identity))
-            await asyncio.sleep(elector.retry_period)
+        await elector.campaign(self._lead, lambda: log.warning("%s stopped leading", elector.identity))
 
     async def stop(self) -> None:
         if self._task is not None:

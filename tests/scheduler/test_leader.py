@@ -305,3 +305,84 @@ def test_the_election_talks_to_the_api_server_only_through_the_backend_lease_sto
     }
     assert not {m for m in imported if m and m.split(".")[0] in ("kubernetes_asyncio", "aiohttp")}
     assert "scheduler.backend.lease" in imported
+
+
+async def test_campaign_leads_again_after_a_lost_term_with_fresh_work() -> None:
+    """A leader that cannot renew steps down (its work is cancelled and has ended before anything
+    else happens), stands by, and takes its own lease back once the store answers again."""
+    clock, shared = FakeClock(), InMemoryLeaseStore()
+    view = FlakyStore(shared)
+    elector = LeaderElector(view, identity="a", clock=clock)
+    terms: list[float] = []
+    ended: list[float] = []
+    losses: list[float] = []
+
+    async def work() -> None:
+        terms.append(clock.t)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append(clock.t)
+
+    def stopped() -> None:
+        assert not elector.is_leader
+
+    def lost() -> None:
+        assert len(ended) == len(terms)  # the lost term's work has ended
+        losses.append(clock.t)
+
+    task = asyncio.ensure_future(elector.campaign(work, stopped, lost))
+    await clock.advance(1)
+    assert elector.is_leader
+    assert terms == [0.0]
+    assert shared.record is not None
+    first_acquired = shared.record.acquire_time
+
+    view.broken = True
+    await clock.advance(30)
+    assert not elector.is_leader
+    assert not task.done()  # standing by, not exited
+    assert len(losses) == 1
+    assert len(ended) == 1
+    assert len(terms) == 1
+
+    view.broken = False
+    await clock.advance(5)
+    assert elector.is_leader
+    assert len(terms) == 2
+    assert shared.record.holder_identity == "a"
+    assert shared.record.acquire_time is not None
+    assert first_acquired is not None
+    assert shared.record.acquire_time > first_acquired  # a new term
+    await stop(task)
+
+
+async def test_campaign_does_not_take_the_lease_from_a_standby_that_holds_it() -> None:
+    clock, shared = FakeClock(), InMemoryLeaseStore()
+    timeline: list[tuple[float, str]] = []
+    a_view = FlakyStore(shared)
+    a = Candidate("a", a_view, clock, timeline)
+    a.task = asyncio.ensure_future(a.elector.campaign(a._work, a._stopped))
+    await clock.advance(1)
+    b = Candidate("b", shared, clock, timeline)
+    b.start()
+    await clock.advance(5)
+    assert a.leading
+    assert not b.leading
+
+    a_view.broken = True
+    await clock.advance(30)
+    assert b.leading
+    assert not a.leading
+    a_view.broken = False
+    await clock.advance(60)
+    assert b.leading
+    assert not a.leading
+    assert not a.task.done()
+    assert never_two_leaders(timeline)
+
+    await stop(b.task)  # b releases: a leads again
+    await clock.advance(10)
+    assert a.leading
+    assert never_two_leaders(timeline)
+    await stop(a.task)

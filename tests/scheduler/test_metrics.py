@@ -23,12 +23,14 @@ KUBE_NAMES = [
     "scheduler_binding_duration_seconds",
     "scheduler_unschedulable_pods",
     "scheduler_scheduler_cache_size",
+    "leader_election_master_status",  # client-go's leaderelection metric
 ]
 SOLVER_NAMES = [
     "koord_scheduler_solver_duration_seconds",
     "koord_scheduler_solver_fallbacks_total",
     "koord_scheduler_solver_model_size",
     "koord_scheduler_solver_gap_ratio",
+    "koord_scheduler_leadership_losses_total",
 ]
 
 
@@ -50,6 +52,8 @@ def recorded() -> SchedulerMetrics:
     m.solver_fallback("gang_placement", "timeout")
     m.solver_model("gang_placement", variables=120, constraints=40)
     m.solved("cpsat", "OPTIMAL", 0.03, fell_back=False, gap=0.004)
+    m.set_leader("koordinator-system/koord-scheduler", True)
+    m.leadership_lost()
     return m
 
 
