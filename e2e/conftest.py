@@ -11,21 +11,32 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_ready
-from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.controlplane import KUBECTL_CALLS, ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
 from e2e.scheduler_process import Scheduler, install_scheduler_rbac, start_scheduler
 from scheduler.simulator import description as desc
 
 E2E_DESCRIPTION = repo_root() / "e2e" / "clusters" / "e2e.yaml"
+# Under `pytest -n N` (`make e2e`) each worker is a session of its own with its own control plane:
+# ``e2e-gw0``, ``e2e-gw1``, ... and webhook ports 100 apart. This runs before any test module is
+# imported, so the modules that name a cluster or port of their own (``<cluster>-helm``, the
+# session's port + 1, ...) derive it from the worker's.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _WORKER:
+    os.environ["KOORD_E2E_CLUSTER"] = f"{os.environ.get('KOORD_E2E_CLUSTER', 'e2e')}-{_WORKER}"
+    _BASE_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
+    os.environ["KOORD_E2E_WEBHOOK_PORT"] = str(_BASE_PORT + 100 * int(_WORKER.removeprefix("gw")))
 # `make up`'s koord-manager listens on 9443. Both can be moved so that two e2e sessions (two
 # clones, or a developer beside CI) do not collide.
 E2E_CLUSTER = os.environ.get("KOORD_E2E_CLUSTER", "e2e")
 E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
 _SERVER_VERSION = pytest.StashKey[str]()
+_WORKER_VERSIONS = pytest.StashKey[list[str]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -83,8 +94,40 @@ def scheduler(
     return _scheduler_process
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker hands its API server's version to the controller, which prints them all."""
+    version = session.config.stash.get(_SERVER_VERSION, None)
+    workeroutput: dict[str, Any] | None = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        if version:
+            workeroutput["e2e_server_version"] = f"{E2E_CLUSTER}: {version.strip()}"
+        workeroutput["e2e_kubectl_calls"] = {verb: list(v) for verb, v in KUBECTL_CALLS.by_verb.items()}
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    output = getattr(node, "workeroutput", {})
+    version = output.get("e2e_server_version")
+    if version:
+        versions = node.config.stash.setdefault(_WORKER_VERSIONS, [])
+        versions.append(version)
+    for verb, (count, seconds) in output.get("e2e_kubectl_calls", {}).items():
+        KUBECTL_CALLS.record_many(verb, count, seconds)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     version = config.stash.get(_SERVER_VERSION, None)
-    if version:
+    workers: list[str] = config.stash.get(_WORKER_VERSIONS, [])
+    lines = [version.strip()] if version else sorted(workers)
+    if lines:
         terminalreporter.section("e2e control plane")
-        terminalreporter.write_line(version.strip())
+        for line in lines:
+            terminalreporter.write_line(line)
+    if KUBECTL_CALLS.by_verb:
+        calls = sorted(KUBECTL_CALLS.by_verb.items(), key=lambda kv: -kv[1][1])
+        count = sum(c for c, _ in KUBECTL_CALLS.by_verb.values())
+        seconds = sum(t for _, t in KUBECTL_CALLS.by_verb.values())
+        terminalreporter.write_line(
+            f"kubectl: {count} calls, {seconds:.0f} s in all ("
+            + ", ".join(f"{verb} {c} / {t:.0f} s" for verb, (c, t) in calls[:8])
+            + ")"
+        )

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
+import time
+import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.cluster.credentials import service_account_kubeconfig
@@ -67,6 +71,43 @@ class Scheduler:
             restarted = start_scheduler(control_plane, kubeconfig, self.component.name)
             self.component, self.port = restarted.component, restarted.port
         wait_until_ready(self.component, self.port)
+
+    def explanation(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The scheduler's latest word on a pod (what ``koordctl explain pod`` prints); None before
+        it has one."""
+        url = f"{self.url}/debug/pods/{namespace}/{name}/explanation"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                result: dict[str, Any] = json.load(response)
+                return result
+        except urllib.error.HTTPError:
+            return None
+
+    def wait_explained(
+        self,
+        namespace: str,
+        names: Collection[str],
+        *,
+        results: Collection[str] = ("waiting", "unschedulable"),
+        timeout: float = 60.0,
+    ) -> dict[str, dict[str, Any]]:
+        """Wait until the scheduler has explained every pod of ``names`` with one of ``results``,
+        and return those explanations.
+
+        This is how a test knows that the scheduler has seen pods and decided not to place them
+        (gated at PreEnqueue: ``waiting``; a cycle found no place: ``unschedulable``), instead of
+        sleeping and hoping it has: a pod explained so is not bound until an event changes that.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            found = {name: self.explanation(namespace, name) for name in names}
+            if all(e is not None and e.get("result") in results for e in found.values()):
+                return {name: e for name, e in found.items() if e is not None}
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"koord-scheduler did not explain {namespace}/{sorted(names)} as {results}: {found}"
+                )
+            time.sleep(0.2)
 
     def metric(self, name: str) -> float:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=5) as response:

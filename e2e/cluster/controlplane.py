@@ -16,12 +16,12 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from e2e.cluster import processes
 
-__all__ = ["ControlPlane", "KubectlError", "ToolsMissing", "repo_root"]
+__all__ = ["KUBECTL_CALLS", "ControlPlane", "KubectlError", "ToolsMissing", "repo_root"]
 
 
 class ToolsMissing(RuntimeError):
@@ -35,6 +35,24 @@ class KubectlError(RuntimeError):
         self.proc = proc
         args = " ".join(str(a) for a in proc.args[3:])
         super().__init__(f"kubectl {args} exited {proc.returncode}: {proc.stderr.strip()}")
+
+
+@dataclass
+class KubectlCalls:
+    """How many kubectl processes this process ran, and their wall time, per verb (the e2e
+    session prints it: each call is a Go process start, which polling loops multiply)."""
+
+    by_verb: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def record(self, verb: str, seconds: float) -> None:
+        self.record_many(verb, 1, seconds)
+
+    def record_many(self, verb: str, count: int, seconds: float) -> None:
+        known, total = self.by_verb.get(verb, (0, 0.0))
+        self.by_verb[verb] = (known + count, total + seconds)
+
+
+KUBECTL_CALLS = KubectlCalls()
 
 
 def repo_root() -> Path:
@@ -83,13 +101,17 @@ class ControlPlane:
 
     def run_kubectl(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess[str]:
         """Run kubectl against this cluster; the caller inspects the exit code and both streams."""
-        return subprocess.run(
-            [self.tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
-            capture_output=True,
-            text=True,
-            input=input,
-            env=self._env(),
-        )
+        started = time.monotonic()
+        try:
+            return subprocess.run(
+                [self.tool("kubectl"), "--kubeconfig", str(self.kubeconfig), *args],
+                capture_output=True,
+                text=True,
+                input=input,
+                env=self._env(),
+            )
+        finally:
+            KUBECTL_CALLS.record(args[0] if args else "", time.monotonic() - started)
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> str:
         """Run kubectl against this cluster and return its stdout; a failure raises with stderr."""

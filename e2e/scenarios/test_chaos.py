@@ -1,6 +1,7 @@
 """Crash and restart, measured: a seeded chaos run against the real API server.
 
-100 gangs (PodGroups of minMember 2-3, some at high priority so that job-level preemption runs)
+``GANGS`` gangs (40 in `make test`, 100 in `make test-full`, which also replays three more seeds;
+e2e/tier.py) (PodGroups of minMember 2-3, some at high priority so that job-level preemption runs)
 are submitted in batches to the tainted ``preempt`` pool (8 nodes, 4 CPU / 8 Gi each), which
 low-priority fillers occupy first, in a namespace charged to an ElasticQuota. Meanwhile a chaos
 driver, on a schedule drawn from ``KOORD_CHAOS_SEED``, SIGKILLs koord-scheduler (and starts it
@@ -52,13 +53,18 @@ from e2e.components import koord_manager, wait_for_admission, wait_until_ready
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota, get_quota
 from e2e.scenarios.test_job_preemption import PRIORITY_CLASSES, nodes, pool_pod
 from e2e.scheduler_process import Scheduler, start_scheduler
+from e2e.tier import sized
 from e2e.workloads import apply, node_overcommit, pods, wait_for
 
 # The session's webhook port (e2e/conftest.py): the manager restarted here is the session's own.
 E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
 SEED = int(os.environ.get("KOORD_CHAOS_SEED", "20261125"))
+# `make test` runs one seed at smoke size; `make test-full` runs it and FULL_SEEDS more at full size.
+FULL_SEEDS = (SEED + 1000, SEED + 2000, SEED + 3000)
 NS = "chaos"
-GANGS = 100
+GANGS = sized(40, 100)
+KILL_WINDOW = sized(12.0, 30.0)
+"""The chaos actions fall at random offsets within this many seconds of the first batch."""
 BATCH = 10
 POOL = nodes(*range(8))
 GANG_LABEL = "pod-group.scheduling.sigs.k8s.io"
@@ -92,7 +98,7 @@ def plan(rng: random.Random) -> list[tuple[float, str]]:
     actions = (
         ["kill-scheduler"] * rng.randint(2, 3) + ["kill-manager"] * rng.randint(1, 2) + ["restart-apiserver"]
     )
-    return sorted((round(rng.uniform(1.0, 30.0), 1), a) for a in actions)
+    return sorted((round(rng.uniform(1.0, KILL_WINDOW), 1), a) for a in actions)
 
 
 def gangs(rng: random.Random) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -279,9 +285,28 @@ def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift
     manager: Any,
     namespace: str,
 ) -> None:
-    cp = control_plane
-    rng = random.Random(SEED)
-    chaos = Chaos(SEED, plan(rng))
+    run_chaos(control_plane, scheduler_kubeconfig, scheduler, manager, SEED)
+
+
+@pytest.mark.full  # three more schedules at 100 gangs: about 3 minutes each
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", FULL_SEEDS)
+def test_chaos_at_more_seeds(
+    control_plane: ControlPlane,
+    scheduler_kubeconfig: Path,
+    scheduler: Scheduler,
+    manager: Any,
+    namespace: str,
+    seed: int,
+) -> None:
+    run_chaos(control_plane, scheduler_kubeconfig, scheduler, manager, seed)
+
+
+def run_chaos(
+    cp: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler, manager: Any, seed: int
+) -> None:
+    rng = random.Random(seed)
+    chaos = Chaos(seed, plan(rng))
     workload = gangs(rng)
     started = time.monotonic()
 
@@ -324,7 +349,7 @@ def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift
             except Exception as exc:  # reported in the assertion below
                 chaos.errors.append(f"{action}: {exc!r}")
 
-    rng_driver = random.Random(SEED + 1)
+    rng_driver = random.Random(seed + 1)
     driver = threading.Thread(target=drive, daemon=True)
     driver.start()
     for start in range(0, GANGS, BATCH):
@@ -360,7 +385,7 @@ def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift
     }
 
     figures = (
-        f"seed={SEED} gangs submitted={rest.groups} gangs bound={rest.gangs_bound} "
+        f"seed={seed} gangs submitted={rest.groups} gangs bound={rest.gangs_bound} "
         f"pods bound={rest.pods_bound}/{rest.pods_total} preempted={len(preempted)} "
         f"scheduler kills={chaos.scheduler_kills} "
         f"manager kills={chaos.manager_kills} apiserver restarts={chaos.apiserver_restarts} "

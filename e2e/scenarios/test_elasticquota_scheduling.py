@@ -121,7 +121,7 @@ def test_pods_beyond_max_stay_pending_and_kubectl_shows_the_figures(
         f"(Insufficient quotas, quotaName: {ns}, runtime: cpu:2, used: cpu:2, pod's request: cpu:1, "
         "exceedDimensions: [cpu])" in message
     )
-    time.sleep(2)
+    scheduler.wait_explained(ns, [pending], results=("unschedulable",))
     assert len(placed(control_plane, ns)) == 2
 
     def figures() -> dict[str, Any] | None:
@@ -236,7 +236,8 @@ def test_a_gang_over_its_quota_is_rejected_as_a_whole(
         what="FailedScheduling of a gang member naming the quota",
     )
     assert f"quota {ns} cpu used 0 + request 3 of gang {ns}/job (3 pending members) > runtime 2" in message
-    time.sleep(3)  # every chance to (wrongly) bind part of the gang
+    # The scheduler has held back or failed every member: none is binding.
+    scheduler.wait_explained(ns, [f"m{i}" for i in range(3)])
     assert placed(control_plane, ns) == {}
 
 
@@ -277,7 +278,8 @@ def test_a_gang_group_over_its_quota_is_rejected_as_one_job(
             timeout=60,
             what=f"FailedScheduling of {name} naming the gang group's sum",
         )
-    time.sleep(3)  # every chance to (wrongly) bind the master or a worker
+    # The scheduler has held back or failed the master and both workers: none is binding.
+    scheduler.wait_explained(ns, ["master-0", "worker-0", "worker-1"])
     assert placed(control_plane, ns) == {}
     control_plane.kubectl(
         "patch", "eq", ns, "-n", ns, "--type=merge", "-p", '{"spec":{"min":{"cpu":"3"},"max":{"cpu":"3"}}}'
@@ -347,8 +349,11 @@ def test_quota_trees_keep_amd64_and_arm64_apart(
     arm = [quota_pod(f"arm-{i}", ns, "3", quota="arm64-team", selector=QUOTA_POOLS) for i in range(3)]
     amd = [quota_pod(f"amd-{i}", ns, "2", quota="amd64-team", selector=QUOTA_POOLS) for i in range(2)]
     apply(control_plane, [*arm, *amd])
-    bound = wait_for(lambda: placed_count(control_plane, ns, 4), timeout=60, what="4 pods bound")
-    time.sleep(2)
+    wait_for(lambda: placed_count(control_plane, ns, 4), timeout=60, what="4 pods bound")
+    # The fifth pod was decided too (explained, and not as scheduled: nothing of it in flight).
+    names = [p["metadata"]["name"] for p in (*arm, *amd)]
+    explained = scheduler.wait_explained(ns, names, results=("scheduled", "unschedulable", "waiting"))
+    assert [e["result"] for e in explained.values()].count("scheduled") == 4, explained
     bound = placed(control_plane, ns)
     arm_bound = {name: node for name, node in bound.items() if name.startswith("arm-")}
     amd_bound = {name: node for name, node in bound.items() if name.startswith("amd-")}

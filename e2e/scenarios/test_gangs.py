@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,20 +43,6 @@ def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] 
     return placed if len(placed) == count else None
 
 
-def explanation(scheduler: Scheduler, namespace: str, name: str) -> dict[str, Any] | None:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(
-            f"{scheduler.url}/debug/pods/{namespace}/{name}/explanation", timeout=5
-        ) as r:
-            result: dict[str, Any] = json.load(r)
-            return result
-    except urllib.error.HTTPError:
-        return None
-
-
 @pytest.fixture(scope="module")
 def small_nodes(control_plane: ControlPlane) -> Iterator[None]:
     """Two 16-CPU nodes labelled gang-test=small: room for two 12-CPU members, not three."""
@@ -73,10 +58,9 @@ def test_gang_waits_for_its_fourth_member(control_plane: ControlPlane, scheduler
     control_plane.create_namespace(ns)
     apply(control_plane, [pod_group("train", ns, 4)])
     apply(control_plane, [member(f"w{i}", ns, "train", cpu="1", memory="1Gi") for i in range(3)])
-    time.sleep(3)  # give the scheduler every chance to (wrongly) bind a partial gang
+    # The scheduler has seen each member and holds it back (not a sleep that hopes it has).
+    scheduler.wait_explained(ns, [f"w{i}" for i in range(3)])
     assert bound(control_plane, ns) == {}
-    gated = explanation(scheduler, ns, "w0")
-    assert gated is None or gated["result"] != "scheduled"
     apply(control_plane, [member("w3", ns, "train", cpu="1", memory="1Gi")])
     placed: dict[str, str] = wait_for(
         lambda: bound_count(control_plane, ns, 4), timeout=60, what="4 members bound"
@@ -118,7 +102,7 @@ def test_gang_group_of_master_and_workers_is_bound_together(
     group_annotation = {"gang.scheduling.koordinator.sh/groups": groups}
     apply(control_plane, [pod_group("master", ns, 1, annotations=group_annotation)])
     apply(control_plane, [member("master-0", ns, "master", cpu="1", memory="1Gi")])
-    time.sleep(3)
+    scheduler.wait_explained(ns, ["master-0"])
     assert bound(control_plane, ns) == {}, "the master must wait for the workers of its gang group"
     apply(control_plane, [pod_group("worker", ns, 2, annotations=group_annotation)])
     apply(control_plane, [member(f"worker-{i}", ns, "worker", cpu="1", memory="1Gi") for i in range(2)])
@@ -140,15 +124,10 @@ def test_gang_that_cannot_fit_reserves_nothing(
         [member(f"m{i}", ns, "job", cpu="12", memory="1Gi", node_selector=SMALL) for i in range(3)],
     )
 
-    def member_results() -> dict[str, str] | None:
-        results = {n: (explanation(scheduler, ns, n) or {}).get("result", "") for n in ("m0", "m1", "m2")}
-        return results if set(results.values()) == {"unschedulable"} else None
-
-    wait_for(member_results, timeout=60, what="every member reported unschedulable")
-    time.sleep(2)
+    # Every member's cycle ended unschedulable: nothing of the gang is reserved or binding.
+    explained = scheduler.wait_explained(ns, ["m0", "m1", "m2"], results=("unschedulable",))
     assert bound(control_plane, ns) == {}, "never a partial gang"
-    reason = explanation(scheduler, ns, "m0")
-    assert reason is not None
+    reason = explained["m0"]
     assert f"gang {ns}/job needs 3 members" in reason["message"]
     assert "hold 2" in reason["message"]
     control_plane.kubectl("delete", "namespace", ns, "--wait=false")

@@ -20,11 +20,13 @@ from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import NAMESPACE, koordlet_kubeconfig, node_metric
 from e2e.scenarios.test_koordlet_topology import nrt
 from e2e.scheduler_process import free_port
+from e2e.tier import sized
 from e2e.workloads import wait_for
 
 NODES = [f"apiload-{i}" for i in range(4)]
 WATCHED = ("nodes", "pods", "nodeslos", "nodemetrics", "noderesourcetopologies")
-STEADY_SECONDS = 20
+STEADY_SECONDS = sized(6, 20)
+"""How long koordlet runs steadily: about 6 report rounds in `make test`, 20 in `make test-full`."""
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -132,7 +134,7 @@ def test_steady_koordlet_only_watches_and_writes(
     }
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(pod))
     try:
-        time.sleep(STEADY_SECONDS)  # steady state: about 20 report rounds, 40 topology rounds
+        time.sleep(STEADY_SECONDS)  # steady state: one report round a second, two topology rounds
         after = requests(port)
     finally:
         control_plane.run_kubectl("delete", "pod", "apiload-pod", "--ignore-not-found", "--wait=false")

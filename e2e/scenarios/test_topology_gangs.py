@@ -8,7 +8,6 @@ v1.7 release-note example; koord-scheduler runs with ``awareNetworkTopology: tru
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,7 +137,8 @@ def test_must_gather_gang_that_no_block_can_hold_stays_pending_with_the_reason(
     message = wait_for(reason, timeout=60, what="a FailedScheduling event naming BlockLayer")
     assert f"gang {namespace}/strict needs 8 members in one BlockLayer domain" in message
     assert "the largest free domain holds 7" in message
-    time.sleep(2)
+    # The scheduler has explained every member as held back or unschedulable: none is binding.
+    scheduler.wait_explained(namespace, [f"strict-{i}" for i in range(8)])
     assert blocks_of(control_plane, namespace, "strict") == {}, "no member of an unplaceable gang is bound"
     on_pod_group = [
         e["message"]

@@ -173,5 +173,9 @@ def _check_pod_usage(child: subprocess.Popen[str], parent: str, uid: str, leaves
     assert pod.name == "busy"
     assert pod.pod_usage is not None
     assert pod.pod_usage.resources is not None
-    assert pod.pod_usage.resources["cpu"].milli_value() >= 200  # averaged with the first, rate-less round
+    # Averaged with the first, rate-less round: between half the measured rate and all of it. A
+    # bound tied to the measured rate, not a fixed 200m: under xdist on 2 cores the spinner gets
+    # well under half a core, and a fixed figure failed there while koordlet was right.
+    reported = pod.pod_usage.resources["cpu"].milli_value()
+    assert cpu * 1000 / 2 - 20 <= reported <= cpu * 1000 + 20, (reported, cpu)
     assert pod.pod_usage.resources["memory"].value() >= ALLOCATED * 0.9
