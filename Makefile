@@ -30,6 +30,9 @@ TIER_MARK := -m "not full"
 endif
 # Unit tests mostly wait (asyncio timers, the solver's time limits): two workers per core pay.
 UNIT_WORKERS ?= 4
+# Each e2e worker runs a control plane of its own (e2e/conftest.py) and whole files (loadfile: a
+# file's module fixtures stay on one worker); the scenarios mostly wait on the API server.
+E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
 .PHONY: unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean
@@ -80,8 +83,8 @@ lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts
 unit: venv ## unit and property tests (no cluster), in parallel
 	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_MARK),unit)
 
-e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes
-	$(call pytest,e2e $(TIER_MARK),e2e)
+e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
+	$(call pytest,e2e -n $(E2E_WORKERS) --dist loadfile $(TIER_MARK),e2e)
 
 test: venv tools ## everything CI runs (the fast tier): lint, unit, e2e, each stage timed
 	$(PY) -m e2e.stages lint unit e2e

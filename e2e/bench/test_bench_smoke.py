@@ -13,6 +13,8 @@ import json
 import os
 import shutil
 
+import pytest
+
 from e2e.bench.scheduler_throughput import KOORD, KUBE, SIMULATE, Options, render, run_benchmark
 from e2e.cluster.controlplane import ControlPlane
 
@@ -42,6 +44,7 @@ def test_benchmark_harness_binds_every_pod_with_both_schedulers_and_simulate() -
     shutil.rmtree(cluster.state_dir, ignore_errors=True)
 
 
+@pytest.mark.full  # `make test` runs the throughput harness once (above); LoadAware is e2e-tested there
 def test_load_aware_run_reports_node_metrics_and_binds_every_pod() -> None:
     """``--load-aware``: every node gets a fresh NodeMetric first, and koord-scheduler (its default
     profile runs LoadAwareScheduling) still binds every pod."""
