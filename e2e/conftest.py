@@ -67,6 +67,10 @@ def control_plane(
         wait_for_admission(cp, manager)
         request.config.stash[_SERVER_VERSION] = cp.kubectl("version")
         yield cp
+        # Tests delete their namespaces without waiting for the namespace controller
+        # (ControlPlane.delete_namespace); every one of them must be gone by now.
+        left = cp.wait_namespaces_gone()
+        assert not left, f"namespaces deleted by the tests are still there: {left} (a finalizer left?)"
     finally:
         if os.environ.get("KOORD_E2E_KEEP") != "1":
             manager.stop()

@@ -1,8 +1,7 @@
-"""Pods for scenario tests, submitted and read back with kubectl as a user would."""
+"""Pods for scenario tests, submitted with kubectl as a user would and read back in process (tests poll)."""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -58,8 +57,9 @@ def apply(cp: ControlPlane, objects: Iterable[Mapping[str, Any]], batch: int = 1
 
 
 def pods(cp: ControlPlane, namespace: str | None = None) -> list[dict[str, Any]]:
-    scope = ["-n", namespace] if namespace else ["-A"]
-    items: list[dict[str, Any]] = json.loads(cp.kubectl("get", "pods", *scope, "-o", "json"))["items"]
+    """The pods of ``namespace`` (every namespace if None), read in process: tests poll this."""
+    path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    items: list[dict[str, Any]] = cp.get_json(path)["items"]
     return items
 
 
@@ -77,7 +77,7 @@ def wait_for(check: Callable[[], T | None], timeout: float, what: str, interval:
 
 def node_overcommit(cp: ControlPlane) -> list[str]:
     """Nodes whose bound, non-terminal pods request more than the node's allocatable."""
-    nodes = json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
+    nodes = cp.get_json("/api/v1/nodes")["items"]
     used: dict[str, dict[str, Quantity]] = {}
     for pod in pods(cp):
         node = pod["spec"].get("nodeName")
@@ -103,7 +103,7 @@ def node_overcommit(cp: ControlPlane) -> list[str]:
 
 def failed_scheduling(cp: ControlPlane, namespace: str, name: str) -> list[str]:
     """The messages of the FailedScheduling events of pod ``name``, oldest first."""
-    events = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    events = cp.get_json(f"/api/v1/namespaces/{namespace}/events")["items"]
     return [
         str(e.get("message") or e.get("note") or "")
         for e in events

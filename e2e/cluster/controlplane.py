@@ -10,16 +10,21 @@ process left in the cluster's pid files.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from e2e.cluster import processes
+from e2e.cluster.rest import client_for
 
 __all__ = ["KUBECTL_CALLS", "ControlPlane", "KubectlError", "ToolsMissing", "repo_root"]
 
@@ -53,6 +58,30 @@ class KubectlCalls:
 
 
 KUBECTL_CALLS = KubectlCalls()
+_DELETED_NAMESPACES: dict[str, set[str]] = {}
+"""Per cluster: the namespaces ``ControlPlane.delete_namespace`` left to the namespace controller."""
+
+
+CREATE_LOCK = Path(tempfile.gettempdir()) / "koordinator-py-kwokctl-create.lock"
+"""Held while ``kwokctl create cluster`` runs, by every cluster start on this machine (any clone)."""
+
+
+@contextlib.contextmanager
+def _create_lock() -> Iterator[None]:
+    """One ``kwokctl create cluster`` at a time on this machine.
+
+    kwokctl picks each component's port by counting down from 32765 to the first one free at that
+    moment, so two clusters created at once (two e2e workers, a bench beside them) pick the same
+    ports: one cluster's etcd and kube-apiserver die with "bind: address already in use" and its
+    ``--wait`` runs out minutes later. Once ``create`` returns, the components hold their ports.
+    """
+    CREATE_LOCK.touch(exist_ok=True)
+    with CREATE_LOCK.open("r") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def repo_root() -> Path:
@@ -120,10 +149,43 @@ class ControlPlane:
             raise KubectlError(proc)
         return proc.stdout
 
+    def get_json(self, path: str) -> dict[str, Any]:
+        """GET an API path in process (``e2e.cluster.rest``): for the helpers that poll, where a
+        kubectl process per read would cost more than the test it waits for."""
+        return client_for(self.kubeconfig).get(path)
+
     def create_namespace(self, name: str, *, timeout: float = 60.0) -> None:
-        """Create a namespace and wait until pods can be created in it (see ``wait_service_account``)."""
+        """Create a namespace and wait until pods can be created in it (see ``wait_service_account``).
+        A namespace of that name that an earlier test deleted (``delete_namespace``) and that is
+        still terminating is waited for first."""
+        deadline = time.monotonic() + timeout
+        deleted = name in _DELETED_NAMESPACES.get(self.name, set())
+        while deleted and self.run_kubectl("get", "namespace", name).returncode == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {name} still there {timeout}s after it was deleted")
+            time.sleep(0.5)
         self.kubectl("create", "namespace", name)
         self.wait_service_account(name, timeout=timeout)
+
+    def delete_namespace(self, name: str, *, timeout: float = 90.0) -> None:
+        """A test's namespace, deleted so that the next test finds the nodes free: its pods are
+        deleted and waited for (KWOK ends them at once), the namespace itself is left to the
+        namespace controller, which takes about ten seconds more. ``wait_namespaces_gone`` (the
+        e2e session's end) checks that every namespace deleted so went."""
+        self.kubectl("delete", "pods", "--all", "-n", name, "--wait=true", f"--timeout={timeout:g}s")
+        self.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+        _DELETED_NAMESPACES.setdefault(self.name, set()).add(name)
+
+    def wait_namespaces_gone(self, *, timeout: float = 120.0) -> list[str]:
+        """The namespaces ``delete_namespace`` deleted that are still there after ``timeout`` s."""
+        deleted = _DELETED_NAMESPACES.get(self.name, set())
+        deadline = time.monotonic() + timeout
+        while True:
+            names = set(self.kubectl("get", "namespaces", "-o", "name").split())
+            left = sorted(n for n in deleted if f"namespace/{n}" in names)
+            if not left or time.monotonic() > deadline:
+                return left
+            time.sleep(1.0)
 
     def wait_service_account(self, namespace: str, *, timeout: float = 60.0) -> None:
         """Wait for the namespace's ``default`` ServiceAccount.
@@ -188,7 +250,16 @@ class ControlPlane:
         config = self._write_config()
         _progress(f"starting cluster {self.name} (kube-apiserver, etcd, kube-controller-manager, kwok)")
         began = time.monotonic()
-        proc = subprocess.run(
+        with _create_lock():
+            proc = self._create(config, wait)
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"kwokctl create cluster failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        _progress(f"cluster {self.name} ready in {time.monotonic() - began:.1f}s")
+
+    def _create(self, config: Path, wait: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
             [
                 self.tool("kwokctl"),
                 "-c",
@@ -210,11 +281,6 @@ class ControlPlane:
             capture_output=True,
             text=True,
         )
-        if proc.returncode != 0:
-            raise RuntimeError(
-                f"kwokctl create cluster failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
-            )
-        _progress(f"cluster {self.name} ready in {time.monotonic() - began:.1f}s")
 
     def stop(self, *, quiet: bool = False, component_timeout: float = 10.0) -> None:
         """Delete the cluster and make sure none of its processes is left running.
@@ -261,7 +327,12 @@ class ControlPlane:
 
     def restart_apiserver(self) -> None:
         """Kill kube-apiserver (SIGKILL) and start it again with the same command line and pid file:
-        clients see their connections drop and must reconnect; etcd keeps the data."""
+        clients see their connections drop and must reconnect; etcd keeps the data. Its port is free
+        for a moment, so no other cluster may be created meanwhile (``_create_lock``)."""
+        with _create_lock():
+            self._restart_apiserver()
+
+    def _restart_apiserver(self) -> None:
         pid_file = self.kwok_workdir / "clusters" / self.name / "pids" / "kube-apiserver.pid"
         pid = int(pid_file.read_text().strip())
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")

@@ -275,7 +275,7 @@ def namespace(control_plane: ControlPlane, scheduler: Scheduler) -> Iterator[str
     control_plane.create_namespace(NS)
     yield NS
     # The preempt pool is free again for the scenarios that follow.
-    control_plane.run_kubectl("delete", "namespace", NS, "--wait=true", "--timeout=120s")
+    control_plane.delete_namespace(NS, timeout=120)
 
 
 def test_chaos_kills_and_restarts_leave_no_double_bound_partial_gang_quota_drift_or_nomination(

@@ -429,7 +429,13 @@ def test_an_elastic_quota_with_a_batch_cpu_max_refuses_a_pod_over_it(
         return pod
 
     apply(cp, [batch_pod("first")])
-    wait_for(lambda: _get(cp, "pod", "first", "-n", QUOTA_NS)["spec"].get("nodeName"), 60, "first bound")
+    try:
+        wait_for(lambda: _get(cp, "pod", "first", "-n", QUOTA_NS)["spec"].get("nodeName"), 60, "first bound")
+    except AssertionError as exc:  # say why, from the scheduler and from the node
+        colo = _get(cp, "node", NODE)["status"]["allocatable"]
+        raise AssertionError(
+            f"{exc}; koord-scheduler: {scheduler.explanation(QUOTA_NS, 'first')}; {NODE} allocatable: {colo}"
+        ) from exc
     apply(cp, [batch_pod("second")])
     message = wait_for(
         lambda: next(

@@ -172,7 +172,7 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = f"migrate-{uuid.uuid4().hex[:6]}"
     control_plane.create_namespace(name)
     yield name
-    control_plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
+    control_plane.delete_namespace(name)
 
 
 def _log_on_failure(descheduler: Descheduler) -> str:

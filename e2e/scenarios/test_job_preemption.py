@@ -60,7 +60,7 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
     ns = f"preempt-{request.node.name.split('[')[0].replace('_', '-')[5:38]}".rstrip("-")
     control_plane.create_namespace(ns)
     yield ns
-    control_plane.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=90s")
+    control_plane.delete_namespace(ns)
 
 
 def pool_pod(

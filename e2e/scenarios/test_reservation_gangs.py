@@ -34,7 +34,7 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     ns = "resv-gang"
     control_plane.create_namespace(ns)
     yield ns
-    control_plane.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=60s")
+    control_plane.delete_namespace(ns)
 
 
 def _reservation(ns: str, name: str) -> dict[str, Any]:

@@ -143,8 +143,8 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = _name("rsv")
     control_plane.create_namespace(name)
     yield name
-    # Waited for, so that the owner pods are gone from the node before the next scenario.
-    control_plane.kubectl("delete", "namespace", name, "--wait=true", "--timeout=90s", check=False)
+    # The owner pods are gone from the node before the next scenario.
+    control_plane.delete_namespace(name)
 
 
 def test_a_reservation_with_ttl_3s_expires_to_failed(

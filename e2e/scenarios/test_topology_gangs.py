@@ -82,7 +82,7 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
     ns = f"topo-{request.node.name.split('[')[0].replace('_', '-')[5:40]}".rstrip("-")
     control_plane.create_namespace(ns)
     yield ns
-    control_plane.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=60s")
+    control_plane.delete_namespace(ns)
 
 
 def fill_one_node_per_block(cp: ControlPlane, ns: str, per_block: int = 1) -> None:
