@@ -22,11 +22,12 @@ TIER ?= fast
 ifeq ($(TIER),full)
 export KOORD_TEST_TIER := full
 export HYPOTHESIS_PROFILE := full
-TIER_MARK :=
+# five times the examples: the longest property tests take minutes there
+TIER_ARGS := --timeout=900
 else
 export KOORD_TEST_TIER := fast
 export HYPOTHESIS_PROFILE := ci
-TIER_MARK := -m "not full"
+TIER_ARGS := -m "not full"
 endif
 # Unit tests mostly wait (asyncio timers, the solver's time limits): two workers per core pay.
 UNIT_WORKERS ?= 4
@@ -81,16 +82,17 @@ lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts
 	$(VENV)/bin/lint-imports
 
 unit: venv ## unit and property tests (no cluster), in parallel
-	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_MARK),unit)
+	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_ARGS),unit)
 
 e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
-	$(call pytest,e2e -n $(E2E_WORKERS) --dist loadfile $(TIER_MARK),e2e)
+	$(call pytest,e2e -n $(E2E_WORKERS) --dist loadfile $(TIER_ARGS),e2e)
 
-test: venv tools ## everything CI runs (the fast tier): lint, unit, e2e, each stage timed
-	$(PY) -m e2e.stages lint unit e2e
+# lint and the unit tests run side by side (neither needs a cluster), then the e2e files.
+test: venv tools ## everything CI runs (the fast tier): lint+unit side by side, then e2e, each stage timed
+	$(PY) -m e2e.stages lint+unit e2e
 
 test-full: venv tools ## the full tier: every test, full sizes (chaos seeds, parity list, smokes), hypothesis `full`
-	$(PY) -m e2e.stages lint unit-full e2e-full
+	$(PY) -m e2e.stages lint+unit-full e2e-full
 
 unit-full e2e-full: %-full:
 	@$(MAKE) --no-print-directory $* TIER=full

@@ -1,9 +1,10 @@
 """The e2e session: one real control plane (kube-apiserver, etcd, kube-controller-manager, KWOK).
 
-The session starts the cluster ``e2e`` (``.cluster/e2e/``) from ``e2e/clusters/e2e.yaml``, installs
-the CRDs and the fake nodes, and stops it at the end (set ``KOORD_E2E_KEEP=1`` to keep it for
-debugging). The e2e tests never skip: missing tools are a failure that says to run `make tools`.
-The API server's version is printed in the summary so a log shows the server was real.
+The session starts the cluster ``e2e`` (``.cluster/e2e/``; ``e2e-gwN`` for xdist worker N) from
+``e2e/clusters/e2e.yaml``, installs the CRDs and the fake nodes, and stops it at the end (set
+``KOORD_E2E_KEEP=1`` to keep it for debugging). The e2e tests never skip: missing tools are a
+failure that says to run `make tools`. The API server's version is printed in the summary so a log
+shows the server was real.
 """
 
 from __future__ import annotations

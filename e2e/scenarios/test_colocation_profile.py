@@ -433,8 +433,10 @@ def test_an_elastic_quota_with_a_batch_cpu_max_refuses_a_pod_over_it(
         wait_for(lambda: _get(cp, "pod", "first", "-n", QUOTA_NS)["spec"].get("nodeName"), 60, "first bound")
     except AssertionError as exc:  # say why, from the scheduler and from the node
         colo = _get(cp, "node", NODE)["status"]["allocatable"]
+        quotas = cp.kubectl("get", "eq,elasticquotaprofiles", "-A", "-o", "yaml")
         raise AssertionError(
             f"{exc}; koord-scheduler: {scheduler.explanation(QUOTA_NS, 'first')}; {NODE} allocatable: {colo}"
+            f"\nquotas and profiles:\n{quotas}"
         ) from exc
     apply(cp, [batch_pod("second")])
     message = wait_for(
