@@ -32,7 +32,8 @@ endif
 # Unit tests mostly wait (asyncio timers, the solver's time limits): two workers per core pay.
 UNIT_WORKERS ?= 4
 # Each e2e worker runs a control plane of its own (e2e/conftest.py) and whole files (loadfile: a
-# file's module fixtures stay on one worker); the scenarios mostly wait on the API server.
+# file's module fixtures stay on one worker); the scenarios mostly wait on the API server. -v: the
+# log says which worker ran each test, in which order (files do not run in alphabetical order).
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
@@ -85,7 +86,7 @@ unit: venv ## unit and property tests (no cluster), in parallel
 	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_ARGS),unit)
 
 e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
-	$(call pytest,e2e -n $(E2E_WORKERS) --dist loadfile $(TIER_ARGS),e2e)
+	$(call pytest,e2e -v -n $(E2E_WORKERS) --dist loadfile $(TIER_ARGS),e2e)
 
 # lint and the unit tests run side by side (neither needs a cluster), then the e2e files.
 test: venv tools ## everything CI runs (the fast tier): lint+unit side by side, then e2e, each stage timed
