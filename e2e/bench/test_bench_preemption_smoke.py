@@ -15,13 +15,15 @@ import shutil
 
 from e2e.bench.preemption import KOORD, KUBE, SCENARIOS, Options, render, run_benchmark
 from e2e.cluster.controlplane import ControlPlane
+from e2e.tier import sized
 
 NODES = 4
 
 
 def test_preemption_harness_reports_every_scenario_and_koord_evicts_only_for_a_job_that_fits() -> None:
     cluster = ControlPlane(name=f"bench-preempt-smoke-{os.getpid()}")
-    opts = Options(nodes=NODES, timeout=20.0, settle=2.0, cluster_name=cluster.name)
+    # cannot-fit waits the whole timeout under both schedulers: 10 s in `make test`, 20 s in full
+    opts = Options(nodes=NODES, timeout=sized(10.0, 20.0), settle=2.0, cluster_name=cluster.name)
 
     report = asyncio.run(run_benchmark(opts))
 
