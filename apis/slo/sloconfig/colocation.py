@@ -25,7 +25,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension._annotation import lookup, parse_json
 from apis.extension.qosannotations import (
     ANNOTATION_NODE_COLOCATION_STRATEGY,
@@ -202,7 +202,7 @@ class ParsedColocation:
 def parse_colocation_config(text: str | None) -> ParsedColocation:
     """The key's JSON (None: absent or empty) as Koordinator's colocation ConfigMap handler reads it.
 
-    Raises ValueError naming the field when the JSON does not parse or the cluster strategy is
+    Raises InvalidValue naming the field when the JSON does not parse or the cluster strategy is
     invalid (the caller keeps its last good value).
     """
     defaults = default_colocation_strategy()
@@ -212,11 +212,11 @@ def parse_colocation_config(text: str | None) -> ParsedColocation:
         # Keys match case-insensitively and nothing is coerced ("60" is no int), as Go's json reads it.
         cfg = parse_json(KEY_COLOCATION, text, ColocationCfg)
     except InvalidAnnotation as exc:
-        raise ValueError(exc.problem) from exc
+        raise InvalidValue(exc.problem) from exc
     cluster = merge_cfg(defaults, cfg.cluster())
     bad = _invalid_fields(cluster)
     if bad:
-        raise ValueError("invalid cluster strategy: " + ", ".join(bad))
+        raise InvalidValue("invalid cluster strategy: " + ", ".join(bad))
     entries = []
     for entry in cfg.node_configs or ():
         merged = merge_cfg(cluster, entry.strategy())

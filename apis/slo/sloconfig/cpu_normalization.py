@@ -26,7 +26,7 @@ from typing import Annotated, Any, Self
 from pydantic import Field, FiniteFloat, model_validator
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension._annotation import parse_json
 from apis.meta import LabelSelector, selects
 from apis.slo.sloconfig.merge import merge_cfg
@@ -141,7 +141,7 @@ def _premerged(key: str, text: str | None, default: Any, model: type[Any]) -> An
     try:
         parsed = parse_json(key, text, model)
     except InvalidAnnotation as exc:
-        raise ValueError(exc.problem) from None
+        raise InvalidValue(exc.problem) from None
     cluster_wire = {k: v for k, v in parsed.to_wire().items() if k != "nodeConfigs"}
     cluster = merge_cfg(default, cluster_wire)
     cluster_only = {k: v for k, v in cluster.to_wire().items() if k != "nodeConfigs"}
@@ -153,7 +153,7 @@ def _premerged(key: str, text: str | None, default: Any, model: type[Any]) -> An
 
 def parse_cpu_normalization_cfg(text: str | None) -> CPUNormalizationCfg:
     """The key's JSON (None: the key is missing) with the defaults and the cluster strategy merged
-    into every ``nodeConfigs`` entry; raises ValueError naming the path of a bad field."""
+    into every ``nodeConfigs`` entry; raises InvalidValue naming the path of a bad field."""
     cfg: CPUNormalizationCfg = _premerged(
         KEY_CPU_NORMALIZATION, text, DEFAULT_CPU_NORMALIZATION, CPUNormalizationCfg
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from apis.base import KoordModel
-from apis.errors import InvalidAnnotation, InvalidValue
+from apis.errors import InvalidAnnotation, InvalidValue, summary
 from apis.extension._annotation import parse_json
 from apis.meta import LabelSelector
 from apis.slo.nodeslo import (
@@ -166,7 +166,7 @@ def _parse_strategy_cfg(key: str, text: str | None, cfg_type: type[SC], default:
             problems.append(f"{path}.nodeSelector: must not be empty (it would select every node)")
         problems += strategy_problems(entry, path)
     if problems:
-        raise InvalidValue("; ".join(problems))
+        raise InvalidValue(summary(problems))
     return merged
 
 
@@ -200,5 +200,5 @@ def parse_host_application_cfg(text: str | None) -> HostApplicationCfg:
         if _empty(entry.node_selector)
     ]
     if problems:
-        raise InvalidValue("; ".join(problems))
+        raise InvalidValue(summary(problems))
     return HostApplicationCfg(applications=raw.applications or [], node_configs=raw.node_configs or [])
