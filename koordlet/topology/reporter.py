@@ -19,7 +19,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from apis.core import Node, Pod
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, summary
 from apis.extension.numa import KUBELET_CPU_MANAGER_POLICY_STATIC, KubeletCPUManagerPolicy
 from apis.topology import NodeResourceTopology
 from koordlet.fs import HostFS
@@ -296,7 +296,7 @@ class HostTopologyReporter:
                 slo = states.node_slo(self.node_name)
                 apps, problems = host_apps_of(slo.spec if slo else None, self.applier.layout)
                 if problems:
-                    self.problems.problem("NodeSLO hostApplications", "; ".join(problems))
+                    self.problems.problem("NodeSLO hostApplications", summary(problems))
                 else:
                     self.problems.ok("NodeSLO hostApplications")
                 self.applier.apply_host_apps(apps, rule)

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from apis.config.clustercolocationprofile import ClusterColocationProfile
 from apis.core import PriorityClass
+from apis.errors import summary
 from operators.clients import ColocationClient
 from operators.handlers import errors
 from operators.handlers.admission import plain
@@ -58,7 +59,7 @@ def colocation_profiles(name: str, body: kopf.Body, **_: Any) -> dict[str, Clust
         return {}
     problems = colocation_profile.validate(profile)
     if problems:
-        message = f"matches no pod until fixed: {'; '.join(problems)}"
+        message = f"matches no pod until fixed: {summary(problems)}"
         log.warning("ClusterColocationProfile %s %s", name, message)
         kopf.warn(body, reason="InvalidProfile", message=message)
     return {name: profile}

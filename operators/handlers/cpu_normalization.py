@@ -26,7 +26,7 @@ from typing import Any
 
 import kopf
 
-from apis.errors import InvalidValue
+from apis.errors import InvalidValue, summary
 from apis.extension.amplification import get_cpu_normalization_ratio
 from apis.extension.numa import ANNOTATION_CPU_BASIC_INFO, CPUBasicInfo, get_cpu_basic_info
 from apis.extension.qosannotations import (
@@ -241,7 +241,7 @@ class CPUNormalization:
         return patch, problems
 
     def _report(self, name: str, ref: kopf.Body, problems: list[str]) -> None:
-        message = "; ".join(problems)
+        message = summary(problems)
         if not message:
             self.reported.pop(name, None)
         elif self.reported.get(name) != message:

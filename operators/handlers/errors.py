@@ -24,6 +24,8 @@ import kopf
 from kubernetes_asyncio import client
 from pydantic import ValidationError
 
+from apis.errors import summary
+
 __all__ = [
     "API_ERRORS",
     "RETRY_DELAY_SECONDS",
@@ -97,8 +99,8 @@ def admission_api_errors(action: str) -> Iterator[None]:
 
 def invalid_object(kind: str, exc: ValidationError) -> kopf.PermanentError:
     """The error for an object its model rejects, naming each bad field."""
-    problems = "; ".join(
-        f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+    problems = summary(
+        [f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()]
     )
     return kopf.PermanentError(f"{kind} is invalid: {problems}")
 

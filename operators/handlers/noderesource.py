@@ -42,6 +42,7 @@ import kopf
 from pydantic import ValidationError
 
 from apis.core import Node, Pod
+from apis.errors import summary
 from apis.quantity import Quantity
 from apis.slo.nodemetric import NodeMetric
 from apis.slo.sloconfig import KEY_COLOCATION, SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE
@@ -292,7 +293,7 @@ class NodeResourceController:
     # --- reconcile ---------------------------------------------------------------------------------
 
     def _report(self, name: str, problems: list[str], logger: kopf.Logger) -> None:
-        text = "; ".join(problems)
+        text = summary(problems)
         if not text or self.reported.get(name) == text:
             if not text:
                 self.reported.pop(name, None)

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from apis.errors import InvalidAnnotation
+from apis.errors import InvalidAnnotation, summary
 from apis.extension.qosannotations import get_node_total_bandwidth
 from apis.meta import LabelSelector, ObjectMeta, OwnerReference
 from apis.slo.nodeslo import (
@@ -88,7 +88,7 @@ def _selector_problem(selector: LabelSelector | None) -> str | None:
     if selector is None:
         return "Required value"
     problems = label_selector_problems(selector, "nodeSelector")
-    return "; ".join(problems) if problems else None
+    return summary(problems) if problems else None
 
 
 def _first_match(entries: Sequence[P] | None, labels: Mapping[str, str]) -> P | None:
