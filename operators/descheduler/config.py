@@ -13,13 +13,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from apis.duration import parse_go_duration
+from apis.errors import MESSAGE_LIMIT, InvalidValue
 from apis.meta import LabelSelector
 from apis.types import GoDuration, IntOrString
+from apis.yamltext import load_yaml
 
 __all__ = [
     "ArbitrationArgs",
@@ -49,6 +50,20 @@ JobMode = Literal["ReservationFirst", "EvictDirectly"]
 
 class ConfigError(ValueError):
     """The configuration cannot be used; the message names each offending field."""
+
+
+def _listed(problems: Sequence[str]) -> str:
+    """``problems`` one a line, as many whole ones as fit in :data:`MESSAGE_LIMIT` characters, then
+    how many more: a configuration with 100,000 bad entries still gives a readable start-up error."""
+    shown: list[str] = []
+    used = 0
+    for i, problem in enumerate(problems):
+        if shown and used + len(problem) > MESSAGE_LIMIT:
+            shown.append(f"and {len(problems) - i} more problems")
+            break
+        shown.append(problem if len(problem) <= MESSAGE_LIMIT else problem[:MESSAGE_LIMIT] + "...")
+        used += len(shown[-1]) + 3
+    return "\n  " + "\n  ".join(shown)
 
 
 class _Strict(BaseModel):
@@ -303,7 +318,7 @@ def resolve(
         args = {n: configured.get(n) or args_models[n][0]() for n in sorted(enabled) if n in args_models}
         resolved.append(ResolvedProfile(name=name, node_selector=profile.node_selector, args=args, **points))
     if problems:
-        raise ConfigError("invalid DeschedulerConfiguration:\n  " + "\n  ".join(problems))
+        raise ConfigError("invalid DeschedulerConfiguration:" + _listed(problems))
     return resolved
 
 
@@ -311,9 +326,9 @@ def load(path_or_text: Path | str) -> DeschedulerConfiguration:
     """Parse ``--config`` (a path, or YAML text for tests)."""
     text = path_or_text.read_text() if isinstance(path_or_text, Path) else path_or_text
     try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"DeschedulerConfiguration is not YAML: {exc}") from None
+        raw = load_yaml(text, "DeschedulerConfiguration") or {}
+    except InvalidValue as exc:  # not YAML, too deep, too many values once aliases are expanded
+        raise ConfigError(str(exc)) from None
     if not isinstance(raw, dict):
         raise ConfigError("DeschedulerConfiguration must be a mapping")
     api_version = raw.get("apiVersion")
@@ -322,4 +337,4 @@ def load(path_or_text: Path | str) -> DeschedulerConfiguration:
     try:
         return DeschedulerConfiguration.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError("invalid DeschedulerConfiguration:\n  " + "\n  ".join(_problems(exc, ""))) from None
+        raise ConfigError("invalid DeschedulerConfiguration:" + _listed(_problems(exc, ""))) from None

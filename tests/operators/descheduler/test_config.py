@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from apis.errors import MESSAGE_LIMIT
 from operators.descheduler.__main__ import main
 from operators.descheduler.config import ConfigError, MigrationControllerArgs, PluginSet, load, merge, resolve
 from operators.descheduler.registry import args_models
@@ -137,3 +138,42 @@ def test_the_process_refuses_to_start_on_an_invalid_configuration(
     path.write_text("profiles:\n- plugins:\n    balance:\n      enabled: [{name: Nope}]\n")
     assert main(["--config", str(path)]) == 2
     assert "profiles[0].plugins.balance: unknown plugin 'Nope'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 10_000 + "]" * 10_000, "nested deeper than"),
+        ("profiles: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n", "nested deeper than"),
+        ("profiles: [\n", "not YAML"),
+        (
+            "a: &a [x, x, x, x, x, x, x, x, x]\n"
+            + "".join(
+                f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+                for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+            ),
+            "aliases are expanded",
+        ),
+        ("a: \ud800\n", "not UTF-8"),
+    ],
+)
+def test_hostile_yaml_is_a_clear_start_up_error(
+    text: str, message: str, tmp_path: pytest.TempPathFactory, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load(text)
+    if text.isascii():
+        path = tmp_path / "config.yaml"  # type: ignore[operator]
+        path.write_text(text)
+        assert main(["--config", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert len(err) <= 2 * MESSAGE_LIMIT
+
+
+def test_a_configuration_with_5000_problems_gives_a_bounded_error() -> None:
+    text = "profiles:\n" + "- {name: a, bogus: 1}\n" * 5_000
+    with pytest.raises(ConfigError) as caught:
+        load(text)
+    assert len(str(caught.value)) <= 2 * MESSAGE_LIMIT
+    assert str(caught.value).endswith(" more problems")
