@@ -29,8 +29,8 @@ export KOORD_TEST_TIER := fast
 export HYPOTHESIS_PROFILE := ci
 TIER_ARGS := -m "not full"
 endif
-# Unit tests mostly wait (asyncio timers, the solver's time limits): two workers per core pay.
-UNIT_WORKERS ?= 4
+# Unit tests run beside the e2e files in `make test`: two workers; `make unit` alone can take more.
+UNIT_WORKERS ?= 2
 # Each e2e worker runs a control plane of its own (e2e/conftest.py) and whole files (loadfile: a
 # file's module fixtures stay on one worker); the scenarios mostly wait on the API server. -v: the
 # log says which worker ran each test, in which order (files do not run in alphabetical order).
@@ -88,12 +88,12 @@ unit: venv ## unit and property tests (no cluster), in parallel
 e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
 	$(call pytest,e2e -v -n $(E2E_WORKERS) --dist loadfile $(TIER_ARGS),e2e)
 
-# lint and the unit tests run side by side (neither needs a cluster), then the e2e files.
-test: venv tools ## everything CI runs (the fast tier): lint+unit side by side, then e2e, each stage timed
-	$(PY) -m e2e.stages lint+unit e2e
+# lint and the unit tests (two workers) run beside the e2e files, on the CPU the clusters leave.
+test: venv tools ## everything CI runs (the fast tier): lint, unit and e2e side by side, timed
+	$(PY) -m e2e.stages lint+unit+e2e
 
 test-full: venv tools ## the full tier: every test, full sizes (chaos seeds, parity list, smokes), hypothesis `full`
-	$(PY) -m e2e.stages lint+unit-full e2e-full
+	$(PY) -m e2e.stages lint+unit-full+e2e-full
 
 unit-full e2e-full: %-full:
 	@$(MAKE) --no-print-directory $* TIER=full

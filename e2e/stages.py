@@ -5,9 +5,9 @@ stage (and ``.cluster/reports/stages.json`` keeps it beside the JUnit XML of the
 A stage that fails stops the run, as `make` would, after the table is printed with that stage
 marked; the exit status is the failed stage's.
 
-A stage written ``a+b`` runs targets ``a`` and ``b`` at the same time (each with its output in
-``.cluster/reports/<target>.log``, printed when both are done): the unit tests use the cores that
-the e2e session leaves idle while it waits on the API server.
+A stage written ``a+b+c`` runs those targets at the same time: ``c`` writes to the log as it goes,
+``a`` and ``b`` to ``.cluster/reports/<target>.log``, printed when they end. `make test` runs lint
+and the unit tests beside the e2e files, on the CPU that the e2e clusters leave while they wait.
 """
 
 from __future__ import annotations
@@ -37,13 +37,16 @@ class StageReport(BaseModel):
 
 
 def _run_together(targets: list[str], make: str) -> int:
+    """The last target writes to this log as it goes (its progress shows); the others write to
+    ``.cluster/reports/<target>.log``, printed when they end."""
+    *logged, live = targets
     procs: list[tuple[str, subprocess.Popen[bytes], Path]] = []
-    for target in targets:
+    for target in logged:
         log = REPORTS / f"{target}.log"
         with log.open("wb") as out:
             cmd = [make, "--no-print-directory", target]
             procs.append((target, subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT), log))
-    status = 0
+    status = subprocess.call([make, "--no-print-directory", live])
     for target, proc, log in procs:
         rc = proc.wait()
         sys.stdout.write(f"\n===== make {target} (exit {rc}) =====\n")

@@ -28,7 +28,7 @@ def fake_make(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_every_stage_runs_in_order_and_is_timed(
-    fake_make: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fake_make: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     assert stages.run(["lint+unit", "e2e"], make=str(fake_make)) == 0
     ran = (tmp_path / "ran.txt").read_text().split()
@@ -36,7 +36,7 @@ def test_every_stage_runs_in_order_and_is_timed(
     assert ran[2] == "e2e"
     report = stages.StageReport.model_validate(json.loads((tmp_path / "reports" / "stages.json").read_text()))
     assert [(s.stage, s.status) for s in report.stages] == [("lint+unit", 0), ("e2e", 0)]
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out  # the live target writes to the process's own stdout
     assert "output of lint" in out
     assert "output of unit" in out
     assert "===== stage times =====" in out
