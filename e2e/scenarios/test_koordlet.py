@@ -115,6 +115,13 @@ def simulation(
         yield component
     finally:
         print(component.stop())
+        # The usage koordlet reported stays in these nodes' NodeMetrics, and LoadAwareScheduling
+        # filters on it: the files that run next on this cluster (test_gangs uses cpu-22 and
+        # cpu-23) must find the nodes as the session made them, with no usage reported.
+        for node in (HOT, STEPPED, STOPPING, REAL, "cpu-0", "cpu-1"):
+            control_plane.run_kubectl(
+                "patch", "nodemetric", node, "--subresource=status", "--type=merge", "-p", '{"status":null}'
+            )
 
 
 def _healthz(port: int) -> bool | None:
