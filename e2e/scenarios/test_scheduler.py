@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,21 @@ def _events(cp: ControlPlane, namespace: str, reason: str) -> dict[str, list[str
 
 MIXED = "sched-mixed"
 SIZES = [("250m", "256Mi"), ("500m", "512Mi"), ("1", "1Gi"), ("2", "2Gi")]
+
+
+NAMESPACES = (MIXED, "sched-sigkill", "sched-apiserver", "sched-leader", "sched-gates")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_cpu_pool(control_plane: ControlPlane) -> Iterator[None]:
+    """This module's pods fill the cpu pool; the files that run after it on the same cluster
+    (under xdist, not in alphabetical order: test_gangs' small pool is cpu-22 and cpu-23) need the
+    pool as the session made it."""
+    yield
+    existing = set(control_plane.kubectl("get", "namespaces", "-o", "name").split())
+    for namespace in NAMESPACES:
+        if f"namespace/{namespace}" in existing:
+            control_plane.delete_namespace(namespace)
 
 
 @pytest.fixture(scope="module")
