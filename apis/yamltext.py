@@ -23,7 +23,7 @@ import yaml
 
 from apis.errors import InvalidValue
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "load_yaml"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "BoundedLoader", "load_yaml", "load_yaml_documents"]
 
 MAX_DEPTH = 100
 """The deepest nesting of sequences and mappings read (configurations nest a dozen levels)."""
@@ -36,7 +36,10 @@ class _TooDeep(Exception):
     pass
 
 
-class _BoundedLoader(yaml.SafeLoader):
+class BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses nesting deeper than :data:`MAX_DEPTH`; subclass it to add
+    constructors (the scheduler configuration's duplicate-key check)."""
+
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
@@ -75,22 +78,44 @@ def _expanded_size(root: yaml.Node, limit: int) -> int:
 
 def load_yaml(text: str, source: str) -> Any:
     """The one YAML document of ``text`` (None when empty); ``source`` names it in errors."""
+    docs = _load(text, source, BoundedLoader, single=True)
+    return docs[0] if docs else None
+
+
+def load_yaml_documents(text: str, source: str, loader: type[BoundedLoader] = BoundedLoader) -> list[Any]:
+    """Every document of a ``---``-separated stream, empty ones left out; the alias-expanded size
+    of all of them together is bounded by :data:`MAX_NODES`."""
+    return [doc for doc in _load(text, source, loader, single=False) if doc is not None]
+
+
+def _load(text: str, source: str, loader_type: type[BoundedLoader], *, single: bool) -> list[Any]:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidValue(f"{source}: not UTF-8 text ({exc.reason} at character {exc.start})") from None
     try:
-        loader = _BoundedLoader(text)  # reads the first characters: a control character raises here
+        loader = loader_type(text)  # reads the first characters: a control character raises here
         try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            if _expanded_size(node, MAX_NODES) > MAX_NODES:
-                raise InvalidValue(f"{source}: more than {MAX_NODES} values once its aliases are expanded")
-            return loader.construct_document(node)
+            if single:
+                node = loader.get_single_node()
+                nodes = [] if node is None else [node]
+            else:
+                nodes = []
+                while loader.check_node():
+                    node = loader.get_node()
+                    if node is not None:
+                        nodes.append(node)
+            budget = MAX_NODES
+            for node in nodes:
+                budget -= _expanded_size(node, budget)
+                if budget < 0:
+                    raise InvalidValue(
+                        f"{source}: more than {MAX_NODES} values once its aliases are expanded"
+                    )
+            return [loader.construct_document(node) for node in nodes]
         finally:
             loader.dispose()
     except _TooDeep:
         raise InvalidValue(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
     except yaml.YAMLError as exc:
-        raise InvalidValue(f"{source}: not YAML: {exc}") from None
+        raise InvalidValue(f"{source}: not valid YAML: {exc}") from None

@@ -71,14 +71,23 @@ def _render_explanation(e: dict[str, Any]) -> str:
 
 
 def _simulate(args: argparse.Namespace) -> int:
+    from scheduler.config.errors import ConfigError
     from scheduler.simulator.description import load as load_cluster
     from scheduler.simulator.run import load_custom_resources, load_workload, render, simulate
 
-    cluster = load_cluster(args.cluster)
-    pods = load_workload(args.workload)
-    config_text = Path(args.config).read_text() if args.config else None
-    custom = load_custom_resources(args.workload)
-    result = asyncio.run(simulate(cluster, pods, config_text=config_text, custom_resources=custom))
+    try:
+        cluster = load_cluster(args.cluster)
+        pods = load_workload(args.workload)
+        config_text = Path(args.config).read_text() if args.config else None
+        custom = load_custom_resources(args.workload)
+    except (OSError, ValueError) as exc:  # pydantic's ValidationError is a ValueError
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    try:
+        result = asyncio.run(simulate(cluster, pods, config_text=config_text, custom_resources=custom))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     print(render(result, args.output))
     return 0 if not result.pending or args.allow_pending else 2
 

@@ -12,6 +12,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from apis.errors import InvalidValue
+from apis.yamltext import BoundedLoader, load_yaml_documents
 from scheduler.config.catalog import Implements, PluginCatalog
 from scheduler.config.errors import ConfigError, pydantic_problems
 from scheduler.config.models import API_GROUP, KubeSchedulerConfiguration
@@ -25,8 +27,9 @@ log = logging.getLogger(__name__)
 _V1BETA2_IGNORED = ("healthzBindAddress", "metricsBindAddress")
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """Rejects a key given twice in one mapping, as kube's strict decoder does."""
+class _StrictLoader(BoundedLoader):
+    """Rejects a key given twice in one mapping, as kube's strict decoder does (and, as every
+    loader of a file a person writes, nesting and aliases past :mod:`apis.yamltext`'s bounds)."""
 
 
 class _DuplicateField(yaml.YAMLError):
@@ -58,11 +61,9 @@ def _read(path_or_text: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[Any
     else:
         text, source = path_or_text, ""
     try:
-        docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
-    except _DuplicateField as exc:
+        docs = load_yaml_documents(text, source or "configuration", _StrictLoader)
+    except InvalidValue as exc:
         raise ConfigError([str(exc)], source) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([f"not valid YAML: {exc}"], source) from None
     if len(docs) != 1:
         raise ConfigError([f"expected exactly one YAML document, found {len(docs)}"], source)
     return docs[0], source

@@ -22,14 +22,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from apis.extension import device as device_ext
 from apis.quantity import Quantity
+from apis.yamltext import load_yaml
 
-__all__ = ["ClusterDescription", "GPUSpec", "NodeImage", "NodePool", "TopologyLayer", "load"]
+__all__ = ["MAX_NODES", "ClusterDescription", "GPUSpec", "NodeImage", "NodePool", "TopologyLayer", "load"]
+
+MAX_NODES = 100_000
+"""The most nodes a description may expand to (ten times the largest clusters Koordinator reports):
+a count typed with three zeros too many is an error naming the pools, not an hour of building nodes."""
 
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 
@@ -106,6 +110,11 @@ class ClusterDescription(_Model):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"node pool names must be unique, repeated: {', '.join(duplicates)}")
+        total = sum(p.count for p in self.node_pools)
+        if total > MAX_NODES:
+            raise ValueError(
+                f"nodePools: {total} nodes in all, more than the {MAX_NODES} a simulation builds"
+            )
         return self
 
     def nodes(self) -> list[dict[str, Any]]:
@@ -121,8 +130,10 @@ class ClusterDescription(_Model):
 
 
 def load(path: str | Path) -> ClusterDescription:
-    with open(path) as handle:
-        return ClusterDescription.model_validate(yaml.safe_load(handle) or {})
+    """The description in ``path``; ValueError (pydantic's ValidationError is one) when it is none."""
+    return ClusterDescription.model_validate(
+        load_yaml(Path(path).read_text(encoding="utf-8"), str(path)) or {}
+    )
 
 
 def _topology_labels(pool: NodePool, index: int) -> dict[str, str]:

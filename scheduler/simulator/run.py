@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from apis.core import Pod
+from apis.errors import InvalidValue
 from apis.resources import from_int_units
+from apis.yamltext import load_yaml_documents
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
 from scheduler.backend.memory import MemoryBackend
@@ -33,7 +33,18 @@ from scheduler.plugins.helper.storage import CSINODES, PVCS, PVS, STORAGECLASSES
 from scheduler.simulator.description import ClusterDescription
 from scheduler.simulator.pv_controller import run_pv_controller
 
-__all__ = ["Placement", "SimulationResult", "load_custom_resources", "load_workload", "render", "simulate"]
+__all__ = [
+    "MAX_PODS",
+    "Placement",
+    "SimulationResult",
+    "load_custom_resources",
+    "load_workload",
+    "render",
+    "simulate",
+]
+
+MAX_PODS = 1_000_000
+"""The most pods a workload may expand to: ``replicas: 1e12`` is an error, not a machine out of memory."""
 
 _REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
 
@@ -69,8 +80,21 @@ class SimulationResult:
 def load_workload(path: str | Path) -> list[Pod]:
     """Pods from a YAML stream: Pods, Lists, and the pod templates of Deployments, ReplicaSets,
     StatefulSets (``replicas``) and Jobs (``parallelism``), expanded to ``<name>-<index>``."""
-    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
-    return [pod for doc in docs for pod in _expand(doc)]
+    pods: list[Pod] = []
+    for doc in _documents(path):
+        for pod in _expand(doc):
+            pods.append(pod)
+            if len(pods) > MAX_PODS:
+                raise InvalidValue(f"{path}: the workload expands to more than {MAX_PODS} pods")
+    return pods
+
+
+def _documents(path: str | Path) -> list[dict[str, Any]]:
+    docs = load_yaml_documents(Path(path).read_text(encoding="utf-8"), str(path))
+    for index, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise InvalidValue(f"{path}: document {index + 1} is a {type(doc).__name__}, not an object")
+    return docs
 
 
 _CUSTOM: dict[str, ResourceType[Any]] = {
@@ -87,10 +111,9 @@ _CUSTOM: dict[str, ResourceType[Any]] = {
 def load_custom_resources(path: str | Path) -> list[tuple[ResourceType[Any], Any]]:
     """The PodGroups, ClusterNetworkTopologies and storage objects (PersistentVolumeClaims,
     PersistentVolumes, StorageClasses, CSINodes) of a workload file (applied before its pods)."""
-    docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     return [
         (_CUSTOM[d["kind"]], _CUSTOM[d["kind"]].model.model_validate(d))
-        for d in docs
+        for d in _documents(path)
         if d.get("kind") in _CUSTOM
     ]
 
@@ -100,27 +123,37 @@ def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
     if kind in _CUSTOM:
         return  # see load_custom_resources
     if kind == "List":
-        for item in doc.get("items", []):
+        items = doc.get("items") or []
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise InvalidValue("a List's items must be a list of objects")
+        for item in items:
             yield from _expand(item)
         return
     if kind == "Pod":
         yield Pod.model_validate(doc)
         return
     if kind in _REPLICATED or kind == "Job":
-        spec = doc.get("spec", {})
-        count = spec.get("replicas", 1) if kind in _REPLICATED else spec.get("parallelism", 1)
-        template = spec.get("template", {})
-        meta = doc.get("metadata", {})
-        for index in range(int(count)):
+        spec = _object(doc, "spec")
+        field_name = "replicas" if kind in _REPLICATED else "parallelism"
+        count = spec.get(field_name, 1)
+        if type(count) is not int or not 0 <= count <= MAX_PODS:
+            raise InvalidValue(
+                f"{kind} spec.{field_name}: {count!r} is not a whole number from 0 to {MAX_PODS}"
+            )
+        template = _object(spec, "template")
+        meta = _object(doc, "metadata")
+        if not isinstance(meta.get("name"), str):
+            raise InvalidValue(f"{kind} metadata.name: a name is required")
+        for index in range(count):
             pod = {
                 "apiVersion": "v1",
                 "kind": "Pod",
                 "metadata": {
-                    **template.get("metadata", {}),
+                    **_object(template, "metadata"),
                     "name": f"{meta['name']}-{index}",
                     "namespace": meta.get("namespace", "default"),
                 },
-                "spec": template.get("spec", {}),
+                "spec": _object(template, "spec"),
             }
             yield Pod.model_validate(pod)
         return
@@ -128,6 +161,13 @@ def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
         f"unsupported kind {kind!r} in the workload: "
         f"use Pod, List, Deployment, ReplicaSet, StatefulSet, Job or {', '.join(_CUSTOM)}"
     )
+
+
+def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    value = parent.get(key) or {}
+    if not isinstance(value, dict):
+        raise InvalidValue(f"{key}: a {type(value).__name__}, not an object")
+    return value
 
 
 async def simulate(

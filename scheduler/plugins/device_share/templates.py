@@ -18,13 +18,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from apis.core import ConfigMap
+from apis.errors import InvalidValue
 from apis.extension._annotation import ResourceList
 from apis.extension.device import RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO
 from apis.resources import to_int_units
+from apis.yamltext import load_yaml
 from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.plugins.device_share.args import GPUSharedResourceTemplatesConfig
 from scheduler.plugins.device_share.request import GPURequest
@@ -53,11 +54,11 @@ _WIRE: TypeAdapter[dict[str, dict[str, ResourceList]]] = TypeAdapter(dict[str, d
 
 def parse_templates(text: str) -> Templates:
     """``data.yaml`` of the templates ConfigMap; ValueError when it is not that shape."""
+    raw = load_yaml(text, DATA_KEY) or {}  # InvalidValue (a ValueError) for text that is no YAML
     try:
-        raw = yaml.safe_load(text) or {}
         wire = _WIRE.validate_python(raw)
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise ValueError(f"{DATA_KEY}: {exc}") from exc
+    except ValidationError as exc:
+        raise InvalidValue(f"{DATA_KEY}: {exc}") from None
     return {
         key: {name: {r: to_int_units(r, q) for r, q in res.items()} for name, res in templates.items()}
         for key, templates in wire.items()

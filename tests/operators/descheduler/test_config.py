@@ -145,7 +145,7 @@ def test_the_process_refuses_to_start_on_an_invalid_configuration(
     [
         ("[" * 10_000 + "]" * 10_000, "nested deeper than"),
         ("profiles: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n", "nested deeper than"),
-        ("profiles: [\n", "not YAML"),
+        ("profiles: [\n", "not valid YAML"),
         (
             "a: &a [x, x, x, x, x, x, x, x, x]\n"
             + "".join(
