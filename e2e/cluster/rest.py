@@ -1,4 +1,4 @@
-"""Reads from a local cluster's API server in process, for the e2e helpers that poll.
+"""Reads (and collection deletes) from a local cluster's API server in process, for the e2e helpers that poll.
 
 A ``kubectl get -o json`` is a Go process start, a discovery read and a TLS handshake: about a
 quarter of a second of CPU on these machines, and the waits of the e2e suite ran it thousands of
@@ -28,7 +28,7 @@ class ApiError(RuntimeError):
 
     def __init__(self, status: int, path: str, body: str) -> None:
         self.status = status
-        super().__init__(f"GET {path}: HTTP {status}: {body[:500]}")
+        super().__init__(f"{path}: HTTP {status}: {body[:500]}")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ def _endpoint(kubeconfig: Path) -> _Endpoint:
 
 
 class RestClient:
-    """GETs over one kept-alive connection, opened again after a failure (an API server restart)."""
+    """Requests over one kept-alive connection, opened again after a failure (an API server restart)."""
 
     def __init__(self, kubeconfig: Path) -> None:
         self._endpoint = _endpoint(kubeconfig)
@@ -61,18 +61,7 @@ class RestClient:
     def get(self, path: str) -> dict[str, Any]:
         """The decoded object or list at ``path``; a list's items get their ``apiVersion`` and
         ``kind``, as ``kubectl get -o json`` prints them."""
-        with self._lock:
-            for attempt in (1, 2):
-                try:
-                    status, body = self._get(path)
-                    break
-                except (OSError, http.client.HTTPException):
-                    self._close()
-                    if attempt == 2:
-                        raise
-        if status != 200:
-            raise ApiError(status, path, body.decode(errors="replace"))
-        found: dict[str, Any] = json.loads(body)
+        found = self._call("GET", path)
         kind = found.get("kind", "")
         if kind.endswith("List") and isinstance(found.get("items"), list):
             for item in found["items"]:
@@ -80,11 +69,31 @@ class RestClient:
                 item.setdefault("kind", kind.removesuffix("List"))
         return found
 
-    def _get(self, path: str) -> tuple[int, bytes]:
+    def delete_collection(self, path: str) -> None:
+        """DELETE every object of the collection at ``path`` in one request (what ``kubectl
+        delete --all`` does with one request per object)."""
+        self._call("DELETE", path)
+
+    def _call(self, method: str, path: str) -> dict[str, Any]:
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    status, body = self._request(method, path)
+                    break
+                except (OSError, http.client.HTTPException):
+                    self._close()
+                    if attempt == 2:
+                        raise
+        if status != 200:
+            raise ApiError(status, f"{method} {path}", body.decode(errors="replace"))
+        found: dict[str, Any] = json.loads(body)
+        return found
+
+    def _request(self, method: str, path: str) -> tuple[int, bytes]:
         if self._connection is None:
             e = self._endpoint
             self._connection = http.client.HTTPSConnection(e.host, e.port, context=e.context, timeout=30)
-        self._connection.request("GET", path, headers={"Accept": "application/json"})
+        self._connection.request(method, path, headers={"Accept": "application/json"})
         response = self._connection.getresponse()
         return response.status, response.read()
 
