@@ -1,17 +1,70 @@
 """koordlet's feature gates (``koordlet --feature-gates``), with Koordinator's names and defaults
 (``pkg/features/koordlet_features.go`` and the runtime hooks' gates).
 
-Only gates this project honours are accepted; another name or a value that is not a boolean stops
-koordlet at start-up with a message naming the gate.
+Every gate of Koordinator's koordlet is accepted, and ``AllAlpha``/``AllBeta`` set every alpha (beta)
+gate not named explicitly; the gates of :class:`KoordletFeatureGates` are honoured, another
+Koordinator gate is accepted with one warning naming it (:func:`koordlet_feature_gate_notes`). An
+unknown name or a value that is not a boolean stops koordlet at start-up with a message naming the
+gate.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from apis.errors import InvalidValue, echo
+from apis.features import GateSpec, gate_notes, resolve_gates
 
-__all__ = ["KoordletFeatureGates", "parse_koordlet_feature_gates"]
+__all__ = [
+    "KOORDLET_GATES",
+    "KoordletFeatureGates",
+    "koordlet_feature_gate_notes",
+    "parse_koordlet_feature_gates",
+]
+
+KOORDLET_GATES: Mapping[str, GateSpec] = {
+    "Accelerators": GateSpec(False, "ALPHA"),
+    "AuditEvents": GateSpec(False, "ALPHA"),
+    "AuditEventsHTTPHandler": GateSpec(False, "ALPHA"),
+    "BECPUEvict": GateSpec(False, "ALPHA"),
+    "BECPUManager": GateSpec(False, "ALPHA"),
+    "BECPUSuppress": GateSpec(True, "BETA"),
+    "BEMemoryEvict": GateSpec(False, "ALPHA"),
+    "BatchResource": GateSpec(True, "BETA"),
+    "BlkIOReconcile": GateSpec(False, "ALPHA"),
+    "CPICollector": GateSpec(False, "ALPHA"),
+    "CPUAllocatableEvict": GateSpec(False, "ALPHA"),
+    "CPUBurst": GateSpec(True, "BETA"),
+    "CPUEvict": GateSpec(False, "ALPHA"),
+    "CPUNormalization": GateSpec(False, "ALPHA"),
+    "CPUSetAllocator": GateSpec(True, "BETA"),
+    "CgroupReconcile": GateSpec(False, "ALPHA"),
+    "ColdPageCollector": GateSpec(False, "ALPHA"),
+    "CoreSched": GateSpec(False, "ALPHA"),
+    "GPUEnvInject": GateSpec(False, "ALPHA"),
+    "GroupIdentity": GateSpec(True, "BETA"),
+    "HamiCoreVGPUMonitor": GateSpec(False, "ALPHA"),
+    "HugePageReport": GateSpec(False, "ALPHA"),
+    "Libpfm4": GateSpec(False, "ALPHA"),
+    "MemoryAllocatableEvict": GateSpec(False, "ALPHA"),
+    "MemoryEvict": GateSpec(False, "ALPHA"),
+    "NodeMetricPromMetrics": GateSpec(False, "ALPHA"),
+    "NodeTopologyReport": GateSpec(True, "BETA"),
+    "OOMScoreAdj": GateSpec(False, "ALPHA"),
+    "PSICollector": GateSpec(False, "ALPHA"),
+    "PerCPUMetric": GateSpec(False, "ALPHA"),
+    "PodResourcesProxy": GateSpec(False, "ALPHA"),
+    "RDMADeviceInject": GateSpec(False, "ALPHA"),
+    "RDMADevices": GateSpec(False, "ALPHA"),
+    "RdtResctrl": GateSpec(True, "BETA"),
+    "Resctrl": GateSpec(False, "ALPHA"),
+    "ResctrlCollector": GateSpec(False, "ALPHA"),
+    "SystemConfig": GateSpec(False, "ALPHA"),
+    "TCNetworkQoS": GateSpec(False, "ALPHA"),
+    "TerwayQoS": GateSpec(False, "ALPHA"),
+}
+"""Koordinator's koordlet gates (``pkg/features/koordlet_features.go`` and
+``pkg/koordlet/runtimehooks/config.go``, commit a7a1b76b)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,21 +91,19 @@ class KoordletFeatureGates:
     """LS and no-QoS pods' CFS quota divided by the node's CPU normalization ratio."""
 
 
+def _honoured() -> dict[str, str]:
+    return {f.metadata["gate"]: f.name for f in fields(KoordletFeatureGates)}
+
+
 def parse_koordlet_feature_gates(text: str) -> KoordletFeatureGates:
     """``Name=bool`` pairs separated by commas (empty: every default)."""
-    known = {f.metadata["gate"]: f.name for f in fields(KoordletFeatureGates)}
-    values: dict[str, bool] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, raw = item.partition("=")
-        name = name.strip()
-        if not sep:
-            raise InvalidValue(f"missing bool value for {echo(name)} in --feature-gates")
-        if name not in known:
-            raise InvalidValue(f"unrecognized koordlet feature gate: {echo(name)}")
-        lowered = raw.strip().lower()
-        if lowered not in ("true", "1", "t", "false", "0", "f"):
-            raise InvalidValue(f"invalid value of {echo(name)}={echo(raw.strip())}, err: expected a bool")
-        values[known[name]] = lowered in ("true", "1", "t")
-    return KoordletFeatureGates(**values)
+    honoured = _honoured()
+    values = resolve_gates(text, KOORDLET_GATES, what="koordlet feature gate")
+    return KoordletFeatureGates(
+        **{honoured[name]: value for name, value in values.items() if name in honoured}
+    )
+
+
+def koordlet_feature_gate_notes(text: str) -> list[str]:
+    """The warnings about the gates ``text`` names that are Koordinator's but not implemented here."""
+    return gate_notes(text, KOORDLET_GATES, _honoured(), what="koordlet feature gate")

@@ -1,5 +1,6 @@
 """``koordlet``: the node agent, reporting node, system and pod usage into the node's NodeMetric.
 
+Koordinator's koordlet command line is taken as is, in Go's flag syntax (docs/flags.md).
 ``koordlet --node-name NODE [--kubeconfig FILE]`` collects this host's usage and writes its Device;
 ``koordlet --simulate FILE [--kubeconfig FILE] [--report-interval-seconds S]`` reports for every node
 a load file describes instead (docs/koordlet.md), ``--simulate-devices FILE`` writes the Device of
@@ -12,19 +13,22 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from apis.duration import parse_go_duration
+from apis.goflags import GoFlagParser, level_for_verbosity, log_flag_notes
+from apis.koordlet_features import koordlet_feature_gate_notes, parse_koordlet_feature_gates
 from koordlet.agent import Agent
 from koordlet.cgroups import detect_version
 from koordlet.client import QoSClient
 from koordlet.config import KoordletConfig
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
-from koordlet.fs import HostFS
 from koordlet.metrics import KoordletMetrics, serve
 from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
@@ -40,9 +44,168 @@ __all__ = ["main", "parse_args"]
 log = logging.getLogger("koordlet")
 
 
+_NO_HOOKS = "no runtime hooks server: QoS is written into the pods' cgroups directly"
+_FIXED = "this collector or strategy runs on its own period here (docs/koordlet.md)"
+_ACCEPTED: dict[str, tuple[str, bool]] = {
+    "enable-pprof": ("no pprof server", True),
+    "pprof-addr": ("no pprof server", False),
+    "kube-api-qps": ("the API client is not rate limited here", False),
+    "kube-api-burst": ("the API client is not rate limited here", False),
+    **dict.fromkeys(
+        (
+            "audit-log-dir",
+            "audit-verbose",
+            "audit-max-disk-space-mb",
+            "audit-max-concurrent-readers",
+            "audit-max-events-limit",
+        ),
+        ("no audit log", False),
+    ),
+    "configmap-name": ("koordlet reads its settings from the NodeSLO, not a ConfigMap", False),
+    "configmap-namespace": ("koordlet reads its settings from the NodeSLO, not a ConfigMap", False),
+    **dict.fromkeys(
+        (
+            "metric-gc-interval-seconds",
+            "metric-expire-seconds",
+            "tsdb-path",
+            "tsdb-retention-duration",
+            "tsdb-stripe-size",
+            "tsdb-wal-segment-size",
+            "tsdb-min-block-duration",
+            "tsdb-max-block-duration",
+            "tsdb-head-chunks-write-buffer-size",
+            "tsdb-max-block-chunk-segment-size",
+            "tsdb-max-bytes",
+        ),
+        ("metrics are kept in memory, not in a TSDB", False),
+    ),
+    "tsdb-enable-prometheus-metric": ("metrics are kept in memory, not in a TSDB", True),
+    **dict.fromkeys(
+        (
+            "collect-sys-metric-outdated-interval",
+            "collect-node-cpu-info-interval",
+            "collect-node-storage-info-interval",
+            "cpi-collector-interval",
+            "psi-collector-interval",
+            "collect-cpi-timewindow",
+            "coldpage-collector-interval",
+            "resctrl-collector-interval",
+            "reconcile-interval-seconds",
+            "cpu-suppress-interval-seconds",
+            "cpu-evict-interval-seconds",
+            "memory-evict-interval-seconds",
+            "memory-evict-cool-time-seconds",
+            "cpu-evict-cool-time-seconds",
+            "resource-force-update-seconds",
+        ),
+        (_FIXED, False),
+    ),
+    "enable-pagecache-collector": (_FIXED, True),
+    "enable-resctrl-collector": (_FIXED, True),
+    "only-evict-by-api": ("pods are always evicted through the Eviction API", True),
+    **dict.fromkeys(
+        (
+            "prediction-checkpoint-filepath",
+            "prediction-cold-start-duration",
+            "prediction-safety-margin-percent",
+            "prediction-memory-histogram-decay-halflife",
+            "prediction-cpu-histogram-decay-halflife",
+            "prediction-training-interval",
+            "prediction-model-expiration-duration",
+            "prediction-model-checkpoint-interval",
+            "prediction-model-checkpoint-max-per-step",
+        ),
+        ("the prediction's settings are fixed here, with no checkpoint file", False),
+    ),
+    **dict.fromkeys(
+        (
+            "runtime-hooks-network",
+            "runtime-hooks-addr",
+            "runtime-hooks-failure-policy",
+            "runtime-hooks-plugin-failure-policy",
+            "runtime-hooks-config-path",
+            "runtime-hooks-host-endpoint",
+            "runtime-hooks-nri-connect-timeout",
+            "runtime-hooks-nri-backoff-duration",
+            "runtime-hooks-nri-backoff-cap",
+            "runtime-hooks-nri-backoff-steps",
+            "runtime-hooks-nri-backoff-factor",
+            "runtime-hooks-nri-socket-path",
+            "runtime-hooks-nri-plugin-name",
+            "runtime-hooks-nri-plugin-index",
+            "runtime-hooks-disable-stages",
+            "runtime-hooks-reconcile-interval",
+            "containerd-endpoint",
+            "docker-endpoint",
+            "pouch-endpoint",
+            "default-runtime-type",
+            "qos-extension-plugins",
+        ),
+        (_NO_HOOKS, False),
+    ),
+    "enable-nri-runtime-hook": (_NO_HOOKS, True),
+    "disable-unset-cpu-quota": (_NO_HOOKS, True),
+    **dict.fromkeys(
+        (
+            "kubelet-preferred-address-type",
+            "kubelet-sync-interval",
+            "kubelet-sync-timeout",
+            "kubelet-read-only-port",
+        ),
+        ("pods come from the API server and the kubelet's settings from --kubelet-config", False),
+    ),
+    "kubelet-insecure-tls": ("pods come from the API server, not the kubelet", True),
+    "disable-query-kubelet-config": ("the kubelet's settings come from --kubelet-config", True),
+    "report-interval": (
+        "deprecated by Koordinator: the NodeMetric's reportIntervalSeconds (or "
+        "--report-interval-seconds) sets it",
+        False,
+    ),
+    "enable-node-metric-report": ("the NodeMetric status is always reported", True),
+    "enable-pod-taskids": ("pods' task ids are not collected", True),
+    "xpu-enforce-collect-from-device-infos": ("devices come from sysfs, NVML or --device-config", True),
+    **dict.fromkeys(
+        (
+            "var-run-root-dir",
+            "var-lib-kubelet-dir",
+            "run-root-dir",
+            "hami-core-library-directory-path",
+            "pod-resources-proxy-path",
+            "xpu-device-infos-dir",
+        ),
+        ("this host path is not read here (see --host-root and --kubelet-config)", False),
+    ),
+}
+"""Koordinator's koordlet flags accepted with a warning: why, and whether a Go bool flag."""
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_go_duration(text).total_seconds()
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected [HOST]:PORT, got {text!r}")
+    return host or "0.0.0.0", int(port)
+
+
+def _gates(text: str) -> str:
+    parse_koordlet_feature_gates(text)  # InvalidValue names the gate
+    return text
+
+
 def parse_args(argv: list[str] | None) -> KoordletConfig:
-    parser = argparse.ArgumentParser(prog="koordlet", description=__doc__.splitlines()[0])
-    parser.add_argument("--node-name", help="the node to report for (required unless --simulate)")
+    parser = GoFlagParser(prog="koordlet", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME") or None,
+        help="the node to report for (default $NODE_NAME, as Koordinator's koordlet; "
+        "required unless --simulate)",
+    )
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
     parser.add_argument("--simulate", type=Path, metavar="FILE", help="report for the nodes of a load file")
     parser.add_argument(
@@ -59,9 +222,29 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
     parser.add_argument(
         "--host-root", type=Path, help="where the host's sys/fs/cgroup is mounted (default /)"
     )
+    parser.add_argument(
+        "--cgroup-root-dir",
+        type=Path,
+        help="Koordinator's flag: where the host's /sys/fs/cgroup is mounted (default: under --host-root)",
+    )
+    parser.add_argument(
+        "--sys-root-dir", type=Path, help="Koordinator's flag: where the host's /sys is mounted"
+    )
+    parser.add_argument(
+        "--sys-fs-root-dir", type=Path, help="Koordinator's flag: where the host's /sys/fs is mounted"
+    )
+    parser.add_argument(
+        "--proc-root-dir", type=Path, help="Koordinator's flag: where the host's /proc is mounted"
+    )
     parser.add_argument("--cgroup-root", help="kubelet's --cgroup-root, the parent of kubepods (default /)")
     parser.add_argument("--cgroup-version", type=int, choices=(1, 2), help="force cgroups v1 or v2")
     parser.add_argument("--collect-interval-seconds", type=float, help="sampling period (default 1)")
+    parser.add_argument(
+        "--collect-res-used-interval",
+        dest="collect_interval_seconds",
+        type=_seconds,
+        help="Koordinator's flag, a Go duration: the same as --collect-interval-seconds",
+    )
     parser.add_argument(
         "--kubelet-config",
         type=Path,
@@ -73,8 +256,14 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         help="report the NodeResourceTopology and apply cpusets this often (default 3)",
     )
     parser.add_argument(
-        "--apply-cpusets",
-        action=argparse.BooleanOptionalAction,
+        "--node-topology-sync-interval",
+        dest="topology_interval_seconds",
+        type=_seconds,
+        help="Koordinator's flag, a Go duration: the same as --topology-interval-seconds",
+    )
+    parser.add_go_bool(
+        "apply-cpusets",
+        negatable=True,
         help="write pods' cpusets into their cgroups (default on; never in simulation)",
     )
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
@@ -82,14 +271,32 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
     )
     parser.add_argument(
-        "--feature-gates",
-        help="koordlet feature gates, Name=true|false separated by commas: BECPUSuppress, BECPUEvict, "
-        "BEMemoryEvict, RdtResctrl, BECPUManager, GroupIdentity, Resctrl (docs/colocation.md)",
+        "--addr",
+        type=_address,
+        help="Koordinator's flag, [HOST]:PORT of /metrics and /healthz (default :9316)",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
+    parser.add_feature_gates(
+        _gates,
+        koordlet_feature_gate_notes,
+        help="koordlet feature gates, Name=true|false separated by commas, and AllAlpha/AllBeta: "
+        "BECPUSuppress, BECPUEvict, BEMemoryEvict, RdtResctrl, BECPUManager, GroupIdentity, Resctrl, "
+        "BatchResource, CPUNormalization take effect (docs/colocation.md); Koordinator's other koordlet "
+        "gates are accepted "
+        "with a warning",
+    )
+    parser.add_klog_flags(verbose_alias=True)
+    parser.add_accepted(
+        "legacy_stderr_threshold_behavior", "this project logs to stderr", bool_flag=True, quiet_value=False
+    )
+    for name, (why, is_bool) in _ACCEPTED.items():
+        parser.add_accepted(name, why, bool_flag=is_bool)
+    args = parser.parse_go_args(argv)
+    values = {k: v for k, v in vars(args).items() if v is not None}
+    if (address := values.pop("addr", None)) is not None:
+        values.setdefault("metrics_bind", address[0])
+        values.setdefault("metrics_port", address[1])
     try:
-        return KoordletConfig(**{k: v for k, v in vars(args).items() if v is not None})
+        return KoordletConfig(**values)
     except ValidationError as exc:
         parser.error("; ".join(str(error["msg"]) for error in exc.errors()))
 
@@ -120,11 +327,11 @@ async def run(config: KoordletConfig) -> None:
             agent = Agent(config, metrics)
             devices = NodeDeviceReporter(
                 config.node_name or "",
-                HostFS(config.host_root),
+                config.host_fs(),
                 config.device_config,
                 config.report_interval_seconds,
             )
-            fs = HostFS(config.host_root)
+            fs = config.host_fs()
             version = config.cgroup_version or detect_version(fs)
             node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
             qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
@@ -147,9 +354,10 @@ async def run(config: KoordletConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if config.verbose else logging.INFO,
+        level=level_for_verbosity(config.verbosity),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    log_flag_notes(config.flag_notes, log)
     if config.simulate is not None:
         try:
             load_file(config.simulate)

@@ -17,7 +17,6 @@ from koordlet.collectors.node import NodeCollector
 from koordlet.collectors.pods import PodCollector
 from koordlet.collectors.system import SystemCollector
 from koordlet.config import KoordletConfig
-from koordlet.fs import HostFS
 from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
@@ -40,7 +39,7 @@ class Agent:
         self.config = config
         self.metrics = metrics
         self.cache = MetricCache(retention_seconds=1800 + _RETENTION_MARGIN_SECONDS)
-        fs = HostFS(config.host_root)
+        fs = config.host_fs()
         node = NodeCollector()
         collectors: list[Collector] = [node]
         self.cold: ColdMemoryCollector | None = None

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from apis.errors import InvalidValue
 from apis.koordlet_features import KoordletFeatureGates, parse_koordlet_feature_gates
+from koordlet.fs import HostFS
 
 __all__ = ["KoordletConfig"]
 
@@ -53,7 +54,30 @@ class KoordletConfig(BaseModel):
     feature_gates: str = ""
     """Koordinator's koordlet feature gates, ``Name=true,Other=false`` (``BECPUSuppress``,
     ``BECPUEvict``, ``BEMemoryEvict``, ``RdtResctrl``, ``BECPUManager``, ``GroupIdentity``, ``Resctrl``)."""
-    verbose: bool = False
+    verbosity: int = Field(default=0, ge=0)
+    """klog's ``-v``: 0-1 INFO, 2-3 klog's V(2)/V(3), 4 and above DEBUG (``apis.goflags``)."""
+    cgroup_root_dir: Path | None = None
+    """Koordinator's ``-cgroup-root-dir``: where the host's ``/sys/fs/cgroup`` is mounted (else under
+    ``host_root``)."""
+    sys_root_dir: Path | None = None
+    """Koordinator's ``-sys-root-dir``: where the host's ``/sys`` is mounted."""
+    sys_fs_root_dir: Path | None = None
+    """Koordinator's ``-sys-fs-root-dir``: where the host's ``/sys/fs`` is mounted (resctrl)."""
+    proc_root_dir: Path | None = None
+    """Koordinator's ``-proc-root-dir``: where the host's ``/proc`` is mounted."""
+    flag_notes: tuple[str, ...] = ()
+    """Warnings about flags accepted for compatibility with Koordinator, logged at start."""
+
+    def host_fs(self) -> HostFS:
+        """The host's files: ``host_root``, with the directories Koordinator's ``-*-root-dir`` flags
+        place elsewhere."""
+        mounts = {
+            "sys/fs/cgroup": self.cgroup_root_dir,
+            "sys/fs": self.sys_fs_root_dir,
+            "sys": self.sys_root_dir,
+            "proc": self.proc_root_dir,
+        }
+        return HostFS(self.host_root, {key: value for key, value in mounts.items() if value is not None})
 
     @field_validator("feature_gates")
     @classmethod

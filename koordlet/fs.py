@@ -6,17 +6,29 @@ root is ``/`` on a node and a temporary directory in unit tests. Paths are relat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 __all__ = ["HostFS"]
 
 
 class HostFS:
-    def __init__(self, root: Path | str = "/") -> None:
+    """``mounts`` puts a host directory elsewhere than under ``root``: ``{"sys/fs/cgroup":
+    Path("/host-cgroup")}`` is Koordinator's ``-cgroup-root-dir=/host-cgroup/`` (the longest
+    matching prefix wins)."""
+
+    def __init__(self, root: Path | str = "/", mounts: Mapping[str, Path] | None = None) -> None:
         self.root = Path(root)
+        self.mounts = sorted(
+            ((key.strip("/"), Path(value)) for key, value in (mounts or {}).items()), reverse=True
+        )
 
     def path(self, relative: str) -> Path:
-        return self.root / relative.lstrip("/")
+        relative = relative.lstrip("/")
+        for prefix, mounted in self.mounts:
+            if relative == prefix or relative.startswith(prefix + "/"):
+                return mounted / relative[len(prefix) :].lstrip("/")
+        return self.root / relative
 
     def read_text(self, relative: str) -> str:
         """The file's content; raises OSError (missing, permission denied) for the caller to judge."""

@@ -17,6 +17,8 @@ and the ClusterColocationProfile pod webhook (``operators.handlers.colocation_pr
 Replicas coordinate through Kopf peering (``--peering``, default ``koord-manager``, cluster-wide):
 the replica with the highest priority handles objects, the others pause until its keep-alive
 lapses. Admission webhooks are served by every replica. ``--standalone`` turns peering off.
+
+Koordinator's koord-manager command line is taken as is, in Go's flag syntax (docs/flags.md).
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ from typing import Any
 import kopf
 from kubernetes_asyncio import client
 
-from apis.errors import InvalidValue
-from apis.features import FeatureGates, parse_feature_gates
+from apis.features import feature_gate_notes, parse_feature_gates
+from apis.goflags import GoFlagParser, level_for_verbosity, log_flag_notes
 from operators.clients import (
     ColocationClient,
     CPUNormalizationClient,
@@ -67,29 +69,102 @@ from operators.handlers import (
 )
 from operators.webhook_certs import ensure_self_signed
 
+_ACCEPTED: dict[str, tuple[str, bool, object]] = {
+    "metrics-addr": ("koord-manager serves no /metrics (--liveness-port serves /healthz)", False, None),
+    "leader-election-namespace": ("replicas coordinate through the cluster-wide Kopf peering", False, None),
+    "leader-elect-resource-lock": ("replicas coordinate through the cluster-wide Kopf peering", False, None),
+    "namespace": ("every namespace is watched", False, None),
+    "sync-period": ("Kopf reacts to watch events; --resync-seconds recomputes statuses", False, None),
+    "rest-config-qps": ("the API client is not rate limited here", False, None),
+    "rest-config-burst": ("the API client is not rate limited here", False, None),
+    "enable-pprof": ("no pprof server", True, None),
+    "pprof-addr": ("no pprof server", False, None),
+    "controllers": ("every controller this project builds runs", False, None),
+    "config-namespace": (
+        "slo-controller-config is read from koordinator-system",
+        False,
+        "koordinator-system",
+    ),
+    "slo-config-name": ("the ConfigMap read is slo-controller-config", False, "slo-controller-config"),
+    "disable-no-deepcopy": ("not applicable to this project", True, None),
+    "noderesource-plugins": ("the batch and mid resources are always computed", False, None),
+    "node-strategy-name-need-check": ("not applicable to this project", False, None),
+    **{
+        name: ("the colocation profile webhook has no reconciler here", False, None)
+        for name in (
+            "colocation-profile-expire-pod-cache-duration",
+            "colocation-profile-force-update-pod-duration",
+            "colocation-profile-reconcile-interval",
+            "colocation-profile-update-pod-qps",
+            "colocation-profile-update-pod-qps-burst",
+        )
+    },
+    "colocation-profile-reconcile-by-default": (
+        "the colocation profile webhook has no reconciler here",
+        True,
+        None,
+    ),
+    **{
+        name: ("the pod enhanced validator is not built", False, None)
+        for name in (
+            "pod-enhanced-validator-config-name",
+            "pod-enhanced-validator-config-namespace",
+            "pod-enhanced-validator-reconcile-interval",
+        )
+    },
+    **{
+        name: ("the binding admission webhook is not built", False, None)
+        for name in (
+            "binding-admission-bypass-annotations",
+            "binding-admission-bypass-labels",
+            "binding-admission-exclude-namespaces",
+            "binding-admission-namespaces",
+            "binding-admission-user-name",
+        )
+    },
+    "binding-admission-dry-run": ("the binding admission webhook is not built", True, None),
+    **{
+        name: ("quota updates are retried by Kopf", False, None)
+        for name in ("quota-update-max-retries", "quota-update-max-total-jitter", "quota-update-retry-jitter")
+    },
+    "quota-update-conflict-fresh-get": ("quota updates are retried by Kopf", True, None),
+}
+"""Koordinator's koord-manager flags accepted with a warning: why, whether a Go bool flag, and the
+value that matches what this project does anyway (no warning then)."""
 
-def _feature_gates(text: str) -> FeatureGates:
-    try:
-        return parse_feature_gates(text)
-    except InvalidValue as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+
+def _port_of(text: str) -> int:
+    _, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected [HOST]:PORT, got {text!r}")
+    return int(port)
 
 
 def parse_args(argv: list[str] | None) -> ManagerConfig:
-    parser = argparse.ArgumentParser(prog="koord-manager", description=__doc__.splitlines()[0])
+    parser = GoFlagParser(prog="koord-manager", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
     parser.add_argument("--webhook-host", default="127.0.0.1", help="how the API server reaches the webhook")
     parser.add_argument("--webhook-bind", default="127.0.0.1", help="listen address of the webhook server")
     parser.add_argument("--webhook-port", type=int, default=9443)
     parser.add_argument("--webhook-cert-dir", type=Path, default=Path(".cluster/koord-manager"))
-    parser.add_argument(
-        "--manage-webhook-configuration",
-        action=argparse.BooleanOptionalAction,
+    parser.add_go_bool(
+        "manage-webhook-configuration",
+        negatable=True,
         help="create and update the webhook configurations (default; off in the chart, which renders them)",
     )
     parser.add_argument("--liveness-port", type=int, default=None)
+    parser.add_argument(
+        "--health-probe-addr",
+        dest="liveness_port",
+        type=_port_of,
+        help="Koordinator's flag, [HOST]:PORT: the same as --liveness-port (/healthz on every address)",
+    )
     parser.add_argument("--peering", dest="peering_name", help="Kopf peering name (default koord-manager)")
-    parser.add_argument("--standalone", action="store_true", help="run without peering")
+    parser.add_go_bool("standalone", help="run without peering")
+    parser.add_go_bool(
+        "enable-leader-election",
+        help="Koordinator's flag: false is the same as --standalone (default true: Kopf peering)",
+    )
     parser.add_argument("--peering-priority", type=int, help="peering priority (default: random)")
     parser.add_argument("--resync-seconds", type=float, help="status recompute interval (default 2)")
     parser.add_argument(
@@ -106,15 +181,22 @@ def parse_args(argv: list[str] | None) -> ManagerConfig:
         type=float,
         help="seconds to exit on SIGTERM (default 5)",
     )
-    parser.add_argument(
-        "--feature-gates",
-        type=_feature_gates,
-        help="Koordinator's feature gates, Name=true|false separated by commas (ElasticQuotaGuaranteeUsage "
-        "adds admission rule 11); an unknown gate or a value that is not a boolean is an error",
+    parser.add_feature_gates(
+        parse_feature_gates,
+        feature_gate_notes,
+        help="Koordinator's feature gates, Name=true|false separated by commas, and AllAlpha/AllBeta "
+        "(ElasticQuotaGuaranteeUsage adds admission rule 11, NodeMutatingWebhook the Node webhook); "
+        "Koordinator's other gates are accepted with a warning; an unknown gate or a value that is not a "
+        "boolean is an error",
     )
-    parser.add_argument("-v", "--verbose", action="store_true")
-    args = parser.parse_args(argv)
-    return ManagerConfig(**{k: v for k, v in vars(args).items() if v is not None})
+    parser.add_klog_flags(verbose_alias=True)
+    for name, (why, is_bool, quiet) in _ACCEPTED.items():
+        parser.add_accepted(name, why, bool_flag=is_bool, quiet_value=quiet)
+    args = parser.parse_go_args(argv)
+    values = {k: v for k, v in vars(args).items() if v is not None}
+    if values.pop("enable_leader_election", True) is False:
+        values["standalone"] = True
+    return ManagerConfig(**values)
 
 
 def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
@@ -210,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     if config.kubeconfig is not None:
         os.environ["KUBECONFIG"] = str(config.kubeconfig.resolve())
-    kopf.configure(verbose=config.verbose, log_format=kopf.LogFormat.JSON)
+    kopf.configure(log_format=kopf.LogFormat.JSON)
+    logging.getLogger().setLevel(level_for_verbosity(config.verbosity))
+    log_flag_notes(config.flag_notes, logging.getLogger("koord-manager"))
     liveness = f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port else None
     priority = config.peering_priority
     if priority is None:

@@ -33,7 +33,10 @@ class ManagerConfig(BaseModel):
     ``--no-manage-webhook-configuration``."""
     liveness_port: int | None = Field(default=None, ge=1, le=65535)
     """Serve /healthz on this port (kopf's liveness probe); None disables it."""
-    verbose: bool = False
+    verbosity: int = Field(default=0, ge=0)
+    """klog's ``-v``: 0-1 INFO, 2-3 klog's V(2)/V(3), 4 and above DEBUG (``apis.goflags``)."""
+    flag_notes: tuple[str, ...] = ()
+    """Warnings about flags accepted for compatibility with Koordinator, logged at start."""
     peering_name: str = "koord-manager"
     """Kopf peering object (cluster-wide ClusterKopfPeering) shared by the replicas: the one with the
     highest priority acts, the others pause until its keep-alive lapses. koord-manager creates the

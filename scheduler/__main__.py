@@ -4,6 +4,8 @@
                     [--lease-namespace NS] [--bind-address ADDR] [--port PORT] [-v N]
                     [--debug-scores N] [--feature-gates Name=true,...]
 
+Koordinator's koord-scheduler command line is taken as is, in Go's flag syntax (docs/flags.md):
+kube-scheduler's flags this project has no use for are accepted with one warning each.
 Flags override the configuration file (as kube-scheduler's do). Without a kubeconfig the
 in-cluster service account is used. SIGTERM/SIGINT stop scheduling, let bindings in flight
 finish, release the Lease and exit 0. Losing the Lease (no renewal for renewDeadline: an API server
@@ -24,8 +26,8 @@ import signal
 import sys
 from pathlib import Path
 
-from apis.errors import InvalidValue
-from apis.features import FeatureGates, parse_feature_gates
+from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
+from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.base import ClusterBackend
 from scheduler.backend.kubernetes import KubernetesBackend
@@ -44,34 +46,57 @@ log = logging.getLogger("koord-scheduler")
 EXIT_INVALID_CONFIG = 2
 
 
-def _bool(text: str) -> bool:
-    if text.lower() in ("true", "1", "yes"):
-        return True
-    if text.lower() in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
-def _feature_gates(text: str) -> FeatureGates:
-    try:
-        return parse_feature_gates(text)
-    except InvalidValue as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+_NOT_SERVED = "koord-scheduler serves plain HTTP on --bind-address:--port, without TLS or delegated auth"
+_KUBE_SCHEDULER_ACCEPTED: dict[str, tuple[str, bool]] = {
+    # kube-scheduler's secure serving, authentication and authorization (component-base options)
+    **dict.fromkeys(SERVING_FLAGS, (_NOT_SERVED, False)),
+    **dict.fromkeys(SERVING_BOOL_FLAGS, (_NOT_SERVED, True)),
+    "profiling": ("no pprof endpoints are served", True),
+    "contention-profiling": ("no pprof endpoints are served", True),
+    "master": ("the API server comes from --kubeconfig or the in-cluster service account", False),
+    "kube-api-content-type": ("the client speaks JSON", False),
+    "kube-api-qps": ("set clientConnection.qps in --config", False),
+    "kube-api-burst": ("set clientConnection.burst in --config", False),
+    "write-config-to": ("the configuration is not written back", False),
+    "leader-elect-lease-duration": ("set leaderElection.leaseDuration in --config", False),
+    "leader-elect-renew-deadline": ("set leaderElection.renewDeadline in --config", False),
+    "leader-elect-retry-period": ("set leaderElection.retryPeriod in --config", False),
+    "leader-elect-resource-lock": ("the lock is always a Lease", False),
+    "leader-elect-resource-name": ("set leaderElection.resourceName in --config", False),
+    "lock-object-name": ("set leaderElection.resourceName in --config", False),
+    "pod-max-in-unschedulable-pods-duration": ("set podMaxBackoffSeconds in --config", False),
+    # Koordinator's own (frameworkext, sync barrier)
+    "debug-diagnosis": ("no diagnosis dump; GET /apis/v1/... explains a pod", True),
+    "debug-diagnosis-blocking": ("no diagnosis dump", True),
+    "debug-diagnosis-queue-size": ("no diagnosis dump", False),
+    "debug-diagnosis-worker-count": ("no diagnosis dump", False),
+    "debug-filters": ("filter failures are in the pod's FailedScheduling event", True),
+    "controller-plugins": ("the plugins' controllers always run", False),
+    "enable-network-topology-manager": ("the network topology tree is kept by koord-manager", True),
+    "sync-barrier-pod-namespace": ("no sync barrier", False),
+    "sync-barrier-pod-name": ("no sync barrier", False),
+    "sync-hard-timeout": ("no sync barrier", False),
+}
+"""kube-scheduler's and Koordinator's flags koord-scheduler accepts with a warning: why, and whether a
+Go bool flag."""
+_SHORTS = {"debug-filters": "f", "debug-diagnosis": "d"}
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="koord-scheduler", description=__doc__.splitlines()[0])
+    parser = GoFlagParser(prog="koord-scheduler", description=__doc__.splitlines()[0])
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
     parser.add_argument("--config", type=Path, help="KubeSchedulerConfiguration file")
+    parser.add_go_bool("leader-elect", help="override leaderElection.leaderElect")
     parser.add_argument(
-        "--leader-elect", type=_bool, nargs="?", const=True, default=None, help="override leaderElection"
+        "--lease-namespace",
+        "--leader-elect-resource-namespace",
+        "--lock-object-namespace",
+        dest="lease_namespace",
+        help="namespace of the koord-scheduler Lease (overrides leaderElection.resourceNamespace)",
     )
-    parser.add_argument("--lease-namespace", help="namespace of the koord-scheduler Lease")
-    parser.add_argument("--bind-address", default="127.0.0.1", help="address of the HTTP server")
+    parser.add_argument("--bind-address", "--address", default="127.0.0.1", help="address of the HTTP server")
     parser.add_argument("--port", type=int, default=10251, help="port of /healthz, /metrics, debug API")
-    parser.add_argument(
-        "-v", "--v", dest="verbosity", type=int, default=0, help="log verbosity (klog levels)"
-    )
+    parser.add_klog_flags()
     parser.add_argument(
         "-s",
         "--debug-scores",
@@ -80,15 +105,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="log the top N nodes' total and per-plugin scores of every scored pod; 0 disables "
         "(Koordinator's flag; PUT /debug/flags/s changes it at run time)",
     )
-    parser.add_argument(
-        "--feature-gates",
-        type=_feature_gates,
+    parser.add_feature_gates(
+        parse_feature_gates,
+        feature_gate_notes,
         default=FeatureGates(),
-        help="Koordinator's feature gates, Name=true|false separated by commas: "
-        "ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage (default false); "
+        help="Koordinator's feature gates, Name=true|false separated by commas, and AllAlpha/AllBeta: "
+        "ElasticQuotaIgnorePodOverhead, DisableDefaultQuota, ElasticQuotaGuaranteeUsage, "
+        "DevicePluginAdaption take effect; Koordinator's other gates are accepted with a warning; "
         "an unknown gate or a value that is not a boolean is an error",
     )
-    return parser.parse_args(argv)
+    for name, (why, is_bool) in _KUBE_SCHEDULER_ACCEPTED.items():
+        parser.add_accepted(name, why, bool_flag=is_bool, short=_SHORTS.get(name))
+    return parser.parse_go_args(argv)
 
 
 def debug_flags_of(args: argparse.Namespace) -> DebugFlags:
@@ -175,6 +203,7 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.verbosity)
+    log_flag_notes(args.flag_notes, log)
     try:
         config = load(args)
     except (ConfigError, OSError) as exc:

@@ -20,6 +20,8 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
+from apis.goflags import level_for_verbosity
+
 __all__ = [
     "JsonFormatter",
     "configure_logging",
@@ -28,17 +30,7 @@ __all__ = [
     "verbosity_for_level",
 ]
 
-_V_LEVELS = {0: logging.INFO, 1: logging.INFO, 2: 15, 3: 12}
-"""klog verbosity -> Python level; 4 and above are DEBUG."""
-
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
-
-
-def level_for_verbosity(v: int) -> int:
-    """The Python logging level that shows klog's ``V(v)`` messages and everything more important."""
-    if v < 0:
-        raise ValueError(f"verbosity must be >= 0, got {v}")
-    return _V_LEVELS.get(v, logging.DEBUG)
 
 
 def verbosity_for_level(level: int) -> int:

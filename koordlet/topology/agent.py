@@ -7,7 +7,6 @@ import logging
 
 from koordlet.cgroups import CGROUP_MOUNT, detect_version
 from koordlet.config import KoordletConfig
-from koordlet.fs import HostFS
 from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.writer import CgroupWriter
 from koordlet.topology.cpuset_apply import CPUSetApplier
@@ -19,7 +18,7 @@ log = logging.getLogger("koordlet.topology")
 
 
 def host_topology_reporter(config: KoordletConfig) -> HostTopologyReporter:
-    fs = HostFS(config.host_root)
+    fs = config.host_fs()
     applier = None
     version = config.cgroup_version or detect_version(fs)
     if config.apply_cpusets and version is not None:

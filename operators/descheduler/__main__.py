@@ -6,6 +6,8 @@ process at start with the offending fields named. The watches feed informer cach
 ``leaderElection.resourceNamespace/resourceName`` (``koordinator-system/koord-descheduler``),
 runs the descheduling rounds, arbitration, the scavenger and the PodMigrationJob reconcilers; the
 others keep their caches warm and wait.
+
+Koordinator's koord-descheduler command line is taken as is, in Go's flag syntax (docs/flags.md).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Any
 
 import kopf
 
+from apis.features import feature_gate_notes, parse_feature_gates
+from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, level_for_verbosity, log_flag_notes
 from operators.descheduler import handlers
 from operators.descheduler.app import Descheduler
 from operators.descheduler.config import ConfigError, DeschedulerConfiguration, load
@@ -27,13 +31,36 @@ from operators.descheduler.config import ConfigError, DeschedulerConfiguration, 
 __all__ = ["main"]
 
 
+_NOT_SERVED = "koord-descheduler serves only /healthz on --liveness-port, without TLS or delegated auth"
+_ACCEPTED: dict[str, tuple[str, bool]] = {
+    **dict.fromkeys(SERVING_FLAGS, (_NOT_SERVED, False)),
+    **dict.fromkeys(SERVING_BOOL_FLAGS, (_NOT_SERVED, True)),
+    "address": (_NOT_SERVED, False),
+    "port": (_NOT_SERVED, False),
+    "write-config-to": ("the configuration is not written back", False),
+    "master": ("the API server comes from --kubeconfig or the in-cluster service account", False),
+    "kube-api-qps": ("set clientConnection.qps in --config", False),
+    "kube-api-burst": ("set clientConnection.burst in --config", False),
+    "kube-api-content-type": ("the client speaks JSON", False),
+    "profiling": ("no pprof handlers are served", True),
+    "contention-profiling": ("no pprof handlers are served", True),
+    "leader-elect-lease-duration": ("set leaderElection.leaseDuration in --config", False),
+    "leader-elect-renew-deadline": ("set leaderElection.renewDeadline in --config", False),
+    "leader-elect-retry-period": ("set leaderElection.retryPeriod in --config", False),
+    "leader-elect-resource-lock": ("the lock is always a Lease", False),
+    "leader-elect-resource-name": ("set leaderElection.resourceName in --config", False),
+    "leader-elect-resource-namespace": ("set leaderElection.resourceNamespace in --config", False),
+}
+"""Koordinator's koord-descheduler flags accepted with a warning: why, and whether a Go bool flag."""
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="koord-descheduler", description=__doc__.splitlines()[0])
+    parser = GoFlagParser(prog="koord-descheduler", description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="DeschedulerConfiguration YAML (descheduler/v1alpha2)")
     parser.add_argument("--kubeconfig", type=Path, help="kubeconfig; in-cluster credentials when omitted")
-    parser.add_argument(
-        "--leader-elect",
-        action=argparse.BooleanOptionalAction,
+    parser.add_go_bool(
+        "leader-elect",
+        negatable=True,
         default=True,
         help="campaign for the Lease before acting (default; also leaderElection.leaderElect in the config)",
     )
@@ -44,8 +71,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="seconds the first round waits for the watches to list everything (default 3)",
     )
     parser.add_argument("--liveness-port", type=int, default=None)
-    parser.add_argument("-v", "--verbose", action="store_true")
-    return parser.parse_args(argv)
+    parser.add_feature_gates(
+        parse_feature_gates,
+        feature_gate_notes,
+        help="Koordinator's feature gates, Name=true|false separated by commas, and AllAlpha/AllBeta: "
+        "accepted (none changes koord-descheduler here: each is warned about); an unknown gate is an error",
+    )
+    parser.add_klog_flags(verbose_alias=True)
+    for name, (why, is_bool) in _ACCEPTED.items():
+        parser.add_accepted(name, why, bool_flag=is_bool)
+    return parser.parse_go_args(argv)
 
 
 def build_registry(app: Descheduler, kubeconfig: Path | None) -> kopf.OperatorRegistry:
@@ -81,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.kubeconfig is not None:
         os.environ["KUBECONFIG"] = str(args.kubeconfig.resolve())
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.JSON)
+    kopf.configure(log_format=kopf.LogFormat.JSON)
+    logging.getLogger().setLevel(level_for_verbosity(args.verbosity))
+    log_flag_notes([*args.flag_notes, *config.notes()], logging.getLogger("koord-descheduler"))
     liveness = f"http://0.0.0.0:{args.liveness_port}/healthz" if args.liveness_port else None
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

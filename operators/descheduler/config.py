@@ -130,6 +130,10 @@ class DeschedulerConfiguration(_Strict):
     kind: str | None = None
     leader_election: LeaderElection = Field(default_factory=LeaderElection)
     client_connection: ClientConnection = Field(default_factory=ClientConnection)
+    enable_profiling: bool | None = None
+    """component-base's ``DebuggingConfiguration`` (inline in Koordinator's): accepted, but no pprof
+    handlers are served (:meth:`notes` warns when true)."""
+    enable_contention_profiling: bool | None = None
     healthz_bind_address: str | None = None
     metrics_bind_address: str | None = None
     descheduling_interval: GoDuration | None = None
@@ -140,6 +144,18 @@ class DeschedulerConfiguration(_Strict):
     max_no_of_pods_to_evict_per_namespace: int | None = Field(default=None, ge=0)
     max_no_of_pods_to_evict_total: int | None = Field(default=None, ge=0)
     profiles: list[DeschedulerProfile] = Field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """Warnings about fields accepted for compatibility with Koordinator that have no effect."""
+        return [
+            f"{field}: true is accepted for compatibility with Koordinator and has no effect here: "
+            "koord-descheduler serves no pprof handlers"
+            for field, value in (
+                ("enableProfiling", self.enable_profiling),
+                ("enableContentionProfiling", self.enable_contention_profiling),
+            )
+            if value
+        ]
 
     @property
     def interval(self) -> timedelta:

@@ -218,6 +218,7 @@ def _resolve_plugins(
         mp_points[entry.name] = _implemented(entry.name, catalog, f"{mp_where}.enabled[{j}]", problems)
 
     result: dict[ExtensionPoint, tuple[PluginRef, ...]] = {}
+    reconfigured: list[str] = []  # "Plugin@point": a default or multiPoint plugin also listed here
     for point in ExtensionPoint:
         pset = custom.at(point)
         pwhere = f"{where}.plugins.{point.value}"
@@ -250,9 +251,7 @@ def _resolve_plugins(
                     weights[name] = _weight(w)
         for name, entry in own.items():
             if name in weights:
-                log.info(
-                    "%s: plugin %s is explicitly re-configured at %s; overriding", where, name, point.value
-                )
+                reconfigured.append(f"{name}@{point.value}")
             weights[name] = _weight(entry.weight)
 
         overrides = [n for n in own if n in expanded and n not in disabled]
@@ -271,6 +270,12 @@ def _resolve_plugins(
         if count < min_count or (max_count is not None and count > max_count):
             need = "exactly one" if max_count == 1 else "at least one"
             problems.append(f"{where}.plugins.{point.value}: {need} plugin must be enabled, got {count}")
+    if reconfigured:
+        # kube-scheduler logs each at INFO; re-enabling a default plugin is routine (Koordinator's own
+        # configuration does it two dozen times), so one DEBUG line says it all.
+        log.debug(
+            "%s: default plugins explicitly re-configured (overriding): %s", where, ", ".join(reconfigured)
+        )
     return result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from apis.errors import InvalidValue
-from apis.features import FeatureGates, parse_feature_gates
+from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 
 
 def test_no_gates_are_every_default() -> None:
@@ -30,7 +30,6 @@ def test_the_guarantee_gate_turns_the_guarantee_on() -> None:
     ("text", "message"),
     [
         ("NoSuchGate=true", "unrecognized feature gate: 'NoSuchGate'"),
-        ("MultiQuotaTree=true", "unrecognized feature gate: 'MultiQuotaTree'"),  # Koordinator's, not built
         ("DisableDefaultQuota=maybe", "invalid value of 'DisableDefaultQuota'='maybe'"),
         ("DisableDefaultQuota", "missing bool value for 'DisableDefaultQuota'"),
     ],
@@ -38,3 +37,19 @@ def test_the_guarantee_gate_turns_the_guarantee_on() -> None:
 def test_what_cannot_be_honoured_is_an_error_naming_the_gate(text: str, message: str) -> None:
     with pytest.raises(InvalidValue, match=message.replace("(", r"\(")):
         parse_feature_gates(text)
+
+
+def test_koordinators_gates_we_do_not_build_are_accepted_with_a_note() -> None:
+    assert parse_feature_gates("MultiQuotaTree=true") == FeatureGates()
+    (note,) = feature_gate_notes("MultiQuotaTree=true,DisableDefaultQuota=true")
+    assert "MultiQuotaTree" in note
+    assert "no effect" in note
+
+
+def test_all_alpha_and_all_beta_set_every_gate_of_their_stage_but_explicit_names_win() -> None:
+    gates = parse_feature_gates("DisableDefaultQuota=false,AllAlpha=true")
+    assert gates.elastic_quota_guarantee_usage
+    assert gates.node_mutating_webhook
+    assert not gates.disable_default_quota
+    assert feature_gate_notes("AllAlpha=true,AllBeta=true") == []
+    assert parse_feature_gates("AllBeta=true") == FeatureGates()  # our gates are all alpha

@@ -49,6 +49,9 @@ def test_bad_gates_are_refused_naming_the_gate(text: str, message: str) -> None:
 def test_koordlet_flag(capsys: pytest.CaptureFixture[str]) -> None:
     config = parse_args(["--node-name", "n", "--feature-gates", "BEMemoryEvict=true"])
     assert config.gates.be_memory_evict
+    config = parse_args(["--node-name", "n", "--feature-gates", "CPUEvict=true"])  # Koordinator's, not built
+    assert config.gates == parse_koordlet_feature_gates("")
+    assert "CPUEvict" in config.flag_notes[0]
     with pytest.raises(SystemExit):
-        parse_args(["--node-name", "n", "--feature-gates", "CPUEvict=true"])
-    assert "unrecognized koordlet feature gate: 'CPUEvict'" in capsys.readouterr().err
+        parse_args(["--node-name", "n", "--feature-gates", "NoSuchGate=true"])
+    assert "unrecognized koordlet feature gate: 'NoSuchGate'" in capsys.readouterr().err

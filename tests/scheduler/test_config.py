@@ -6,6 +6,8 @@ these tests do not depend on the real plugins.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import textwrap
 from datetime import timedelta
 from pathlib import Path
@@ -951,3 +953,21 @@ def test_a_feature_gate_koord_scheduler_cannot_honour_stops_it_at_start(
         koord_scheduler.main(["--feature-gates", gates])
     assert exited.value.code == koord_scheduler.EXIT_INVALID_CONFIG
     assert message in capsys.readouterr().err
+
+
+def test_koordinators_scheduler_configuration_logs_no_info_line_per_re_enabled_plugin(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Koordinator's config/manager/scheduler-config.yaml (tests/data, verbatim) re-enables default
+    plugins at two dozen extension points: no INFO line each (at most one DEBUG line). It names
+    plugins not built here (SchedulingHint...), so the load ends in a ConfigError: the assertion is
+    on what was logged before it."""
+    from scheduler.config import ConfigError, load_config
+    from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+
+    path = Path(__file__).parent.parent / "data" / "koordinator_scheduler_config.yaml"
+    with caplog.at_level(logging.DEBUG), contextlib.suppress(ConfigError):
+        load_config(path, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    overriding = [record for record in caplog.records if "overriding" in record.getMessage()]
+    assert [record.levelno for record in overriding] in ([], [logging.DEBUG])
+    assert not [record for record in caplog.records if record.levelno == logging.INFO]
