@@ -61,8 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not left else 1
     ready = cp.is_running() and node_ready(cp, c.node_name)
     print(f"node {c.node_name} of cluster {cp.name}: {'Ready' if ready else 'not ready'}")
+    kinds: dict[str, int] = {}
     for line in leftovers(c):
-        print(f"  on the host: {line}")
+        kind = line.split(" ", 1)[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if kinds:
+        print("  on the host: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
+    print(f"  pod-resources socket: {c.pod_resources_socket}\n  NRI socket: {c.nri_socket}")
     return 0 if ready else 1
 
 

@@ -14,7 +14,11 @@ from pydantic import BaseModel, ConfigDict
 
 from e2e.cluster.controlplane import ControlPlane
 
-__all__ = ["PAUSE_IMAGE", "RealNodeConfig", "config_for"]
+__all__ = ["HOST_OWNER", "PAUSE_IMAGE", "RealNodeConfig", "config_for"]
+
+HOST_OWNER = Path("/run/koordinator-py-real-node.owner")
+"""The state dir of the real node that holds this host's shared pieces (the bridge, kube-proxy's
+and kubelet's iptables chains): written by ``start``, removed by that node's ``stop``."""
 
 PAUSE_IMAGE = "localhost/pause:3.10"
 """The sandbox image containerd's CRI uses (built and imported locally: nothing is pulled)."""
@@ -32,8 +36,6 @@ class RealNodeConfig(BaseModel):
     bridge: str = "cni-koord0"
     pod_subnet: str = "10.244.0.0/24"
     pod_gateway: str = "10.244.0.1"
-    cgroup_root: str = "/koordpy-real-node"
-    """kubelet's ``cgroupRoot``: kubepods and every pod cgroup live below it, in each hierarchy."""
     cni_network: str = "koord-real-node"
     kubelet_port: int = 10250
     kubelet_healthz_port: int = 10248
@@ -106,6 +108,12 @@ class RealNodeConfig(BaseModel):
     @property
     def logs_dir(self) -> Path:
         return self.state_dir / "logs"
+
+    @property
+    def cgroup_root(self) -> str:
+        """kubelet's ``cgroupRoot``: kubepods and every pod cgroup live below it, in each hierarchy
+        (one per cluster, so that stopping one cluster's node never touches another's pods)."""
+        return f"/koordpy-{self.cluster}"
 
     def pid_file(self, component: str) -> Path:
         return self.state_dir / f"{component}.pid"

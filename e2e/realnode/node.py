@@ -18,7 +18,7 @@ from pathlib import Path
 from e2e.cluster import processes
 from e2e.cluster.controlplane import ControlPlane
 from e2e.realnode import host, images, preflight, render
-from e2e.realnode.config import PAUSE_IMAGE, RealNodeConfig, config_for
+from e2e.realnode.config import HOST_OWNER, PAUSE_IMAGE, RealNodeConfig, config_for
 
 __all__ = ["node_ready", "progress", "start", "start_real_node"]
 
@@ -65,6 +65,7 @@ def _prepare_host(c: RealNodeConfig) -> None:
     # kubelet wants its cgroupRoot to exist in every hierarchy; all we create lies below it.
     for hierarchy in host.cgroup_hierarchies():
         (hierarchy / c.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
+    HOST_OWNER.write_text(str(c.state_dir))
     saved = c.state_dir / "ip_forward.saved"
     if not saved.exists():
         saved.write_text(IP_FORWARD.read_text().strip())

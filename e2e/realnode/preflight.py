@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 from e2e.realnode import host
-from e2e.realnode.config import RealNodeConfig
+from e2e.realnode.config import HOST_OWNER, RealNodeConfig
 
 __all__ = ["CNI_BIN_DIR", "HOST_BINARIES", "PreflightError", "check", "problems"]
 
@@ -104,7 +104,10 @@ def _network(config: RealNodeConfig) -> list[str]:
 def _host_wide(config: RealNodeConfig) -> list[str]:
     """One real node per host: the bridge, the pod subnet and kubelet's ports are host-wide."""
     missing: list[str] = []
-    if host.sh_ok("ip", "link", "show", config.bridge):
+    owner = HOST_OWNER.read_text().strip() if HOST_OWNER.exists() else None
+    if owner is not None and owner != str(config.state_dir):
+        missing.append(f"the real node of {owner} holds this host (its `python -m e2e.realnode down` first)")
+    elif host.sh_ok("ip", "link", "show", config.bridge):
         missing.append(
             f"the bridge {config.bridge} exists: another real node runs here (`python -m e2e.realnode down`)"
         )

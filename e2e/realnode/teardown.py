@@ -22,7 +22,7 @@ from pathlib import Path
 
 from e2e.cluster import processes
 from e2e.realnode import host, images
-from e2e.realnode.config import RealNodeConfig
+from e2e.realnode.config import HOST_OWNER, RealNodeConfig
 
 __all__ = ["OUR_CHAIN_PREFIXES", "leftovers", "stop"]
 
@@ -165,8 +165,18 @@ def _delete_tasks(c: RealNodeConfig) -> list[str]:
     return ids
 
 
+def _owns_host(c: RealNodeConfig) -> bool:
+    """Whether the host-wide pieces (bridge, iptables chains, stale shim sockets) are this node's
+    to take back: it started last, or no node holds the host (leftovers of a crash)."""
+    if not HOST_OWNER.exists():
+        return True
+    return HOST_OWNER.read_text().strip() == str(c.state_dir)
+
+
 def stop(c: RealNodeConfig, *, timeout: float = 10.0) -> list[str]:
-    """Stop the real node and remove what it created; return what was done (one line each)."""
+    """Stop the real node and remove what it created; return what was done (one line each).
+    The host-wide pieces are left alone while another cluster's real node holds the host."""
+    owns_host = _owns_host(c)
     done = [s for s in (_stop(c, "kubelet", timeout), _stop(c, "kube-proxy", timeout)) if s]
     ids = _delete_tasks(c)
     if ids:
@@ -182,12 +192,13 @@ def stop(c: RealNodeConfig, *, timeout: float = 10.0) -> list[str]:
         done.append(f"killed {len(left)} leftover processes (runc shims)")
         _kill_until_gone(lambda: _our_processes(c))
     _unmount(c)
-    kube_proxy = c.binary("kube-proxy")
-    if kube_proxy.exists() and _iptables_rules():
-        host.run(str(kube_proxy), "--cleanup", check=False)
-    _remove_iptables()
-    for link in _links(c):
-        host.run("ip", "link", "del", link, check=False)
+    if owns_host:
+        kube_proxy = c.binary("kube-proxy")
+        if kube_proxy.exists() and _iptables_rules():
+            host.run(str(kube_proxy), "--cleanup", check=False)
+        _remove_iptables()
+        for link in _links(c):
+            host.run("ip", "link", "del", link, check=False)
     for d in _cgroup_dirs(c):
         for _ in range(20):
             try:
@@ -207,8 +218,10 @@ def stop(c: RealNodeConfig, *, timeout: float = 10.0) -> list[str]:
     for cid in ids:
         for cached in CNI_CACHE.glob(f"results/*-{cid}-*"):
             cached.unlink(missing_ok=True)
-    for stale in _stale_shim_sockets():
-        stale.unlink(missing_ok=True)
+    if owns_host:
+        for stale in _stale_shim_sockets():
+            stale.unlink(missing_ok=True)
+        HOST_OWNER.unlink(missing_ok=True)
     # Runtime state goes (a fresh start next time); logs and the pause archive stay. Never through
     # a mount that is still there.
     if not host.mounts_under(c.state_dir):
@@ -225,10 +238,11 @@ def leftovers(c: RealNodeConfig) -> list[str]:
     found = [f"process {pid}: {cmd[:160]}" for pid, cmd in host.processes_matching(str(c.state_dir))]
     found += [f"process {pid} in {c.cgroup_root}" for pid in sorted(_cgroup_pids(c))]
     found += [f"mount {m}" for m in host.mounts_under(c.state_dir)]
-    found += [f"link {name}" for name in _links(c)]
-    found += [f"{binary} -t {table}: {line}" for binary, table, line in _iptables_rules()]
+    if _owns_host(c):
+        found += [f"link {name}" for name in _links(c)]
+        found += [f"{binary} -t {table}: {line}" for binary, table, line in _iptables_rules()]
+        found += [f"stale shim socket {p}" for p in _stale_shim_sockets()]
     found += [f"cgroup {d}" for d in _cgroup_dirs(c)]
     found += [f"cgroup {h / 'kubepods'}" for h in host.cgroup_hierarchies() if (h / "kubepods").exists()]
     found += [f"file {f}" for f in CNI_CACHE.glob(f"results/{c.cni_network}-*")]
-    found += [f"stale shim socket {p}" for p in _stale_shim_sockets()]
     return found
