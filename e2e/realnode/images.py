@@ -48,6 +48,7 @@ def build_image(name: str, rootfs: Path, entrypoint: list[str], archive: Path) -
         host.run("umoci", "new", "--image", image)
         host.run("umoci", "insert", "--image", image, str(rootfs), "/")
         host.run(*_entrypoint_args(image, entrypoint))
+        host.run("umoci", "gc", "--layout", str(layout))  # the manifests each step above replaced
         partial = archive.with_suffix(".tmp")
         with tarfile.open(partial, "w") as tar:
             for entry in sorted(layout.iterdir()):

@@ -208,20 +208,19 @@ def stop(c: RealNodeConfig, *, timeout: float = 10.0) -> list[str]:
                 break
             except OSError:
                 time.sleep(0.1)
-    saved = c.state_dir / "ip_forward.saved"
-    if saved.exists():
-        Path("/proc/sys/net/ipv4/ip_forward").write_text(saved.read_text().strip())
-        saved.unlink()
-    # libcni's result cache (kept outside our dirs): one file per sandbox and network
-    for cached in CNI_CACHE.glob(f"results/{c.cni_network}-*"):
-        cached.unlink(missing_ok=True)
-    for cid in ids:
+    for cid in ids:  # libcni's result cache (outside our dirs): one file per sandbox and network
         for cached in CNI_CACHE.glob(f"results/*-{cid}-*"):
             cached.unlink(missing_ok=True)
+    saved = c.state_dir / "ip_forward.saved"
     if owns_host:
+        if saved.exists():
+            Path("/proc/sys/net/ipv4/ip_forward").write_text(saved.read_text().strip())
+        for cached in CNI_CACHE.glob(f"results/{c.cni_network}-*"):
+            cached.unlink(missing_ok=True)
         for stale in _stale_shim_sockets():
             stale.unlink(missing_ok=True)
         HOST_OWNER.unlink(missing_ok=True)
+    saved.unlink(missing_ok=True)
     # Runtime state goes (a fresh start next time); logs and the pause archive stay. Never through
     # a mount that is still there.
     if not host.mounts_under(c.state_dir):
@@ -242,7 +241,7 @@ def leftovers(c: RealNodeConfig) -> list[str]:
         found += [f"link {name}" for name in _links(c)]
         found += [f"{binary} -t {table}: {line}" for binary, table, line in _iptables_rules()]
         found += [f"stale shim socket {p}" for p in _stale_shim_sockets()]
+        found += [f"file {f}" for f in CNI_CACHE.glob(f"results/{c.cni_network}-*")]
     found += [f"cgroup {d}" for d in _cgroup_dirs(c)]
     found += [f"cgroup {h / 'kubepods'}" for h in host.cgroup_hierarchies() if (h / "kubepods").exists()]
-    found += [f"file {f}" for f in CNI_CACHE.glob(f"results/{c.cni_network}-*")]
     return found
