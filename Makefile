@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean
+.PHONY: real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -73,8 +73,22 @@ up: cluster ## cluster + CRDs + koord-manager + koord-scheduler + koordlet (simu
 	$(PY) -m e2e.samples apply
 	@$(PY) -m e2e.samples next-steps
 
-down: ## stop every local cluster and every process it started
+down: ## stop every local cluster and every process it started (a real node first)
 	@if [ -x $(PY) ]; then $(PY) -m e2e.cluster down --all; fi
+
+# The real node (docs/real-node.md): a kubelet over containerd beside the KWOK nodes. Host packages
+# from Debian; kubelet, kube-proxy, containerd and pause from Go modules (cached like the others).
+REAL_NODE_PACKAGES := runc containernetworking-plugins iptables conntrack ethtool socat umoci busybox-static
+real-node-deps: ## apt-get install what the real node needs from Debian (runc, CNI plugins, iptables, umoci, ...)
+	@missing=$$(for p in $(REAL_NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "real-node-deps: all installed"; fi
+
+real-node-tools: ## build kubelet, kube-proxy, containerd (+shim, ctr) and pause as well as the control-plane tools
+	bash e2e/toolchain/build.sh real-node
+
+real-node-down: venv ## stop the real node of the default cluster and take back what it put on the host
+	$(PY) -m e2e.realnode down
 
 lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts (.importlinter)
 	$(VENV)/bin/ruff check .

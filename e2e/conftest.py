@@ -55,6 +55,7 @@ SLOW_FILES = {
     "test_helm_install.py": 35,
     "test_hostile_input.py": 34,
     "test_koordlet.py": 30,
+    "test_real_node.py": 28,
     "test_job_preemption.py": 29,
     "test_descheduler_defrag.py": 28,
 }

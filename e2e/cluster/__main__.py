@@ -76,9 +76,11 @@ def _apply_objects(cp: ControlPlane, objects: list[dict[str, object]], what: str
         print(f"[cluster] {what}: {min(start + batch, len(objects))}/{len(objects)}", file=sys.stderr)
 
 
-def up(name: str, description_path: Path, default_kubeconfig: bool) -> ControlPlane:
+def up(
+    name: str, description_path: Path, default_kubeconfig: bool, *, real_node: bool = False
+) -> ControlPlane:
     cluster = desc.load(description_path)
-    cp = ControlPlane(name=name)
+    cp = ControlPlane(name=name, real_node=real_node)
     cp.start()
     install_crds(cp)
     apply_description(cp, cluster)
@@ -95,6 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     p_up = sub.add_parser("up", help="start the cluster, install CRDs, create the described nodes")
     p_up.add_argument("--name", default="koord-py")
     p_up.add_argument("-f", "--description", type=Path, default=DEFAULT_DESCRIPTION)
+    p_up.add_argument(
+        "--real-node",
+        action="store_true",
+        help="the flavour a real node can join (python -m e2e.realnode up)",
+    )
     p_down = sub.add_parser("down", help="stop the cluster and every process it started")
     p_down.add_argument("--name", default="koord-py")
     p_down.add_argument("--all", action="store_true", help="every cluster under .cluster/")
@@ -103,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "up":
-        cp = up(args.name, args.description, default_kubeconfig=args.name == "koord-py")
+        cp = up(
+            args.name, args.description, default_kubeconfig=args.name == "koord-py", real_node=args.real_node
+        )
         print(f"[cluster] kubeconfig: {cp.kubeconfig}", file=sys.stderr)
         return 0
     if args.command == "down":

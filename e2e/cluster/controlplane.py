@@ -99,6 +99,11 @@ class ControlPlane:
 
     name: str = "koord-py"
     root: Path = ROOT
+    real_node: bool = False
+    """The flavour that a real node (``e2e.realnode``) can join: kube-apiserver listens on all
+    addresses and advertises the host's primary one (pods reach it through the ``kubernetes``
+    Service), routes to webhook Services through their endpoints, and authenticates to kubelets with
+    the admin certificate; kwok manages only the nodes annotated ``kwok.x-k8s.io/node: fake``."""
 
     @property
     def bin_dir(self) -> Path:
@@ -254,9 +259,41 @@ class ControlPlane:
             "  - key: kube-api-qps\n"
             '    value: "500"\n'
             "  - key: kube-api-burst\n"
-            '    value: "1000"\n'
+            '    value: "1000"\n' + (self._real_node_patches() if self.real_node else "")
         )
         return config
+
+    def _real_node_patches(self) -> str:
+        from e2e.realnode.host import primary_ip  # only this flavour needs it
+
+        pki = self.kwok_workdir / "clusters" / self.name / "pki"
+        return (
+            "- name: kube-apiserver\n"
+            "  extraArgs:\n"
+            "  - key: bind-address\n"
+            '    value: "0.0.0.0"\n'
+            "    override: true\n"
+            "  - key: advertise-address\n"
+            f'    value: "{primary_ip()}"\n'
+            "  - key: enable-aggregator-routing\n"
+            '    value: "true"\n'
+            "  - key: kubelet-client-certificate\n"
+            f'    value: "{pki / "admin.crt"}"\n'
+            "  - key: kubelet-client-key\n"
+            f'    value: "{pki / "admin.key"}"\n'
+            # the node's name is no DNS name: reach kubelet (logs, exec) at its InternalIP
+            "  - key: kubelet-preferred-address-types\n"
+            '    value: "InternalIP,Hostname"\n'
+            # kwokctl's binary runtime starts kwok with --manage-all-nodes=true: it would take the
+            # real node over. Our fake nodes all carry this annotation (e2e/clusters/*.yaml).
+            "- name: kwok-controller\n"
+            "  extraArgs:\n"
+            "  - key: manage-all-nodes\n"
+            '    value: "false"\n'
+            "    override: true\n"
+            "  - key: manage-nodes-with-annotation-selector\n"
+            '    value: "kwok.x-k8s.io/node=fake"\n'
+        )
 
     def is_running(self) -> bool:
         if not self.kubeconfig.exists():
@@ -316,6 +353,7 @@ class ControlPlane:
         outlives the API server it talks to (nor meets the next cluster on the same port).
         """
         self._stop_components(component_timeout)
+        self._stop_real_node()
         if (self.kwok_workdir / "clusters" / self.name).exists():
             kwokctl = self.bin_dir / "kwokctl"
             if kwokctl.exists():
@@ -331,6 +369,15 @@ class ControlPlane:
         self.kubeconfig.unlink(missing_ok=True)
         if not quiet:
             _progress(f"cluster {self.name} stopped")
+
+    def _stop_real_node(self) -> None:
+        """The real node goes before the API server it reports to (``e2e.realnode``)."""
+        if not (self.state_dir / "realnode").exists():
+            return
+        from e2e.realnode import config_for, stop  # it imports this module
+
+        for line in stop(config_for(self)):
+            _progress(line)
 
     def _stop_components(self, timeout: float) -> None:
         """Stop each process with a pid file in the state directory (``e2e.components``), each

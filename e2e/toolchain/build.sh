@@ -3,6 +3,9 @@
 # etcd, kwok, kwokctl, helm) from Go modules into ~/.cache/koordinator-py/<tool>-<version>/ and
 # links them into .bin/ at the repository root. A tool whose cached binary already reports the
 # pinned version is not rebuilt, so a warm run takes well under a second.
+# `build.sh real-node` (or KOORD_REAL_NODE=1) also builds what the real node needs (e2e/realnode):
+# kubelet and kube-proxy from the same Kubernetes modules, containerd 2.x with its runc shim and
+# ctr, and the pause program; the KWOK path (`make tools`) never builds them.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -71,4 +74,44 @@ if ! has_version "$helm_out/helm" "$HELM_VERSION" version --short; then
     "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 fi
 link "$helm_out/helm"
+if [ "${1:-}" = real-node ] || [ "${KOORD_REAL_NODE:-}" = 1 ]; then
+  node_out="$cache/kubelet-$K8S_VERSION"
+  if ! has_version "$node_out/kubelet" "$K8S_VERSION" --version || ! [ -x "$node_out/kube-proxy" ]; then
+    log "building kubelet and kube-proxy $K8S_VERSION (2 min on 2 cores after the control plane, whose packages they share)"
+    minor=$(echo "$K8S_VERSION" | cut -d. -f2)
+    ldf="-s -w"
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ldf="$ldf -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+    done
+    mkdir -p "$node_out.tmp"
+    (cd "$here/k8s" && go build -trimpath -ldflags "$ldf" -o "$node_out.tmp/" \
+      k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy)
+    rm -rf "$node_out" && mv "$node_out.tmp" "$node_out"
+  fi
+  link "$node_out/kubelet" "$node_out/kube-proxy"
+
+  ctd_out="$cache/containerd-$CONTAINERD_VERSION"
+  if ! has_version "$ctd_out/containerd" "$CONTAINERD_VERSION" --version \
+     || ! [ -x "$ctd_out/containerd-shim-runc-v2" ] || ! [ -x "$ctd_out/ctr" ]; then
+    log "building containerd $CONTAINERD_VERSION (containerd, containerd-shim-runc-v2, ctr)"
+    mkdir -p "$ctd_out.tmp"
+    GOBIN="$ctd_out.tmp" go install -trimpath -tags "no_btrfs no_devmapper no_zfs" \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+    rm -rf "$ctd_out" && mv "$ctd_out.tmp" "$ctd_out"
+  fi
+  link "$ctd_out/containerd" "$ctd_out/containerd-shim-runc-v2" "$ctd_out/ctr"
+
+  # The sandbox ("pause") program: a few lines of Go in this repository, rebuilt when they change.
+  pause_src="$root/e2e/realnode/pause/main.go"
+  pause_out="$cache/pause-$(cksum "$pause_src" | cut -d' ' -f1)"
+  if ! [ -x "$pause_out/pause" ]; then
+    log "building pause"
+    mkdir -p "$pause_out"
+    (cd "$root/e2e/realnode/pause" && go build -trimpath -ldflags "-s -w" -o "$pause_out/pause" .)
+  fi
+  link "$pause_out/pause"
+fi
 log "tools ready in $bin"
