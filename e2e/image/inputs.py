@@ -97,7 +97,9 @@ def main(argv: list[str]) -> int:
         print(f"wrote {LOCK.relative_to(ROOT)}")
     elif what == "check":
         if not LOCK.exists() or LOCK.read_text() != lock_text():
-            print(f"{LOCK.relative_to(ROOT)} is stale: run `python -m e2e.image.inputs lock`", file=sys.stderr)
+            print(
+                f"{LOCK.relative_to(ROOT)} is stale: run `python -m e2e.image.inputs lock`", file=sys.stderr
+            )
             return 1
     elif what == "digest":
         print(digest())
