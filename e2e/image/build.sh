@@ -80,6 +80,9 @@ fi
 
 work=$(mktemp -d "$out/.build-$arch-XXXXXX")
 trap 'rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 wheels="$work/wheels"
 mkdir -p "$wheels"
 # Times in the image: the last commit's, so that a rebuild of the same commit differs little.
