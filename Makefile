@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean
+.PHONY: real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -111,6 +111,17 @@ test-full: venv tools ## the full tier: every test, full sizes (chaos seeds, par
 
 unit-full e2e-full: %-full:
 	@$(MAKE) --no-print-directory $* TIER=full
+
+# One image runs every component (docs/image.md); ARCH=arm64 cross-builds through qemu-user.
+ARCH ?= amd64
+image: venv ## the OCI image of every component from Debian packages + pinned wheels (.cluster/images/; ARCH=arm64)
+	PY=$(PY) bash e2e/image/build.sh $(ARCH)
+
+image-arm64: ## the arm64 image, cross-built with qemu-user (slow: not part of `make image`)
+	@$(MAKE) --no-print-directory image ARCH=arm64
+
+image-lock: venv ## rewrite e2e/image/requirements.lock from the runtime dependencies installed in .venv
+	$(PY) -m e2e.image.inputs lock
 
 clean: down ## remove build outputs (not the tool cache)
 	rm -rf .cluster .bin .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.image import name as image_name
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 
 CHART = repo_root() / "charts" / "koordinator-py"
@@ -132,3 +133,20 @@ def test_feature_gates_reach_the_components(control_plane: ControlPlane, compone
     assert not any(arg.startswith("--feature-gates") for arg in command())
     escaped = gates.replace(",", "\\,")  # --set splits on unescaped commas
     assert f"--feature-gates={gates}" in command("--set-string", f"{component}.featureGates={escaped}")
+
+
+def test_chart_images_are_what_make_image_builds(control_plane: ControlPlane) -> None:
+    """Every container the chart renders runs the image `make image` builds and names
+    (e2e/image/name.py): the chart's default cannot drift from the image."""
+    docs = _rendered(control_plane, "--set", "descheduler.enabled=true")
+    images: dict[str, dict[str, Any]] = {}
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "DaemonSet", "StatefulSet", "Job"):
+            continue
+        pod = doc["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            images[f"{doc['kind']}/{doc['metadata']['name']}/{container['name']}"] = container
+    assert len(images) >= 4, sorted(images)
+    for where, container in images.items():
+        assert container["image"] == image_name.reference(), where
+        assert container["imagePullPolicy"] == "IfNotPresent", where
