@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
+.PHONY: up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ up: cluster ## cluster + CRDs + koord-manager + koord-scheduler + koordlet (simu
 	$(PY) -m e2e.samples apply
 	@$(PY) -m e2e.samples next-steps
 
+up-real: real-node-deps real-node-tools image ## cluster + a real kubelet node + our image imported + `helm install` of the chart on it (docs/real-node.md)
+	$(PY) -m e2e.realnode up --chart
+
 down: ## stop every local cluster and every process it started (a real node first)
 	@if [ -x $(PY) ]; then $(PY) -m e2e.cluster down --all; fi
 
@@ -99,14 +102,14 @@ lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts
 unit: venv ## unit and property tests (no cluster), in parallel
 	$(call pytest,tests -n $(UNIT_WORKERS) $(TIER_ARGS),unit)
 
-e2e: venv tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
+e2e: venv tools real-node-deps real-node-tools ## end-to-end tests against a real kube-apiserver + etcd with KWOK nodes, a cluster per worker
 	$(call pytest,e2e -v -n $(E2E_WORKERS) --dist loadfile $(TIER_ARGS),e2e)
 
 # lint and the unit tests (two workers) run beside the e2e files, on the CPU the clusters leave.
-test: venv tools ## everything CI runs (the fast tier): lint, unit and e2e side by side, timed
+test: venv tools real-node-deps real-node-tools ## everything CI runs (the fast tier): lint, unit and e2e side by side, timed
 	$(PY) -m e2e.stages lint+unit+e2e
 
-test-full: venv tools ## the full tier: every test, full sizes (chaos seeds, parity list, smokes), hypothesis `full`
+test-full: venv tools real-node-deps real-node-tools ## the full tier: every test, full sizes (chaos seeds, parity list, smokes), hypothesis `full`
 	$(PY) -m e2e.stages lint+unit-full+e2e-full
 
 unit-full e2e-full: %-full:
@@ -114,7 +117,7 @@ unit-full e2e-full: %-full:
 
 # One image runs every component (docs/image.md); ARCH=arm64 cross-builds through qemu-user.
 ARCH ?= amd64
-image: venv ## the OCI image of every component from Debian packages + pinned wheels (.cluster/images/; ARCH=arm64)
+image: venv ## the OCI image of every component from Debian packages + pinned wheels (~/.cache/koordinator-py/images/; ARCH=arm64)
 	PY=$(PY) bash e2e/image/build.sh $(ARCH)
 
 image-arm64: ## the arm64 image, cross-built with qemu-user (slow: not part of `make image`)

@@ -67,6 +67,7 @@ from operators.handlers import (
     podgroup,
     reservation,
 )
+from operators.login import login as login_as
 from operators.webhook_certs import ensure_self_signed
 
 _ACCEPTED: dict[str, tuple[str, bool, object]] = {
@@ -222,9 +223,7 @@ def build_registry(config: ManagerConfig) -> kopf.OperatorRegistry:
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        if config.kubeconfig is not None:
-            return kopf.login_with_kubeconfig(**kwargs)
-        return kopf.login_with_service_account(**kwargs)
+        return login_as(config.kubeconfig, **kwargs)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:

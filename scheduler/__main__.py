@@ -140,10 +140,18 @@ def load(args: argparse.Namespace) -> SchedulerConfig:
     return load_config(args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
 
 
+def kubeconfig_of(args: argparse.Namespace, config: SchedulerConfig) -> Path | None:
+    """``--kubeconfig``, else ``clientConnection.kubeconfig``; None (in-cluster) when both are empty,
+    as kube-scheduler's (``Path("")`` is ``.``: the chart's pods once tried to read a directory)."""
+    configured = config.client_connection.kubeconfig
+    kubeconfig: Path | None = args.kubeconfig or (Path(configured) if configured else None)
+    return kubeconfig
+
+
 async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     election = config.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
-    kubeconfig = args.kubeconfig or (Path(config.client_connection.kubeconfig) or None)
+    kubeconfig = kubeconfig_of(args, config)
     connection = config.client_connection
     backend = await KubernetesBackend.connect(
         kubeconfig, max_concurrency=AppSettings.bind_concurrency, qps=connection.qps, burst=connection.burst

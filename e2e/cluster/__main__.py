@@ -77,12 +77,14 @@ def _apply_objects(cp: ControlPlane, objects: list[dict[str, object]], what: str
 
 
 def up(
-    name: str, description_path: Path, default_kubeconfig: bool, *, real_node: bool = False
+    name: str, description_path: Path, default_kubeconfig: bool, *, real_node: bool = False, crds: bool = True
 ) -> ControlPlane:
+    """Start the cluster with the described nodes; ``crds=False`` leaves the CRDs to the chart."""
     cluster = desc.load(description_path)
     cp = ControlPlane(name=name, real_node=real_node)
     cp.start()
-    install_crds(cp)
+    if crds:
+        install_crds(cp)
     apply_description(cp, cluster)
     wait_nodes_ready(cp)
     cp.wait_service_account("default")

@@ -245,7 +245,8 @@ class ControlPlane:
             "options:\n"
             "  runtime: binary\n"
             "  bindAddress: 127.0.0.1\n"
-            f"  kubeApiserverBinary: {(b / 'kube-apiserver').resolve()}\n"
+            + (self._real_node_options() if self.real_node else "")
+            + f"  kubeApiserverBinary: {(b / 'kube-apiserver').resolve()}\n"
             f"  kubeControllerManagerBinary: {(b / 'kube-controller-manager').resolve()}\n"
             f"  kubeSchedulerBinary: {(b / 'kube-scheduler').resolve()}\n"
             f"  kubectlBinary: {(b / 'kubectl').resolve()}\n"
@@ -262,6 +263,13 @@ class ControlPlane:
             '    value: "1000"\n' + (self._real_node_patches() if self.real_node else "")
         )
         return config
+
+    def _real_node_options(self) -> str:
+        # Pods reach the API server as https://<kubernetes Service's ClusterIP> (in-cluster config)
+        # or by its DNS names: kwokctl's certificate names only the host's addresses.
+        sans = ["10.0.0.1", "10.96.0.1", "kubernetes", "kubernetes.default", "kubernetes.default.svc"]
+        sans.append("kubernetes.default.svc.cluster.local")
+        return "  kubeApiserverCertSANs:\n" + "".join(f"  - {san}\n" for san in sans)
 
     def _real_node_patches(self) -> str:
         from e2e.realnode.host import primary_ip  # only this flavour needs it
@@ -333,8 +341,10 @@ class ControlPlane:
                 self.name,
                 "--runtime",
                 "binary",
-                "--disable",
-                "kube-scheduler",
+                # KWOK clusters have no kube-scheduler: koord-scheduler (a local process) binds every
+                # pod. The real-node flavour has one, as a real cluster does: it places the chart's
+                # own pods (koord-scheduler among them) on the real node.
+                *(() if self.real_node else ("--disable", "kube-scheduler")),
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--wait",

@@ -4,8 +4,8 @@
 #
 #   e2e/image/build.sh [amd64|arm64]
 #
-# Writes .cluster/images/koordinator-py-<version>-<arch>/ (OCI image layout) and
-# .cluster/images/koordinator-py-<version>-<arch>.oci.tar (the same as an OCI archive), named
+# Writes ~/.cache/koordinator-py/images/koordinator-py-<version>-<arch>/ (OCI image layout) and
+# koordinator-py-<version>-<arch>.oci.tar beside it (the same as an OCI archive), named
 # `python -m e2e.image.name` (localhost/koordinator-py:<version>) for `ctr images import`.
 # Nothing is rebuilt when the inputs (the wheel's sources, the lock, these scripts, the arch) are
 # those of the archive already there: a warm run takes seconds.
@@ -26,7 +26,7 @@ cd "$root"
 repository=$("$PY" -m e2e.image.name repository)
 tag=$("$PY" -m e2e.image.name tag)
 reference="$repository:$tag"
-out="$root/.cluster/images"
+out=$("$PY" -m e2e.image.name dir)  # the tool cache: a fresh clone of the same sources reuses it
 name="koordinator-py-$tag-$arch"
 layout="$out/$name"
 archive="$out/$name.oci.tar"

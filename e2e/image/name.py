@@ -5,10 +5,12 @@ it (tests/test_image_name.py, e2e/scenarios/test_helm_chart.py).
     python -m e2e.image.name                 localhost/koordinator-py:0.1.0
     python -m e2e.image.name repository      localhost/koordinator-py
     python -m e2e.image.name tag             0.1.0
+    python -m e2e.image.name dir             ~/.cache/koordinator-py/images
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import tomllib
 from pathlib import Path
@@ -31,9 +33,21 @@ def reference() -> str:
     return f"{REPOSITORY}:{version()}"
 
 
+def images_dir() -> Path:
+    """Where `make image` keeps what it built: in the tool cache beside the Go tools, so that a fresh
+    clone of the same sources (CI's) finds the image built and does not build it again."""
+    cache = os.environ.get("KOORD_PY_CACHE") or str(Path.home() / ".cache" / "koordinator-py")
+    return Path(cache) / "images"
+
+
+def archive(arch: str = "amd64") -> Path:
+    """The OCI archive of the image for ``arch`` (``ctr -n k8s.io images import`` takes it)."""
+    return images_dir() / f"koordinator-py-{version()}-{arch}.oci.tar"
+
+
 def main(argv: list[str]) -> int:
     what = argv[0] if argv else "reference"
-    values = {"reference": reference(), "repository": REPOSITORY, "tag": version()}
+    values = {"reference": reference(), "repository": REPOSITORY, "tag": version(), "dir": str(images_dir())}
     if what not in values or len(argv) > 1:
         print(f"usage: python -m e2e.image.name [{'|'.join(values)}]", file=sys.stderr)
         return 2

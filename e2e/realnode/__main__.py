@@ -1,9 +1,11 @@
-"""``python -m e2e.realnode up|down|status [--cluster NAME]``: the real node of a local cluster.
+"""``python -m e2e.realnode up [--chart]|down|status [--cluster NAME]``: the real node of a local cluster.
 
 ``up`` checks the host (and stops at once with what is missing), starts the cluster in its
 real-node flavour when it is not running (``python -m e2e.cluster up --real-node``), then
 containerd, kubelet and kube-proxy. ``down`` stops the node and takes back what it created on the
-host; ``status`` says whether the node is Ready and lists what of it is on the host.
+host; ``status`` says whether the node is Ready and lists what of it is on the host. ``up --chart``
+(``make up-real``) also builds our image, imports it into the node and ``helm install``s the chart
+with every component on the real node; the chart brings the CRDs.
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ from e2e.cluster.__main__ import DEFAULT_DESCRIPTION
 from e2e.cluster.__main__ import up as cluster_up
 from e2e.cluster.controlplane import ControlPlane
 from e2e.realnode import preflight
+from e2e.realnode.chart import install_chart
 from e2e.realnode.config import config_for
 from e2e.realnode.node import node_ready, progress, start
 from e2e.realnode.teardown import leftovers, stop
+
+NEXT_STEPS = """
+koordinator-py runs on the real node {node}, from our image (docs/real-node.md).
+
+  export KUBECONFIG={kubeconfig}
+  kubectl get pods -n koordinator-system -o wide        # every component, Running on {node}
+  kubectl get nodemetric {node} -o yaml                 # koordlet's report of the real node and its pods
+  kubectl apply -f docs/examples/real-node/burn.yaml    # a koord-scheduler Deployment that burns one CPU
+  kubectl get nodemetric {node} -o jsonpath='{{.status.podsMetric}}'   # ... about one CPU within a minute
+  make down                                             # stops it all and takes back what it put on the host
+"""
 
 
 def _is_real_node_flavour(cp: ControlPlane) -> bool:
@@ -29,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m e2e.realnode", description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--cluster", default="koord-py")
+    parser.add_argument("--chart", action="store_true", help="up: also install the chart from our image")
     args = parser.parse_args(argv)
     cp = ControlPlane(name=args.cluster, real_node=True)
     c = config_for(cp)
@@ -40,7 +55,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[realnode] {err}", file=sys.stderr)
             return 2
         if not cp.is_running():
-            cluster_up(cp.name, DEFAULT_DESCRIPTION, default_kubeconfig=cp.name == "koord-py", real_node=True)
+            cluster_up(
+                cp.name,
+                DEFAULT_DESCRIPTION,
+                default_kubeconfig=cp.name == "koord-py",
+                real_node=True,
+                crds=not args.chart,
+            )
         elif not _is_real_node_flavour(cp):
             print(
                 f"[realnode] cluster {cp.name} runs without the real-node flavour (its API server is not "
@@ -50,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         start(cp, c)
         progress(f"pod-resources socket: {c.pod_resources_socket}; NRI socket: {c.nri_socket}")
+        if args.chart:
+            install_chart(cp, c)
+            print(NEXT_STEPS.format(kubeconfig=cp.kubeconfig, node=c.node_name, label=c.node_label))
         return 0
     if args.command == "down":
         for line in stop(c):

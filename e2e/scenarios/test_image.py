@@ -31,7 +31,7 @@ pytestmark = [
 
 ROOT = repo_root()
 ARCH = "amd64"
-IMAGES = ROOT / ".cluster" / "images"
+IMAGES = name.images_dir()
 LAYOUT = IMAGES / f"koordinator-py-{name.version()}-{ARCH}"
 ARCHIVE = IMAGES / f"koordinator-py-{name.version()}-{ARCH}.oci.tar"
 ENTRY_POINTS = ("koord-scheduler", "koord-manager", "koord-descheduler", "koordlet", "koordctl")

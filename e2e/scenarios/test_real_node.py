@@ -19,10 +19,15 @@ from typing import Any
 
 import pytest
 
+from apis.quantity import Quantity
 from e2e.cluster.__main__ import apply_description, wait_nodes_ready
-from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.controlplane import ControlPlane, KubectlError, repo_root
+from e2e.image import name as image_name
 from e2e.realnode import RealNodeConfig, config_for, import_image, leftovers, preflight, start, stop
+from e2e.realnode.chart import NAMESPACE as CHART_NAMESPACE
+from e2e.realnode.chart import install_chart, wait_rolled_out
 from e2e.realnode.images import BUSYBOX_IMAGE, busybox_image
+from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
 from scheduler.simulator import description as desc
 
 pytestmark = pytest.mark.real_node
@@ -32,6 +37,13 @@ NODES = desc.ClusterDescription.model_validate(
     {"name": CLUSTER, "nodePools": [{"name": "fake", "count": 2, "cpu": "8", "memory": "16Gi"}]}
 )
 NAMESPACE = "real-node"
+BURN = repo_root() / "docs" / "examples" / "real-node" / "burn.yaml"
+REPORT_EVERY_5_SECONDS = {
+    "apiVersion": "v1",
+    "kind": "ConfigMap",
+    "metadata": {"name": "slo-controller-config", "namespace": "koordinator-system"},
+    "data": {"colocation-config": json.dumps({"metricReportIntervalSeconds": 5})},
+}
 # The container proves it runs: it reads its ServiceAccount token, opens a TCP connection to the
 # `kubernetes` Service's ClusterIP (kube-proxy's DNAT to the API server's advertised address), says
 # so, and only then becomes Ready.
@@ -145,6 +157,155 @@ def pod_cgroup_dirs(c: RealNodeConfig, uid: str) -> list[Path]:
     root = Path("/sys/fs/cgroup")
     memory = root / "memory" if (root / "memory").is_dir() else root
     return sorted(memory.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}"))
+
+
+@pytest.fixture(scope="module")
+def chart(real_node: tuple[ControlPlane, RealNodeConfig]) -> tuple[ControlPlane, RealNodeConfig]:
+    """The chart installed from our image (``make up-real``'s step): every component on the real node."""
+    cp, c = real_node
+    install_chart(cp, c)
+    return cp, c
+
+
+def pods_of(cp: ControlPlane, namespace: str, selector: str = "") -> list[dict[str, Any]]:
+    query = f"?labelSelector={selector}" if selector else ""
+    items: list[dict[str, Any]] = cp.get_json(f"/api/v1/namespaces/{namespace}/pods{query}")["items"]
+    return items
+
+
+def test_the_chart_runs_every_component_from_our_image_on_the_real_node(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    cp, c = chart
+    pods = [p for p in pods_of(cp, CHART_NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
+    components = sorted({p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods})
+    assert components == ["descheduler", "koordlet", "manager", "scheduler"]
+    for pod in pods:
+        name = pod["metadata"]["name"]
+        assert pod["spec"]["nodeName"] == c.node_name, name
+        assert pod["status"]["phase"] == "Running", name
+        (container,) = pod["status"]["containerStatuses"]
+        assert container["ready"], name
+        assert container["image"] == image_name.reference(), name
+        assert container["containerID"].startswith("containerd://"), name
+
+
+def test_the_admission_webhook_answers_through_the_charts_service(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    cp, _ = chart
+    bad = elastic_quota("inverted", "default", min={"cpu": "2"}, max={"cpu": "1"})
+    proc = cp.run_kubectl("apply", "-f", "-", input=json.dumps(bad))
+    assert proc.returncode != 0, "an ElasticQuota whose min exceeds its max was admitted"
+    assert "admission webhook" in proc.stderr, proc.stderr
+    assert "spec.min.cpu" in proc.stderr, proc.stderr
+    good = elastic_quota("fine", "default", min={"cpu": "1"}, max={"cpu": "2"})
+    cp.kubectl("apply", "-f", "-", input=json.dumps(good))
+    cp.kubectl("delete", "elasticquota", "fine", "-n", "default", "--wait=false")
+
+
+def test_a_koord_scheduler_deployment_runs_there_and_koordlet_reports_its_cpu(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    """docs/examples/real-node/burn.yaml: bound by koord-scheduler, Running and Ready on the real
+    node, and its one busy CPU in the real node's NodeMetric within two reports."""
+    cp, c = chart
+    # koord-manager passes the interval on to koordlet through the NodeMetric's spec.
+    cp.kubectl("apply", "-f", "-", input=json.dumps(REPORT_EVERY_5_SECONDS))
+    cp.apply_file(BURN)
+    cp.kubectl("rollout", "status", "deployment/burn", "-n", "default", "--timeout=120s")
+    (pod,) = [p for p in pods_of(cp, "default", "app=burn") if not p["metadata"].get("deletionTimestamp")]
+    name = pod["metadata"]["name"]
+    assert pod["spec"]["schedulerName"] == "koord-scheduler"
+    assert pod["spec"]["nodeName"] == c.node_name
+    assert pod["status"]["containerStatuses"][0]["ready"]
+
+    deadline = time.monotonic() + 90
+    cpu = 0.0
+    while time.monotonic() < deadline:
+        metric = cp.get_json(f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{c.node_name}")
+        status = metric.get("status") or {}
+        interval = (metric.get("spec") or {}).get("metricCollectPolicy", {}).get("reportIntervalSeconds")
+        usage = {p["name"]: p["podUsage"]["resources"] for p in status.get("podsMetric") or ()}
+        if name in usage and interval == 5:
+            cpu = Quantity.parse(usage[name]["cpu"]).milli_value() / 1000
+            if cpu >= 0.7:
+                break
+        time.sleep(1.0)
+    assert 0.7 <= cpu <= 1.2, f"koordlet reported {cpu} CPU for a pod that burns one"
+    cp.kubectl("delete", "deployment", "burn", "-n", "default", "--wait=false")
+
+
+def test_a_gang_of_two_starts_together_on_the_real_node(chart: tuple[ControlPlane, RealNodeConfig]) -> None:
+    cp, c = chart
+    members = [gang_member(f"worker-{i}", c) for i in range(2)]
+    cp.kubectl("apply", "-f", "-", input=json.dumps(members[0]))
+    with pytest.raises(KubectlError):  # one member alone waits for the other
+        cp.kubectl("wait", "--for=condition=PodScheduled", "pod/worker-0", "-n", "default", "--timeout=5s")
+    cp.kubectl("apply", "-f", "-", input=json.dumps(members[1]))
+    cp.kubectl(
+        "wait", "--for=condition=Ready", "pod/worker-0", "pod/worker-1", "-n", "default", "--timeout=90s"
+    )
+    pods = [p for p in pods_of(cp, "default", "app=gang") if p["metadata"]["name"].startswith("worker-")]
+    assert {p["spec"]["nodeName"] for p in pods} == {c.node_name}
+    cp.kubectl("delete", "pod", "worker-0", "worker-1", "-n", "default", "--wait=false")
+
+
+def test_koord_scheduler_leads_again_after_a_rolling_restart(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    cp, c = chart
+    lease = "/apis/coordination.k8s.io/v1/namespaces/koordinator-system/leases/koord-scheduler"
+    before = cp.get_json(lease)["spec"]["holderIdentity"]
+    old = {
+        p["metadata"]["name"] for p in pods_of(cp, CHART_NAMESPACE, "app.kubernetes.io/component=scheduler")
+    }
+    cp.kubectl("rollout", "restart", "deployment/koord-scheduler", "-n", CHART_NAMESPACE)
+    wait_rolled_out(cp, timeout=180)
+    deadline = time.monotonic() + 60
+    holder = before
+    while time.monotonic() < deadline:
+        holder = cp.get_json(lease)["spec"].get("holderIdentity") or ""
+        if holder and holder.split("_")[0] not in old:
+            break
+        time.sleep(1.0)
+    assert holder.split("_")[0] not in old, f"the Lease is still held by an old replica: {holder}"
+    member = gang_member("after-restart", c, gang=False)
+    cp.kubectl("apply", "-f", "-", input=json.dumps(member))
+    cp.kubectl("wait", "--for=condition=Ready", "pod/after-restart", "-n", "default", "--timeout=90s")
+    cp.kubectl("delete", "pod", "after-restart", "-n", "default", "--wait=false")
+
+
+def gang_member(name: str, c: RealNodeConfig, *, gang: bool = True) -> dict[str, Any]:
+    annotations = (
+        {"gang.scheduling.koordinator.sh/name": "pair", "gang.scheduling.koordinator.sh/min-available": "2"}
+        if gang
+        else {}
+    )
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {"app": "gang"},
+            "annotations": annotations,
+        },
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "nodeSelector": {c.node_label: "true"},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "sleep",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "3600"],
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        },
+    }
 
 
 def test_stopping_the_real_node_leaves_nothing_on_the_host(

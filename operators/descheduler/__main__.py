@@ -27,6 +27,7 @@ from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, level_
 from operators.descheduler import handlers
 from operators.descheduler.app import Descheduler
 from operators.descheduler.config import ConfigError, DeschedulerConfiguration, load
+from operators.login import login as login_as
 
 __all__ = ["main"]
 
@@ -89,9 +90,7 @@ def build_registry(app: Descheduler, kubeconfig: Path | None) -> kopf.OperatorRe
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        if kubeconfig is not None:
-            return kopf.login_with_kubeconfig(**kwargs)
-        return kopf.login_with_service_account(**kwargs)
+        return login_as(kubeconfig, **kwargs)
 
     @kopf.on.startup(registry=registry)
     async def start(settings: kopf.OperatorSettings, **_: Any) -> None:

@@ -971,3 +971,14 @@ def test_koordinators_scheduler_configuration_logs_no_info_line_per_re_enabled_p
     overriding = [record for record in caplog.records if "overriding" in record.getMessage()]
     assert [record.levelno for record in overriding] in ([], [logging.DEBUG])
     assert not [record for record in caplog.records if record.levelno == logging.INFO]
+
+
+def test_no_kubeconfig_anywhere_means_in_cluster_credentials() -> None:
+    """The chart runs koord-scheduler with neither --kubeconfig nor clientConnection.kubeconfig:
+    that is the in-cluster service account, never the directory ``.``."""
+    from scheduler.__main__ import kubeconfig_of, load, parse_args
+
+    args = parse_args([])
+    assert kubeconfig_of(args, load(args)) is None
+    args = parse_args(["--kubeconfig", "/k"])
+    assert kubeconfig_of(args, load(args)) == Path("/k")
