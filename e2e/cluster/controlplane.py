@@ -186,12 +186,15 @@ class ControlPlane:
         wait per pod, in turn); this takes about one."""
         pods = f"/api/v1/namespaces/{name}/pods"
         try:
+            deleted = {p["metadata"]["uid"] for p in self.rest.get(pods)["items"]}
             self.rest.delete_collection(pods)
         except ApiError as exc:
             if exc.status != 404:
                 raise
+            deleted = set()
+        # Only the pods deleted here: a Deployment's ReplicaSet makes new ones until the namespace goes.
         deadline = time.monotonic() + timeout
-        while self.rest.get(pods)["items"]:
+        while deleted & {p["metadata"]["uid"] for p in self.rest.get(pods)["items"]}:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {name}: pods still there {timeout:g}s after they were deleted")
             time.sleep(0.2)

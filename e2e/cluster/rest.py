@@ -69,10 +69,10 @@ class RestClient:
                 item.setdefault("kind", kind.removesuffix("List"))
         return found
 
-    def delete_collection(self, path: str) -> None:
+    def delete_collection(self, path: str) -> dict[str, Any]:
         """DELETE every object of the collection at ``path`` in one request (what ``kubectl
-        delete --all`` does with one request per object)."""
-        self._call("DELETE", path)
+        delete --all`` does with one request per object); the list of what was deleted."""
+        return self._call("DELETE", path)
 
     def _call(self, method: str, path: str) -> dict[str, Any]:
         with self._lock:
