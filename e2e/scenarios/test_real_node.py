@@ -21,6 +21,7 @@ import pytest
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
+    ANNOTATION_NODE_BE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_RESOURCE_STATUS,
@@ -400,15 +401,56 @@ def assert_holds(cp: ControlPlane, found: dict[Path, frozenset[int]], want: froz
         pytest.fail(f"{who}: want {format_cpus(want)}, found {wrong}\nkoordlet:\n{skipped[-3000:]}")
 
 
-def test_an_lsr_pod_gets_its_cpuset_on_its_real_container_and_ls_pods_share_the_rest(
-    chart: tuple[ControlPlane, RealNodeConfig],
+def pool_cpus(cp: ControlPlane, c: RealNodeConfig, key: str) -> frozenset[int]:
+    """The CPUs of the node's LS or BE shared pools, as koordlet's NodeResourceTopology says."""
+    topology = json.loads(cp.kubectl("get", "noderesourcetopology", c.node_name, "-o", "json"))
+    pools = json.loads((topology["metadata"].get("annotations") or {}).get(key) or "[]")
+    return frozenset().union(*(parse_cpus(pool.get("cpuset") or "") for pool in pools))
+
+
+def wait_pools(
+    cp: ControlPlane, c: RealNodeConfig, ls: frozenset[int], be: frozenset[int], timeout: float = 30
+) -> tuple[frozenset[int], frozenset[int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = (
+            pool_cpus(cp, c, ANNOTATION_NODE_CPU_SHARED_POOLS),
+            pool_cpus(cp, c, ANNOTATION_NODE_BE_CPU_SHARED_POOLS),
+        )
+        if found == (ls, be) or time.monotonic() > deadline:
+            return found
+        time.sleep(1.0)
+
+
+def container_cfs_quotas(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, str]:
+    """The container's CFS quota in each hierarchy with the cpu controller (v1 ``cpu.cfs_quota_us``,
+    v2 the first field of ``cpu.max``)."""
+    uid = pod["metadata"]["uid"]
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    root = Path("/sys/fs/cgroup")
+    found: dict[Path, str] = {}
+    for hierarchy, name in (
+        (root / "cpu", "cpu.cfs_quota_us"),
+        (root, "cpu.max"),
+        (root / "unified", "cpu.max"),
+    ):
+        for directory in hierarchy.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}/{container_id}"):
+            if (directory / name).is_file():
+                found[directory / name] = read_or_empty(directory / name).split()[0]
+    return found
+
+
+@pytest.mark.parametrize("qos", ["LSR", "LSE"])
+def test_an_lsr_or_lse_pod_gets_its_cpuset_on_its_real_container_and_the_pools_follow(
+    chart: tuple[ControlPlane, RealNodeConfig], qos: str
 ) -> None:
-    """koord-scheduler gives an LSR pod of one whole CPU a cpuset in its resource-status; koordlet
-    writes it into the container's cgroup, and the share pool (an LS pod's cgroup) is the other CPU
-    of this 2-CPU host. When the LSR pod goes, the LS pod gets every CPU back."""
+    """koord-scheduler gives an LSR (LSE) pod of one whole CPU a cpuset in its resource-status;
+    koordlet writes it into the container's cgroup with the CFS quota unset, and the LS share pool
+    (an LS pod's cgroup) is the other CPU of this 2-CPU host; the BE pool keeps an LSR pod's CPU and
+    loses an LSE pod's. When the pod goes, the pools and the LS pod get every CPU back."""
     cp, c = chart
     every_cpu = parse_cpus(Path("/sys/devices/system/cpu/online").read_text().strip())
-    assert len(every_cpu) >= 2, "an LSR pod of one CPU needs a host of two CPUs at least"
+    assert len(every_cpu) >= 2, f"an {qos} pod of one CPU needs a host of two CPUs at least"
     assert cpuset_hierarchies(), "no cgroup hierarchy with cpuset.cpus on this host"
     deadline = time.monotonic() + 60
     topology: dict[str, Any] = {}
@@ -422,27 +464,31 @@ def test_an_lsr_pod_gets_its_cpuset_on_its_real_container_and_ls_pods_share_the_
         f"koordlet reported no CPU topology for {c.node_name}: {topology}"
     )
 
-    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod("ls", c, "LS", cpu="100m", limit="1")))
-    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod("lsr", c, "LSR", cpu="1", limit="1")))
-    cp.kubectl("wait", "--for=condition=Ready", "pod/lsr", "pod/ls", "-n", "default", "--timeout=90s")
-    lsr = cp.get_json("/api/v1/namespaces/default/pods/lsr")
-    assert lsr["spec"]["nodeName"] == c.node_name
-    assert lsr["status"]["qosClass"] == "Guaranteed"
-    status = json.loads(lsr["metadata"].get("annotations", {}).get(ANNOTATION_RESOURCE_STATUS) or "{}")
+    bound, ls = qos.lower(), f"ls-beside-{qos.lower()}"
+    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod(ls, c, "LS", cpu="100m", limit="1")))
+    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod(bound, c, qos, cpu="1", limit="1")))
+    cp.kubectl("wait", "--for=condition=Ready", f"pod/{bound}", f"pod/{ls}", "-n", "default", "--timeout=90s")
+    pod = cp.get_json(f"/api/v1/namespaces/default/pods/{bound}")
+    assert pod["spec"]["nodeName"] == c.node_name
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    status = json.loads(pod["metadata"].get("annotations", {}).get(ANNOTATION_RESOURCE_STATUS) or "{}")
     cpus = parse_cpus(status.get("cpuset") or "")
-    assert len(cpus) == 1, f"koord-scheduler gave the LSR pod {status}"
-    assert cpus < every_cpu, f"koord-scheduler gave the LSR pod {status}"
+    assert len(cpus) == 1, f"koord-scheduler gave the {qos} pod {status}"
+    assert cpus < every_cpu, f"koord-scheduler gave the {qos} pod {status}"
     shared = every_cpu - cpus
 
-    assert_holds(cp, wait_cpusets(cp, c, "lsr", cpus), cpus, "LSR pod")
-    assert_holds(cp, wait_cpusets(cp, c, "ls", shared), shared, "LS pod")
-    pools = json.loads(cp.kubectl("get", "noderesourcetopology", c.node_name, "-o", "json"))
-    ls_pool = json.loads(pools["metadata"]["annotations"][ANNOTATION_NODE_CPU_SHARED_POOLS])
-    assert frozenset().union(*(parse_cpus(p.get("cpuset", "")) for p in ls_pool)) == shared
+    assert_holds(cp, wait_cpusets(cp, c, bound, cpus), cpus, f"{qos} pod")
+    assert_holds(cp, wait_cpusets(cp, c, ls, shared), shared, "LS pod")
+    quotas = container_cfs_quotas(c, pod)
+    assert quotas, f"no cpu controller holds the {qos} container's CFS quota"
+    assert set(quotas.values()) <= {"-1", "max"}, f"{qos} container throttled: {quotas}"
+    be = shared if qos == "LSE" else every_cpu
+    assert wait_pools(cp, c, shared, be) == (shared, be)
 
-    cp.kubectl("delete", "pod", "lsr", "-n", "default", "--wait=true", "--timeout=60s")
-    assert_holds(cp, wait_cpusets(cp, c, "ls", every_cpu), every_cpu, "LS pod after the LSR pod went")
-    cp.kubectl("delete", "pod", "ls", "-n", "default", "--wait=false")
+    cp.kubectl("delete", "pod", bound, "-n", "default", "--wait=true", "--timeout=60s")
+    assert wait_pools(cp, c, every_cpu, every_cpu) == (every_cpu, every_cpu)
+    assert_holds(cp, wait_cpusets(cp, c, ls, every_cpu), every_cpu, f"LS pod after the {qos} pod went")
+    cp.kubectl("delete", "pod", ls, "-n", "default", "--wait=true", "--timeout=60s")
 
 
 def test_stopping_the_real_node_leaves_nothing_on_the_host(
