@@ -150,3 +150,21 @@ def test_chart_images_are_what_make_image_builds(control_plane: ControlPlane) ->
     for where, container in images.items():
         assert container["image"] == image_name.reference(), where
         assert container["imagePullPolicy"] == "IfNotPresent", where
+
+
+def test_koordlet_runs_as_root_only_when_it_writes_cgroups(control_plane: ControlPlane) -> None:
+    """The image's user (65532) has no capabilities even in a privileged container, and the host's
+    cgroup files are root's: with koordlet.qos koordlet runs as root (every cgroup write failed with
+    EACCES on the real node otherwise); without it, as the image's user, read-only."""
+
+    def security(*values: str) -> dict[str, Any]:
+        docs = _rendered(control_plane, "--show-only", "templates/koordlet-daemonset.yaml", *values)
+        context: dict[str, Any] = docs[0]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        return context
+
+    writing = security()
+    assert writing["privileged"] is True
+    assert (writing["runAsUser"], writing["runAsGroup"], writing["runAsNonRoot"]) == (0, 0, False)
+    reading = security("--set", "koordlet.qos=false")
+    assert "runAsUser" not in reading
+    assert reading["allowPrivilegeEscalation"] is False

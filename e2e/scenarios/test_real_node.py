@@ -19,6 +19,13 @@ from typing import Any
 
 import pytest
 
+from apis.cpulist import format_cpus, parse_cpus
+from apis.extension.numa import (
+    ANNOTATION_NODE_BE_CPU_SHARED_POOLS,
+    ANNOTATION_NODE_CPU_SHARED_POOLS,
+    ANNOTATION_NODE_CPU_TOPOLOGY,
+    ANNOTATION_RESOURCE_STATUS,
+)
 from apis.quantity import Quantity
 from e2e.cluster.__main__ import apply_description, wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane, KubectlError, repo_root
@@ -306,6 +313,182 @@ def gang_member(name: str, c: RealNodeConfig, *, gang: bool = True) -> dict[str,
             ],
         },
     }
+
+
+def cpuset_pod(name: str, c: RealNodeConfig, qos: str, *, cpu: str, limit: str) -> dict[str, Any]:
+    """A busybox pod koord-scheduler places on the real node, labelled ``qos``, of koord-prod."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default", "labels": {"koordinator.sh/qosClass": qos}},
+        "spec": {
+            "schedulerName": "koord-scheduler",
+            "priorityClassName": "koord-prod",
+            "nodeSelector": {c.node_label: "true"},
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "sleep",
+                    "image": BUSYBOX_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "3600"],
+                    "resources": {
+                        "requests": {"cpu": cpu, "memory": "32Mi"},
+                        "limits": {"cpu": limit, "memory": "32Mi"},
+                    },
+                }
+            ],
+        },
+    }
+
+
+def cpuset_hierarchies() -> list[Path]:
+    """Every mounted hierarchy whose cgroups have ``cpuset.cpus``: v1's cpuset controller, and the
+    v2 tree (pure, or the unified one of a hybrid host) where it has the cpuset controller."""
+    root = Path("/sys/fs/cgroup")
+    found = []
+    for v2 in (root, root / "unified"):
+        if "cpuset" in read_or_empty(v2 / "cgroup.controllers").split():
+            found.append(v2)
+    if (root / "cpuset" / "cpuset.cpus").is_file():
+        found.append(root / "cpuset")
+    return found
+
+
+def read_or_empty(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def container_cpusets(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, frozenset[int]]:
+    """The container's ``cpuset.cpus`` in each hierarchy that has it, and the CPUs its process may
+    run on (``Cpus_allowed_list`` under the key ``/proc/<pid>``); {} before its cgroup is there."""
+    uid = pod["metadata"]["uid"]
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    found: dict[Path, frozenset[int]] = {}
+    for hierarchy in cpuset_hierarchies():
+        for directory in hierarchy.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}/{container_id}"):
+            found[directory] = parse_cpus(read_or_empty(directory / "cpuset.cpus"))
+            for pid in read_or_empty(directory / "cgroup.procs").split()[:1]:
+                for line in read_or_empty(Path(f"/proc/{pid}/status")).splitlines():
+                    if line.startswith("Cpus_allowed_list:"):
+                        found[Path(f"/proc/{pid}")] = parse_cpus(line.split(":", 1)[1].strip())
+    return found
+
+
+def wait_cpusets(
+    cp: ControlPlane, c: RealNodeConfig, name: str, want: frozenset[int], timeout: float = 60
+) -> dict[Path, frozenset[int]]:
+    """Wait until the pod's container holds exactly ``want`` in every cpuset hierarchy and its
+    process's affinity; the last reading either way."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pod = cp.get_json(f"/api/v1/namespaces/default/pods/{name}")
+        found = container_cpusets(c, pod)
+        if (found and all(cpus == want for cpus in found.values())) or time.monotonic() > deadline:
+            return found
+        time.sleep(1.0)
+
+
+def assert_holds(cp: ControlPlane, found: dict[Path, frozenset[int]], want: frozenset[int], who: str) -> None:
+    assert found, f"{who}: no cgroup of its container has cpuset.cpus"
+    wrong = {str(path): format_cpus(cpus) for path, cpus in found.items() if cpus != want}
+    if wrong:  # koordlet says why a write failed (a read-only mount, EACCES, EBUSY)
+        logs = cp.run_kubectl("logs", "-n", CHART_NAMESPACE, "daemonset/koordlet").stdout.splitlines()
+        skipped = "\n".join(line for line in logs if "cgroup write skipped" in line)
+        pytest.fail(f"{who}: want {format_cpus(want)}, found {wrong}\nkoordlet:\n{skipped[-3000:]}")
+
+
+def pool_cpus(cp: ControlPlane, c: RealNodeConfig, key: str) -> frozenset[int]:
+    """The CPUs of the node's LS or BE shared pools, as koordlet's NodeResourceTopology says."""
+    topology = json.loads(cp.kubectl("get", "noderesourcetopology", c.node_name, "-o", "json"))
+    pools = json.loads((topology["metadata"].get("annotations") or {}).get(key) or "[]")
+    return frozenset().union(*(parse_cpus(pool.get("cpuset") or "") for pool in pools))
+
+
+def wait_pools(
+    cp: ControlPlane, c: RealNodeConfig, ls: frozenset[int], be: frozenset[int], timeout: float = 30
+) -> tuple[frozenset[int], frozenset[int]]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = (
+            pool_cpus(cp, c, ANNOTATION_NODE_CPU_SHARED_POOLS),
+            pool_cpus(cp, c, ANNOTATION_NODE_BE_CPU_SHARED_POOLS),
+        )
+        if found == (ls, be) or time.monotonic() > deadline:
+            return found
+        time.sleep(1.0)
+
+
+def container_cfs_quotas(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, str]:
+    """The container's CFS quota in each hierarchy with the cpu controller (v1 ``cpu.cfs_quota_us``,
+    v2 the first field of ``cpu.max``)."""
+    uid = pod["metadata"]["uid"]
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+    root = Path("/sys/fs/cgroup")
+    found: dict[Path, str] = {}
+    for hierarchy, name in (
+        (root / "cpu", "cpu.cfs_quota_us"),
+        (root, "cpu.max"),
+        (root / "unified", "cpu.max"),
+    ):
+        for directory in hierarchy.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}/{container_id}"):
+            if (directory / name).is_file():
+                found[directory / name] = read_or_empty(directory / name).split()[0]
+    return found
+
+
+@pytest.mark.parametrize("qos", ["LSR", "LSE"])
+def test_an_lsr_or_lse_pod_gets_its_cpuset_on_its_real_container_and_the_pools_follow(
+    chart: tuple[ControlPlane, RealNodeConfig], qos: str
+) -> None:
+    """koord-scheduler gives an LSR (LSE) pod of one whole CPU a cpuset in its resource-status;
+    koordlet writes it into the container's cgroup with the CFS quota unset, and the LS share pool
+    (an LS pod's cgroup) is the other CPU of this 2-CPU host; the BE pool keeps an LSR pod's CPU and
+    loses an LSE pod's. When the pod goes, the pools and the LS pod get every CPU back."""
+    cp, c = chart
+    every_cpu = parse_cpus(Path("/sys/devices/system/cpu/online").read_text().strip())
+    assert len(every_cpu) >= 2, f"an {qos} pod of one CPU needs a host of two CPUs at least"
+    assert cpuset_hierarchies(), "no cgroup hierarchy with cpuset.cpus on this host"
+    deadline = time.monotonic() + 60
+    topology: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        proc = cp.run_kubectl("get", "noderesourcetopology", c.node_name, "-o", "json")
+        topology = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        if ANNOTATION_NODE_CPU_TOPOLOGY in (topology.get("metadata", {}).get("annotations") or {}):
+            break
+        time.sleep(1.0)
+    assert ANNOTATION_NODE_CPU_TOPOLOGY in (topology.get("metadata", {}).get("annotations") or {}), (
+        f"koordlet reported no CPU topology for {c.node_name}: {topology}"
+    )
+
+    bound, ls = qos.lower(), f"ls-beside-{qos.lower()}"
+    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod(ls, c, "LS", cpu="100m", limit="1")))
+    cp.kubectl("apply", "-f", "-", input=json.dumps(cpuset_pod(bound, c, qos, cpu="1", limit="1")))
+    cp.kubectl("wait", "--for=condition=Ready", f"pod/{bound}", f"pod/{ls}", "-n", "default", "--timeout=90s")
+    pod = cp.get_json(f"/api/v1/namespaces/default/pods/{bound}")
+    assert pod["spec"]["nodeName"] == c.node_name
+    assert pod["status"]["qosClass"] == "Guaranteed"
+    status = json.loads(pod["metadata"].get("annotations", {}).get(ANNOTATION_RESOURCE_STATUS) or "{}")
+    cpus = parse_cpus(status.get("cpuset") or "")
+    assert len(cpus) == 1, f"koord-scheduler gave the {qos} pod {status}"
+    assert cpus < every_cpu, f"koord-scheduler gave the {qos} pod {status}"
+    shared = every_cpu - cpus
+
+    assert_holds(cp, wait_cpusets(cp, c, bound, cpus), cpus, f"{qos} pod")
+    assert_holds(cp, wait_cpusets(cp, c, ls, shared), shared, "LS pod")
+    quotas = container_cfs_quotas(c, pod)
+    assert quotas, f"no cpu controller holds the {qos} container's CFS quota"
+    assert set(quotas.values()) <= {"-1", "max"}, f"{qos} container throttled: {quotas}"
+    be = shared if qos == "LSE" else every_cpu
+    assert wait_pools(cp, c, shared, be) == (shared, be)
+
+    cp.kubectl("delete", "pod", bound, "-n", "default", "--wait=true", "--timeout=60s")
+    assert wait_pools(cp, c, every_cpu, every_cpu) == (every_cpu, every_cpu)
+    assert_holds(cp, wait_cpusets(cp, c, ls, every_cpu), every_cpu, f"LS pod after the {qos} pod went")
+    cp.kubectl("delete", "pod", ls, "-n", "default", "--wait=true", "--timeout=60s")
 
 
 def test_stopping_the_real_node_leaves_nothing_on_the_host(
