@@ -24,8 +24,10 @@ DEFAULT_DESCRIPTION = repo_root() / "e2e" / "clusters" / "dev.yaml"
 PEERING_CRD = repo_root() / "charts" / "koordinator-py" / "templates" / "manager-peering-crd.yaml"
 
 
-def install_crds(cp: ControlPlane) -> None:
-    crds = ("-f", str(repo_root() / "crds"), "-f", str(PEERING_CRD))
+def install_crds(cp: ControlPlane, *, peering: bool = True) -> None:
+    """Our CRDs and, unless the chart will own it (``peering=False``), Kopf's peering CRD: the
+    chart renders that one as a template, which helm refuses to adopt."""
+    crds = ("-f", str(repo_root() / "crds"), *(("-f", str(PEERING_CRD)) if peering else ()))
     cp.kubectl("apply", "--server-side", "--force-conflicts", *crds)
     for attempt in range(5):  # kubectl wait fails, not waits, on a CRD whose status is not written yet
         try:
@@ -77,14 +79,19 @@ def _apply_objects(cp: ControlPlane, objects: list[dict[str, object]], what: str
 
 
 def up(
-    name: str, description_path: Path, default_kubeconfig: bool, *, real_node: bool = False, crds: bool = True
+    name: str,
+    description_path: Path,
+    default_kubeconfig: bool,
+    *,
+    real_node: bool = False,
+    for_chart: bool = False,
 ) -> ControlPlane:
-    """Start the cluster with the described nodes; ``crds=False`` leaves the CRDs to the chart."""
+    """Start the cluster with the CRDs and the described nodes (and their Devices); ``for_chart``
+    leaves out what the chart installs as a template (Kopf's peering CRD)."""
     cluster = desc.load(description_path)
     cp = ControlPlane(name=name, real_node=real_node)
     cp.start()
-    if crds:
-        install_crds(cp)
+    install_crds(cp, peering=not for_chart)
     apply_description(cp, cluster)
     wait_nodes_ready(cp)
     cp.wait_service_account("default")

@@ -5,7 +5,7 @@ real-node flavour when it is not running (``python -m e2e.cluster up --real-node
 containerd, kubelet and kube-proxy. ``down`` stops the node and takes back what it created on the
 host; ``status`` says whether the node is Ready and lists what of it is on the host. ``up --chart``
 (``make up-real``) also builds our image, imports it into the node and ``helm install``s the chart
-with every component on the real node; the chart brings the CRDs.
+with every component on the real node.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
                 DEFAULT_DESCRIPTION,
                 default_kubeconfig=cp.name == "koord-py",
                 real_node=True,
-                crds=not args.chart,
+                for_chart=args.chart,
             )
         elif not _is_real_node_flavour(cp):
             print(
