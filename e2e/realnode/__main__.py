@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from e2e.cluster.__main__ import DEFAULT_DESCRIPTION
 from e2e.cluster.__main__ import up as cluster_up
@@ -44,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--cluster", default="koord-py")
     parser.add_argument("--chart", action="store_true", help="up: also install the chart from our image")
+    parser.add_argument(
+        "-f",
+        "--description",
+        type=Path,
+        default=DEFAULT_DESCRIPTION,
+        help="up: the cluster description of the KWOK nodes beside the real one",
+    )
     args = parser.parse_args(argv)
     cp = ControlPlane(name=args.cluster, real_node=True)
     c = config_for(cp)
@@ -57,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         if not cp.is_running():
             cluster_up(
                 cp.name,
-                DEFAULT_DESCRIPTION,
+                args.description,
                 default_kubeconfig=cp.name == "koord-py",
                 real_node=True,
                 for_chart=args.chart,

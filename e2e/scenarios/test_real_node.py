@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
@@ -27,12 +28,12 @@ from apis.extension.numa import (
     ANNOTATION_RESOURCE_STATUS,
 )
 from apis.quantity import Quantity
-from e2e.cluster.__main__ import apply_description, wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane, KubectlError, repo_root
 from e2e.image import name as image_name
-from e2e.realnode import RealNodeConfig, config_for, import_image, leftovers, preflight, start, stop
+from e2e.realnode import RealNodeConfig, config_for, import_image, leftovers, preflight, stop
+from e2e.realnode.__main__ import main as realnode_main
 from e2e.realnode.chart import NAMESPACE as CHART_NAMESPACE
-from e2e.realnode.chart import install_chart, wait_rolled_out
+from e2e.realnode.chart import wait_rolled_out
 from e2e.realnode.images import BUSYBOX_IMAGE, busybox_image
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
 from scheduler.simulator import description as desc
@@ -62,15 +63,16 @@ SCRIPT = (
 
 
 @pytest.fixture(scope="module")
-def real_node() -> Iterator[tuple[ControlPlane, RealNodeConfig]]:
+def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, RealNodeConfig]]:
+    """What ``make up-real`` runs (``python -m e2e.realnode up --chart``), with two KWOK nodes:
+    the cluster, the real node, our image imported and the chart installed on it."""
     cp = ControlPlane(name=CLUSTER, real_node=True)
     c = config_for(cp)
     preflight.check(c)  # fails the tests with what this host lacks, before anything starts
-    cp.start()
+    description = tmp_path_factory.mktemp("real-node") / "cluster.yaml"
+    description.write_text(yaml.safe_dump(NODES.model_dump(by_alias=True, mode="json")))
     try:
-        apply_description(cp, NODES)
-        wait_nodes_ready(cp)
-        start(cp, c)
+        assert realnode_main(["up", "--chart", "--cluster", CLUSTER, "-f", str(description)]) == 0
         import_image(c, busybox_image(c), BUSYBOX_IMAGE)
         yield cp, c
     finally:
@@ -168,10 +170,8 @@ def pod_cgroup_dirs(c: RealNodeConfig, uid: str) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def chart(real_node: tuple[ControlPlane, RealNodeConfig]) -> tuple[ControlPlane, RealNodeConfig]:
-    """The chart installed from our image (``make up-real``'s step): every component on the real node."""
-    cp, c = real_node
-    install_chart(cp, c)
-    return cp, c
+    """The chart installed from our image by ``up --chart``: every component on the real node."""
+    return real_node
 
 
 def pods_of(cp: ControlPlane, namespace: str, selector: str = "") -> list[dict[str, Any]]:
