@@ -14,6 +14,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,19 @@ def test_a_pod_really_runs_on_the_real_node(real_node: tuple[ControlPlane, RealN
     assert not pod_cgroup_dirs(c, uid), "kubelet left the deleted pod's cgroups"
 
 
+def pod_cpu_seconds(c: RealNodeConfig, uid: str) -> float:
+    """The CPU time of a pod from its cgroup on the host: ``cpuacct.usage`` (v1) or ``cpu.stat``'s
+    ``usage_usec`` (v2)."""
+    root = Path("/sys/fs/cgroup")
+    below = f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}"
+    if (root / "cpuacct").is_dir():
+        (pod_dir,) = (root / "cpuacct").glob(below)
+        return int((pod_dir / "cpuacct.usage").read_text()) / 1e9
+    (pod_dir,) = root.glob(below)
+    stat = dict(line.split() for line in (pod_dir / "cpu.stat").read_text().splitlines())
+    return int(stat["usage_usec"]) / 1e6
+
+
 def pod_cgroup_dirs(c: RealNodeConfig, uid: str) -> list[Path]:
     root = Path("/sys/fs/cgroup")
     memory = root / "memory" if (root / "memory").is_dir() else root
@@ -215,7 +229,8 @@ def test_a_koord_scheduler_deployment_runs_there_and_koordlet_reports_its_cpu(
     chart: tuple[ControlPlane, RealNodeConfig],
 ) -> None:
     """docs/examples/real-node/burn.yaml: bound by koord-scheduler, Running and Ready on the real
-    node, and its one busy CPU in the real node's NodeMetric within two reports."""
+    node, and its busy CPU in the real node's NodeMetric as its cgroup accounts it (about one CPU
+    on an idle node)."""
     cp, c = chart
     # koord-manager passes the interval on to koordlet through the NodeMetric's spec.
     cp.kubectl("apply", "-f", "-", input=json.dumps(REPORT_EVERY_5_SECONDS))
@@ -227,19 +242,27 @@ def test_a_koord_scheduler_deployment_runs_there_and_koordlet_reports_its_cpu(
     assert pod["spec"]["nodeName"] == c.node_name
     assert pod["status"]["containerStatuses"][0]["ready"]
 
+    # The truth is the pod's own cgroup: CPU seconds since its container started, over that time.
+    # (On a loaded 2-core CI machine a busy loop gets less than a whole CPU: compare, not assume.)
+    uid = pod["metadata"]["uid"]
+    started = datetime.fromisoformat(pod["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
     deadline = time.monotonic() + 90
-    cpu = 0.0
+    reported = truth = 0.0
     while time.monotonic() < deadline:
         metric = cp.get_json(f"/apis/slo.koordinator.sh/v1alpha1/nodemetrics/{c.node_name}")
         status = metric.get("status") or {}
         interval = (metric.get("spec") or {}).get("metricCollectPolicy", {}).get("reportIntervalSeconds")
         usage = {p["name"]: p["podUsage"]["resources"] for p in status.get("podsMetric") or ()}
         if name in usage and interval == 5:
-            cpu = Quantity.parse(usage[name]["cpu"]).milli_value() / 1000
-            if cpu >= 0.7:
+            reported = Quantity.parse(usage[name]["cpu"]).milli_value() / 1000
+            truth = pod_cpu_seconds(c, uid) / (datetime.now(UTC) - started).total_seconds()
+            if truth >= 0.25 and abs(reported - truth) <= 0.1 + 0.25 * truth:
                 break
         time.sleep(1.0)
-    assert 0.7 <= cpu <= 1.2, f"koordlet reported {cpu} CPU for a pod that burns one"
+    assert truth >= 0.25, f"the busy pod used {truth:.2f} CPU by its cgroup: it did not run"
+    assert abs(reported - truth) <= 0.1 + 0.25 * truth, (
+        f"koordlet reported {reported:.3f} CPU for a pod whose cgroup says {truth:.3f}"
+    )
     cp.kubectl("delete", "deployment", "burn", "-n", "default", "--wait=false")
 
 
@@ -258,6 +281,8 @@ def test_a_gang_of_two_starts_together_on_the_real_node(chart: tuple[ControlPlan
     cp.kubectl("delete", "pod", "worker-0", "worker-1", "-n", "default", "--wait=false")
 
 
+# Full tier: 16-46 s of a rolling update on the one node; the fast tier keeps the chart's install.
+@pytest.mark.full
 def test_koord_scheduler_leads_again_after_a_rolling_restart(
     chart: tuple[ControlPlane, RealNodeConfig],
 ) -> None:
