@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
 from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_ready
 from e2e.cluster.controlplane import KUBECTL_CALLS, ControlPlane, repo_root
@@ -59,6 +60,25 @@ SLOW_FILES = {
     "test_job_preemption.py": 29,
     "test_descheduler_defrag.py": 28,
 }
+
+
+def real_node_file(nodeid: str) -> bool:
+    return Path(nodeid.split("::", 1)[0]).name.startswith("test_real_node")
+
+
+class _RealNodeFilesTogether(LoadFileScheduling):  # type: ignore[misc]
+    """``--dist loadfile``, except that every ``test_real_node*.py`` file is one work unit: the host
+    has one real node (its bridge, ports and cgroup root), so those files run one after the other
+    on one worker, each starting and stopping the node of its module."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return "test_real_node*.py" if real_node_file(nodeid) else super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadFileScheduling | None:
+    if config.getoption("dist") != "loadfile":
+        return None
+    return _RealNodeFilesTogether(config, log)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -56,9 +56,12 @@ def apply(cp: ControlPlane, objects: Iterable[Mapping[str, Any]], batch: int = 1
         cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items[start : start + batch]))
 
 
-def pods(cp: ControlPlane, namespace: str | None = None) -> list[dict[str, Any]]:
-    """The pods of ``namespace`` (every namespace if None), read in process: tests poll this."""
+def pods(cp: ControlPlane, namespace: str | None = None, selector: str = "") -> list[dict[str, Any]]:
+    """The pods of ``namespace`` (every namespace if None) matching the label ``selector``, read in
+    process: tests poll this."""
     path = f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+    if selector:
+        path += f"?labelSelector={selector}"
     items: list[dict[str, Any]] = cp.get_json(path)["items"]
     return items
 

@@ -11,40 +11,39 @@ fails here with the preflight's list of what is missing: this file never skips. 
 from __future__ import annotations
 
 import json
-import os
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
-    ANNOTATION_NODE_BE_CPU_SHARED_POOLS,
-    ANNOTATION_NODE_CPU_SHARED_POOLS,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_RESOURCE_STATUS,
 )
 from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane, KubectlError, repo_root
 from e2e.image import name as image_name
-from e2e.realnode import RealNodeConfig, config_for, import_image, leftovers, preflight, stop
-from e2e.realnode.__main__ import main as realnode_main
+from e2e.realnode import RealNodeConfig, leftovers, stop
 from e2e.realnode.chart import NAMESPACE as CHART_NAMESPACE
 from e2e.realnode.chart import wait_rolled_out
-from e2e.realnode.images import BUSYBOX_IMAGE, busybox_image
+from e2e.realnode.images import BUSYBOX_IMAGE
+from e2e.realnode.probes import (
+    container_cfs_quotas,
+    cpuset_hierarchies,
+    pod_cgroup_dirs,
+    pod_cpu_seconds,
+    wait_cpusets,
+    wait_pools,
+)
+from e2e.realnode.testpods import cpuset_pod, gang_member
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
-from scheduler.simulator import description as desc
+from e2e.workloads import pods as pods_in
 
 pytestmark = pytest.mark.real_node
 
-CLUSTER = os.environ.get("KOORD_E2E_CLUSTER", "e2e") + "-realnode"
-NODES = desc.ClusterDescription.model_validate(
-    {"name": CLUSTER, "nodePools": [{"name": "fake", "count": 2, "cpu": "8", "memory": "16Gi"}]}
-)
 NAMESPACE = "real-node"
 BURN = repo_root() / "docs" / "examples" / "real-node" / "burn.yaml"
 REPORT_EVERY_5_SECONDS = {
@@ -61,23 +60,6 @@ SCRIPT = (
     "echo | nc -w 5 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT && echo service-ok; "
     "touch /tmp/ready; exec sleep 3600"
 )
-
-
-@pytest.fixture(scope="module")
-def real_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ControlPlane, RealNodeConfig]]:
-    """What ``make up-real`` runs (``python -m e2e.realnode up --chart``), with two KWOK nodes:
-    the cluster, the real node, our image imported and the chart installed on it."""
-    cp = ControlPlane(name=CLUSTER, real_node=True)
-    c = config_for(cp)
-    preflight.check(c)  # fails the tests with what this host lacks, before anything starts
-    description = tmp_path_factory.mktemp("real-node") / "cluster.yaml"
-    description.write_text(yaml.safe_dump(NODES.model_dump(by_alias=True, mode="json")))
-    try:
-        assert realnode_main(["up", "--chart", "--cluster", CLUSTER, "-f", str(description)]) == 0
-        import_image(c, busybox_image(c), BUSYBOX_IMAGE)
-        yield cp, c
-    finally:
-        cp.stop(quiet=True)  # the real node first (ControlPlane._stop_real_node)
 
 
 def node(cp: ControlPlane, name: str) -> dict[str, Any]:
@@ -163,42 +145,11 @@ def test_a_pod_really_runs_on_the_real_node(real_node: tuple[ControlPlane, RealN
     assert not pod_cgroup_dirs(c, uid), "kubelet left the deleted pod's cgroups"
 
 
-def pod_cpu_seconds(c: RealNodeConfig, uid: str) -> float:
-    """The CPU time of a pod from its cgroup on the host: ``cpuacct.usage`` (v1) or ``cpu.stat``'s
-    ``usage_usec`` (v2)."""
-    root = Path("/sys/fs/cgroup")
-    below = f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}"
-    if (root / "cpuacct").is_dir():
-        (pod_dir,) = (root / "cpuacct").glob(below)
-        return int((pod_dir / "cpuacct.usage").read_text()) / 1e9
-    (pod_dir,) = root.glob(below)
-    stat = dict(line.split() for line in (pod_dir / "cpu.stat").read_text().splitlines())
-    return int(stat["usage_usec"]) / 1e6
-
-
-def pod_cgroup_dirs(c: RealNodeConfig, uid: str) -> list[Path]:
-    root = Path("/sys/fs/cgroup")
-    memory = root / "memory" if (root / "memory").is_dir() else root
-    return sorted(memory.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}"))
-
-
-@pytest.fixture(scope="module")
-def chart(real_node: tuple[ControlPlane, RealNodeConfig]) -> tuple[ControlPlane, RealNodeConfig]:
-    """The chart installed from our image by ``up --chart``: every component on the real node."""
-    return real_node
-
-
-def pods_of(cp: ControlPlane, namespace: str, selector: str = "") -> list[dict[str, Any]]:
-    query = f"?labelSelector={selector}" if selector else ""
-    items: list[dict[str, Any]] = cp.get_json(f"/api/v1/namespaces/{namespace}/pods{query}")["items"]
-    return items
-
-
 def test_the_chart_runs_every_component_from_our_image_on_the_real_node(
     chart: tuple[ControlPlane, RealNodeConfig],
 ) -> None:
     cp, c = chart
-    pods = [p for p in pods_of(cp, CHART_NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
+    pods = [p for p in pods_in(cp, CHART_NAMESPACE) if not p["metadata"].get("deletionTimestamp")]
     components = sorted({p["metadata"]["labels"]["app.kubernetes.io/component"] for p in pods})
     assert components == ["descheduler", "koordlet", "manager", "scheduler"]
     for pod in pods:
@@ -236,7 +187,7 @@ def test_a_koord_scheduler_deployment_runs_there_and_koordlet_reports_its_cpu(
     cp.kubectl("apply", "-f", "-", input=json.dumps(REPORT_EVERY_5_SECONDS))
     cp.apply_file(BURN)
     cp.kubectl("rollout", "status", "deployment/burn", "-n", "default", "--timeout=120s")
-    (pod,) = [p for p in pods_of(cp, "default", "app=burn") if not p["metadata"].get("deletionTimestamp")]
+    (pod,) = [p for p in pods_in(cp, "default", "app=burn") if not p["metadata"].get("deletionTimestamp")]
     name = pod["metadata"]["name"]
     assert pod["spec"]["schedulerName"] == "koord-scheduler"
     assert pod["spec"]["nodeName"] == c.node_name
@@ -276,7 +227,7 @@ def test_a_gang_of_two_starts_together_on_the_real_node(chart: tuple[ControlPlan
     cp.kubectl(
         "wait", "--for=condition=Ready", "pod/worker-0", "pod/worker-1", "-n", "default", "--timeout=90s"
     )
-    pods = [p for p in pods_of(cp, "default", "app=gang") if p["metadata"]["name"].startswith("worker-")]
+    pods = [p for p in pods_in(cp, "default", "app=gang") if p["metadata"]["name"].startswith("worker-")]
     assert {p["spec"]["nodeName"] for p in pods} == {c.node_name}
     cp.kubectl("delete", "pod", "worker-0", "worker-1", "-n", "default", "--wait=false")
 
@@ -290,7 +241,7 @@ def test_koord_scheduler_leads_again_after_a_rolling_restart(
     lease = "/apis/coordination.k8s.io/v1/namespaces/koordinator-system/leases/koord-scheduler"
     before = cp.get_json(lease)["spec"]["holderIdentity"]
     old = {
-        p["metadata"]["name"] for p in pods_of(cp, CHART_NAMESPACE, "app.kubernetes.io/component=scheduler")
+        p["metadata"]["name"] for p in pods_in(cp, CHART_NAMESPACE, "app.kubernetes.io/component=scheduler")
     }
     cp.kubectl("rollout", "restart", "deployment/koord-scheduler", "-n", CHART_NAMESPACE)
     wait_rolled_out(cp, timeout=180)
@@ -308,113 +259,6 @@ def test_koord_scheduler_leads_again_after_a_rolling_restart(
     cp.kubectl("delete", "pod", "after-restart", "-n", "default", "--wait=false")
 
 
-def sleeper_pod(
-    name: str,
-    c: RealNodeConfig,
-    *,
-    labels: dict[str, str],
-    resources: dict[str, Any],
-    annotations: dict[str, str] | None = None,
-    priority_class: str | None = None,
-) -> dict[str, Any]:
-    """A busybox ``sleep`` pod that koord-scheduler places on the real node."""
-    spec: dict[str, Any] = {
-        "schedulerName": "koord-scheduler",
-        "nodeSelector": {c.node_label: "true"},
-        "terminationGracePeriodSeconds": 1,
-        "containers": [
-            {
-                "name": "sleep",
-                "image": BUSYBOX_IMAGE,
-                "imagePullPolicy": "Never",
-                "command": ["sleep", "3600"],
-                "resources": resources,
-            }
-        ],
-    }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "labels": labels,
-            "annotations": annotations or {},
-        },
-        "spec": spec,
-    }
-
-
-def gang_member(name: str, c: RealNodeConfig, *, gang: bool = True) -> dict[str, Any]:
-    annotations = (
-        {"gang.scheduling.koordinator.sh/name": "pair", "gang.scheduling.koordinator.sh/min-available": "2"}
-        if gang
-        else {}
-    )
-    small = {"requests": {"cpu": "10m", "memory": "16Mi"}}
-    return sleeper_pod(name, c, labels={"app": "gang"}, resources=small, annotations=annotations)
-
-
-def cpuset_pod(name: str, c: RealNodeConfig, qos: str, *, cpu: str, limit: str) -> dict[str, Any]:
-    """A busybox pod koord-scheduler places on the real node, labelled ``qos``, of koord-prod."""
-    resources = {"requests": {"cpu": cpu, "memory": "32Mi"}, "limits": {"cpu": limit, "memory": "32Mi"}}
-    return sleeper_pod(
-        name, c, labels={"koordinator.sh/qosClass": qos}, resources=resources, priority_class="koord-prod"
-    )
-
-
-def cpuset_hierarchies() -> list[Path]:
-    """Every mounted hierarchy whose cgroups have ``cpuset.cpus``: v1's cpuset controller, and the
-    v2 tree (pure, or the unified one of a hybrid host) where it has the cpuset controller."""
-    root = Path("/sys/fs/cgroup")
-    found = []
-    for v2 in (root, root / "unified"):
-        if "cpuset" in read_or_empty(v2 / "cgroup.controllers").split():
-            found.append(v2)
-    if (root / "cpuset" / "cpuset.cpus").is_file():
-        found.append(root / "cpuset")
-    return found
-
-
-def read_or_empty(path: Path) -> str:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return ""
-
-
-def container_cpusets(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, frozenset[int]]:
-    """The container's ``cpuset.cpus`` in each hierarchy that has it, and the CPUs its process may
-    run on (``Cpus_allowed_list`` under the key ``/proc/<pid>``); {} before its cgroup is there."""
-    uid = pod["metadata"]["uid"]
-    container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
-    found: dict[Path, frozenset[int]] = {}
-    for hierarchy in cpuset_hierarchies():
-        for directory in hierarchy.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}/{container_id}"):
-            found[directory] = parse_cpus(read_or_empty(directory / "cpuset.cpus"))
-            for pid in read_or_empty(directory / "cgroup.procs").split()[:1]:
-                for line in read_or_empty(Path(f"/proc/{pid}/status")).splitlines():
-                    if line.startswith("Cpus_allowed_list:"):
-                        found[Path(f"/proc/{pid}")] = parse_cpus(line.split(":", 1)[1].strip())
-    return found
-
-
-def wait_cpusets(
-    cp: ControlPlane, c: RealNodeConfig, name: str, want: frozenset[int], timeout: float = 60
-) -> dict[Path, frozenset[int]]:
-    """Wait until the pod's container holds exactly ``want`` in every cpuset hierarchy and its
-    process's affinity; the last reading either way."""
-    deadline = time.monotonic() + timeout
-    while True:
-        pod = cp.get_json(f"/api/v1/namespaces/default/pods/{name}")
-        found = container_cpusets(c, pod)
-        if (found and all(cpus == want for cpus in found.values())) or time.monotonic() > deadline:
-            return found
-        time.sleep(1.0)
-
-
 def assert_holds(cp: ControlPlane, found: dict[Path, frozenset[int]], want: frozenset[int], who: str) -> None:
     assert found, f"{who}: no cgroup of its container has cpuset.cpus"
     wrong = {str(path): format_cpus(cpus) for path, cpus in found.items() if cpus != want}
@@ -422,45 +266,6 @@ def assert_holds(cp: ControlPlane, found: dict[Path, frozenset[int]], want: froz
         logs = cp.run_kubectl("logs", "-n", CHART_NAMESPACE, "daemonset/koordlet").stdout.splitlines()
         skipped = "\n".join(line for line in logs if "cgroup write skipped" in line)
         pytest.fail(f"{who}: want {format_cpus(want)}, found {wrong}\nkoordlet:\n{skipped[-3000:]}")
-
-
-def pool_cpus(cp: ControlPlane, c: RealNodeConfig, key: str) -> frozenset[int]:
-    """The CPUs of the node's LS or BE shared pools, as koordlet's NodeResourceTopology says."""
-    topology = json.loads(cp.kubectl("get", "noderesourcetopology", c.node_name, "-o", "json"))
-    pools = json.loads((topology["metadata"].get("annotations") or {}).get(key) or "[]")
-    return frozenset().union(*(parse_cpus(pool.get("cpuset") or "") for pool in pools))
-
-
-def wait_pools(
-    cp: ControlPlane, c: RealNodeConfig, ls: frozenset[int], be: frozenset[int], timeout: float = 30
-) -> tuple[frozenset[int], frozenset[int]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        found = (
-            pool_cpus(cp, c, ANNOTATION_NODE_CPU_SHARED_POOLS),
-            pool_cpus(cp, c, ANNOTATION_NODE_BE_CPU_SHARED_POOLS),
-        )
-        if found == (ls, be) or time.monotonic() > deadline:
-            return found
-        time.sleep(1.0)
-
-
-def container_cfs_quotas(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, str]:
-    """The container's CFS quota in each hierarchy with the cpu controller (v1 ``cpu.cfs_quota_us``,
-    v2 the first field of ``cpu.max``)."""
-    uid = pod["metadata"]["uid"]
-    container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
-    root = Path("/sys/fs/cgroup")
-    found: dict[Path, str] = {}
-    for hierarchy, name in (
-        (root / "cpu", "cpu.cfs_quota_us"),
-        (root, "cpu.max"),
-        (root / "unified", "cpu.max"),
-    ):
-        for directory in hierarchy.glob(f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}/{container_id}"):
-            if (directory / name).is_file():
-                found[directory / name] = read_or_empty(directory / name).split()[0]
-    return found
 
 
 @pytest.mark.parametrize("qos", ["LSR", "LSE"])
