@@ -6,7 +6,7 @@ matching owner pods consume what it holds.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -23,6 +23,7 @@ __all__ = [
     "ReservationPreAllocationPolicy",
     "ReservationSpec",
     "ReservationStatus",
+    "template_pod_spec",
 ]
 
 
@@ -164,3 +165,27 @@ class Reservation(KoordResource):
     """What to reserve and for whom."""
     status: ReservationStatus | None = None
     """Scheduling and allocation state."""
+
+
+def template_pod_spec(template: dict[str, Any] | None) -> dict[str, Any]:
+    """A schemaless ``spec.template``'s pod spec as a pod needs it. Koordinator stores the template
+    without validation and its own manifests leave out what Go's zero values fill in (a container
+    with no ``name``): each unnamed container gets one (``container-<i>``, ``init-container-<i>``
+    for init containers), unique within the pod. Anything else is left as written."""
+    spec = dict((template or {}).get("spec") or {})
+    for field, prefix in (("containers", "container"), ("initContainers", "init-container")):
+        containers = spec.get(field)
+        if not isinstance(containers, list):
+            continue
+        taken = {c.get("name") for c in containers if isinstance(c, dict) and c.get("name")}
+        filled: list[Any] = []
+        for i, container in enumerate(containers):
+            if isinstance(container, dict) and not container.get("name"):
+                name = f"{prefix}-{i}"
+                while name in taken:
+                    name += "-x"
+                taken.add(name)
+                container = {**container, "name": name}
+            filled.append(container)
+        spec[field] = filled
+    return spec

@@ -295,6 +295,40 @@ def test_the_documented_example_applies(control_plane: ControlPlane, scheduler: 
             cp.kubectl("delete", "-f", str(path), "--ignore-not-found", "--wait=false", check=False)
 
 
+def test_koordinators_own_e2e_reservation_manifests_apply_verbatim(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """Koordinator's test/e2e/testing-manifests/scheduling/simple-reservation.yaml (a schemaless
+    template whose container has no name) and simple-pod-with-reservation.yaml, as its e2e suite
+    applies them: admitted, placed by koord-scheduler, and the pod allocates from it."""
+    from e2e.cluster.controlplane import repo_root
+
+    cp = control_plane
+    data = repo_root() / "tests" / "data"
+    pause = "registry.k8s.io/pause:3.10"
+    reservation_yaml = (data / "koordinator_simple_reservation.yaml").read_text()
+    pod_yaml = (data / "koordinator_simple_pod_with_reservation.yaml").read_text()
+    try:
+        cp.kubectl("apply", "-f", "-", input=reservation_yaml.replace("{{.PauseImage}}", pause))
+        node = wait_for(
+            lambda: _available(cp, "simple-reservation"), timeout=60, what="simple-reservation Available"
+        )
+        allocatable = _reservation(cp, "simple-reservation")["status"]["allocatable"]
+        assert allocatable == {"cpu": "1", "memory": "1Gi"}
+        cp.kubectl("apply", "-n", "default", "-f", "-", input=pod_yaml.replace("{{.PauseImage}}", pause))
+
+        def bound() -> dict[str, Any] | None:
+            pod: dict[str, Any] = cp.get_json("/api/v1/namespaces/default/pods/simple-pod-with-reservation")
+            return pod if pod["spec"].get("nodeName") else None
+
+        pod = wait_for(bound, timeout=60, what="simple-pod-with-reservation bound")
+        assert pod["spec"]["nodeName"] == node
+        assert json.loads(pod["metadata"]["annotations"][ALLOCATED])["name"] == "simple-reservation"
+    finally:
+        cp.kubectl("delete", "pod", "simple-pod-with-reservation", "-n", "default", "--ignore-not-found")
+        cp.kubectl("delete", "reservation", "simple-reservation", "--ignore-not-found")
+
+
 def test_an_expired_reservation_frees_its_room(control_plane: ControlPlane, scheduler: Scheduler) -> None:
     """koord-scheduler holds the room; koord-manager fails the reservation when its ttl passes;
     the room goes back to everyone and the waiting pod binds."""

@@ -307,9 +307,9 @@ def test_a_bound_reservation_keeps_its_template_and_owners(
 INVALID = [
     pytest.param({"template": None}, "spec.template: Required value", id="no-template"),
     pytest.param(
-        {"template": {"spec": {"containers": [{"name": "main", "resources": {"limits": {"cpu": "1"}}}]}}},
-        "spec.template.spec.containers[*].resources.requests: Required value: no container requests",
-        id="template-requests-nothing",
+        {"template": {"spec": {"containers": {"name": "main"}}}},
+        "spec.template.spec.containers: Input should be a valid list",
+        id="template-of-the-wrong-shape",
     ),
     pytest.param(
         {"template": {"spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": "-1"}}}]}}},

@@ -5,9 +5,10 @@ items, and the model (``operators.logic.admission`` validates it first) checks t
 ``spec.ttl``'s Go duration grammar. ``validate`` adds what neither can express, each message
 naming the field:
 
-- the template must be a pod template the scheduler can read and place: its containers must
-  request some resource (a reservation that holds nothing could never be placed), and no request
-  may be negative;
+- the template is schemaless as in Koordinator (``x-kubernetes-preserve-unknown-fields``): it is
+  refused only where Koordinator's typed client could not decode it (a field of the wrong type, a
+  quantity that is none) or a request is negative (the scheduler would count it as free room);
+  containers without names, no containers and no requests are accepted as Koordinator accepts them;
 - an owner's ``object`` must name the pod by ``name`` or ``uid``; a ``controller`` needs non-empty
   ``apiVersion``, ``kind``, ``name`` and ``uid`` (it is matched by uid); a ``labelSelector`` must
   be one ``metav1.LabelSelectorAsSelector`` accepts (messages as ``ValidateLabelSelector``'s);
@@ -30,8 +31,7 @@ from pydantic import ValidationError
 from apis.core import PodSpec
 from apis.duration import parse_go_duration_ns
 from apis.meta import LabelSelector
-from apis.podrequests import pod_requests
-from apis.scheduling.reservation import Reservation, ReservationOwner
+from apis.scheduling.reservation import Reservation, ReservationOwner, template_pod_spec
 
 __all__ = ["DEFAULT_TTL", "validate", "validate_update"]
 
@@ -48,13 +48,19 @@ def _loc(parts: tuple[int | str, ...]) -> str:
 
 
 def _template_problems(template: dict[str, Any] | None) -> list[str]:
+    """What Koordinator refuses in a template: none at all, or one its typed client could not
+    decode (a field of the wrong type, a quantity that is no quantity). The template is otherwise
+    schemaless: containers without names (the scheduler names them, ``template_pod_spec``), no
+    containers, or no requests are all accepted, as Koordinator accepts them."""
     if not template:
         return ["spec.template: Required value: a pod template giving the resources to reserve"]
     raw_spec = template.get("spec")
-    if not isinstance(raw_spec, dict) or not raw_spec.get("containers"):
-        return [f"{_CONTAINERS}: Required value: the reserved resources are the containers' requests"]
+    if raw_spec is None:
+        return []
+    if not isinstance(raw_spec, dict):
+        return [f"spec.template.spec: Invalid value: {type(raw_spec).__name__}: must be an object"]
     try:
-        spec = PodSpec.model_validate(raw_spec)
+        spec = PodSpec.model_validate(template_pod_spec(template))
     except ValidationError as exc:
         return [f"spec.template.spec{_loc(tuple(e['loc']))}: {e['msg']}" for e in exc.errors()]
     problems: list[str] = []
@@ -70,12 +76,6 @@ def _template_problems(template: dict[str, Any] | None) -> list[str]:
                     problems.append(
                         f"{path}: Invalid value: {str(quantity)!r}: must be greater than or equal to 0"
                     )
-    if not problems and not any(pod_requests(spec).values()):
-        problems.append(
-            "spec.template.spec.containers[*].resources.requests: Required value: no container requests "
-            "any resource, so the reservation would hold nothing and the scheduler could never place it "
-            "(limits alone are not requests: the API server does not default a template's requests)"
-        )
     return problems
 
 

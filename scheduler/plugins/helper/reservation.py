@@ -16,7 +16,7 @@ from apis.extension.reservation import (
     ANNOTATION_RESERVATION_NODE,
     ANNOTATION_RESERVE_POD,
 )
-from apis.scheduling.reservation import Reservation
+from apis.scheduling.reservation import Reservation, template_pod_spec
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.quantity_range import check_list
 
@@ -60,7 +60,7 @@ def reserve_pod(reservation: Reservation) -> PodInfo:
     meta = reservation.metadata
     template = (reservation.spec.template if reservation.spec is not None else None) or {}
     template_meta = template.get("metadata") or {}
-    spec = dict(template.get("spec") or {})
+    spec = template_pod_spec(template)
     pin = spec.pop("nodeName", None)
     annotations = {
         **(template_meta.get("annotations") or {}),
