@@ -16,8 +16,11 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from e2e import example_report
 from e2e.cluster.controlplane import ControlPlane, repo_root
 
 EXAMPLES = repo_root() / "docs" / "examples"
@@ -41,6 +44,9 @@ def example_files() -> list[Path]:
 
 
 SAMPLE_WORKLOAD = EXAMPLES / "simulate" / "workload.yaml"
+DEMO_PROFILE = EXAMPLES / "demo" / "koord-scheduler-profile.yaml"
+"""Sends the pods of ``default`` that name no scheduler to koord-scheduler, as Koordinator users do
+with a ClusterColocationProfile: most release-note examples leave ``schedulerName`` unset."""
 
 
 def priority_classes(cp: ControlPlane) -> str:
@@ -60,20 +66,41 @@ def priority_classes(cp: ControlPlane) -> str:
     ).stdout
 
 
-def profile_in_force(cp: ControlPlane, namespace: str = "batch-demo") -> bool:
-    """koord-manager's profile index has a profile selecting ``app-type: batch`` pods of the
-    namespace: a server-side dry run of such a pod comes back mutated."""
+def admitted_as(cp: ControlPlane, namespace: str, labels: dict[str, str]) -> dict[str, Any] | None:
+    """A pod with ``labels`` in ``namespace`` as admission would store it (a server-side dry run:
+    koord-manager's profiles applied), or None if the API server refused it."""
     probe = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"generateName": "probe-", "namespace": namespace, "labels": {"app-type": "batch"}},
+        "metadata": {"generateName": "probe-", "namespace": namespace, "labels": labels},
         "spec": {"containers": [{"name": "probe", "image": "busybox"}]},
     }
     result = cp.run_kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe))
-    return (
-        result.returncode == 0
-        and "koordinator.sh/qosClass" in json.loads(result.stdout)["metadata"]["labels"]
-    )
+    if result.returncode != 0:
+        return None
+    pod: dict[str, Any] = json.loads(result.stdout)
+    return pod
+
+
+def profile_in_force(cp: ControlPlane, namespace: str = "batch-demo") -> bool:
+    """koord-manager's profile index has a profile selecting ``app-type: batch`` pods of the
+    namespace: a server-side dry run of such a pod comes back mutated."""
+    pod = admitted_as(cp, namespace, {"app-type": "batch"})
+    return pod is not None and "koordinator.sh/qosClass" in pod["metadata"]["labels"]
+
+
+def demo_profile_in_force(cp: ControlPlane) -> bool:
+    """A pod of ``default`` with no schedulerName is admitted with koord-scheduler's."""
+    pod = admitted_as(cp, "default", {})
+    return pod is not None and pod["spec"].get("schedulerName") == "koord-scheduler"
+
+
+def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} in {timeout}s")
+        time.sleep(0.5)
 
 
 def apply_colocation(cp: ControlPlane, timeout: float = 60.0) -> None:
@@ -84,15 +111,20 @@ def apply_colocation(cp: ControlPlane, timeout: float = 60.0) -> None:
     for path in objects:
         cp.apply_file(path)
     cp.wait_service_account("batch-demo")
-    deadline = time.monotonic() + timeout
-    while not profile_in_force(cp):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"koord-manager did not apply the ClusterColocationProfile in {timeout}s")
-        time.sleep(0.5)
+    wait_until(
+        lambda: profile_in_force(cp), timeout, "koord-manager did not apply the ClusterColocationProfile"
+    )
     cp.apply_file(job)
 
 
-def apply(cp: ControlPlane) -> None:
+def apply(cp: ControlPlane, timeout: float = 60.0) -> None:
+    cp.apply_file(DEMO_PROFILE)
+    wait_until(
+        lambda: demo_profile_in_force(cp),
+        timeout,
+        f"koord-manager did not apply {DEMO_PROFILE.relative_to(repo_root())}",
+    )
+    print(f"[samples] applied {DEMO_PROFILE.relative_to(repo_root())}", file=sys.stderr)
     files = [*example_files(), SAMPLE_WORKLOAD]
     for i, path in enumerate(files, 1):
         cp.apply_file(path)
@@ -126,10 +158,13 @@ Co-location (docs/colocation.md, "Quick start"):
   kubectl get nodeslo                            # one per node, rendered from slo-controller-config
   kubectl get pod -n batch-demo -o wide --show-labels   # the Job's pod: a koord-batch BE pod on colo-0
 
-The examples from the release notes (docs/examples/) are applied too; the features they use that
-are not built yet are listed in docs/features.md. Logs: .cluster/koord-py/*.log.
-`make down` stops everything.
+The release notes' examples (docs/examples/v*/) are applied too; the pods of `default` that name
+no scheduler reach koord-scheduler through docs/examples/demo/koord-scheduler-profile.yaml, as
+Koordinator users do it. Logs: .cluster/koord-py/*.log. `make down` stops everything.
 """
+
+SCHEDULER_URL = "http://127.0.0.1:10251"
+"""koord-scheduler as `make up` runs it (e2e.components): its /debug explanations."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -141,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         apply(ControlPlane(name=args.cluster))
         return 0
     print(NEXT_STEPS)
+    cp = ControlPlane(name=args.cluster)
+    print("What each example shows (docs/examples/, pods as they stand now):\n")
+    print(example_report.render(example_report.example_states(cp, example_files(), SCHEDULER_URL)))
     return 0
 
 

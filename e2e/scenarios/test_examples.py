@@ -11,7 +11,10 @@ import yaml
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.compare import differences
+from e2e.example_report import PodState, example_states, render
 from e2e.samples import example_files
+from e2e.scheduler_process import Scheduler
+from e2e.workloads import pods, wait_for
 
 EXAMPLES = example_files()
 
@@ -50,3 +53,38 @@ def test_example_applies_and_reads_back_unchanged(control_plane: ControlPlane, p
     for applied, actual in zip(docs, items, strict=True):
         applied = {k: v for k, v in applied.items() if k != "status"}
         assert differences(applied, actual) == [], f"{applied['kind']}/{applied['metadata']['name']}"
+
+
+def test_the_closing_report_says_where_every_example_pod_stands(
+    control_plane: ControlPlane, scheduler: Scheduler
+) -> None:
+    """`make up`'s closing text (``e2e.samples next-steps``): every pod an example makes is listed
+    under its file, bound ones with the node the API server has, Pending ones with a reason."""
+    cp = control_plane
+    for path in EXAMPLES:
+        cp.apply_file(path)  # idempotent; this test may run first in its file under -k
+
+    def settled() -> list[tuple[Path, list[PodState]]] | None:
+        states = example_states(cp, EXAMPLES, scheduler.url)
+        pending = [s for _, pods in states for s in pods if not s.node]
+        return None if any("has not tried it yet" in s.reason for s in pending) else states
+
+    states = wait_for(settled, timeout=60, what="koord-scheduler tried every example pod")
+    by_file = {path: pods for path, pods in states}
+    api = {(p["metadata"]["namespace"], p["metadata"]["name"]): p for p in pods(cp)}
+    for path in EXAMPLES:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        made = {
+            (d["metadata"].get("namespace") or "default", d["metadata"]["name"])
+            for d in docs
+            if d["kind"] == "Pod"
+        }
+        assert made <= {(s.namespace, s.name) for s in by_file[path]}, path
+    daemon_set = next(p for p in EXAMPLES if p.name == "07-hami-core-daemonset.yaml")
+    assert by_file[daemon_set], "the DaemonSet's pods are the file's (owner references)"
+    for state in (s for listed in by_file.values() for s in listed):
+        node = api[(state.namespace, state.name)]["spec"].get("nodeName")
+        assert state.node == node
+        assert state.reason == f"bound to {node}" if node else state.reason.startswith("Pending: ")
+    text = render(states)
+    assert 'v1.7/05-hp-training-job.yaml  (v1.7 "2. Job-Level Preemption")' in text
