@@ -115,6 +115,7 @@ class SchedulerApp:
             max_backoff=self.settings.pod_max_backoff_seconds,
             clock=self.clock,
             on_gated=reporter.pod_gated,
+            on_incoming=self.metrics.queue_incoming,
         )
         self.binder = Binder(
             backend=self.backend,
@@ -124,6 +125,7 @@ class SchedulerApp:
             parallelism=self.settings.bind_concurrency,
             clock=self.clock,
             on_bound=self.on_bound,
+            metrics=self.metrics,
         )
         self.loop = SchedulingLoop(
             backend=self.backend,
@@ -263,6 +265,7 @@ class SchedulerApp:
             self.metrics.set_cache_size(*self.cache.sizes())
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
+            self.metrics.set_unschedulable_pods(self.queue.unschedulable_by_plugin())
 
 
 class _StandIns:

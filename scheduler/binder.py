@@ -22,12 +22,20 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import HOLD_ROOM
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
+from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from scheduler.reporting import regarding
 
 __all__ = ["Binder"]
 
 log = logging.getLogger(__name__)
+
+
+def _result(status: Status) -> str:
+    """kube-scheduler's result label: scheduled, unschedulable (a plugin said no) or error."""
+    if status.ok:
+        return "scheduled"
+    return "unschedulable" if status.rejected else "error"
 
 
 class Binder:
@@ -41,6 +49,7 @@ class Binder:
         parallelism: int = 16,
         clock: Callable[[], float] = time.monotonic,
         on_bound: Callable[[QueuedPodInfo, str], None] | None = None,
+        metrics: SchedulerMetrics | None = None,
     ) -> None:
         self._backend = backend
         self._cache = cache
@@ -49,6 +58,7 @@ class Binder:
         self._limit = ConcurrencyLimit(parallelism)
         self._clock = clock
         self._on_bound = on_bound
+        self._metrics = metrics
         self._tasks = BackgroundTasks()
 
     def submit(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
@@ -68,16 +78,25 @@ class Binder:
 
     async def _bind(self, fwk: Framework, state: CycleState, qp: QueuedPodInfo, node: str) -> None:
         pod = qp.pod
+        started = time.perf_counter()
         status = await fwk.wait_on_permit(pod)
+        if self._metrics is not None:
+            self._metrics.permit_wait(_result(status), time.perf_counter() - started)
         if status.ok:
             async with self._limit:
+                started = time.perf_counter()
                 status = await fwk.run_pre_bind(state, pod, node)
                 if status.ok:
                     status = await fwk.run_bind(state, pod, node)
+                if self._metrics is not None:
+                    self._metrics.binding(_result(status), time.perf_counter() - started)
         if not status.ok:
             self._failed(fwk, state, qp, node, status)
             return
-        self._cache.finish_binding(pod.uid, self._clock())
+        now = self._clock()
+        self._cache.finish_binding(pod.uid, now)
+        if self._metrics is not None:
+            self._metrics.pod_scheduled(qp.attempts, max(0.0, now - qp.first_seen))
         self._queue.done(pod.uid)
         self._explanations.put(
             Explanation(

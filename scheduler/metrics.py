@@ -11,7 +11,7 @@ framework runtime's ``observe`` hook passes ``preFilter``/``UNSCHEDULABLE`` and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -67,6 +67,7 @@ class SchedulerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self._plugin_children: dict[tuple[str, str, str], Any] = {}
+        self._unschedulable_keys: set[tuple[str, str]] = set()
         self._point_children: dict[tuple[str, str, str], Any] = {}
 
         # ---- scheduling attempts ----------------------------------------------------------
@@ -267,8 +268,13 @@ class SchedulerMetrics:
         """A pod entered ``queue`` (active, backoff, unschedulable, gated) because of ``event``."""
         self.queue_incoming_pods.labels(queue=queue, event=event).inc()
 
-    def set_unschedulable_pods(self, profile: str, plugin: str, count: int) -> None:
-        self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
+    def set_unschedulable_pods(self, counts: Mapping[tuple[str, str], int]) -> None:
+        """(profile, plugin) -> unschedulable pods now; a pair no longer rejecting anyone reads 0."""
+        for profile, plugin in self._unschedulable_keys - counts.keys():
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(0)
+        for (profile, plugin), count in counts.items():
+            self.unschedulable_pods.labels(plugin=plugin, profile=profile).set(count)
+        self._unschedulable_keys = set(counts)
 
     def set_cache_size(self, nodes: int, pods: int, assumed_pods: int) -> None:
         self.cache_size.labels(type="nodes").set(nodes)

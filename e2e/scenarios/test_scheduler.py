@@ -241,6 +241,40 @@ def test_metrics_count_the_attempts(scheduler: Scheduler, mixed_workload: list[d
     assert scheduler.metric("scheduler_schedule_attempts_total") > 0
 
 
+def test_every_exported_metric_family_is_recorded(
+    scheduler: Scheduler, mixed_workload: list[dict[str, Any]]
+) -> None:
+    """Scraped from the running koord-scheduler after the mixed workload (243 bound, the intolerant
+    and huge pods unschedulable): the families kube-scheduler users chart are not left at zero."""
+    bound = 243
+    assert scheduler.metric("scheduler_pod_scheduling_sli_duration_seconds_count") >= bound
+    assert scheduler.metric("scheduler_pod_scheduling_attempts_count") >= bound
+    assert scheduler.metric("scheduler_pod_scheduling_attempts_sum") >= bound  # one attempt each, at least
+    assert scheduler.metric('scheduler_binding_duration_seconds_count{result="scheduled"}') >= bound
+    assert scheduler.metric('scheduler_permit_wait_duration_seconds_count{result="scheduled"}') >= bound
+    assert scheduler.metric('scheduler_queue_incoming_pods_total{queue="active",event="PodAdd"}') >= bound
+    assert (
+        scheduler.metric(
+            'scheduler_queue_incoming_pods_total{queue="unschedulable",event="ScheduleAttemptFailure"}'
+        )
+        > 0
+    )
+    wait_for(
+        lambda: (
+            scheduler.metric(
+                'scheduler_unschedulable_pods{plugin="TaintToleration",profile="koord-scheduler"}'
+            )
+            >= 5
+        ),
+        timeout=10,
+        what="the 5 intolerant pods counted under TaintToleration (the gauge is set every second)",
+    )
+    assert (
+        scheduler.metric('scheduler_unschedulable_pods{plugin="NodeResourcesFit",profile="koord-scheduler"}')
+        >= 3
+    )
+
+
 # ---- failures: the scheduler killed, the API server restarted, the leader replaced ----------------
 
 

@@ -35,7 +35,13 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.status import Status
 
-__all__ = ["QueueCounts", "QueuedPodInfo", "SchedulingQueue"]
+__all__ = ["QueueCounts", "QueuedPodInfo", "SchedulingQueue", "event_label"]
+
+
+def event_label(event: ClusterEvent) -> str:
+    """``NODE_ADD | POD_DELETE`` as kube-scheduler labels its events: ``NodeAdd|PodDelete``."""
+    names = (flag.name or "" for flag in event)
+    return "|".join(name.title().replace("_", "") for name in names if name) or "Unknown"
 
 
 @dataclass(slots=True, eq=False)
@@ -71,9 +77,13 @@ class SchedulingQueue:
         max_unschedulable_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         on_gated: Callable[[QueuedPodInfo, Status], None] | None = None,
+        on_incoming: Callable[[str, str], None] | None = None,
     ) -> None:
+        """``on_incoming(queue, event)``: a pod entered ``active``, ``backoff``, ``unschedulable``
+        or ``gated`` because of ``event`` (kube-scheduler's queue_incoming_pods_total labels)."""
         self._sort_key = sort_key
         self._on_gated = on_gated
+        self._on_incoming = on_incoming
         self._pre_enqueue = pre_enqueue
         self._plugin_events = plugin_events
         self.initial_backoff = initial_backoff
@@ -101,7 +111,7 @@ class SchedulingQueue:
             self.update(pod)
             return
         now = self._clock()
-        self._enqueue(QueuedPodInfo(pod=pod, first_seen=now, queued_at=now))
+        self._enqueue(QueuedPodInfo(pod=pod, first_seen=now, queued_at=now), "PodAdd")
 
     def _known(self, uid: str) -> bool:
         return (
@@ -111,7 +121,11 @@ class SchedulingQueue:
             or uid in self._in_flight
         )
 
-    def _enqueue(self, qp: QueuedPodInfo) -> None:
+    def _incoming(self, queue: str, event: str) -> None:
+        if self._on_incoming is not None:
+            self._on_incoming(queue, event)
+
+    def _enqueue(self, qp: QueuedPodInfo, event: str) -> None:
         """Through PreEnqueue into the active heap, or into the unschedulable set as gated."""
         # A pod with out-of-range amounts never reaches a plugin: they would not fit the node table.
         problems = qp.pod.problems
@@ -120,6 +134,7 @@ class SchedulingQueue:
             previous = qp.gated_by
             qp.gated_by = f"{status.plugin}: {status.message()}" if status.plugin else status.message()
             self._unschedulable[qp.pod.uid] = qp
+            self._incoming("gated", event)
             if self._on_gated is not None and qp.gated_by != previous:
                 self._on_gated(qp, status)
             return
@@ -127,6 +142,7 @@ class SchedulingQueue:
         qp.queued_at = self._clock()
         self._in_active[qp.pod.uid] = qp
         heapq.heappush(self._active, (self._sort_key(qp.pod), next(self._seq), qp.pod.uid))
+        self._incoming("active", event)
         self._wakeup.set()
 
     def update(self, pod: PodInfo) -> None:
@@ -137,7 +153,7 @@ class SchedulingQueue:
             if qp is not None and pod.problems:
                 del where[uid]  # now out of range: gate it
                 qp.pod = pod
-                self._enqueue(qp)
+                self._enqueue(qp, "PodUpdate")
                 return
             if qp is not None:
                 qp.pod = pod
@@ -147,7 +163,7 @@ class SchedulingQueue:
         qp = self._unschedulable.pop(uid, None)
         if qp is not None:
             qp.pod = pod
-            self._requeue(qp)
+            self._requeue(qp, "PodUpdate")
 
     def delete(self, uid: str) -> None:
         self._in_active.pop(uid, None)  # its heap entry is skipped when popped
@@ -192,11 +208,11 @@ class SchedulingQueue:
         for uid, qp in list(self._backoff.items()):
             if qp.backoff_until <= now:
                 del self._backoff[uid]
-                self._enqueue(qp)
+                self._enqueue(qp, "BackoffComplete")
         for uid, qp in list(self._unschedulable.items()):
             if now - qp.queued_at >= self.max_unschedulable_seconds:
                 del self._unschedulable[uid]
-                self._requeue(qp)
+                self._requeue(qp, "UnschedulableTimeout")
 
     # ---- after a cycle -----------------------------------------------------------------------
 
@@ -214,11 +230,12 @@ class SchedulingQueue:
         qp.queued_at = self._clock()
         if qp.pod.uid in self._activated_in_flight:
             self._activated_in_flight.discard(qp.pod.uid)
-            self._enqueue(qp)
+            self._enqueue(qp, "ScheduleAttemptFailure")
         elif popped_at is not None and self._move_requests > popped_at:
-            self._to_backoff(qp)
+            self._to_backoff(qp, "ScheduleAttemptFailure")
         else:
             self._unschedulable[qp.pod.uid] = qp
+            self._incoming("unschedulable", "ScheduleAttemptFailure")
 
     def add_backoff(self, qp: QueuedPodInfo) -> None:
         """An error or a lost race (bind conflict): retry after the pod's backoff."""
@@ -226,24 +243,26 @@ class SchedulingQueue:
         self._activated_in_flight.discard(qp.pod.uid)
         if popped_at is None and not self._known(qp.pod.uid):
             return
-        self._to_backoff(qp)
+        self._to_backoff(qp, "ScheduleAttemptFailure")
 
-    def _to_backoff(self, qp: QueuedPodInfo) -> None:
+    def _to_backoff(self, qp: QueuedPodInfo, event: str) -> None:
         qp.backoff_until = self._clock() + self.backoff_duration(qp.attempts)
         self._backoff[qp.pod.uid] = qp
+        self._incoming("backoff", event)
         self._wakeup.set()
 
     def backoff_duration(self, attempts: int) -> float:
         return float(min(self.initial_backoff * 2 ** max(0, attempts - 1), self.max_backoff))
 
-    def _requeue(self, qp: QueuedPodInfo) -> None:
+    def _requeue(self, qp: QueuedPodInfo, event: str) -> None:
         if qp.attempts and qp.backoff_until == 0.0:
             qp.backoff_until = qp.queued_at + self.backoff_duration(qp.attempts)
         if qp.attempts and qp.backoff_until > self._clock():
             self._backoff[qp.pod.uid] = qp
+            self._incoming("backoff", event)
             self._wakeup.set()
         else:
-            self._enqueue(qp)
+            self._enqueue(qp, event)
 
     # ---- cluster events ----------------------------------------------------------------------
 
@@ -255,7 +274,7 @@ class SchedulingQueue:
             if self._may_help(qp, event):
                 del self._unschedulable[uid]
                 qp.backoff_until = qp.queued_at + self.backoff_duration(qp.attempts) if qp.attempts else 0.0
-                self._requeue(qp)
+                self._requeue(qp, event_label(event))
                 moved += 1
         return moved
 
@@ -273,7 +292,7 @@ class SchedulingQueue:
         for uid in uids:
             qp = self._unschedulable.pop(uid, None) or self._backoff.pop(uid, None)
             if qp is not None:
-                self._enqueue(qp)
+                self._enqueue(qp, "ForceActivate")
             elif uid in self._in_flight:
                 self._activated_in_flight.add(uid)
 
@@ -287,6 +306,17 @@ class SchedulingQueue:
             unschedulable=len(self._unschedulable) - gated,
             gated=gated,
         )
+
+    def unschedulable_by_plugin(self) -> dict[tuple[str, str], int]:
+        """(profile, plugin) -> how many unschedulable pods that plugin rejected (or gates, at
+        PreEnqueue), as kube-scheduler's scheduler_unschedulable_pods gauge counts them."""
+        found: dict[tuple[str, str], int] = {}
+        for qp in self._unschedulable.values():
+            plugins = {qp.gated_by.split(":", 1)[0]} if qp.gated_by is not None else qp.unschedulable_plugins
+            for plugin in plugins:
+                key = (qp.pod.scheduler_name, plugin)
+                found[key] = found.get(key, 0) + 1
+        return found
 
     def pending(self) -> Iterator[QueuedPodInfo]:
         yield from self._in_active.values()

@@ -41,11 +41,11 @@ def recorded() -> SchedulerMetrics:
     m.pod_scheduled(attempts=2, seconds_since_first_enqueue=1.5)
     m.observe_plugin("preFilter", "Coscheduling", "UNSCHEDULABLE_AND_UNRESOLVABLE", 0.0004)
     m.observe_extension_point("filter", "SUCCESS", "koord-scheduler", 0.001)
-    m.permit_wait("allowed", 0.5)
-    m.binding("bound", 0.01)
+    m.permit_wait("scheduled", 0.5)
+    m.binding("scheduled", 0.01)
     m.set_pending(active=3, backoff=2, unschedulable=1, gated=4)
     m.queue_incoming("active", "PodAdd")
-    m.set_unschedulable_pods("koord-scheduler", "ElasticQuota", 5)
+    m.set_unschedulable_pods({("koord-scheduler", "ElasticQuota"): 5})
     m.set_cache_size(nodes=10, pods=20, assumed_pods=1)
     m.preemption(victims=3)
     m.solver_solve("gang_placement", "OPTIMAL", 0.02)
@@ -108,9 +108,9 @@ def test_every_metric_name_is_exposed() -> None:
         pytest.param("scheduler_pod_scheduling_sli_duration_seconds_count", {"attempts": "2"}, 1.0, id="sli"),
         pytest.param("scheduler_pod_scheduling_attempts_sum", {}, 2.0, id="pod-attempts"),
         pytest.param(
-            "scheduler_permit_wait_duration_seconds_count", {"result": "allowed"}, 1.0, id="permit-wait"
+            "scheduler_permit_wait_duration_seconds_count", {"result": "scheduled"}, 1.0, id="permit-wait"
         ),
-        pytest.param("scheduler_binding_duration_seconds_count", {"result": "bound"}, 1.0, id="binding"),
+        pytest.param("scheduler_binding_duration_seconds_count", {"result": "scheduled"}, 1.0, id="binding"),
         pytest.param(
             "scheduler_unschedulable_pods",
             {"plugin": "ElasticQuota", "profile": "koord-scheduler"},
@@ -237,3 +237,14 @@ def test_a_solve_records_its_gap_and_a_greedy_one_none() -> None:
     assert 'koord_scheduler_solver_gap_ratio_bucket{le="0.005",solver="cpsat"} 1.0' in text
     assert 'koord_scheduler_solver_gap_ratio_bucket{le="0.001",solver="cpsat"} 0.0' in text
     assert 'solver_gap_ratio_count{solver="greedy"}' not in text
+
+
+def test_an_unschedulable_gauge_no_longer_rejecting_anyone_reads_zero() -> None:
+    m = SchedulerMetrics(CollectorRegistry())
+    m.set_unschedulable_pods(
+        {("koord-scheduler", "ElasticQuota"): 5, ("koord-scheduler", "NodeResourcesFit"): 1}
+    )
+    m.set_unschedulable_pods({("koord-scheduler", "NodeResourcesFit"): 2})
+    text = m.exposition().decode()
+    assert 'scheduler_unschedulable_pods{plugin="ElasticQuota",profile="koord-scheduler"} 0.0' in text
+    assert 'scheduler_unschedulable_pods{plugin="NodeResourcesFit",profile="koord-scheduler"} 2.0' in text

@@ -254,3 +254,31 @@ async def test_a_gate_is_reported_again_only_when_its_reason_changes() -> None:
     q.on_event(ClusterEvent.POD_ADD)
     q.on_event(ClusterEvent.POD_ADD)
     assert gated == ["has 1 of 3", "has 2 of 3"]
+
+
+async def test_every_entry_into_a_queue_is_reported_with_its_queue_and_event() -> None:
+    """What scheduler_queue_incoming_pods_total and scheduler_unschedulable_pods are fed from."""
+    clock = FakeClock()
+    seen: list[tuple[str, str]] = []
+    queue = SchedulingQueue(
+        sort_key=sort_key,
+        pre_enqueue=lambda p: (
+            Status.pending("short").with_plugin("Coscheduling") if p.name == "gated" else Status()
+        ),
+        plugin_events=lambda name: EVENTS.get(name, ClusterEvent.ALL),
+        clock=clock,
+        on_incoming=lambda q, event: seen.append((q, event)),
+    )
+    queue.add(pod("a"))
+    queue.add(pod("gated"))
+    assert seen == [("active", "PodAdd"), ("gated", "PodAdd")]
+    popped = await queue.pop()
+    queue.add_unschedulable(popped, {"NodeResourcesFit"})
+    assert seen[-1] == ("unschedulable", "ScheduleAttemptFailure")
+    assert queue.unschedulable_by_plugin() == {
+        ("koord-scheduler", "NodeResourcesFit"): 1,
+        ("koord-scheduler", "Coscheduling"): 1,
+    }
+    clock.now += 60  # past its backoff: the event sends it straight to active
+    queue.on_event(ClusterEvent.NODE_ADD)
+    assert ("active", "NodeAdd") in seen
