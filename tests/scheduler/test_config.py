@@ -809,6 +809,14 @@ NOT_SUPPORTED_ARGS = [
         "true",
         id="elasticquota-disableDefaultQuotaPreemption",
     ),
+    pytest.param(
+        "Reservation", "minCandidateNodesPercentage", "50", "10", id="reservation-minCandidateNodesPercentage"
+    ),
+    pytest.param(
+        "Reservation", "minCandidateNodesAbsolute", "10", "100", id="reservation-minCandidateNodesAbsolute"
+    ),
+    pytest.param("Reservation", "controllerWorkers", "4", "1", id="reservation-controllerWorkers"),
+    pytest.param("Reservation", "resyncIntervalSeconds", "30", "60", id="reservation-resyncIntervalSeconds"),
 ]
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from apis.base import KoordModel
+from scheduler.plugins.not_supported import only_default
 
 __all__ = ["PreAllocationConfig", "ReservationArgs", "ReservationSelectorIndex"]
 
@@ -24,6 +25,11 @@ class ReservationSelectorIndex(KoordModel):
     key_prefixes: list[str] = Field(default_factory=list)
     keys: list[str] = Field(default_factory=list)
 
+    @field_validator("enabled")
+    @classmethod
+    def _no_index(cls, value: bool) -> bool:
+        return only_default(value, False, "reservations are matched by scanning the node's reservations")
+
 
 class ReservationArgs(KoordModel):
     enable_preemption: bool = False
@@ -40,6 +46,28 @@ class ReservationArgs(KoordModel):
     ignored_resource_groups: list[str] = Field(default_factory=list)
     reservation_selector_index: ReservationSelectorIndex | None = None
 
+    @field_validator("min_candidate_nodes_percentage")
+    @classmethod
+    def _every_node_a_candidate_pct(cls, value: int) -> int:
+        return only_default(value, 10, "a reservation's preemption considers every node a candidate")
+
+    @field_validator("min_candidate_nodes_absolute")
+    @classmethod
+    def _every_node_a_candidate_abs(cls, value: int) -> int:
+        return only_default(value, 100, "a reservation's preemption considers every node a candidate")
+
+    @field_validator("controller_workers")
+    @classmethod
+    def _one_worker(cls, value: int) -> int:
+        return only_default(
+            value, 1, "reservation status and expiry are koord-manager's, not the scheduler's"
+        )
+
+    @field_validator("resync_interval_seconds")
+    @classmethod
+    def _watch_only(cls, value: int) -> int:
+        return only_default(value, 60, "the scheduler's reservation cache follows the watch, with no resync")
+
     @model_validator(mode="after")
     def _honourable(self) -> ReservationArgs:
         # Koordinator's scheduler collects finished reservations; here koord-manager does, with
@@ -54,8 +82,11 @@ class ReservationArgs(KoordModel):
                 "settings here (--reservation-gc-duration-seconds, chart value "
                 "manager.reservation.gcDurationSeconds); remove them from ReservationArgs"
             )
-        if self.pre_allocation_config is not None and self.pre_allocation_config.enable_cluster_mode:
-            raise ValueError("preAllocationConfig.enableClusterMode: pre-allocation is not supported yet")
+        if self.pre_allocation_config is not None and self.pre_allocation_config != PreAllocationConfig():
+            raise ValueError(
+                "preAllocationConfig: not supported yet by koord-scheduler: only Koordinator's defaults "
+                "(no cluster mode, no preferNoPreAllocatedPods) are accepted"
+            )
         for name in self.ignored_resources:
             if "/" not in name:
                 raise ValueError(
