@@ -152,6 +152,30 @@ def test_chart_images_are_what_make_image_builds(control_plane: ControlPlane) ->
         assert container["imagePullPolicy"] == "IfNotPresent", where
 
 
+def test_a_slow_start_is_never_a_liveness_failure(control_plane: ControlPlane) -> None:
+    """Every container with a liveness probe has a startup probe giving it minutes (kubeadm's for
+    kube-scheduler: 24 x 10 s), and no probe gives up after kubelet's default 1 s: on a busy
+    2-core node our components took more than the old 15 s + 3 x 10 s to import and were killed
+    over and over (CrashLoopBackOff) before they ever answered."""
+    docs = _rendered(control_plane, "--set", "descheduler.enabled=true")
+    checked = []
+    for doc in docs:
+        if doc["kind"] not in ("Deployment", "DaemonSet"):
+            continue
+        for container in doc["spec"]["template"]["spec"]["containers"]:
+            where = f"{doc['kind']}/{doc['metadata']['name']}/{container['name']}"
+            if "livenessProbe" not in container:
+                continue
+            startup = container.get("startupProbe")
+            assert startup is not None, where
+            assert startup["periodSeconds"] * startup["failureThreshold"] >= 120, where
+            for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+                if probe in container:
+                    assert container[probe].get("timeoutSeconds", 1) >= 5, f"{where} {probe}"
+            checked.append(where)
+    assert len(checked) >= 4, checked
+
+
 def test_koordlet_runs_as_root_only_when_it_writes_cgroups(control_plane: ControlPlane) -> None:
     """The image's user (65532) has no capabilities even in a privileged container, and the host's
     cgroup files are root's: with koordlet.qos koordlet runs as root (every cgroup write failed with
