@@ -236,7 +236,8 @@ class LeaderElector:
         if remaining <= 0:
             return False
         try:
-            return await asyncio.wait_for(self._try_acquire_or_renew(), timeout=remaining)
+            async with asyncio.timeout(remaining):  # not wait_for: 3.11's can swallow a cancel
+                return await self._try_acquire_or_renew()
         except LeaderElectionError:
             raise
         except (BackendError, OSError, TimeoutError) as exc:
@@ -305,7 +306,8 @@ class LeaderElector:
             record, holder_identity="", lease_duration_seconds=1, acquire_time=now, renew_time=now
         )
         try:
-            self._observe(await asyncio.wait_for(self._store.update(released), timeout=self.renew_deadline))
+            async with asyncio.timeout(self.renew_deadline):
+                self._observe(await self._store.update(released))
             log.info("%s: released lease %s", self.identity, self.lease)
         except (LeaseConflict, BackendError, OSError, TimeoutError) as exc:
             log.warning("%s: could not release lease %s: %s", self.identity, self.lease, exc)

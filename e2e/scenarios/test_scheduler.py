@@ -252,10 +252,10 @@ def test_every_exported_metric_family_is_recorded(
     assert scheduler.metric("scheduler_pod_scheduling_attempts_sum") >= bound  # one attempt each, at least
     assert scheduler.metric('scheduler_binding_duration_seconds_count{result="scheduled"}') >= bound
     assert scheduler.metric('scheduler_permit_wait_duration_seconds_count{result="scheduled"}') >= bound
-    assert scheduler.metric('scheduler_queue_incoming_pods_total{queue="active",event="PodAdd"}') >= bound
+    assert scheduler.metric('scheduler_queue_incoming_pods_total{event="PodAdd",queue="active"}') >= bound
     assert (
         scheduler.metric(
-            'scheduler_queue_incoming_pods_total{queue="unschedulable",event="ScheduleAttemptFailure"}'
+            'scheduler_queue_incoming_pods_total{event="ScheduleAttemptFailure",queue="unschedulable"}'
         )
         > 0
     )

@@ -46,8 +46,9 @@ class Subscription:
 
     async def wait(self, seconds: float | None = None) -> bool:
         """Wait for a change (at most ``seconds``); True when there was one."""
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._event.wait(), seconds)
+        with suppress(TimeoutError):  # asyncio.timeout: 3.11's wait_for can swallow a cancel
+            async with asyncio.timeout(seconds):
+                await self._event.wait()
         changed = self._event.is_set()
         self._event.clear()
         return changed

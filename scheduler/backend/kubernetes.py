@@ -382,8 +382,9 @@ class KubernetesBackend:
 
     async def _sleep(self, delay: float) -> None:
         """Sleep, but wake at once when the backend is closed."""
-        with suppress(TimeoutError):
-            await asyncio.wait_for(self._closed.wait(), timeout=delay)
+        with suppress(TimeoutError):  # asyncio.timeout: 3.11's wait_for can swallow a cancel
+            async with asyncio.timeout(delay):
+                await self._closed.wait()
 
     async def _list(self, resource: ResourceType[T], field_selector: str | None) -> tuple[list[T], str]:
         """All objects and the list's resourceVersion, page by page (``limit`` / ``continue``)."""

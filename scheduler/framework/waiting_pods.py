@@ -37,7 +37,8 @@ class WaitingPod:
     async def wait(self) -> Status:
         timeout = self.deadline - asyncio.get_running_loop().time()
         try:
-            return await asyncio.wait_for(asyncio.shield(self._result), timeout=max(0.0, timeout))
+            async with asyncio.timeout(max(0.0, timeout)):  # not wait_for: 3.11's can swallow a cancel
+                return await asyncio.shield(self._result)
         except TimeoutError:
             plugins = ", ".join(sorted(self.pending))
             status = Status.unschedulable(f"rejected due to timeout after waiting at permit ({plugins})")

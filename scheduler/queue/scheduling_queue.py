@@ -186,8 +186,9 @@ class SchedulingQueue:
             if self._closed:
                 raise asyncio.CancelledError("queue closed")
             self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), timeout=self._next_wakeup())
+            with contextlib.suppress(TimeoutError):  # asyncio.timeout: see the figures writer
+                async with asyncio.timeout(self._next_wakeup()):
+                    await self._wakeup.wait()
 
     def _pop_active(self) -> QueuedPodInfo | None:
         while self._active:

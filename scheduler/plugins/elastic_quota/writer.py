@@ -115,8 +115,11 @@ class FiguresWriter:
 
     async def _run(self) -> None:
         while True:
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that arrives as
+            # the event fires, and close() would then wait on this loop forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
             if not self._wake.is_set() and not self._stale():
                 continue
             await asyncio.sleep(self.interval)
