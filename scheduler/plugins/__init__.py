@@ -26,6 +26,8 @@ from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
     coscheduling,
     default_binder,
+    default_prebind,
+    default_preemption,
     device_share,
     dynamic_resources,
     elastic_quota,
@@ -46,6 +48,7 @@ from scheduler.plugins import (
     reservation,
     scarce_resource_avoidance,
     scheduling_gates,
+    scheduling_hint,
     taint_toleration,
     volume_binding,
     volume_restrictions,
@@ -111,6 +114,14 @@ DEFAULT_REGISTRY = Registry(
             node_numa_resource.NodeNUMAResourceArgs,
             node_numa_resource.RBAC,
         ),
+        PluginSpec(scheduling_hint.NAME, scheduling_hint.new, scheduling_hint.SchedulingHintArgs),
+        PluginSpec(
+            default_preemption.NAME,
+            default_preemption.new,
+            default_preemption.DefaultPreemptionArgs,
+            default_preemption.RBAC,
+        ),
+        PluginSpec(default_prebind.NAME, default_prebind.new),
     ]
 )
 
