@@ -234,6 +234,30 @@ async def test_a_pod_that_may_not_preempt_evicts_nothing(backend: MemoryBackend)
         await task
 
 
+async def test_when_no_node_helps_nothing_is_evicted_and_the_message_counts_why(
+    backend: MemoryBackend,
+) -> None:
+    """n0 holds only more important pods; on n1 evicting the one less important pod frees too little."""
+    for name in ("n0", "n1"):
+        backend.apply(NODES, node(name))
+    backend.apply(PODS, pod("important-0", cpu="4", priority=5000, node_name="n0"))
+    backend.apply(PODS, pod("important-1", cpu="3", priority=5000, node_name="n1"))
+    backend.apply(PODS, pod("small", cpu="1", priority=10, node_name="n1"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(PODS, pod("big", cpu="2", priority=1000))
+        expected = (
+            "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
+            "1 Preemption is not helpful for scheduling."
+        )
+        await until(lambda: any(expected in e.message for e in backend.events))
+        assert {"important-0", "important-1", "small"} <= names(backend)
+        assert not [e for e in backend.events if e.reason == "Preempted"]
+    finally:
+        stop.set()
+        await task
+
+
 # ---- ElasticQuota PostFilter ---------------------------------------------------------------------
 
 

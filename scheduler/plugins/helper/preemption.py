@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections import Counter
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -61,6 +62,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+"""kube-scheduler's reasons for a node that is no candidate, counted in the message."""
 _PRIORITY_OFFSET = 2**31
 """kube-scheduler adds MaxInt32 + 1 to each victim priority before summing them (so negative
 priorities do not make more victims look cheaper)."""
@@ -179,17 +183,17 @@ class Evaluator:
         if why is not None:
             diagnosis.post_filter_message = why
             return PostFilterResult(Status.unschedulable())
-        rows = [int(r) for r in snapshot.candidate_rows() if int(r) not in diagnosis.unresolvable_rows]
-        if not rows:
-            diagnosis.post_filter_message = "no node where preemption might help."
-            return PostFilterResult(Status.unresolvable())
-        candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows])
+        all_rows = snapshot.candidate_rows()
+        rows = [int(r) for r in all_rows if int(r) not in diagnosis.unresolvable_rows]
+        reasons: Counter[str] = Counter()
+        if len(rows) < all_rows.size:
+            reasons[NOT_HELPFUL] = all_rows.size - len(rows)
+        candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows], reasons)
         best = pick_one_node(candidates)
         if best is None:
-            diagnosis.post_filter_message = (
-                f"0/{snapshot.node_count()} nodes are available: no node where evicting pods "
-                f"{self.name} may evict would make room."
-            )
+            self._clear_nomination(pod, snapshot)
+            detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
+            diagnosis.post_filter_message = f"0/{all_rows.size} nodes are available: {detail}."
             return PostFilterResult(Status.unschedulable())
         self._execute(pod, best)
         diagnosis.post_filter_message = (
@@ -229,29 +233,36 @@ class Evaluator:
                 out.append(other)
         return out
 
-    def _candidates(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str]) -> list[Candidate]:
+    def _candidates(
+        self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], reasons: Counter[str]
+    ) -> list[Candidate]:
+        """Dry runs from an offset until enough candidates; ``reasons`` counts the nodes that are none."""
+        if not nodes:
+            return []
         wanted = self.rules.candidates_to_find(len(nodes))
         offset = self.rng.randrange(len(nodes))
         found: list[Candidate] = []
         for i in range(len(nodes)):
             candidate = self._select_victims(pod, snapshot, nodes[(offset + i) % len(nodes)])
-            if candidate is None:
+            if isinstance(candidate, str):
+                reasons[candidate] += 1
                 continue
             found.append(candidate)
             if any(c.pdb_violations == 0 for c in found) and len(found) >= wanted:
                 break
         return found
 
-    def _select_victims(self, pod: PodInfo, snapshot: Snapshot, node: str) -> Candidate | None:
-        """kube-scheduler's ``SelectVictimsOnNode`` (module docstring, step 3)."""
+    def _select_victims(self, pod: PodInfo, snapshot: Snapshot, node: str) -> Candidate | str:
+        """kube-scheduler's ``SelectVictimsOnNode`` (module docstring, step 3); or why the node is
+        no candidate."""
         potential = sorted(self._potential_victims(pod, snapshot, node), key=_more_important)
         if not potential:
-            return None
+            return NO_VICTIMS
         restore = snapshot.simulate_removal(potential)
         spared: list[Callable[[], None]] = []
         try:
             if not self.rules.fits(pod, snapshot, node, potential):
-                return None
+                return NOT_HELPFUL
             violating, other = self.pdbs.split_violating(potential)
             gone = {p.uid for p in potential}
             victims: list[PodInfo] = []
@@ -267,13 +278,34 @@ class Evaluator:
                     gone.add(candidate.uid)
                     victims.append(candidate)
                     violations += counts
-            return Candidate(node, tuple(victims), violations) if victims else None
+            return Candidate(node, tuple(victims), violations) if victims else NOT_HELPFUL
         finally:
             for undo in reversed(spared):
                 undo()
             restore()
 
     # ---- execution -------------------------------------------------------------------------
+
+    def _clear_nomination(self, pod: PodInfo, snapshot: Snapshot) -> None:
+        """No node helps: a nomination left from an earlier preemption holds room for nothing
+        (kube-scheduler clears the preemptor's nominated node then). Kept while lower-priority pods
+        on that node are still terminating: another PostFilter's preemption may be under way there."""
+        node = snapshot.nominated_node(pod.uid) or pod.pod.status.nominated_node_name
+        if node and any(
+            p.pod.metadata.deletion_timestamp is not None and p.priority < pod.priority
+            for p in snapshot.pods_on(node)
+        ):
+            return
+        if snapshot.nominated_node(pod.uid) is not None:
+            self.handle.nominator.clear_nomination(pod.uid)
+        if pod.pod.status.nominated_node_name:
+            self._spawn(self._unset_nominated(pod))
+
+    async def _unset_nominated(self, pod: PodInfo) -> None:
+        try:
+            await self.handle.backend.patch_pod_status(pod.pod, {"status": {"nominatedNodeName": None}})
+        except Exception as exc:
+            log.info("could not clear the nominated node of %s: %s", pod.key, exc)
 
     def _execute(self, pod: PodInfo, candidate: Candidate) -> None:
         self.handle.nominator.nominate(pod, candidate.node)
