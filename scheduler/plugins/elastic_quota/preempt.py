@@ -74,8 +74,10 @@ class QuotaPreemption:
         return nodes  # Koordinator's GetOffsetAndNumCandidates: every node
 
     async def post_filter(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PostFilterResult:
+        mine = self.quotas.quota_of(pod)
         if (
-            self.quotas.quota_of(pod) is None
+            mine is None
+            or (self.spare_default_quota and mine == quota_ext.DEFAULT_QUOTA_NAME)  # no victim possible
             or is_reserve_pod(pod.annotations)
             or self.handle.profile.job_of(pod) != pod.uid
         ):
