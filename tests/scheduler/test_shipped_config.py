@@ -243,7 +243,7 @@ async def test_when_no_node_helps_nothing_is_evicted_and_the_message_counts_why(
     backend.apply(PODS, pod("important-0", cpu="4", priority=5000, node_name="n0"))
     backend.apply(PODS, pod("important-1", cpu="3", priority=5000, node_name="n1"))
     backend.apply(PODS, pod("small", cpu="1", priority=10, node_name="n1"))
-    _app, stop, task = await start(backend)
+    app, stop, task = await start(backend)
     try:
         backend.apply(PODS, pod("big", cpu="2", priority=1000))
         expected = (
@@ -253,6 +253,7 @@ async def test_when_no_node_helps_nothing_is_evicted_and_the_message_counts_why(
         await until(lambda: any(expected in e.message for e in backend.events))
         assert {"important-0", "important-1", "small"} <= names(backend)
         assert not [e for e in backend.events if e.reason == "Preempted"]
+        assert app.metrics.preemption_attempts._value.get() >= 1
     finally:
         stop.set()
         await task

@@ -191,6 +191,7 @@ class Evaluator:
         candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows], reasons)
         best = pick_one_node(candidates)
         if best is None:
+            self.handle.solver_metrics.preemption(0)
             self._clear_nomination(pod, snapshot)
             detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
             diagnosis.post_filter_message = f"0/{all_rows.size} nodes are available: {detail}."
