@@ -4,8 +4,11 @@
 ``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
 kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
 gang over its quota is rejected with the quota's reason before its placement is planned) and
-Reserve. Koordinator also enables it at PostFilter (quota preemption); here that is Coscheduling's
-job-level preemption, which asks ElasticQuota what a rejected job's quota must free.
+Reserve. Its PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
+pod-level preemption) are enabled only by configuration, as Koordinator's shipped profile enables
+them: by default, preemption is Coscheduling's job-level preemption (``enablePreemption``), which
+also asks ElasticQuota what a rejected job's quota must free. SchedulingHint, Coscheduling's
+PreScore/Score and DefaultPreBind are likewise what Koordinator's shipped profile adds.
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
 only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
