@@ -4,7 +4,8 @@ Per pod (``schedule_one``), as kube-scheduler's ``schedule_one.go``:
 
 1. pick the profile by schedulerName; take the snapshot (a view: no await until step 6) and lift
    the nominations that must not block this pod (its own, its job's, lower priorities);
-2. PreFilter (may narrow the nodes or reject the pod outright);
+2. PreFilter (may narrow the nodes or reject the pod outright); a node a plugin prefers
+   (SchedulingHint) that passes Filter is taken at once, as kube-scheduler tries a nominated node;
 3. Filter over every node at once (vectorized);
    (PENDING: a plugin works on the pod off the cycle and activates it later; it waits quietly);
 4. no feasible node, or an Unschedulable PreFilter (a gang that does not fit as a whole):
@@ -140,6 +141,9 @@ class SchedulingLoop:
                     status = result.status
             await self._fail(fwk, qp, status, diagnosis, started, nominated=nominated, notes=state.notes)
             return
+        preferred = fwk.run_prefer_nodes(state, pod, snapshot, allowed)
+        if preferred is not None:  # a preferred node fits: it is the one, unscored
+            allowed = frozenset({preferred})
         rows = snapshot.candidate_rows()
         if allowed is not None:
             keep = snapshot.rows_named(rows, allowed)

@@ -162,9 +162,10 @@ class _NoSolverMetrics:
 class ProfileView(Protocol):
     """What a profile's runtime offers its plugins (implemented by ``runtime.Framework``)."""
 
-    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
-        """Rows every PreFilter and Filter of the profile accept for ``pod``, evaluated in a
-        planning CycleState (for plugins that place several pods at once: gangs, preemption)."""
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray | None = None) -> IntArray:
+        """Rows (of ``rows``; None: every node) every PreFilter and Filter of the profile accept for
+        ``pod``, evaluated in a planning CycleState (for plugins that place several pods at once:
+        gangs, preemption)."""
         ...
 
     def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
@@ -212,8 +213,8 @@ class ProfileView(Protocol):
 class _UnboundProfile:
     """A Handle outside any Framework (a plugin built alone in a test): no other plugins."""
 
-    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
-        return snapshot.candidate_rows()
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray | None = None) -> IntArray:
+        return snapshot.candidate_rows() if rows is None else rows
 
     def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         import numpy as np

@@ -58,6 +58,7 @@ __all__ = [
     "PreScorePlugin",
     "PreemptionExtension",
     "Preemptor",
+    "PreferNodesPlugin",
     "QueueSortPlugin",
     "QuotaRelease",
     "ReservationFilterPlugin",
@@ -124,6 +125,23 @@ class PreFilterPlugin(Plugin, Protocol):
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         """Prepare CycleState, or reject the pod for every node at once. SKIP: the plugin's Filter
         does not run this cycle."""
+        ...
+
+
+@runtime_checkable
+class PreferNodesPlugin(Protocol):
+    """A plugin that names nodes to try first (Koordinator's ``frameworkext.PreferNodesPlugin``:
+    SchedulingHint). After PreFilter the cycle runs Filter on them in order and takes the first
+    that passes, without scoring, as kube-scheduler tries a pod's nominated node first; when none
+    passes, every node is evaluated as usual. The Framework asks the first such plugin of the
+    profile (``Framework.run_prefer_nodes``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def prefer_nodes(self, state: CycleState, pod: PodInfo, allowed: frozenset[str] | None) -> Sequence[str]:
+        """The nodes to try first, in order, among ``allowed`` (the PreFilter result; None: every
+        node); empty: none."""
         ...
 
 

@@ -148,6 +148,9 @@ class Framework:
         )
         self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
         self._preemptor = next((p for p in self.plugins.values() if isinstance(p, fw.Preemptor)), None)
+        self._prefer_nodes = next(
+            (p for p in self.plugins.values() if isinstance(p, fw.PreferNodesPlugin)), None
+        )
         self._reserved_room = [p for p in self.plugins.values() if isinstance(p, fw.ReservedRoom)]
         self._reservation_filters = tuple(
             p for p in self.plugins.values() if isinstance(p, fw.ReservationFilterPlugin)
@@ -163,12 +166,13 @@ class Framework:
 
     # ---- the ProfileView offered to plugins ---------------------------------------------------
 
-    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot) -> IntArray:
-        """The rows every PreFilter and Filter accept for ``pod``, in a planning CycleState of its
-        own (so a plugin that plans several pods does not recurse)."""
+    def feasible_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray | None = None) -> IntArray:
+        """The rows (of ``rows``; None: every node) every PreFilter and Filter accept for ``pod``,
+        in a planning CycleState of its own (so a plugin that plans several pods does not recurse)."""
         state = CycleState(planning=True)
         status, allowed = self.run_pre_filter(state, pod, snapshot)
-        rows = snapshot.candidate_rows()
+        if rows is None:
+            rows = snapshot.candidate_rows()
         if not status.ok:
             return rows[:0]
         if allowed is not None:
@@ -274,6 +278,31 @@ class Framework:
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
         return Status.success(), allowed
+
+    def run_prefer_nodes(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, allowed: frozenset[str] | None
+    ) -> str | None:
+        """The first node the profile's ``PreferNodesPlugin`` names that every Filter accepts
+        (Koordinator's ``RunPreferNodesPlugin``); None: no preference, or none of them fits."""
+        plugin = self._prefer_nodes
+        if plugin is None:
+            return None
+        try:
+            nodes = plugin.prefer_nodes(state, pod, allowed)
+        except Exception:
+            log.exception("plugin %s failed to name preferred nodes for %s", plugin.name, pod.key)
+            return None
+        for node in nodes:
+            row = snapshot.table.row.get(node)
+            if row is None or snapshot.node(node) is None:
+                continue
+            feasible, status = self.run_filter(
+                state, pod, snapshot, np.array([row], dtype=np.int64), fw.Diagnosis()
+            )
+            if status.ok and feasible.size:
+                return node
+            log.debug("preferred node %s does not fit %s", node, pod.key)
+        return None
 
     @_point(ExtensionPoint.FILTER)
     def run_filter(

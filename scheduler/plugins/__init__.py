@@ -4,8 +4,11 @@
 ``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
 kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
 gang over its quota is rejected with the quota's reason before its placement is planned) and
-Reserve. Koordinator also enables it at PostFilter (quota preemption); here that is Coscheduling's
-job-level preemption, which asks ElasticQuota what a rejected job's quota must free.
+Reserve. Its PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
+pod-level preemption) are enabled only by configuration, as Koordinator's shipped profile enables
+them: by default, preemption is Coscheduling's job-level preemption (``enablePreemption``), which
+also asks ElasticQuota what a rejected job's quota must free. SchedulingHint, Coscheduling's
+PreScore/Score and DefaultPreBind are likewise what Koordinator's shipped profile adds.
 NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
 only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
 VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
@@ -26,6 +29,8 @@ from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.plugins import (
     coscheduling,
     default_binder,
+    default_prebind,
+    default_preemption,
     device_share,
     dynamic_resources,
     elastic_quota,
@@ -46,6 +51,7 @@ from scheduler.plugins import (
     reservation,
     scarce_resource_avoidance,
     scheduling_gates,
+    scheduling_hint,
     taint_toleration,
     volume_binding,
     volume_restrictions,
@@ -111,6 +117,14 @@ DEFAULT_REGISTRY = Registry(
             node_numa_resource.NodeNUMAResourceArgs,
             node_numa_resource.RBAC,
         ),
+        PluginSpec(scheduling_hint.NAME, scheduling_hint.new, scheduling_hint.SchedulingHintArgs),
+        PluginSpec(
+            default_preemption.NAME,
+            default_preemption.new,
+            default_preemption.DefaultPreemptionArgs,
+            default_preemption.RBAC,
+        ),
+        PluginSpec(default_prebind.NAME, default_prebind.new),
     ]
 )
 

@@ -6,7 +6,6 @@ these tests do not depend on the real plugins.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import textwrap
 from datetime import timedelta
@@ -24,6 +23,7 @@ from scheduler.config import (
 )
 from scheduler.framework.profile import ExtensionPoint as EP
 from scheduler.framework.profile import PluginRef
+from scheduler.framework.registry import Registry
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 
 DEFAULTS: dict[EP, tuple[PluginRef, ...]] = {
@@ -885,17 +885,22 @@ def test_an_unknown_plugin_name_lists_the_known_ones(body: str, message: str) ->
         pytest.param("pluginConfig", "profiles[0].pluginConfig[0].name", id="in-pluginConfig"),
     ],
 )
-def test_a_plugin_we_do_not_implement_yet_is_not_supported_yet_rather_than_unknown(
+def test_a_plugin_a_registry_lacks_is_not_supported_yet_rather_than_unknown(
     name: str, origin: str, section: str, where: str
 ) -> None:
+    """koord-scheduler registers every plugin of the catalog now; a registry without one (a build
+    that leaves a plugin out) still calls it known and missing, not a typo."""
+    registry = Registry(spec for spec in DEFAULT_REGISTRY.specs() if spec.name != name)
     body = (
         plugins("multiPoint", f"enabled: [{{name: {name}}}]")
         if section == "plugins"
         else plugin_config(f"[{{name: {name}, args: {{}}}}]")
     )
-    assert problems_of(body) == [
+    with pytest.raises(ConfigError) as caught:
+        load_config(HEADER + textwrap.dedent(body), DEFAULT_PLUGINS, registry)
+    assert caught.value.problems == [
         f"{where}: plugin {name!r} is a {origin} plugin that koord-scheduler does not support yet;"
-        f" the plugins koord-scheduler has: {KNOWN}"
+        f" the plugins koord-scheduler has: {', '.join(registry.names())}"
     ]
 
 
@@ -966,19 +971,86 @@ def test_a_feature_gate_koord_scheduler_cannot_honour_stops_it_at_start(
 def test_koordinators_scheduler_configuration_logs_no_info_line_per_re_enabled_plugin(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """Koordinator's config/manager/scheduler-config.yaml (tests/data, verbatim) re-enables default
-    plugins at two dozen extension points: no INFO line each (at most one DEBUG line). It names
-    plugins not built here (SchedulingHint...), so the load ends in a ConfigError: the assertion is
-    on what was logged before it."""
-    from scheduler.config import ConfigError, load_config
-    from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
-
+    """Koordinator's config/manager/scheduler-config.yaml (tests/data, verbatim) loads, and
+    re-enabling default plugins at two dozen extension points logs no INFO line each (at most one
+    DEBUG line)."""
     path = Path(__file__).parent.parent / "data" / "koordinator_scheduler_config.yaml"
-    with caplog.at_level(logging.DEBUG), contextlib.suppress(ConfigError):
-        load_config(path, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    with caplog.at_level(logging.DEBUG):
+        config = load_config(path, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    assert config.profile("koord-scheduler")
     overriding = [record for record in caplog.records if "overriding" in record.getMessage()]
     assert [record.levelno for record in overriding] in ([], [logging.DEBUG])
     assert not [record for record in caplog.records if record.levelno == logging.INFO]
+
+
+KOORDINATOR_SHIPPED = Path(__file__).parent.parent / "data" / "koordinator_scheduler_config.yaml"
+
+
+@pytest.mark.parametrize(
+    ("point", "koordinators"),
+    [
+        pytest.param(
+            EP.PRE_FILTER,
+            [
+                "SchedulingHint",
+                "Reservation",
+                "NodeNUMAResource",
+                "DeviceShare",
+                "Coscheduling",
+                "ElasticQuota",
+            ],
+            id="preFilter",
+        ),
+        pytest.param(
+            EP.POST_FILTER,
+            ["Reservation", "Coscheduling", "ElasticQuota", "DefaultPreemption"],
+            id="postFilter",
+        ),
+        pytest.param(EP.PRE_SCORE, ["Reservation", "Coscheduling"], id="preScore"),
+        pytest.param(
+            EP.PRE_BIND,
+            ["NodeNUMAResource", "DeviceShare", "Reservation", "Coscheduling", "DefaultPreBind"],
+            id="preBind",
+        ),
+        pytest.param(EP.BIND, ["Reservation", "DefaultBinder"], id="bind"),
+    ],
+)
+def test_koordinators_shipped_configuration_enables_what_it_names(point: EP, koordinators: list[str]) -> None:
+    """Every plugin the shipped profile enables at a point runs there, beside the default ones it
+    keeps (``*`` disabled at postFilter and bind: exactly Koordinator's list there)."""
+    config = load_config(KOORDINATOR_SHIPPED, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    enabled = names(config, point)
+    assert set(koordinators) <= set(enabled)
+    if point in (EP.POST_FILTER, EP.BIND):
+        assert enabled == koordinators
+
+
+def test_koordinators_shipped_configuration_scores_with_its_weights() -> None:
+    config = load_config(KOORDINATOR_SHIPPED, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    weights = {ref.name: ref.weight for ref in config.profiles[0].plugins[EP.SCORE]}
+    assert {name: weights[name] for name in ("LoadAwareScheduling", "Reservation", "Coscheduling")} == {
+        "LoadAwareScheduling": 1,
+        "Reservation": 5000,
+        "Coscheduling": 1,
+    }
+
+
+def test_koordinators_shipped_configuration_builds_every_plugin() -> None:
+    """The profile's plugins are built (a plugin enabled at a point it lacks would raise here)."""
+    from scheduler.backend.memory import MemoryBackend
+    from scheduler.cache.cache import Cache
+    from scheduler.cache.snapshot import Snapshot
+    from scheduler.framework.handle import Handle
+    from scheduler.framework.runtime import Framework
+
+    config = load_config(KOORDINATOR_SHIPPED, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    cache = Cache()
+    framework = Framework(
+        config.profiles[0],
+        DEFAULT_REGISTRY,
+        Handle(backend=MemoryBackend(), snapshot=lambda: Snapshot(cache)),
+    )
+    assert {"SchedulingHint", "DefaultPreemption", "DefaultPreBind"} <= set(framework.plugins)
 
 
 def test_no_kubeconfig_anywhere_means_in_cluster_credentials() -> None:

@@ -41,7 +41,14 @@ from scheduler.solver.problem import (
     TopologyLayer,
 )
 
-__all__ = ["TopologyError", "build_problem", "layer_chain", "problem_resources", "short_of_room"]
+__all__ = [
+    "TopologyError",
+    "build_problem",
+    "layer_chain",
+    "node_path",
+    "problem_resources",
+    "short_of_room",
+]
 
 
 FeasibleRows = Callable[[PodInfo], IntArray]
@@ -66,7 +73,7 @@ def layer_chain(topology: ClusterNetworkTopology) -> list[tuple[str, tuple[str, 
     return [(item.topology_layer, tuple(item.label_key or ())) for item in layers[:-1]]
 
 
-def _node_path(
+def node_path(
     labels: dict[str, str], node: str, chain: Sequence[tuple[str, tuple[str, ...]]]
 ) -> tuple[str, ...] | None:
     path: list[str] = []
@@ -282,7 +289,7 @@ def build_problem(
         labels[info.name] = info.labels
         path: tuple[str, ...] = ()
         if chain:
-            found = _node_path(info.labels, info.name, chain)
+            found = node_path(info.labels, info.name, chain)
             if found is None:
                 continue  # outside the topology tree: cannot host a topology gang
             path = found

@@ -18,7 +18,9 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
    A group whose running members are all gone is no longer satisfied, and one found part bound
    (after a restart) counts its running members at Permit (``Gangs.recount``): what is left of a
    gang never runs alone as plain pods.
-6. With ``enablePreemption``, PostFilter first tries job-level preemption (``preemption.py``): the
+6. PreScore/Score order the nodes of a pod with a network-topology-selector by the
+   ClusterNetworkTopology, as Koordinator's (``topology_score``).
+7. With ``enablePreemption``, PostFilter first tries job-level preemption (``preemption.py``): the
    whole group, or a pod that belongs to no gang as a job of one, evicts the cheapest victims that
    let every pending member fit; members are nominated and waiting members keep their places.
 """
@@ -27,8 +29,11 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
+
 from apis.core import Pod
 from apis.extension import gang as gang_ext
+from apis.extension.networktopology import get_network_topology_selector
 from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
@@ -43,9 +48,10 @@ from scheduler.backend.base import (
     WatchEvent,
 )
 from scheduler.background import BackgroundTasks
+from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
@@ -65,8 +71,11 @@ from scheduler.framework.interfaces import (
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
+    PreScorePlugin,
     QuotaRelease,
     ReservePlugin,
+    ScoreExtensions,
+    ScorePlugin,
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
@@ -74,6 +83,7 @@ from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of
 from scheduler.plugins.coscheduling.group_placement import GroupPlanner
 from scheduler.plugins.coscheduling.preemption import JobPreemption
+from scheduler.plugins.coscheduling.topology_score import normalize_reversed, selector_counts, topology_order
 from scheduler.solver.problem import SolveOptions
 
 __all__ = ["NAME", "RBAC", "Coscheduling", "CoschedulingArgs", "new"]
@@ -85,6 +95,9 @@ RBAC = (
     PolicyRule.watching(PDBS, why="Job-level preemption weighs PodDisruptionBudgets when it picks victims."),
     *EVICTION_RULES,
 )
+_NODE_ORDER = StateKey[dict[str, int]]("Coscheduling/nodeOrder")
+"""Written at PreScore: node -> its index in the network-topology order (0: the best)."""
+
 log = logging.getLogger(__name__)
 
 
@@ -92,6 +105,9 @@ class Coscheduling(
     PreEnqueuePlugin,
     PreFilterPlugin,
     PostFilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    ScoreExtensions,
     ReservePlugin,
     PermitPlugin,
     PreBindPlugin,
@@ -330,6 +346,31 @@ class Coscheduling(
         if gang.mode == gang_ext.GANG_MODE_STRICT:
             self._reject_waiting(gang, group.failure)
         return PostFilterResult(Status.unschedulable(group.failure))
+
+    # ---- scoring -----------------------------------------------------------------------------
+
+    def pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
+        selector = get_network_topology_selector(pod.annotations)
+        if not selector or self.topology is None:
+            return Status.skip()
+        names = snapshot.table.names
+        labels = {names[r]: snapshot.node_at(r).labels for r in snapshot.candidate_rows().tolist()}
+        existing = selector_counts(
+            selector, ((p, n) for p in snapshot.assigned_pods() if (n := snapshot.node_of(p.uid)))
+        )
+        order = topology_order([names[r] for r in rows.tolist()], labels, self.topology, existing)
+        if order is None:
+            return Status.skip()
+        state.write(_NODE_ORDER, order)
+        return Status.success()
+
+    def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        order = state.get(_NODE_ORDER) or {}
+        names = snapshot.table.names
+        return np.fromiter((order.get(names[r], 0) for r in rows.tolist()), dtype=np.int64, count=rows.size)
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: IntArray) -> IntArray:
+        return normalize_reversed(scores)
 
     # ---- reserve / permit --------------------------------------------------------------------
 

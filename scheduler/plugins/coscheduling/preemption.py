@@ -37,14 +37,14 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from apis.core import Pod, PodDisruptionBudget
+from apis.core import Pod
 from apis.extension import preemption as preemption_ext
 from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
 from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
-from scheduler.backend.base import PDBS, PODS, EventType, WatchEvent
+from scheduler.backend.base import PODS, EventType, WatchEvent
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -54,6 +54,7 @@ from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.victim_rooms import require_room
 from scheduler.plugins.coscheduling.victims import VictimProblemBuilder
+from scheduler.plugins.helper.preemption import PREEMPTION_BY_SCHEDULER, PdbIndex
 from scheduler.solver import PreemptionProblem, SolveOptions, VictimSelection
 
 __all__ = ["JobPreemption", "Outcome", "VictimFilter"]
@@ -63,8 +64,6 @@ log = logging.getLogger(__name__)
 VictimFilter = Callable[[PodInfo, PodInfo], bool]
 """(preemptor, candidate victim) -> may the candidate be evicted for it."""
 
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 SOFT_EVICTION_LABEL_VALUE = "true"
 _ROOM_ROUNDS = 4
 """Selections checked against the plugins' room (GPU sets) before preemption gives up."""
@@ -99,12 +98,12 @@ class JobPreemption:
     gang_floor: Callable[[PodInfo], int] = lambda pod: 1
     """The members a victim's gang group needs bound to be of any use (the sum of its gangs'
     minMember; 1 for a pod of no gang): a gang broken below it goes whole."""
-    _pdbs: dict[str, PodDisruptionBudget] = field(default_factory=dict)
+    _pdbs: PdbIndex = field(init=False)
     _records: dict[str, _Record] = field(default_factory=dict)
     _background: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     def __post_init__(self) -> None:
-        self.handle.subscribe(PDBS, self._on_pdb_event)
+        self._pdbs = PdbIndex(self.handle)
         self.handle.subscribe(PODS, self._on_pod_event)
 
     def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
@@ -129,18 +128,6 @@ class JobPreemption:
         record.going -= uids
         if not record.going:
             self.handle.activate(set(record.nominated))
-
-    def _on_pdb_event(self, event: WatchEvent[PodDisruptionBudget]) -> None:
-        def key(pdb: PodDisruptionBudget) -> str:
-            return f"{pdb.metadata.namespace or 'default'}/{pdb.metadata.name}"
-
-        def replace(pdbs: Sequence[PodDisruptionBudget]) -> None:
-            self._pdbs = {key(p): p for p in pdbs}
-
-        def upsert(pdb: PodDisruptionBudget) -> None:
-            self._pdbs[key(pdb)] = pdb
-
-        event.dispatch(replace, upsert, lambda pdb: self._pdbs.pop(key(pdb), None))
 
     # ---- the decision ------------------------------------------------------------------------
 
@@ -205,7 +192,7 @@ class JobPreemption:
         admitting = (
             admit.admitting({m.uid for m in members}) if admit is not None else contextlib.nullcontext()
         )
-        builder = VictimProblemBuilder(self.handle.profile, self.options, self._budget, self._pdbs)
+        builder = VictimProblemBuilder(self.handle.profile, self.options, self._budget, self._pdbs.pdbs)
         with admitting:
             problem = builder.build(
                 trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release

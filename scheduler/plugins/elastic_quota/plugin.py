@@ -19,6 +19,8 @@ writes the figures back onto the objects. Per pod:
 5. The quota hook plugins' ``check_pod`` may still refuse it (``hooks``).
 6. A pod of a profile's tree may only go to that tree's nodes (PreFilterResult node names).
 7. Reserve counts the pod as used at once; Unreserve takes it back.
+8. PostFilter: quota preemption, the pod's own quota's lower-priority pods evicted on one node so
+   that both the node and the quota hold it (``preempt``).
 
 Quota hook plugins (``ElasticQuotaArgs.hookPlugins``) see every quota list and change (and may
 replace the quota the plugin uses) and every change of a pod on a node (``hooks``).
@@ -43,6 +45,7 @@ from apis.scheduling.reservation import Reservation
 from scheduler.backend.base import (
     ELASTICQUOTAPROFILES,
     ELASTICQUOTAS,
+    PDBS,
     PODS,
     RESERVATIONS,
     EventType,
@@ -57,7 +60,10 @@ from scheduler.framework.interfaces import (
     RESERVATION_CREDIT,
     RESERVATION_TAKEN,
     ClusterEvent,
+    Diagnosis,
     EnqueueExtensions,
+    PostFilterPlugin,
+    PostFilterResult,
     PreemptionExtension,
     PreFilterPlugin,
     PreFilterResult,
@@ -86,6 +92,7 @@ from scheduler.plugins.elastic_quota.ledger import (
     pod_requests,
     requests_without_overhead,
 )
+from scheduler.plugins.elastic_quota.preempt import QuotaPreemption
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
 from scheduler.plugins.elastic_quota.revoke import RevokeController
 from scheduler.plugins.elastic_quota.writer import FiguresWriter, Payload, payload_of
@@ -106,6 +113,9 @@ RBAC = (
     ),
     PolicyRule.watching(ELASTICQUOTAPROFILES, why="Quota profiles (one tree root each)."),
     PolicyRule.watching(RESERVATIONS, why="Reservations charge their quota from their creation."),
+    PolicyRule.watching(
+        PDBS, why="Quota preemption spares pods whose PodDisruptionBudget allows no disruption."
+    ),
     *EVICTION_RULES,
 )
 _SHRUNK = StateKey[PodInfo]("ElasticQuota/reservationShrunk")
@@ -126,8 +136,8 @@ def _masked_sum(pods: Iterable[PodInfo], names: Iterable[str], requests_of: Requ
     return total
 
 
-class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, PreemptionExtension):
-    """Hierarchical elastic quota at PreFilter and Reserve.
+class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExtensions, PreemptionExtension):
+    """Hierarchical elastic quota at PreFilter, PostFilter (quota preemption) and Reserve.
 
     The API job-level preemption (quota reclaim) uses, all pure reads of the current state:
 
@@ -191,6 +201,9 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
                 clock=handle.clock,
                 requests_of=requests_of,
             )
+        self.preemption = QuotaPreemption(
+            NAME, self, handle, spare_default_quota=args.disable_default_quota_preemption
+        )
         reader = QuotaReader(figures=lambda name: self.quota_figures().get(name), children=self._children)
         self.hooks = hooks.build([(c.key, c.factory_key, c.factory_args) for c in args.hook_plugins], reader)
         handle.subscribe(ELASTICQUOTAS, self._on_quota_event)
@@ -539,6 +552,11 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtensions, Preemption
         if len(gangs) == 1:
             return f" of gang {next(iter(gangs))} ({len(pods)} pending members)"
         return f" of gang group {gang_ext.gang_group_id(gangs)} ({len(pods)} pending members)"
+
+    async def post_filter(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> PostFilterResult:
+        return await self.preemption.post_filter(pod, snapshot, diagnosis)
 
     # ---- reserve -----------------------------------------------------------------------------
 

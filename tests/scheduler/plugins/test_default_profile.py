@@ -66,6 +66,8 @@ def test_registry_and_default_set() -> None:
     assert DEFAULT_REGISTRY.names() == [
         "Coscheduling",
         "DefaultBinder",
+        "DefaultPreBind",
+        "DefaultPreemption",
         "DeviceShare",
         "DynamicResources",
         "ElasticQuota",
@@ -86,6 +88,7 @@ def test_registry_and_default_set() -> None:
         "Reservation",
         "ScarceResourceAvoidance",
         "SchedulingGates",
+        "SchedulingHint",
         "TaintToleration",
         "VolumeBinding",
         "VolumeRestrictions",
