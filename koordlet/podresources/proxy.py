@@ -41,7 +41,16 @@ class PodResourcesProxy:
         self.retry_seconds = retry_seconds
 
     async def run(self, states: States) -> None:
-        """Serve until cancelled."""
+        """Serve until cancelled; an unexpected failure is logged and the proxy started again, so that
+        it never takes koordlet's other loops down."""
+        while True:
+            try:
+                await self._serve(states)
+            except Exception:
+                log.exception("the PodResources proxy failed; starting it again in %gs", self.retry_seconds)
+            await asyncio.sleep(self.retry_seconds)
+
+    async def _serve(self, states: States) -> None:
         await self._wait_for_kubelet()
         await states.wait_synced(Kind.POD)
         async with PodResourcesClient(self.kubelet_socket) as kubelet:

@@ -165,3 +165,26 @@ async def test_a_stale_proxy_socket_is_replaced(sockets: Path) -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     await server.stop(None)
+
+
+async def test_an_unexpected_failure_is_logged_and_the_proxy_starts_again(
+    sockets: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kubelet_socket = sockets / "kubelet.sock"
+    server = await FakeKubelet(KUBELET).serve(kubelet_socket)
+    proxy = PodResourcesProxy("n1", kubelet_socket, sockets / "proxy", retry_seconds=0.01)
+    failures = iter([ValueError("boom")])
+    original = proxy._wait_for_kubelet
+
+    async def flaky() -> None:
+        for error in failures:
+            raise error
+        await original()
+
+    monkeypatch.setattr(proxy, "_wait_for_kubelet", flaky)
+    task = asyncio.create_task(proxy.run(_states()))
+    await _wait_for(proxy.socket)
+    assert any("failed; starting it again" in r.getMessage() for r in caplog.records)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await server.stop(None)
