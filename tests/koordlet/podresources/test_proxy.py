@@ -188,3 +188,22 @@ async def test_an_unexpected_failure_is_logged_and_the_proxy_starts_again(
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     await server.stop(None)
+
+
+async def test_a_socket_it_cannot_serve_on_is_reported_once_and_retried(
+    sockets: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    kubelet_socket = sockets / "kubelet.sock"
+    server = await FakeKubelet(KUBELET).serve(kubelet_socket)
+    (sockets / "not-a-dir").write_text("")
+    proxy = PodResourcesProxy("n1", kubelet_socket, sockets / "not-a-dir", retry_seconds=0.01)
+    task = asyncio.create_task(proxy.run(_states()))
+    await asyncio.sleep(0.2)
+    assert not task.done()
+    cannot = [r for r in caplog.records if "cannot serve the PodResources proxy" in r.getMessage()]
+    assert len(cannot) == 1
+    (sockets / "not-a-dir").unlink()  # the directory can be made now
+    await _wait_for(proxy.socket)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    await server.stop(None)
