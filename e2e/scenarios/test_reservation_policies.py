@@ -34,7 +34,9 @@ ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 CORE = "koordinator.sh/gpu-core"
 GPU = "koordinator.sh/gpu"
 
-CPU_CASES = ("cpu-restricted", "cpu-aligned", "fake-aligned")
+CPU_CASES = ("alloc-once", "alloc-twice", "cpu-restricted", "cpu-aligned")
+FAKE_CASES = ("fake-all", "fake-after", "fake-aligned")
+FAKE = "koordinator.sh/fake-resource"
 GPU_CASES = {
     "gpu-one-owner": 2,
     "gpu-unmatched": 2,
@@ -58,8 +60,8 @@ def _node(case: str, resources: dict[str, str]) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def pool(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    nodes = [_node(case, {}) for case in CPU_CASES[:2]]
-    nodes.append(_node("fake-aligned", {"koordinator.sh/fake-resource": "1000"}))
+    nodes = [_node(case, {}) for case in CPU_CASES]
+    nodes += [_node(case, {FAKE: "1000"}) for case in FAKE_CASES]
     nodes += [_node(case, {}) for case in GPU_CASES]
     devices = {
         "reportIntervalSeconds": 5,
@@ -214,7 +216,84 @@ def cp(control_plane: ControlPlane, scheduler: Scheduler, pool: None) -> Control
     return control_plane
 
 
+def _reservation_of(cp: ControlPlane, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", name, "-o", "json"))
+    return found
+
+
+def _with_fake(obj: dict[str, Any], amount: str, case: str) -> dict[str, Any]:
+    """Pinned to the case's node (``template.spec.nodeName``) with a second container asking for
+    ``amount`` of the fake resource, as Koordinator's fake-resource cases build it."""
+    spec = obj["spec"]["template"]["spec"]
+    spec["nodeName"] = _node_name(case)
+    fake = {FAKE: amount}
+    spec["containers"].append(
+        {"name": "fake-resource-container", "resources": {"requests": fake, "limits": fake}}
+    )
+    return obj
+
+
 # ---- reservation.go ------------------------------------------------------------------------
+
+
+def test_allocate_once_reservation_reserves_cpu_and_memory_for_a_pod(cp: ControlPlane) -> None:
+    """ "Create Reservation enables AllocateOnce and reserves CPU and Memory for Pod"."""
+    case = "alloc-once"
+    obj = _reservation(case, case, {"cpu": "1", "memory": "1Gi"})
+    obj["spec"]["allocateOnce"] = True
+    apply(cp, [obj])
+    _placed(cp, case)
+    _run(cp, [_pod(f"{case}-simple-pod-with-reservation", case, {"cpu": "1", "memory": "1Gi"})])
+    assert _owners(cp, case) == {f"{case}-simple-pod-with-reservation": case}
+
+    def succeeded() -> dict[str, Any] | None:
+        found = _reservation_of(cp, case)
+        return found if found["status"].get("phase") == "Succeeded" else None
+
+    status = wait_for(succeeded, timeout=60, what=f"{case} Succeeded")["status"]
+    assert status["allocatable"] == {"cpu": "1", "memory": "1Gi"}
+    assert status["allocated"] == {"cpu": "1", "memory": "1Gi"}
+    assert [o["name"] for o in status["currentOwners"]] == [f"{case}-simple-pod-with-reservation"]
+
+
+def test_allocate_once_false_reservation_reserves_cpu_and_memory_for_two_pods(cp: ControlPlane) -> None:
+    """ "Create Reservation disables AllocateOnce and reserves CPU and Memory for tow Pods"."""
+    case = "alloc-twice"
+    apply(cp, [_reservation(case, case, {"cpu": "2", "memory": "2Gi"})])
+    node = _placed(cp, case)["status"]["nodeName"]
+    names = [f"{case}-simple-pod-with-reservation-{i}" for i in range(2)]
+    _run(cp, [_pod(name, case, {"cpu": "1", "memory": "1Gi"}) for name in names])
+    assert {_by_name(cp)[name]["spec"]["nodeName"] for name in names} == {node}
+    owners = _owners(cp, case)
+    assert owners == dict.fromkeys(names, case)
+    _check_owners(cp, owners, devices=False)
+    assert _reservation_of(cp, case)["status"]["allocated"] == {"cpu": "2", "memory": "2Gi"}
+
+
+def test_reserve_all_remaining_resources_to_prevent_other_pods_from_being_scheduled(cp: ControlPlane) -> None:
+    """ "reserve all remaining resources to prevent other pods from being scheduled"."""
+    case = "fake-all"
+    apply(cp, [_with_fake(_reservation(case, case, {"cpu": "1", "memory": "1Gi"}), "1000", case)])
+    _placed(cp, case)
+    _fails(cp, _pod(f"{case}-other", case, {FAKE: "1000"}, owner=False))
+
+
+def test_after_a_pod_uses_a_reservation_the_remaining_resources_can_be_reserved_by_another(
+    cp: ControlPlane,
+) -> None:
+    """ "after a Pod uses a Reservation, the remaining resources of the node can be reserved by
+    another reservation"."""
+    case = "fake-after"
+    apply(cp, [_with_fake(_reservation(case, case, {"cpu": "1", "memory": "1Gi"}), "500", case)])
+    _placed(cp, case)
+    _run(cp, [_pod(f"{case}-owner", case, {FAKE: "500"})])
+    other = _with_fake(
+        _reservation(f"{case}-other-reservation", case, {"cpu": "1", "memory": "1Gi"}), "500", case
+    )
+    other["spec"]["owners"] = [{"labelSelector": {"matchLabels": {"e2e-reserve-resource": "false"}}}]
+    apply(cp, [other])
+    assert _placed(cp, f"{case}-other-reservation")["status"]["nodeName"] == _node_name(case)
+    assert _owners(cp, case) == {f"{case}-owner": case}
 
 
 def test_restricted_reserves_4c8gi_2_pods_2c2gi_1_pod_3gi_1_pod_fails_with_2gi(cp: ControlPlane) -> None:
@@ -255,9 +334,9 @@ def test_aligned_small_reservations_fill_up_the_machine_and_a_larger_pod_fails(c
     expect allocation to fail"."""
     case = "fake-aligned"
     for i in range(5):
-        apply(cp, [_reservation(f"{case}-{i}", case, {"koordinator.sh/fake-resource": "200"}, "Aligned")])
+        apply(cp, [_reservation(f"{case}-{i}", case, {FAKE: "200"}, "Aligned")])
         _placed(cp, f"{case}-{i}")
-    _fails(cp, _pod(f"{case}-larger", case, {"koordinator.sh/fake-resource": "300"}))
+    _fails(cp, _pod(f"{case}-larger", case, {FAKE: "300"}))
 
 
 # ---- deviceshare.go: Reserve GPU -----------------------------------------------------------

@@ -110,6 +110,103 @@ def assert_within_reservation(backend: MemoryBackend, owners: dict[str, str]) ->
 # ---- reservation.go: cpu and memory --------------------------------------------------------
 
 
+async def test_allocate_once_reservation_reserves_cpu_and_memory_for_a_pod() -> None:
+    """ "Create Reservation enables AllocateOnce and reserves CPU and Memory for Pod" (the phase
+    Succeeded, status.allocated and currentOwners are koord-manager's: the e2e test checks them)."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n1", cpu="32", memory="64Gi"))
+    _app, stop, task = await start(backend)
+    try:
+        obj = reserving("simple-reservation", {"cpu": "1", "memory": "1Gi"})
+        obj["spec"]["allocateOnce"] = True
+        backend.apply(RESERVATIONS, obj)
+        await until(lambda: placed(backend, "simple-reservation") == "n1")
+        backend.apply(PODS, requesting("simple-pod-with-reservation", {"cpu": "1", "memory": "1Gi"}))
+        await until(lambda: bound(backend).get("simple-pod-with-reservation") == "n1")
+        backend.apply(PODS, requesting("second", {"cpu": "1", "memory": "1Gi"}))
+        await until(lambda: "second" in bound(backend))
+        assert allocated_from(backend) == {"simple-pod-with-reservation": "simple-reservation"}
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_allocate_once_false_reservation_reserves_cpu_and_memory_for_two_pods() -> None:
+    """ "Create Reservation disables AllocateOnce and reserves CPU and Memory for tow Pods"."""
+    backend = MemoryBackend()
+    for name in ("n1", "n2"):
+        backend.apply(NODES, node(name, cpu="32", memory="64Gi"))
+    _app, stop, task = await start(backend)
+    try:
+        backend.apply(RESERVATIONS, reserving("simple-reservation", {"cpu": "2", "memory": "2Gi"}))
+        await until(lambda: placed(backend, "simple-reservation") is not None)
+        target = placed(backend, "simple-reservation")
+        names = [f"simple-pod-with-reservation-{i}" for i in range(2)]
+        for name in names:
+            backend.apply(PODS, requesting(name, {"cpu": "1", "memory": "1Gi"}))
+        await until(lambda: set(names) <= set(bound(backend)))
+        assert {bound(backend)[n] for n in names} == {target}
+        assert allocated_from(backend) == dict.fromkeys(names, "simple-reservation")
+    finally:
+        await stop_app(stop, task)
+
+
+def fake_node(backend: MemoryBackend, name: str) -> None:
+    obj = node(name, cpu="32", memory="64Gi")
+    obj["status"]["allocatable"]["koordinator.sh/fake-resource"] = "1000"
+    backend.apply(NODES, obj)
+
+
+def with_fake(obj: dict[str, Any], amount: str, pin: str) -> dict[str, Any]:
+    """Koordinator's simple reservation pinned to ``pin`` with a second container asking for
+    ``amount`` of the fake resource."""
+    spec = obj["spec"]["template"]["spec"]
+    spec["nodeName"] = pin
+    fake = {"koordinator.sh/fake-resource": amount}
+    spec["containers"].append(
+        {"name": "fake-resource-container", "resources": {"requests": fake, "limits": fake}}
+    )
+    return obj
+
+
+async def test_reserve_all_remaining_resources_to_prevent_other_pods_from_being_scheduled() -> None:
+    """ "reserve all remaining resources to prevent other pods from being scheduled"."""
+    backend = MemoryBackend()
+    fake_node(backend, "n1")
+    _app, stop, task = await start(backend)
+    try:
+        obj = with_fake(reserving("simple-reservation", {"cpu": "1", "memory": "1Gi"}), "1000", "n1")
+        backend.apply(RESERVATIONS, obj)
+        await until(lambda: placed(backend, "simple-reservation") == "n1")
+        backend.apply(
+            PODS, requesting("other", {"koordinator.sh/fake-resource": "1000"}, owner=False, pin="n1")
+        )
+        await settle()
+        assert "other" not in bound(backend)
+    finally:
+        await stop_app(stop, task)
+
+
+async def test_after_a_pod_uses_a_reservation_the_remaining_resources_can_be_reserved_by_another() -> None:
+    """ "after a Pod uses a Reservation, the remaining resources of the node can be reserved by
+    another reservation"."""
+    backend = MemoryBackend()
+    fake_node(backend, "n1")
+    _app, stop, task = await start(backend)
+    try:
+        obj = with_fake(reserving("simple-reservation", {"cpu": "1", "memory": "1Gi"}), "500", "n1")
+        backend.apply(RESERVATIONS, obj)
+        await until(lambda: placed(backend, "simple-reservation") == "n1")
+        backend.apply(PODS, requesting("owner", {"koordinator.sh/fake-resource": "500"}, pin="n1"))
+        await until(lambda: "owner" in bound(backend))
+        other = with_fake(reserving("e2e-other-reservation", {"cpu": "1", "memory": "1Gi"}), "500", "n1")
+        other["spec"]["owners"] = [{"labelSelector": {"matchLabels": {"e2e-reserve-resource": "false"}}}]
+        backend.apply(RESERVATIONS, other)
+        await until(lambda: placed(backend, "e2e-other-reservation") == "n1")
+        assert allocated_from(backend) == {"owner": "simple-reservation"}
+    finally:
+        await stop_app(stop, task)
+
+
 async def test_restricted_reserves_4c8gi_2_pods_allocate_2c2gi_1_pod_3gi_1_pod_fails_with_2gi() -> None:
     """ "Create reservation with Restricted policy, reserves 4Core8Gi, and create 4 Pods try to
     allocate from reservation, but 2 Pods can allocate 2Core2Gi 1 Pod can allocate 3Gi, 1 Pod
