@@ -48,6 +48,12 @@ GPU_CASES = {
 }
 
 
+# The fast tier keeps one case per policy (allocateOnce, Restricted and Aligned on cpu, one owner of
+# a GPU share, Restricted and Aligned on GPUs); the other translated cases are variations of those
+# and run in `make test-full` (about a minute of fake nodes and pods).
+FULL = pytest.mark.full
+
+
 def _node_name(case: str) -> str:
     return f"respol-{case}"
 
@@ -256,6 +262,7 @@ def test_allocate_once_reservation_reserves_cpu_and_memory_for_a_pod(cp: Control
     assert [o["name"] for o in status["currentOwners"]] == [f"{case}-simple-pod-with-reservation"]
 
 
+@FULL
 def test_allocate_once_false_reservation_reserves_cpu_and_memory_for_two_pods(cp: ControlPlane) -> None:
     """ "Create Reservation disables AllocateOnce and reserves CPU and Memory for tow Pods"."""
     case = "alloc-twice"
@@ -270,6 +277,7 @@ def test_allocate_once_false_reservation_reserves_cpu_and_memory_for_two_pods(cp
     assert _reservation_of(cp, case)["status"]["allocated"] == {"cpu": "2", "memory": "2Gi"}
 
 
+@FULL
 def test_reserve_all_remaining_resources_to_prevent_other_pods_from_being_scheduled(cp: ControlPlane) -> None:
     """ "reserve all remaining resources to prevent other pods from being scheduled"."""
     case = "fake-all"
@@ -278,6 +286,7 @@ def test_reserve_all_remaining_resources_to_prevent_other_pods_from_being_schedu
     _fails(cp, _pod(f"{case}-other", case, {FAKE: "1000"}, owner=False))
 
 
+@FULL
 def test_after_a_pod_uses_a_reservation_the_remaining_resources_can_be_reserved_by_another(
     cp: ControlPlane,
 ) -> None:
@@ -328,6 +337,7 @@ def test_aligned_reserves_4c8gi_2_pods_2c2gi_1_pod_3gi_1_pod_2gi_from_reservatio
     _check_owners(cp, owners, devices=False)
 
 
+@FULL
 def test_aligned_small_reservations_fill_up_the_machine_and_a_larger_pod_fails(cp: ControlPlane) -> None:
     """ "Create a batch of small-sized Reservations that use the Aligned policy to fill up the
     machine. Pods that match the Reservation, but whose size is larger than the Reservation,
@@ -356,6 +366,7 @@ def test_reserves_50_percent_of_a_gpu_only_one_pod_of_all_matched_is_using_the_r
     _check_owners(cp, owners, devices=True)
 
 
+@FULL
 def test_reserves_50_percent_of_a_gpu_one_pod_matched_other_pods_unmatched(cp: ControlPlane) -> None:
     """ "Create Reservation disables AllocateOnce, reserves 50% resource of a GPU instance, and one
     Pod matched reservation, other pods unmatched reservation"."""
@@ -386,6 +397,7 @@ def test_restricted_reserves_50_percent_of_a_gpu_2_pods_matched_only_1_scheduled
     _check_owners(cp, owners, devices=True)
 
 
+@FULL
 def test_restricted_reserves_2_gpu_instances_3_pods_with_60_percent_one_fails(cp: ControlPlane) -> None:
     """ "Create Reservation disables AllocateOnce with Restricted Policy, reserves 2 GPU instances,
     and creates 3 Pods with 60% GPU, but one pod failed"."""
@@ -399,6 +411,7 @@ def test_restricted_reserves_2_gpu_instances_3_pods_with_60_percent_one_fails(cp
     _check_owners(cp, owners, devices=True)
 
 
+@FULL
 def test_aligned_reserves_50_percent_of_a_gpu_3_pods_40_percent_2_from_reservation_1_from_node(
     cp: ControlPlane,
 ) -> None:
@@ -415,6 +428,7 @@ def test_aligned_reserves_50_percent_of_a_gpu_3_pods_40_percent_2_from_reservati
     _check_owners(cp, owners, devices=True)
 
 
+@FULL
 def test_aligned_reserves_50_percent_3_pods_40_percent_from_node_1_owner_allocates_1_fails(
     cp: ControlPlane,
 ) -> None:
