@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
+.PHONY: protos up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ crds: venv ## regenerate crds/ and the chart's crds/ from the pydantic models
 
 check-crds: venv ## fail if crds/ differs from what the models generate
 	$(PY) -m apis.crdgen --check
+
+protos: venv ## regenerate koordlet/podresources/api/ from the kubelet's api.proto (grpcio-tools, mypy-protobuf)
+	$(PY) -m koordlet.podresources.protogen
 
 rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC from the rules declared next to each plugin
 	$(PY) -m scheduler.rbacgen

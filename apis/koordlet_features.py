@@ -89,6 +89,9 @@ class KoordletFeatureGates:
     normalization ratio)."""
     cpu_normalization: bool = field(default=False, metadata={"gate": "CPUNormalization"})
     """LS and no-QoS pods' CFS quota divided by the node's CPU normalization ratio."""
+    pod_resources_proxy: bool = field(default=False, metadata={"gate": "PodResourcesProxy"})
+    """Serve the kubelet's PodResources API with koord-scheduler's devices added on
+    ``--pod-resources-proxy-path`` (``koordlet.podresources``)."""
 
 
 def _honoured() -> dict[str, str]:

@@ -30,6 +30,7 @@ from koordlet.config import KoordletConfig
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.metrics import KoordletMetrics, serve
+from koordlet.podresources.proxy import PodResourcesProxy
 from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
 from koordlet.qos.simulated import SimulatedQoS
@@ -167,10 +168,8 @@ _ACCEPTED: dict[str, tuple[str, bool]] = {
     **dict.fromkeys(
         (
             "var-run-root-dir",
-            "var-lib-kubelet-dir",
             "run-root-dir",
             "hami-core-library-directory-path",
-            "pod-resources-proxy-path",
             "xpu-device-infos-dir",
         ),
         ("this host path is not read here (see --host-root and --kubelet-config)", False),
@@ -266,6 +265,18 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         negatable=True,
         help="write pods' cpusets into their cgroups (default on; never in simulation)",
     )
+    parser.add_argument(
+        "--var-lib-kubelet-dir",
+        type=Path,
+        help="Koordinator's flag: the kubelet's root directory; the PodResources proxy reads its "
+        "pod-resources/kubelet.sock (default /var/lib/kubelet)",
+    )
+    parser.add_argument(
+        "--pod-resources-proxy-path",
+        type=Path,
+        help="Koordinator's flag: the directory of the PodResources proxy's socket kubelet.sock, with the "
+        "feature gate PodResourcesProxy (default /var/run/koordlet/pod-resources)",
+    )
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
     parser.add_argument(
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
@@ -280,7 +291,8 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         koordlet_feature_gate_notes,
         help="koordlet feature gates, Name=true|false separated by commas, and AllAlpha/AllBeta: "
         "BECPUSuppress, BECPUEvict, BEMemoryEvict, RdtResctrl, BECPUManager, GroupIdentity, Resctrl, "
-        "BatchResource, CPUNormalization take effect (docs/colocation.md); Koordinator's other koordlet "
+        "BatchResource, CPUNormalization take effect (docs/colocation.md), and PodResourcesProxy "
+        "(docs/koordlet.md); Koordinator's other koordlet "
         "gates are accepted "
         "with a warning",
     )
@@ -337,7 +349,16 @@ async def run(config: KoordletConfig) -> None:
             qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
             host_topology = host_topology_reporter(config)
             node_states = NodeStates(api, config.node_name or "")
+            optional = []
+            if config.gates.pod_resources_proxy:
+                proxy = PodResourcesProxy(
+                    config.node_name or "",
+                    config.kubelet_pod_resources_socket,
+                    config.pod_resources_proxy_path,
+                )
+                optional.append(proxy.run(node_states))
             await asyncio.gather(
+                *optional,
                 node_states.run(),
                 agent.collect_forever(),
                 agent.report_forever(api, node_states),

@@ -53,7 +53,8 @@ class KoordletConfig(BaseModel):
     server off."""
     feature_gates: str = ""
     """Koordinator's koordlet feature gates, ``Name=true,Other=false`` (``BECPUSuppress``,
-    ``BECPUEvict``, ``BEMemoryEvict``, ``RdtResctrl``, ``BECPUManager``, ``GroupIdentity``, ``Resctrl``)."""
+    ``BECPUEvict``, ``BEMemoryEvict``, ``RdtResctrl``, ``BECPUManager``, ``GroupIdentity``, ``Resctrl``,
+    ``PodResourcesProxy``, ...)."""
     verbosity: int = Field(default=0, ge=0)
     """klog's ``-v``: 0-1 INFO, 2-3 klog's V(2)/V(3), 4 and above DEBUG (``apis.goflags``)."""
     cgroup_root_dir: Path | None = None
@@ -65,6 +66,12 @@ class KoordletConfig(BaseModel):
     """Koordinator's ``-sys-fs-root-dir``: where the host's ``/sys/fs`` is mounted (resctrl)."""
     proc_root_dir: Path | None = None
     """Koordinator's ``-proc-root-dir``: where the host's ``/proc`` is mounted."""
+    var_lib_kubelet_dir: Path = Path("/var/lib/kubelet")
+    """Koordinator's ``-var-lib-kubelet-dir``: the kubelet's root directory as koordlet sees it; the
+    PodResources proxy reads the kubelet's ``pod-resources/kubelet.sock`` below it."""
+    pod_resources_proxy_path: Path = Path("/var/run/koordlet/pod-resources")
+    """Koordinator's ``-pod-resources-proxy-path``: the directory of the PodResources proxy's socket,
+    ``kubelet.sock`` (feature gate ``PodResourcesProxy``)."""
     flag_notes: tuple[str, ...] = ()
     """Warnings about flags accepted for compatibility with Koordinator, logged at start."""
 
@@ -78,6 +85,12 @@ class KoordletConfig(BaseModel):
             "proc": self.proc_root_dir,
         }
         return HostFS(self.host_root, {key: value for key, value in mounts.items() if value is not None})
+
+    @property
+    def kubelet_pod_resources_socket(self) -> Path:
+        """The kubelet's PodResources socket (Koordinator's fixed ``/var/lib/kubelet/pod-resources``
+        moves with ``var_lib_kubelet_dir`` here)."""
+        return self.var_lib_kubelet_dir / "pod-resources" / "kubelet.sock"
 
     @field_validator("feature_gates")
     @classmethod

@@ -84,6 +84,7 @@ def test_kubelet_uses_cgroupfs_under_its_own_root_and_our_containerd(tmp_path: P
     assert conf["containerRuntimeEndpoint"] == f"unix://{c.containerd_socket}"
     assert conf["authentication"]["anonymous"]["enabled"] is False
     assert c.pod_resources_socket == c.kubelet_root / "pod-resources" / "kubelet.sock"
+    assert c.pod_resources_proxy_dir.is_relative_to(c.state_dir)
     proxy = yaml.safe_load(render.kube_proxy_yaml(c))
     assert proxy["mode"] == "iptables"
     assert proxy["hostnameOverride"] == c.node_name

@@ -17,7 +17,7 @@ from apis.base import KoordModel
 from apis.extension._annotation import EmptyAsNone, NonNegativeResourceList, lookup, parse_json
 from apis.meta import CheckedLabelSelector
 from apis.quantity import Quantity
-from apis.types import NonNegativeInt32
+from apis.types import Int32, NonNegativeInt32
 
 __all__ = [
     "ANNOTATION_BIND_TIMESTAMP",
@@ -244,7 +244,9 @@ ANNOTATION_HYGON_DCU_DEVICES_ALLOCATED = "hami.io/dcu-devices-allocated"
 
 
 class VirtualFunction(KoordModel):
-    minor: NonNegativeInt32 | None = None
+    minor: Int32 | None = None
+    """As the Device's VF minor: Koordinator's koordlet reports -1 for every VF, and its scheduler
+    copies that here."""
     bus_id: str | None = Field(default=None, alias="busID")
 
 

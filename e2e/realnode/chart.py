@@ -4,7 +4,8 @@
 The values are the chart's defaults but for what this one small node needs: each component pinned
 to the real node by its label (the KWOK nodes would "run" them without running anything), small
 requests (the node is this 2-core host), koordlet told kubelet's cgroup root and that there is no
-NVIDIA toolkit, and koord-descheduler enabled.
+NVIDIA toolkit and serving its PodResources proxy from this cluster's kubelet, and koord-descheduler
+enabled.
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def values_for(config: RealNodeConfig) -> dict[str, Any]:
         "cgroupRoot": config.cgroup_root,
         "nvidiaVisibleDevices": "",
         "resources": {**SMALL, "limits": {"cpu": "500m", "memory": "512Mi"}},
+        # the kubelet's root and the proxy's socket are this cluster's, not /var/lib/kubelet's
+        "podResourcesProxy": {
+            "enabled": True,
+            "kubeletRootDir": str(config.kubelet_root),
+            "path": str(config.pod_resources_proxy_dir),
+        },
     }
     return values
 

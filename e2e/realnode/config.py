@@ -90,6 +90,11 @@ class RealNodeConfig(BaseModel):
         return self.kubelet_root / "pod-resources" / "kubelet.sock"
 
     @property
+    def pod_resources_proxy_dir(self) -> Path:
+        """Where the chart's koordlet serves its PodResources proxy, ``kubelet.sock``."""
+        return self.state_dir / "koordlet" / "pod-resources"
+
+    @property
     def pod_logs_dir(self) -> Path:
         return self.state_dir / "pod-logs"
 

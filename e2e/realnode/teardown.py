@@ -224,7 +224,8 @@ def stop(c: RealNodeConfig, *, timeout: float = 10.0) -> list[str]:
     # Runtime state goes (a fresh start next time); logs and the pause archive stay. Never through
     # a mount that is still there.
     if not host.mounts_under(c.state_dir):
-        for d in (c.containerd_dir, c.kubelet_root, c.state_dir / "cni", c.pod_logs_dir, c.state_dir / "nri"):
+        dirs = (c.containerd_dir, c.kubelet_root, c.state_dir / "cni", c.pod_logs_dir, c.state_dir / "nri")
+        for d in (*dirs, c.pod_resources_proxy_dir.parent):
             shutil.rmtree(d, ignore_errors=True)
         for f in c.state_dir.glob("*.sock*"):
             f.unlink(missing_ok=True)

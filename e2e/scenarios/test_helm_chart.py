@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -192,3 +193,37 @@ def test_koordlet_runs_as_root_only_when_it_writes_cgroups(control_plane: Contro
     reading = security("--set", "koordlet.qos=false")
     assert "runAsUser" not in reading
     assert reading["allowPrivilegeEscalation"] is False
+
+
+def test_the_podresources_proxy_value_adds_its_gate_and_mounts(control_plane: ControlPlane) -> None:
+    """As Koordinator's DaemonSet: the kubelet's pod-resources directory read-only, the proxy's
+    directory created if missing, and the gate PodResourcesProxy beside the gates already set."""
+
+    def daemonset(*values: str) -> dict[str, Any]:
+        docs = _rendered(control_plane, "--show-only", "templates/koordlet-daemonset.yaml", *values)
+        spec: dict[str, Any] = docs[0]["spec"]["template"]["spec"]
+        return spec
+
+    off = daemonset()
+    assert not any(arg.startswith("--feature-gates") for arg in off["containers"][0]["command"])
+    assert "pod-resources" not in json.dumps(off)
+    on = daemonset(
+        "--set",
+        "koordlet.podResourcesProxy.enabled=true",
+        "--set",
+        "koordlet.podResourcesProxy.kubeletRootDir=/data/kubelet/",
+        "--set-string",
+        "koordlet.featureGates=BECPUEvict=true",
+    )
+    container = on["containers"][0]
+    assert "--feature-gates=BECPUEvict=true,PodResourcesProxy=true" in container["command"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v["hostPath"] for v in on["volumes"]}
+    assert mounts["kubelet-pod-resources"]["mountPath"] == "/var/lib/kubelet/pod-resources"
+    assert mounts["kubelet-pod-resources"]["readOnly"] is True
+    assert volumes["kubelet-pod-resources"]["path"] == "/data/kubelet/pod-resources"
+    assert mounts["pod-resources-proxy"]["mountPath"] == "/var/run/koordlet/pod-resources"
+    assert volumes["pod-resources-proxy"] == {
+        "path": "/var/run/koordlet/pod-resources",
+        "type": "DirectoryOrCreate",
+    }

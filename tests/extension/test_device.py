@@ -333,12 +333,6 @@ def test_getters_absent() -> None:
             id="negative-amount",
         ),
         pytest.param(
-            device.parse_device_allocations,
-            '{"rdma": [{"minor": 0, "resources": {}, "extension": {"vfs": [{"minor": -3}]}}]}',
-            "vfs[0].minor",
-            id="negative-vf-minor",
-        ),
-        pytest.param(
             device.parse_gpu_partition_table,
             '{"2": [{"minors": [0, -1]}]}',
             "minors[1]",
@@ -351,6 +345,17 @@ def test_negative_minors_and_amounts_are_refused(parser: object, raw: str, fragm
     with pytest.raises(InvalidAnnotation) as caught:
         parser(raw)
     assert fragment in caught.value.problem
+
+
+def test_a_vf_minor_of_minus_one_is_koordinators_and_accepted() -> None:
+    # Koordinator's koordlet reports every VF with minor -1 (states_device_linux.go) and its
+    # scheduler copies the VF into the allocation, as in its PodResources proxy's test.
+    vf = {"minor": -1, "busID": "0000:01:00.2"}
+    raw = json.dumps({"rdma": [{"minor": 0, "resources": {}, "extension": {"vfs": [vf]}}]})
+    (allocated,) = device.parse_device_allocations(raw)["rdma"]
+    assert allocated.extension is not None
+    assert allocated.extension.vfs is not None
+    assert (allocated.extension.vfs[0].minor, allocated.extension.vfs[0].bus_id) == (-1, "0000:01:00.2")
 
 
 @pytest.mark.parametrize("field", ["selector", "vfSelector"])

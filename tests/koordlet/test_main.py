@@ -90,3 +90,22 @@ def test_a_load_file_with_a_bad_topology_stops_koordlet_naming_the_field(
     bad.write_text("nodes:\n- name: a\n  topology: {coresPerNUMANode: 4, memoryPerNUMANode: lots}\n")
     assert main(["--simulate", str(bad)]) == 2
     assert "memoryPerNUMANode" in capsys.readouterr().err
+
+
+def test_pod_resources_proxy_flags_and_gate() -> None:
+    default = parse_args(["--node-name", "n1"])
+    assert not default.gates.pod_resources_proxy  # alpha, off, as Koordinator's
+    assert default.kubelet_pod_resources_socket == Path("/var/lib/kubelet/pod-resources/kubelet.sock")
+    assert default.pod_resources_proxy_path == Path("/var/run/koordlet/pod-resources")
+    config = parse_args(
+        [
+            "-node-name=n1",
+            "-feature-gates=PodResourcesProxy=true",
+            "-var-lib-kubelet-dir=/host/kubelet",
+            "-pod-resources-proxy-path=/run/proxy",
+        ]
+    )
+    assert config.gates.pod_resources_proxy
+    assert config.kubelet_pod_resources_socket == Path("/host/kubelet/pod-resources/kubelet.sock")
+    assert config.pod_resources_proxy_path == Path("/run/proxy")
+    assert not [note for note in config.flag_notes if "pod-resources" in note or "PodResources" in note]

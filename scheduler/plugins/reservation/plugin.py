@@ -16,9 +16,11 @@ framework:
   for this cycle (the v1.6 AfterPreFilter restore: ``Snapshot.lift_reserved``), so every other
   plugin sees reserved room as free on those nodes. Filter then allows only one reservation's
   room per pod: a node passes when the pod fits its free room plus one matched reservation's
-  remaining room (Restricted: the reserved resources only from the reservation), or, without a
-  reservation affinity, its free room alone. Score prefers the nodes holding the reservation to
-  use (lowest ``reservation-order`` first, then most allocated). Reserve allocates the pod from
+  remaining room, or, without a reservation affinity, its free room alone. A pod is an owner
+  only of a reservation that still holds something it asks for; a Restricted reservation gives
+  its reserved resources from itself only, and its node takes no such pod from the free room
+  beside it. Score prefers the nodes holding the reservation to use (lowest
+  ``reservation-order`` first, then most allocated). Reserve allocates the pod from
   the chosen reservation, PreBind writes ``reservation-allocated``.
 - ``reservation-ignored`` pods see every reservation's room as free.
 """
@@ -46,7 +48,6 @@ from apis.extension.reservation import (
     get_exact_match_reservation,
     get_reservation_affinity,
     get_reservation_allocated,
-    get_reservation_restricted_options,
     is_reservation_ignored,
     is_reserve_pod,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "ERR_NODE_NAME",
     "ERR_NO_RESERVATION_FITS",
     "ERR_POLICY_CONFLICT",
+    "ERR_RESTRICTED",
     "NAME",
     "RBAC",
     "ReservationPlugin",
@@ -114,6 +116,7 @@ ERR_AFFINITY = "node(s) no reservations match reservation affinity"
 ERR_NODE_NAME = "node(s) didn't match the nodeName specified by reservation"
 ERR_POLICY_CONFLICT = "node(s) reservation allocate policy conflict"
 ERR_NO_RESERVATION_FITS = "node(s) no reservation(s) to meet the requirements"
+ERR_RESTRICTED = "node(s) Restricted reservation(s) cannot hold the pod's reserved resources"
 
 _DEFAULT_POLICY = ""
 
@@ -127,8 +130,6 @@ class _Cycle:
     required: bool
     """The pod has a reservation affinity: it must use one of them."""
     affinity_name: str | None
-    restricted: frozenset[str] | None
-    """The pod's restricted-options resources (None: every reserved resource)."""
     choice: dict[int, ReservationState] = field(default_factory=dict)
     """Row -> the reservation the pod would allocate from there (set by Filter)."""
     scores: dict[int, int] = field(default_factory=dict)
@@ -300,7 +301,6 @@ class ReservationPlugin:
         try:
             affinity = get_reservation_affinity(pod.annotations)
             exact = get_exact_match_reservation(pod.annotations)
-            restricted = get_reservation_restricted_options(pod.annotations)
         except InvalidAnnotation as exc:
             return PreFilterResult(Status.unresolvable(str(exc)))
         if affinity is not None and (unknown := unknown_toleration_values(affinity.tolerations)):
@@ -344,7 +344,6 @@ class ReservationPlugin:
                 matched=matched,
                 required=affinity is not None,
                 affinity_name=affinity.name if affinity is not None else None,
-                restricted=frozenset(restricted.resources) if restricted.resources else None,
             ),
         )
         if affinity is None:
@@ -460,6 +459,7 @@ class ReservationPlugin:
         feasible = np.ones(rows.size, dtype=np.bool_)
         no_room = np.zeros(rows.size, dtype=np.bool_)
         unmatched = np.zeros(rows.size, dtype=np.bool_)
+        restricted = np.zeros(rows.size, dtype=np.bool_)
         resources = sorted(name for name, amount in pod.requests.items() if amount)
         cols = np.array([snapshot.table.column_of(r) for r in resources], dtype=np.int64)
         requests = np.array([pod.requests[r] for r in resources], dtype=np.int64)
@@ -475,6 +475,11 @@ class ReservationPlugin:
                 cycle.choice[row] = choice
                 _nominate(state, snapshot.table.names[row], choice)
                 continue
+            if any(r.restricted.intersection(resources) for r in states):
+                # What the pod asks of a Restricted reservation's resources comes from it alone:
+                # never from the node's free room beside it (Koordinator's e2e: the pod fails).
+                feasible[i], restricted[i] = False, True
+                continue
             held = self._remaining(states, resources)
             if cycle.required or np.any(requests > free - held):
                 feasible[i], no_room[i] = False, True
@@ -485,7 +490,11 @@ class ReservationPlugin:
             state.write(SCORE_ALWAYS, frozenset(cycle.choice))
         return FilterResult(
             feasible=feasible,
-            rejections=[(ERR_AFFINITY, unmatched), (ERR_NO_RESERVATION_FITS, no_room)],
+            rejections=[
+                (ERR_AFFINITY, unmatched),
+                (ERR_RESTRICTED, restricted),
+                (ERR_NO_RESERVATION_FITS, no_room),
+            ],
             unresolvable=unmatched,
         )
 
@@ -519,14 +528,16 @@ class ReservationPlugin:
             own = np.array([remaining.get(r, 0) for r in resources], dtype=np.int64)
             if np.any(requests > free - held + own):
                 continue
-            if reservation.policy == "Restricted":
-                names = cycle.restricted if cycle.restricted is not None else reservation.allocatable
-                if any(
-                    pod.requests.get(name, 0) > remaining.get(name, 0)
-                    for name in names
-                    if name in reservation.allocatable and name != PODS_RESOURCE
-                ):
-                    continue
+            if not cycle.required and not any(
+                remaining.get(name, 0)
+                for name, amount in pod.requests.items()
+                if amount and name != PODS_RESOURCE
+            ):
+                # Its first owners filled it: it gives this pod nothing, so the pod is no owner of
+                # it (Koordinator's e2e: a 50%-GPU reservation gets exactly one 50% owner).
+                continue
+            if any(pod.requests.get(name, 0) > remaining.get(name, 0) for name in reservation.restricted):
+                continue
             refused = self._refused(state, pod, reservation, remaining)
             if refused is not None:
                 state.note(f"reservation {reservation.name} on {reservation.node}: {refused}")
@@ -560,13 +571,17 @@ class ReservationPlugin:
         """Koordinator's reservation score: mean over the reserved resources of the share the
         owners and this pod would use, 0..100."""
         allocated = reservation.allocated()
-        shares = [
-            min(
-                MAX_NODE_SCORE,
-                MAX_NODE_SCORE * (allocated.get(name, 0) + pod.requests.get(name, 0)) // amount,
-            )
+        # A resource the pod would overflow scores 0, as in Koordinator's ScoreReservation: of
+        # interchangeable reservations the pod fills one it fits in, not one already full.
+        used = {
+            name: allocated.get(name, 0) + pod.requests.get(name, 0)
             for name, amount in reservation.allocatable.items()
             if amount > 0 and name != PODS_RESOURCE
+        }
+        shares = [
+            MAX_NODE_SCORE * used[name] // amount if used[name] <= amount else 0
+            for name, amount in reservation.allocatable.items()
+            if name in used
         ]
         return sum(shares) // len(shares) if shares else 0
 

@@ -12,14 +12,21 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from apis.extension.reservation import ReservationOwner, get_reservation_order
+from apis.errors import InvalidAnnotation
+from apis.extension.reservation import (
+    ReservationOwner,
+    get_reservation_order,
+    get_reservation_restricted_options,
+)
 from apis.meta import Taint
 from apis.scheduling.reservation import Reservation
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.quantity_range import check_list
 from scheduler.plugins.helper.reservation import AVAILABLE, PODS, explicit_pods, reserve_pod
 
-__all__ = ["ReservationState"]
+__all__ = ["RESTRICTED", "ReservationState"]
+
+RESTRICTED = "Restricted"
 
 
 @dataclass(eq=False)
@@ -43,6 +50,10 @@ class ReservationState:
     pod: PodInfo | None
     """The reserve pod; None when the template is invalid (``error`` says why)."""
     error: str | None = None
+    restricted: frozenset[str] = frozenset()
+    """Restricted: the reserved resources an owner takes from this reservation only (all of them,
+    or those the reservation's ``reservation-restricted-options`` lists, as Koordinator's
+    GetReservationRestrictedResources); empty under the other policies."""
     previous_owners: int = 0
     """Owners named in ``status.currentOwners`` (an allocate-once reservation is then used up)."""
     owner_requests: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -78,6 +89,15 @@ class ReservationState:
             allocatable.pop(name, None)
         if spec is None:
             error = error or "spec is missing"
+        policy = (spec.allocate_policy if spec is not None else None) or ""
+        restricted: frozenset[str] = frozenset()
+        if policy == RESTRICTED:
+            reserved = frozenset(name for name in allocatable if name != PODS)
+            try:
+                listed = get_reservation_restricted_options(meta.annotations).resources or ()
+            except InvalidAnnotation as exc:
+                error, listed = error or str(exc), ()
+            restricted = (reserved & frozenset(listed)) or reserved
         return cls(
             reservation=reservation,
             uid=meta.uid or meta.name or "",
@@ -87,13 +107,14 @@ class ReservationState:
             labels=dict(meta.labels or {}),
             owners=tuple(spec.owners) if spec is not None else (),  # type: ignore[arg-type]
             allocate_once=spec.allocate_once if spec is not None else True,
-            policy=(spec.allocate_policy if spec is not None else None) or "",
+            policy=policy,
             unschedulable=bool(spec.unschedulable) if spec is not None else False,
             taints=tuple(spec.taints or ()) if spec is not None else (),
             order=order,
             allocatable=allocatable,
             pod=pod,
             error=error,
+            restricted=restricted,
             previous_owners=len(status.current_owners or ()) if status is not None else 0,
         )
 

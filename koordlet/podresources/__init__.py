@@ -1,0 +1,2 @@
+"""Koordinator's PodResources proxy: the kubelet's PodResources API with koord-scheduler's devices
+added (``proxy.py``, docs/koordlet.md#podresources-proxy)."""
