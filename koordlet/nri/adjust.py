@@ -64,7 +64,7 @@ def sandbox_pod(sandbox: api_pb2.PodSandbox, watched: Pod | None = None) -> Pod:
 
 
 def container_settings(
-    pod: Pod, rule: CPUSetRule, *, be_cpu_manager: bool = False
+    pod: Pod, rule: CPUSetRule, *, be_cpu_manager: bool = False, unset_cpu_quota: bool = True
 ) -> ContainerSettings | None:
     """The settings for each container of ``pod``; None when there is nothing to set. Raises
     InvalidAnnotation when the pod's resource-status does not parse."""
@@ -72,7 +72,7 @@ def container_settings(
     if not cpuset:
         return None
     bound = bool(get_resource_status(pod.metadata.annotations).cpuset)
-    return ContainerSettings(cpuset=cpuset, unset_cpu_quota=bound)
+    return ContainerSettings(cpuset=cpuset, unset_cpu_quota=bound and unset_cpu_quota)
 
 
 def _resources(settings: ContainerSettings) -> api_pb2.LinuxResources:

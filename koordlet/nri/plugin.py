@@ -64,10 +64,16 @@ def _unary(request_type: type[_Req], method: Callable[[_Req], Awaitable[Message]
 
 class NRIPlugin:
     def __init__(
-        self, pods: PodSource, *, be_cpu_manager: bool = False, record: Recorder | None = None
+        self,
+        pods: PodSource,
+        *,
+        be_cpu_manager: bool = False,
+        unset_cpu_quota: bool = True,
+        record: Recorder | None = None,
     ) -> None:
         self.pods = pods
         self.be_cpu_manager = be_cpu_manager
+        self.unset_cpu_quota = unset_cpu_quota
         self.record = record
         self.runtime = ""
         self.configured = False
@@ -104,7 +110,12 @@ class NRIPlugin:
     def settings(self, sandbox: api_pb2.PodSandbox) -> adjust.ContainerSettings | None:
         pod = adjust.sandbox_pod(sandbox, self.pods.watched_pod(sandbox.uid))
         try:
-            return adjust.container_settings(pod, self.pods.cpuset_rule(), be_cpu_manager=self.be_cpu_manager)
+            return adjust.container_settings(
+                pod,
+                self.pods.cpuset_rule(),
+                be_cpu_manager=self.be_cpu_manager,
+                unset_cpu_quota=self.unset_cpu_quota,
+            )
         except (InvalidAnnotation, ValueError) as exc:
             log.warning("NRI: pod %s/%s: settings not applied: %s", sandbox.namespace, sandbox.name, exc)
             return None

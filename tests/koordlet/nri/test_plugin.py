@@ -12,9 +12,10 @@ import pytest
 from apis.core import Pod
 from koordlet.nri import adjust
 from koordlet.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
+from koordlet.nri.options import NRIOptions
 from koordlet.nri.plugin import PLUGIN_SERVICE, RUNTIME_SERVICE, NRIPlugin, event_mask
 from koordlet.nri.proto import api_pb2
-from koordlet.nri.server import NRIOptions, NRIServer
+from koordlet.nri.server import NRIServer
 from koordlet.nri.ttrpc import Client, Server
 from koordlet.topology.cpuset_rule import CPUSetRule
 
