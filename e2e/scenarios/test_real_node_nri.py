@@ -1,6 +1,6 @@
 """koordlet's NRI plugin on the real node: koordlet registers on containerd's NRI socket and an LSR
 pod's container starts with its cpuset, set by NRI at creation rather than corrected by a later
-reconcile (docs/koordlet.md#nri).
+reconcile (docs/koordlet.md#nri); a pod with an allocated GPU starts with ``NVIDIA_VISIBLE_DEVICES``.
 
 To tell the two apart, koordlet runs with the reconcile's cpuset writes off (``--apply-cpusets=false``):
 with NRI on, the container holds the scheduler's cpuset at the first reading after it starts; with
@@ -20,13 +20,14 @@ from typing import Any
 import pytest
 
 from apis.cpulist import format_cpus, parse_cpus
+from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
 from apis.extension.numa import ANNOTATION_NODE_CPU_TOPOLOGY, ANNOTATION_RESOURCE_STATUS
 from e2e.cluster.controlplane import ControlPlane
 from e2e.realnode import RealNodeConfig
 from e2e.realnode.chart import NAMESPACE as CHART_NAMESPACE
 from e2e.realnode.chart import wait_rolled_out
 from e2e.realnode.probes import container_cfs_quotas, container_cpusets, cpuset_hierarchies
-from e2e.realnode.testpods import cpuset_pod
+from e2e.realnode.testpods import cpuset_pod, sleeper_pod
 
 pytestmark = [pytest.mark.real_node, pytest.mark.full]
 
@@ -127,6 +128,33 @@ def test_an_lsr_container_starts_with_its_cpuset_when_only_nri_can_set_it(
     assert f"NRI: CreateContainer default/lsr-nri/sleep: cpuset {format_cpus(cpus)}" in logs, logs[-3000:]
     print(f"LSR container held cpuset {format_cpus(cpus)} when read {age:.1f}s after it started")
     cp.kubectl("delete", "pod", "lsr-nri", "-n", "default", "--wait=true", "--timeout=60s")
+
+
+def test_a_pod_with_an_allocated_gpu_starts_with_nvidia_visible_devices(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    """The device half of NRI (Koordinator v1.6): the container's environment names the GPU minors
+    of the pod's device-allocated annotation. The real node has no GPU, so the pod is bound to it
+    directly with an allocation written by hand; runc without the NVIDIA runtime mounts nothing."""
+    cp, c = chart
+    wait_registered(cp)
+    allocated = {"gpu": [{"minor": 0, "resources": {"koordinator.sh/gpu-core": "100"}}]}
+    pod = sleeper_pod(
+        "gpu-env",
+        c,
+        labels={},
+        resources={"requests": {"cpu": "10m", "memory": "16Mi"}},
+        annotations={ANNOTATION_DEVICE_ALLOCATED: json.dumps(allocated)},
+    )
+    pod["spec"].pop("schedulerName")
+    pod["spec"].pop("nodeSelector")
+    pod["spec"]["nodeName"] = c.node_name
+    cp.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    cp.kubectl("wait", "--for=condition=Ready", "pod/gpu-env", "-n", "default", "--timeout=90s")
+    env = cp.kubectl("exec", "gpu-env", "-n", "default", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES")
+    assert env.strip() == "0"
+    assert "NRI: CreateContainer default/gpu-env/sleep: NVIDIA_VISIBLE_DEVICES=0" in koordlet_logs(cp)
+    cp.kubectl("delete", "pod", "gpu-env", "-n", "default", "--wait=true", "--timeout=60s")
 
 
 def test_without_nri_and_the_reconcile_the_container_keeps_every_cpu(

@@ -7,6 +7,11 @@ them into the sandbox), so the scheduler's ``scheduling.koordinator.sh/resource-
 before koordlet's watch may have seen the pod. Its Kubernetes QoS class is the watched pod's, or
 read from the sandbox's cgroup parent. As the reconcile does, a pod bound to CPUs also gets an
 unlimited CFS quota, and a cpuset of ``""`` (leave it to the parent) or None asks for nothing.
+
+A pod the scheduler gave GPUs (``scheduling.koordinator.sh/device-allocated``) gets
+``NVIDIA_VISIBLE_DEVICES`` with their minors, so the NVIDIA container runtime mounts exactly those
+devices into its containers (Koordinator's ``gpu`` runtime hook, v1.6's "NRI plugin to mount
+devices"; HAMi-core's settings are not set here).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from apis.core import Pod, PodStatus
+from apis.extension.device import get_device_allocations
 from apis.extension.numa import get_resource_status
 from apis.meta import ObjectMeta
 from koordlet.nri.proto import api_pb2
 from koordlet.topology.cpuset_rule import CPUSetRule, pod_cpuset
 
 __all__ = [
+    "GPU_ENV",
     "ContainerSettings",
     "adjustment",
     "container_settings",
@@ -29,12 +36,17 @@ __all__ = [
 ]
 
 
+GPU_ENV = "NVIDIA_VISIBLE_DEVICES"
+
+
 @dataclass(frozen=True)
 class ContainerSettings:
-    cpuset: str
-    """A CPU list (never empty)."""
-    unset_cpu_quota: bool
+    cpuset: str | None = None
+    """A CPU list; None to leave the runtime's."""
+    unset_cpu_quota: bool = False
     """The pod is bound to CPUs: its containers run without a CFS quota (-1)."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Environment variables to add (only at creation: a running container's cannot change)."""
 
 
 def kube_qos_of_sandbox(sandbox: api_pb2.PodSandbox) -> str:
@@ -67,15 +79,19 @@ def container_settings(
     pod: Pod, rule: CPUSetRule, *, be_cpu_manager: bool = False, unset_cpu_quota: bool = True
 ) -> ContainerSettings | None:
     """The settings for each container of ``pod``; None when there is nothing to set. Raises
-    InvalidAnnotation when the pod's resource-status does not parse."""
-    cpuset = pod_cpuset(pod, rule, be_cpu_manager=be_cpu_manager)
-    if not cpuset:
+    InvalidAnnotation when the pod's resource-status or device-allocated does not parse."""
+    cpuset = pod_cpuset(pod, rule, be_cpu_manager=be_cpu_manager) or None
+    bound = cpuset is not None and bool(get_resource_status(pod.metadata.annotations).cpuset)
+    gpus = (get_device_allocations(pod.metadata.annotations) or {}).get("gpu") or []
+    env = ((GPU_ENV, ",".join(str(gpu.minor) for gpu in gpus)),) if gpus else ()
+    if cpuset is None and not env:
         return None
-    bound = bool(get_resource_status(pod.metadata.annotations).cpuset)
-    return ContainerSettings(cpuset=cpuset, unset_cpu_quota=bound and unset_cpu_quota)
+    return ContainerSettings(cpuset=cpuset, unset_cpu_quota=bound and unset_cpu_quota, env=env)
 
 
-def _resources(settings: ContainerSettings) -> api_pb2.LinuxResources:
+def _resources(settings: ContainerSettings) -> api_pb2.LinuxResources | None:
+    if settings.cpuset is None:
+        return None
     resources = api_pb2.LinuxResources()
     resources.cpu.cpus = settings.cpuset
     if settings.unset_cpu_quota:
@@ -85,13 +101,17 @@ def _resources(settings: ContainerSettings) -> api_pb2.LinuxResources:
 
 def adjustment(settings: ContainerSettings) -> api_pb2.ContainerAdjustment:
     """The CreateContainer answer: the container starts with these settings."""
-    adjust = api_pb2.ContainerAdjustment()
-    adjust.linux.resources.CopyFrom(_resources(settings))
+    adjust = api_pb2.ContainerAdjustment(env=[api_pb2.KeyValue(key=k, value=v) for k, v in settings.env])
+    if (resources := _resources(settings)) is not None:
+        adjust.linux.resources.CopyFrom(resources)
     return adjust
 
 
-def update(container_id: str, settings: ContainerSettings) -> api_pb2.ContainerUpdate:
-    """An UpdateContainer answer: a later resource update (the kubelet's) keeps these settings."""
+def update(container_id: str, settings: ContainerSettings) -> api_pb2.ContainerUpdate | None:
+    """An UpdateContainer answer: a later resource update (the kubelet's) keeps these settings;
+    None when they hold no resources."""
+    if (resources := _resources(settings)) is None:
+        return None
     result = api_pb2.ContainerUpdate(container_id=container_id)
-    result.linux.resources.CopyFrom(_resources(settings))
+    result.linux.resources.CopyFrom(resources)
     return result

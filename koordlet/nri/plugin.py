@@ -1,10 +1,11 @@
 """koordlet's NRI plugin: the ``Plugin`` service the runtime calls (Koordinator's ``NriServer``).
 
-It subscribes to CreateContainer, to answer with the container's settings
-(:mod:`koordlet.nri.adjust`), and to UpdateContainer, to keep them when the kubelet updates the
-container's resources. A pod whose settings cannot be decided (a resource-status that does not
-parse, say) is logged and its container created unchanged: the plugin never fails a container, as
-Koordinator's default failure policy (Ignore) does; the reconcile reports the bad annotation.
+It subscribes to CreateContainer, to answer with the container's settings (cpuset, CFS quota,
+GPU environment: :mod:`koordlet.nri.adjust`), and to UpdateContainer, to keep them when the
+kubelet updates the container's resources. A pod whose settings cannot be decided (an annotation
+that does not parse, say) is logged and its container created unchanged: the plugin never fails a
+container, as Koordinator's default failure policy (Ignore) does; the reconcile reports the bad
+annotation.
 """
 
 from __future__ import annotations
@@ -127,23 +128,31 @@ class NRIPlugin:
         if settings is None:
             return api_pb2.CreateContainerResponse()
         log.info(
-            "NRI: CreateContainer %s/%s/%s: cpuset %s%s",
+            "NRI: CreateContainer %s/%s/%s: %s",
             request.pod.namespace,
             request.pod.name,
             request.container.name,
-            settings.cpuset,
-            ", no CFS quota" if settings.unset_cpu_quota else "",
+            describe(settings),
         )
         if self.record is not None:
-            self.record("CreateContainer", settings.cpuset)
+            self.record("CreateContainer", settings.cpuset or "")
         return api_pb2.CreateContainerResponse(adjust=adjust.adjustment(settings))
 
     async def update_container(
         self, request: api_pb2.UpdateContainerRequest
     ) -> api_pb2.UpdateContainerResponse:
         settings = self.settings(request.pod)
-        if settings is None:
+        update = None if settings is None else adjust.update(request.container.id, settings)
+        if settings is None or update is None:
             return api_pb2.UpdateContainerResponse()
         if self.record is not None:
-            self.record("UpdateContainer", settings.cpuset)
-        return api_pb2.UpdateContainerResponse(update=[adjust.update(request.container.id, settings)])
+            self.record("UpdateContainer", settings.cpuset or "")
+        return api_pb2.UpdateContainerResponse(update=[update])
+
+
+def describe(settings: adjust.ContainerSettings) -> str:
+    parts = []
+    if settings.cpuset is not None:
+        parts.append(f"cpuset {settings.cpuset}" + (", no CFS quota" if settings.unset_cpu_quota else ""))
+    parts += [f"{key}={value}" for key, value in settings.env]
+    return ", ".join(parts)

@@ -101,6 +101,19 @@ def test_the_adjustment_sets_the_cpuset_and_lifts_the_quota_of_a_bound_pod() -> 
     assert not shared.linux.resources.cpu.HasField("quota")
 
 
+def test_a_pod_with_gpus_gets_their_minors_in_nvidia_visible_devices() -> None:
+    allocated = {"gpu": [{"minor": 1, "resources": {}}, {"minor": 3, "resources": {}}]}
+    the_sandbox = sandbox(
+        "gpu", annotations={"scheduling.koordinator.sh/device-allocated": json.dumps(allocated)}
+    )
+    settings = adjust.container_settings(adjust.sandbox_pod(the_sandbox), CPUSetRule())
+    assert settings == adjust.ContainerSettings(env=(("NVIDIA_VISIBLE_DEVICES", "1,3"),))
+    adjustment = adjust.adjustment(settings)
+    assert [(kv.key, kv.value) for kv in adjustment.env] == [("NVIDIA_VISIBLE_DEVICES", "1,3")]
+    assert not adjustment.HasField("linux")
+    assert adjust.update("c1", settings) is None
+
+
 def test_the_watched_pods_qos_class_wins_over_the_cgroup_parent() -> None:
     watched = Pod.model_validate({"metadata": {"uid": "u-p"}, "status": {"qosClass": "BestEffort"}})
     assert adjust.sandbox_pod(sandbox("p"), watched).status.qos_class == "BestEffort"
