@@ -153,7 +153,10 @@ def test_a_pod_with_an_allocated_gpu_starts_with_nvidia_visible_devices(
     cp.kubectl("wait", "--for=condition=Ready", "pod/gpu-env", "-n", "default", "--timeout=90s")
     env = cp.kubectl("exec", "gpu-env", "-n", "default", "--", "sh", "-c", "echo $NVIDIA_VISIBLE_DEVICES")
     assert env.strip() == "0"
-    assert "NRI: CreateContainer default/gpu-env/sleep: NVIDIA_VISIBLE_DEVICES=0" in koordlet_logs(cp)
+    logs = koordlet_logs(cp)
+    created = [line for line in logs.splitlines() if "NRI: CreateContainer default/gpu-env/sleep:" in line]
+    assert created, logs[-3000:]
+    assert "NVIDIA_VISIBLE_DEVICES=0" in created[-1]
     cp.kubectl("delete", "pod", "gpu-env", "-n", "default", "--wait=true", "--timeout=60s")
 
 
