@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: protos up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
+.PHONY: protos nri-proto up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -59,7 +59,7 @@ crds: venv ## regenerate crds/ and the chart's crds/ from the pydantic models
 check-crds: venv ## fail if crds/ differs from what the models generate
 	$(PY) -m apis.crdgen --check
 
-protos: venv ## regenerate koordlet/podresources/api/ from the kubelet's api.proto (grpcio-tools, mypy-protobuf)
+protos: venv nri-proto ## regenerate the generated protobuf code: koordlet/podresources/api/ (the kubelet's api.proto; grpcio-tools, mypy-protobuf) and koordlet/nri/proto/
 	$(PY) -m koordlet.podresources.protogen
 
 rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC from the rules declared next to each plugin
@@ -95,6 +95,14 @@ real-node-tools: ## build kubelet, kube-proxy, containerd (+shim, ctr) and pause
 
 real-node-down: venv ## stop the real node of the default cluster and take back what it put on the host
 	$(PY) -m e2e.realnode down
+
+NRI_PROTO := koordlet/nri/proto
+nri-proto: venv ## regenerate koordlet's NRI and ttrpc protobuf modules (grpcio-tools, a dev dependency)
+	$(PY) -m grpc_tools.protoc -I $(NRI_PROTO) --python_out=$(NRI_PROTO) --pyi_out=$(NRI_PROTO) \
+		$(NRI_PROTO)/api.proto $(NRI_PROTO)/ttrpc.proto
+	@# NRI's `enum Field` has a value named None, which protoc writes into the stub as `None: ...`,
+	@# invalid Python; the value stays reachable as Field.Value("None").
+	sed -i -E '/^\s*None: /d' $(NRI_PROTO)/api_pb2.pyi
 
 lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts (.importlinter)
 	$(VENV)/bin/ruff check .

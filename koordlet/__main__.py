@@ -30,6 +30,10 @@ from koordlet.config import KoordletConfig
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.metrics import KoordletMetrics, serve
+from koordlet.nri.options import NRIOptions
+from koordlet.nri.plugin import NRIPlugin
+from koordlet.nri.server import NRIServer
+from koordlet.nri.states import StatesPodSource
 from koordlet.podresources.proxy import PodResourcesProxy
 from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
@@ -45,7 +49,9 @@ __all__ = ["main", "parse_args"]
 log = logging.getLogger("koordlet")
 
 
-_NO_HOOKS = "no runtime hooks server: QoS is written into the pods' cgroups directly"
+_NO_HOOKS = (
+    "no runtime hooks server (runtime proxy): the reconcile writes the cgroups, NRI new containers' cpusets"
+)
 _FIXED = "this collector or strategy runs on its own period here (docs/koordlet.md)"
 _ACCEPTED: dict[str, tuple[str, bool]] = {
     "enable-pprof": ("no pprof server", True),
@@ -126,14 +132,6 @@ _ACCEPTED: dict[str, tuple[str, bool]] = {
             "runtime-hooks-plugin-failure-policy",
             "runtime-hooks-config-path",
             "runtime-hooks-host-endpoint",
-            "runtime-hooks-nri-connect-timeout",
-            "runtime-hooks-nri-backoff-duration",
-            "runtime-hooks-nri-backoff-cap",
-            "runtime-hooks-nri-backoff-steps",
-            "runtime-hooks-nri-backoff-factor",
-            "runtime-hooks-nri-socket-path",
-            "runtime-hooks-nri-plugin-name",
-            "runtime-hooks-nri-plugin-index",
             "runtime-hooks-disable-stages",
             "runtime-hooks-reconcile-interval",
             "containerd-endpoint",
@@ -144,8 +142,6 @@ _ACCEPTED: dict[str, tuple[str, bool]] = {
         ),
         (_NO_HOOKS, False),
     ),
-    "enable-nri-runtime-hook": (_NO_HOOKS, True),
-    "disable-unset-cpu-quota": (_NO_HOOKS, True),
     **dict.fromkeys(
         (
             "kubelet-preferred-address-type",
@@ -167,7 +163,6 @@ _ACCEPTED: dict[str, tuple[str, bool]] = {
     "xpu-enforce-collect-from-device-infos": ("devices come from sysfs, NVML or --device-config", True),
     **dict.fromkeys(
         (
-            "var-run-root-dir",
             "run-root-dir",
             "hami-core-library-directory-path",
             "xpu-device-infos-dir",
@@ -195,6 +190,67 @@ def _address(text: str) -> tuple[str, int]:
 def _gates(text: str) -> str:
     parse_koordlet_feature_gates(text)  # InvalidValue names the gate
     return text
+
+
+def _nri_flags(parser: GoFlagParser) -> None:
+    """Koordinator's NRI flags (pkg/koordlet/runtimehooks/config.go), with its defaults."""
+    parser.add_go_bool(
+        "enable-nri-runtime-hook",
+        help="register with the runtime's NRI and set each new container's cpuset as it is created "
+        "(default true; the reconcile writes cpusets either way)",
+    )
+    parser.add_argument(
+        "--var-run-root-dir",
+        dest="nri_var_run_root_dir",
+        help="where the host's /var/run is mounted: the NRI socket path is under it (default /var/run/)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-socket-path",
+        dest="nri_socket",
+        help="the runtime's NRI socket under --var-run-root-dir (default nri/nri.sock)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-plugin-name", dest="nri_plugin_name", help="NRI plugin name (koordlet_nri)"
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-plugin-index",
+        dest="nri_plugin_index",
+        help="NRI plugin index, two digits: plugins are called in ascending order (00)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-connect-timeout",
+        dest="nri_connect_timeout_seconds",
+        type=_seconds,
+        help="a Go duration: dialling and registering must finish in this time (6s)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-backoff-duration",
+        dest="nri_backoff_seconds",
+        type=_seconds,
+        help="a Go duration: the first delay before dialling NRI again (1s)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-backoff-cap",
+        dest="nri_backoff_cap_seconds",
+        type=_seconds,
+        help="a Go duration: the longest delay before dialling NRI again (none)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-backoff-steps",
+        dest="nri_backoff_steps",
+        type=int,
+        help="failed dials before the delay starts again from the first (2^31-1)",
+    )
+    parser.add_argument(
+        "--runtime-hooks-nri-backoff-factor",
+        dest="nri_backoff_factor",
+        type=float,
+        help="each failed dial multiplies the delay by this (2)",
+    )
+    parser.add_go_bool(
+        "disable-unset-cpu-quota",
+        help="keep the CFS quota of pods bound to CPUs (LSE, LSR) instead of lifting it",
+    )
 
 
 def parse_args(argv: list[str] | None) -> KoordletConfig:
@@ -277,6 +333,7 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         help="Koordinator's flag: the directory of the PodResources proxy's socket kubelet.sock, with the "
         "feature gate PodResourcesProxy (default /var/run/koordlet/pod-resources)",
     )
+    _nri_flags(parser)
     parser.add_argument("--metrics-bind", help="listen address of /metrics and /healthz (default 0.0.0.0)")
     parser.add_argument(
         "--metrics-port", type=int, help="port of /metrics and /healthz (default 9316, 0: off)"
@@ -304,13 +361,29 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         parser.add_accepted(name, why, bool_flag=is_bool)
     args = parser.parse_go_args(argv)
     values = {k: v for k, v in vars(args).items() if v is not None}
+    nri = {k.removeprefix("nri_"): values.pop(k) for k in list(values) if k.startswith("nri_")}
+    var_run = nri.pop("var_run_root_dir", "/var/run/")
+    socket = nri.pop("socket", "nri/nri.sock")
+    # Go's filepath.Join: an absolute socket path still lands under the var-run root
+    nri["socket_path"] = Path(var_run) / socket.lstrip("/")
     if (address := values.pop("addr", None)) is not None:
         values.setdefault("metrics_bind", address[0])
         values.setdefault("metrics_port", address[1])
     try:
-        return KoordletConfig(**values)
+        return KoordletConfig(**values, nri=NRIOptions(**nri))
     except ValidationError as exc:
         parser.error("; ".join(str(error["msg"]) for error in exc.errors()))
+
+
+def nri_server(config: KoordletConfig, states: NodeStates, metrics: KoordletMetrics) -> NRIServer:
+    node = config.node_name or ""
+    plugin = NRIPlugin(
+        StatesPodSource(states, node),
+        be_cpu_manager=config.gates.be_cpu_manager,
+        unset_cpu_quota=not config.disable_unset_cpu_quota,
+        record=lambda event, _cpuset: metrics.nri_adjusted(node, event),
+    )
+    return NRIServer(config.nri, plugin, on_connected=lambda up: metrics.nri_state(node, up))
 
 
 async def run(config: KoordletConfig) -> None:
@@ -349,16 +422,16 @@ async def run(config: KoordletConfig) -> None:
             qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
             host_topology = host_topology_reporter(config)
             node_states = NodeStates(api, config.node_name or "")
-            optional = []
+            hooks = [nri_server(config, node_states, metrics).run()] if config.enable_nri_runtime_hook else []
             if config.gates.pod_resources_proxy:
                 proxy = PodResourcesProxy(
                     config.node_name or "",
                     config.kubelet_pod_resources_socket,
                     config.pod_resources_proxy_path,
                 )
-                optional.append(proxy.run(node_states))
+                hooks.append(proxy.run(node_states))
             await asyncio.gather(
-                *optional,
+                *hooks,
                 node_states.run(),
                 agent.collect_forever(),
                 agent.report_forever(api, node_states),

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from apis.errors import InvalidValue
 from apis.koordlet_features import KoordletFeatureGates, parse_koordlet_feature_gates
 from koordlet.fs import HostFS
+from koordlet.nri.options import NRIOptions
 
 __all__ = ["KoordletConfig"]
 
@@ -47,6 +48,13 @@ class KoordletConfig(BaseModel):
     apply_cpusets: bool = True
     """Write each pod's cpuset into its cgroups (Koordinator's CPUSetAllocator hook); never in
     simulation mode."""
+    enable_nri_runtime_hook: bool = True
+    """Koordinator's ``-enable-nri-runtime-hook``: register with the runtime's NRI and set each new
+    container's cpuset as it is created (docs/koordlet.md#nri); the reconcile writes them either way."""
+    nri: NRIOptions = Field(default_factory=NRIOptions)
+    disable_unset_cpu_quota: bool = False
+    """Koordinator's ``-disable-unset-cpu-quota``: keep the CFS quota of pods bound to CPUs (LSE,
+    LSR) instead of lifting it."""
     metrics_bind: str = "0.0.0.0"
     metrics_port: int = Field(default=9316, ge=0, le=65535)
     """Port of /metrics and /healthz (Koordinator's koordlet serves its metrics on 9316); 0 turns the

@@ -7,7 +7,10 @@
   ``koordlet_pod_eviction`` counter; the client library adds ``_total``);
 - ``koordlet_kube_api_requests_total{verb,resource}``: requests koordlet sent to the API server, by
   Kubernetes verb (``list``, ``watch``, ``get``, ``create``, ``update``, ...) and resource
-  (``pods``, ``nodemetrics/status``, ...).
+  (``pods``, ``nodemetrics/status``, ...);
+- ``koordlet_nri_connected{node}``: 1 while koordlet is registered with the runtime's NRI;
+- ``koordlet_nri_container_adjustments_total{node,event}``: containers whose settings koordlet set
+  through NRI, by event (``CreateContainer``, ``UpdateContainer``).
 
 As Koordinator's koordlet does, the usage series are reset before each report is recorded, so a
 node or resource that stops being reported leaves no stale series.
@@ -56,6 +59,25 @@ class KoordletMetrics:
             ["verb", "resource"],
             registry=self.registry,
         )
+
+        self.nri_connected = Gauge(
+            "koordlet_nri_connected",
+            "1 while koordlet is registered with the runtime's NRI",
+            ["node"],
+            registry=self.registry,
+        )
+        self.nri_adjustments = Counter(
+            "koordlet_nri_container_adjustments",
+            "Containers whose settings koordlet set through NRI, by event",
+            ["node", "event"],
+            registry=self.registry,
+        )
+
+    def nri_state(self, node: str, connected: bool) -> None:
+        self.nri_connected.labels(node=node).set(1 if connected else 0)
+
+    def nri_adjusted(self, node: str, event: str) -> None:
+        self.nri_adjustments.labels(node=node, event=event).inc()
 
     def api_request(self, verb: str, resource: str) -> None:
         self.kube_api_requests.labels(verb=verb, resource=resource).inc()

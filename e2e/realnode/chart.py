@@ -3,9 +3,9 @@
 
 The values are the chart's defaults but for what this one small node needs: each component pinned
 to the real node by its label (the KWOK nodes would "run" them without running anything), small
-requests (the node is this 2-core host), koordlet told kubelet's cgroup root and that there is no
-NVIDIA toolkit and serving its PodResources proxy from this cluster's kubelet, and koord-descheduler
-enabled.
+requests (the node is this 2-core host), koordlet told kubelet's cgroup root, where containerd's NRI
+socket is and that there is no NVIDIA toolkit, serving its PodResources proxy from this cluster's
+kubelet, and koord-descheduler enabled.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ def values_for(config: RealNodeConfig) -> dict[str, Any]:
         "nodeSelector": on_real_node,
         "cgroupRoot": config.cgroup_root,
         "nvidiaVisibleDevices": "",
+        "nri": {"socketDir": str(config.nri_socket.parent), "socketName": config.nri_socket.name},
         "resources": {**SMALL, "limits": {"cpu": "500m", "memory": "512Mi"}},
         # the kubelet's root and the proxy's socket are this cluster's, not /var/lib/kubelet's
         "podResourcesProxy": {

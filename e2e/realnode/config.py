@@ -68,8 +68,9 @@ class RealNodeConfig(BaseModel):
 
     @property
     def nri_socket(self) -> Path:
-        """NRI plugins (koordlet's runtime hooks) connect here."""
-        return self.state_dir / "nri.sock"
+        """NRI plugins (koordlet's) connect here; in a directory of its own, which the chart mounts
+        into koordlet's container."""
+        return self.state_dir / "nri" / "nri.sock"
 
     @property
     def cni_conf_dir(self) -> Path:

@@ -24,7 +24,12 @@ def host_topology_reporter(config: KoordletConfig) -> HostTopologyReporter:
     if config.apply_cpusets and version is not None:
         writer = CgroupWriter(fs, version)
         layout = CgroupLayout.detect(fs, writer.subsystem_root("cpuset"), config.cgroup_root)
-        applier = CPUSetApplier(writer, layout, be_cpu_manager=config.gates.be_cpu_manager)
+        applier = CPUSetApplier(
+            writer,
+            layout,
+            be_cpu_manager=config.gates.be_cpu_manager,
+            unset_cpu_quota=not config.disable_unset_cpu_quota,
+        )
     elif config.apply_cpusets:
         log.warning("no cgroup mount under %s: cpusets are not applied", fs.path(CGROUP_MOUNT))
     return HostTopologyReporter(

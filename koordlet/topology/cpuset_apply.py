@@ -7,7 +7,7 @@ narrowed; every step is valid whatever the old value was. ``""`` (leave it to th
 on v2, where an empty ``cpuset.cpus`` means the parent's CPUs, and skipped on v1, which refuses an
 empty cpuset for a cgroup with tasks. A pod bound to CPUs by the scheduler also gets an unlimited
 CFS quota (``-1``, ``max`` on v2), pod first, so that its own CPUs are never throttled, as
-Koordinator does unless ``RuntimeHookDisableUnsetCPUQuota`` is set.
+Koordinator does unless ``-disable-unset-cpu-quota`` is set.
 
 An LS host application's cgroup (NodeSLO ``hostApplications``) gets the LS pools the same way;
 its cgroup is the application's to create, and one that is not there is skipped.
@@ -46,10 +46,18 @@ class AppliedCPUSet:
 
 
 class CPUSetApplier:
-    def __init__(self, writer: CgroupWriter, layout: CgroupLayout, *, be_cpu_manager: bool = False) -> None:
+    def __init__(
+        self,
+        writer: CgroupWriter,
+        layout: CgroupLayout,
+        *,
+        be_cpu_manager: bool = False,
+        unset_cpu_quota: bool = True,
+    ) -> None:
         self.writer = writer
         self.layout = layout
         self.be_cpu_manager = be_cpu_manager
+        self.unset_cpu_quota = unset_cpu_quota
         self._warned: set[tuple[str, str]] = set()
 
     def _warn_once(self, key: str, who: str, problem: str) -> None:
@@ -83,7 +91,7 @@ class CPUSetApplier:
         if cpuset == "" and self.writer.version == 1:
             return None
         written = self._write_tree(pod_dir, cpuset)
-        if bound:
+        if bound and self.unset_cpu_quota:
             for path in (pod_dir, *self._children(pod_dir)):
                 if self.writer.supported(path, CgroupResource.CPU_CFS_QUOTA):
                     self.writer.write(path, CgroupResource.CPU_CFS_QUOTA, -1)
