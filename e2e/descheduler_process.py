@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 from e2e.cluster.controlplane import ControlPlane
@@ -17,23 +16,17 @@ def install_descheduler_rbac(cp: ControlPlane) -> Path:
     cp.kubectl(
         "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
     )
-    rendered = subprocess.run(
-        [
-            cp.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--set",
-            "descheduler.enabled=true",
-            "--show-only",
-            "templates/descheduler-serviceaccount.yaml",
-            "--show-only",
-            "templates/descheduler-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = cp.helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--set",
+        "descheduler.enabled=true",
+        "--show-only",
+        "templates/descheduler-serviceaccount.yaml",
+        "--show-only",
+        "templates/descheduler-rbac.yaml",
+    )
     cp.kubectl("apply", "-f", "-", input=rendered)
     return service_account_kubeconfig(
         cp, NAMESPACE, "koord-descheduler", cp.state_dir / "koord-descheduler.kubeconfig"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -51,19 +50,7 @@ with a ClusterColocationProfile: most release-note examples leave ``schedulerNam
 
 def priority_classes(cp: ControlPlane) -> str:
     """The chart's koord-prod/mid/batch/free PriorityClasses (quick start step 1)."""
-    return subprocess.run(
-        [
-            cp.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--show-only",
-            "templates/priorityclasses.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    return cp.helm("template", "koordinator-py", str(CHART), "--show-only", "templates/priorityclasses.yaml")
 
 
 def admitted_as(cp: ControlPlane, namespace: str, labels: dict[str, str]) -> dict[str, Any] | None:

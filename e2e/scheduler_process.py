@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -121,21 +120,15 @@ def install_scheduler_rbac(control_plane: ControlPlane) -> Path:
     control_plane.kubectl(
         "apply", "-f", "-", input=f"apiVersion: v1\nkind: Namespace\nmetadata: {{name: {NAMESPACE}}}\n"
     )
-    rendered = subprocess.run(
-        [
-            control_plane.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--show-only",
-            "templates/scheduler-serviceaccount.yaml",
-            "--show-only",
-            "templates/scheduler-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = control_plane.helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--show-only",
+        "templates/scheduler-serviceaccount.yaml",
+        "--show-only",
+        "templates/scheduler-rbac.yaml",
+    )
     control_plane.kubectl("apply", "-f", "-", input=rendered)
     return service_account_kubeconfig(
         control_plane, NAMESPACE, "koord-scheduler", control_plane.state_dir / "koord-scheduler.kubeconfig"

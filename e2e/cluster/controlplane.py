@@ -42,6 +42,15 @@ class KubectlError(RuntimeError):
         super().__init__(f"kubectl {args} exited {proc.returncode}: {proc.stderr.strip()}")
 
 
+class HelmError(RuntimeError):
+    """helm exited non-zero; the message carries the command and both streams."""
+
+    def __init__(self, proc: subprocess.CompletedProcess[str]) -> None:
+        self.proc = proc
+        args = " ".join(str(a) for a in proc.args[1:3])
+        super().__init__(f"helm {args} exited {proc.returncode}:\n{proc.stderr}{proc.stdout}")
+
+
 @dataclass
 class KubectlCalls:
     """How many kubectl processes this process ran, and their wall time, per verb (the e2e
@@ -154,6 +163,22 @@ class ControlPlane:
             raise KubectlError(proc)
         return proc.stdout
 
+    def run_helm(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run helm against this cluster; the caller inspects the exit code and both streams."""
+        return subprocess.run(
+            [self.tool("helm"), *args, "--kubeconfig", str(self.kubeconfig)],
+            capture_output=True,
+            text=True,
+            env=self._env(),
+        )
+
+    def helm(self, *args: str) -> str:
+        """Run helm against this cluster and return its stdout; a failure raises with both streams."""
+        proc = self.run_helm(*args)
+        if proc.returncode != 0:
+            raise HelmError(proc)
+        return proc.stdout
+
     @property
     def rest(self) -> RestClient:
         """The in-process client of this cluster (``e2e.cluster.rest``)."""
@@ -162,7 +187,7 @@ class ControlPlane:
     def get_json(self, path: str) -> dict[str, Any]:
         """GET an API path in process (``e2e.cluster.rest``): for the helpers that poll, where a
         kubectl process per read would cost more than the test it waits for."""
-        return client_for(self.kubeconfig).get(path)
+        return self.rest.get(path)
 
     def create_namespace(self, name: str, *, timeout: float = 60.0) -> None:
         """Create a namespace and wait until pods can be created in it (see ``wait_service_account``).

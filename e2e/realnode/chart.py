@@ -76,18 +76,6 @@ def build_and_import_image(config: RealNodeConfig) -> None:
     import_image(config, image_name.archive("amd64"), image_name.reference())
 
 
-def _helm(cp: ControlPlane, *args: str) -> str:
-    proc = subprocess.run(
-        [cp.tool("helm"), "--kubeconfig", str(cp.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        command = " ".join(args[:2])
-        raise RuntimeError(f"helm {command} failed ({proc.returncode}):\n{proc.stderr}{proc.stdout}")
-    return proc.stdout
-
-
 def install_chart(cp: ControlPlane, config: RealNodeConfig, *, timeout: float = 300.0) -> None:
     """Build and import the image, ``helm upgrade --install`` the chart, and wait until every
     Deployment has rolled out and koordlet is Ready on the real node."""
@@ -96,7 +84,7 @@ def install_chart(cp: ControlPlane, config: RealNodeConfig, *, timeout: float = 
     values.write_text(yaml.safe_dump(values_for(config), sort_keys=False))
     progress(f"helm install {RELEASE} {CHART.relative_to(repo_root())} -f {values}")
     began = time.monotonic()
-    _helm(cp, "upgrade", "--install", RELEASE, str(CHART), "-f", str(values), "--timeout", f"{timeout:g}s")
+    cp.helm("upgrade", "--install", RELEASE, str(CHART), "-f", str(values), "--timeout", f"{timeout:g}s")
     wait_rolled_out(cp, timeout=timeout)
     took = time.monotonic() - began
     progress(f"chart installed, every component Ready on {config.node_name} in {took:.1f}s")

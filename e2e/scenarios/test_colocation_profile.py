@@ -20,7 +20,6 @@ import json
 import re
 import shlex
 import ssl
-import subprocess
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ import pytest
 import yaml
 
 from apis.quantity import Quantity
+from e2e.chart_roles import assert_can, koord_manager_role
 from e2e.cluster.__main__ import DEFAULT_DESCRIPTION, apply_description, wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import DEV_LOAD, LocalComponent, koordlet_simulation
@@ -468,23 +468,8 @@ def test_a_broken_profile_is_refused_naming_the_field(control_plane: ControlPlan
 
 def test_the_chart_lets_koord_manager_read_what_the_webhook_needs(control_plane: ControlPlane) -> None:
     cp = control_plane
-    rendered = subprocess.run(
-        [cp.tool("helm"), "template", "ccp-rbac", str(CHART), "--show-only", "templates/manager-rbac.yaml"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    account = f"ccp-rbac-{uuid.uuid4().hex[:6]}"
-    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
-    for doc in docs:
-        doc["metadata"]["name"] = account
-        if doc["kind"] == "ClusterRoleBinding":
-            doc["roleRef"]["name"] = account
-            doc["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]
-    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    try:
-        user = f"system:serviceaccount:default:{account}"
-        for verb, resource in [
+    with koord_manager_role(cp, "ccp-rbac") as user:
+        calls = [
             ("list", "clustercolocationprofiles.config.koordinator.sh"),
             ("watch", "clustercolocationprofiles.config.koordinator.sh"),
             ("list", "namespaces"),
@@ -492,9 +477,5 @@ def test_the_chart_lets_koord_manager_read_what_the_webhook_needs(control_plane:
             ("get", "namespaces"),
             ("get", "priorityclasses.scheduling.k8s.io"),
             ("create", "events"),
-        ]:
-            allowed = cp.run_kubectl("auth", "can-i", verb, resource, "--as", user)
-            assert allowed.stdout.strip() == "yes", f"{verb} {resource}: {allowed.stdout}{allowed.stderr}"
-    finally:
-        for kind in ("clusterrolebinding", "clusterrole"):
-            cp.kubectl("delete", kind, account, "--ignore-not-found")
+        ]
+        assert_can(cp, user, ((verb, resource, ()) for verb, resource in calls))

@@ -11,7 +11,6 @@ koord-manager's code.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,9 @@ import pytest
 import yaml
 
 from apis.quantity import Quantity
+from e2e.chart_roles import assert_can, koord_manager_role
 from e2e.cluster.__main__ import wait_nodes_ready
-from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import Scheduler
@@ -176,26 +176,8 @@ NODE_RESOURCE_CALLS = [
 def _manager_can(cp: ControlPlane, calls: list[tuple[str, str, list[str]]] | None = None) -> None:
     """The chart's koord-manager ClusterRole allows every call the node resource controller makes
     (``calls``: verb, resource, extra kubectl arguments)."""
-    rendered = subprocess.run(
-        [cp.tool("helm"), "template", "coloc-rbac", str(repo_root() / "charts" / "koordinator-py"),
-         "--show-only", "templates/manager-rbac.yaml"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    account = "coloc-rbac"
-    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
-    for doc in docs:
-        doc["metadata"]["name"] = account
-        if doc["kind"] == "ClusterRoleBinding":
-            doc["roleRef"]["name"] = account
-            doc["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]
-    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    user = f"system:serviceaccount:default:{account}"
-    try:
-        for verb, resource, extra in NODE_RESOURCE_CALLS if calls is None else calls:
-            allowed = cp.run_kubectl("auth", "can-i", verb, resource, *extra, "--as", user)
-            assert allowed.stdout.strip() == "yes", f"{verb} {resource}: {allowed.stdout}{allowed.stderr}"
-    finally:
-        cp.kubectl("delete", "clusterrole,clusterrolebinding", account, "--ignore-not-found")
+    with koord_manager_role(cp, "coloc-rbac") as user:
+        assert_can(cp, user, NODE_RESOURCE_CALLS if calls is None else calls)
 
 
 @pytest.fixture(scope="module")

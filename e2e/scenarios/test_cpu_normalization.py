@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -224,21 +223,15 @@ def test_a_bad_key_is_reported_on_the_configmap_and_the_nodes_keep_their_ratio(
 
 def test_the_charts_manager_role_allows_what_the_controller_does(gated_manager: ControlPlane) -> None:
     cp = gated_manager
-    rendered = subprocess.run(
-        [
-            cp.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(repo_root() / "charts" / "koordinator-py"),
-            "--show-only",
-            "templates/manager-serviceaccount.yaml",
-            "--show-only",
-            "templates/manager-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = cp.helm(
+        "template",
+        "koordinator-py",
+        str(repo_root() / "charts" / "koordinator-py"),
+        "--show-only",
+        "templates/manager-serviceaccount.yaml",
+        "--show-only",
+        "templates/manager-rbac.yaml",
+    )
     cp.kubectl("apply", "-f", "-", input=rendered)
     account = f"system:serviceaccount:{NAMESPACE}:koord-manager"
     for verb, resource in (

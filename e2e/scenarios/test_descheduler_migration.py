@@ -14,7 +14,6 @@ left alone unless ``evictAllBarePods``.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -286,23 +285,17 @@ def test_a_bare_pod_is_moved_only_with_evict_all_bare_pods(
 
 
 def test_the_charts_descheduler_renders_and_its_configuration_loads(control_plane: ControlPlane) -> None:
-    rendered = subprocess.run(
-        [
-            control_plane.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--set",
-            "descheduler.enabled=true",
-            "--show-only",
-            "templates/descheduler-configmap.yaml",
-            "--show-only",
-            "templates/descheduler-deployment.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = control_plane.helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--set",
+        "descheduler.enabled=true",
+        "--show-only",
+        "templates/descheduler-configmap.yaml",
+        "--show-only",
+        "templates/descheduler-deployment.yaml",
+    )
     applied = control_plane.run_kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
     assert applied.returncode == 0, applied.stderr
     [configmap] = [d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "ConfigMap"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 from typing import Any
 
 import pytest
@@ -14,10 +13,6 @@ from e2e.image import name as image_name
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 
 CHART = repo_root() / "charts" / "koordinator-py"
-
-
-def _helm(cp: ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([cp.tool("helm"), *args], capture_output=True, text=True, check=False)
 
 
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "koordinator-system"}}
@@ -35,13 +30,13 @@ def _beside_local_webhooks(rendered: str) -> str:
 
 
 def test_helm_lint(control_plane: ControlPlane) -> None:
-    result = _helm(control_plane, "lint", str(CHART), "--strict")
+    result = control_plane.run_helm("lint", str(CHART), "--strict")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_rendered_chart_passes_server_side_dry_run(control_plane: ControlPlane) -> None:
-    rendered = _helm(
-        control_plane, "template", "koordinator-py", str(CHART), "--include-crds", "--kube-version", "1.35.4"
+    rendered = control_plane.run_helm(
+        "template", "koordinator-py", str(CHART), "--include-crds", "--kube-version", "1.35.4"
     )
     assert rendered.returncode == 0, rendered.stderr
     assert "kind: CustomResourceDefinition" in rendered.stdout
@@ -63,7 +58,7 @@ def test_chart_crds_are_the_generated_ones() -> None:
 
 
 def _rendered(cp: ControlPlane, *args: str) -> list[dict[str, Any]]:
-    result = _helm(cp, "template", "koordinator-py", str(CHART), "--kube-version", "1.35.4", *args)
+    result = cp.run_helm("template", "koordinator-py", str(CHART), "--kube-version", "1.35.4", *args)
     assert result.returncode == 0, result.stderr
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,17 +46,6 @@ NODES = ClusterDescription.model_validate(
 )
 
 
-def helm(cp: ControlPlane, *args: str) -> str:
-    result = subprocess.run(
-        [cp.tool("helm"), *args, "--kubeconfig", str(cp.kubeconfig)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-    return result.stdout
-
-
 def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
     return result
@@ -65,7 +53,7 @@ def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
 
 def manifest_objects(cp: ControlPlane) -> list[tuple[str, str, str | None]]:
     """(kind, name, namespace) of every object of the release (CRDs are not in it)."""
-    docs = [d for d in yaml.safe_load_all(helm(cp, "get", "manifest", RELEASE)) if d]
+    docs = [d for d in yaml.safe_load_all(cp.helm("get", "manifest", RELEASE)) if d]
     return [(d["kind"], d["metadata"]["name"], d["metadata"].get("namespace")) for d in docs]
 
 
@@ -84,7 +72,7 @@ def cluster() -> Iterator[ControlPlane]:
 
 @pytest.fixture(scope="module")
 def installed(cluster: ControlPlane) -> list[tuple[str, str, str | None]]:
-    helm(cluster, "install", RELEASE, str(CHART), "--set", "scheduler.coscheduling.awareNetworkTopology=true")
+    cluster.helm("install", RELEASE, str(CHART), "--set", "scheduler.coscheduling.awareNetworkTopology=true")
     return manifest_objects(cluster)
 
 
@@ -226,8 +214,7 @@ def test_upgrade_changes_the_scheduler_config_and_keeps_the_certificate(
     cluster: ControlPlane, installed: list[tuple[str, str, str | None]]
 ) -> None:
     cert_before = get(cluster, "secret", "koord-manager-webhook-cert", "-n", NAMESPACE)["data"]["tls.crt"]
-    helm(
-        cluster,
+    cluster.helm(
         "upgrade",
         RELEASE,
         str(CHART),
@@ -245,14 +232,14 @@ def test_upgrade_changes_the_scheduler_config_and_keeps_the_certificate(
         get(cluster, "secret", "koord-manager-webhook-cert", "-n", NAMESPACE)["data"]["tls.crt"]
         == cert_before
     )
-    assert "STATUS: deployed" in helm(cluster, "status", RELEASE)
+    assert "STATUS: deployed" in cluster.helm("status", RELEASE)
 
 
 def test_uninstall_leaves_only_the_crds(
     cluster: ControlPlane, installed: list[tuple[str, str, str | None]]
 ) -> None:
     objects = manifest_objects(cluster)
-    helm(cluster, "uninstall", RELEASE)
+    cluster.helm("uninstall", RELEASE)
 
     def gone() -> list[str] | None:
         left = [

@@ -5,7 +5,6 @@ permissions the chart grants koordlet (a missing RBAC rule fails this test)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 import urllib.request
@@ -54,21 +53,15 @@ def p99_of_5m(cp: ControlPlane, name: str) -> dict[str, str] | None:
 
 def koordlet_kubeconfig(cp: ControlPlane) -> Path:
     """A token of the chart's koordlet ServiceAccount, bound to the chart's koordlet ClusterRole."""
-    rendered = subprocess.run(
-        [
-            cp.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--show-only",
-            "templates/koordlet-serviceaccount.yaml",
-            "--show-only",
-            "templates/koordlet-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = cp.helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--show-only",
+        "templates/koordlet-serviceaccount.yaml",
+        "--show-only",
+        "templates/koordlet-rbac.yaml",
+    )
     if cp.run_kubectl("get", "namespace", NAMESPACE).returncode != 0:
         cp.create_namespace(NAMESPACE)
     cp.kubectl("apply", "-f", "-", input=rendered)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -106,21 +105,15 @@ def cluster() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="module")
 def manager(cluster: ControlPlane) -> Iterator[LocalComponent]:
     """koord-manager with the chart's ServiceAccount and ClusterRole, alone (no peering)."""
-    rendered = subprocess.run(
-        [
-            cluster.tool("helm"),
-            "template",
-            "koordinator-py",
-            str(CHART),
-            "--show-only",
-            "templates/manager-serviceaccount.yaml",
-            "--show-only",
-            "templates/manager-rbac.yaml",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    rendered = cluster.helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--show-only",
+        "templates/manager-serviceaccount.yaml",
+        "--show-only",
+        "templates/manager-rbac.yaml",
+    )
     cluster.create_namespace(NAMESPACE)
     cluster.kubectl("apply", "-f", "-", input=rendered)
     kubeconfig = service_account_kubeconfig(

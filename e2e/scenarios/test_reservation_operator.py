@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -23,6 +22,7 @@ import pytest
 import yaml
 
 from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED
+from e2e.chart_roles import assert_can, koord_manager_role
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.kubectl_table import header, rows
 from e2e.workloads import wait_for
@@ -373,60 +373,35 @@ def test_the_chart_lets_koord_manager_do_what_the_reservation_operator_does(
     """The chart's ClusterRole, bound to a service account of a throwaway namespace, answers
     ``kubectl auth can-i`` for every call the operator makes."""
     cp = control_plane
-    rendered = subprocess.run(
-        [cp.tool("helm"), "template", "rsv-rbac", str(repo_root() / "charts" / "koordinator-py"),
-         "--show-only", "templates/manager-rbac.yaml"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    suffix = secrets.token_hex(3)
-    account = f"rsv-rbac-{suffix}"
-    docs = [doc for doc in yaml.safe_load_all(rendered) if doc]
-    for doc in docs:
-        doc["metadata"]["name"] = account  # beside the chart's own koord-manager role, if installed
-        if doc["kind"] == "ClusterRoleBinding":
-            doc["roleRef"]["name"] = account
-            doc["subjects"] = [{"kind": "ServiceAccount", "name": account, "namespace": "default"}]
-    cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    try:
-        user = f"system:serviceaccount:default:{account}"
-        for verb, resource in [
-            ("list", "reservations.scheduling.koordinator.sh"),
-            ("watch", "reservations.scheduling.koordinator.sh"),
-            ("delete", "reservations.scheduling.koordinator.sh"),
-            ("list", "pods"),
-            ("watch", "pods"),
-            ("list", "nodes"),
-            ("watch", "nodes"),
-            ("create", "events"),
-        ]:
-            allowed = cp.run_kubectl("auth", "can-i", verb, resource, "--as", user)
-            assert allowed.stdout.strip() == "yes", f"{verb} {resource}: {allowed.stdout}{allowed.stderr}"
-        status = cp.run_kubectl(
-            "auth",
-            "can-i",
-            "update",
-            "reservations.scheduling.koordinator.sh",
-            "--subresource=status",
-            "--as",
-            user,
-        )
-        assert status.stdout.strip() == "yes", status.stdout + status.stderr
+    with koord_manager_role(cp, "rsv-rbac") as user:
+        calls = [
+            ("list", "reservations.scheduling.koordinator.sh", ()),
+            ("watch", "reservations.scheduling.koordinator.sh", ()),
+            ("delete", "reservations.scheduling.koordinator.sh", ()),
+            ("list", "pods", ()),
+            ("watch", "pods", ()),
+            ("list", "nodes", ()),
+            ("watch", "nodes", ()),
+            ("create", "events", ()),
+            ("update", "reservations.scheduling.koordinator.sh", ("--subresource=status",)),
+        ]
+        assert_can(cp, user, calls)
         denied = cp.run_kubectl(
             "auth", "can-i", "update", "reservations.scheduling.koordinator.sh", "--as", user
         )
         assert denied.stdout.strip() == "no"  # least privilege: the spec is the user's
-    finally:
-        for kind in ("clusterrolebinding", "clusterrole"):
-            cp.kubectl("delete", kind, account, "--ignore-not-found")
 
 
 def test_the_chart_passes_the_retention_to_koord_manager(control_plane: ControlPlane) -> None:
     def command(*values: str) -> list[str]:
-        rendered = subprocess.run(
-            [control_plane.tool("helm"), "template", "rsv", str(repo_root() / "charts" / "koordinator-py"),
-             "--show-only", "templates/manager-deployment.yaml", *values],
-            capture_output=True, text=True, check=True,
-        ).stdout  # fmt: skip
+        rendered = control_plane.helm(
+            "template",
+            "rsv",
+            str(repo_root() / "charts" / "koordinator-py"),
+            "--show-only",
+            "templates/manager-deployment.yaml",
+            *values,
+        )
         (deployment,) = [doc for doc in yaml.safe_load_all(rendered) if doc]
         return list(deployment["spec"]["template"]["spec"]["containers"][0]["command"])
 
