@@ -172,7 +172,7 @@ def test_a_pod_whose_cgroup_is_not_there_yet_waits_silently(
 
 
 def test_no_blkio_controller_is_said_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    tree, node_qos = _node(tmp_path)
+    _, node_qos = _node(tmp_path)
     for name in ("read_bps", "write_bps", "read_iops", "write_iops"):
         (tmp_path / f"sys/fs/cgroup/blkio/kubepods/besteffort/blkio.throttle.{name}_device").unlink()
     with caplog.at_level(logging.WARNING, "koordlet.qos"):

@@ -137,7 +137,8 @@ def test_a_refused_write_is_retried_with_backoff_and_reported_once(
         assert writer.write("", R.CPU_SHARES, 4)
         assert writer.retry_in("", R.CPU_SHARES) is None
     said = [r.getMessage() for r in caplog.records if "EBUSY" in r.getMessage()]
-    assert len(said) == 1 and "retrying with backoff" in said[0], said
+    assert len(said) == 1, said
+    assert "retrying with backoff" in said[0], said
     assert [f.reason.split(":")[0] for f in writer.failures] == ["EBUSY"]
 
 
