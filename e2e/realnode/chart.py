@@ -4,7 +4,7 @@
 The values are the chart's defaults but for what this one small node needs: each component pinned
 to the real node by its label (the KWOK nodes would "run" them without running anything), small
 requests (the node is this 2-core host), koordlet told kubelet's cgroup root and that there is no
-NVIDIA toolkit, and koord-descheduler enabled.
+NVIDIA toolkit, with BE memory eviction and blkio QoS gated on, and koord-descheduler enabled.
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ def values_for(config: RealNodeConfig) -> dict[str, Any]:
         "nodeSelector": on_real_node,
         "cgroupRoot": config.cgroup_root,
         "nvidiaVisibleDevices": "",
+        # the QoS the real-node tests prove (test_real_node_qos.py); each also needs its NodeSLO switch
+        "featureGates": "BEMemoryEvict=true,BlkIOReconcile=true",
         "resources": {**SMALL, "limits": {"cpu": "500m", "memory": "512Mi"}},
     }
     return values
