@@ -42,7 +42,10 @@ from e2e.realnode.probes import (
 )
 from e2e.realnode.testpods import batch_pod, ls_pod
 
-pytestmark = [pytest.mark.real_node, pytest.mark.full]
+# Full tier: about 9.5 minutes of the one real node (3 of them the chart's rollout on a busy host, the
+# rest CPU burns, a memory fill and waits for koordlet's rounds); the fixture's setup counts toward the
+# first test's timeout.
+pytestmark = [pytest.mark.real_node, pytest.mark.full, pytest.mark.timeout(900)]
 
 BE_DIR = "kubepods/besteffort"
 BURN = ["sh", "-c", "while :; do :; done"]
