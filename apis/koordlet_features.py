@@ -87,6 +87,9 @@ class KoordletFeatureGates:
     batch_resource: bool = field(default=True, metadata={"gate": "BatchResource"})
     """BE pods' CFS quota from their ``kubernetes.io/batch-cpu`` limits (divided by the node's CPU
     normalization ratio)."""
+    blkio_reconcile: bool = field(default=False, metadata={"gate": "BlkIOReconcile"})
+    """Block-IO limits and weights of the NodeSLO's ``blkioQOS`` and the pods' ``koordinator.sh/blkioQOS``
+    on the blkio (v1) or io (v2) cgroups."""
     cpu_normalization: bool = field(default=False, metadata={"gate": "CPUNormalization"})
     """LS and no-QoS pods' CFS quota divided by the node's CPU normalization ratio."""
     pod_resources_proxy: bool = field(default=False, metadata={"gate": "PodResourcesProxy"})

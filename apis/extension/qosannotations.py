@@ -8,6 +8,9 @@ JSON shapes checked against Koordinator's Go types:
   "schemataPerCache": [{"cacheID": 0, "percent": 20}]}}``;
 - ``koordinator.sh/cpuQOS``: ``{"enable": bool, "groupIdentity": int in [-1, 2], "schedIdle": int,
   "coreExpeller": bool}``;
+- ``koordinator.sh/blkioQOS``: ``{"blocks": [{"name": "/dev/vda", "type": "device", "ioCfg":
+  {"readBPS": int, "writeIOPS": int, "ioWeightPercent": int in [1, 100], ...}}]}`` (slo/v1alpha1
+  ``BlkIOQOS``);
 - ``koordinator.sh/oom-score-adj``: an int in [-1000, 1000]; ``koordinator.sh/oom-score-adj-spec``:
   ``{"<container>": int}``.
 """
@@ -23,6 +26,7 @@ from apis.base import KoordModel
 from apis.errors import InvalidAnnotation, InvalidValue
 from apis.extension._annotation import lookup, parse_bool, parse_go_int, parse_json
 from apis.quantity import Quantity
+from apis.slo.nodeslo import BlockCfg
 from apis.types import Int64, NonNegativeInt64, Percent
 
 __all__ = [
@@ -64,17 +68,20 @@ __all__ = [
     "OOM_SCORE_ADJ_MAX",
     "OOM_SCORE_ADJ_MIN",
     "CoreSchedPolicy",
+    "PodBlkIOQOS",
     "ResctrlConfig",
     "ResctrlSchemata",
     "ResctrlSchemataPerCache",
     "ResctrlSection",
     "core_sched_policy",
+    "get_blkio_qos",
     "get_cpu_qos",
     "get_node_total_bandwidth",
     "get_oom_score_adj",
     "get_oom_score_adj_spec",
     "get_pod_eviction_priority",
     "get_resctrl",
+    "parse_blkio_qos",
     "parse_cpu_normalization_enabled",
     "parse_cpu_qos",
     "parse_oom_score_adj",
@@ -228,6 +235,22 @@ def parse_cpu_qos(raw: str) -> CPUQOS:
 def get_cpu_qos(annotations: Mapping[str, str] | None) -> CPUQOS | None:
     raw = lookup(annotations, ANNOTATION_POD_CPU_QOS)
     return None if raw is None else parse_cpu_qos(raw)
+
+
+# --- blkioQOS -------------------------------------------------------------------------------------
+
+
+class PodBlkIOQOS(KoordModel):
+    blocks: list[BlockCfg] | None = None
+
+
+def parse_blkio_qos(raw: str) -> PodBlkIOQOS:
+    return parse_json(ANNOTATION_POD_BLKIO_QOS, raw, PodBlkIOQOS)
+
+
+def get_blkio_qos(annotations: Mapping[str, str] | None) -> PodBlkIOQOS | None:
+    raw = lookup(annotations, ANNOTATION_POD_BLKIO_QOS)
+    return None if raw is None else parse_blkio_qos(raw)
 
 
 # --- resctrl ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ The values are the chart's defaults but for what this one small node needs: each
 to the real node by its label (the KWOK nodes would "run" them without running anything), small
 requests (the node is this 2-core host), koordlet told kubelet's cgroup root, where containerd's NRI
 socket is and that there is no NVIDIA toolkit, serving its PodResources proxy from this cluster's
-kubelet, and koord-descheduler enabled.
+kubelet, with BE memory eviction and blkio QoS gated on, and koord-descheduler enabled.
 """
 
 from __future__ import annotations
@@ -54,6 +54,8 @@ def values_for(config: RealNodeConfig) -> dict[str, Any]:
         "cgroupRoot": config.cgroup_root,
         "nvidiaVisibleDevices": "",
         "nri": {"socketDir": str(config.nri_socket.parent), "socketName": config.nri_socket.name},
+        # the QoS the real-node tests prove (test_real_node_qos.py); each also needs its NodeSLO switch
+        "featureGates": "BEMemoryEvict=true,BlkIOReconcile=true",
         "resources": {**SMALL, "limits": {"cpu": "500m", "memory": "512Mi"}},
         # the kubelet's root and the proxy's socket are this cluster's, not /var/lib/kubelet's
         "podResourcesProxy": {

@@ -120,3 +120,52 @@ def container_cfs_quotas(c: RealNodeConfig, pod: dict[str, Any]) -> dict[Path, s
             if (directory / name).is_file():
                 found[directory / name] = read_or_empty(directory / name).split()[0]
     return found
+
+
+def qos_cgroup_file(c: RealNodeConfig, controller: str, relative: str, name: str) -> Path:
+    """A file of the cgroup ``relative`` below kubelet's cgroupRoot (``kubepods/besteffort``): in the
+    v1 controller's hierarchy where the host mounts it (v1 or hybrid), else in the v2 tree."""
+    root = Path("/sys/fs/cgroup")
+    base = root / controller if (root / controller).is_dir() else root
+    return base / c.cgroup_root.lstrip("/") / relative / name
+
+
+def pod_cgroup_file(
+    c: RealNodeConfig, controller: str, pod: dict[str, Any], name: str, *, container: bool = False
+) -> Path | None:
+    """A file of the pod's cgroup (or its first container's), None before kubelet has made it."""
+    uid = pod["metadata"]["uid"]
+    root = Path("/sys/fs/cgroup")
+    base = root / controller if (root / controller).is_dir() else root
+    pattern = f"{c.cgroup_root.lstrip('/')}/kubepods/**/pod{uid}"
+    if container:
+        container_id = pod["status"]["containerStatuses"][0]["containerID"].removeprefix("containerd://")
+        pattern += f"/{container_id}"
+    found = sorted(base.glob(pattern))
+    return found[0] / name if found else None
+
+
+def node_memory_used() -> tuple[int, int]:
+    """(MemTotal - MemAvailable, MemTotal) in bytes, what koordlet counts as the node's memory use."""
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = int(value.split()[0]) * 1024
+    return fields["MemTotal"] - fields["MemAvailable"], fields["MemTotal"]
+
+
+def root_disk() -> tuple[str, str]:
+    """(name, ``major:minor``) of the disk that holds ``/``."""
+    device = Path("/sys/dev/block") / _root_device_number()
+    disk = device.resolve()
+    if (disk / "partition").exists():
+        disk = disk.parent
+    return disk.name, (disk / "dev").read_text().strip()
+
+
+def _root_device_number() -> str:
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/":
+            return fields[2]
+    raise RuntimeError("no mount of / in /proc/self/mountinfo")

@@ -141,4 +141,7 @@ class QoSManager:
                 await self.round(states, evictor)
             except (TimeoutError, client.ApiException, aiohttp.ClientError, OSError, ValueError) as exc:
                 log.warning("QoS round failed, retrying: %s", exc)
+            except Exception:
+                # a bug in one round must not stop koordlet's QoS (nor its reporting, in the same gather)
+                log.exception("QoS round failed unexpectedly, retrying")
             await asyncio.sleep(self.interval)

@@ -21,6 +21,7 @@ from koordlet.collectors import series
 from koordlet.fs import HostFS
 from koordlet.metric_cache import MetricSource
 from koordlet.qos import cpu_suppress as sup
+from koordlet.qos.blkio import BlkIOQoS
 from koordlet.qos.cpu_qos import PodCgroups, plan_cpu_qos
 from koordlet.qos.eviction import latest
 from koordlet.qos.host_apps import HostApp, host_apps_of
@@ -95,6 +96,7 @@ class NodeQoS:
         self.topology = read_topology(fs)
         self.capacity_milli = capacity_milli
         self._logged: set[str] = set()
+        self.blkio = BlkIOQoS(fs, self.writer, self.layout, self._once)
 
     def _once(self, key: str, message: str, *args: object) -> None:
         if key not in self._logged:
@@ -128,6 +130,8 @@ class NodeQoS:
             self.apply_suppress(spec, pods, apps, source, now, report)
         if self.gates.rdt_resctrl or self.gates.resctrl_hook:
             report.annotation_errors += self.apply_resctrl(spec, cgroups, apps)
+        if self.gates.blkio_reconcile:
+            report.annotation_errors += self.blkio.reconcile(spec, cgroups)
         return report
 
     # --- pod-level CPU QoS -----------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 Values are given in cgroups v1 units (quota and period in µs, ``cpu.shares``); on v2 they are
 converted to the unified files (``cpu.max`` ``"<quota|max> <period>"``, ``cpu.weight``) as
-Koordinator's ``pkg/koordlet/util/system/cgroup_resource.go`` maps them.
+Koordinator's ``pkg/koordlet/util/system/cgroup_resource.go`` maps them. The block-IO files hold one
+line per device (``<major>:<minor> <value>``); :mod:`koordlet.qos.blkio` renders them per version.
 """
 
 from __future__ import annotations
@@ -26,6 +27,13 @@ class CgroupResource(enum.StrEnum):
     MEMORY_MIN = "memory.min"
     MEMORY_LOW = "memory.low"
     MEMORY_HIGH = "memory.high"
+    BLKIO_READ_IOPS = "blkio.throttle.read_iops_device"
+    BLKIO_READ_BPS = "blkio.throttle.read_bps_device"
+    BLKIO_WRITE_IOPS = "blkio.throttle.write_iops_device"
+    BLKIO_WRITE_BPS = "blkio.throttle.write_bps_device"
+    BLKIO_WEIGHT = "blkio.cost.weight"
+    BLKIO_COST_QOS = "blkio.cost.qos"
+    BLKIO_COST_MODEL = "blkio.cost.model"
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,14 @@ _V1 = {
     CgroupResource.MEMORY_MIN: ResourceFile("memory", "memory.min"),
     CgroupResource.MEMORY_LOW: ResourceFile("memory", "memory.low"),
     CgroupResource.MEMORY_HIGH: ResourceFile("memory", "memory.high"),
+    CgroupResource.BLKIO_READ_IOPS: ResourceFile("blkio", "blkio.throttle.read_iops_device"),
+    CgroupResource.BLKIO_READ_BPS: ResourceFile("blkio", "blkio.throttle.read_bps_device"),
+    CgroupResource.BLKIO_WRITE_IOPS: ResourceFile("blkio", "blkio.throttle.write_iops_device"),
+    CgroupResource.BLKIO_WRITE_BPS: ResourceFile("blkio", "blkio.throttle.write_bps_device"),
+    # blk-iocost on cgroups v1 is an Anolis / Alibaba Cloud Linux addition (upstream has it on v2 only)
+    CgroupResource.BLKIO_WEIGHT: ResourceFile("blkio", "blkio.cost.weight"),
+    CgroupResource.BLKIO_COST_QOS: ResourceFile("blkio", "blkio.cost.qos"),
+    CgroupResource.BLKIO_COST_MODEL: ResourceFile("blkio", "blkio.cost.model"),
 }
 _V2 = {
     CgroupResource.CPUSET_CPUS: ResourceFile("", "cpuset.cpus"),
@@ -62,6 +78,14 @@ _V2 = {
     CgroupResource.MEMORY_MIN: ResourceFile("", "memory.min"),
     CgroupResource.MEMORY_LOW: ResourceFile("", "memory.low"),
     CgroupResource.MEMORY_HIGH: ResourceFile("", "memory.high"),
+    # one io.max line carries all four limits of a device (``rbps= wbps= riops= wiops=``)
+    CgroupResource.BLKIO_READ_IOPS: ResourceFile("", "io.max"),
+    CgroupResource.BLKIO_READ_BPS: ResourceFile("", "io.max"),
+    CgroupResource.BLKIO_WRITE_IOPS: ResourceFile("", "io.max"),
+    CgroupResource.BLKIO_WRITE_BPS: ResourceFile("", "io.max"),
+    CgroupResource.BLKIO_WEIGHT: ResourceFile("", "io.weight"),
+    CgroupResource.BLKIO_COST_QOS: ResourceFile("", "io.cost.qos"),
+    CgroupResource.BLKIO_COST_MODEL: ResourceFile("", "io.cost.model"),
 }
 
 

@@ -1,14 +1,18 @@
 """Writes named cgroup resources under the host's cgroup mount, v1 or v2.
 
-A write that cannot happen (the file is missing because the kernel lacks the knob or the cgroup is
-gone, EPERM, EINVAL) is logged once per file and reason and skipped: the caller's loop goes on and
-the next round tries again. Unchanged values are not rewritten.
+A write that cannot happen is logged once per file and reason and skipped; the caller's loop goes on.
+A missing file (the kernel lacks the knob, or the cgroup is not there yet) is looked for again next
+round. A write the kernel refuses (EPERM, EINVAL, EBUSY, ...) is retried with exponential backoff
+(1 s doubling to 60 s) while the caller keeps asking for the same value; another value is tried at
+once. Unchanged values are not rewritten.
 """
 
 from __future__ import annotations
 
 import errno
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from koordlet.cgroups import CGROUP_MOUNT, CgroupVersion
@@ -20,6 +24,8 @@ __all__ = ["CgroupWriter", "WriteFailure"]
 log = logging.getLogger("koordlet.qos")
 
 _DEFAULT_PERIOD_US = 100_000
+BACKOFF_FIRST_SECONDS = 1.0
+BACKOFF_MAX_SECONDS = 60.0
 _V1_MOUNTS = {
     "cpu": ("cpu", "cpu,cpuacct", "cpuacct,cpu"),
     "cpuset": ("cpuset",),
@@ -38,15 +44,26 @@ class _Reported:
     seen: set[tuple[str, str]] = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class _Backoff:
+    content: str
+    failures: int
+    retry_at: float
+
+
 class CgroupWriter:
     """Reads and writes cgroup resources of paths relative to a hierarchy root (``kubepods/besteffort``)."""
 
-    def __init__(self, fs: HostFS, version: CgroupVersion) -> None:
+    def __init__(
+        self, fs: HostFS, version: CgroupVersion, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.fs = fs
         self.version = version
+        self.clock = clock
         self.failures: list[WriteFailure] = []
         """Every distinct failure, in order (each also logged once)."""
         self._reported = _Reported()
+        self._backoff: dict[str, _Backoff] = {}
 
     def subsystem_root(self, subsystem: str) -> str:
         if self.version == 2:
@@ -88,26 +105,49 @@ class CgroupWriter:
         except ValueError:
             return None
 
-    def write(self, path: str, resource: CgroupResource, value: int | str) -> bool:
-        """Write ``value`` (v1 units); True when the file holds it afterwards."""
+    def write(
+        self,
+        path: str,
+        resource: CgroupResource,
+        value: int | str,
+        *,
+        applied: Callable[[str], bool] | None = None,
+    ) -> bool:
+        """Write ``value`` (v1 units); True when the file holds it afterwards. ``applied`` says
+        whether the file's current content already holds it (default: equal to what is written),
+        for the files of one line per device."""
         target = self.file(path, resource)
         content = self._render(path, resource, value)
         if not self.fs.exists(target):
             self._report(target, "missing (kernel without this knob, or no such cgroup)")
             return False
         try:
-            current = self.fs.read_text(target).strip()
+            current: str | None = self.fs.read_text(target).strip()
         except OSError:
             current = None
-        if current == content:
+        if current is not None and (applied(current) if applied else current == content):
+            self._backoff.pop(target, None)
             return True
+        now = self.clock()
+        held = self._backoff.get(target)
+        if held is not None and held.content == content and now < held.retry_at:
+            return False
         try:
             self.fs.path(target).write_text(content)
         except OSError as exc:
+            failures = held.failures + 1 if held is not None and held.content == content else 1
+            delay = min(BACKOFF_FIRST_SECONDS * 2 ** (failures - 1), BACKOFF_MAX_SECONDS)
+            self._backoff[target] = _Backoff(content, failures, now + delay)
             reason = errno.errorcode.get(exc.errno or 0, "") or str(exc)
-            self._report(target, f"{reason}: {exc.strerror or exc}")
+            self._report(target, f"{reason}: {exc.strerror or exc} (retrying with backoff)")
             return False
+        self._backoff.pop(target, None)
         return True
+
+    def retry_in(self, path: str, resource: CgroupResource) -> float | None:
+        """Seconds until a refused write of the file is tried again; None when none is held back."""
+        held = self._backoff.get(self.file(path, resource))
+        return None if held is None else max(held.retry_at - self.clock(), 0.0)
 
     def _render(self, path: str, resource: CgroupResource, value: int | str) -> str:
         if isinstance(value, str):

@@ -17,6 +17,12 @@ _V1_FILES = {
     },
     "cpuset": {"cpuset.cpus": "0-7", "cpuset.mems": "0"},
     "memory": {"memory.limit_in_bytes": "9223372036854771712"},
+    "blkio": {
+        "blkio.throttle.read_bps_device": "",
+        "blkio.throttle.write_bps_device": "",
+        "blkio.throttle.read_iops_device": "",
+        "blkio.throttle.write_iops_device": "",
+    },
 }
 _V2_FILES = {
     "cpu.max": "max 100000",
@@ -29,11 +35,15 @@ _V2_FILES = {
     "memory.min": "0",
     "memory.low": "0",
     "memory.high": "max",
+    "io.max": "",
+    "io.weight": "default 100",
 }
 
 
 class CgroupTree:
-    """Creates cgroups with the files the kernel would offer; ``anolis`` adds ``cpu.bvt_warp_ns``."""
+    """Creates cgroups with the files the kernel would offer; ``anolis`` adds ``cpu.bvt_warp_ns`` (and,
+    on v1, ``blkio.cost.weight``). A fake file holds what was last written, not the kernel's merge of
+    per-device lines."""
 
     def __init__(
         self, root: Path, version: Literal[1, 2], *, anolis: bool = False, cpu_mount: str = "cpu"
@@ -45,7 +55,7 @@ class CgroupTree:
         if version == 2:
             self._write(f"{MOUNT}/cgroup.controllers", "cpuset cpu io memory\n")
         else:
-            for controller in (cpu_mount, "cpuacct", "cpuset", "memory"):
+            for controller in (cpu_mount, "cpuacct", "cpuset", "memory", "blkio"):
                 (root / MOUNT / controller).mkdir(parents=True, exist_ok=True)
         self.add("")
 
@@ -68,8 +78,25 @@ class CgroupTree:
             files = dict(v1_files)
             if controller == "cpu" and self.anolis:
                 files["cpu.bvt_warp_ns"] = "0"
+            if controller == "blkio" and self.anolis:
+                files["blkio.cost.weight"] = ""
             for name, value in files.items():
                 self._write("/".join(p for p in (MOUNT, mount, cgroup, name) if p), value)
+
+    def block_device(self, name: str, number: str, partitions: dict[str, str] | None = None) -> None:
+        """A disk in sysfs as the kernel links it: ``/sys/class/block/<name>`` to its device dir,
+        its partitions as subdirectories there."""
+        disk = self.root / "sys/devices/virtual/block" / name
+        disk.mkdir(parents=True)
+        (disk / "dev").write_text(number + "\n")
+        links = self.root / "sys/class/block"
+        links.mkdir(parents=True, exist_ok=True)
+        (links / name).symlink_to(disk)
+        for part, part_number in (partitions or {}).items():
+            (disk / part).mkdir()
+            (disk / part / "dev").write_text(part_number + "\n")
+            (disk / part / "partition").write_text("1\n")
+            (links / part).symlink_to(disk / part)
 
     def read(self, cgroup: str, name: str, controller: str = "cpu") -> str:
         mount = (

@@ -4,6 +4,7 @@ metric cache in; cgroup writes, evictions and events out."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,3 +127,34 @@ def test_a_node_slo_that_does_not_parse_keeps_the_last_good_one(tmp_path: Path, 
     assert (
         "NodeSLO node-a does not validate, keeping the last good one: spec.resourceQOSStrategy" in caplog.text
     )
+
+
+def test_a_malformed_blkio_annotation_is_one_event_and_the_round_goes_on(tmp_path: Path) -> None:
+    tree, api, manager = _setup(tmp_path, {"resourceQOSStrategy": {"lsClass": {"cpuQOS": {"enable": True}}}})
+    manager.gates = manager.node_qos.gates = KoordletFeatureGates(blkio_reconcile=True)  # type: ignore[union-attr]
+    api.pods[1] = pod("ls", qos="LS", annotations={"koordinator.sh/blkioQOS": '{"blocks": 3}'})
+    states = api.states()
+    for _ in range(3):
+        asyncio.run(manager.round(states, Evictor(api)))
+    bad = [e for e in api.events if e[1] == "InvalidQoSAnnotation"]
+    assert [(name, "koordinator.sh/blkioQOS" in message) for name, _, message in bad] == [("ls", True)]
+    assert tree.read("kubepods/burstable/poduid-ls", "cpu.bvt_warp_ns") == "2"  # the rest still applied
+
+
+def test_an_unexpected_error_in_a_round_does_not_stop_qos(tmp_path: Path, caplog: Any) -> None:
+    _, api, manager = _setup(tmp_path, None)
+    manager.interval = 0.0
+    rounds: list[int] = []
+
+    async def flaky(states: States, evictor: Evictor) -> None:
+        rounds.append(len(rounds))
+        if len(rounds) == 1:
+            raise KeyError("a bug in one round")
+        if len(rounds) == 3:
+            raise asyncio.CancelledError
+
+    manager.round = flaky  # type: ignore[method-assign]
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(manager.run(api, api.states()))  # type: ignore[arg-type]
+    assert rounds == [0, 1, 2]
+    assert any("QoS round failed unexpectedly" in r.getMessage() for r in caplog.records)

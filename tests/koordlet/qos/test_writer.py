@@ -105,6 +105,60 @@ def test_permission_error_is_reported_and_skipped(tmp_path: Path, monkeypatch: p
     assert writer.failures[0].reason.startswith("EPERM")
 
 
+def test_a_refused_write_is_retried_with_backoff_and_reported_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    CgroupTree(tmp_path, 1)
+    now = [100.0]
+    writer = CgroupWriter(HostFS(tmp_path), 1, clock=lambda: now[0])
+    tries: list[str] = []
+    refuse = [True]
+    real_write = Path.write_text
+
+    def busy(self: Path, data: str) -> int:
+        tries.append(data)
+        if refuse[0]:
+            raise OSError(16, "Device or resource busy")
+        return real_write(self, data)
+
+    monkeypatch.setattr(Path, "write_text", busy)
+    with caplog.at_level(logging.WARNING, "koordlet.qos"):
+        # every round asks again; the kernel is asked at 100, 101, 103, 107 (1, 2, 4 s apart)
+        for t in (100.0, 100.5, 101.0, 102.0, 103.0, 106.0, 107.0):
+            now[0] = t
+            assert not writer.write("", R.CPU_SHARES, 2)
+        assert len(tries) == 4
+        assert writer.retry_in("", R.CPU_SHARES) == 8.0
+        # another value is tried at once
+        assert not writer.write("", R.CPU_SHARES, 4)
+        assert len(tries) == 5
+        refuse[0] = False
+        now[0] = 108.0
+        assert writer.write("", R.CPU_SHARES, 4)
+        assert writer.retry_in("", R.CPU_SHARES) is None
+    said = [r.getMessage() for r in caplog.records if "EBUSY" in r.getMessage()]
+    assert len(said) == 1, said
+    assert "retrying with backoff" in said[0], said
+    assert [f.reason.split(":")[0] for f in writer.failures] == ["EBUSY"]
+
+
+def test_the_backoff_never_exceeds_a_minute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    CgroupTree(tmp_path, 1)
+    now = [0.0]
+    writer = CgroupWriter(HostFS(tmp_path), 1, clock=lambda: now[0])
+
+    def refused(self: Path, data: str) -> int:
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(Path, "write_text", refused)
+    delays = []
+    for _ in range(9):
+        writer.write("", R.CPU_SHARES, 2)
+        delays.append(writer.retry_in("", R.CPU_SHARES) or 0.0)
+        now[0] += delays[-1]
+    assert delays == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0, 60.0]
+
+
 @pytest.mark.parametrize(
     ("ways", "start", "end", "mask"),
     [(11, 0, 100, 0x7FF), (11, 0, 30, 0xF), (12, 0, 30, 0xF), (20, 10, 50, 0x3FC), (11, 30, 100, 0x7F0)],
