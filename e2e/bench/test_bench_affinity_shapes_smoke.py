@@ -9,10 +9,16 @@ import json
 import os
 import shutil
 
+import pytest
+
 from e2e.bench.affinity_shapes import render
 from e2e.bench.affinity_shapes_runs import ShapeOptions, run_shapes
 from e2e.bench.processes import KOORD, KUBE
 from e2e.cluster.controlplane import ControlPlane
+
+# A benchmark harness's smoke, in `make test-full` like the preemption one; the placements it
+# compares with kube-scheduler's are checked in the fast tier by test_upstream_parity.py.
+pytestmark = pytest.mark.full
 
 NODES = 6
 

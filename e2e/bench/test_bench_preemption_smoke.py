@@ -13,9 +13,16 @@ import json
 import os
 import shutil
 
+import pytest
+
 from e2e.bench.preemption import KOORD, KUBE, SCENARIOS, Options, render, run_benchmark
 from e2e.cluster.controlplane import ControlPlane
 from e2e.tier import sized
+
+# The preemption harness runs in `make test-full` (issue 27: the preemption and throughput smokes
+# belong to the full tier); job-level, quota and kube-scheduler preemption themselves stay in the
+# fast tier (test_job_preemption.py, test_shipped_config.py).
+pytestmark = pytest.mark.full
 
 NODES = 4
 
