@@ -152,6 +152,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         if version:
             workeroutput["e2e_server_version"] = f"{E2E_CLUSTER}: {version.strip()}"
         workeroutput["e2e_kubectl_calls"] = {verb: list(v) for verb, v in KUBECTL_CALLS.by_verb.items()}
+        workeroutput["e2e_kubectl_sites"] = {site: list(v) for site, v in KUBECTL_CALLS.by_site.items()}
 
 
 def pytest_testnodedown(node: Any, error: object) -> None:
@@ -162,6 +163,8 @@ def pytest_testnodedown(node: Any, error: object) -> None:
         versions.append(version)
     for verb, (count, seconds) in output.get("e2e_kubectl_calls", {}).items():
         KUBECTL_CALLS.record_many(verb, count, seconds)
+    for site, (count, seconds) in output.get("e2e_kubectl_sites", {}).items():
+        KUBECTL_CALLS.record_site(site, count, seconds)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
@@ -180,4 +183,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
             f"kubectl: {count} calls, {seconds:.0f} s in all ("
             + ", ".join(f"{verb} {c} / {t:.0f} s" for verb, (c, t) in calls[:8])
             + ")"
+        )
+        sites = sorted(KUBECTL_CALLS.by_site.items(), key=lambda kv: -kv[1][1])[:12]
+        terminalreporter.write_line(
+            "kubectl's busiest callers: " + ", ".join(f"{s} {c} / {t:.0f} s" for s, (c, t) in sites)
         )

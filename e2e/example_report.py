@@ -114,6 +114,10 @@ def example_states(
                 continue
             node = pod["spec"].get("nodeName")
             reason = f"bound to {node}" if node else _pending_reason(cp, pod, scheduler_url)
+            if not node and reason.startswith("Pending: bound to "):
+                # koord-scheduler writes its explanation after the bind: the pod we listed was older.
+                node = cp.get_json(f"/api/v1/namespaces/{key[0]}/pods/{key[1]}")["spec"].get("nodeName")
+                reason = f"bound to {node}" if node else reason
             states.append(PodState(key[0], key[1], node, reason))
         found.append((path, sorted(states, key=lambda s: (s.namespace, s.name))))
     return found

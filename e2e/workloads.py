@@ -1,4 +1,9 @@
-"""Pods for scenario tests, submitted with kubectl as a user would and read back in process (tests poll)."""
+"""Pods for scenario tests, applied and read back in process (tests poll).
+
+``apply`` sends what ``kubectl apply --server-side`` would, over the in-process client: a kubectl
+process per batch cost a Go start, discovery and a GET and a PATCH per object, and the scenarios
+applied hundreds of batches. The tests that are about what a user types still run kubectl.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +11,12 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-import yaml
-
 from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.rest import ApiError
 
-__all__ = ["apply", "make_pod", "node_overcommit", "pods", "wait_for"]
+__all__ = ["ApplyError", "apply", "make_pod", "node_overcommit", "pods", "wait_for"]
 
 T = TypeVar("T")
 
@@ -50,10 +54,20 @@ def make_pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def apply(cp: ControlPlane, objects: Iterable[Mapping[str, Any]], batch: int = 100) -> None:
-    items = list(objects)
-    for start in range(0, len(items), batch):
-        cp.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(items[start : start + batch]))
+class ApplyError(RuntimeError):
+    """Some objects were not applied (the others were, as with kubectl); one line each."""
+
+
+def apply(cp: ControlPlane, objects: Iterable[Mapping[str, Any]]) -> None:
+    """Server-side apply each object; every failure is reported together at the end."""
+    failed: list[str] = []
+    for obj in objects:
+        try:
+            cp.rest.apply(dict(obj))
+        except (ApiError, OSError) as exc:
+            failed.append(f"{obj['kind']} {obj['metadata']['name']}: {exc}")
+    if failed:
+        raise ApplyError("\n".join(failed))
 
 
 def pods(cp: ControlPlane, namespace: str | None = None, selector: str = "") -> list[dict[str, Any]]:

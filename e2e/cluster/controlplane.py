@@ -57,13 +57,33 @@ class KubectlCalls:
     session prints it: each call is a Go process start, which polling loops multiply)."""
 
     by_verb: dict[str, tuple[int, float]] = field(default_factory=dict)
+    by_site: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Per ``verb file:line`` of the first caller outside ``e2e/cluster``: where to cut next."""
 
     def record(self, verb: str, seconds: float) -> None:
         self.record_many(verb, 1, seconds)
+        self.record_site(f"{verb} {_caller()}", 1, seconds)
 
     def record_many(self, verb: str, count: int, seconds: float) -> None:
         known, total = self.by_verb.get(verb, (0, 0.0))
         self.by_verb[verb] = (known + count, total + seconds)
+
+    def record_site(self, site: str, count: int, seconds: float) -> None:
+        known, total = self.by_site.get(site, (0, 0.0))
+        self.by_site[site] = (known + count, total + seconds)
+
+
+def _caller() -> str:
+    here = Path(__file__).parent
+    frame = sys._getframe(1)
+    while frame is not None and Path(frame.f_code.co_filename).parent == here:
+        frame = frame.f_back  # type: ignore[assignment]
+    if frame is None:
+        return "?"
+    path = Path(frame.f_code.co_filename)
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(here.parent.parent)
+    return f"{path}:{frame.f_lineno}"
 
 
 KUBECTL_CALLS = KubectlCalls()
@@ -195,11 +215,13 @@ class ControlPlane:
         still terminating is waited for first."""
         deadline = time.monotonic() + timeout
         deleted = name in _DELETED_NAMESPACES.get(self.name, set())
-        while deleted and self.run_kubectl("get", "namespace", name).returncode == 0:
+        while deleted and self._exists(f"/api/v1/namespaces/{name}"):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {name} still there {timeout}s after it was deleted")
             time.sleep(0.5)
-        self.kubectl("create", "namespace", name)
+        self.rest.create(
+            "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        )
         self.wait_service_account(name, timeout=timeout)
 
     def delete_namespace(self, name: str, *, timeout: float = 90.0) -> None:
@@ -223,7 +245,11 @@ class ControlPlane:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {name}: pods still there {timeout:g}s after they were deleted")
             time.sleep(0.2)
-        self.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+        try:
+            self.rest.delete(f"/api/v1/namespaces/{name}")
+        except ApiError as exc:
+            if exc.status != 404:  # gone already: what --ignore-not-found allowed
+                raise
         _DELETED_NAMESPACES.setdefault(self.name, set()).add(name)
 
     def wait_namespaces_gone(self, *, timeout: float = 120.0) -> list[str]:
@@ -231,11 +257,20 @@ class ControlPlane:
         deleted = _DELETED_NAMESPACES.get(self.name, set())
         deadline = time.monotonic() + timeout
         while True:
-            names = set(self.kubectl("get", "namespaces", "-o", "name").split())
-            left = sorted(n for n in deleted if f"namespace/{n}" in names)
+            names = {n["metadata"]["name"] for n in self.rest.get("/api/v1/namespaces")["items"]}
+            left = sorted(deleted & names)
             if not left or time.monotonic() > deadline:
                 return left
             time.sleep(1.0)
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self.rest.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
 
     def wait_service_account(self, namespace: str, *, timeout: float = 60.0) -> None:
         """Wait for the namespace's ``default`` ServiceAccount.
@@ -244,7 +279,7 @@ class ControlPlane:
         ServiceAccount admission plugin rejects every pod in it ("serviceaccount default not found").
         """
         deadline = time.monotonic() + timeout
-        while self.run_kubectl("get", "serviceaccount", "default", "-n", namespace).returncode != 0:
+        while not self._exists(f"/api/v1/namespaces/{namespace}/serviceaccounts/default"):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"namespace {namespace}: no default ServiceAccount after {timeout}s")
             time.sleep(0.2)

@@ -5,6 +5,9 @@ quarter of a second of CPU on these machines, and the waits of the e2e suite ran
 times. The helpers that poll (``e2e.workloads.pods``, events, nodes) read through this instead:
 one keep-alive HTTPS connection per cluster, authenticated with the kubeconfig's client
 certificate. kubectl stays where a user would type it.
+
+Writes go the same way where the test harness, not the test, makes them (namespaces, the objects
+a scenario sets up): ``apply`` is server-side apply, what ``kubectl apply --server-side`` sends.
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ from urllib.parse import urlsplit
 import yaml
 
 __all__ = ["ApiError", "RestClient", "client_for"]
+
+FIELD_MANAGER = "kubectl"
+"""What ``kubectl apply --server-side`` names itself: objects the harness applies look as a user's."""
 
 
 class ApiError(RuntimeError):
@@ -56,6 +62,7 @@ class RestClient:
     def __init__(self, kubeconfig: Path) -> None:
         self._endpoint = _endpoint(kubeconfig)
         self._connection: http.client.HTTPSConnection | None = None
+        self._discovery: dict[str, dict[str, tuple[str, bool]]] = {}
         self._lock = threading.Lock()
 
     def get(self, path: str) -> dict[str, Any]:
@@ -74,26 +81,75 @@ class RestClient:
         delete --all`` does with one request per object); the list of what was deleted."""
         return self._call("DELETE", path)
 
-    def _call(self, method: str, path: str) -> dict[str, Any]:
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST ``body`` to the collection at ``path``; the object as created."""
+        return self._call("POST", path, body, "application/json")
+
+    def delete(self, path: str) -> dict[str, Any]:
+        """DELETE the object at ``path`` (the API server's answer: the object or a Status)."""
+        return self._call("DELETE", path)
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply one manifest (``kubectl apply --server-side --force-conflicts``); its
+        namespace defaults to ``default`` where its kind is namespaced. The object as applied."""
+        meta = obj["metadata"]
+        path = self.object_path(
+            obj["apiVersion"], obj["kind"], meta["name"], meta.get("namespace") or "default"
+        )
+        query = f"?fieldManager={FIELD_MANAGER}&force=true"
+        return self._call("PATCH", path + query, obj, "application/apply-patch+yaml")
+
+    def object_path(self, api_version: str, kind: str, name: str, namespace: str) -> str:
+        """The API path of an object, from discovery (read again once for a kind it does not
+        know yet: a CRD established since)."""
+        base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        for fresh in (False, True):
+            resources = self._resources(base, fresh)
+            if kind in resources:
+                plural, namespaced = resources[kind]
+                scope = f"/namespaces/{namespace}" if namespaced else ""
+                return f"{base}{scope}/{plural}/{name}"
+        raise ApiError(404, f"GET {base}", f"the server has no resource of kind {kind} in {api_version}")
+
+    def _resources(self, base: str, fresh: bool) -> dict[str, tuple[str, bool]]:
+        if fresh or base not in self._discovery:
+            try:
+                listed = self._call("GET", base)["resources"]
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                listed = []
+            self._discovery[base] = {
+                r["kind"]: (r["name"], bool(r["namespaced"])) for r in listed if "/" not in r["name"]
+            }
+        return self._discovery[base]
+
+    def _call(
+        self, method: str, path: str, payload: dict[str, Any] | None = None, content_type: str = ""
+    ) -> dict[str, Any]:
+        data = None if payload is None else json.dumps(payload).encode()
         with self._lock:
             for attempt in (1, 2):
                 try:
-                    status, body = self._request(method, path)
+                    status, body = self._request(method, path, data, content_type)
                     break
                 except (OSError, http.client.HTTPException):
                     self._close()
                     if attempt == 2:
                         raise
-        if status != 200:
+        if status not in (200, 201, 202):
             raise ApiError(status, f"{method} {path}", body.decode(errors="replace"))
         found: dict[str, Any] = json.loads(body)
         return found
 
-    def _request(self, method: str, path: str) -> tuple[int, bytes]:
+    def _request(self, method: str, path: str, data: bytes | None, content_type: str) -> tuple[int, bytes]:
         if self._connection is None:
             e = self._endpoint
             self._connection = http.client.HTTPSConnection(e.host, e.port, context=e.context, timeout=30)
-        self._connection.request(method, path, headers={"Accept": "application/json"})
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        self._connection.request(method, path, body=data, headers=headers)
         response = self._connection.getresponse()
         return response.status, response.read()
 

@@ -89,8 +89,11 @@ mkdir -p "$wheels"
 SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)
 export SOURCE_DATE_EPOCH
 
-log "wheel of koordinator-py $tag"
-"$PY" -m pip wheel -q --no-deps --disable-pip-version-check -w "$wheels" "$root"
+log "wheel of koordinator-py $tag (the components' packages: the e2e harness stays out of the image)"
+src="$work/src"
+mkdir -p "$src"
+"$PY" -m e2e.image.inputs files | tar --null -T - -cf - | tar -xf - -C "$src"
+"$PY" -m pip wheel -q --no-deps --disable-pip-version-check -w "$wheels" "$src"
 log "pinned dependencies for CPython 3.11 on linux/$arch (binary wheels only)"
 platforms=()
 for minor in $(seq 36 -1 17); do platforms+=(--platform "manylinux_2_${minor}_$pyarch"); done

@@ -48,13 +48,13 @@ from typing import Any
 import pytest
 
 from apis.quantity import Quantity
-from e2e.cluster.controlplane import ControlPlane, KubectlError
+from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koord_manager, wait_for_admission, wait_until_ready
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota, get_quota
 from e2e.scenarios.test_job_preemption import PRIORITY_CLASSES, nodes, pool_pod
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.tier import sized
-from e2e.workloads import apply, node_overcommit, pods, wait_for
+from e2e.workloads import ApplyError, apply, node_overcommit, pods, wait_for
 
 # The session's webhook port (e2e/conftest.py): the manager restarted here is the session's own.
 E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
@@ -139,7 +139,7 @@ def apply_retrying(cp: ControlPlane, objects: list[dict[str, Any]], timeout: flo
         try:
             apply(cp, objects)
             return
-        except KubectlError:
+        except ApplyError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.5)
