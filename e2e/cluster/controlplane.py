@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from e2e.cluster import processes
 from e2e.cluster.rest import ApiError, RestClient, client_for
@@ -208,6 +209,23 @@ class ControlPlane:
         """GET an API path in process (``e2e.cluster.rest``): for the helpers that poll, where a
         kubectl process per read would cost more than the test it waits for."""
         return self.rest.get(path)
+
+    def read(
+        self, resource: str, name: str = "", *, namespace: str | None = "default", selector: str = ""
+    ) -> dict[str, Any] | None:
+        """What ``kubectl get RESOURCE [NAME] [-n NAMESPACE] [-l SELECTOR] -o json
+        --ignore-not-found`` prints, read in process (``e2e.cluster.rest``): the object, None when
+        there is none, or the list (``namespace=None``: every namespace, as ``-A``). For the
+        helpers and waits that poll; kubectl stays where the test is about what a user sees."""
+        path = self.rest.resource_path(resource, name, namespace)
+        if selector:
+            path += "?" + urlencode({"labelSelector": selector})
+        try:
+            return self.rest.get(path)
+        except ApiError as exc:
+            if exc.status == 404 and name:
+                return None
+            raise
 
     def create_namespace(self, name: str, *, timeout: float = 60.0) -> None:
         """Create a namespace and wait until pods can be created in it (see ``wait_service_account``).

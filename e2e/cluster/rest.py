@@ -63,6 +63,7 @@ class RestClient:
         self._endpoint = _endpoint(kubeconfig)
         self._connection: http.client.HTTPSConnection | None = None
         self._discovery: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._by_name: dict[str, tuple[str, str, bool]] = {}
         self._lock = threading.Lock()
 
     def get(self, path: str) -> dict[str, Any]:
@@ -110,6 +111,43 @@ class RestClient:
                 scope = f"/namespaces/{namespace}" if namespaced else ""
                 return f"{base}{scope}/{plural}/{name}"
         raise ApiError(404, f"GET {base}", f"the server has no resource of kind {kind} in {api_version}")
+
+    def resource_path(self, resource: str, name: str = "", namespace: str | None = "default") -> str:
+        """The API path of what ``kubectl get RESOURCE [NAME] [-n NAMESPACE]`` reads: ``resource``
+        as kubectl takes it (plural, singular, short name or kind, optionally ``.group``);
+        ``namespace=None`` lists every namespace (``-A``). Read again once for a name discovery
+        does not know yet (a CRD established since)."""
+        for fresh in (False, True):
+            found = self._names(fresh).get(resource.lower())
+            if found is not None:
+                base, plural, namespaced = found
+                scope = f"/namespaces/{namespace}" if namespaced and namespace is not None else ""
+                return f"{base}{scope}/{plural}" + (f"/{name}" if name else "")
+        raise ApiError(404, "discovery", f'the server doesn\'t have a resource type "{resource}"')
+
+    def _names(self, fresh: bool) -> dict[str, tuple[str, str, bool]]:
+        if fresh or not self._by_name:
+            bases = [("/api/v1", "")]
+            for group in self._call("GET", "/apis")["groups"]:
+                bases.append((f"/apis/{group['preferredVersion']['groupVersion']}", group["name"]))
+            names: dict[str, tuple[str, str, bool]] = {}
+            for base, group in reversed(bases):  # the core group's names win, as with kubectl
+                for r in self._call("GET", base)["resources"]:
+                    if "/" in r["name"]:
+                        continue
+                    found = (base, r["name"], bool(r["namespaced"]))
+                    spellings = [
+                        r["name"],
+                        r.get("singularName") or "",
+                        r["kind"],
+                        *(r.get("shortNames") or []),
+                    ]
+                    for spelling in filter(None, spellings):
+                        names[spelling.lower()] = found
+                        if group:
+                            names[f"{spelling.lower()}.{group}"] = found
+            self._by_name = names
+        return self._by_name
 
     def _resources(self, base: str, fresh: bool) -> dict[str, tuple[str, bool]]:
         if fresh or base not in self._discovery:

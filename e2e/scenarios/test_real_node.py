@@ -180,8 +180,8 @@ def test_a_koord_scheduler_deployment_runs_there_and_koordlet_reports_its_cpu(
     chart: tuple[ControlPlane, RealNodeConfig],
 ) -> None:
     """docs/examples/real-node/burn.yaml: bound by koord-scheduler, Running and Ready on the real
-    node, and its busy CPU in the real node's NodeMetric as its cgroup accounts it (about one CPU
-    on an idle node)."""
+    node, and its busy CPU in the real node's NodeMetric as its cgroup accounts it (about half a
+    CPU, its limit, on an idle node)."""
     cp, c = chart
     # koord-manager passes the interval on to koordlet through the NodeMetric's spec.
     cp.kubectl("apply", "-f", "-", input=json.dumps(REPORT_EVERY_5_SECONDS))

@@ -1,0 +1,63 @@
+"""The e2e harness's in-process client (``e2e.cluster.rest``) reads and writes what kubectl would:
+the helpers and waits of every other scenario trust it instead of a kubectl process per poll."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.cluster.controlplane import ControlPlane
+from e2e.workloads import ApplyError, apply, make_pod
+
+NAMESPACE = "harness-client"
+
+
+@pytest.fixture(scope="module")
+def namespace(control_plane: ControlPlane) -> Iterator[str]:
+    control_plane.create_namespace(NAMESPACE)
+    yield NAMESPACE
+    control_plane.delete_namespace(NAMESPACE)
+
+
+@pytest.mark.parametrize(
+    "spelling", ["nodes", "node", "no", "Node", "elasticquotas", "eq", "elasticquota.scheduling.sigs.k8s.io"]
+)
+def test_read_lists_what_kubectl_get_lists_for_every_spelling(
+    control_plane: ControlPlane, spelling: str
+) -> None:
+    cp = control_plane
+    names = {i["metadata"]["name"] for i in (cp.read(spelling, namespace=None) or {})["items"]}
+    shown = json.loads(cp.kubectl("get", spelling, "-A", "-o", "json"))["items"]
+    assert names == {i["metadata"]["name"] for i in shown}
+
+
+def test_applied_objects_read_back_and_a_missing_one_is_none(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    cp = control_plane
+    apply(cp, [make_pod("one", namespace, cpu="10m", memory="16Mi", scheduler="nobody")])
+    pod = cp.read("po", "one", namespace=namespace)
+    assert pod is not None
+    assert pod["spec"]["schedulerName"] == "nobody"
+    assert (
+        json.loads(cp.kubectl("get", "pod", "one", "-n", namespace, "-o", "json"))["metadata"]["uid"]
+        == (pod["metadata"]["uid"])
+    )
+    assert cp.read("pods", "two", namespace=namespace) is None
+    listed = cp.read("pods", namespace=namespace, selector="app=nothing")
+    assert listed is not None
+    assert listed["items"] == []
+
+
+def test_a_refused_object_is_named_and_the_others_are_applied(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    cp = control_plane
+    bad = make_pod("bad", namespace, scheduler="nobody")
+    bad["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "-1"
+    with pytest.raises(ApplyError, match=r"Pod bad: .*HTTP 422"):
+        apply(cp, [bad, make_pod("good", namespace, cpu="10m", memory="16Mi", scheduler="nobody")])
+    assert cp.read("pod", "good", namespace=namespace) is not None
+    assert cp.read("pod", "bad", namespace=namespace) is None
