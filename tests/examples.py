@@ -11,6 +11,11 @@ import os
 FULL_SCALE = 5
 
 
-def examples(n: int) -> int:
-    """``n`` in the ``ci`` profile, ``FULL_SCALE * n`` in ``full``."""
-    return n * FULL_SCALE if os.environ.get("HYPOTHESIS_PROFILE", "ci") == "full" else n
+def examples(n: int, *, full: int | None = None) -> int:
+    """``n`` in the ``ci`` profile, ``full`` (default ``FULL_SCALE * n``) in ``full``.
+
+    An explicit ``full`` is for the tests whose examples cost the fast tier most (a parser per
+    parametrised case, a plugin run in a loop): fewer there, at least as many as before in full."""
+    if os.environ.get("HYPOTHESIS_PROFILE", "ci") != "full":
+        return n
+    return n * FULL_SCALE if full is None else full

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from apis.cpulist import MAX_CPUS
 from apis.errors import MESSAGE_LIMIT, InvalidAnnotation
+from tests.examples import examples
 from tests.fuzz.test_parsers import PARSER_IDS, PARSERS, Parser
 
 any_text = st.text(alphabet=st.characters(exclude_categories=()), max_size=40)
@@ -129,7 +130,7 @@ def check(parse: Parser, text: str) -> None:
 
 
 @pytest.mark.parametrize("parse", [p for _, p in PARSERS], ids=PARSER_IDS)
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(12, full=150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts)
 def test_hostile_text_is_refused_with_the_annotation_error_or_parsed_into_a_bounded_value(
     parse: Parser, text: str

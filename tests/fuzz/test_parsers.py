@@ -147,7 +147,7 @@ def test_every_parser_is_found() -> None:
 
 
 @pytest.mark.parametrize("parse", [p for _, p in PARSERS], ids=PARSER_IDS)
-@settings(max_examples=examples(40), deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(15, full=200), deadline=500, suppress_health_check=[HealthCheck.too_slow])
 @given(text=texts)
 def test_a_parser_returns_or_raises_the_annotation_error(parse: Parser, text: str) -> None:
     check(parse, text)

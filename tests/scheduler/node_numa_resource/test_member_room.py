@@ -209,7 +209,7 @@ def test_a_pod_level_policy_limits_on_a_node_without_one() -> None:
 HELD_SPECS = [REQUIRED_FULL_PCPUS, REQUIRED_SPREAD, {}]
 
 
-@settings(max_examples=examples(120), deadline=None)
+@settings(max_examples=examples(40, full=600), deadline=None)
 @given(
     policy=st.sampled_from(["SingleNUMANode", "Restricted", "BestEffort", ""]),
     held=st.lists(st.tuples(st.integers(1, 12), st.sampled_from(range(len(HELD_SPECS)))), max_size=6),

@@ -95,7 +95,7 @@ def scenarios(
     )
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(100, full=1500), deadline=None)
 @given(scenarios())
 def test_an_incremental_update_equals_a_full_computation(
     scenario: tuple[dict[str, QuotaSpec], dict[str, Usage], TreeInput, list[Round], bool, bool],
