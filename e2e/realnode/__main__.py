@@ -30,7 +30,7 @@ koordinator-py runs on the real node {node}, from our image (docs/real-node.md).
   kubectl get pods -n koordinator-system -o wide        # every component, Running on {node}
   kubectl get nodemetric {node} -o yaml                 # koordlet's report of the real node and its pods
   kubectl apply -f docs/examples/real-node/burn.yaml    # a koord-scheduler Deployment that burns half a CPU
-  kubectl get nodemetric {node} -o jsonpath='{{.status.podsMetric}}'   # ... about one CPU within a minute
+  kubectl get nodemetric {node} -o jsonpath='{{.status.podsMetric}}'   # ... about half a CPU within a minute
   make down                                             # stops it all and takes back what it put on the host
 """
 
