@@ -130,8 +130,14 @@ class NominationWatch:
         ]
         self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.seen: dict[str, set[str]] = {}
+        self._listed = threading.Event()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
+        # kubectl watches from its list's resourceVersion: once the namespace's pods (filled before)
+        # are printed, no later change is missed. A job applied before that could be bound unseen.
+        if not self._listed.wait(timeout=60):
+            self.close()
+            raise TimeoutError(f"kubectl get pods -w -n {ns} printed nothing in 60 s")
 
     def _read(self) -> None:
         assert self._proc.stdout is not None
@@ -143,6 +149,7 @@ class NominationWatch:
             except json.JSONDecodeError:
                 continue
             buffer = ""
+            self._listed.set()
             nominated = (obj.get("status") or {}).get("nominatedNodeName")
             if nominated:
                 self.seen.setdefault(obj["metadata"]["name"], set()).add(nominated)

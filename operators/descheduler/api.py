@@ -84,6 +84,19 @@ class DeschedulerApi:
             if exc.status != 404:
                 raise
 
+    async def list_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The pod as the API server has it now, listed by name (the informers' ``list``
+        permission); None when there is none."""
+        listed = await request_json(
+            self._client,
+            "GET",
+            f"/api/v1/namespaces/{namespace}/pods",
+            what=f"list pod {namespace}/{name}",
+            query=[("fieldSelector", f"metadata.name={name}")],
+        )
+        items: list[dict[str, Any]] = listed.get("items") or []
+        return items[0] if items else None
+
     async def scale_replicas(self, api_version: str, kind: str, namespace: str, name: str) -> int:
         """``spec.replicas`` of the ``/scale`` subresource of any controller; 0 when the kind has none
         or the object is gone (Koordinator's scale finder)."""

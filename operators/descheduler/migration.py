@@ -28,6 +28,7 @@ from operators.descheduler.logic.reconcile import (
     FAILED,
     FAILED_CREATE_RESERVATION,
     FORBIDDEN_MIGRATE_POD,
+    PENDING,
     RESERVATION_CREATED,
     RESERVATION_FIRST,
     Observed,
@@ -197,6 +198,18 @@ class MigrationController:
             return None
         ref = job.spec.pod_ref
         pod = self._store.pod(ref.namespace or "", ref.name or "")
+        if pod is None and ref.namespace and ref.name and job_phase(job) in ("", PENDING):
+            # Kopf's watches have no common sync point: a job may be listed before its pod (a
+            # descheduler that just started). Ask the API server before failing it MissingPod.
+            try:
+                raw = await self._api.list_pod(ref.namespace, ref.name)
+            except BackendError:
+                return RETRY
+            if raw is not None:
+                raw.setdefault("apiVersion", "v1")
+                raw.setdefault("kind", "Pod")
+                self._store.upsert_pod(raw)
+                pod = self._store.pod(ref.namespace, ref.name)
         self._store.origin(job)  # remember its node and workload before the pod goes
         options = job.spec.reservation_options
         reservation_name = options.reservation_ref.name if options and options.reservation_ref else None

@@ -30,6 +30,8 @@ class FakeApi:
         self.reservations: dict[str, Reservation] = {}
         self.deleted_reservations: list[str] = []
         self.deleted_jobs: list[str] = []
+        self.api_server_pods: dict[tuple[str, str], dict[str, Any]] = {}
+        self.listed_pods: list[tuple[str, str]] = []
 
     async def create_job(self, body: dict[str, Any]) -> PodMigrationJob:
         self.created.append(body)
@@ -75,6 +77,10 @@ class FakeApi:
 
     async def scale_replicas(self, api_version: str, kind: str, namespace: str, name: str) -> int:
         return 0
+
+    async def list_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self.listed_pods.append((namespace, name))
+        return self.api_server_pods.get((namespace, name))
 
 
 class FakeEvictions:
@@ -208,6 +214,27 @@ def test_reconcile_evicts_through_the_eviction_service_with_the_policy_and_paces
     assert evictions.requests[-1].delete  # the pod's evict-policy label
     # Each eviction spent a token of the workload's limiter (10 replicas: 2 per 5m, burst 1).
     assert not controller.limiter.allows(_pod(store, "a"), store.workload_of(_pod(store, "a")), 2.0)
+
+
+def test_a_job_listed_before_its_pod_asks_the_api_server_instead_of_failing_missing_pod() -> None:
+    """A descheduler that just started may see a job before its pod watch lists the pod: the job
+    goes on with the pod the API server has; only a pod the API server lacks too fails the job."""
+    store = store_with(replica_sets={"rs": 3})
+    for name in ("j-late", "j-gone"):
+        store.upsert_job(job(name, name.removeprefix("j-"), passed=True))
+    controller, api, _ = _controller(store)
+    api.api_server_pods[("default", "late")] = pod_body("late", owner=None)
+    asyncio.run(controller.reconcile("j-late"))
+    late = store.job("j-late")
+    assert late is not None
+    assert late.status is None or late.status.reason != "MissingPod", late.status
+    assert store.pod("default", "late") is not None
+    asyncio.run(controller.reconcile("j-gone"))
+    gone = store.job("j-gone")
+    assert gone is not None
+    assert gone.status is not None
+    assert (gone.status.phase, gone.status.reason) == ("Failed", "MissingPod")
+    assert api.listed_pods == [("default", "late"), ("default", "gone")]
 
 
 def test_reconcile_reservation_first_creates_the_reservation_named_after_the_job() -> None:
