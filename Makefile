@@ -60,8 +60,8 @@ crds: venv ## regenerate crds/ and the chart's crds/ from the pydantic models
 check-crds: venv ## fail if crds/ differs from what the models generate
 	$(PY) -m apis.crdgen --check
 
-protos: venv nri-proto ## regenerate the generated protobuf code: koordlet/podresources/api/ (the kubelet's api.proto; grpcio-tools, mypy-protobuf) and koordlet/nri/proto/
-	$(PY) -m koordlet.podresources.protogen
+protos: venv ## regenerate the generated protobuf code: koordlet/podresources/api/ (the kubelet's api.proto) and koordlet/nri/proto/ (NRI, ttrpc); grpcio-tools, mypy-protobuf
+	$(PY) -m koordlet.protogen
 
 rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC from the rules declared next to each plugin
 	$(PY) -m scheduler.rbacgen
@@ -97,13 +97,7 @@ real-node-tools: ## build kubelet, kube-proxy, containerd (+shim, ctr) and pause
 real-node-down: venv ## stop the real node of the default cluster and take back what it put on the host
 	$(PY) -m e2e.realnode down
 
-NRI_PROTO := koordlet/nri/proto
-nri-proto: venv ## regenerate koordlet's NRI and ttrpc protobuf modules (grpcio-tools, a dev dependency)
-	$(PY) -m grpc_tools.protoc -I $(NRI_PROTO) --python_out=$(NRI_PROTO) --pyi_out=$(NRI_PROTO) \
-		$(NRI_PROTO)/api.proto $(NRI_PROTO)/ttrpc.proto
-	@# NRI's `enum Field` has a value named None, which protoc writes into the stub as `None: ...`,
-	@# invalid Python; the value stays reachable as Field.Value("None").
-	sed -i -E '/^\s*None: /d' $(NRI_PROTO)/api_pb2.pyi
+nri-proto: protos ## the NRI modules are among `make protos`' (koordlet/protogen.py)
 
 lint: venv ## ruff (lint + format check), mypy --strict, and the layer contracts (.importlinter)
 	$(VENV)/bin/ruff check .

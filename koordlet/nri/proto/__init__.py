@@ -1,1 +1,1 @@
-"""Protobuf modules generated from NRI's api.proto and ttrpc's envelopes (README.md, make nri-proto)."""
+"""Protobuf modules generated from NRI's api.proto and ttrpc's envelopes (README.md, make protos)."""

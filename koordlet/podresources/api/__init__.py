@@ -1,1 +1,1 @@
-"""The kubelet's PodResources API v1, generated from ``api.proto`` by ``koordlet.podresources.protogen``."""
+"""The kubelet's PodResources API v1, generated from ``api.proto`` by ``koordlet.protogen``."""
