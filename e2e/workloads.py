@@ -102,8 +102,7 @@ def list_items(
     field_selector: str = "",
 ) -> list[dict[str, Any]]:
     """The items of ``kubectl get RESOURCE [-n NAMESPACE] [-l SELECTOR] [--field-selector
-    FIELD_SELECTOR] -o json``, read in process (``namespace=None``: every namespace, as ``-A``).
-    Unlike kubectl's, an item carries no ``kind`` or ``apiVersion`` of its own."""
+    FIELD_SELECTOR] -o json``, read in process (``namespace=None``: every namespace, as ``-A``)."""
     if field_selector:
         query = {"fieldSelector": field_selector} | ({"labelSelector": selector} if selector else {})
         listed = cp.get_json(cp.rest.resource_path(resource, "", namespace) + "?" + urlencode(query))
