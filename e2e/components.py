@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from e2e.cluster import processes
 from e2e.cluster.controlplane import ControlPlane, repo_root
+from e2e.cluster.rest import ApiError
 
 __all__ = ["LocalComponent", "koord_descheduler", "koord_manager", "koordlet_simulation"]
 
@@ -284,8 +284,11 @@ def wait_for_reports(cluster: ControlPlane, component: LocalComponent, timeout: 
     while time.monotonic() < deadline:
         if component.pid() is None:
             raise RuntimeError(f"{component.name} exited:\n{component.log_tail()}")
-        listed = cluster.run_kubectl("get", "nodemetrics", "-o", "json")
-        if listed.returncode == 0 and any(m.get("status") for m in json.loads(listed.stdout)["items"]):
+        try:
+            listed = cluster.read("nodemetrics")
+        except ApiError:  # the CRD is not there yet
+            listed = None
+        if listed is not None and any(m.get("status") for m in listed["items"]):
             return
         time.sleep(0.5)
     raise TimeoutError(f"{component.name} reported no NodeMetric in {timeout}s:\n{component.log_tail()}")

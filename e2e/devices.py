@@ -8,7 +8,6 @@ koord-manager has summed each node's Device into its allocatable.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import yaml
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koordlet_simulation
-from e2e.workloads import apply, wait_for
+from e2e.workloads import apply, get_object, wait_for
 
 __all__ = ["Pool", "reported_devices"]
 
@@ -79,7 +78,7 @@ def reported_devices(
 
         def all_synced() -> bool:
             for name, expected in synced.items():
-                node = json.loads(cp.kubectl("get", "node", name, "-o", "json"))
+                node = get_object(cp, "node", name)
                 allocatable = node["status"].get("allocatable") or {}
                 if any(allocatable.get(key) != value for key, value in expected.items()):
                     return False

@@ -101,12 +101,13 @@ def example_states(
         workloads = [d for d in docs if d["kind"] in _WORKLOADS]
         uids: set[str] = set()
         for workload in workloads:
-            result = cp.run_kubectl(
-                "get", workload["kind"].lower(), workload["metadata"]["name"],
-                "-n", workload["metadata"].get("namespace") or "default", "-o", "jsonpath={.metadata.uid}",
-            )  # fmt: skip
-            if result.returncode == 0 and result.stdout:
-                uids.add(result.stdout)
+            applied = cp.read(
+                workload["kind"].lower(),
+                workload["metadata"]["name"],
+                namespace=workload["metadata"].get("namespace") or "default",
+            )
+            if applied is not None:
+                uids.add(applied["metadata"]["uid"])
         states = []
         for pod in pods:
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])

@@ -92,7 +92,7 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
 
 def apply_colocation(cp: ControlPlane, timeout: float = 60.0) -> None:
     cp.kubectl("apply", "-f", "-", input=priority_classes(cp))
-    if cp.run_kubectl("get", "namespace", "koordinator-system").returncode != 0:
+    if cp.read("namespace", "koordinator-system") is None:
         cp.create_namespace("koordinator-system")
     *objects, job = COLOCATION_FILES
     for path in objects:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlencode
 
 from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
@@ -77,6 +78,39 @@ def pods(cp: ControlPlane, namespace: str | None = None, selector: str = "") -> 
     if selector:
         path += f"?labelSelector={selector}"
     items: list[dict[str, Any]] = cp.get_json(path)["items"]
+    return items
+
+
+def get_object(
+    cp: ControlPlane, resource: str, name: str = "", *, namespace: str | None = "default"
+) -> dict[str, Any]:
+    """What ``kubectl get RESOURCE [NAME] [-n NAMESPACE] -o json`` prints, read in process
+    (``ControlPlane.read``): the object, or the list without a name (``namespace=None``: every
+    namespace, as ``-A``); a missing object raises, as kubectl fails."""
+    found = cp.read(resource, name, namespace=namespace)
+    if found is None:
+        raise LookupError(f'{resource} "{name}" not found')
+    return found
+
+
+def list_items(
+    cp: ControlPlane,
+    resource: str,
+    *,
+    namespace: str | None = "default",
+    selector: str = "",
+    field_selector: str = "",
+) -> list[dict[str, Any]]:
+    """The items of ``kubectl get RESOURCE [-n NAMESPACE] [-l SELECTOR] [--field-selector
+    FIELD_SELECTOR] -o json``, read in process (``namespace=None``: every namespace, as ``-A``)."""
+    if field_selector:
+        query = {"fieldSelector": field_selector} | ({"labelSelector": selector} if selector else {})
+        listed = cp.get_json(cp.rest.resource_path(resource, "", namespace) + "?" + urlencode(query))
+    else:
+        found = cp.read(resource, namespace=namespace, selector=selector)
+        assert found is not None  # only a read by name is None
+        listed = found
+    items: list[dict[str, Any]] = listed["items"]
     return items
 
 

@@ -16,6 +16,7 @@ import http.client
 import json
 import ssl
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,17 @@ class RestClient:
 
     def get(self, path: str) -> dict[str, Any]:
         """The decoded object or list at ``path``; a list's items get their ``apiVersion`` and
-        ``kind``, as ``kubectl get -o json`` prints them."""
-        found = self._call("GET", path)
+        ``kind``, as ``kubectl get -o json`` prints them. A 429 (``storage is (re)initializing``:
+        a CRD's resource just after it is established) is asked again after a second, up to ten
+        times, as kubectl (client-go) does with the API server's Retry-After."""
+        for attempt in range(1, 11):
+            try:
+                found = self._call("GET", path)
+                break
+            except ApiError as exc:
+                if exc.status != 429 or attempt == 10:
+                    raise
+                time.sleep(1.0)
         kind = found.get("kind", "")
         if kind.endswith("List") and isinstance(found.get("items"), list):
             for item in found["items"]:

@@ -6,7 +6,6 @@ flavour: ``ControlPlane(real_node=True)``, whose API server pods can reach)."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -120,10 +119,10 @@ def _start_kube_proxy(c: RealNodeConfig) -> None:
 
 
 def node_ready(cp: ControlPlane, name: str) -> bool:
-    proc = cp.run_kubectl("get", "node", name, "-o", "json")
-    if proc.returncode != 0:
+    found = cp.read("node", name)
+    if found is None:
         return False
-    conditions = json.loads(proc.stdout).get("status", {}).get("conditions") or []
+    conditions = found.get("status", {}).get("conditions") or []
     return any(cond["type"] == "Ready" and cond["status"] == "True" for cond in conditions)
 
 

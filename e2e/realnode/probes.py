@@ -12,6 +12,7 @@ from apis.cpulist import parse_cpus
 from apis.extension.numa import ANNOTATION_NODE_BE_CPU_SHARED_POOLS, ANNOTATION_NODE_CPU_SHARED_POOLS
 from e2e.cluster.controlplane import ControlPlane
 from e2e.realnode.config import RealNodeConfig
+from e2e.workloads import get_object
 
 
 def pod_cpu_seconds(c: RealNodeConfig, uid: str) -> float:
@@ -85,7 +86,7 @@ def wait_cpusets(
 
 def pool_cpus(cp: ControlPlane, c: RealNodeConfig, key: str) -> frozenset[int]:
     """The CPUs of the node's LS or BE shared pools, as koordlet's NodeResourceTopology says."""
-    topology = json.loads(cp.kubectl("get", "noderesourcetopology", c.node_name, "-o", "json"))
+    topology = get_object(cp, "noderesourcetopology", c.node_name)
     pools = json.loads((topology["metadata"].get("annotations") or {}).get(key) or "[]")
     return frozenset().union(*(parse_cpus(pool.get("cpuset") or "") for pool in pools))
 

@@ -34,7 +34,6 @@ The seed and the kill schedule are in every assertion message and printed at the
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import signal
@@ -54,7 +53,7 @@ from e2e.scenarios.test_elasticquota_scheduling import elastic_quota, get_quota
 from e2e.scenarios.test_job_preemption import PRIORITY_CLASSES, nodes, pool_pod
 from e2e.scheduler_process import Scheduler, start_scheduler
 from e2e.tier import sized
-from e2e.workloads import ApplyError, apply, node_overcommit, pods, wait_for
+from e2e.workloads import ApplyError, apply, list_items, node_overcommit, pods, wait_for
 
 # The session's webhook port (e2e/conftest.py): the manager restarted here is the session's own.
 E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
@@ -190,7 +189,7 @@ def double_bound(cp: ControlPlane) -> list[str]:
     """(1) Nodes over their allocatable, and pods with Scheduled events naming two nodes."""
     found = [f"overcommit: {v}" for v in node_overcommit(cp)]
     scheduled: dict[str, set[str]] = {}
-    for event in json.loads(cp.kubectl("get", "events", "-n", NS, "-o", "json"))["items"]:
+    for event in list_items(cp, "events", namespace=NS):
         if event.get("reason") == "Scheduled":
             message = event.get("message") or event.get("note") or ""
             scheduled.setdefault(event["involvedObject"]["name"], set()).add(message.rsplit(" ", 1)[-1])
@@ -215,7 +214,7 @@ def at_rest(cp: ControlPlane) -> AtRest:
     violations: list[str] = []
 
     # (2) No partial gang.
-    groups = json.loads(cp.kubectl("get", "podgroups", "-n", NS, "-o", "json"))["items"]
+    groups = list_items(cp, "podgroups", namespace=NS)
     bound_members: dict[str, int] = {}
     for pod in running:
         gang = pod["metadata"].get("labels", {}).get(GANG_LABEL)
@@ -380,7 +379,7 @@ def run_chaos(
     violations = hard + rest.violations
     preempted = {
         e["involvedObject"]["name"]
-        for e in json.loads(cp.kubectl("get", "events", "-n", NS, "-o", "json"))["items"]
+        for e in list_items(cp, "events", namespace=NS)
         if e.get("reason") == "Preempted"
     }
 

@@ -36,7 +36,7 @@ from e2e.components import DEV_LOAD, LocalComponent, koordlet_simulation
 from e2e.samples import COLOCATION_FILES, priority_classes, profile_in_force
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 from koordlet.simulate.model import load_file
 from scheduler.simulator import description as desc
 
@@ -131,11 +131,6 @@ def expected_resources() -> dict[str, int]:
     return out
 
 
-def _get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
-    return found
-
-
 def _job_pod(cp: ControlPlane, namespace: str, job: str) -> dict[str, Any] | None:
     return next(
         (p for p in pods(cp, namespace) if p["metadata"].get("labels", {}).get("job-name") == job), None
@@ -148,13 +143,13 @@ def colocation(control_plane: ControlPlane) -> Iterator[LocalComponent]:
     `make up`'s load file; co-location off until the quick start's ConfigMap."""
     cp = control_plane
     cp.kubectl("apply", "-f", "-", input=priority_classes(cp))
-    if cp.run_kubectl("get", "namespace", CONFIG_NAMESPACE).returncode != 0:
+    if cp.read("namespace", CONFIG_NAMESPACE) is None:
         cp.create_namespace(CONFIG_NAMESPACE)
     cp.kubectl("delete", "configmap", CONFIG, "-n", CONFIG_NAMESPACE, "--ignore-not-found")
     apply_description(cp, desc.ClusterDescription(name="colocation", node_pools=[colo_pool()]))
     wait_nodes_ready(cp)
     wait_for(
-        lambda: cp.run_kubectl("get", "nodemetric", NODE).returncode == 0,
+        lambda: cp.read("nodemetric", NODE) is not None,
         60,
         f"koord-manager's NodeMetric {NODE}",
     )
@@ -178,7 +173,7 @@ def colocation(control_plane: ControlPlane) -> Iterator[LocalComponent]:
 
 
 def _allocatable(cp: ControlPlane) -> dict[str, str]:
-    allocatable: dict[str, str] = _get(cp, "node", NODE)["status"]["allocatable"]
+    allocatable: dict[str, str] = get_object(cp, "node", NODE)["status"]["allocatable"]
     return allocatable
 
 
@@ -288,7 +283,7 @@ def test_the_quick_start_makes_the_job_a_batch_pod_bound_on_batch_resources(
         "the batch pod Pending on batch-cpu before co-location is on",
     )
     assert BATCH_CPU not in _allocatable(cp)
-    assert not _get(cp, "pod", name, "-n", NAMESPACE)["spec"].get("nodeName")
+    assert not get_object(cp, "pod", name, namespace=NAMESPACE)["spec"].get("nodeName")
     # koordlet reports what the page shows.
     usage = "kubectl get nodemetric colo-0 -o jsonpath='{.status.nodeMetric.nodeUsage}'"
     shown_usage = json.loads(doc_console(usage))
@@ -307,7 +302,9 @@ def test_the_quick_start_makes_the_job_a_batch_pod_bound_on_batch_resources(
 
     # ... and koord-scheduler binds the pod there, the only node with batch resources.
     node = wait_for(
-        lambda: _get(cp, "pod", name, "-n", NAMESPACE)["spec"].get("nodeName"), 60, "the batch pod bound"
+        lambda: get_object(cp, "pod", name, namespace=NAMESPACE)["spec"].get("nodeName"),
+        60,
+        "the batch pod bound",
     )
     assert node == NODE
     shown = doc_console("kubectl get pod -n batch-demo -l app-type=batch -o wide").splitlines()
@@ -328,7 +325,7 @@ def test_the_quick_start_makes_the_job_a_batch_pod_bound_on_batch_resources(
     assert set(manual["spec"]["containers"][0]["resources"]["requests"]) == {BATCH_CPU, BATCH_MEMORY}
     manual_name = manual["metadata"]["name"]
     bound = wait_for(
-        lambda: _get(cp, "pod", manual_name, "-n", NAMESPACE)["spec"].get("nodeName"),
+        lambda: get_object(cp, "pod", manual_name, namespace=NAMESPACE)["spec"].get("nodeName"),
         60,
         "the manual pod bound",
     )
@@ -336,7 +333,7 @@ def test_the_quick_start_makes_the_job_a_batch_pod_bound_on_batch_resources(
 
 
 def _mutating_webhook(cp: ControlPlane) -> dict[str, Any]:
-    configs = _get(cp, "mutatingwebhookconfigurations")["items"]
+    configs = get_object(cp, "mutatingwebhookconfigurations")["items"]
     return next(w for c in configs for w in c.get("webhooks") or [] if w["name"] == WEBHOOK)
 
 
@@ -404,7 +401,7 @@ def test_a_batch_pod_no_node_can_hold_stays_pending_naming_the_resource(
         "FailedScheduling naming batch-memory",
     )
     assert f"Insufficient {BATCH_MEMORY}" in message, message
-    assert not _get(cp, "pod", "big-batch", "-n", NAMESPACE)["spec"].get("nodeName")
+    assert not get_object(cp, "pod", "big-batch", namespace=NAMESPACE)["spec"].get("nodeName")
 
 
 def test_an_elastic_quota_with_a_batch_cpu_max_refuses_a_pod_over_it(
@@ -430,9 +427,13 @@ def test_an_elastic_quota_with_a_batch_cpu_max_refuses_a_pod_over_it(
 
     apply(cp, [batch_pod("first")])
     try:
-        wait_for(lambda: _get(cp, "pod", "first", "-n", QUOTA_NS)["spec"].get("nodeName"), 60, "first bound")
+        wait_for(
+            lambda: get_object(cp, "pod", "first", namespace=QUOTA_NS)["spec"].get("nodeName"),
+            60,
+            "first bound",
+        )
     except AssertionError as exc:  # say why, from the scheduler and from the node
-        colo = _get(cp, "node", NODE)["status"]["allocatable"]
+        colo = get_object(cp, "node", NODE)["status"]["allocatable"]
         quotas = cp.kubectl("get", "eq,elasticquotaprofiles", "-A", "-o", "yaml")
         raise AssertionError(
             f"{exc}; koord-scheduler: {scheduler.explanation(QUOTA_NS, 'first')}; {NODE} allocatable: {colo}"
@@ -447,7 +448,7 @@ def test_an_elastic_quota_with_a_batch_cpu_max_refuses_a_pod_over_it(
         "FailedScheduling naming the quota",
     )
     assert f"Insufficient quotas: quota {QUOTA_NS} {BATCH_CPU} used 2k + request 2k > " in message, message
-    assert not _get(cp, "pod", "second", "-n", QUOTA_NS)["spec"].get("nodeName")
+    assert not get_object(cp, "pod", "second", namespace=QUOTA_NS)["spec"].get("nodeName")
 
 
 def test_a_broken_profile_is_refused_naming_the_field(control_plane: ControlPlane) -> None:

@@ -26,7 +26,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, wait_for
+from e2e.workloads import apply, get_object, list_items, wait_for
 
 NAMESPACE = "coloc-e2e"
 CONFIG_NAMESPACE = "koordinator-system"
@@ -108,7 +108,7 @@ def _config_map(colocation: str) -> dict[str, Any]:
 
 def _node_resources(cp: ControlPlane, name: str) -> dict[str, dict[str, int]]:
     """The batch/mid resources of the node: {"capacity": {...}, "allocatable": {...}} as integers."""
-    status = json.loads(cp.kubectl("get", "node", name, "-o", "json"))["status"]
+    status = get_object(cp, "node", name)["status"]
     return {
         part: {k: Quantity.parse(v).value() for k, v in (status.get(part) or {}).items() if k in BATCH + MID}
         for part in ("capacity", "allocatable")
@@ -190,7 +190,7 @@ def colocation(
     wait_nodes_ready(cp)
     apply(cp, [_web_pod()])
     wait_for(
-        lambda: all(cp.run_kubectl("get", "nodemetric", n).returncode == 0 for n in (BUSY, IDLE)),
+        lambda: all(cp.read("nodemetric", n) is not None for n in (BUSY, IDLE)),
         60,
         "koord-manager's NodeMetrics of the co-location nodes",
     )
@@ -238,7 +238,7 @@ def test_batch_and_mid_match_the_formulas(control_plane: ControlPlane, colocatio
     assert _expected(BUSY)["kubernetes.io/batch-cpu"] == 6600
     # mid-cpu = min(reclaimable 4000 - 2750, unused 13500) + (16000 - 1000 - 4000) x 50 %
     assert _expected(BUSY)["kubernetes.io/mid-cpu"] == 1250 + 5500
-    metric = json.loads(cp.kubectl("get", "nodemetric", BUSY, "-o", "json"))["status"]
+    metric = get_object(cp, "nodemetric", BUSY)["status"]
     assert metric["prodReclaimableMetric"]["resource"]["resources"]["cpu"] == "1250m"
     assert metric["prodPeakMetric"]["resource"]["resources"]["cpu"] == "2750m"
     # nodes outside the co-location pool got nothing
@@ -278,7 +278,7 @@ def test_a_batch_pod_binds_on_batch_resources(
     apply(cp, [pod])
 
     def bound() -> str | None:
-        got = json.loads(cp.kubectl("get", "pod", "batch-job", "-n", NAMESPACE, "-o", "json"))
+        got = get_object(cp, "pod", "batch-job", namespace=NAMESPACE)
         node: str | None = got["spec"].get("nodeName")
         return node
 
@@ -289,7 +289,7 @@ def test_a_batch_pod_binds_on_batch_resources(
     apply(cp, [too_big])
 
     def unschedulable() -> bool:
-        got = json.loads(cp.kubectl("get", "pod", "batch-too-big", "-n", NAMESPACE, "-o", "json"))
+        got = get_object(cp, "pod", "batch-too-big", namespace=NAMESPACE)
         conditions = got["status"].get("conditions") or []
         return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
 
@@ -306,12 +306,12 @@ def test_a_bad_config_keeps_the_last_good_resources_and_says_why(
     cp.kubectl("apply", "-f", "-", input=yaml.safe_dump(_config_map(json.dumps(bad))))
 
     def warning() -> dict[str, Any] | None:
-        events = json.loads(
-            cp.kubectl(
-                "get", "events", "-n", CONFIG_NAMESPACE, "--field-selector",
-                f"involvedObject.name={CONFIG},type=Warning", "-o", "json",
-            )
-        )["items"]  # fmt: skip
+        events = list_items(
+            cp,
+            "events",
+            namespace=CONFIG_NAMESPACE,
+            field_selector=f"involvedObject.name={CONFIG},type=Warning",
+        )
         return next((e for e in events if e["reason"] == "InvalidColocationConfig"), None)
 
     event = wait_for(warning, 60, "a Warning event on the ConfigMap")
@@ -337,7 +337,7 @@ def test_disabling_colocation_removes_the_resources(
 
 
 def _collect_policy(cp: ControlPlane, node: str) -> dict[str, Any]:
-    metric = json.loads(cp.kubectl("get", "nodemetric", node, "-o", "json"))
+    metric = get_object(cp, "nodemetric", node)
     policy: dict[str, Any] = metric["spec"]["metricCollectPolicy"]
     return policy
 

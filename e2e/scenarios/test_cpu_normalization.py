@@ -19,7 +19,7 @@ import yaml
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import koord_manager, wait_for_admission
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, list_items, wait_for
 
 E2E_WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443"))
 NODE = "cpunorm-0"
@@ -99,7 +99,7 @@ def gated_manager(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     gated.start()
     try:
         wait_for_admission(cp, gated)
-        if cp.run_kubectl("get", "namespace", NAMESPACE).returncode != 0:
+        if cp.read("namespace", NAMESPACE) is None:
             cp.create_namespace(NAMESPACE)
         yield cp
     finally:
@@ -116,8 +116,7 @@ def gated_manager(control_plane: ControlPlane) -> Iterator[ControlPlane]:
 
 
 def _node(cp: ControlPlane) -> dict[str, Any]:
-    node: dict[str, Any] = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))
-    return node
+    return get_object(cp, "node", NODE)
 
 
 def _annotations(cp: ControlPlane) -> dict[str, str]:
@@ -198,18 +197,9 @@ def test_a_bad_key_is_reported_on_the_configmap_and_the_nodes_keep_their_ratio(
     cp.kubectl("apply", "-f", "-", input=json.dumps(bad))
 
     def warning() -> str | None:
-        events = json.loads(
-            cp.kubectl(
-                "get",
-                "events",
-                "-n",
-                NAMESPACE,
-                "-o",
-                "json",
-                "--field-selector",
-                "involvedObject.name=slo-controller-config",
-            )
-        )["items"]
+        events = list_items(
+            cp, "events", namespace=NAMESPACE, field_selector="involvedObject.name=slo-controller-config"
+        )
         found = [e["message"] for e in events if e["reason"] == "CPUNormalizationCfgUnmarshalFailed"]
         return found[-1] if found else None
 

@@ -28,7 +28,7 @@ from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import LocalComponent, koord_descheduler
 from e2e.descheduler_process import install_descheduler_rbac
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, list_items, make_pod, pods, wait_for
 
 NAMESPACE = "defrag"
 POOL = "defrag"
@@ -167,9 +167,7 @@ def _unschedulable(pod: dict[str, Any]) -> bool:
 
 
 def _pod_group_events(cp: ControlPlane) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))[
-        "items"
-    ]
+    events = list_items(cp, "events", namespace=NAMESPACE)
     return [e for e in events if e["involvedObject"].get("kind") == "PodGroup"]
 
 
@@ -241,7 +239,7 @@ def test_a_must_gather_gang_starts_once_one_block_is_freed(
         )
     finally:
         descheduler.stop()
-    nodes = json.loads(cp.kubectl("get", "nodes", "-l", f"koord-e2e/pool={POOL}", "-o", "json"))["items"]
+    nodes = list_items(cp, "nodes", selector=f"koord-e2e/pool={POOL}")
     block_of = {n["metadata"]["name"]: n["metadata"]["labels"][BLOCK] for n in nodes}
     (freed,) = {block_of[node] for node in placed.values()}
     # At most maxPodsToMove filler pods moved, exactly those of the freed block.
@@ -251,7 +249,7 @@ def test_a_must_gather_gang_starts_once_one_block_is_freed(
     reasons = {e["reason"] for e in _pod_group_events(cp)}
     assert "DefragmentationPlanned" in reasons, reasons
     assert "DefragmentationEvicting" in reasons, reasons
-    jobs: list[dict[str, Any]] = json.loads(cp.kubectl("get", "podmigrationjobs", "-o", "json"))["items"]
+    jobs = list_items(cp, "podmigrationjobs")
     ours = [
         j
         for j in jobs

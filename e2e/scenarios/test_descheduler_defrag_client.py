@@ -4,7 +4,6 @@ API server: what the plugin reads and writes beyond the descheduler handle."""
 from __future__ import annotations
 
 import asyncio
-import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +14,7 @@ from apis.extension.defrag import LABEL_DEFRAG_PLAN, DefragMove, DefragPlan
 from apis.meta import ObjectMeta, OwnerReference
 from apis.scheduling.reservation import Reservation, ReservationOwner, ReservationSpec
 from e2e.cluster.controlplane import ControlPlane, repo_root
-from e2e.workloads import apply, make_pod
+from e2e.workloads import apply, get_object, list_items, make_pod
 from operators.descheduler.defrag.client import kube_client
 from operators.descheduler.defrag.reservations import reservation_for
 
@@ -133,9 +132,9 @@ def test_the_client_reads_and_writes_what_the_plugin_needs(control_plane: Contro
         assert "defrag-client-r0" in got["listed"]
         assert "defrag-client-r0" not in got["after"]
         assert got["planned"] is True
-        pg = json.loads(cp.kubectl("get", "podgroup", "train", "-n", NAMESPACE, "-o", "json"))
+        pg = get_object(cp, "podgroup", "train", namespace=NAMESPACE)
         assert pg["metadata"]["annotations"]["x.example/plan"] == "yes"
-        events = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
+        events = list_items(cp, "events", namespace=NAMESPACE)
         ours = [e for e in events if e["reason"] == "DefragmentationPlanned"]
         assert ours
         assert ours[0]["involvedObject"]["kind"] == "PodGroup"

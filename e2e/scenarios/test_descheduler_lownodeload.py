@@ -18,7 +18,6 @@ A dry run comes first: it reports the same two pods as events on their nodes and
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,7 +31,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_descheduler, koordlet_simulation
 from e2e.descheduler_process import install_descheduler_rbac
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, pods, wait_for
+from e2e.workloads import apply, get_object, list_items, pods, wait_for
 
 NAMESPACE = "lownodeload"
 TAINT = {"key": "koord-e2e/pool", "value": "lownodeload", "effect": "NoSchedule"}
@@ -172,7 +171,7 @@ def _load_file(directory: Path) -> Path:
 
 
 def _pmjs(cp: ControlPlane) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(cp.kubectl("get", "podmigrationjobs", "-o", "json"))["items"]
+    items = list_items(cp, "podmigrationjobs")
     return [
         job
         for job in items
@@ -182,7 +181,7 @@ def _pmjs(cp: ControlPlane) -> list[dict[str, Any]]:
 
 
 def _dry_run_events(cp: ControlPlane) -> list[dict[str, Any]]:
-    events: list[dict[str, Any]] = json.loads(cp.kubectl("get", "events", "-A", "-o", "json"))["items"]
+    events = list_items(cp, "events", namespace=None)
     return [
         e
         for e in events
@@ -207,7 +206,7 @@ def hot_cluster(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFa
     wait_for(adopted, timeout=60, what="the ReplicaSet adopting the six bound pods")
     directory = tmp_path_factory.mktemp("lownodeload")
     wait_for(
-        lambda: all(cp.run_kubectl("get", "nodemetric", node).returncode == 0 for node in NODE_USAGE),
+        lambda: all(cp.read("nodemetric", node) is not None for node in NODE_USAGE),
         timeout=60,
         what="koord-manager's NodeMetrics for the LowNodeLoad nodes",
     )
@@ -218,7 +217,7 @@ def hot_cluster(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFa
 
     def reported() -> bool:
         for node in NODE_USAGE:
-            status = json.loads(cp.kubectl("get", "nodemetric", node, "-o", "json")).get("status") or {}
+            status = get_object(cp, "nodemetric", node).get("status") or {}
             if not status.get("updateTime") or (node in HOT and not status.get("podsMetric")):
                 return False
         return True

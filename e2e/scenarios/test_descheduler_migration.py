@@ -97,11 +97,7 @@ def _job(pod: dict[str, Any], mode: str, name: str | None = None) -> dict[str, A
 
 
 def _get(cp: ControlPlane, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
-    args = ["get", kind, name, "-o", "json", "--ignore-not-found"]
-    if namespace:
-        args += ["-n", namespace]
-    out = cp.kubectl(*args)
-    return json.loads(out) if out.strip() else None
+    return cp.read(kind, name, namespace=namespace or "default")
 
 
 def _final(cp: ControlPlane, name: str, timeout: float = 120) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.devices import Pool
 from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 
 NAMESPACE = "device-gangs"
 SPLIT, FULL = "devgang-split", "devgang-full"
@@ -83,7 +83,7 @@ def _member(name: str) -> dict[str, Any]:
 
 
 def _pcie_of(cp: ControlPlane, node: str) -> dict[int, str]:
-    device = json.loads(cp.kubectl("get", "device", node, "-o", "json"))
+    device = get_object(cp, "device", node)
     return {d["minor"]: d["topology"]["pcieID"] for d in device["spec"]["devices"] if d["type"] == "gpu"}
 
 

@@ -32,7 +32,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.devices import Pool
 from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 
 NAMESPACE = "device-rdma"
 NODE = "rdma-0"
@@ -72,7 +72,7 @@ class Topology:
     """The Device koordlet wrote: each card's and NIC's PCIe switch, each NIC's VFs."""
 
     def __init__(self, cp: ControlPlane) -> None:
-        device = json.loads(cp.kubectl("get", "device", NODE, "-o", "json"))
+        device = get_object(cp, "device", NODE)
         self.gpu_pcie: dict[int, str] = {}
         self.nic_pcie: dict[int, str] = {}
         self.vfs: dict[int, dict[str, int]] = {}

@@ -28,7 +28,7 @@ from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koordlet_simulation, wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, list_items, make_pod, pods, wait_for
 
 NAMESPACE = "device-vendors"
 SCHEDULER = "koord-scheduler-vendors"
@@ -118,9 +118,7 @@ def _templates_configmap() -> dict[str, Any]:
 
 
 def _allocatable(cp: ControlPlane, node: str) -> dict[str, str]:
-    got: dict[str, str] = (
-        json.loads(cp.kubectl("get", "node", node, "-o", "json"))["status"].get("allocatable") or {}
-    )
+    got: dict[str, str] = get_object(cp, "node", node)["status"].get("allocatable") or {}
     return got
 
 
@@ -193,7 +191,7 @@ def _check_no_card_overcommitted(cp: ControlPlane) -> None:
     """Summed over the bound pods, per card: within the Device's AI cores, AI CPUs, memory."""
     devices = {
         d["metadata"]["name"]: {g["minor"]: g["resources"] for g in d["spec"]["devices"]}
-        for d in json.loads(cp.kubectl("get", "devices", "-o", "json"))["items"]
+        for d in list_items(cp, "devices")
         if d["metadata"]["name"] in (NPU_NODE, MLU_NODE, HCCS_NODE)
     }
     used: dict[tuple[str, int, str], int] = {}
@@ -216,9 +214,9 @@ def test_npu_and_mlu_pods_bind_with_koordinators_annotations(
     control_plane: ControlPlane, vendor_nodes: None, adapting_scheduler: Scheduler
 ) -> None:
     cp = control_plane
-    if NAMESPACE not in cp.kubectl("get", "namespaces", "-o", "name"):
+    if cp.read("namespace", NAMESPACE) is None:
         cp.create_namespace(NAMESPACE)
-    if "koordinator-system" not in cp.kubectl("get", "namespaces", "-o", "name"):
+    if cp.read("namespace", "koordinator-system") is None:
         cp.create_namespace("koordinator-system")
     apply(cp, [_templates_configmap()])
 
@@ -274,7 +272,7 @@ def test_npu_and_mlu_pods_bind_with_koordinators_annotations(
     ann = pod["metadata"]["annotations"]
     assert ann["CAMBRICON_DSMLU_ASSIGHED"] == "false"
     assert ann["CAMBRICON_DSMLU_PROFILE"] == "0_100_96"
-    node = json.loads(cp.kubectl("get", "node", MLU_NODE, "-o", "json"))
+    node = get_object(cp, "node", MLU_NODE)
     assert node["metadata"]["annotations"][LOCK].endswith(f",{NAMESPACE},mlu")
 
     # An sMLU while the lock is held: the bind fails and is retried ...
@@ -305,9 +303,9 @@ def test_multi_npu_pods_keep_to_the_hccs_groups_under_honor(
     """koordlet writes the HCCS groups from its config; the node is labelled Honor: four NPUs take
     the quad that is whole, and two NPUs (no such group) wait, though three cards are free."""
     cp = control_plane
-    if NAMESPACE not in cp.kubectl("get", "namespaces", "-o", "name"):
+    if cp.read("namespace", NAMESPACE) is None:
         cp.create_namespace(NAMESPACE)
-    device = json.loads(cp.kubectl("get", "device", HCCS_NODE, "-o", "json"))
+    device = get_object(cp, "device", HCCS_NODE)
     assert "HCCS" in device["metadata"]["annotations"]["scheduling.koordinator.sh/gpu-partitions"]
 
     one = {"huawei.com/npu-core": "20", "koordinator.sh/gpu-memory-ratio": "100"}

@@ -66,8 +66,7 @@ def _node(name: str) -> dict[str, Any]:
 
 
 def _get(cp: ControlPlane, kind: str, name: str) -> dict[str, Any] | None:
-    result = cp.run_kubectl("get", kind, name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    return cp.read(kind, name)
 
 
 def _allocatable(cp: ControlPlane, name: str) -> dict[str, str]:

@@ -7,11 +7,9 @@ so, while an ordinary pod created beside it binds.
 
 from __future__ import annotations
 
-import json
-
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 
 NAMESPACE = "dra"
 
@@ -38,7 +36,7 @@ def test_a_pod_with_resource_claims_is_refused_with_the_reason_and_others_still_
     )
     assert "koord-scheduler cannot allocate yet" in messages[0]
     assert node_of("gpu-claim") is None
-    status = json.loads(cp.kubectl("get", "pod", "gpu-claim", "-n", NAMESPACE, "-o", "json"))["status"]
+    status = get_object(cp, "pod", "gpu-claim", namespace=NAMESPACE)["status"]
     scheduled = [c for c in status.get("conditions", []) if c["type"] == "PodScheduled"]
     assert scheduled
     assert scheduled[0]["status"] == "False"

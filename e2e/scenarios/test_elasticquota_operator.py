@@ -25,7 +25,7 @@ from apis.resources import add
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.kubectl_table import header, rows
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import make_pod, wait_for
+from e2e.workloads import get_object, list_items, make_pod, wait_for
 from operators.logic.quota_totals import profile_tree_id
 from scheduler.simulator import description as desc
 
@@ -33,11 +33,6 @@ TIMEOUT = 60.0
 V07_TREE = repo_root() / "docs" / "examples" / "v0.7" / "03-elasticquota-tree.yaml"
 QUOTA_NAMESPACE = "koordinator-system"
 TREE_LABEL = "koord-e2e/quota-tree"
-
-
-def _get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
-    return result
 
 
 def _quota(
@@ -103,8 +98,8 @@ def test_the_v07_release_note_tree_applies_and_is_defaulted(mutating_webhook: Co
     cp = mutating_webhook
     # test_examples applies the same file; applying it again is a no-op.
     cp.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(V07_TREE))
-    parent = _get(cp, "elasticquota", "parent-a", "-n", "default")
-    child = _get(cp, "elasticquota", "child-a1", "-n", "default")
+    parent = get_object(cp, "elasticquota", "parent-a")
+    child = get_object(cp, "elasticquota", "child-a1")
     # Defaulting (algorithms 4.9 rule 4): the parent hangs under the root, weights follow max.
     assert parent["metadata"]["labels"][keys.LABEL_QUOTA_PARENT] == keys.ROOT_QUOTA_NAME
     weight = json.loads(child["metadata"]["annotations"][keys.ANNOTATION_SHARED_WEIGHT])
@@ -237,9 +232,8 @@ def test_a_namespace_is_claimed_by_one_quota_only(control_plane: ControlPlane, n
 
 
 def _cluster_total(cp: ControlPlane, selector: str | None = None) -> dict[str, Quantity]:
-    args = ["nodes", "-l", selector] if selector else ["nodes"]
     total: dict[str, Quantity] = {}
-    for item in _get(cp, *args)["items"]:
+    for item in list_items(cp, "nodes", selector=selector or ""):
         total = add(total, Node.model_validate(item).status.allocatable or {})
     return total
 
@@ -250,17 +244,16 @@ def _annotation_total(quota: dict[str, Any]) -> dict[str, Quantity] | None:
 
 
 def _root_matches(cp: ControlPlane) -> dict[str, Quantity] | None:
-    result = cp.run_kubectl("get", "elasticquota", keys.ROOT_QUOTA_NAME, "-n", QUOTA_NAMESPACE, "-o", "json")
-    if result.returncode != 0:
+    root = cp.read("elasticquota", keys.ROOT_QUOTA_NAME, namespace=QUOTA_NAMESPACE)
+    if root is None:
         return None
-    root = json.loads(result.stdout)
     expected = _cluster_total(cp)
     spec_max = {k: Quantity.parse(v) for k, v in (root.get("spec", {}).get("max") or {}).items()}
     return expected if _annotation_total(root) == expected and spec_max == expected else None
 
 
 def _exists(cp: ControlPlane, name: str) -> bool:
-    return cp.run_kubectl("get", "elasticquota", name, "-n", QUOTA_NAMESPACE).returncode == 0
+    return cp.read("elasticquota", name, namespace=QUOTA_NAMESPACE) is not None
 
 
 def _root_with_cpu(cp: ControlPlane, cpu: Quantity) -> dict[str, Quantity] | None:
@@ -355,7 +348,7 @@ def test_kubectl_get_eq_shows_a_parent_a_child_and_the_default_quota_at_a_glance
         ),
     )
     # A pod of 4 GPUs running in the child (created bound: the figures, not the placement, matter).
-    node = cp.kubectl("get", "nodes", "-o", "jsonpath={.items[0].metadata.name}").strip()
+    node = list_items(cp, "nodes")[0]["metadata"]["name"]
     running = make_pod(
         "gpu-job-0", ns, cpu="12", memory="48Gi", extra={gpu: "4"}, labels={keys.LABEL_QUOTA_NAME: child}
     )
@@ -438,10 +431,10 @@ def _profile(name: str, namespace: str, quota: str, arch: str) -> dict[str, Any]
 
 
 def _tree_total(cp: ControlPlane, ns: str, quota: str, arch: str) -> dict[str, Quantity] | None:
-    result = cp.run_kubectl("get", "elasticquota", quota, "-n", ns, "-o", "json")
-    if result.returncode != 0:
+    found = cp.read("elasticquota", quota, namespace=ns)
+    if found is None:
         return None
-    total = _annotation_total(json.loads(result.stdout))
+    total = _annotation_total(found)
     return total if total == _cluster_total(cp, f"{TREE_LABEL}={arch}") else None
 
 
@@ -458,14 +451,14 @@ def test_profiles_make_one_tree_per_architecture(mutating_webhook: ControlPlane,
         total = _wait_tree_total(cp, ns, quota, arch)
         # e2e/clusters/e2e.yaml: two 8-CPU 16Gi nodes per architecture.
         assert (total["cpu"], total["memory"]) == (Quantity.parse("16"), Quantity.parse("32Gi"))
-    root = _get(cp, "elasticquota", amd, "-n", ns)
+    root = get_object(cp, "elasticquota", amd, namespace=ns)
     labels = root["metadata"]["labels"]
     tree_id = profile_tree_id(ns, "amd64-profile")
     assert labels[keys.LABEL_QUOTA_TREE_ID] == tree_id
     assert labels[keys.LABEL_QUOTA_IS_ROOT] == "true"
     assert labels[keys.LABEL_QUOTA_IS_PARENT] == "true"
     assert root["spec"]["min"] == {"cpu": "16", "memory": "32Gi"}
-    profile = _get(cp, "elasticquotaprofile", "amd64-profile", "-n", ns)
+    profile = get_object(cp, "elasticquotaprofile", "amd64-profile", namespace=ns)
     assert profile["metadata"]["labels"][keys.LABEL_QUOTA_TREE_ID] == tree_id
 
     # A quota under the tree root inherits the tree id.
@@ -476,7 +469,10 @@ def test_profiles_make_one_tree_per_architecture(mutating_webhook: ControlPlane,
         "-",
         input=_quota(team, ns, min={"cpu": "4"}, max={"cpu": "8", "memory": "8Gi"}, parent=amd),
     )
-    assert _get(cp, "elasticquota", team, "-n", ns)["metadata"]["labels"][keys.LABEL_QUOTA_TREE_ID] == tree_id
+    assert (
+        get_object(cp, "elasticquota", team, namespace=ns)["metadata"]["labels"][keys.LABEL_QUOTA_TREE_ID]
+        == tree_id
+    )
 
     node = "quota-amd64-1"
     cp.kubectl("label", "node", node, f"{TREE_LABEL}=arm64", "--overwrite")

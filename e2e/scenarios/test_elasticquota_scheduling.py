@@ -28,7 +28,7 @@ import pytest
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, get_object, list_items, make_pod, pods, wait_for
 from e2e.workloads import failed_scheduling as failed_scheduling_messages
 
 Q = "quota.scheduling.koordinator.sh/"
@@ -96,8 +96,7 @@ def failed_scheduling(cp: ControlPlane, namespace: str, pod: str, needle: str) -
 
 
 def get_quota(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
-    quota: dict[str, Any] = json.loads(cp.kubectl("get", "eq", name, "-n", namespace, "-o", "json"))
-    return quota
+    return get_object(cp, "eq", name, namespace=namespace)
 
 
 def test_pods_beyond_max_stay_pending_and_kubectl_shows_the_figures(
@@ -296,7 +295,7 @@ def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
     them up: koord-manager creates each tree's root quota, then a team quota goes under it (the
     admission webhook copies the root's tree-id into it)."""
     cp, ns = control_plane, "eq-trees"
-    if cp.run_kubectl("get", "namespace", ns).returncode != 0:  # kept between the tests using it
+    if cp.read("namespace", ns) is None:  # kept between the tests using it
         cp.create_namespace(ns)
     arches = (("amd64", "1"), ("arm64", "0.5"))
     apply(
@@ -317,7 +316,7 @@ def quota_trees(control_plane: ControlPlane) -> Iterator[str]:
     )
 
     def roots_exist() -> bool | None:
-        found = [cp.run_kubectl("get", "eq", f"e2e-{a}-root", "-n", ns).returncode == 0 for a, _ in arches]
+        found = [cp.read("eq", f"e2e-{a}-root", namespace=ns) is not None for a, _ in arches]
         return all(found) or None
 
     wait_for(roots_exist, timeout=60, what="koord-manager to create both tree roots")
@@ -403,8 +402,7 @@ def test_pods_of_a_profile_tree_get_its_node_selector_as_required_affinity(
     apply(control_plane, [arm, plain])
 
     def stored(name: str) -> dict[str, Any]:
-        pod: dict[str, Any] = json.loads(control_plane.kubectl("get", "pod", name, "-n", ns, "-o", "json"))
-        return pod
+        return get_object(control_plane, "pod", name, namespace=ns)
 
     terms = stored("arm-affine")["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
@@ -488,12 +486,8 @@ def test_a_lender_takes_its_min_back_by_preempting_the_borrower_only(
     left = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
     assert "steady-0" in left
     assert len({f"borrow-{i}" for i in range(6)} - left) == 3
-    preempted = json.loads(
-        cp.kubectl("get", "events", "-n", ns, "--field-selector", "reason=Preempted", "-o", "json")
-    )
-    assert {e["involvedObject"]["name"] for e in preempted["items"]} == {
-        f"borrow-{i}" for i in range(6)
-    } - left
+    preempted = list_items(cp, "events", namespace=ns, field_selector="reason=Preempted")
+    assert {e["involvedObject"]["name"] for e in preempted} == {f"borrow-{i}" for i in range(6)} - left
     cp.kubectl("delete", "namespace", ns, "--wait=false")  # frees the pool for the next tests
 
 
@@ -576,8 +570,8 @@ def test_an_overused_quota_gives_pods_back_after_delay_evict_time(
     apply(cp, lenders)
 
     def revoked() -> list[str] | None:
-        raw = cp.kubectl("get", "events", "-n", ns, "--field-selector", "reason=QuotaRevoked", "-o", "json")
-        names = sorted(e["involvedObject"]["name"] for e in json.loads(raw)["items"])
+        revocations = list_items(cp, "events", namespace=ns, field_selector="reason=QuotaRevoked")
+        names = sorted(e["involvedObject"]["name"] for e in revocations)
         return names or None
 
     def borrowers_left() -> set[str]:
@@ -612,7 +606,7 @@ def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
     }
     apply(control_plane, [profile])
     wait_for(
-        lambda: control_plane.run_kubectl("get", "eq", "e2e-figures-root", "-n", ns).returncode == 0 or None,
+        lambda: control_plane.read("eq", "e2e-figures-root", namespace=ns) is not None or None,
         timeout=60,
         what="koord-manager to create the tree root",
     )

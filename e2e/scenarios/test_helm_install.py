@@ -30,7 +30,7 @@ from e2e.components import LocalComponent, koord_scheduler, wait_for_admission, 
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
 from e2e.scenarios.test_gangs import bound_count, member, pod_group
 from e2e.scheduler_process import free_port
-from e2e.workloads import apply, wait_for
+from e2e.workloads import apply, get_object, wait_for
 from operators.webhook_certs import ensure_self_signed
 from scheduler.simulator.description import ClusterDescription
 
@@ -44,11 +44,6 @@ WEBHOOK_PORT = int(os.environ.get("KOORD_E2E_WEBHOOK_PORT", "19443")) + 2
 NODES = ClusterDescription.model_validate(
     {"name": CLUSTER, "nodePools": [{"name": "cpu", "count": 3, "cpu": "8", "memory": "32Gi"}]}
 )
-
-
-def get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
-    return result
 
 
 def manifest_objects(cp: ControlPlane) -> list[tuple[str, str, str | None]]:
@@ -82,7 +77,7 @@ def route_webhooks_to(cp: ControlPlane, port: int, certfile: Path) -> dict[str, 
     ca = base64.b64encode(certfile.read_bytes()).decode()
     original: dict[str, list[Any]] = {}
     for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
-        webhooks = get(cp, kind, WEBHOOKS)["webhooks"]
+        webhooks = get_object(cp, kind, WEBHOOKS)["webhooks"]
         original[kind] = [w["clientConfig"] for w in webhooks]
         local = [
             {"url": f"https://127.0.0.1:{port}{w['clientConfig']['service']['path']}", "caBundle": ca}
@@ -148,7 +143,7 @@ def test_install_creates_the_components_objects(
     }
     assert expected <= kinds, expected - kinds
     for kind, name, namespace in installed:  # each one is really there
-        cluster.kubectl("get", kind, name, *(["-n", namespace] if namespace else []))
+        get_object(cluster, kind, name, namespace=namespace or "default")
 
 
 def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
@@ -159,7 +154,7 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
     chart_routes = route_webhooks_to(cluster, WEBHOOK_PORT, certfile)
     config = cluster.state_dir / "chart-scheduler-config.yaml"
     config.write_text(
-        get(cluster, "configmap", "koord-scheduler-config", "-n", NAMESPACE)["data"]["config.yaml"]
+        get_object(cluster, "configmap", "koord-scheduler-config", namespace=NAMESPACE)["data"]["config.yaml"]
     )
     port = free_port()
     scheduler = koord_scheduler(
@@ -177,9 +172,11 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
         wait_for_admission(cluster, manager)
         wait_until_ready(scheduler, port, timeout=90)
         # koord-manager, with the chart's RBAC, creates a NodeMetric per node.
-        nodes = {n["metadata"]["name"] for n in get(cluster, "nodes")["items"]}
+        nodes = {n["metadata"]["name"] for n in get_object(cluster, "nodes")["items"]}
         wait_for(
-            lambda: nodes <= {m["metadata"]["name"] for m in get(cluster, "nodemetrics")["items"]} or None,
+            lambda: (
+                nodes <= {m["metadata"]["name"] for m in get_object(cluster, "nodemetrics")["items"]} or None
+            ),
             60,
             "a NodeMetric per node from the chart-permissioned koord-manager",
         )
@@ -187,7 +184,7 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
         cluster.create_namespace(ns)
         apply(cluster, [elastic_quota(ns, ns, min={"cpu": "2"}, max={"cpu": "4"})])
         # The chart-configured mutating webhook gave the quota its parent.
-        labels = get(cluster, "elasticquota", ns, "-n", ns)["metadata"].get("labels") or {}
+        labels = get_object(cluster, "elasticquota", ns, namespace=ns)["metadata"].get("labels") or {}
         assert labels.get("quota.scheduling.koordinator.sh/parent") == "koordinator-root-quota"
         quota = {"quota.scheduling.koordinator.sh/name": ns}
         members = [member(f"w{i}", ns, "job", cpu="1", memory="1Gi") for i in range(2)]
@@ -196,15 +193,18 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
         apply(cluster, [pod_group("job", ns, 2), *members])
         wait_for(lambda: bound_count(cluster, ns, 2), 60, "both gang members bound")
         wait_for(
-            lambda: get(cluster, "podgroup", "job", "-n", ns).get("status", {}).get("phase") == "Running",
+            lambda: (
+                get_object(cluster, "podgroup", "job", namespace=ns).get("status", {}).get("phase")
+                == "Running"
+            ),
             60,
             "the PodGroup Running (koord-manager's status timer)",
         )
     finally:
         print(manager.stop(), scheduler.stop())
     # A stopped replica leaves the chart's webhooks in place (no admission gap in a rolling update).
-    validating = get(cluster, "validatingwebhookconfiguration", WEBHOOKS)["webhooks"]
-    mutating = get(cluster, "mutatingwebhookconfiguration", WEBHOOKS)["webhooks"]
+    validating = get_object(cluster, "validatingwebhookconfiguration", WEBHOOKS)["webhooks"]
+    mutating = get_object(cluster, "mutatingwebhookconfiguration", WEBHOOKS)["webhooks"]
     restore_webhooks(cluster, chart_routes)  # first: the upgrade test needs the chart's own routes
     assert len(validating) == len(chart_routes["validatingwebhookconfiguration"])
     assert len(mutating) == len(chart_routes["mutatingwebhookconfiguration"])
@@ -213,7 +213,9 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
 def test_upgrade_changes_the_scheduler_config_and_keeps_the_certificate(
     cluster: ControlPlane, installed: list[tuple[str, str, str | None]]
 ) -> None:
-    cert_before = get(cluster, "secret", "koord-manager-webhook-cert", "-n", NAMESPACE)["data"]["tls.crt"]
+    cert_before = get_object(cluster, "secret", "koord-manager-webhook-cert", namespace=NAMESPACE)["data"][
+        "tls.crt"
+    ]
     cluster.helm(
         "upgrade",
         RELEASE,
@@ -223,13 +225,15 @@ def test_upgrade_changes_the_scheduler_config_and_keeps_the_certificate(
         "--set",
         "scheduler.coscheduling.enablePreemption=true",
     )
-    text = get(cluster, "configmap", "koord-scheduler-config", "-n", NAMESPACE)["data"]["config.yaml"]
+    text = get_object(cluster, "configmap", "koord-scheduler-config", namespace=NAMESPACE)["data"][
+        "config.yaml"
+    ]
     (profile,) = yaml.safe_load(text)["profiles"]
     (coscheduling,) = [p["args"] for p in profile["pluginConfig"] if p["name"] == "Coscheduling"]
     assert coscheduling["enablePreemption"] is True
     assert coscheduling["awareNetworkTopology"] is True
     assert (
-        get(cluster, "secret", "koord-manager-webhook-cert", "-n", NAMESPACE)["data"]["tls.crt"]
+        get_object(cluster, "secret", "koord-manager-webhook-cert", namespace=NAMESPACE)["data"]["tls.crt"]
         == cert_before
     )
     assert "STATUS: deployed" in cluster.helm("status", RELEASE)
@@ -245,11 +249,10 @@ def test_uninstall_leaves_only_the_crds(
         left = [
             f"{kind}/{name}"
             for kind, name, namespace in objects
-            if cluster.run_kubectl("get", kind, name, *(["-n", namespace] if namespace else [])).returncode
-            == 0
+            if cluster.read(kind, name, namespace=namespace or "default") is not None
         ]
         return None if left else ["nothing left"]
 
     wait_for(gone, 120, "every object of the release deleted (the namespace terminates last)")
-    crds = {c["metadata"]["name"] for c in get(cluster, "crd")["items"]}
+    crds = {c["metadata"]["name"] for c in get_object(cluster, "crd")["items"]}
     assert {"podgroups.scheduling.sigs.k8s.io", "elasticquotas.scheduling.sigs.k8s.io"} <= crds

@@ -27,7 +27,7 @@ from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import http_status, koord_manager, wait_for_admission, wait_until_ready
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, get_object, list_items, make_pod, pods, wait_for
 
 NAMESPACE = "hostile-input"
 FULL_NODE = "hostile-full"  # two bound 5E pods on it: full, not negative
@@ -73,7 +73,7 @@ def _create(cp: ControlPlane, obj: dict[str, Any]) -> None:
 
 
 def _warnings(cp: ControlPlane, name: str) -> list[str]:
-    raw = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
+    raw = list_items(cp, "events", namespace=NAMESPACE)
     return [
         e.get("message") or e.get("note") or ""
         for e in raw
@@ -87,7 +87,7 @@ def _ready(cp: ControlPlane, name: str) -> bool:
 
 
 def _node_warnings(cp: ControlPlane, name: str) -> list[str]:
-    raw = json.loads(cp.kubectl("get", "events", "-n", "default", "-o", "json"))["items"]
+    raw = list_items(cp, "events")
     return [
         e.get("message") or e.get("note") or ""
         for e in raw
@@ -252,7 +252,7 @@ def test_a_node_with_an_absurd_amplification_ratio_still_gets_its_status_updates
         "patch", "node", RATIO_NODE, "--subresource=status", "--type=merge", "-p", json.dumps(report)
     )
     assert proc.returncode == 0, proc.stderr
-    stored = json.loads(cp.kubectl("get", "node", RATIO_NODE, "-o", "json"))
+    stored = get_object(cp, "node", RATIO_NODE)
     assert stored["status"]["allocatable"]["cpu"] == "6"  # not amplified
     if stored["metadata"].get("annotations", {}).get(AMPLIFICATION) == ratio:
         assert AMPLIFICATION in proc.stderr, proc.stderr  # the admission warning kubectl prints

@@ -18,7 +18,7 @@ import pytest
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, get_object, list_items, make_pod, pods, wait_for
 
 PRIORITY_CLASSES = repo_root() / "docs" / "examples" / "v1.7" / "04-priority-classes.yaml"
 TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-topology.yaml"
@@ -177,10 +177,7 @@ def present(cp: ControlPlane, ns: str) -> set[str]:
 
 
 def events(cp: ControlPlane, ns: str, reason: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(
-        cp.kubectl("get", "events", "-n", ns, "--field-selector", f"reason={reason}", "-o", "json")
-    )["items"]
-    return items
+    return list_items(cp, "events", namespace=ns, field_selector=f"reason={reason}")
 
 
 def job(
@@ -298,12 +295,7 @@ def test_a_pdb_protected_victim_is_spared_when_another_choice_exists(
     }
     apply(cp, [pdb])
     wait_for(
-        lambda: (
-            json.loads(cp.kubectl("get", "pdb", "db", "-n", ns, "-o", "json"))
-            .get("status", {})
-            .get("currentHealthy")
-            == 1
-        ),
+        lambda: get_object(cp, "pdb", "db", namespace=ns).get("status", {}).get("currentHealthy") == 1,
         60,
         "the disruption controller to count the guarded pod",
     )

@@ -22,7 +22,7 @@ from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scheduler_process import free_port
-from e2e.workloads import wait_for
+from e2e.workloads import list_items, wait_for
 
 CHART = repo_root() / "charts" / "koordinator-py"
 NAMESPACE = "koordinator-system"
@@ -30,8 +30,7 @@ HOT, STEPPED, STOPPING, REAL = "cpu-20", "cpu-21", "cpu-22", "cpu-23"
 
 
 def node_metric(cp: ControlPlane, name: str) -> dict[str, Any] | None:
-    result = cp.run_kubectl("get", "nodemetric", name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    return cp.read("nodemetric", name)
 
 
 def node_usage(cp: ControlPlane, name: str, key: str = "nodeUsage") -> dict[str, str] | None:
@@ -62,7 +61,7 @@ def koordlet_kubeconfig(cp: ControlPlane) -> Path:
         "--show-only",
         "templates/koordlet-rbac.yaml",
     )
-    if cp.run_kubectl("get", "namespace", NAMESPACE).returncode != 0:
+    if cp.read("namespace", NAMESPACE) is None:
         cp.create_namespace(NAMESPACE)
     cp.kubectl("apply", "-f", "-", input=rendered)
     return service_account_kubeconfig(cp, NAMESPACE, "koordlet", cp.state_dir / "koordlet.kubeconfig")
@@ -128,16 +127,10 @@ def _healthz(port: int) -> bool | None:
 def test_koord_manager_creates_a_node_metric_per_node_with_the_default_policy(
     control_plane: ControlPlane,
 ) -> None:
-    nodes = {
-        n["metadata"]["name"]: n["metadata"]["uid"]
-        for n in json.loads(control_plane.kubectl("get", "nodes", "-o", "json"))["items"]
-    }
+    nodes = {n["metadata"]["name"]: n["metadata"]["uid"] for n in list_items(control_plane, "nodes")}
 
     def all_there() -> dict[str, Any] | None:
-        metrics = {
-            m["metadata"]["name"]: m
-            for m in json.loads(control_plane.kubectl("get", "nodemetrics", "-o", "json"))["items"]
-        }
+        metrics = {m["metadata"]["name"]: m for m in list_items(control_plane, "nodemetrics")}
         return metrics if set(nodes) <= set(metrics) else None
 
     metrics = wait_for(all_there, 60, "a NodeMetric for every node")

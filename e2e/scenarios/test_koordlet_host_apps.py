@@ -79,9 +79,9 @@ def _lse_pod(cpuset: str) -> dict[str, Any]:
 
 
 def _ensure_config_map(cp: ControlPlane) -> None:
-    if cp.run_kubectl("get", "namespace", CONFIG_NAMESPACE).returncode != 0:
+    if cp.read("namespace", CONFIG_NAMESPACE) is None:
         cp.create_namespace(CONFIG_NAMESPACE)
-    if cp.run_kubectl("get", "configmap", CONFIG, "-n", CONFIG_NAMESPACE).returncode != 0:
+    if cp.read("configmap", CONFIG, namespace=CONFIG_NAMESPACE) is None:
         cp.kubectl("create", "configmap", CONFIG, "-n", CONFIG_NAMESPACE)
 
 
@@ -97,10 +97,10 @@ def _app_cpuset(root: Path) -> str:
 def _ls_pools(cp: ControlPlane) -> str | None:
     """The LS share pools (one per NUMA node) koordlet reported in the node's NodeResourceTopology,
     as one CPU list."""
-    result = cp.run_kubectl("get", "noderesourcetopology", NODE, "-o", "json")
-    if result.returncode != 0:
+    found = cp.read("noderesourcetopology", NODE)
+    if found is None:
         return None
-    annotations = json.loads(result.stdout)["metadata"].get("annotations") or {}
+    annotations = found["metadata"].get("annotations") or {}
     pools = json.loads(annotations.get("node.koordinator.sh/cpu-shared-pools", "[]"))
     return format_cpus({cpu for pool in pools for cpu in parse_cpus(pool["cpuset"])}) or None
 
@@ -157,10 +157,10 @@ def test_the_config_key_reaches_the_node_slo_of_the_selected_node_only(
     control_plane: ControlPlane, host: Path
 ) -> None:
     def applications(node: str) -> list[dict[str, Any]] | None:
-        result = control_plane.run_kubectl("get", "nodeslo", node, "-o", "json")
-        if result.returncode != 0:
+        slo = control_plane.read("nodeslo", node)
+        if slo is None:
             return None
-        found: list[dict[str, Any]] = json.loads(result.stdout)["spec"].get("hostApplications") or []
+        found: list[dict[str, Any]] = slo["spec"].get("hostApplications") or []
         return found
 
     apps = wait_for(lambda: applications(NODE), TIMEOUT, f"hostApplications in NodeSLO {NODE}")

@@ -25,7 +25,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import free_port
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, list_items, wait_for
 
 MEMORY_NODE, CPU_NODE = "qos-evict-0", "qos-evict-1"
 NAMESPACE = "qos-e2e"
@@ -112,7 +112,7 @@ def _pod(name: str, pod: P) -> dict[str, Any]:
 
 
 def _node_ready(cp: ControlPlane, name: str) -> bool | None:
-    found = json.loads(cp.kubectl("get", "node", name, "-o", "json"))
+    found = get_object(cp, "node", name)
     taints = {t["key"] for t in found.get("spec", {}).get("taints") or ()}
     conditions = found.get("status", {}).get("conditions") or ()
     ready = any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
@@ -120,10 +120,7 @@ def _node_ready(cp: ControlPlane, name: str) -> bool | None:
 
 
 def _pods_json(cp: ControlPlane) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = json.loads(cp.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json"))[
-        "items"
-    ]
-    return items
+    return list_items(cp, "pods", namespace=NAMESPACE)
 
 
 def _running(cp: ControlPlane) -> set[str]:
@@ -141,7 +138,7 @@ def _left(cp: ControlPlane, node: str) -> set[str]:
 
 
 def _eviction_events(cp: ControlPlane, node: str) -> list[dict[str, Any]]:
-    events = json.loads(cp.kubectl("get", "events", "-n", NAMESPACE, "-o", "json"))["items"]
+    events = list_items(cp, "events", namespace=NAMESPACE)
     on_node = {name for name, pod in PODS.items() if pod.node == node}
     found = [
         e for e in events if e.get("reason") == "evictPodSuccess" and e["involvedObject"]["name"] in on_node
@@ -150,10 +147,10 @@ def _eviction_events(cp: ControlPlane, node: str) -> list[dict[str, Any]]:
 
 
 def _config_data(cp: ControlPlane) -> dict[str, str] | None:
-    found = cp.run_kubectl("get", *SLO_CONFIG, "-o", "json")
-    if found.returncode != 0:
+    found = cp.read(SLO_CONFIG[0], SLO_CONFIG[1], namespace=SLO_CONFIG[3])
+    if found is None:
         return None
-    data: dict[str, str] = json.loads(found.stdout).get("data") or {}
+    data: dict[str, str] = found.get("data") or {}
     return data
 
 
@@ -180,12 +177,10 @@ def _enable_thresholds(cp: ControlPlane, node: str) -> None:
 
 
 def _rendered_threshold(cp: ControlPlane, node: str) -> dict[str, Any] | None:
-    found = cp.run_kubectl("get", "nodeslo", node, "-o", "json")
-    if found.returncode != 0:
+    found = cp.read("nodeslo", node)
+    if found is None:
         return None
-    threshold: dict[str, Any] = (json.loads(found.stdout).get("spec") or {}).get(
-        "resourceUsedThresholdWithBE"
-    ) or {}
+    threshold: dict[str, Any] = (found.get("spec") or {}).get("resourceUsedThresholdWithBE") or {}
     return {k: threshold.get(k) for k in SLOS[node]}
 
 
@@ -199,7 +194,7 @@ def evicting_koordlet(
     # kube-controller-manager taints a new node not-ready (NoExecute) until KWOK reports it Ready
     both = (MEMORY_NODE, CPU_NODE)
     wait_for(lambda: all(_node_ready(cp, n) for n in both) or None, 120, "the nodes ready and untainted", 1.0)
-    if cp.run_kubectl("get", "namespace", NAMESPACE).returncode != 0:
+    if cp.read("namespace", NAMESPACE) is None:
         cp.create_namespace(NAMESPACE)
     classes = (("qos-e2e-low", 1000), ("qos-e2e-high", 2000))
     _apply(

@@ -16,7 +16,7 @@ from apis.extension.numa import get_cpu_topology
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, list_items, wait_for
 from koordlet.simulate.topology_spec import NodeTopologySpec
 
 BIG, SMALL = "nrt-e2e-0", "nrt-e2e-1"
@@ -55,8 +55,7 @@ def _node(name: str, cpu: str, allocatable_cpu: str, memory: str, allocatable_me
 
 
 def nrt(cp: ControlPlane, name: str) -> dict[str, Any] | None:
-    result = cp.run_kubectl("get", "noderesourcetopologies.topology.node.k8s.io", name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    return cp.read("noderesourcetopologies.topology.node.k8s.io", name)
 
 
 def pools(cp: ControlPlane, name: str) -> list[dict[str, Any]] | None:
@@ -94,7 +93,7 @@ def test_koordlet_writes_the_nrt_of_each_simulated_node(
     control_plane: ControlPlane, simulation: LocalComponent
 ) -> None:
     big = wait_for(lambda: nrt(control_plane, BIG), 60, f"the NodeResourceTopology of {BIG}")
-    node_uid = json.loads(control_plane.kubectl("get", "node", BIG, "-o", "json"))["metadata"]["uid"]
+    node_uid = get_object(control_plane, "node", BIG)["metadata"]["uid"]
     assert big["metadata"]["ownerReferences"] == [
         {
             "apiVersion": "v1",
@@ -201,19 +200,8 @@ def test_a_malformed_resource_status_is_a_warning_event_on_the_pod(
     try:
 
         def event() -> dict[str, Any] | None:
-            listed = json.loads(
-                control_plane.kubectl(
-                    "get",
-                    "events",
-                    "-n",
-                    "default",
-                    "--field-selector",
-                    "involvedObject.name=nrt-e2e-bad",
-                    "-o",
-                    "json",
-                )
-            )
-            return next((e for e in listed["items"] if e["reason"] == "InvalidResourceStatus"), None)
+            listed = list_items(control_plane, "events", field_selector="involvedObject.name=nrt-e2e-bad")
+            return next((e for e in listed if e["reason"] == "InvalidResourceStatus"), None)
 
         found = wait_for(event, 30, "a Warning event on the pod")
         assert found["type"] == "Warning"

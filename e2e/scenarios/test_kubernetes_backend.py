@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from apis.core import Node, Pod
 from apis.scheduling.podgroup import PodGroup
 from e2e.cluster.controlplane import ControlPlane
+from e2e.workloads import get_object, list_items
 from scheduler.backend.base import (
     NODES,
     PODGROUPS,
@@ -57,7 +58,7 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     control_plane.create_namespace(name)
     # The service account controller must create `default` before pods can be admitted.
     deadline = time.monotonic() + TIMEOUT
-    while control_plane.run_kubectl("get", "serviceaccount", "default", "-n", name).returncode != 0:
+    while control_plane.read("serviceaccount", "default", namespace=name) is None:
         assert time.monotonic() < deadline, f"namespace {name} never got its default service account"
         time.sleep(0.2)
     yield name
@@ -91,9 +92,7 @@ async def create_pod(cp: ControlPlane, name: str, namespace: str, **labels: str)
 
 
 async def get_pod(cp: ControlPlane, name: str, namespace: str) -> Pod:
-    return Pod.model_validate(
-        json.loads(await kubectl(cp, "get", "pod", name, "-n", namespace, "-o", "json"))
-    )
+    return Pod.model_validate(await asyncio.to_thread(get_object, cp, "pod", name, namespace=namespace))
 
 
 async def next_event(
@@ -119,7 +118,7 @@ async def wait_until(predicate: Callable[[], Any], what: str) -> None:
 
 
 async def test_watch_lists_the_nodes_first(control_plane: ControlPlane) -> None:
-    expected = {n.split("/", 1)[1] for n in control_plane.kubectl("get", "nodes", "-o", "name").split()}
+    expected = {n["metadata"]["name"] for n in list_items(control_plane, "nodes")}
     async with connected(control_plane) as backend:
         backend._page_size = 3  # several pages for the paginated list
         stream = backend.watch(NODES)
@@ -206,7 +205,7 @@ async def test_410_relists_from_the_server_and_reports_replaced(
         # Changes while the watch is down (the relist must carry them, no event is lost).
         await kubectl(control_plane, "delete", "pod", "before", "-n", namespace, "--wait=false")
         await wait_until(
-            lambda: control_plane.run_kubectl("get", "pod", "before", "-n", namespace).returncode != 0,
+            lambda: control_plane.read("pod", "before", namespace=namespace) is None,
             "pod before to be gone",
         )
         await create_pod(control_plane, "during", namespace)
@@ -294,7 +293,7 @@ async def test_evict_respects_the_budget_then_removes_the_pod(
         await backend.bind(pod, "cpu-1")
         await wait_until(
             lambda: (
-                '"Running"' in control_plane.kubectl("get", "pod", "victim", "-n", namespace, "-o", "json")
+                '"Running"' in json.dumps(get_object(control_plane, "pod", "victim", namespace=namespace))
             ),
             "KWOK to run the pod",
         )
@@ -312,7 +311,7 @@ async def test_evict_respects_the_budget_then_removes_the_pod(
         await kubectl(control_plane, "delete", "pdb", "keep-victim", "-n", namespace)
         await backend.evict(pod, grace_period_seconds=0)
         await wait_until(
-            lambda: control_plane.run_kubectl("get", "pod", "victim", "-n", namespace).returncode != 0,
+            lambda: control_plane.read("pod", "victim", namespace=namespace) is None,
             "the evicted pod to disappear",
         )
         with pytest.raises(NotFound):
@@ -349,9 +348,7 @@ async def test_leader_election_hands_over_on_release(control_plane: ControlPlane
         b = asyncio.ensure_future(elector("b").run(work("b"), lambda: timeline.append("b stopped")))
         await asyncio.sleep(2)
         assert timeline == ["a started"]
-        spec = json.loads(control_plane.kubectl("get", "lease", lease, "-n", "kube-system", "-o", "json"))[
-            "spec"
-        ]
+        spec = get_object(control_plane, "lease", lease, namespace="kube-system")["spec"]
         assert spec["holderIdentity"] == "a"
 
         a.cancel()
@@ -360,9 +357,7 @@ async def test_leader_election_hands_over_on_release(control_plane: ControlPlane
         # Lease, not once it expired.
         await wait_until(lambda: timeline[-1:] == ["b started"], "b to take over")
         assert timeline == ["a started", "a stopped", "b started"]
-        spec = json.loads(control_plane.kubectl("get", "lease", lease, "-n", "kube-system", "-o", "json"))[
-            "spec"
-        ]
+        spec = get_object(control_plane, "lease", lease, namespace="kube-system")["spec"]
         assert spec["holderIdentity"] == "b"
         assert spec["leaseTransitions"] == 1
         b.cancel()

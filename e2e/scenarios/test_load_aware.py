@@ -12,7 +12,6 @@ stays expired), and an idle and a warm one for the burst. The usage is reported 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation, wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 
 NAMESPACE = "load-aware"
 SCHEDULER = "koord-scheduler-load"
@@ -76,7 +75,7 @@ def _koordlet(
     """``koordlet --simulate`` reporting ``cpu`` (node -> usage) every ``interval`` seconds, once the
     NodeMetrics koord-manager creates for those nodes exist; returns when each has a report."""
     wait_for(
-        lambda: all(cp.run_kubectl("get", "nodemetric", node).returncode == 0 for node in cpu),
+        lambda: all(cp.read("nodemetric", node) is not None for node in cpu),
         timeout=60,
         what=f"koord-manager's NodeMetrics for {sorted(cpu)}",
     )
@@ -91,7 +90,7 @@ def _koordlet(
 
     def reported() -> bool:
         for node in cpu:
-            metric = json.loads(cp.kubectl("get", "nodemetric", node, "-o", "json"))
+            metric = get_object(cp, "nodemetric", node)
             if not (metric.get("status") or {}).get("updateTime"):
                 return False
         return True

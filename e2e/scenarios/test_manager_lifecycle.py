@@ -7,7 +7,6 @@ The cluster is not the session's: the test ends by taking it down, API server in
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from e2e.cluster import processes
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import _CHILDREN, koord_manager, wait_for_admission
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, wait_for
 from operators.config import ManagerConfig
 
 # The session's names (e2e/conftest.py), suffixed: this cluster runs beside the session's.
@@ -62,10 +61,7 @@ def _pids(cp: ControlPlane) -> dict[str, int]:
 
 
 def _podgroup(cp: ControlPlane) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(
-        cp.kubectl("get", "podgroup", "lifecycle", "-n", "default", "-o", "json")
-    )
-    return result
+    return get_object(cp, "podgroup", "lifecycle")
 
 
 def _reap(pid: int) -> None:
@@ -93,7 +89,7 @@ def test_a_podgroup_is_deleted_at_once_with_koord_manager_stopped(cluster: Contr
     began = time.monotonic()
     cluster.kubectl("delete", "podgroup", "lifecycle", "-n", "default", "--wait=true", "--timeout=20s")
     assert time.monotonic() - began < 5.0
-    assert cluster.run_kubectl("get", "podgroup", "lifecycle", "-n", "default").returncode != 0
+    assert cluster.read("podgroup", "lifecycle") is None
 
 
 def test_down_stops_every_process_in_bounded_time_with_the_api_server_gone(cluster: ControlPlane) -> None:

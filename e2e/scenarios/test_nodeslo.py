@@ -22,7 +22,7 @@ from e2e.cluster.__main__ import apply_description, install_crds, wait_nodes_rea
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.cluster.credentials import service_account_kubeconfig
 from e2e.components import LocalComponent
-from e2e.workloads import wait_for
+from e2e.workloads import list_items, wait_for
 from scheduler.simulator.description import ClusterDescription
 
 CHART = repo_root() / "charts" / "koordinator-py"
@@ -71,12 +71,11 @@ def threshold_for_lsr(percent: int) -> dict[str, Any]:
 
 
 def node_slo(cp: ControlPlane, name: str) -> dict[str, Any] | None:
-    result = cp.run_kubectl("get", "nodeslo", name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    return cp.read("nodeslo", name)
 
 
 def suppress_percents(cp: ControlPlane) -> dict[str, int]:
-    items = json.loads(cp.kubectl("get", "nodeslos", "-o", "json"))["items"]
+    items = list_items(cp, "nodeslos")
     return {
         item["metadata"]["name"]: item["spec"]["resourceUsedThresholdWithBE"]["cpuSuppressThresholdPercent"]
         for item in items
@@ -84,7 +83,7 @@ def suppress_percents(cp: ControlPlane) -> dict[str, int]:
 
 
 def burst_policies(cp: ControlPlane) -> dict[str, str]:
-    items = json.loads(cp.kubectl("get", "nodeslos", "-o", "json"))["items"]
+    items = list_items(cp, "nodeslos")
     return {item["metadata"]["name"]: item["spec"]["cpuBurstStrategy"]["policy"] for item in items}
 
 
@@ -151,10 +150,7 @@ def test_node_slos_follow_the_config_map(cluster: ControlPlane, manager: LocalCo
         60,
         "a NodeSLO with the default strategies for every node",
     )
-    nodes = {
-        n["metadata"]["name"]: n["metadata"]["uid"]
-        for n in json.loads(cluster.kubectl("get", "nodes", "-o", "json"))["items"]
-    }
+    nodes = {n["metadata"]["name"]: n["metadata"]["uid"] for n in list_items(cluster, "nodes")}
     slo = node_slo(cluster, LSR) or {}
     [owner] = slo["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["uid"]) == ("Node", LSR, nodes[LSR])
@@ -187,19 +183,12 @@ def test_node_slos_follow_the_config_map(cluster: ControlPlane, manager: LocalCo
 
 
 def config_map_warnings(cp: ControlPlane) -> list[dict[str, Any]]:
-    events = json.loads(
-        cp.kubectl(
-            "get",
-            "events",
-            "-n",
-            NAMESPACE,
-            "--field-selector",
-            "involvedObject.kind=ConfigMap,involvedObject.name=slo-controller-config,type=Warning",
-            "-o",
-            "json",
-        )
-    )["items"]
-    return list(events)
+    return list_items(
+        cp,
+        "events",
+        namespace=NAMESPACE,
+        field_selector="involvedObject.kind=ConfigMap,involvedObject.name=slo-controller-config,type=Warning",
+    )
 
 
 def test_a_refused_key_keeps_the_last_good_value_and_says_why(

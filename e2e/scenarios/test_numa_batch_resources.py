@@ -22,7 +22,7 @@ from apis.quantity import Quantity
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scenarios.test_colocation_resources import _manager_can
-from e2e.workloads import apply, wait_for
+from e2e.workloads import apply, get_object, wait_for
 
 NAMESPACE = "numa-batch-e2e"
 CONFIG_NAMESPACE = "koordinator-system"
@@ -174,7 +174,7 @@ def _config_map(colocation: dict[str, Any]) -> dict[str, Any]:
 
 def _zones(cp: ControlPlane) -> dict[str, dict[str, tuple[int, int, int]]]:
     """Zone -> resource -> (capacity, allocatable, available) as integers (cpu in milli-cores)."""
-    nrt = json.loads(cp.kubectl("get", "noderesourcetopology", NODE, "-o", "json"))
+    nrt = get_object(cp, "noderesourcetopology", NODE)
 
     def value(name: str, raw: str) -> int:
         q = Quantity.parse(raw)
@@ -197,14 +197,12 @@ def _zones(cp: ControlPlane) -> dict[str, dict[str, tuple[int, int, int]]]:
 def numa_node(control_plane: ControlPlane) -> Iterator[None]:
     cp = control_plane
     cp.create_namespace(NAMESPACE)
-    if cp.run_kubectl("get", "namespace", CONFIG_NAMESPACE).returncode != 0:
+    if cp.read("namespace", CONFIG_NAMESPACE) is None:
         cp.create_namespace(CONFIG_NAMESPACE)
     apply(cp, [_node()])
     wait_nodes_ready(cp)
-    wait_for(
-        lambda: cp.run_kubectl("get", "nodemetric", NODE).returncode == 0, 60, "koord-manager's NodeMetric"
-    )
-    uid = json.loads(cp.kubectl("get", "node", NODE, "-o", "json"))["metadata"]["uid"]
+    wait_for(lambda: cp.read("nodemetric", NODE) is not None, 60, "koord-manager's NodeMetric")
+    uid = get_object(cp, "node", NODE)["metadata"]["uid"]
     apply(cp, [_topology(uid)])
     pinned = {"scheduling.koordinator.sh/resource-status": json.dumps({"numaNodeResources": [{"node": 0}]})}
     apply(cp, [_pod("pinned", (4_000, 8 * GI), pinned), _pod("unpinned", UNPINNED_REQUEST, {})])

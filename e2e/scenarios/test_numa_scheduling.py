@@ -33,7 +33,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koordlet_simulation
 from e2e.scenarios.test_koordlet import koordlet_kubeconfig
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 from scheduler.plugins.node_numa_resource.cpu_topology import CPUSet
 
 NAMESPACE = "numa"
@@ -118,8 +118,7 @@ def _device() -> dict[str, Any]:
 
 
 def _nrt(cp: ControlPlane, name: str) -> dict[str, Any] | None:
-    result = cp.run_kubectl("get", "noderesourcetopologies.topology.node.k8s.io", name, "-o", "json")
-    return json.loads(result.stdout) if result.returncode == 0 else None
+    return cp.read("noderesourcetopologies.topology.node.k8s.io", name)
 
 
 @pytest.fixture(scope="module")
@@ -310,7 +309,7 @@ def test_a_reservation_holds_real_cpus_for_its_owner(
     cp.kubectl("apply", "-f", "-", input=RESERVATION)
 
     def reserved() -> dict[str, Any] | None:
-        found = json.loads(cp.kubectl("get", "reservation", "numa-e2e-cpus", "-o", "json"))
+        found = get_object(cp, "reservation", "numa-e2e-cpus")
         annotations = found["metadata"].get("annotations") or {}
         return (
             json.loads(annotations[ANNOTATION_RESOURCE_STATUS])

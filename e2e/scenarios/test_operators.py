@@ -19,7 +19,7 @@ from apis.core import Node
 from apis.extension.gang import ANNOTATION_GANG_TIMEOUT, LABEL_POD_GROUP
 from apis.scheduling.networktopology import ClusterNetworkTopologySpec
 from e2e.cluster.controlplane import ControlPlane, repo_root
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, list_items, wait_for
 from operators.logic import topology_tree
 
 TIMEOUT = 30.0
@@ -27,13 +27,8 @@ V17_TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-
 BLOCK = "network.topology.nvidia.com/block"
 
 
-def _get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
-    return result
-
-
 def _expected_detail_status(cp: ControlPlane, spec: dict[str, Any]) -> list[dict[str, Any]]:
-    nodes = [Node.model_validate(n) for n in _get(cp, "nodes")["items"]]
+    nodes = [Node.model_validate(n) for n in list_items(cp, "nodes")]
     model = ClusterNetworkTopologySpec.model_validate(spec)
     return [entry.to_wire() for entry in topology_tree.build_detail_status(model, nodes)]
 
@@ -45,7 +40,7 @@ def _nodes_of(detail: list[dict[str, Any]]) -> dict[tuple[str, str], int]:
 
 
 def _topology_matches(cp: ControlPlane) -> list[dict[str, Any]] | None:
-    topology = _get(cp, "clusternetworktopology", "default")
+    topology = get_object(cp, "clusternetworktopology", "default")
     detail: list[dict[str, Any]] = (topology.get("status") or {}).get("detailStatus") or []
     return detail if detail and detail == _expected_detail_status(cp, topology["spec"]) else None
 
@@ -68,7 +63,7 @@ def test_topology_status_follows_node_labels(control_plane: ControlPlane) -> Non
         counts = _nodes_of(detail)
         return detail if (counts[("BlockLayer", "b0")], counts[("BlockLayer", "b1")]) == (b0, b1) else None
 
-    original = _get(cp, "node", "gpu-3")["metadata"]["labels"][BLOCK]
+    original = get_object(cp, "node", "gpu-3")["metadata"]["labels"][BLOCK]
     cp.kubectl("label", "node", "gpu-3", f"{BLOCK}=b0", "--overwrite")
     try:
         wait_for(
@@ -110,7 +105,7 @@ def namespace(control_plane: ControlPlane) -> Iterator[str]:
     name = f"pg-{secrets.token_hex(4)}"
     control_plane.create_namespace(name)
     deadline = time.monotonic() + TIMEOUT
-    while control_plane.run_kubectl("get", "serviceaccount", "default", "-n", name).returncode != 0:
+    while control_plane.read("serviceaccount", "default", namespace=name) is None:
         assert time.monotonic() < deadline, f"namespace {name} never got its default service account"
         time.sleep(0.2)
     yield name
@@ -149,7 +144,7 @@ def _member(name: str, namespace: str, group: str, node: str | None) -> str:
 
 
 def _status(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
-    status: dict[str, Any] = _get(cp, "podgroup", name, "-n", namespace).get("status") or {}
+    status: dict[str, Any] = get_object(cp, "podgroup", name, namespace=namespace).get("status") or {}
     return status
 
 
@@ -182,7 +177,7 @@ def test_podgroup_schedule_timeout_marks_the_group_and_posts_an_event(
     cp.kubectl("apply", "-f", "-", input=_member("slow-0", namespace, "slow", None))
 
     def marked() -> dict[str, Any] | None:
-        group = _get(cp, "podgroup", "slow", "-n", namespace)
+        group = get_object(cp, "podgroup", "slow", namespace=namespace)
         annotations = group["metadata"].get("annotations") or {}
         return group if annotations.get(ANNOTATION_GANG_TIMEOUT) == "true" else None
 
@@ -190,9 +185,7 @@ def test_podgroup_schedule_timeout_marks_the_group_and_posts_an_event(
     assert group["status"]["phase"] == "Pending"  # Koordinator has no phase for it: the phase is kept
 
     def timeout_events() -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = _get(
-            cp, "events", "-n", namespace, "--field-selector", "involvedObject.name=slow"
-        )["items"]
+        items = list_items(cp, "events", namespace=namespace, field_selector="involvedObject.name=slow")
         return [e for e in items if e.get("reason") == "GangScheduleTimeout"]
 
     events = wait_for(timeout_events, TIMEOUT, "a GangScheduleTimeout event on the PodGroup")

@@ -40,6 +40,7 @@ from e2e.realnode.probes import (
 )
 from e2e.realnode.testpods import cpuset_pod, gang_member
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
+from e2e.workloads import get_object, list_items
 from e2e.workloads import pods as pods_in
 
 pytestmark = pytest.mark.real_node
@@ -63,8 +64,7 @@ SCRIPT = (
 
 
 def node(cp: ControlPlane, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", "node", name, "-o", "json"))
-    return result
+    return get_object(cp, "node", name)
 
 
 def ready(obj: dict[str, Any]) -> bool:
@@ -84,11 +84,7 @@ def test_the_real_node_is_ready_beside_the_kwok_nodes(real_node: tuple[ControlPl
         info["kubeletVersion"]
         == json.loads(cp.kubectl("version", "-o", "json"))["serverVersion"]["gitVersion"]
     )
-    fakes = [
-        n
-        for n in json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
-        if n["metadata"]["name"] != c.node_name
-    ]
+    fakes = [n for n in list_items(cp, "nodes") if n["metadata"]["name"] != c.node_name]
     assert len(fakes) == 2
     assert all(ready(n) for n in fakes), "kwok stopped managing the fake nodes"
     assert c.pod_resources_socket.is_socket()
@@ -119,7 +115,7 @@ def test_a_pod_really_runs_on_the_real_node(real_node: tuple[ControlPlane, RealN
     }
     cp.kubectl("apply", "-f", "-", input=json.dumps(pod))
     cp.kubectl("wait", "--for=condition=Ready", "pod/sh", "-n", NAMESPACE, "--timeout=90s")
-    running = json.loads(cp.kubectl("get", "pod", "sh", "-n", NAMESPACE, "-o", "json"))
+    running = get_object(cp, "pod", "sh", namespace=NAMESPACE)
     status = running["status"]["containerStatuses"][0]
     assert "running" in status["state"]
     assert status["ready"]
@@ -283,8 +279,7 @@ def test_an_lsr_or_lse_pod_gets_its_cpuset_on_its_real_container_and_the_pools_f
     deadline = time.monotonic() + 60
     topology: dict[str, Any] = {}
     while time.monotonic() < deadline:
-        proc = cp.run_kubectl("get", "noderesourcetopology", c.node_name, "-o", "json")
-        topology = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        topology = cp.read("noderesourcetopology", c.node_name) or {}
         if ANNOTATION_NODE_CPU_TOPOLOGY in (topology.get("metadata", {}).get("annotations") or {}):
             break
         time.sleep(1.0)

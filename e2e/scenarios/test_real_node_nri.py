@@ -73,8 +73,7 @@ def wait_cpu_topology(cp: ControlPlane, c: RealNodeConfig) -> None:
     """koord-scheduler binds an LSR pod to CPUs from the NodeResourceTopology koordlet reports."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        proc = cp.run_kubectl("get", "noderesourcetopology", c.node_name, "-o", "json")
-        topology = json.loads(proc.stdout) if proc.returncode == 0 else {}
+        topology = cp.read("noderesourcetopology", c.node_name) or {}
         if ANNOTATION_NODE_CPU_TOPOLOGY in (topology.get("metadata", {}).get("annotations") or {}):
             return
         time.sleep(1.0)

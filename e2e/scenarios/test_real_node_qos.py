@@ -41,6 +41,7 @@ from e2e.realnode.probes import (
     root_disk,
 )
 from e2e.realnode.testpods import batch_pod, ls_pod
+from e2e.workloads import list_items
 
 # Full tier: about 9.5 minutes of the one real node (3 of them the chart's rollout on a busy host, the
 # rest CPU burns, a memory fill and waits for koordlet's rounds); the fixture's setup counts toward the
@@ -97,11 +98,7 @@ def koordlet_log(cp: ControlPlane) -> list[str]:
 
 
 def koordlet_restarts(cp: ControlPlane) -> int:
-    pods = json.loads(
-        cp.kubectl(
-            "get", "pods", "-n", CHART_NAMESPACE, "-l", "app.kubernetes.io/component=koordlet", "-o", "json"
-        )
-    )["items"]
+    pods = list_items(cp, "pods", namespace=CHART_NAMESPACE, selector="app.kubernetes.io/component=koordlet")
     return sum(s.get("restartCount", 0) for p in pods for s in p["status"].get("containerStatuses") or ())
 
 
@@ -232,8 +229,8 @@ def test_a_be_pod_filling_memory_is_evicted_past_the_threshold_and_the_ls_pod_st
     assert "EvictPodByNodeMemoryUsage" in event["message"], event["message"]
     until(
         "be-hog gone",
-        lambda: cp.run_kubectl("get", "pod", "be-hog", "-n", "default").returncode,
-        lambda rc: rc != 0,
+        lambda: cp.read("pod", "be-hog") is not None,
+        lambda there: not there,
         60,
     )
     after, _ = node_memory_used()

@@ -19,7 +19,7 @@ import yaml
 from e2e.cluster.__main__ import wait_nodes_ready
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, list_items, make_pod, pods, wait_for
 
 NAMESPACE = "reservations"
 TAINT = {"key": "koord-e2e/pool", "value": "reservation", "effect": "NoSchedule"}
@@ -74,8 +74,7 @@ def _pod(name: str, cpu: str, labels: dict[str, str] | None = None) -> dict[str,
 
 
 def _reservation(cp: ControlPlane, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", name, "-o", "json"))
-    return found
+    return get_object(cp, "reservation", name)
 
 
 def _available(cp: ControlPlane, name: str) -> str | None:
@@ -208,7 +207,7 @@ def test_a_non_owner_is_kept_off_reserved_room_and_a_too_large_reservation_says_
         assert condition["reason"] == "Unschedulable"
         assert "Insufficient cpu" in condition["message"], condition
         assert (_reservation(cp, "huge").get("status") or {}).get("phase", "Pending") == "Pending"
-        events = json.loads(cp.kubectl("get", "events", "-A", "-o", "json"))["items"]
+        events = list_items(cp, "events", namespace=None)
         assert any(
             e["involvedObject"].get("kind") == "Reservation"
             and e["involvedObject"]["name"] == "huge"

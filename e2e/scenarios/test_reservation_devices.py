@@ -23,7 +23,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.devices import Pool
 from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, make_pod, pods, wait_for
 
 NAMESPACE = "reservation-devices"
 NODE = "resdev-gpu-0"
@@ -117,7 +117,7 @@ def test_a_reserved_gpu_is_held_from_strangers_and_given_to_its_owner(
         apply(cp, [_reservation()])
 
         def placed() -> dict[str, Any] | None:
-            found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", RESERVATION, "-o", "json"))
+            found = get_object(cp, "reservation", RESERVATION)
             status = found.get("status") or {}
             return found if status.get("phase") == "Available" else None
 

@@ -15,7 +15,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, get_object, list_items, make_pod, pods, wait_for
 
 TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-topology.yaml"
 BLOCK = "network.topology.nvidia.com/block"
@@ -71,7 +71,7 @@ def _reservation(ns: str, name: str) -> dict[str, Any]:
 
 
 def _available(cp: ControlPlane, name: str) -> str | None:
-    found = json.loads(cp.kubectl("get", "reservation", name, "-o", "json"))
+    found = get_object(cp, "reservation", name)
     status = found.get("status") or {}
     return status.get("nodeName") if status.get("phase") == "Available" else None
 
@@ -79,7 +79,7 @@ def _available(cp: ControlPlane, name: str) -> str | None:
 def _blocks(cp: ControlPlane) -> dict[str, str]:
     return {
         n["metadata"]["name"]: n["metadata"]["labels"].get(BLOCK, "")
-        for n in json.loads(cp.kubectl("get", "nodes", "-l", "node-type=topo", "-o", "json"))["items"]
+        for n in list_items(cp, "nodes", selector="node-type=topo")
     }
 
 
@@ -149,7 +149,7 @@ def test_a_job_holds_a_block_lends_it_to_backfill_and_takes_it_back(
         assert set(placed.values()) == set(held.values()), (placed, held)
         left = {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
         assert not {f"backfill-{i}" for i in range(SIZE)} & left, left
-        events = json.loads(cp.kubectl("get", "events", "-n", ns, "-o", "json"))["items"]
+        events = list_items(cp, "events", namespace=ns)
         preempted = [
             e for e in events if e.get("reason") == "Preempted" and "reservation" in e.get("message", "")
         ]

@@ -25,7 +25,7 @@ from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED
 from e2e.chart_roles import assert_can, koord_manager_role
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.kubectl_table import header, rows
-from e2e.workloads import wait_for
+from e2e.workloads import get_object, wait_for
 
 TIMEOUT = 30.0
 NODE = "cpu-9"  # a node no other scenario names
@@ -54,13 +54,8 @@ def _reservation(name: str, **spec: Any) -> str:
     return json.dumps(body)
 
 
-def _get(cp: ControlPlane, *args: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", *args, "-o", "json"))
-    return result
-
-
 def _status(cp: ControlPlane, name: str) -> dict[str, Any]:
-    status: dict[str, Any] = _get(cp, "reservation", name).get("status") or {}
+    status: dict[str, Any] = get_object(cp, "reservation", name).get("status") or {}
     return status
 
 
@@ -102,7 +97,7 @@ def _place(cp: ControlPlane, name: str, node: str = NODE) -> None:
 
 def _owner(cp: ControlPlane, namespace: str, name: str, reservation: str, node: str = NODE) -> str:
     """A pod bound into ``reservation`` on ``node``, annotated as koord-scheduler's PreBind does; its uid."""
-    uid = _get(cp, "reservation", reservation)["metadata"]["uid"]
+    uid = get_object(cp, "reservation", reservation)["metadata"]["uid"]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -125,7 +120,7 @@ def _owner(cp: ControlPlane, namespace: str, name: str, reservation: str, node: 
         },
     }
     cp.kubectl("apply", "-f", "-", input=json.dumps(pod))
-    pod_uid: str = _get(cp, "pod", name, "-n", namespace)["metadata"]["uid"]
+    pod_uid: str = get_object(cp, "pod", name, namespace=namespace)["metadata"]["uid"]
     return pod_uid
 
 
@@ -268,7 +263,7 @@ def test_a_finished_reservation_past_its_retention_is_deleted(
         }
         _set_status(cp, name, {"phase": "Failed", "conditions": [ready]})
     wait_for(
-        lambda: cp.run_kubectl("get", "reservation", old).returncode != 0,
+        lambda: cp.read("reservation", old) is None,
         TIMEOUT,
         f"{old}, finished 25h ago, deleted",
     )

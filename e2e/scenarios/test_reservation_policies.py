@@ -24,7 +24,7 @@ from e2e.cluster.controlplane import ControlPlane
 from e2e.devices import Pool
 from e2e.devices import reported_devices as reported_devices_of
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, pods, wait_for
+from e2e.workloads import apply, get_object, pods, wait_for
 
 NAMESPACE = "reservation-policies"
 POOL = Pool("reservation-policies")
@@ -142,7 +142,7 @@ def _pod(name: str, case: str, requests: dict[str, str], *, owner: bool = True) 
 
 def _placed(cp: ControlPlane, name: str) -> dict[str, Any]:
     def check() -> dict[str, Any] | None:
-        found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", name, "-o", "json"))
+        found = get_object(cp, "reservation", name)
         return found if (found.get("status") or {}).get("phase") == "Available" else None
 
     return wait_for(check, timeout=60, what=f"reservation {name} Available")
@@ -202,14 +202,14 @@ def _check_owners(cp: ControlPlane, owners: dict[str, str], *, devices: bool) ->
         mine = sorted(n for n, r in owners.items() if r == reservation)
 
         def current(reservation: str = reservation, mine: list[str] = mine) -> bool:
-            obj = json.loads(cp.kubectl("get", "reservation", reservation, "-o", "json"))
+            obj = get_object(cp, "reservation", reservation)
             listed = sorted(o["name"] for o in (obj.get("status") or {}).get("currentOwners") or [])
             return listed == mine
 
         wait_for(current, timeout=60, what=f"{reservation} currentOwners {mine}")
         if not devices:
             continue
-        obj = json.loads(cp.kubectl("get", "reservation", reservation, "-o", "json"))
+        obj = get_object(cp, "reservation", reservation)
         reserved = _gpus(obj["metadata"].get("annotations"))
         for name in mine:
             for minor, core in _gpus(found[name]["metadata"].get("annotations")).items():
@@ -223,7 +223,7 @@ def cp(control_plane: ControlPlane, scheduler: Scheduler, pool: None) -> Control
 
 
 def _reservation_of(cp: ControlPlane, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = json.loads(cp.kubectl("get", "reservation", name, "-o", "json"))
+    found = get_object(cp, "reservation", name)
     return found
 
 

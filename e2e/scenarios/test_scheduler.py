@@ -20,7 +20,7 @@ import pytest
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import http_status, wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, make_pod, node_overcommit, pods, wait_for
+from e2e.workloads import apply, list_items, make_pod, node_overcommit, pods, wait_for
 
 
 def _bound(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -30,7 +30,7 @@ def _bound(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _events(cp: ControlPlane, namespace: str, reason: str) -> dict[str, list[str]]:
     """Pod name -> messages of its events with ``reason``."""
     out: dict[str, list[str]] = {}
-    raw = json.loads(cp.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    raw = list_items(cp, "events", namespace=namespace)
     for event in raw:
         if event.get("reason") == reason:
             out.setdefault(event["involvedObject"]["name"], []).append(
@@ -54,9 +54,9 @@ def _free_the_cpu_pool(control_plane: ControlPlane) -> Iterator[None]:
     (under xdist, not in alphabetical order: test_gangs' small pool is cpu-22 and cpu-23) need the
     pool as the session made it."""
     yield
-    existing = set(control_plane.kubectl("get", "namespaces", "-o", "name").split())
+    existing = {n["metadata"]["name"] for n in list_items(control_plane, "namespaces")}
     for namespace in NAMESPACES:
-        if f"namespace/{namespace}" in existing:
+        if namespace in existing:
             control_plane.delete_namespace(namespace)
 
 
@@ -140,7 +140,7 @@ def test_no_node_is_over_its_allocatable(
 def test_pods_that_do_not_fit_stay_pending_with_the_reasons(
     control_plane: ControlPlane, mixed_workload: list[dict[str, Any]]
 ) -> None:
-    node_count = len(json.loads(control_plane.kubectl("get", "nodes", "-o", "json"))["items"])
+    node_count = len(list_items(control_plane, "nodes"))
     pending_gpu = [
         p["metadata"]["name"]
         for p in mixed_workload
@@ -159,11 +159,7 @@ def test_pods_that_do_not_fit_stay_pending_with_the_reasons(
     huge = failed["huge-0"][-1]
     assert re.match(rf"0/{node_count} nodes are available: ", huge), huge
     assert "1 node(s) had untolerated taint {dedicated: infra}" in huge
-    untainted = sum(
-        1
-        for n in json.loads(control_plane.kubectl("get", "nodes", "-o", "json"))["items"]
-        if not n["spec"].get("taints")
-    )
+    untainted = sum(1 for n in list_items(control_plane, "nodes") if not n["spec"].get("taints"))
     assert f"{untainted} Insufficient cpu" in huge
     intolerant = failed["intolerant-0"][-1]
     assert "1 node(s) had untolerated taint {dedicated: infra}" in intolerant

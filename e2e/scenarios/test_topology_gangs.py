@@ -15,7 +15,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, list_items, make_pod, pods, wait_for
 
 TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-topology.yaml"
 BLOCK = "network.topology.nvidia.com/block"
@@ -52,10 +52,7 @@ def gang(ns: str, name: str, size: int, strategy: str) -> list[dict[str, Any]]:
 
 def blocks_of(cp: ControlPlane, ns: str, name: str) -> dict[str, str]:
     """Member -> block of the node it is bound to."""
-    nodes = {
-        n["metadata"]["name"]: n["metadata"]["labels"]
-        for n in json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
-    }
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in list_items(cp, "nodes")}
     return {
         p["metadata"]["name"]: nodes[p["spec"]["nodeName"]].get(BLOCK, "")
         for p in pods(cp, ns)
@@ -87,10 +84,9 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
 
 def fill_one_node_per_block(cp: ControlPlane, ns: str, per_block: int = 1) -> None:
     """Take every GPU of ``per_block`` node(s) in each block, so no block has 8 free nodes."""
-    nodes = json.loads(cp.kubectl("get", "nodes", "-l", "node-type=topo", "-o", "json"))["items"]
     by_block: dict[str, list[str]] = {}
-    for node in nodes:
-        by_block.setdefault(node["metadata"]["labels"][BLOCK], []).append(node["metadata"]["name"])
+    for found in list_items(cp, "nodes", selector="node-type=topo"):
+        by_block.setdefault(found["metadata"]["labels"][BLOCK], []).append(found["metadata"]["name"])
     fillers = []
     for _block, names in sorted(by_block.items()):
         for node in sorted(names)[:per_block]:
@@ -124,7 +120,7 @@ def test_must_gather_gang_that_no_block_can_hold_stays_pending_with_the_reason(
     apply(control_plane, gang(namespace, "strict", 8, "MustGather"))
 
     def reason() -> str | None:
-        raw = json.loads(control_plane.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+        raw = list_items(control_plane, "events", namespace=namespace)
         return next(
             (
                 e["message"]
@@ -142,7 +138,7 @@ def test_must_gather_gang_that_no_block_can_hold_stays_pending_with_the_reason(
     assert blocks_of(control_plane, namespace, "strict") == {}, "no member of an unplaceable gang is bound"
     on_pod_group = [
         e["message"]
-        for e in json.loads(control_plane.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+        for e in list_items(control_plane, "events", namespace=namespace)
         if e["involvedObject"]["kind"] == "PodGroup" and e.get("reason") == "FailedScheduling"
     ]
     assert any("needs 8 members in one BlockLayer domain" in m for m in on_pod_group), on_pod_group

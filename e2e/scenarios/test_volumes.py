@@ -8,7 +8,6 @@ reasons.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, failed_scheduling, get_object, list_items, make_pod, pods, wait_for
 
 NS = "volumes"
 CLASS = "koord-e2e-local"
@@ -80,11 +79,6 @@ def pod_with(name: str, claim_name: str) -> dict[str, Any]:
     return pod
 
 
-def get(cp: ControlPlane, *what: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(cp.kubectl("get", *what, "-o", "json"))
-    return result
-
-
 def first_failure(cp: ControlPlane, pod: str) -> str | None:
     return next(iter(failed_scheduling(cp, NS, pod)), None)
 
@@ -119,11 +113,11 @@ def test_a_wait_for_first_consumer_claim_lands_on_its_volumes_node_and_binds(vol
         return pod["spec"].get("nodeName") if pod else None
 
     assert wait_for(placed, timeout=90, what="the pod bound") == NODE
-    bound = get(cp, "pvc", "data", "-n", NS)
+    bound = get_object(cp, "pvc", "data", namespace=NS)
     assert bound["status"]["phase"] == "Bound"
     assert bound["spec"]["volumeName"] == "koord-e2e-pv-local"
     assert bound["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
-    volume = get(cp, "pv", "koord-e2e-pv-local")
+    volume = get_object(cp, "pv", "koord-e2e-pv-local")
     assert (volume["spec"]["claimRef"]["namespace"], volume["spec"]["claimRef"]["name"]) == (NS, "data")
 
 
@@ -131,10 +125,10 @@ def test_a_claim_nothing_can_satisfy_is_reported_with_upstreams_reason(volumes: 
     cp = volumes
     apply(cp, [claim("too-big", size="100Gi"), pod_with("unsatisfiable", "too-big")])
     message = wait_for(lambda: first_failure(cp, "unsatisfiable"), timeout=60, what="FailedScheduling")
-    nodes = len(get(cp, "nodes")["items"])
+    nodes = len(list_items(cp, "nodes"))
     assert message.startswith(f"0/{nodes} nodes are available: "), message
     assert "node(s) didn't find available persistent volumes to bind" in message, message
-    assert get(cp, "pvc", "too-big", "-n", NS)["status"]["phase"] == "Pending"
+    assert get_object(cp, "pvc", "too-big", namespace=NS)["status"]["phase"] == "Pending"
     assert not next(p for p in pods(cp, NS) if p["metadata"]["name"] == "unsatisfiable")["spec"].get(
         "nodeName"
     )
@@ -144,7 +138,7 @@ def test_a_missing_claim_is_reported(volumes: ControlPlane) -> None:
     cp = volumes
     apply(cp, [pod_with("no-claim", "does-not-exist")])
     message = wait_for(lambda: first_failure(cp, "no-claim"), timeout=60, what="FailedScheduling")
-    nodes = len(get(cp, "nodes")["items"])
+    nodes = len(list_items(cp, "nodes"))
     assert message.startswith(
         f'0/{nodes} nodes are available: persistentvolumeclaim "does-not-exist" not found'
     ), message
