@@ -8,7 +8,6 @@ objects) of a cluster description.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -56,7 +55,7 @@ def wait_nodes_ready(cp: ControlPlane, timeout: float = 180.0) -> None:
     (it does so once KWOK reports the node Ready, a few nodes per second)."""
     deadline = time.monotonic() + timeout
     while True:
-        nodes = json.loads(cp.kubectl("get", "nodes", "-o", "json"))["items"]
+        nodes = cp.get_json("/api/v1/nodes")["items"]
         tainted = [
             n["metadata"]["name"]
             for n in nodes
