@@ -17,7 +17,18 @@ from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane
 from e2e.cluster.rest import ApiError
 
-__all__ = ["ApplyError", "apply", "make_pod", "node_overcommit", "pods", "wait_for"]
+__all__ = [
+    "ApplyError",
+    "apply",
+    "bound",
+    "get_object",
+    "list_items",
+    "make_pod",
+    "node_overcommit",
+    "pods",
+    "present",
+    "wait_for",
+]
 
 T = TypeVar("T")
 
@@ -79,6 +90,21 @@ def pods(cp: ControlPlane, namespace: str | None = None, selector: str = "") -> 
         path += f"?labelSelector={selector}"
     items: list[dict[str, Any]] = cp.get_json(path)["items"]
     return items
+
+
+def bound(cp: ControlPlane, namespace: str, *, include_deleting: bool = True) -> dict[str, str]:
+    """Pod name -> node of the bound pods of ``namespace`` (without those being deleted when
+    ``include_deleting`` is False: a preempted victim keeps its node until it is gone)."""
+    return {
+        p["metadata"]["name"]: p["spec"]["nodeName"]
+        for p in pods(cp, namespace)
+        if p["spec"].get("nodeName") and (include_deleting or not p["metadata"].get("deletionTimestamp"))
+    }
+
+
+def present(cp: ControlPlane, namespace: str) -> set[str]:
+    """The names of the pods of ``namespace`` that are not being deleted."""
+    return {p["metadata"]["name"] for p in pods(cp, namespace) if not p["metadata"].get("deletionTimestamp")}
 
 
 def get_object(

@@ -10,7 +10,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, make_pod, pods, wait_for
+from e2e.workloads import apply, bound, make_pod, pods, wait_for
 
 SMALL = {"gang-test": "small"}
 SMALL_NODES = ("cpu-22", "cpu-23")
@@ -29,12 +29,6 @@ def pod_group(name: str, namespace: str, min_member: int, **extra: Any) -> dict[
 def member(name: str, namespace: str, group: str, **kwargs: Any) -> dict[str, Any]:
     labels = {"pod-group.scheduling.sigs.k8s.io": group}
     return make_pod(name, namespace, labels=labels, **kwargs)
-
-
-def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods(cp, namespace) if p["spec"].get("nodeName")
-    }
 
 
 def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:

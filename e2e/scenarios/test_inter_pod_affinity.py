@@ -12,7 +12,7 @@ import pytest
 
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, bound, failed_scheduling, make_pod, wait_for
 
 HOSTNAME = "kubernetes.io/hostname"
 POOL = "koord-e2e/inter-pod-affinity"
@@ -40,16 +40,8 @@ def apart_from(name: str, namespace: str, pool: str, labels: dict[str, str], **k
     return pod
 
 
-def bound(cp: ControlPlane, namespace: str) -> dict[str, str]:
-    return {
-        p["metadata"]["name"]: p["spec"]["nodeName"]
-        for p in pods(cp, namespace)
-        if p["spec"].get("nodeName") and not p["metadata"].get("deletionTimestamp")
-    }
-
-
 def bound_count(cp: ControlPlane, namespace: str, count: int) -> dict[str, str] | None:
-    placed = bound(cp, namespace)
+    placed = bound(cp, namespace, include_deleting=False)
     return placed if len(placed) == count else None
 
 
@@ -72,12 +64,14 @@ def test_anti_affine_replicas_spread_and_the_leftover_waits_for_a_node(
 
     message = wait_for(reported, timeout=60, what=f"a FailedScheduling event for {pending}")[-1]
     assert "2 node(s) didn't match pod anti-affinity rules" in message, message
-    assert bound(control_plane, ns).get(pending) is None
+    assert bound(control_plane, ns, include_deleting=False).get(pending) is None
 
     gone = sorted(placed)[0]
     control_plane.kubectl("delete", "pod", "-n", ns, gone, "--wait=true")
     moved = wait_for(
-        lambda: bound(control_plane, ns).get(pending), timeout=60, what=f"{pending} bound after {gone} went"
+        lambda: bound(control_plane, ns, include_deleting=False).get(pending),
+        timeout=60,
+        what=f"{pending} bound after {gone} went",
     )
     assert moved == placed[gone]
 

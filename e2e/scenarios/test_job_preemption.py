@@ -18,7 +18,7 @@ import pytest
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, get_object, list_items, make_pod, pods, wait_for
+from e2e.workloads import apply, bound, get_object, list_items, make_pod, pods, present, wait_for
 
 PRIORITY_CLASSES = repo_root() / "docs" / "examples" / "v1.7" / "04-priority-classes.yaml"
 TOPOLOGY = repo_root() / "docs" / "examples" / "v1.7" / "02-cluster-network-topology.yaml"
@@ -166,14 +166,6 @@ def bound_all(cp: ControlPlane, ns: str, names: set[str]) -> dict[str, str] | No
     """Where each of ``names`` is bound, once all of them are."""
     placed = {k: v for k, v in bound(cp, ns).items() if k in names}
     return placed if len(placed) == len(names) else None
-
-
-def bound(cp: ControlPlane, ns: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods(cp, ns) if p["spec"].get("nodeName")}
-
-
-def present(cp: ControlPlane, ns: str) -> set[str]:
-    return {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
 
 
 def events(cp: ControlPlane, ns: str, reason: str) -> list[dict[str, Any]]:

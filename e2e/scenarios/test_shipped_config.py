@@ -24,7 +24,7 @@ import pytest
 from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import wait_until_ready
 from e2e.scheduler_process import Scheduler, start_scheduler
-from e2e.workloads import apply, failed_scheduling, make_pod, pods, wait_for
+from e2e.workloads import apply, bound, failed_scheduling, make_pod, pods, present, wait_for
 
 SHIPPED = repo_root() / "tests" / "data" / "koordinator_scheduler_config.yaml"
 NAME = "koord-scheduler-shipped"
@@ -96,14 +96,6 @@ def pool_pod(
     if node_name:
         pod["spec"]["nodeName"] = node_name  # placed by hand: the scenario's starting state
     return pod
-
-
-def bound(cp: ControlPlane, ns: str) -> dict[str, str]:
-    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods(cp, ns) if p["spec"].get("nodeName")}
-
-
-def present(cp: ControlPlane, ns: str) -> set[str]:
-    return {p["metadata"]["name"] for p in pods(cp, ns) if not p["metadata"].get("deletionTimestamp")}
 
 
 def running(cp: ControlPlane, ns: str, names: set[str]) -> bool:
