@@ -177,7 +177,9 @@ def template_pod_spec(template: dict[str, Any] | None) -> dict[str, Any]:
         containers = spec.get(field)
         if not isinstance(containers, list):
             continue
-        taken = {c.get("name") for c in containers if isinstance(c, dict) and c.get("name")}
+        # Only names that are strings are taken: any other (a hostile template) is left for the
+        # pod spec's validation to refuse, naming the field.
+        taken = {c["name"] for c in containers if isinstance(c, dict) and isinstance(c.get("name"), str)}
         filled: list[Any] = []
         for i, container in enumerate(containers):
             if isinstance(container, dict) and not container.get("name"):

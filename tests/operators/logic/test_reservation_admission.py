@@ -123,6 +123,16 @@ def test_a_template_of_the_wrong_shape_is_refused_naming_the_field() -> None:
     )
 
 
+@pytest.mark.parametrize("name", [{"k0": "v"}, ["m"], 7])
+def test_a_container_name_that_is_no_string_is_refused_naming_the_field(name: object) -> None:
+    """Hypothesis's full profile found a dict as a container's name crashing the webhook (unhashable
+    while the unnamed containers were named): it is a denial naming the field, like any bad type."""
+    template = {"spec": {"containers": [{"name": name}, {}]}}
+    assert problems(template=template).startswith(
+        "spec.template.spec.containers[0].name: Input should be a valid string"
+    )
+
+
 def test_negative_and_unparseable_requests_are_rejected() -> None:
     assert problems(template=containers({"requests": {"cpu": "1"}}, {"requests": {"memory": "-1Gi"}})) == (
         "spec.template.spec.containers[1].resources.requests[memory]: Invalid value: '-1Gi': "
