@@ -158,8 +158,18 @@ def test_koord_manager_puts_the_devices_into_node_allocatable(
         "koordinator.sh/gpu-memory-ratio": "800",
         "koordinator.sh/rdma": "400",
     }
+    # koord-manager writes the allocatable (status) and the model labels (metadata) in two requests.
     wait_for(
-        lambda: _device_resources(cp, GPU_NODE) == wanted or None, 60, f"{GPU_NODE}'s device allocatable"
+        lambda: (
+            (
+                _device_resources(cp, GPU_NODE) == wanted
+                and ext.LABEL_GPU_MODEL
+                in ((_get(cp, "node", GPU_NODE) or {})["metadata"].get("labels") or {})
+            )
+            or None
+        ),
+        60,
+        f"{GPU_NODE}'s device allocatable and model label",
     )
     node = _get(cp, "node", GPU_NODE) or {}
     assert {k: v for k, v in node["status"]["capacity"].items() if "/" in k} == wanted
