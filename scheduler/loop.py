@@ -117,7 +117,7 @@ class SchedulingLoop:
 
     async def _schedule(self, fwk: Framework, qp: QueuedPodInfo, snapshot: Snapshot, started: float) -> None:
         pod = qp.pod
-        state = CycleState()
+        state = fwk.cycle_state()
         diagnosis = Diagnosis(node_count=snapshot.node_count())
 
         status, allowed = fwk.run_pre_filter(state, pod, snapshot)

@@ -27,11 +27,14 @@ class StateKey(Generic[T]):
 
 
 class CycleState:
-    __slots__ = ("_data", "notes", "planning", "skip_filter", "skip_score")
+    __slots__ = ("_data", "notes", "planning", "record_plugin_metrics", "skip_filter", "skip_score")
 
-    def __init__(self, *, planning: bool = False) -> None:
+    def __init__(self, *, planning: bool = False, record_plugin_metrics: bool = True) -> None:
         self._data: dict[str, Any] = {}
         self.planning = planning
+        self.record_plugin_metrics = record_plugin_metrics
+        """Time each plugin of this cycle (``plugin_execution_duration_seconds``): kube-scheduler's
+        ``SetRecordPluginMetrics``, true for a sample of the cycles (``Framework.cycle_state``)."""
         """The cycle evaluates a pod for a plan (a gang's placement, a preemption), not for real:
         plugins that plan several pods at once skip themselves, so the framework is not re-entered."""
         self.skip_filter: set[str] = set()

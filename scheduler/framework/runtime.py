@@ -2,7 +2,8 @@
 
 As kube-scheduler's ``runtime/framework.go``: the runtime stamps the plugin's name on a
 rejection, turns an unexpected exception into an Error status naming the plugin, honours
-PreFilter SKIPs, and times every call (``observe`` feeds the Prometheus metrics).
+PreFilter SKIPs, and times every extension point and, in a sample of the cycles, every plugin call
+(``observe`` feeds the Prometheus metrics).
 
 Filter is vectorized: each Filter plugin sees only the rows that every earlier plugin accepted,
 and a rejected node is counted once per reason of the first plugin that rejected it, which is
@@ -32,7 +33,7 @@ from scheduler.framework.registry import Registry
 from scheduler.framework.status import Code, Status
 from scheduler.solver.problem import SpreadConstraint
 
-__all__ = ["Framework", "Observer", "PointObserver"]
+__all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "Framework", "MetricsSample", "Observer", "PointObserver"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,30 @@ def _status_of(result: Any) -> str:
         if found is not None:
             return found.code.name
     return Code.SUCCESS.name
+
+
+PLUGIN_METRICS_SAMPLE_PERCENT = 10
+"""kube-scheduler's ``metricsSamplePercent``: the share of scheduling cycles whose plugins are each
+timed into ``plugin_execution_duration_seconds`` (every extension point is timed in every cycle)."""
+
+
+class MetricsSample:
+    """Which cycles time their plugins: every ``100 / percent``-th, the first one included.
+
+    kube-scheduler draws ``rand.Intn(100) < metricsSamplePercent``; counting gives the same share
+    without a random draw, and a scheduler's first cycles are always in the histogram."""
+
+    __slots__ = ("_count", "_every")
+
+    def __init__(self, percent: int = PLUGIN_METRICS_SAMPLE_PERCENT) -> None:
+        if not 0 < percent <= 100:
+            raise ValueError(f"plugin metrics sample percent must be in (0, 100], not {percent}")
+        self._every = round(100 / percent)
+        self._count = -1
+
+    def take(self) -> bool:
+        self._count += 1
+        return self._count % self._every == 0
 
 
 _R = TypeVar("_R")
@@ -117,6 +142,9 @@ class Framework:
         self.handle = dataclasses.replace(handle, profile=self)
         self._observe = observe
         self._observe_point = observe_point
+        self._cycle_sample = MetricsSample()
+        self._pre_enqueue_sample = MetricsSample()
+        self._planning_sample = MetricsSample()
         self.plugins: dict[str, Any] = {}
         for refs in profile.plugins.values():
             for ref in refs:
@@ -164,12 +192,16 @@ class Framework:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
         self._queue_sort: fw.QueueSortPlugin = sorts[0]
 
+    def cycle_state(self) -> CycleState:
+        """A scheduling cycle's state; a sample of the cycles time each plugin (``MetricsSample``)."""
+        return CycleState(record_plugin_metrics=self._cycle_sample.take())
+
     # ---- the ProfileView offered to plugins ---------------------------------------------------
 
     def feasible_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray | None = None) -> IntArray:
         """The rows (of ``rows``; None: every node) every PreFilter and Filter accept for ``pod``,
         in a planning CycleState of its own (so a plugin that plans several pods does not recurse)."""
-        state = CycleState(planning=True)
+        state = CycleState(planning=True, record_plugin_metrics=self._planning_sample.take())
         status, allowed = self.run_pre_filter(state, pod, snapshot)
         if rows is None:
             rows = snapshot.candidate_rows()
@@ -182,7 +214,7 @@ class Framework:
 
     def score_rows(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         """The profile's weighted Score total for ``pod`` on ``rows`` (what the cycle would rank by)."""
-        state = CycleState(planning=True)
+        state = CycleState(planning=True, record_plugin_metrics=self._planning_sample.take())
         if rows.size == 0 or not self.run_pre_filter(state, pod, snapshot)[0].ok:
             return np.zeros(rows.size, dtype=np.int64)
         if not self.run_pre_score(state, pod, snapshot, rows).ok:
@@ -230,8 +262,11 @@ class Framework:
 
     # ---- helpers -----------------------------------------------------------------------------
 
-    def _timed(self, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float) -> Status:
-        self._observe(point.value, plugin.name, status.code.name, time.perf_counter() - started)
+    def _timed(
+        self, record: bool, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float
+    ) -> Status:
+        if record:
+            self._observe(point.value, plugin.name, status.code.name, time.perf_counter() - started)
         return status.with_plugin(plugin.name) if not status.ok else status
 
     def _fault(self, point: ExtensionPoint, plugin: fw.Plugin, exc: BaseException) -> Status:
@@ -245,13 +280,14 @@ class Framework:
 
     @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
+        record = self._pre_enqueue_sample.take()
         for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(ExtensionPoint.PRE_ENQUEUE, [])):
             started = time.perf_counter()
             try:
                 status = plugin.pre_enqueue(pod)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_ENQUEUE, plugin, exc)
-            status = self._timed(ExtensionPoint.PRE_ENQUEUE, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.PRE_ENQUEUE, plugin, status, started)
             if not status.ok:
                 return status
         return Status.success()
@@ -262,6 +298,7 @@ class Framework:
     def run_pre_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot
     ) -> tuple[Status, frozenset[str] | None]:
+        record = state.record_plugin_metrics
         allowed: frozenset[str] | None = None
         for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(ExtensionPoint.PRE_FILTER, [])):
             started = time.perf_counter()
@@ -269,7 +306,7 @@ class Framework:
                 result = plugin.pre_filter(state, pod, snapshot)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
-            status = self._timed(ExtensionPoint.PRE_FILTER, plugin, result.status, started)
+            status = self._timed(record, ExtensionPoint.PRE_FILTER, plugin, result.status, started)
             if status.code == Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -309,6 +346,7 @@ class Framework:
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray, diagnosis: fw.Diagnosis
     ) -> tuple[IntArray, Status]:
         """The rows every Filter accepts; rejections are counted into ``diagnosis``."""
+        record = state.record_plugin_metrics
         for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
             if plugin.name in state.skip_filter or rows.size == 0:
                 continue
@@ -318,11 +356,16 @@ class Framework:
             except Exception as exc:
                 return rows[:0], self._fault(ExtensionPoint.FILTER, plugin, exc)
             if result.error is not None:
-                status = self._timed(ExtensionPoint.FILTER, plugin, Status.error(result.error), started)
+                status = self._timed(
+                    record, ExtensionPoint.FILTER, plugin, Status.error(result.error), started
+                )
                 return rows[:0], status
             rejected = ~result.feasible
             code = Code.SUCCESS if not rejected.any() else Code.UNSCHEDULABLE
-            self._observe(ExtensionPoint.FILTER.value, plugin.name, code.name, time.perf_counter() - started)
+            if record:
+                self._observe(
+                    ExtensionPoint.FILTER.value, plugin.name, code.name, time.perf_counter() - started
+                )
             if code == Code.SUCCESS:
                 continue
             diagnosis.rejecting_plugins.add(plugin.name)
@@ -339,6 +382,7 @@ class Framework:
     async def run_post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: fw.Diagnosis
     ) -> fw.PostFilterResult:
+        record = state.record_plugin_metrics
         last = fw.PostFilterResult(Status.unschedulable("no postFilter plugin made the pod schedulable"))
         for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(ExtensionPoint.POST_FILTER, [])):
             started = time.perf_counter()
@@ -346,7 +390,7 @@ class Framework:
                 result = await plugin.post_filter(state, pod, snapshot, diagnosis)
             except Exception as exc:
                 return fw.PostFilterResult(self._fault(ExtensionPoint.POST_FILTER, plugin, exc))
-            status = self._timed(ExtensionPoint.POST_FILTER, plugin, result.status, started)
+            status = self._timed(record, ExtensionPoint.POST_FILTER, plugin, result.status, started)
             if status.ok or status.code == Code.ERROR:
                 return fw.PostFilterResult(status, result.nominated_node)
             last = fw.PostFilterResult(status)
@@ -356,13 +400,14 @@ class Framework:
 
     @_point(ExtensionPoint.PRE_SCORE)
     def run_pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
+        record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
             started = time.perf_counter()
             try:
                 status = plugin.pre_score(state, pod, snapshot, rows)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
-            status = self._timed(ExtensionPoint.PRE_SCORE, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.PRE_SCORE, plugin, status, started)
             if status.code == Code.SKIP:
                 state.skip_score.add(plugin.name)
             elif not status.ok:
@@ -374,6 +419,7 @@ class Framework:
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
         """Weighted sum of every Score plugin's (normalized) scores, plus each plugin's scores."""
+        record = state.record_plugin_metrics
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
@@ -387,7 +433,10 @@ class Framework:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
             except Exception as exc:
                 return total, per_plugin, self._fault(ExtensionPoint.SCORE, plugin, exc)
-            self._observe(ExtensionPoint.SCORE.value, plugin.name, "SUCCESS", time.perf_counter() - started)
+            if record:
+                self._observe(
+                    ExtensionPoint.SCORE.value, plugin.name, "SUCCESS", time.perf_counter() - started
+                )
             per_plugin[plugin.name] = scores
             total += scores * self.score_weights.get(plugin.name, 1)
         return total, per_plugin, Status.success()
@@ -396,13 +445,14 @@ class Framework:
 
     @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        record = state.record_plugin_metrics
         for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
             started = time.perf_counter()
             try:
                 status = plugin.reserve(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
-            status = self._timed(ExtensionPoint.RESERVE, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.RESERVE, plugin, status, started)
             if not status.ok:
                 return status
         return Status.success()
@@ -418,6 +468,7 @@ class Framework:
     @_point(ExtensionPoint.PERMIT)
     def run_permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """SUCCESS, a rejection, or WAIT (the pod is registered in ``handle.waiting_pods``)."""
+        record = state.record_plugin_metrics
         waits: dict[str, float] = {}
         for plugin in cast("list[fw.PermitPlugin]", self._points.get(ExtensionPoint.PERMIT, [])):
             started = time.perf_counter()
@@ -425,7 +476,7 @@ class Framework:
                 status, timeout = plugin.permit(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PERMIT, plugin, exc)
-            status = self._timed(ExtensionPoint.PERMIT, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.PERMIT, plugin, status, started)
             if status.code == Code.WAIT:
                 waits[plugin.name] = timeout
             elif not status.ok:
@@ -446,26 +497,28 @@ class Framework:
 
     @_point(ExtensionPoint.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreBindPlugin]", self._points.get(ExtensionPoint.PRE_BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.pre_bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_BIND, plugin, exc)
-            status = self._timed(ExtensionPoint.PRE_BIND, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.PRE_BIND, plugin, status, started)
             if not status.ok:
                 return status
         return Status.success()
 
     @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        record = state.record_plugin_metrics
         for plugin in cast("list[fw.BindPlugin]", self._points.get(ExtensionPoint.BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.BIND, plugin, exc)
-            status = self._timed(ExtensionPoint.BIND, plugin, status, started)
+            status = self._timed(record, ExtensionPoint.BIND, plugin, status, started)
             if status.code != Code.SKIP:
                 return status
         return Status.error("no bind plugin bound the pod")

@@ -595,14 +595,20 @@ class NodeNUMAResource:
         cycle = state.get(_CYCLE)
         if cycle is None:
             return scores
+        # Only nodes where Filter placed CPUs or NUMA resources are rated: visit those, not every
+        # row (a plain pod on nodes without a NUMA policy has none, and scores 0 everywhere).
+        allocated = {node for node, placed in cycle.placed.items() if placed.allocation is not None}
+        if not allocated:
+            return scores
         names = snapshot.table.names
         strategy = self.args.scoring_strategy
         weights = strategy.weights()
         for i, row in enumerate(rows.tolist()):
             node = names[row]
-            placed = cycle.placed.get(node)
-            if placed is None or placed.allocation is None:
+            if node not in allocated:
                 continue
+            placed = cycle.placed[node]
+            assert placed.allocation is not None
             policy, bind, allocation = placed.policy, placed.bind, placed.allocation
             options = self._options(node, snapshot)
             if options is None:
