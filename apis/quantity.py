@@ -118,6 +118,12 @@ class Quantity:
             return cls.from_int(text)
         if not isinstance(text, str):
             raise InvalidValue(f"quantity must be a string or an integer, got {_quote.repr(text)}")
+        if len(text) <= _CACHED_TEXT_LENGTH and cls is Quantity:
+            return _parse_cached(text)
+        return cls._parse_text(text)
+
+    @classmethod
+    def _parse_text(cls, text: str) -> Quantity:
         m = _PARSE.fullmatch(text)
         if m is None or not (m["int"] or m["frac"]):
             raise InvalidValue(
@@ -274,3 +280,9 @@ class Quantity:
                 f"quantity must be an integer or a string such as '500m' or '16Gi', got {echo(value)}"
             )
         return cls.parse(value)
+
+
+_CACHED_TEXT_LENGTH = 64
+# A cluster writes few distinct quantities ("500m", "1Gi") many times over: every pod and node
+# decoded from a watch parses them again. Quantities are immutable, so one parse is shared.
+_parse_cached = functools.lru_cache(maxsize=4096)(Quantity._parse_text)

@@ -20,7 +20,7 @@ from apis.features import FeatureGates
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags
 from scheduler.events import EventHandlers
@@ -287,11 +287,12 @@ class _StandIns:
         self._app.cache.upsert_pod(pod)
 
     def announce(self, event: WatchEvent[Pod]) -> None:
-        for listener in self._app.handlers.pod_listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("a pod listener failed on a stand-in")
+        with decoding_once():
+            for listener in self._app.handlers.pod_listeners:
+                try:
+                    listener(event)
+                except Exception:
+                    log.exception("a pod listener failed on a stand-in")
 
     def release(self, uid: str) -> None:
         self._app.queue.delete(uid)

@@ -30,7 +30,7 @@ from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
 from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from scheduler.cache.cache import Cache
-from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.queue.scheduling_queue import SchedulingQueue
 from scheduler.reporting import Reporter
@@ -150,6 +150,10 @@ class EventHandlers:
     # ---- pods --------------------------------------------------------------------------------
 
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
+        with decoding_once():  # every informer below shares one PodInfo per pod
+            self._handle_pod_event(event)
+
+    def _handle_pod_event(self, event: WatchEvent[Pod]) -> None:
         for listener in self.pod_listeners:
             try:
                 listener(event)

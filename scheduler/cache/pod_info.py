@@ -10,6 +10,9 @@ Besides its requests, a PodInfo carries what kube-scheduler's ``NodeInfo`` accum
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from apis.core import Container, Pod
@@ -27,6 +30,7 @@ __all__ = [
     "DEFAULT_MILLI_CPU_REQUEST",
     "HostPort",
     "PodInfo",
+    "decoding_once",
     "host_ports",
     "non_zero_requests",
     "pod_key",
@@ -158,6 +162,22 @@ def host_ports(pod: Pod) -> tuple[HostPort, ...]:
     )
 
 
+_DECODED: ContextVar[dict[int, PodInfo] | None] = ContextVar("decoded_pods", default=None)
+
+
+@contextmanager
+def decoding_once() -> Iterator[None]:
+    """Within the block, ``PodInfo.of`` decodes each Pod object once and hands every later caller
+    the same PodInfo: one watch event reaches several informers (the cache's, Coscheduling's,
+    ElasticQuota's, ...), and each used to decode the pod again. The PodInfos are forgotten when
+    the block ends, so nothing outlives the event."""
+    token = _DECODED.set({})
+    try:
+        yield
+    finally:
+        _DECODED.reset(token)
+
+
 @dataclass(slots=True, eq=False)
 class PodInfo:
     """A pod and what scheduling it needs, computed once per pod version."""
@@ -182,6 +202,17 @@ class PodInfo:
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
+        decoded = _DECODED.get()
+        if decoded is None:
+            return cls._decode(pod)
+        # Keyed by identity: the PodInfo holds the pod, so its id is not reused while kept here.
+        info = decoded.get(id(pod))
+        if info is None or info.pod is not pod:
+            info = decoded[id(pod)] = cls._decode(pod)
+        return info
+
+    @classmethod
+    def _decode(cls, pod: Pod) -> PodInfo:
         share(pod)  # a Deployment's replicas keep one copy of their containers, affinity, labels
         meta = pod.metadata
         labels = meta.labels or {}
