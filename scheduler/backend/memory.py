@@ -22,7 +22,6 @@ fresh model instance the backend never mutates again (consumers must not mutate 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import secrets
 import time
@@ -69,11 +68,21 @@ _MERGE_KEYS: dict[str, str] = {
 }
 
 
+def copy_wire(wire: Any) -> Any:
+    """A copy of a JSON tree (dicts, lists, scalars), as ``copy.deepcopy`` makes it but several times
+    faster: every write of the in-memory API server copies the stored object."""
+    if isinstance(wire, dict):
+        return {key: copy_wire(value) for key, value in wire.items()}
+    if isinstance(wire, list):
+        return [copy_wire(value) for value in wire]
+    return wire
+
+
 def json_merge_patch(target: Any, patch: Any) -> Any:
     """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, anything else replaces."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: Wire = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_wire(patch)
+    result: Wire = copy_wire(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if value is None:
             result.pop(key, None)
@@ -86,8 +95,8 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
     """The part of Kubernetes' strategic merge patch that pod status needs: a merge patch, except
     that lists with a patch merge key (``conditions`` by ``type`` ...) merge element by element."""
     if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result: Wire = copy.deepcopy(target) if isinstance(target, dict) else {}
+        return copy_wire(patch)
+    result: Wire = copy_wire(target) if isinstance(target, dict) else {}
     for key, value in patch.items():
         if key.startswith("$"):  # directives ($patch, $setElementOrder ...) are not modelled
             continue
@@ -108,7 +117,7 @@ def strategic_merge_patch(target: Any, patch: Any) -> Any:
                     None,
                 )
                 if index is None:
-                    merged.append(copy.deepcopy(item))
+                    merged.append(copy_wire(item))
                 else:
                     merged[index] = strategic_merge_patch(merged[index], item)
             result[key] = merged
@@ -229,7 +238,7 @@ class MemoryBackend:
         if entry is None:
             raise NotFound(f"{resource.plural} {key} not found", status=404)
         self._rv += 1
-        wire = copy.deepcopy(entry.wire)
+        wire = copy_wire(entry.wire)
         wire["metadata"]["resourceVersion"] = str(self._rv)
         obj = resource.model.model_validate(wire)
         self._notify(resource, entry.wire, None, obj)
@@ -285,7 +294,7 @@ class MemoryBackend:
         bound = entry.wire.get("spec", {}).get("nodeName")
         if bound:
             raise Conflict(f"pod {key} is already assigned to node {bound!r}", status=409)
-        wire = copy.deepcopy(entry.wire)
+        wire = copy_wire(entry.wire)
         wire.setdefault("spec", {})["nodeName"] = node_name
         if annotations:  # the API server copies the Binding's annotations onto the pod
             meta = wire.setdefault("metadata", {})
@@ -308,7 +317,7 @@ class MemoryBackend:
         for immutable in ("name", "namespace", "uid", "creationTimestamp"):
             wire["metadata"][immutable] = entry.wire["metadata"].get(immutable)
         if "status" in entry.wire:
-            wire["status"] = copy.deepcopy(entry.wire["status"])
+            wire["status"] = copy_wire(entry.wire["status"])
         else:
             wire.pop("status", None)
         self._put(PODS, key, wire)
@@ -317,7 +326,7 @@ class MemoryBackend:
         namespace, name = _pod_key(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, None)
-        wire = copy.deepcopy(entry.wire)
+        wire = copy_wire(entry.wire)
         wire["status"] = strategic_merge_patch(wire.get("status") or {}, patch.get("status") or {})
         self._put(PODS, key, wire)
 
@@ -373,7 +382,7 @@ class MemoryBackend:
                     status=429,
                 )
         for pdb_key, pdb in budgets:
-            wire = copy.deepcopy(pdb.wire)
+            wire = copy_wire(pdb.wire)
             wire["status"]["disruptionsAllowed"] = int(wire["status"]["disruptionsAllowed"]) - 1
             self._put(PDBS, pdb_key, wire)
         self._delete_pod(namespace, name)
@@ -388,7 +397,7 @@ class MemoryBackend:
             return
         if entry.wire["metadata"].get("deletionTimestamp"):
             return
-        wire = copy.deepcopy(entry.wire)
+        wire = copy_wire(entry.wire)
         wire["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._put(PODS, key, wire)
 
@@ -425,7 +434,7 @@ class MemoryBackend:
     def _to_wire(obj: BaseModel | Wire) -> Wire:
         if isinstance(obj, BaseModel):
             return obj.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return copy.deepcopy(obj)
+        return cast(Wire, copy_wire(obj))
 
     def _require(self, resource: ResourceType[Any], key: str, uid: str | None) -> _Entry:
         entry = self._objects(resource).get(key)
