@@ -3,9 +3,9 @@
 
 The values are the chart's defaults but for what this one small node needs: each component pinned
 to the real node by its label (the KWOK nodes would "run" them without running anything), small
-requests (the node is this 2-core host), koordlet told kubelet's cgroup root, where containerd's NRI
-socket is and that there is no NVIDIA toolkit, serving its PodResources proxy from this cluster's
-kubelet, with BE memory eviction and blkio QoS gated on, and koord-descheduler enabled.
+requests (the node is this 2-core host), koordlet told kubelet's cgroup root and root dir, where
+containerd's NRI socket is and that there is no NVIDIA toolkit, serving its PodResources proxy from
+this cluster's kubelet, with BE memory eviction and blkio QoS gated on, and koord-descheduler enabled.
 """
 
 from __future__ import annotations
@@ -57,12 +57,10 @@ def values_for(config: RealNodeConfig) -> dict[str, Any]:
         # the QoS the real-node tests prove (test_real_node_qos.py); each also needs its NodeSLO switch
         "featureGates": "BEMemoryEvict=true,BlkIOReconcile=true",
         "resources": {**SMALL, "limits": {"cpu": "500m", "memory": "512Mi"}},
-        # the kubelet's root and the proxy's socket are this cluster's, not /var/lib/kubelet's
-        "podResourcesProxy": {
-            "enabled": True,
-            "kubeletRootDir": str(config.kubelet_root),
-            "path": str(config.pod_resources_proxy_dir),
-        },
+        # the kubelet's root (its config.yaml, cpu_manager_state, pod-resources socket) and the
+        # proxy's socket are this cluster's, not /var/lib/kubelet's
+        "hostKubelet": {"path": str(config.kubelet_root)},
+        "podResourcesProxy": {"enabled": True, "path": str(config.pod_resources_proxy_dir)},
     }
     return values
 

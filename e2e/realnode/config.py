@@ -101,7 +101,9 @@ class RealNodeConfig(BaseModel):
 
     @property
     def kubelet_config(self) -> Path:
-        return self.state_dir / "kubelet.yaml"
+        """The KubeletConfiguration, in kubelet's root dir as kubeadm writes it
+        (``/var/lib/kubelet/config.yaml``): where the chart's koordlet reads it."""
+        return self.kubelet_root / "config.yaml"
 
     @property
     def kube_proxy_config(self) -> Path:

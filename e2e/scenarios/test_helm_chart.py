@@ -208,19 +208,84 @@ def test_the_podresources_proxy_value_adds_its_gate_and_mounts(control_plane: Co
         "--set",
         "koordlet.podResourcesProxy.enabled=true",
         "--set",
-        "koordlet.podResourcesProxy.kubeletRootDir=/data/kubelet/",
+        "koordlet.hostKubelet.path=/data/kubelet/",
         "--set-string",
         "koordlet.featureGates=BECPUEvict=true",
     )
     container = on["containers"][0]
     assert "--feature-gates=BECPUEvict=true,PodResourcesProxy=true" in container["command"]
+    assert "--var-lib-kubelet-dir=/host/var/lib/kubelet" in container["command"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v["hostPath"] for v in on["volumes"]}
-    assert mounts["kubelet-pod-resources"]["mountPath"] == "/var/lib/kubelet/pod-resources"
-    assert mounts["kubelet-pod-resources"]["readOnly"] is True
-    assert volumes["kubelet-pod-resources"]["path"] == "/data/kubelet/pod-resources"
+    # the kubelet's socket is in its root dir, which the chart mounts anyway (koordlet.hostKubelet)
+    assert "kubelet-pod-resources" not in mounts
+    assert volumes["host-kubelet"]["path"] == "/data/kubelet/"
     assert mounts["pod-resources-proxy"]["mountPath"] == "/var/run/koordlet/pod-resources"
     assert volumes["pod-resources-proxy"] == {
         "path": "/var/run/koordlet/pod-resources",
         "type": "DirectoryOrCreate",
     }
+    # without the root dir, its pod-resources directory alone
+    narrow = daemonset(
+        "--set",
+        "koordlet.podResourcesProxy.enabled=true",
+        "--set",
+        "koordlet.hostKubelet.mount=false",
+        "--set",
+        "koordlet.hostKubelet.path=/data/kubelet/",
+    )
+    mounts = {m["name"]: m for m in narrow["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v["hostPath"] for v in narrow["volumes"]}
+    assert "host-kubelet" not in mounts
+    assert mounts["kubelet-pod-resources"]["mountPath"] == "/host/var/lib/kubelet/pod-resources"
+    assert mounts["kubelet-pod-resources"]["readOnly"] is True
+    assert volumes["kubelet-pod-resources"]["path"] == "/data/kubelet/pod-resources"
+    assert "--var-lib-kubelet-dir=/host/var/lib/kubelet" in narrow["containers"][0]["command"]
+
+
+def test_koordlet_reads_the_kubelets_root_dir_read_only(control_plane: ControlPlane) -> None:
+    """As Koordinator's chart mounts /var/lib/kubelet: the node's kubelet root dir (its config.yaml
+    and cpu_manager_state, which koordlet reads under --host-root) read-only, following the host's
+    mounts, at /host/var/lib/kubelet; the container keeps no capability and is not privileged."""
+
+    def daemonset(*values: str) -> dict[str, Any]:
+        docs = _rendered(control_plane, "--show-only", "templates/koordlet-daemonset.yaml", *values)
+        spec: dict[str, Any] = docs[0]["spec"]["template"]["spec"]
+        return spec
+
+    spec = daemonset()
+    (container,) = spec["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "host-kubelet"]
+    assert mount == {
+        "name": "host-kubelet",
+        "mountPath": "/host/var/lib/kubelet",
+        "readOnly": True,
+        "mountPropagation": "HostToContainer",
+    }
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "host-kubelet"]
+    assert volume["hostPath"] == {"path": "/var/lib/kubelet", "type": "Directory"}
+    assert "--host-root=/host" in container["command"]  # config.yaml: /host + /var/lib/kubelet/...
+    assert "--var-lib-kubelet-dir=/host/var/lib/kubelet" in container["command"]
+    assert not any(arg.startswith("--kubelet-config") for arg in container["command"])
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert "privileged" not in container["securityContext"]
+
+    moved = daemonset("--set", "koordlet.hostKubelet.path=/data/kubelet")
+    (volume,) = [v for v in moved["volumes"] if v["name"] == "host-kubelet"]
+    assert volume["hostPath"]["path"] == "/data/kubelet"
+
+    # only the kubelet's mount: --host-root still points koordlet at it
+    alone = daemonset("--set", "koordlet.hostCgroup.mount=false", "--set", "koordlet.hostSys.mount=false")
+    assert "--host-root=/host" in alone["containers"][0]["command"]
+    off = daemonset("--set", "koordlet.hostKubelet.mount=false")
+    assert "/var/lib/kubelet" not in json.dumps(off)
+
+    renamed = control_plane.run_helm(
+        "template",
+        "koordinator-py",
+        str(CHART),
+        "--set",
+        "koordlet.podResourcesProxy.kubeletRootDir=/data/kubelet",
+    )
+    assert renamed.returncode != 0
+    assert "koordlet.hostKubelet.path" in renamed.stderr

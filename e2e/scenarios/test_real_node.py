@@ -20,6 +20,7 @@ import pytest
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
+    ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_RESOURCE_STATUS,
 )
@@ -156,6 +157,31 @@ def test_the_chart_runs_every_component_from_our_image_on_the_real_node(
         assert container["ready"], name
         assert container["image"] == image_name.reference(), name
         assert container["containerID"].startswith("containerd://"), name
+
+
+def test_koordlet_reports_the_cpu_manager_policy_the_kubelet_runs_with(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    """The chart mounts the kubelet's root dir (``koordlet.hostKubelet``), where this node's kubelet
+    keeps its ``config.yaml`` as kubeadm's does: the NodeResourceTopology's CPU manager policy is
+    the one the kubelet's ``/configz`` shows. Without the mount koordlet cannot read the file and
+    writes ``{}`` (unknown), which koord-scheduler takes for no policy."""
+    cp, c = chart
+    configz = json.loads(cp.kubectl("get", "--raw", f"/api/v1/nodes/{c.node_name}/proxy/configz"))
+    want = configz["kubeletconfig"]["cpuManagerPolicy"]
+    deadline = time.monotonic() + 60
+    reported: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        topology = cp.read("noderesourcetopology", c.node_name) or {}
+        annotations = topology.get("metadata", {}).get("annotations") or {}
+        reported = json.loads(annotations.get(ANNOTATION_KUBELET_CPU_MANAGER_POLICY) or "{}")
+        if reported.get("policy") == want:
+            break
+        time.sleep(1.0)
+    assert reported.get("policy") == want, (
+        f"the kubelet runs the {want!r} CPU manager policy; {c.node_name}'s NodeResourceTopology "
+        f"says {ANNOTATION_KUBELET_CPU_MANAGER_POLICY}={json.dumps(reported)}"
+    )
 
 
 def test_the_admission_webhook_answers_through_the_charts_service(
