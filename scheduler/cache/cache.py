@@ -258,6 +258,10 @@ class Cache:
     def is_withdrawn(self, uid: str) -> bool:
         return uid in self._withdrawn
 
+    def withdrawn(self) -> frozenset[str]:
+        """The uids ``withdraw`` holds out now (usually none)."""
+        return frozenset(self._withdrawn)
+
     def reinstate(self, pod: PodInfo, row: int) -> None:
         self._withdrawn.discard(pod.uid)
         self._occupy(pod, row, sign=1)

@@ -188,6 +188,10 @@ class Snapshot:
         """Whether a ``simulate_removal`` holds this assigned pod out right now (a preemption victim)."""
         return self._cache.is_withdrawn(uid)
 
+    def withdrawn(self) -> frozenset[str]:
+        """Every assigned pod a ``simulate_removal`` holds out right now."""
+        return self._cache.withdrawn()
+
     def is_lifted(self, uid: str) -> bool:
         """Whether ``lift_reserved`` released what this stand-in pod holds, in this snapshot."""
         return uid in self._lifted_reserved

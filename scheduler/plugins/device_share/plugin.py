@@ -92,6 +92,7 @@ from scheduler.plugins.device_share.allocator import (
 from scheduler.plugins.device_share.args import DeviceShareArgs, FragmentationArgs
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.joint import allocate_rdma_jointly, joint_types
+from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.npu import npu_resources
 from scheduler.plugins.device_share.partition import choose_partition
 from scheduler.plugins.device_share.rdma import (
@@ -185,6 +186,10 @@ class DeviceShare:
         self.handle = handle
         self._warnings = ObjectWarnings(handle.backend)
         self.store = DeviceStore()
+        self._fits: ShapeCache[NodeAnswers[Refusal]] = ShapeCache(NodeAnswers)
+        """PreFilter's refusals per request shape (``node_memo``)."""
+        self._scores: ShapeCache[NodeAnswers[int]] = ShapeCache(NodeAnswers)
+        """Score's card score per request shape and node (MostAllocated / LeastAllocated)."""
         self.reserved = ReservedDevices(self.store)
         weight = {spec.name: spec.weight for spec in args.scoring_strategy.resources}
         self.weights: Weights = (weight.get(RESOURCE_GPU_MEMORY_RATIO, 0), weight.get(RESOURCE_GPU_MEMORY, 0))
@@ -322,10 +327,13 @@ class DeviceShare:
         cycle = self._cycle_of(pod, snapshot)
         if not isinstance(cycle, _Cycle):
             return PreFilterResult(cycle)
-        for node in self.store.has_device:
-            got = self._allocate_all(node, cycle)
-            if isinstance(got, Refusal):
-                cycle.refusals[node] = got
+        if self._memoizable(cycle):
+            cycle.refusals = dict(self._fit_table(cycle).by_node)
+        else:
+            for node in self.store.has_device:
+                refusal = self._refusal(node, cycle)
+                if refusal is not None:
+                    cycle.refusals[node] = refusal
         fitting = set(self.store.has_device - cycle.refusals.keys())
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
             if node not in self.store.has_device or cycle.request is None:
@@ -340,6 +348,40 @@ class DeviceShare:
         if self.fragmentation is not None and cycle.request is not None:
             self.fragmentation.observe(pod.uid, cycle.request)
         return PreFilterResult()
+
+    @staticmethod
+    def _memoizable(cycle: _Cycle) -> bool:
+        """Whether a node's answer for this cycle follows from its cards, their usage and the
+        request alone (``node_memo``): not so with a device hint, a partition spec, an RDMA ask, or
+        reservations the pod may take cards from."""
+        return (
+            cycle.request is not None
+            and cycle.hint is None
+            and cycle.partition_spec is None
+            and cycle.rdma is None
+            and not cycle.ignore_reserved
+        )
+
+    def _fit_table(self, cycle: _Cycle) -> NodeAnswers[Refusal]:
+        """The refusals of every node with a Device for the cycle's request shape, asking again
+        only the nodes changed since the shape was last asked (``node_memo``)."""
+        table = self._fits.of((cycle.request, cycle.honor_partitions, cycle.no_template))
+        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
+        if changed is None:
+            table.by_node.clear()
+            changed = set(self.store.has_device)
+        for node in changed:
+            refusal = self._refusal(node, cycle) if node in self.store.has_device else None
+            if refusal is None:
+                table.by_node.pop(node, None)
+            else:
+                table.by_node[node] = refusal
+        table.synced = self.store.changes
+        return table
+
+    def _refusal(self, node: str, cycle: _Cycle) -> Refusal | None:
+        got = self._allocate_all(node, cycle)
+        return got if isinstance(got, Refusal) else None
 
     def _cycle_of(self, pod: PodInfo, snapshot: Snapshot) -> _Cycle | Status:
         """The pod's request and hints (``fitting`` left empty), or why the plugin skips or refuses it."""
@@ -635,11 +677,10 @@ class DeviceShare:
     def _withdrawn(self, snapshot: Snapshot) -> dict[str, set[str]]:
         """Node -> the pods holding cards there that a preemption is weighing (gone in the what-if)."""
         victims: dict[str, set[str]] = {}
-        for uid in self.store.holders():
-            if snapshot.is_withdrawn(uid):
-                held = self.store.held(uid)
-                if held is not None:
-                    victims.setdefault(held[0], set()).add(uid)
+        for uid in snapshot.withdrawn():
+            held = self.store.held(uid)
+            if held is not None:
+                victims.setdefault(held[0], set()).add(uid)
         return victims
 
     def _share_refusals(
@@ -681,6 +722,9 @@ class DeviceShare:
                 [None if free else self._allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
                 any_card,
             )
+        if self._memoizable(cycle):
+            kept = self._score_table(cycle).by_node
+            return np.fromiter((kept.get(names[row], 0) for row in rows.tolist()), np.int64, rows.size)
         strategy = self.card_order
         for i, row in enumerate(rows.tolist()):
             node = names[row]
@@ -691,6 +735,25 @@ class DeviceShare:
                 )
             scores[i] += self._rdma_score(node, cycle)
         return scores
+
+    def _score_table(self, cycle: _Cycle) -> NodeAnswers[int]:
+        """Every node's card score for the cycle's request shape (the memoizable cycles': no RDMA,
+        nothing left out), scoring again only the nodes changed since the shape was last scored."""
+        assert cycle.request is not None
+        table = self._scores.of(cycle.request)
+        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
+        if changed is None:
+            table.by_node.clear()
+            changed = set(self.store.has_device)
+        for node in changed:
+            gpus = self.store.gpus(node)
+            if gpus:
+                usage = self.store.usage(node)
+                table.by_node[node] = node_score(gpus, usage, cycle.request, self.card_order, self.weights)
+            else:
+                table.by_node.pop(node, None)
+        table.synced = self.store.changes
+        return table
 
     def _rdma_score(self, node: str, cycle: _Cycle) -> int:
         """Koordinator adds each device type's node score."""

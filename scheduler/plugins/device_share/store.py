@@ -114,6 +114,11 @@ class NodeGPUs:
     whole-GPU joint pods, so Filter and Score leave them to Reserve)."""
 
 
+_CHANGES_KEPT_PER_NODE = 4
+_CHANGES_KEPT = 4096
+"""The change log keeps at least this many entries (plus four per node) before it drops its older half."""
+
+
 @dataclass(slots=True)
 class _Held:
     node: str
@@ -128,6 +133,10 @@ class DeviceStore:
         self.has_device: set[str] = set()
         """Nodes whose Device object exists (possibly with no healthy GPU)."""
         self._held: dict[str, _Held] = {}
+        self._changes: list[str] = []
+        """The nodes changed, in order (``changed_since``); its first entry is change number
+        ``_changes_start``."""
+        self._changes_start = 0
 
     # ---- Devices ----
 
@@ -148,6 +157,7 @@ class DeviceStore:
         labels = device.metadata.labels or {}
         node.vendor, node.model = labels.get(LABEL_GPU_VENDOR), labels.get(LABEL_GPU_MODEL)
         self.has_device.add(name)
+        self._touch(name)
 
     def remove_device(self, name: str) -> None:
         self.has_device.discard(name)
@@ -156,6 +166,7 @@ class DeviceStore:
             node.gpus = []
             node.partitions = None
             node.rdmas = []
+            self._touch(name)
 
     def replace_devices(self, devices: Sequence[Device]) -> None:
         present = {d.metadata.name or "" for d in devices}
@@ -184,6 +195,7 @@ class DeviceStore:
         self.release(uid)
         self._held[uid] = _Held(node, tuple(allocations), assumed, tuple(rdma))
         entry = self.nodes.setdefault(node, NodeGPUs())
+        self._touch(node)
         entry.rdma_usage.add(rdma)
         usage = entry.usage
         for a in allocations:
@@ -193,6 +205,7 @@ class DeviceStore:
         entry = self._held.pop(uid, None)
         if entry is None:
             return
+        self._touch(entry.node)
         self.nodes[entry.node].rdma_usage.remove(entry.rdma)
         usage = self.nodes[entry.node].usage
         for a in entry.allocations:
@@ -228,6 +241,26 @@ class DeviceStore:
 
     def holders(self) -> list[str]:
         return list(self._held)
+
+    def _touch(self, name: str) -> None:
+        """``name``'s cards or what is held on them changed."""
+        self._changes.append(name)
+        if len(self._changes) > _CHANGES_KEPT_PER_NODE * len(self.nodes) + _CHANGES_KEPT:
+            dropped = len(self._changes) // 2
+            del self._changes[:dropped]
+            self._changes_start += dropped
+
+    @property
+    def changes(self) -> int:
+        """How many changes of nodes there have been (the position ``changed_since`` takes)."""
+        return self._changes_start + len(self._changes)
+
+    def changed_since(self, position: int) -> set[str] | None:
+        """The nodes changed after ``changes`` was ``position``; None when that is older than the
+        changes kept (the caller looks at every node again)."""
+        if position < self._changes_start:
+            return None
+        return set(self._changes[position - self._changes_start :])
 
     def usage(self, node: str) -> Mapping[int, GPUUsage]:
         entry = self.nodes.get(node)

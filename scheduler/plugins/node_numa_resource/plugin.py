@@ -332,7 +332,7 @@ class NodeNUMAResource:
         names = snapshot.table.names
         interesting = self._interesting(cycle, snapshot, rows)
         # Pods a preemption is weighing count as gone (their CPUs free) in its what-if.
-        withdrawn = frozenset(uid for uid in self.store.records if snapshot.is_withdrawn(uid))
+        withdrawn = frozenset(uid for uid in snapshot.withdrawn() if uid in self.store.records)
         for i in np.flatnonzero(interesting).tolist():
             node = names[int(rows[i])]
             info = snapshot.node(node)
