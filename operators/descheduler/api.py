@@ -97,6 +97,19 @@ class DeschedulerApi:
         items: list[dict[str, Any]] = listed.get("items") or []
         return items[0] if items else None
 
+    async def listed_keys(self, path: str) -> set[tuple[str, str]]:
+        """(namespace, name) of every object the collection ``path`` lists now (the informers' own
+        ``list`` permission), for the caches' sync gate."""
+        listed = await request_json(self._client, "GET", path, what=f"list {path}")
+        items: list[dict[str, Any]] = listed.get("items") or []
+        return {
+            (
+                (item.get("metadata") or {}).get("namespace") or "",
+                (item.get("metadata") or {}).get("name") or "",
+            )
+            for item in items
+        }
+
     async def scale_replicas(self, api_version: str, kind: str, namespace: str, name: str) -> int:
         """``spec.replicas`` of the ``/scale`` subresource of any controller; 0 when the kind has none
         or the object is gone (Koordinator's scale finder)."""

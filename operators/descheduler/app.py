@@ -19,7 +19,7 @@ from operators.descheduler.config import (
     resolve,
 )
 from operators.descheduler.defrag.client import kube_client
-from operators.descheduler.informers import Store
+from operators.descheduler.informers import SYNCED_KINDS, Store
 from operators.descheduler.migration import MigrationController
 from operators.descheduler.registry import REGISTRY, PluginFactory, args_models
 from operators.descheduler.runtime import EvictorProxy, Handle, Profile, RoundLimits, build_profile, run_round
@@ -33,6 +33,10 @@ __all__ = ["Descheduler"]
 log = logging.getLogger(__name__)
 
 SCAVENGE_INTERVAL = 60.0
+SYNC_POLL = 0.2
+SYNC_RELIST = 5.0
+SYNC_TIMEOUT = 120.0
+"""Seconds the first round waits for the caches to hold a fresh list (``Descheduler._caches_synced``)."""
 
 
 class Descheduler:
@@ -58,6 +62,7 @@ class Descheduler:
         self.controller: MigrationController | None = None
         self._elector: LeaderElector | None = None
         self._backend: KubernetesBackend | None = None
+        self._api: DeschedulerApi | None = None
         self._task: asyncio.Task[None] | None = None
         self.failure: BaseException | None = None
         self.reconciles = asyncio.Semaphore(self.args.max_concurrent_reconciles)
@@ -79,7 +84,7 @@ class Descheduler:
             burst=connection.burst,
             reporting_instance="koord-descheduler",
         )
-        api = DeschedulerApi(self._backend.api_client)
+        api = self._api = DeschedulerApi(self._backend.api_client)
         self.controller = MigrationController(
             self.args, self.store, api, EvictionService(self._backend, "koord-descheduler")
         )
@@ -144,7 +149,8 @@ class Descheduler:
 
     async def _rounds(self, profiles: list[Profile], limits: RoundLimits) -> None:
         assert self.controller is not None
-        await asyncio.sleep(self._initial_delay)  # let the watches list everything first
+        await asyncio.sleep(self._initial_delay)
+        await self._caches_synced()
         interval = self.config.interval.total_seconds()
         while True:
             await self._resolve_scales()
@@ -153,6 +159,31 @@ class Descheduler:
                 log.info("deschedulingInterval is 0: one round done, no more")
                 return
             await asyncio.sleep(interval)
+
+    async def _caches_synced(self) -> None:
+        """Until the caches hold every pod, node and NodeMetric a list returns now, as Koordinator's
+        descheduler waits for its informers to sync before its first round: Kopf's watches deliver
+        their first listing object by object, and a round over half a listing decides on half the
+        cluster (a loaded machine's round once saw none of the hot nodes' pods). Objects deleted
+        meanwhile never arrive: the list is taken again every ``SYNC_RELIST`` seconds, and after
+        ``SYNC_TIMEOUT`` the round runs with a warning naming what is missing."""
+        assert self._api is not None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SYNC_TIMEOUT
+        while True:
+            listed = {kind: await self._api.listed_keys(path) for kind, path in SYNCED_KINDS.items()}
+            relist_at = loop.time() + SYNC_RELIST
+            while loop.time() < relist_at:
+                missing = self.store.missing(listed)
+                if not missing:
+                    return
+                if loop.time() > deadline:
+                    counts = ", ".join(f"{len(keys)} {kind}" for kind, keys in sorted(missing.items()))
+                    log.warning(
+                        "the caches still miss %s after %.0fs; descheduling anyway", counts, SYNC_TIMEOUT
+                    )
+                    return
+                await asyncio.sleep(SYNC_POLL)
 
     async def _resolve_scales(self) -> None:
         """Replicas of the controllers the caches do not hold, through their ``/scale``."""

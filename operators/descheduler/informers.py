@@ -23,7 +23,7 @@ from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
 from operators.descheduler.logic.view import Origin, Workload, controller_of
 
-__all__ = ["WORKLOAD_KINDS", "ScaledObject", "Store", "WorkloadKind"]
+__all__ = ["SYNCED_KINDS", "WORKLOAD_KINDS", "ScaledObject", "Store", "WorkloadKind"]
 
 
 class _Replicas(KoordModel):
@@ -58,6 +58,13 @@ WORKLOAD_KINDS = (
 kind is resolved through its ``/scale`` subresource (``Store.scales``)."""
 
 PodKey = tuple[str, str]
+
+SYNCED_KINDS = {
+    "pods": "/api/v1/pods",
+    "nodes": "/api/v1/nodes",
+    "nodemetrics": "/apis/slo.koordinator.sh/v1alpha1/nodemetrics",
+}
+"""The caches a descheduling round reads, by the collection a sync gate lists (``Store.missing``)."""
 
 
 class Store:
@@ -153,6 +160,17 @@ class Store:
         self._workloads.pop((kind.group, kind.kind, namespace, name), None)
 
     # ------------------------------------------------------------------ reads
+
+    def missing(self, listed: Mapping[str, set[tuple[str, str]]]) -> dict[str, set[tuple[str, str]]]:
+        """Of ``listed`` (``SYNCED_KINDS`` name -> (namespace, name) keys a list returned), what
+        the watches have not delivered yet."""
+        held: dict[str, set[tuple[str, str]]] = {
+            "pods": set(self._pods),
+            "nodes": {("", name) for name in self._nodes},
+            "nodemetrics": {("", name) for name in self._metrics},
+        }
+        gaps = {kind: keys - held[kind] for kind, keys in listed.items()}
+        return {kind: keys for kind, keys in gaps.items() if keys}
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self._pods.get((namespace, name))

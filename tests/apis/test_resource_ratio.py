@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from fractions import Fraction
 
 import pytest
@@ -52,11 +51,10 @@ def test_resource_ratio(raw: str | None, ratio: Fraction) -> None:
         pytest.param("9" * 1_000_000, "longer than 64 characters", id="megabyte"),
     ],
 )
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 def test_a_malformed_ratio_is_an_invalid_spec_naming_the_field(raw: str, fragment: str) -> None:
-    started = time.perf_counter()
     with pytest.raises(InvalidSpec, match=fragment) as error:
         resource_ratio(raw)
-    assert time.perf_counter() - started < 0.5
     assert error.value.path == RESOURCE_RATIO_FIELD
     assert str(error.value).startswith("spec.resourceRatio: ")
     assert len(str(error.value)) <= MESSAGE_LIMIT

@@ -3,8 +3,7 @@ project's own error; what it accepts, the range check measures without building 
 
 from __future__ import annotations
 
-import time
-
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -36,33 +35,30 @@ def parse_or_error(text: str) -> Quantity | None:
         return None
 
 
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 @settings(max_examples=examples(300), deadline=None)
 @given(hostile)
 def test_parsing_is_bounded_and_fails_only_with_invalid_value(text: str) -> None:
-    started = time.perf_counter()
     q = parse_or_error(text)
     if q is not None:
         amount, problem = check_amount("memory", q, "spec.x")
         assert 0 <= amount <= MAX_UNITS
         assert (problem is None) == (Quantity() <= q <= Quantity.from_int(MAX_UNITS))
         assert parse_or_error(str(q)) == q  # what we print, we read back
-    assert time.perf_counter() - started < 0.5
 
 
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 @settings(max_examples=examples(50), deadline=None)
 @given(st.integers(min_value=1, max_value=10**6))
 def test_huge_exponents_are_refused_without_arithmetic(exponent: int) -> None:
-    started = time.perf_counter()
     assert parse_or_error(f"1e{exponent + 999}") is None
     assert parse_or_error(f"{'9' * 1001}") is None
     tiny = parse_or_error(f"1e-{exponent + 999}")
     assert tiny is not None
     assert tiny.sign() == 1  # rounded up to 1n, as apimachinery does
-    assert time.perf_counter() - started < 0.1
 
 
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 def test_a_megabyte_of_digits_is_refused_quickly() -> None:
-    started = time.perf_counter()
     assert parse_or_error("1" * 1_000_000) is None
     assert parse_or_error("0" * 1_000_000 + "1") == Quantity.from_int(1)
-    assert time.perf_counter() - started < 0.5

@@ -9,7 +9,6 @@ in the manager; ``"1_0"`` was 10 in one and 1 in the other).
 from __future__ import annotations
 
 import logging
-import time
 from fractions import Fraction
 
 import pytest
@@ -95,16 +94,15 @@ def test_both_components_apply_the_same_ratio(ratio: str | None, cpu: int) -> No
 
 
 @pytest.mark.parametrize("ratio", ["1e999999999", "1e99999", "Infinity", "NaN", "x", "9" * 100_000])
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 def test_a_malformed_ratio_is_reported_by_the_manager_and_ignored_by_the_scheduler(
     ratio: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    started = time.perf_counter()
     with pytest.raises(InvalidSpec, match=r"^spec\.resourceRatio: "):
         manager_cpu(ratio)
     with caplog.at_level(logging.WARNING, logger="scheduler.plugins.elastic_quota.forest"):
         assert scheduler_cpu(ratio) == FALLBACK_CPU  # the profile is ignored: the root's own total
     assert "ElasticQuotaProfile kube-system/amd64 ignored: spec.resourceRatio: " in caplog.text
-    assert time.perf_counter() - started < 1.0
 
 
 @settings(max_examples=examples(200), deadline=1000)

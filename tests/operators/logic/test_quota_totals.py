@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from fractions import Fraction
 
 import pytest
@@ -130,13 +129,12 @@ def test_ratio_parsing_follows_koordinator(raw: str | None, ratio: Fraction) -> 
 
 
 @pytest.mark.parametrize("raw", ["x", "Infinity", "NaN", "1e999999999", "1e9999", "-1"])
+@pytest.mark.timeout(60)  # bounded work: a blow-up on hostile input hangs; no wall-clock bound
 def test_a_malformed_ratio_makes_the_profile_invalid_instead_of_a_guess(raw: str) -> None:
     # Koordinator would fall back to 1; a ratio that is no number is reported instead (and
     # "Infinity" used to raise OverflowError, "1e999999999" never to return).
-    started = time.perf_counter()
     with pytest.raises(InvalidSpec, match=r"^spec\.resourceRatio: "):
         quota_totals.profile_tree_root(profile(raw), "1", NODES)
-    assert time.perf_counter() - started < 0.5
 
 
 def test_scaling_is_exact_and_truncates() -> None:
