@@ -127,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
         names = [args.name]
         if args.all:
             state = repo_root() / ".cluster"
-            names = sorted(p.name for p in state.iterdir() if p.is_dir()) if state.exists() else []
+            # A cluster's directory holds its kwokctl.yaml; reports/ and images/ are no clusters.
+            found = state.iterdir() if state.exists() else iter(())
+            names = sorted(p.name for p in found if (p / "kwokctl.yaml").exists())
         for name in names:
             ControlPlane(name=name).stop()
         if "koord-py" in names:  # only `make cluster`'s cluster writes the default kubeconfig
