@@ -10,7 +10,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlencode
 
 from apis.extension.device import transform_deprecated_device_resources
 from apis.quantity import Quantity
@@ -129,13 +128,8 @@ def list_items(
 ) -> list[dict[str, Any]]:
     """The items of ``kubectl get RESOURCE [-n NAMESPACE] [-l SELECTOR] [--field-selector
     FIELD_SELECTOR] -o json``, read in process (``namespace=None``: every namespace, as ``-A``)."""
-    if field_selector:
-        query = {"fieldSelector": field_selector} | ({"labelSelector": selector} if selector else {})
-        listed = cp.get_json(cp.rest.resource_path(resource, "", namespace) + "?" + urlencode(query))
-    else:
-        found = cp.read(resource, namespace=namespace, selector=selector)
-        assert found is not None  # only a read by name is None
-        listed = found
+    listed = cp.read(resource, namespace=namespace, selector=selector, field_selector=field_selector)
+    assert listed is not None  # only a read by name is None
     items: list[dict[str, Any]] = listed["items"]
     return items
 

@@ -211,15 +211,25 @@ class ControlPlane:
         return self.rest.get(path)
 
     def read(
-        self, resource: str, name: str = "", *, namespace: str | None = "default", selector: str = ""
+        self,
+        resource: str,
+        name: str = "",
+        *,
+        namespace: str | None = "default",
+        selector: str = "",
+        field_selector: str = "",
     ) -> dict[str, Any] | None:
-        """What ``kubectl get RESOURCE [NAME] [-n NAMESPACE] [-l SELECTOR] -o json
-        --ignore-not-found`` prints, read in process (``e2e.cluster.rest``): the object, None when
-        there is none, or the list (``namespace=None``: every namespace, as ``-A``). For the
-        helpers and waits that poll; kubectl stays where the test is about what a user sees."""
+        """What ``kubectl get RESOURCE [NAME] [-n NAMESPACE] [-l SELECTOR] [--field-selector
+        FIELD_SELECTOR] -o json --ignore-not-found`` prints, read in process (``e2e.cluster.rest``):
+        the object, None when there is none, or the list (``namespace=None``: every namespace, as
+        ``-A``). For the helpers and waits that poll; kubectl stays where the test is about what a
+        user sees."""
         path = self.rest.resource_path(resource, name, namespace)
-        if selector:
-            path += "?" + urlencode({"labelSelector": selector})
+        query = {"labelSelector": selector} if selector else {}
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        if query:
+            path += "?" + urlencode(query)
         try:
             return self.rest.get(path)
         except ApiError as exc:

@@ -63,7 +63,8 @@ class RestClient:
     def __init__(self, kubeconfig: Path) -> None:
         self._endpoint = _endpoint(kubeconfig)
         self._connection: http.client.HTTPSConnection | None = None
-        self._discovery: dict[str, dict[str, tuple[str, bool]]] = {}
+        self._discovery: dict[str, list[dict[str, Any]]] = {}
+        """groupVersion path -> its resources as discovery lists them (both lookups below read it)."""
         self._by_name: dict[str, tuple[str, str, bool]] = {}
         self._lock = threading.Lock()
 
@@ -142,9 +143,7 @@ class RestClient:
                 bases.append((f"/apis/{group['preferredVersion']['groupVersion']}", group["name"]))
             names: dict[str, tuple[str, str, bool]] = {}
             for base, group in reversed(bases):  # the core group's names win, as with kubectl
-                for r in self._call("GET", base)["resources"]:
-                    if "/" in r["name"]:
-                        continue
+                for r in self._listed(base, fresh=True):
                     found = (base, r["name"], bool(r["namespaced"]))
                     spellings = [
                         r["name"],
@@ -160,6 +159,12 @@ class RestClient:
         return self._by_name
 
     def _resources(self, base: str, fresh: bool) -> dict[str, tuple[str, bool]]:
+        """Kind -> (plural, namespaced) in the groupVersion at ``base``."""
+        return {r["kind"]: (r["name"], bool(r["namespaced"])) for r in self._listed(base, fresh)}
+
+    def _listed(self, base: str, fresh: bool) -> list[dict[str, Any]]:
+        """The resources (no subresources) discovery lists at ``base``; none for a groupVersion the
+        server does not serve."""
         if fresh or base not in self._discovery:
             try:
                 listed = self._call("GET", base)["resources"]
@@ -167,9 +172,7 @@ class RestClient:
                 if exc.status != 404:
                     raise
                 listed = []
-            self._discovery[base] = {
-                r["kind"]: (r["name"], bool(r["namespaced"])) for r in listed if "/" not in r["name"]
-            }
+            self._discovery[base] = [r for r in listed if "/" not in r["name"]]
         return self._discovery[base]
 
     def _call(

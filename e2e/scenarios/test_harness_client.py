@@ -51,6 +51,25 @@ def test_applied_objects_read_back_and_a_missing_one_is_none(
     assert listed["items"] == []
 
 
+def test_a_field_selector_reads_what_kubectl_field_selector_lists(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    cp = control_plane
+    apply(
+        cp, [make_pod(name, namespace, cpu="10m", memory="16Mi", scheduler="nobody") for name in ("f1", "f2")]
+    )
+    for selector in ("metadata.name=f1", "metadata.name!=f1", "status.phase=Running"):
+        read = cp.read("pods", namespace=namespace, field_selector=selector) or {}
+        shown = json.loads(
+            cp.kubectl("get", "pods", "-n", namespace, "--field-selector", selector, "-o", "json")
+        )
+        assert {i["metadata"]["name"] for i in read["items"]} == {
+            i["metadata"]["name"] for i in shown["items"]
+        }
+    named = cp.read("pods", namespace=namespace, field_selector="metadata.name=f1") or {}
+    assert [i["metadata"]["name"] for i in named["items"]] == ["f1"]
+
+
 def test_a_refused_object_is_named_and_the_others_are_applied(
     control_plane: ControlPlane, namespace: str
 ) -> None:
