@@ -3,8 +3,9 @@
 A card's free share is what is left of its scarcest dimension (gpu-core, gpu-memory-ratio,
 gpu-memory), 0..1 card. For one request shape, a node's fragmentation is the free share that
 shape could not use: all of it when the node cannot hold the shape at all (fewer fitting cards
-than it asks for), otherwise the free share of the cards the shape does not fit on (a whole-card
-shape fits only idle cards). For a mix of shapes it is the popularity-weighted sum. A placement
+than it asks for, or, as in the paper, less free CPU or memory than the shape's pods take with
+them), otherwise the free share of the cards the shape does not fit on (a whole-card shape fits
+only idle cards). For a mix of shapes it is the popularity-weighted sum. A placement
 is scored by the increase in fragmentation it causes; the smallest increase is best.
 
 Everything is computed on padded arrays so that all candidate nodes, and all candidate cards of
@@ -28,6 +29,8 @@ __all__ = [
     "Shapes",
     "cards_of",
     "fragmentation",
+    "host_deltas",
+    "host_fits",
     "moves_of",
     "placement_deltas",
     "shapes_of",
@@ -94,12 +97,19 @@ class Shapes:
     """Per-card gpu-memory bytes, -1 where the shape asks for a ratio."""
     whole: BoolArray
     weight: FloatArray
+    host: Int64Array
+    """(K, 2): the cpu (milli) and memory (bytes) of the node that a pod of each shape takes
+    besides its cards (0 where unknown: the node's CPU and memory are then not looked at)."""
 
 
-def shapes_of(mix: Mapping[GPURequest, float]) -> Shapes:
-    """The shapes of a mix (request -> popularity, any positive scale)."""
+def shapes_of(
+    mix: Mapping[GPURequest, float], host: Mapping[GPURequest, tuple[int, int]] | None = None
+) -> Shapes:
+    """The shapes of a mix (request -> popularity, any positive scale); ``host``: the cpu and
+    memory a pod of each shape asks of its node."""
     items = [(r, w) for r, w in mix.items() if w > 0]
     total = sum(w for _, w in items) or 1.0
+    needs = host or {}
     return Shapes(
         count=np.array([r.count for r, _ in items], dtype=np.int64),
         core=np.array([r.core for r, _ in items], dtype=np.int64),
@@ -107,7 +117,17 @@ def shapes_of(mix: Mapping[GPURequest, float]) -> Shapes:
         memory=np.array([-1 if r.memory is None else r.memory for r, _ in items], dtype=np.int64),
         whole=np.array([r.whole for r, _ in items], dtype=np.bool_),
         weight=np.array([w / total for _, w in items], dtype=np.float64),
+        host=np.array([needs.get(r, (0, 0)) for r, _ in items], dtype=np.int64).reshape(len(items), 2),
     )
+
+
+def host_fits(host_free: Int64Array | None, shapes: Shapes) -> BoolArray | None:
+    """(..., K): whether each node's free cpu and memory (``host_free``: (..., 2)) hold a pod of
+    each shape; None when the nodes' cpu and memory are not looked at."""
+    if host_free is None:
+        return None
+    fit: BoolArray = np.all(host_free[..., None, :] >= shapes.host, axis=-1)
+    return fit
 
 
 def _want(capacity: Int64Array, shapes: Shapes) -> Int64Array:
@@ -150,21 +170,36 @@ def _fits(
     return fit
 
 
-def _combine(fitting: Int64Array, stranded: FloatArray, total: FloatArray, shapes: Shapes) -> FloatArray:
-    """Per-shape fragmentation (all the free share where the node cannot hold the shape), mixed."""
-    per_shape = np.where(fitting >= shapes.count, stranded, total[..., None])
+def _combine(
+    fitting: Int64Array,
+    stranded: FloatArray,
+    total: FloatArray,
+    shapes: Shapes,
+    host_ok: BoolArray | None = None,
+) -> FloatArray:
+    """Per-shape fragmentation (all the free share where the node cannot hold the shape: too few
+    fitting cards, or, with ``host_ok``, too little cpu or memory), mixed."""
+    holds = fitting >= shapes.count if host_ok is None else (fitting >= shapes.count) & host_ok
+    per_shape = np.where(holds, stranded, total[..., None])
     result: FloatArray = per_shape @ shapes.weight
     return result
 
 
-def fragmentation(capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes) -> FloatArray:
-    """(...): each node's expected unallocatable free share (in cards) for the shapes' mix."""
+def fragmentation(
+    capacity: Int64Array,
+    used: Int64Array,
+    valid: BoolArray,
+    shapes: Shapes,
+    host_free: Int64Array | None = None,
+) -> FloatArray:
+    """(...): each node's expected unallocatable free share (in cards) for the shapes' mix
+    (``host_free``: (..., 2), the nodes' free cpu and memory)."""
     free = _free_share(capacity, used, valid)  # (..., C)
     if shapes.weight.size == 0:
         return np.zeros(free.shape[:-1], dtype=np.float64)
     fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
     stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
-    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes)
+    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes, host_fits(host_free, shapes))
 
 
 def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
@@ -177,10 +212,17 @@ def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, Bo
     return want, fits & cards.valid
 
 
-def single_card_deltas(cards: Cards, request: GPURequest, shapes: Shapes) -> FloatArray:
+def single_card_deltas(
+    cards: Cards,
+    request: GPURequest,
+    shapes: Shapes,
+    host_free: Int64Array | None = None,
+    host_take: Int64Array | None = None,
+) -> FloatArray:
     """(N, C): the increase in each node's fragmentation were the one-card request put on card c
     (inf where it does not fit). Only card c changes, so the node's per-shape sums are updated
-    for it alone: O(N C K) instead of recomputing every card for every candidate."""
+    for it alone: O(N C K) instead of recomputing every card for every candidate. With
+    ``host_free`` ((N, 2) free cpu and memory) the pod's own ``host_take`` (2,) leaves the node."""
     want, ok = _single_card_want(cards, request)
     free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
     if shapes.weight.size == 0:
@@ -189,14 +231,18 @@ def single_card_deltas(cards: Cards, request: GPURequest, shapes: Shapes) -> Flo
     fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
     fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
     total = free.sum(axis=-1)  # (N,)
-    before = _combine(fitting, stranded, total, shapes)
+    before = _combine(fitting, stranded, total, shapes, host_fits(host_free, shapes))
     used_after = cards.used + want
     free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
     fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
     fitting_c = fitting[:, None, :] - fit + fit_after
     stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
     total_c = total[:, None] - free + free_after
-    after = _combine(fitting_c, stranded_c, total_c, shapes)  # (N, C)
+    left = None if host_free is None else host_free - (0 if host_take is None else host_take)
+    host_after = host_fits(left, shapes)
+    after = _combine(
+        fitting_c, stranded_c, total_c, shapes, None if host_after is None else host_after[:, None, :]
+    )
     deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
     return deltas
 
@@ -219,13 +265,31 @@ def moves_of(
     return moves, ok
 
 
-def placement_deltas(cards: Cards, moves: Int64Array, ok: BoolArray, shapes: Shapes) -> FloatArray:
+def placement_deltas(
+    cards: Cards,
+    moves: Int64Array,
+    ok: BoolArray,
+    shapes: Shapes,
+    host_free: Int64Array | None = None,
+    host_take: Int64Array | None = None,
+) -> FloatArray:
     """(N, J): the increase in each node's fragmentation were candidate j placed (inf where the
-    candidate is not possible)."""
-    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes)  # (N,)
+    candidate is not possible); ``host_free`` and ``host_take`` as in ``single_card_deltas``."""
+    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free)  # (N,)
     used = cards.used[:, None] + moves  # (N, J, C, 3)
     capacity = np.broadcast_to(cards.capacity[:, None], used.shape)
     valid = np.broadcast_to(cards.valid[:, None], used.shape[:-1])
-    after = fragmentation(capacity, used, valid, shapes)  # (N, J)
+    left = None if host_free is None else (host_free - (0 if host_take is None else host_take))[:, None, :]
+    after = fragmentation(capacity, used, valid, shapes, left)  # (N, J)
     deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
+    return deltas
+
+
+def host_deltas(cards: Cards, shapes: Shapes, host_free: Int64Array, host_take: Int64Array) -> FloatArray:
+    """(N,): the increase in each node's fragmentation were a pod that asks for no card but for
+    ``host_take`` (2,) cpu and memory put there: the cards it strands (FGD's rating of CPU-only
+    tasks)."""
+    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free)
+    after = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free - host_take)
+    deltas: FloatArray = after - before
     return deltas

@@ -19,7 +19,10 @@ from scheduler.framework.interfaces import MAX_NODE_SCORE
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, device_score, fits, take
 from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.fragmentation import (
+    FloatArray,
+    Int64Array,
     cards_of,
+    host_deltas,
     moves_of,
     placement_deltas,
     shapes_of,
@@ -40,7 +43,7 @@ class FragmentationStrategy:
         self.mix = RequestMix(args.half_life_pods, args.max_shapes)
         self._seen: OrderedDict[str, None] = OrderedDict()
 
-    def observe(self, uid: str, request: GPURequest) -> None:
+    def observe(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """A pod asks for ``request``: counted once however often it is retried (the last
         ``_SEEN`` pods are remembered). Pods that find no GPUs count too: were only the placed ones
         counted, the shapes that fail most (whole nodes) would fade from the mix, and the strategy
@@ -51,7 +54,7 @@ class FragmentationStrategy:
         self._seen[uid] = None
         if len(self._seen) > _SEEN:
             self._seen.popitem(last=False)
-        self.mix.observe(request)
+        self.mix.observe(request, host)
 
     def choose(
         self, gpus: Sequence[GPU], usage: Mapping[int, GPUUsage], request: GPURequest
@@ -78,33 +81,58 @@ class FragmentationStrategy:
         nodes: Sequence[NodeCards],
         chosen: Sequence[Sequence[Allocation] | None],
         any_card: Sequence[bool],
+        host_free: Int64Array | None = None,
+        host_take: tuple[int, int] = (0, 0),
     ) -> IntArray:
         """0..100 per node: 100 for the smallest increase in fragmentation among the nodes, 0 for
         the largest and for nodes that cannot take the pod. ``any_card[n]``: any fitting card of
-        node n may be taken (``chosen[n]`` is ignored), otherwise ``chosen[n]`` is the placement."""
+        node n may be taken (``chosen[n]`` is ignored), otherwise ``chosen[n]`` is the placement.
+        ``host_free``: (N, 2) the nodes' free cpu and memory, of which the pod takes ``host_take``:
+        a card whose node keeps too little for a shape's pods is fragmented for that shape."""
         scores = np.zeros(len(nodes), dtype=np.int64)
         if not nodes:
             return scores
         cards = cards_of(nodes)
-        shapes = shapes_of(self.mix.weights(request))
+        shapes = shapes_of(self.mix.weights(request), self.mix.hosts(request, host_take))
+        take = np.asarray(host_take, dtype=np.int64)
         fixed, fixed_ok = moves_of(cards, chosen)
         free_choice = np.asarray(any_card, dtype=np.bool_)
         best = np.full(len(nodes), np.inf)
         if free_choice.any():
-            deltas = single_card_deltas(cards.rows(free_choice), request, shapes)
+            host = None if host_free is None else host_free[free_choice]
+            deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
             best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
         if (~free_choice).any():
+            host = None if host_free is None else host_free[~free_choice]
             deltas = placement_deltas(
-                cards.rows(~free_choice), fixed[~free_choice], fixed_ok[~free_choice], shapes
+                cards.rows(~free_choice), fixed[~free_choice], fixed_ok[~free_choice], shapes, host, take
             )
             best[~free_choice] = deltas[:, 0]
-        possible = np.isfinite(best)
-        if not possible.any():
-            return scores
-        low, high = float(best[possible].min()), float(best[possible].max())
-        if high - low <= 1e-9:
-            scores[possible] = MAX_NODE_SCORE
-            return scores
-        scaled = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
-        scores[possible] = scaled.astype(np.int64)
+        return _scaled(best)
+
+    def host_scores(
+        self, nodes: Sequence[NodeCards], host_free: Int64Array, host_take: tuple[int, int]
+    ) -> IntArray:
+        """0..100 per node for a pod that asks for no GPU but for ``host_take`` cpu and memory:
+        100 where taking them strands the fewest cards of the recent mix (FGD rates CPU-only
+        tasks the same way), 0 where the most."""
+        if not nodes or not self.mix.weights_seen():
+            return np.zeros(len(nodes), dtype=np.int64)
+        cards = cards_of(nodes)
+        shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
+        return _scaled(host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64)))
+
+
+def _scaled(best: FloatArray) -> IntArray:
+    """0..100: 100 for the smallest increase in fragmentation, 0 for the largest and where none."""
+    scores = np.zeros(best.size, dtype=np.int64)
+    possible = np.isfinite(best)
+    if not possible.any():
         return scores
+    low, high = float(best[possible].min()), float(best[possible].max())
+    if high - low <= 1e-9:
+        scores[possible] = MAX_NODE_SCORE
+        return scores
+    scaled = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
+    scores[possible] = scaled.astype(np.int64)
+    return scores

@@ -175,6 +175,25 @@ class _RDMAAsk:
 
 
 _CYCLE = StateKey[_Cycle]("DeviceShare/cycle")
+
+
+def _host_take(pod: PodInfo) -> tuple[int, int]:
+    """The cpu (milli) and memory (bytes) ``pod`` asks of its node besides devices."""
+    return pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+
+
+def _host_free(snapshot: Snapshot, rows: IntArray) -> IntArray:
+    """(rows, 2): each node's free cpu (milli) and memory (bytes); unbounded where the node does
+    not report the resource."""
+    table = snapshot.table
+    free = np.full((rows.size, 2), np.iinfo(np.int64).max // 4, dtype=np.int64)
+    for i, name in enumerate(("cpu", "memory")):
+        col = table.column.get(name)
+        if col is not None:
+            free[:, i] = table.free(rows, np.array([col], dtype=np.int64))[:, 0]
+    return free
+
+
 _ALLOCATED = StateKey[tuple[str, tuple[Allocation, ...]]]("DeviceShare/allocated")
 _RDMA_ALLOCATED = StateKey[tuple[RDMAAllocation, ...]]("DeviceShare/rdma-allocated")
 _TEMPLATE = StateKey[str]("DeviceShare/template")
@@ -346,7 +365,7 @@ class DeviceShare:
         cycle.fitting = frozenset(fitting)
         state.write(_CYCLE, cycle)
         if self.fragmentation is not None and cycle.request is not None:
-            self.fragmentation.observe(pod.uid, cycle.request)
+            self.fragmentation.observe(pod.uid, cycle.request, _host_take(pod))
         return PreFilterResult()
 
     @staticmethod
@@ -709,9 +728,18 @@ class DeviceShare:
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         cycle = state.get(_CYCLE)
         scores = np.zeros(rows.size, dtype=np.int64)
-        if cycle is None:
-            return scores
         names = snapshot.table.names
+        if cycle is None:
+            if self.fragmentation is None or not any(_host_take(pod)):
+                return scores
+            # A pod without GPUs still takes the cpu and memory the GPUs' pods need: rated by
+            # the cards it would strand (FGD's rating of CPU-only tasks), 0..100.
+            nodes = [names[row] for row in rows.tolist()]
+            return self.fragmentation.host_scores(
+                [(self.store.gpus(n), self.store.usage(n)) for n in nodes],
+                _host_free(snapshot, rows),
+                _host_take(pod),
+            )
         if self.fragmentation is not None and cycle.request is not None:
             # Its scores are already 0..100 across the nodes (NICs are not rated under it).
             nodes = [names[row] for row in rows.tolist()]
@@ -721,6 +749,8 @@ class DeviceShare:
                 [(self._gpus(n, cycle), self._gpu_usage(n, cycle)) for n in nodes],
                 [None if free else self._allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
                 any_card,
+                _host_free(snapshot, rows),
+                _host_take(pod),
             )
         if self._memoizable(cycle):
             kept = self._score_table(cycle).by_node

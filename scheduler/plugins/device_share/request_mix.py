@@ -4,6 +4,10 @@ Every pod that asks for GPUs adds its shape with weight 1; all weights decay by 
 ``half_life`` pods, so the mix follows the workload as it changes. At most ``max_shapes`` shapes
 are kept (the lightest go first) and a shape whose weight has decayed below ``_FORGET`` is
 forgotten, so the mix stays small however many pods pass.
+
+Each shape also carries the cpu and memory its pods ask of their node (``host``): the mean over
+its pods, weighted as the shapes are, so that a GPU whose node has too little CPU left for the
+shape's pods counts as fragmented for it.
 """
 
 from __future__ import annotations
@@ -22,14 +26,23 @@ class RequestMix:
         self._decay = 0.5 ** (1.0 / half_life)
         self._max_shapes = max_shapes
         self._weights: dict[GPURequest, float] = {}
+        self._hosts: dict[GPURequest, tuple[float, float]] = {}
+        """Weighted sums of the cpu (milli) and memory (bytes) the shape's pods asked of their node."""
 
-    def observe(self, request: GPURequest) -> None:
+    def observe(self, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         weights = {shape: w * self._decay for shape, w in self._weights.items() if w * self._decay >= _FORGET}
         weights[request] = weights.get(request, 0.0) + 1.0
         if len(weights) > self._max_shapes:
             kept = sorted(weights.items(), key=lambda item: item[1], reverse=True)[: self._max_shapes]
             weights = dict(kept)
-        self._weights = weights
+        hosts = {
+            shape: (cpu * self._decay, memory * self._decay)
+            for shape, (cpu, memory) in self._hosts.items()
+            if shape in weights
+        }
+        cpu, memory = hosts.get(request, (0.0, 0.0))
+        hosts[request] = (cpu + host[0], memory + host[1])
+        self._weights, self._hosts = weights, hosts
 
     def weights(self, current: GPURequest) -> dict[GPURequest, float]:
         """The mix to score ``current`` against: the recent shapes, ``current`` among them (as FGD
@@ -37,3 +50,22 @@ class RequestMix:
         weights = dict(self._weights)
         weights[current] = max(weights.get(current, 0.0), 1.0)
         return weights
+
+    def weights_seen(self) -> dict[GPURequest, float]:
+        """The recent shapes alone (for a pod that asks for no GPU)."""
+        return dict(self._weights)
+
+    def hosts_seen(self) -> dict[GPURequest, tuple[int, int]]:
+        """The cpu and memory a pod of each recent shape asks of its node (weighted means)."""
+        return {
+            shape: (round(cpu / self._weights[shape]), round(memory / self._weights[shape]))
+            for shape, (cpu, memory) in self._hosts.items()
+            if self._weights.get(shape, 0.0) > 0
+        }
+
+    def hosts(self, current: GPURequest, current_host: tuple[int, int]) -> dict[GPURequest, tuple[int, int]]:
+        """The cpu and memory a pod of each shape asks of its node: the shape's weighted mean
+        (``current_host`` for ``current`` when the mix has not seen its shape)."""
+        means = self.hosts_seen()
+        means.setdefault(current, current_host)
+        return means
