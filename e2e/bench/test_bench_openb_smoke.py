@@ -26,6 +26,8 @@ from e2e.bench.openb_replay import (
 )
 from e2e.bench.openb_run import STRATEGIES
 from e2e.bench.openb_trace import NODE_FILE
+from e2e.bench.suite import parse_args, run_suite, write_results
+from e2e.bench.suite_model import SuiteResults
 
 NODES = 12
 
@@ -81,3 +83,28 @@ def test_openb_replay_command_line_writes_its_files(
     assert "MostAllocated" in out
     decoded = json.loads((tmp_path / "openb.json").read_text())
     assert decoded["figures"][0]["gpu_pods"] + decoded["figures"][0]["cpu_pods"] == 30
+
+
+def test_the_suite_runs_openb_with_only_and_sets_each_strategy_beside_its_paper_policy(
+    tmp_path: Path,
+) -> None:
+    opts = parse_args(["--only", "openb", "--openb-nodes", str(NODES), "--out", str(tmp_path)])
+
+    results = asyncio.run(run_suite(opts, "smoke"))
+    write_results(results, tmp_path)
+
+    assert results.errors == []
+    allocation = [f for f in results.figures if f.metric.startswith("GPU allocation")]
+    assert [f.size.split(",")[0] for f in allocation] == [
+        f"{s} vs {p}"
+        for s, p in (("Fragmentation", "FGD"), ("MostAllocated", "GpuPacking"), ("LeastAllocated", "Random"))
+        for _ in MARKS
+    ]
+    for figure in allocation:
+        assert figure.ours is not None
+        assert figure.baseline is not None
+        assert math.isfinite(figure.ours)
+    decoded = SuiteResults.model_validate(json.loads((tmp_path / "results.json").read_text()))
+    assert sorted(decoded.plots) == ["openb.png", "openb/openb.png"]
+    assert (tmp_path / "openb" / "openb.png").read_bytes().startswith(b"\x89PNG")
+    assert decoded.details["openb"]["nodes"] == NODES
