@@ -27,11 +27,22 @@ from apis.resources import to_int_units
 from scheduler.backend.base import DEVICES, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 
-__all__ = ["Audit", "OverAllocationError", "audit"]
+__all__ = ["Audit", "NodeLeft", "OverAllocationError", "audit"]
 
 _CARD_RESOURCES = (RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY_RATIO, RESOURCE_GPU_MEMORY)
 _NODE_RESOURCES = ("cpu", "memory")
 _MAX_LISTED = 20
+
+
+class NodeLeft(BaseModel, frozen=True):
+    """What a node has left at the end of a replay (to see why the last pods found no room)."""
+
+    node: str
+    model: str | None
+    cpu_milli: int
+    memory_mib: int
+    gpu_core: list[int]
+    """Free gpu-core of each card, by minor (100: an idle card)."""
 
 
 class Audit(BaseModel):
@@ -42,6 +53,7 @@ class Audit(BaseModel):
     violations: list[str] = Field(default_factory=list)
     """What was found over-allocated or inconsistent (the first few)."""
     violation_count: int = 0
+    left: list[NodeLeft] = Field(default_factory=list)
 
 
 class OverAllocationError(RuntimeError):
@@ -116,10 +128,31 @@ def audit(backend: MemoryBackend, gpu_models: Mapping[str, Sequence[str]] | None
             limit = cards[(node_name, minor)][resource]
             if amount > limit:
                 violations.append(f"node {node_name} GPU {minor}: {resource} {amount} allocated of {limit}")
+    minors: dict[str, list[int]] = defaultdict(list)
+    for node_name, minor in sorted(cards):
+        minors[node_name].append(minor)
+    left = []
+    for node_name, node in sorted(nodes.items()):
+        allocatable = node.status.allocatable if node.status else None
+        used = node_used.get(node_name, dict.fromkeys(_NODE_RESOURCES, 0))
+        core = []
+        for minor in minors[node_name]:
+            taken = card_used.get((node_name, minor), {}).get(RESOURCE_GPU_CORE, 0)
+            core.append(cards[(node_name, minor)][RESOURCE_GPU_CORE] - taken)
+        left.append(
+            NodeLeft(
+                node=node_name,
+                model=(node.metadata.labels or {}).get(LABEL_GPU_MODEL),
+                cpu_milli=_quantity(allocatable, "cpu") - used["cpu"],
+                memory_mib=(_quantity(allocatable, "memory") - used["memory"]) // 2**20,
+                gpu_core=core,
+            )
+        )
     return Audit(
         pods=bound,
         nodes=len(nodes),
         cards=len(cards),
         violations=violations[:_MAX_LISTED],
         violation_count=len(violations),
+        left=left,
     )

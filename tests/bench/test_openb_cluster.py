@@ -125,6 +125,10 @@ def test_the_audit_passes_a_cluster_within_its_capacity() -> None:
     result = audit(backend)
 
     assert (result.pods, result.nodes, result.cards, result.violations) == (3, 2, 10, [])
+    assert [(n.node, n.model, n.cpu_milli, n.memory_mib, n.gpu_core) for n in result.left] == [
+        ("openb-64c-256g-2xp100-0", "P100", 0, 256 * 1024 - 2 * 1024, [0, 0]),
+        ("openb-96c-768g-8xv100m32-0", "V100M32", 0, 768 * 1024 - 1024, [100] * 8),
+    ]
 
 
 def test_the_audit_names_every_over_allocated_card_and_node_and_an_unbound_pod() -> None:
