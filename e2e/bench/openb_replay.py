@@ -170,9 +170,11 @@ def write_outputs(report: OpenBReport, out: Path) -> list[Path]:
     """``openb.png`` and ``openb.json`` (which lists both) under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     o = report.options
-    title = f"openb replay, {report.nodes} nodes, seed {o.seed}" + (
-        f", first {o.limit} pods" if o.limit else ""
-    )
+    title = f"openb replay, {report.nodes} nodes, seed {o.seed}"
+    if o.limit:
+        title += f", first {o.limit} pods"
+    if o.profile != "default":
+        title += f", {o.profile} profile"
     png = write_plot(out / "openb.png", report.runs, report.paper, f"{title} ({report.started_at})")
     path = out / "openb.json"
     report.files = [png.name, path.name]
@@ -191,11 +193,16 @@ def _table(rows: list[tuple[str, ...]]) -> list[str]:
 
 def render(report: OpenBReport) -> str:
     o = report.options
-    lines = [
+    title = (
         f"openb replay: {report.nodes} nodes, {report.gpus} GPUs, {report.tasks} tasks -> "
         f"{report.submissions} pods (GPU request inflated to {TARGET_PERCENT:.0f}% of capacity), "
-        f"seed {o.seed}" + (f", first {o.limit} pods replayed" if o.limit else "")
-    ]
+        f"seed {o.seed}"
+    )
+    if o.limit:
+        title += f", first {o.limit} pods replayed"
+    if o.profile == "deviceshare-only":
+        title += ", DeviceShare the only score plugin"
+    lines = [title]
     header = ("strategy", *(f"alloc@{m}%" for m in MARKS), "end: arrived / alloc", "failed GPU pods")
     header += ("failed CPU-only pods", "pods", "seconds", "pods/s")
     rows = [header]

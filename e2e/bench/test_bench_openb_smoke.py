@@ -75,14 +75,16 @@ def test_openb_replay_command_line_writes_its_files(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["--nodes", str(NODES), "--limit", "30", "--strategies", "MostAllocated", "--out", str(tmp_path)]
+    argv += ["--profile", "deviceshare-only"]
 
     assert main(argv) == 0
 
     out = capsys.readouterr().out
-    assert "first 30 pods replayed" in out
+    assert "first 30 pods replayed, DeviceShare the only score plugin" in out
     assert "MostAllocated" in out
     decoded = json.loads((tmp_path / "openb.json").read_text())
     assert decoded["figures"][0]["gpu_pods"] + decoded["figures"][0]["cpu_pods"] == 30
+    assert decoded["runs"][0]["profile"] == "deviceshare-only"
 
 
 def test_the_suite_runs_openb_with_only_and_sets_each_strategy_beside_its_paper_policy(
