@@ -110,10 +110,14 @@ class OpenBReport(BaseModel):
     files: list[str] = Field(default_factory=list)
 
 
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 def _figures(run: StrategyRun) -> StrategyFigures:
     return StrategyFigures(
         strategy=run.strategy,
-        allocation_at={m: run.allocation_at(m) for m in MARKS},
+        allocation_at={m: _rounded(run.allocation_at(m)) for m in MARKS},
         arrived_percent=round(run.arrived_percent, 3),
         allocated_percent=round(run.allocated_percent, 3),
         failed_gpu_pods=run.failed_gpu_pods,
