@@ -1,11 +1,12 @@
 """One replay of the GPU trace on the in-memory scheduler, and what it leaves behind.
 
-The real scheduler app (``SchedulerApp`` on ``MemoryBackend``, as ``koordctl simulate`` runs it)
-schedules every arrival before the next event; a pod it cannot place is counted as failed and
-withdrawn (a job that found no GPUs), a departure deletes its pod. After every arrival past the
-warm-up, the cluster is measured from the cards the bound pods' ``device-allocated`` annotations
-name: the share of all GPUs that is free but unallocatable for the trace's own request mix
-(FGD's fragmentation), the share that is free, and the 8-GPU nodes left entirely idle.
+The real scheduler app (``SchedulerApp`` on ``MemoryBackend``, as ``koordctl simulate`` runs it,
+driven pod by pod through ``in_memory.py``) schedules every arrival before the next event; a pod it
+cannot place is counted as failed and withdrawn (a job that found no GPUs), a departure deletes its
+pod. After every arrival past the warm-up, the cluster is measured from the cards the bound pods'
+``device-allocated`` annotations name: the share of all GPUs that is free but unallocatable for the
+trace's own request mix (FGD's fragmentation), the share that is free, and the 8-GPU nodes left
+entirely idle.
 """
 
 from __future__ import annotations
@@ -18,12 +19,8 @@ from apis.core import Pod
 from apis.extension.device import get_device_allocations
 from apis.scheduling.device import Device
 from e2e.bench.gpu_fragmentation_trace import SHAPES, Event, pod_manifest
-from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODS
-from scheduler.backend.memory import MemoryBackend
-from scheduler.config import load_config
-from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from e2e.bench.in_memory import in_memory_scheduler
+from scheduler.backend.base import PODS
 from scheduler.plugins.device_share.allocator import GPU, GPUUsage
 from scheduler.plugins.device_share.fragmentation import cards_of, fragmentation, shapes_of
 from scheduler.plugins.device_share.store import allocations_of, gpus_of
@@ -33,7 +30,6 @@ __all__ = ["RunResult", "replay"]
 
 NAMESPACE = "trace"
 GPUS_PER_NODE = 8
-_POLL_SECONDS = 0.0005
 
 _CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -121,80 +117,32 @@ class _Usage:
         result.whole_nodes.append(int(idle.sum()))
 
 
-async def _outcome(app: SchedulerApp, backend: MemoryBackend, name: str) -> Pod | None:
-    """The pod once bound, or None once the scheduler has given up on it (nothing else to try)."""
-    while True:
-        await asyncio.sleep(_POLL_SECONDS)
-        pod = backend.get(PODS, NAMESPACE, name)
-        if pod is not None and pod.spec.node_name:
-            return pod
-        counts = app.queue.counts()
-        if (
-            counts.unschedulable
-            and not counts.active
-            and not counts.backoff
-            and not app.binder.in_flight
-            and app.explanations.get(NAMESPACE, name) is not None
-        ):
-            return None
-
-
-async def _withdrawn(app: SchedulerApp) -> None:
-    """Until the scheduler has seen a failed pod's deletion (so it is not taken for the next one)."""
-    while True:
-        if not app.queue.counts().unschedulable:
-            return
-        await asyncio.sleep(_POLL_SECONDS)
-
-
 async def replay(strategy: str, nodes: int, trace: list[Event], warmup: int) -> RunResult:
     """Replay ``trace`` on ``nodes`` 8-GPU nodes with DeviceShare's ``strategy``; samples are taken
     after every arrival but the first ``warmup``."""
-    config = load_config(_CONFIG.format(strategy=strategy), DEFAULT_PLUGINS, DEFAULT_REGISTRY)
-    backend = MemoryBackend()
-    description = cluster(nodes)
-    for node in description.nodes():
-        backend.apply(NODES, node)
-    devices = [backend.apply(DEVICES, DEVICES.model.model_validate(d)) for d in description.devices()]
-    settings = AppSettings(
-        profiles=tuple(config.profiles),
-        parallelism=config.parallelism,
-        pod_initial_backoff_seconds=0.001,
-        pod_max_backoff_seconds=0.001,
-        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
-    )
-    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
-    stop = asyncio.Event()
-    runner = asyncio.create_task(app.run(stop))
-    await app.handlers.synced_nodes.wait()
-    await app.handlers.synced_pods.wait()
-    usage = _Usage(devices)
-    result = RunResult(strategy)
-    loop = asyncio.get_running_loop()
-    started = loop.time()
-    try:
+    async with in_memory_scheduler(_CONFIG.format(strategy=strategy), cluster(nodes)) as sched:
+        usage = _Usage(sched.devices)
+        result = RunResult(strategy)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         for event in trace:
             name = f"job-{event.pod}"
             if event.kind == "depart":
                 if name in usage.held:
-                    backend.delete(PODS, NAMESPACE, name)
+                    sched.backend.delete(PODS, NAMESPACE, name)
                     usage.remove(name)
                 continue
             result.arrivals += 1
             result.demanded_gpus += event.shape.gpus
-            backend.apply(PODS, Pod.model_validate(pod_manifest(event, NAMESPACE)))
-            bound = await _outcome(app, backend, name)
+            sched.backend.apply(PODS, Pod.model_validate(pod_manifest(event, NAMESPACE)))
+            bound = await sched.outcome(NAMESPACE, name)
             if bound is None:
                 result.failed += 1
                 result.failed_gpus += event.shape.gpus
-                backend.delete(PODS, NAMESPACE, name)
-                await _withdrawn(app)
+                await sched.withdraw(NAMESPACE, name)
             else:
                 usage.add(bound)
             if result.arrivals > warmup:
                 usage.measure(result)
-    finally:
-        stop.set()
-        await runner
     result.seconds = loop.time() - started
     return result

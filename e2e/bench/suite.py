@@ -10,12 +10,14 @@ peak RSS in a throughput run), ``latency`` (create -> bound p50/p99 under a stea
 ``startup_latency``), ``gang`` (CP-SAT gang placement against the greedy planner,
 ``gang_placement``), ``victims`` (CP-SAT victim selection against the greedy one,
 ``victim_selection``), ``preemption`` (job-level preemption against kube-scheduler's, on a cluster,
-``preemption``).
+``preemption``), and with ``--full`` only ``openb`` (the FGD paper's GPU-sharing trace replayed per
+DeviceShare strategy, its GPU allocation beside the paper's, ``openb_replay``; about half an hour).
 
 Writes ``DIR/results.json`` (every figure beside its baseline, ``SuiteResults``) and one
-``DIR/<bench>.png`` per bench, and prints a table with each figure beside its baseline from the same
-run. Progress goes to stderr. Figures are printed, never asserted; the exit code is 0 unless a
-bench failed to run (1; its error is in the results and under the table).
+``DIR/<bench>.png`` per bench (``openb`` adds ``DIR/openb/`` with its curves), and prints a table
+with each figure beside its baseline from the same run. Progress goes to stderr. Figures are
+printed, never asserted; the exit code is 0 unless a bench failed to run (1; its error is in the
+results and under the table).
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
     parser.add_argument("--victim-sizes", help="victims: NODESxMEMBERS, comma-separated")
     parser.add_argument("--solver-seconds", type=float, help="time limit of each CP-SAT solve")
     parser.add_argument("--preemption-nodes", type=int)
+    parser.add_argument("--openb-seed", type=int, help="openb: the shuffle and inflation seed")
+    parser.add_argument("--openb-limit", type=int, help="openb: replay only the first N pods")
+    parser.add_argument("--openb-nodes", type=int, help="openb: replay on N of the trace's nodes")
     args = parser.parse_args(argv)
     values = default_options(args.full)
     flags = {
@@ -91,6 +96,9 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
         "victim_sizes": None if args.victim_sizes is None else tuple(args.victim_sizes.split(",")),
         "solver_seconds": args.solver_seconds,
         "preemption_nodes": args.preemption_nodes,
+        "openb_seed": args.openb_seed,
+        "openb_limit": args.openb_limit,
+        "openb_nodes": args.openb_nodes,
     }
     values.update({k: v for k, v in flags.items() if v is not None})
     return SuiteOptions.model_validate(values)
@@ -124,9 +132,9 @@ async def run_suite(opts: SuiteOptions, command: str = "") -> SuiteResults:
 
 
 def write_results(results: SuiteResults, out: Path) -> None:
-    """The PNGs, then ``results.json`` (which lists them)."""
+    """The PNGs, then ``results.json`` (which lists them, with any a bench wrote itself)."""
     out.mkdir(parents=True, exist_ok=True)
-    results.plots = [p.name for p in write_plots(results, out)]
+    results.plots = [*results.plots, *(p.name for p in write_plots(results, out))]
     (out / "results.json").write_text(results.model_dump_json(indent=2) + "\n")
 
 

@@ -8,16 +8,28 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-__all__ = ["BENCHES", "Better", "Figure", "Machine", "SuiteOptions", "SuiteResults", "default_options"]
+__all__ = [
+    "BENCHES",
+    "FULL_ONLY",
+    "Better",
+    "Figure",
+    "Machine",
+    "SuiteOptions",
+    "SuiteResults",
+    "default_options",
+]
 
 Better = Literal["higher", "lower"]
 
-BENCHES = ("throughput", "perf-harness", "rss", "latency", "gang", "victims", "preemption")
-"""In the order they run: the cluster benches first, then the in-process solver benches."""
+BENCHES = ("throughput", "perf-harness", "rss", "latency", "gang", "victims", "preemption", "openb")
+"""In the order they run: the cluster benches first, then the in-process solver benches, then the
+in-process trace replay."""
+FULL_ONLY = ("openb",)
+"""Benches only ``--full`` (or ``--only``) runs: the OpenB replay takes about ten minutes a strategy."""
 
 
 class SuiteOptions(BaseModel, frozen=True):
-    only: tuple[str, ...] = BENCHES
+    only: tuple[str, ...] = tuple(b for b in BENCHES if b not in FULL_ONLY)
     full: bool = False
     out: Path = Path("bench-results")
     cluster_prefix: str = "bench-suite"
@@ -43,6 +55,12 @@ class SuiteOptions(BaseModel, frozen=True):
     victim_trials: int = 3
     preemption_nodes: int = 8
     preemption_timeout: float = 30.0
+    openb_strategies: tuple[str, ...] = ("Fragmentation", "MostAllocated", "LeastAllocated")
+    openb_seed: int = 42
+    openb_limit: int | None = None
+    """Replay only the first N pods of the OpenB trace (None: all of them, to 130% of the GPUs)."""
+    openb_nodes: int | None = None
+    """Replay on N of the trace's nodes (None: all 1,213)."""
 
 
 def default_options(full: bool) -> dict[str, Any]:
@@ -51,6 +69,7 @@ def default_options(full: bool) -> dict[str, Any]:
         return {}
     return {
         "full": True,
+        "only": BENCHES,
         "throughput_nodes": (1000, 5000),
         "throughput_pods": 10000,
         "rss_nodes": 5000,

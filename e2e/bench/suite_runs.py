@@ -6,8 +6,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from e2e.bench import gang_placement, preemption, startup_latency, victim_selection
+from e2e.bench import gang_placement, openb_replay, preemption, startup_latency, victim_selection
 from e2e.bench.harness import log_progress
+from e2e.bench.openb_paper import closest_policy
 from e2e.bench.processes import KOORD, KUBE
 from e2e.bench.suite_model import Better, Figure, SuiteOptions, SuiteResults
 from e2e.bench.throughput_model import Options as ThroughputOptions
@@ -306,6 +307,62 @@ async def preemption_cluster(opts: SuiteOptions, results: SuiteResults) -> None:
             )
 
 
+async def openb(opts: SuiteOptions, results: SuiteResults) -> None:
+    """The OpenB trace replayed per DeviceShare strategy in process (``openb_replay``): GPU
+    allocation at 100% and 130% arrived beside the paper's policy nearest to the strategy."""
+    run_opts = openb_replay.OpenBOptions(
+        strategies=opts.openb_strategies,
+        seed=opts.openb_seed,
+        limit=opts.openb_limit,
+        nodes=opts.openb_nodes,
+        out=opts.out / "openb",
+    )
+    report = await openb_replay.run_benchmark(run_opts)
+    paths = openb_replay.write_outputs(report, run_opts.out)
+    results.plots.extend(f"openb/{p.name}" for p in paths if p.suffix == ".png")
+    results.details["openb"] = report.model_dump(mode="json", include={"options", "nodes", "gpus", "figures"})
+    paper = {p.name: p for p in report.paper}
+    for f in report.figures:
+        policy = paper.get(closest_policy(f.strategy) or "")
+        beside = f" vs {policy.name}" if policy is not None else ""
+        size = f"{f.strategy}{beside}, {report.nodes} nodes, seed {opts.openb_seed}"
+        for mark in openb_replay.MARKS:
+            results.figures.append(
+                Figure(
+                    bench="openb",
+                    metric=f"GPU allocation at {mark}% arrived",
+                    size=size,
+                    unit="%",
+                    better="higher",
+                    ours=f.allocation_at[mark],
+                    baseline=None if policy is None else policy.at(mark),
+                    baseline_label="FGD paper, mean of its seeds",
+                )
+            )
+        results.figures.append(
+            Figure(
+                bench="openb",
+                metric="failed GPU pods",
+                size=size,
+                unit="pods",
+                better="lower",
+                ours=f.failed_gpu_pods,
+                baseline=None,
+            )
+        )
+        results.figures.append(
+            Figure(
+                bench="openb",
+                metric="replay pods/s",
+                size=size,
+                unit="pods/s",
+                better="higher",
+                ours=f.pods_per_second,
+                baseline=None,
+            )
+        )
+
+
 RUNS = {
     "throughput": throughput,
     "perf-harness": perf_harness,
@@ -314,4 +371,5 @@ RUNS = {
     "gang": gang,
     "victims": victims,
     "preemption": preemption_cluster,
+    "openb": openb,
 }

@@ -84,6 +84,8 @@ def test_full_flag_selects_the_issue_sizes_and_per_bench_flags_override_them() -
     assert (full.rss_nodes, full.rss_pods) == (5000, 50000)
     assert "5000x256" in full.victim_sizes
     assert small.throughput_nodes != full.throughput_nodes
+    assert "openb" in full.only  # the OpenB replay is long: --full (or --only) runs it
+    assert "openb" not in small.only
     assert (small.perf_nodes, small.perf_pods, small.perf_qps) == (100, 1000, 100.0)
 
     opts = parse_args(["--full", "--only", "latency,gang", "--nodes", "300,600", "--rate", "5", "--out", "x"])

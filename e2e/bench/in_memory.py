@@ -1,0 +1,94 @@
+"""The real scheduler on the in-memory backend, fed one pod at a time (the GPU replay benches).
+
+``koordctl simulate`` runs the same app (``SchedulerApp`` on ``MemoryBackend``) but submits a whole
+workload at once; a replay instead submits a pod, waits until the scheduler has bound it or given up
+on it, and only then submits the next, so that every pod sees exactly the cluster its predecessors
+left. A pod given up on is deleted (and the scheduler seen to forget it), never retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from apis.core import Pod
+from apis.scheduling.device import Device
+from scheduler.app import AppSettings, SchedulerApp
+from scheduler.backend.base import DEVICES, NODES, PODS
+from scheduler.backend.memory import MemoryBackend
+from scheduler.config import load_config
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.simulator.description import ClusterDescription
+
+__all__ = ["InMemoryScheduler", "in_memory_scheduler"]
+
+POLL_SECONDS = 0.0005
+
+
+@dataclass
+class InMemoryScheduler:
+    app: SchedulerApp
+    backend: MemoryBackend
+    devices: list[Device]
+    """The Device objects of the cluster, as applied."""
+
+    async def outcome(self, namespace: str, name: str) -> Pod | None:
+        """The pod once bound, or None once the scheduler has given up on it (nothing else to try)."""
+        app, backend = self.app, self.backend
+        while True:
+            await asyncio.sleep(POLL_SECONDS)
+            pod = backend.get(PODS, namespace, name)
+            if pod is not None and pod.spec.node_name:
+                return pod
+            counts = app.queue.counts()
+            if (
+                counts.unschedulable
+                and not counts.active
+                and not counts.backoff
+                and not app.binder.in_flight
+                and app.explanations.get(namespace, name) is not None
+            ):
+                return None
+
+    async def withdraw(self, namespace: str, name: str) -> None:
+        """Delete a pod the scheduler gave up on, and wait until the scheduler has seen it go (so it
+        is not taken for the next one)."""
+        self.backend.delete(PODS, namespace, name)
+        while True:
+            if not self.app.queue.counts().unschedulable:
+                return
+            await asyncio.sleep(POLL_SECONDS)
+
+
+@contextlib.asynccontextmanager
+async def in_memory_scheduler(
+    config_text: str, cluster: ClusterDescription
+) -> AsyncIterator[InMemoryScheduler]:
+    """The app running on ``cluster``'s nodes and Devices with the configuration ``config_text``,
+    its caches synced; stopped on exit."""
+    config = load_config(config_text, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    backend = MemoryBackend()
+    for node in cluster.nodes():
+        backend.apply(NODES, node)
+    devices = [backend.apply(DEVICES, DEVICES.model.model_validate(d)) for d in cluster.devices()]
+    settings = AppSettings(
+        profiles=tuple(config.profiles),
+        parallelism=config.parallelism,
+        # Backoff only spaces retries in time: one pod at a time, nothing else is waiting.
+        pod_initial_backoff_seconds=0.001,
+        pod_max_backoff_seconds=0.001,
+        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+    )
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    runner = asyncio.create_task(app.run(stop))
+    try:
+        await app.handlers.synced_nodes.wait()
+        await app.handlers.synced_pods.wait()
+        yield InMemoryScheduler(app, backend, devices)
+    finally:
+        stop.set()
+        await runner
