@@ -15,13 +15,11 @@ from dataclasses import dataclass
 
 from apis.core import Pod
 from apis.scheduling.device import Device
-from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODS
+from scheduler.app import SchedulerApp
+from scheduler.backend.base import DEVICES, PODS
 from scheduler.backend.memory import MemoryBackend
-from scheduler.config import load_config
-from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.simulator.description import ClusterDescription
+from scheduler.simulator.run import cluster_backend, memory_app
 
 __all__ = ["InMemoryScheduler", "in_memory_scheduler"]
 
@@ -69,20 +67,10 @@ async def in_memory_scheduler(
 ) -> AsyncIterator[InMemoryScheduler]:
     """The app running on ``cluster``'s nodes and Devices with the configuration ``config_text``,
     its caches synced; stopped on exit."""
-    config = load_config(config_text, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
-    backend = MemoryBackend()
-    for node in cluster.nodes():
-        backend.apply(NODES, node)
-    devices = [backend.apply(DEVICES, DEVICES.model.model_validate(d)) for d in cluster.devices()]
-    settings = AppSettings(
-        profiles=tuple(config.profiles),
-        parallelism=config.parallelism,
-        # Backoff only spaces retries in time: one pod at a time, nothing else is waiting.
-        pod_initial_backoff_seconds=0.001,
-        pod_max_backoff_seconds=0.001,
-        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
-    )
-    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    backend = cluster_backend(cluster)
+    devices = backend.list(DEVICES)
+    # One pod at a time, nothing else is waiting: a retry may come at once.
+    app = memory_app(config_text, backend, backoff_seconds=(0.001, 0.001))
     stop = asyncio.Event()
     runner = asyncio.create_task(app.run(stop))
     try:

@@ -170,6 +170,42 @@ def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
+def cluster_backend(
+    cluster: ClusterDescription, custom_resources: Iterable[tuple[ResourceType[Any], Any]] = ()
+) -> MemoryBackend:
+    """The in-memory API server holding the description's nodes and Devices (its GPU pools:
+    DeviceShare allocates their cards) and ``custom_resources``."""
+    backend = MemoryBackend()
+    for node in cluster.nodes():
+        backend.apply(NODES, node)
+    for device in cluster.devices():
+        backend.apply(DEVICES, DEVICES.model.model_validate(device))
+    for resource, obj in custom_resources:
+        backend.apply(resource, obj)
+    return backend
+
+
+def memory_app(
+    config_text: str,
+    backend: MemoryBackend,
+    registry: Registry = DEFAULT_REGISTRY,
+    *,
+    backoff_seconds: tuple[float, float] = (0.01, 0.05),
+) -> SchedulerApp:
+    """koord-scheduler with the KubeSchedulerConfiguration ``config_text`` on ``backend`` (not
+    started). Backoff (initial, max) only spaces retries in time and changes no placement, so the
+    simulations keep it short."""
+    config = load_config(config_text, DEFAULT_PLUGINS, registry)
+    settings = AppSettings(
+        profiles=tuple(config.profiles),
+        parallelism=config.parallelism,
+        pod_initial_backoff_seconds=backoff_seconds[0],
+        pod_max_backoff_seconds=backoff_seconds[1],
+        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+    )
+    return SchedulerApp(settings, backend, registry, SchedulerMetrics())
+
+
 async def simulate(
     cluster: ClusterDescription,
     pods: list[Pod],
@@ -179,24 +215,10 @@ async def simulate(
     settle_seconds: float = 0.05,
     custom_resources: Iterable[tuple[ResourceType[Any], Any]] = (),
 ) -> SimulationResult:
-    config = load_config(config_text or DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, registry)
-    backend = MemoryBackend()
-    for node in cluster.nodes():
-        backend.apply(NODES, node)
-    for device in cluster.devices():  # the description's GPU pools: DeviceShare allocates their cards
-        backend.apply(DEVICES, DEVICES.model.model_validate(device))
-    for resource, obj in custom_resources:
-        backend.apply(resource, obj)
-    settings = AppSettings(
-        profiles=tuple(config.profiles),
-        parallelism=config.parallelism,
-        # Backoff only spaces retries in time; it changes no placement, so a simulation keeps it short.
-        pod_initial_backoff_seconds=0.01,
-        pod_max_backoff_seconds=0.05,
-        percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
-    )
-    default_scheduler = config.profiles[0].scheduler_name
-    app = SchedulerApp(settings, backend, registry, SchedulerMetrics())
+    config_text = config_text or DEFAULT_CONFIG_YAML
+    backend = cluster_backend(cluster, custom_resources)
+    app = memory_app(config_text, backend, registry)
+    default_scheduler = app.settings.profiles[0].scheduler_name
     stop = asyncio.Event()
     runner = asyncio.create_task(app.run(stop))
     pv_controller = asyncio.create_task(run_pv_controller(backend))
