@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.device_share import DeviceShareArgs
 from scheduler.plugins.device_share.allocator import GPU, GPUUsage
@@ -18,6 +20,7 @@ from scheduler.plugins.device_share.fragmentation import (
     shapes_of,
     single_card_deltas,
 )
+from scheduler.plugins.device_share.plugin import DeviceShare
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
@@ -74,52 +77,37 @@ def test_the_mix_keeps_the_mean_cpu_and_memory_of_each_shapes_pods() -> None:
     assert mix.hosts(half, (6_000, GIB))[half] == (6_000, GIB)  # not seen: the pod's own
 
 
+def two_card_nodes(cpus: dict[str, str]) -> tuple[DeviceShare, Snapshot]:
+    """Nodes of two idle cards with these cpus, the plugin under Fragmentation having seen the
+    12-cpu one-card pods."""
+    p, _ = plugin(*(device(n, gpu(0), gpu(1)) for n in cpus), args=FRAGMENTATION)
+    assert p.fragmentation is not None
+    p.fragmentation.observe("seen", ONE, (CPU_12, GIB))
+    snap = make_snapshot([make_node(n).alloc(cpu=c, memory="64Gi").obj() for n, c in cpus.items()])
+    return p, snap
+
+
+def scores_of(p: DeviceShare, snap: Snapshot, pod: PodInfo, *, skipped: bool) -> dict[str, int]:
+    """DeviceShare's scores of the nodes its Filter keeps (``skipped``: the pod asks for no GPU)."""
+    state = CycleState()
+    status = p.pre_filter(state, pod, snap).status
+    assert status.code.name == "SKIP" if skipped else status.ok
+    rows = snap.candidate_rows()
+    if not skipped:
+        rows = rows[p.filter(state, pod, snap, rows).feasible]
+    names = [snap.table.names[r] for r in rows.tolist()]
+    return dict(zip(names, p.score(state, pod, snap, rows).tolist(), strict=True))
+
+
 def test_a_pod_without_gpus_goes_to_the_node_where_it_strands_no_card() -> None:
     """Both nodes have two idle cards; the CPU-only pod's 16 cpu leave the small node 8, too few
     for the 12-cpu one-card pods the mix has seen, and the big one 84."""
-    p, _ = plugin(device("small", gpu(0), gpu(1)), device("big", gpu(0), gpu(1)), args=FRAGMENTATION)
-    assert p.fragmentation is not None
-    p.fragmentation.observe("seen", ONE, (CPU_12, GIB))
-    snap = make_snapshot(
-        [
-            make_node("small").alloc(cpu="24", memory="64Gi").obj(),
-            make_node("big").alloc(cpu="100", memory="64Gi").obj(),
-        ]
-    )
+    p, snap = two_card_nodes({"small": "24", "big": "100"})
     pod = make_pod("batch").uid("batch").req({"cpu": "16", "memory": "1Gi"}).info()
-    state = CycleState()
-    assert p.pre_filter(state, pod, snap).status.code.name == "SKIP"
-    rows = snap.candidate_rows()
-    scores = dict(
-        zip(
-            (snap.table.names[r] for r in rows.tolist()),
-            p.score(state, pod, snap, rows).tolist(),
-            strict=True,
-        )
-    )
-    assert scores == {"small": 0, "big": 100}
+    assert scores_of(p, snap, pod, skipped=True) == {"small": 0, "big": 100}
 
 
 def test_a_gpu_pod_prefers_the_node_where_its_cpu_leaves_room_for_the_next_card() -> None:
-    p, _ = plugin(device("tight", gpu(0), gpu(1)), device("roomy", gpu(0), gpu(1)), args=FRAGMENTATION)
-    assert p.fragmentation is not None
-    p.fragmentation.observe("seen", ONE, (CPU_12, GIB))
-    snap = make_snapshot(
-        [
-            make_node("tight").alloc(cpu="20", memory="64Gi").obj(),
-            make_node("roomy").alloc(cpu="30", memory="64Gi").obj(),
-        ]
-    )
+    p, snap = two_card_nodes({"tight": "20", "roomy": "30"})
     one = make_pod("one").uid("one").req({"cpu": "12", "memory": "1Gi", **req(core=100, ratio=100)}).info()
-    state = CycleState()
-    assert p.pre_filter(state, one, snap).status.ok
-    rows = snap.candidate_rows()
-    rows = rows[p.filter(state, one, snap, rows).feasible]
-    scores = dict(
-        zip(
-            (snap.table.names[r] for r in rows.tolist()),
-            p.score(state, one, snap, rows).tolist(),
-            strict=True,
-        )
-    )
-    assert scores == {"tight": 0, "roomy": 100}
+    assert scores_of(p, snap, one, skipped=False) == {"tight": 0, "roomy": 100}
