@@ -243,10 +243,13 @@ def test_the_podresources_proxy_value_adds_its_gate_and_mounts(control_plane: Co
     assert "--var-lib-kubelet-dir=/host/var/lib/kubelet" in narrow["containers"][0]["command"]
 
 
-def test_koordlet_reads_the_kubelets_root_dir_read_only(control_plane: ControlPlane) -> None:
+def test_koordlet_reads_the_kubelets_root_dir_read_only_and_the_hosts_proc(
+    control_plane: ControlPlane,
+) -> None:
     """As Koordinator's chart mounts /var/lib/kubelet: the node's kubelet root dir (its config.yaml
     and cpu_manager_state, which koordlet reads under --host-root) read-only, following the host's
-    mounts, at /host/var/lib/kubelet; the container keeps no capability and is not privileged."""
+    mounts, at /host/var/lib/kubelet; the host's /proc at /host/proc (its cpuinfo, meminfo and, with
+    QoS, the sched sysctls); the container keeps no capability and is not privileged."""
 
     def daemonset(*values: str) -> dict[str, Any]:
         docs = _rendered(control_plane, "--show-only", "templates/koordlet-daemonset.yaml", *values)
@@ -279,6 +282,15 @@ def test_koordlet_reads_the_kubelets_root_dir_read_only(control_plane: ControlPl
     assert "--host-root=/host" in alone["containers"][0]["command"]
     off = daemonset("--set", "koordlet.hostKubelet.mount=false")
     assert "/var/lib/kubelet" not in json.dumps(off)
+
+    (proc,) = [m for m in container["volumeMounts"] if m["name"] == "host-proc"]
+    assert proc == {"name": "host-proc", "mountPath": "/host/proc", "readOnly": False}  # qos: the sysctls
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "host-proc"]
+    assert volume["hostPath"] == {"path": "/proc", "type": "Directory"}
+    reader = daemonset("--set", "koordlet.qos=false")
+    (proc,) = [m for m in reader["containers"][0]["volumeMounts"] if m["name"] == "host-proc"]
+    assert proc["readOnly"] is True
+    assert "host-proc" not in json.dumps(daemonset("--set", "koordlet.hostProc.mount=false"))
 
     renamed = control_plane.run_helm(
         "template",

@@ -20,6 +20,7 @@ import pytest
 
 from apis.cpulist import format_cpus, parse_cpus
 from apis.extension.numa import (
+    ANNOTATION_CPU_BASIC_INFO,
     ANNOTATION_KUBELET_CPU_MANAGER_POLICY,
     ANNOTATION_NODE_CPU_TOPOLOGY,
     ANNOTATION_RESOURCE_STATUS,
@@ -181,6 +182,36 @@ def test_koordlet_reports_the_cpu_manager_policy_the_kubelet_runs_with(
     assert reported.get("policy") == want, (
         f"the kubelet runs the {want!r} CPU manager policy; {c.node_name}'s NodeResourceTopology "
         f"says {ANNOTATION_KUBELET_CPU_MANAGER_POLICY}={json.dumps(reported)}"
+    )
+
+
+def test_koordlet_reads_the_hosts_proc_for_the_cpu_basic_info(
+    chart: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    """The chart mounts the host's /proc at /host/proc (``koordlet.hostProc``), where koordlet reads
+    ``cpuinfo``: the NodeResourceTopology's cpu-basic-info carries the model name and vendor this
+    host's /proc/cpuinfo shows (the real node is this host). Without the mount both are missing."""
+    cp, c = chart
+    fields = dict(
+        (key.strip(), value.strip())
+        for key, _, value in (line.partition(":") for line in Path("/proc/cpuinfo").read_text().splitlines())
+        if key.strip() in ("model name", "vendor_id")
+    )
+    deadline = time.monotonic() + 60
+    reported: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        topology = cp.read("noderesourcetopology", c.node_name) or {}
+        annotations = topology.get("metadata", {}).get("annotations") or {}
+        reported = json.loads(annotations.get(ANNOTATION_CPU_BASIC_INFO) or "{}")
+        if reported.get("cpuModel"):
+            break
+        time.sleep(1.0)
+    assert (reported.get("cpuModel"), reported.get("vendorID")) == (
+        fields["model name"],
+        fields["vendor_id"],
+    ), (
+        f"/proc/cpuinfo says {fields}; {c.node_name}'s NodeResourceTopology says "
+        f"{ANNOTATION_CPU_BASIC_INFO}={json.dumps(reported)}"
     )
 
 
