@@ -1,8 +1,10 @@
 """koord-scheduler's plugins, one module each, and the default set a profile gets.
 
-``DEFAULT_REGISTRY`` lists every plugin a profile may enable (kube-scheduler's
-``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
-kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
+Each plugin module declares itself once, as ``PLUGIN = PluginSpec(...)`` (its name, factory, args
+model and RBAC); ``PLUGIN_MODULES`` lists the modules, and ``DEFAULT_REGISTRY``, every plugin a
+profile may enable (kube-scheduler's ``default_registry.go``), is built from it.
+``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with kube-scheduler's
+default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
 gang over its quota is rejected with the quota's reason before its placement is planned) and
 Reserve. Its PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
 pod-level preemption) are enabled only by configuration, as Koordinator's shipped profile enables
@@ -24,8 +26,10 @@ without koordlet on every node would place nothing (docs/load-aware.md).
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from scheduler.framework.profile import ExtensionPoint, PluginRef
-from scheduler.framework.registry import PluginSpec, Registry
+from scheduler.framework.registry import Registry, declared_plugin
 from scheduler.plugins import (
     coscheduling,
     default_binder,
@@ -58,75 +62,42 @@ from scheduler.plugins import (
     volume_zone,
 )
 
-__all__ = ["DEFAULT_PLUGINS", "DEFAULT_REGISTRY"]
+__all__ = ["DEFAULT_PLUGINS", "DEFAULT_REGISTRY", "PLUGIN_MODULES"]
 
-DEFAULT_REGISTRY = Registry(
-    [
-        PluginSpec(queue_sort.NAME, queue_sort.new),
-        PluginSpec(node_resources_fit.NAME, node_resources_fit.new, node_resources_fit.NodeResourcesFitArgs),
-        PluginSpec(
-            node_resources_fit_plus.NAME,
-            node_resources_fit_plus.new,
-            node_resources_fit_plus.NodeResourcesFitPlusArgs,
-        ),
-        PluginSpec(
-            scarce_resource_avoidance.NAME,
-            scarce_resource_avoidance.new,
-            scarce_resource_avoidance.ScarceResourceAvoidanceArgs,
-        ),
-        PluginSpec(node_name.NAME, node_name.new),
-        PluginSpec(node_unschedulable.NAME, node_unschedulable.new),
-        PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
-        PluginSpec(taint_toleration.NAME, taint_toleration.new),
-        PluginSpec(
-            inter_pod_affinity.NAME,
-            inter_pod_affinity.new,
-            inter_pod_affinity.InterPodAffinityArgs,
-            inter_pod_affinity.RBAC,
-        ),
-        PluginSpec(default_binder.NAME, default_binder.new, rbac=default_binder.RBAC),
-        PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
-        PluginSpec(dynamic_resources.NAME, dynamic_resources.new),
-        PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
-        PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
-        PluginSpec(node_ports.NAME, node_ports.new),
-        PluginSpec(reservation.NAME, reservation.new, reservation.ReservationArgs, reservation.RBAC),
-        PluginSpec(
-            node_resources_balanced_allocation.NAME,
-            node_resources_balanced_allocation.new,
-            node_resources_balanced_allocation.NodeResourcesBalancedAllocationArgs,
-        ),
-        PluginSpec(image_locality.NAME, image_locality.new),
-        PluginSpec(volume_restrictions.NAME, volume_restrictions.new, rbac=volume_restrictions.RBAC),
-        PluginSpec(node_volume_limits.NAME, node_volume_limits.new, rbac=node_volume_limits.RBAC),
-        PluginSpec(
-            volume_binding.NAME, volume_binding.new, volume_binding.VolumeBindingArgs, volume_binding.RBAC
-        ),
-        PluginSpec(volume_zone.NAME, volume_zone.new, rbac=volume_zone.RBAC),
-        PluginSpec(
-            pod_topology_spread.NAME,
-            pod_topology_spread.new,
-            pod_topology_spread.PodTopologySpreadArgs,
-            pod_topology_spread.RBAC,
-        ),
-        PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
-        PluginSpec(device_share.NAME, device_share.new, device_share.DeviceShareArgs, device_share.RBAC),
-        PluginSpec(
-            node_numa_resource.NAME,
-            node_numa_resource.new,
-            node_numa_resource.NodeNUMAResourceArgs,
-            node_numa_resource.RBAC,
-        ),
-        PluginSpec(scheduling_hint.NAME, scheduling_hint.new, scheduling_hint.SchedulingHintArgs),
-        PluginSpec(
-            default_preemption.NAME,
-            default_preemption.new,
-            default_preemption.DefaultPreemptionArgs,
-            default_preemption.RBAC,
-        ),
-        PluginSpec(default_prebind.NAME, default_prebind.new),
-    ]
+PLUGIN_MODULES: tuple[ModuleType, ...] = (
+    queue_sort,
+    node_resources_fit,
+    node_resources_fit_plus,
+    scarce_resource_avoidance,
+    node_name,
+    node_unschedulable,
+    node_affinity,
+    taint_toleration,
+    inter_pod_affinity,
+    default_binder,
+    scheduling_gates,
+    dynamic_resources,
+    coscheduling,
+    elastic_quota,
+    node_ports,
+    reservation,
+    node_resources_balanced_allocation,
+    image_locality,
+    volume_restrictions,
+    node_volume_limits,
+    volume_binding,
+    volume_zone,
+    pod_topology_spread,
+    load_aware,
+    device_share,
+    node_numa_resource,
+    scheduling_hint,
+    default_preemption,
+    default_prebind,
 )
+"""Every plugin module; adding a plugin is adding its module here."""
+
+DEFAULT_REGISTRY = Registry(declared_plugin(module) for module in PLUGIN_MODULES)
 
 _VOLUME_FILTERS = tuple(
     PluginRef(name)
