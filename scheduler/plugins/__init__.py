@@ -2,8 +2,9 @@
 
 Each plugin module declares itself once, as ``PLUGIN = PluginSpec(...)`` (its name, factory, args
 model and RBAC). ``PLUGIN_MODULES`` lists the modules: ``DEFAULT_REGISTRY`` (every plugin a
-profile may enable, kube-scheduler's ``default_registry.go``) is built from it, and so is the
-chart's RBAC (``make rbac``).
+profile may enable, kube-scheduler's ``default_registry.go``) is built from it, and so are the
+chart's RBAC (``make rbac``) and ``.importlinter``'s plugins-independent contract
+(``make import-contracts``).
 
 ``DEFAULT_PROFILE`` is what a profile with no ``plugins`` section runs: each plugin there runs at
 every extension point it implements (``scheduler.framework.default_profile``), in the profile's
