@@ -106,7 +106,8 @@ DEFAULT_REGISTRY = Registry(declared_plugin(module) for module in PLUGIN_MODULES
 _SCORE_WITHOUT_PRE_SCORE = frozenset({ExtensionPoint.PRE_SCORE})
 
 DEFAULT_PROFILE: tuple[DefaultPlugin, ...] = (
-    # kube-scheduler v1's defaults, in its order (getDefaultPlugins), with its score weights
+    # kube-scheduler v1.35's defaults, in its order (getDefaultPlugins, with DynamicResources where
+    # its feature gate puts it), with its score weights
     DefaultPlugin(scheduling_gates.NAME),
     DefaultPlugin(queue_sort.NAME),
     DefaultPlugin(node_unschedulable.NAME),
@@ -121,9 +122,9 @@ DEFAULT_PROFILE: tuple[DefaultPlugin, ...] = (
     DefaultPlugin(volume_zone.NAME),
     DefaultPlugin(pod_topology_spread.NAME, weight=2),
     DefaultPlugin(inter_pod_affinity.NAME, weight=2),
+    DefaultPlugin(dynamic_resources.NAME),
     DefaultPlugin(node_resources_balanced_allocation.NAME, left_off=_SCORE_WITHOUT_PRE_SCORE),
     DefaultPlugin(image_locality.NAME),
-    DefaultPlugin(dynamic_resources.NAME),
     # Koordinator's, where its shipped profile runs them: NodeNUMAResource before DeviceShare (it
     # admits the NUMA nodes DeviceShare then takes cards on), then Reservation (weight 5000: a
     # reserved node wins), the gang plugins last

@@ -102,12 +102,14 @@ KUBE_SCHEDULER_V1_ORDER = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
     "DefaultPreemption",
     "NodeResourcesBalancedAllocation",
     "ImageLocality",
     "DefaultBinder",
 )
-"""kube-scheduler v1.35's getDefaultPlugins (multiPoint), in its order."""
+"""kube-scheduler v1.35's getDefaultPlugins (multiPoint, DynamicResources added by its feature gate),
+in its order."""
 
 VOLUME_PLUGINS = ("VolumeRestrictions", "NodeVolumeLimits", "VolumeBinding", "VolumeZone")
 
