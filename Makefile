@@ -37,7 +37,7 @@ UNIT_WORKERS ?= 2
 E2E_WORKERS ?= 2
 
 .DEFAULT_GOAL := help
-.PHONY: protos nri-proto up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
+.PHONY: protos nri-proto up-real real-node-deps real-node-tools real-node-down unit-full e2e-full help venv tools crds check-crds rbac import-contracts cluster up down lint unit e2e test test-full clean image image-arm64 image-lock
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ protos: venv ## regenerate the generated protobuf code: koordlet/podresources/ap
 rbac: venv ## regenerate the chart's koord-scheduler and koord-descheduler RBAC from the rules declared next to each plugin
 	$(PY) -m scheduler.rbacgen
 	$(PY) -m operators.descheduler.rbacgen
+
+import-contracts: venv ## regenerate .importlinter's plugins-independent contract from the plugin module list (scheduler/plugins PLUGIN_MODULES)
+	$(PY) -m scheduler.plugincontract
 
 cluster: venv tools ## start the local control plane with KWOK fake nodes (e2e/clusters/dev.yaml)
 	$(PY) -m e2e.cluster up

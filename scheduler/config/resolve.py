@@ -2,8 +2,8 @@
 against the default plugin set, and the checks kube-scheduler's validation makes.
 
 kube-scheduler v1 declares its defaults under ``multiPoint``; the default set given to ``resolve``
-plays that role, except that where each default runs is listed per extension point rather than
-derived from the interfaces the plugin implements. At each extension point:
+plays that role, already expanded per extension point (``scheduler.framework.default_profile``
+derives it from the interfaces each default plugin implements). At each extension point:
 
 1. A profile without ``plugins`` runs the default set unchanged. ``pluginConfig`` only sets
    arguments, so a profile that only sets ``CoschedulingArgs`` keeps every default plugin.

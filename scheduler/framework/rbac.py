@@ -3,7 +3,7 @@
 ``PluginSpec.rbac`` carries them into the registry; ``python -m scheduler.rbacgen`` renders the
 chart's koord-scheduler ClusterRole from the core's rules plus every registered plugin's, and a
 unit test fails when the checked-in chart differs. So adding a plugin that watches or writes a new
-resource is one module and one registration line: the chart and the e2e suite (which runs
+resource is one module and its line in the module list: the chart and the e2e suite (which runs
 koord-scheduler with the chart's ServiceAccount) follow.
 """
 

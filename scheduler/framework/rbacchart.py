@@ -132,12 +132,17 @@ class ChartRBAC:
 
 
 def generate(
-    prog: str, description: str, output: Path, render: Callable[[], str], argv: list[str] | None
+    prog: str,
+    description: str,
+    output: Path,
+    render: Callable[[], str],
+    argv: list[str] | None,
+    remedy: str = "make rbac",
 ) -> int:
     """The generator's CLI: write ``output``, or with ``--check`` print a diff and return 1 when
-    the checked-in file differs from what the code renders."""
+    the checked-in file differs from what the code renders (and say to run ``remedy``)."""
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    parser.add_argument("--check", action="store_true", help="fail if the chart differs from the code")
+    parser.add_argument("--check", action="store_true", help="fail if the file differs from the code")
     parser.add_argument("--output", type=Path, default=output)
     args = parser.parse_args(argv)
     text = render()
@@ -152,7 +157,7 @@ def generate(
                     "generated",
                 )
             )
-            print(f"{args.output} is out of date: run `make rbac`", file=sys.stderr)
+            print(f"{args.output} is out of date: run `{remedy}`", file=sys.stderr)
             return 1
         return 0
     args.output.write_text(text)

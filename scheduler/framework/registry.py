@@ -1,10 +1,15 @@
-"""Plugin name -> how to build it. Registering a name twice is an error, as in kube-scheduler."""
+"""Plugin name -> how to build it. Registering a name twice is an error, as in kube-scheduler.
+
+Each plugin module (or package) declares its ``PluginSpec`` once, as ``PLUGIN``;
+``scheduler.plugins.PLUGIN_MODULES`` lists the modules and the default registry is built from it.
+"""
 
 from __future__ import annotations
 
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from pydantic import BaseModel
@@ -14,7 +19,7 @@ from scheduler.framework.interfaces import Plugin
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint
 from scheduler.framework.rbac import PolicyRule
 
-__all__ = ["PluginSpec", "Registry"]
+__all__ = ["PluginSpec", "Registry", "declared_plugin"]
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,14 @@ class PluginSpec:
     rbac: tuple[PolicyRule, ...] = ()
     """The API permissions the plugin needs beyond the core's (``scheduler.rbacgen.CORE_RULES``),
     declared as ``RBAC`` in the plugin's module."""
+
+
+def declared_plugin(module: ModuleType) -> PluginSpec:
+    """The ``PLUGIN = PluginSpec(...)`` a plugin module declares; TypeError when it declares none."""
+    spec = getattr(module, "PLUGIN", None)
+    if not isinstance(spec, PluginSpec):
+        raise TypeError(f"{module.__name__} declares no PLUGIN = PluginSpec(...)")
+    return spec
 
 
 class Registry:

@@ -1,31 +1,37 @@
-"""koord-scheduler's plugins, one module each, and the default set a profile gets.
+"""koord-scheduler's plugins, one module (or package) each, and the default set a profile gets.
 
-``DEFAULT_REGISTRY`` lists every plugin a profile may enable (kube-scheduler's
-``default_registry.go``); ``DEFAULT_PLUGINS`` is what a profile with no ``plugins`` section runs, with
-kube-scheduler's default score weights. ElasticQuota runs at PreFilter (before Coscheduling, so that a
-gang over its quota is rejected with the quota's reason before its placement is planned) and
-Reserve. Its PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
-pod-level preemption) are enabled only by configuration, as Koordinator's shipped profile enables
-them: by default, preemption is Coscheduling's job-level preemption (``enablePreemption``), which
-also asks ElasticQuota what a rejected job's quota must free. SchedulingHint, Coscheduling's
-PreScore/Score and DefaultPreBind are likewise what Koordinator's shipped profile adds.
-NodeResourcesFitPlus and ScarceResourceAvoidance are registered but, as in Koordinator, enabled
-only by configuration. The volume plugins (VolumeRestrictions, NodeVolumeLimits, VolumeBinding,
-VolumeZone) run in kube-scheduler's order; VolumeBinding also reserves and binds volumes, before
-the gang plugins do. NodeNUMAResource runs where Koordinator's shipped profile runs it (PreFilter,
-Filter, Score with weight 1, Reserve and PreBind, each before DeviceShare, whose GPUs it aligns on
-NUMA nodes); on nodes without a NodeResourceTopology or NUMA labels it passes every pod that asks
-for no cpuset and scores 0. Reservation runs first at PreFilter (it restores reserved room before any
-plugin reads it) and binds reservations before DefaultBinder. LoadAwareScheduling is registered
-but enabled only by configuration: Koordinator's shipped profile enables it, but it refuses every
-node whose NodeMetric has not been reported yet (koord-manager creates one per node), so a cluster
-without koordlet on every node would place nothing (docs/load-aware.md).
+Each plugin module declares itself once, as ``PLUGIN = PluginSpec(...)`` (its name, factory, args
+model and RBAC). ``PLUGIN_MODULES`` lists the modules: ``DEFAULT_REGISTRY`` (every plugin a
+profile may enable, kube-scheduler's ``default_registry.go``) is built from it, and so are the
+chart's RBAC (``make rbac``) and ``.importlinter``'s plugins-independent contract
+(``make import-contracts``).
+
+``DEFAULT_PROFILE`` is what a profile with no ``plugins`` section runs: each plugin there runs at
+every extension point it implements (``scheduler.framework.default_profile``), in the profile's
+order, with kube-scheduler's default score weights, except at the points given an explicit order
+below. ``tests/scheduler/test_default_profile_rules.py`` asserts each ordering rule by name, and
+that ``DEFAULT_PLUGINS`` stays what it was when it was listed per extension point.
+
+Registered but enabled only by configuration, as Koordinator's shipped profile enables them:
+ElasticQuota's PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
+pod-level preemption): by default, preemption is Coscheduling's job-level preemption
+(``enablePreemption``), which also asks ElasticQuota what a rejected job's quota must free;
+SchedulingHint, Coscheduling's PreScore/Score and DefaultPreBind. NodeResourcesFitPlus and
+ScarceResourceAvoidance are, as in Koordinator, enabled only by configuration. LoadAwareScheduling
+too: Koordinator's shipped profile enables it, but it refuses every node whose NodeMetric has not
+been reported yet (koord-manager creates one per node), so a cluster without koordlet on every node
+would place nothing (docs/load-aware.md). NodeNUMAResource runs where Koordinator's shipped profile
+runs it; on nodes without a NodeResourceTopology or NUMA labels it passes every pod that asks for
+no cpuset and scores 0.
 """
 
 from __future__ import annotations
 
-from scheduler.framework.profile import ExtensionPoint, PluginRef
-from scheduler.framework.registry import PluginSpec, Registry
+from types import ModuleType
+
+from scheduler.framework.default_profile import DefaultPlugin, default_plugins
+from scheduler.framework.profile import ExtensionPoint
+from scheduler.framework.registry import Registry, declared_plugin
 from scheduler.plugins import (
     coscheduling,
     default_binder,
@@ -58,147 +64,114 @@ from scheduler.plugins import (
     volume_zone,
 )
 
-__all__ = ["DEFAULT_PLUGINS", "DEFAULT_REGISTRY"]
+__all__ = ["DEFAULT_PLUGINS", "DEFAULT_PROFILE", "DEFAULT_REGISTRY", "PLUGIN_MODULES"]
 
-DEFAULT_REGISTRY = Registry(
-    [
-        PluginSpec(queue_sort.NAME, queue_sort.new),
-        PluginSpec(node_resources_fit.NAME, node_resources_fit.new, node_resources_fit.NodeResourcesFitArgs),
-        PluginSpec(
-            node_resources_fit_plus.NAME,
-            node_resources_fit_plus.new,
-            node_resources_fit_plus.NodeResourcesFitPlusArgs,
-        ),
-        PluginSpec(
-            scarce_resource_avoidance.NAME,
-            scarce_resource_avoidance.new,
-            scarce_resource_avoidance.ScarceResourceAvoidanceArgs,
-        ),
-        PluginSpec(node_name.NAME, node_name.new),
-        PluginSpec(node_unschedulable.NAME, node_unschedulable.new),
-        PluginSpec(node_affinity.NAME, node_affinity.new, node_affinity.NodeAffinityArgs),
-        PluginSpec(taint_toleration.NAME, taint_toleration.new),
-        PluginSpec(
-            inter_pod_affinity.NAME,
-            inter_pod_affinity.new,
-            inter_pod_affinity.InterPodAffinityArgs,
-            inter_pod_affinity.RBAC,
-        ),
-        PluginSpec(default_binder.NAME, default_binder.new, rbac=default_binder.RBAC),
-        PluginSpec(scheduling_gates.NAME, scheduling_gates.new),
-        PluginSpec(dynamic_resources.NAME, dynamic_resources.new),
-        PluginSpec(coscheduling.NAME, coscheduling.new, coscheduling.CoschedulingArgs, coscheduling.RBAC),
-        PluginSpec(elastic_quota.NAME, elastic_quota.new, elastic_quota.ElasticQuotaArgs, elastic_quota.RBAC),
-        PluginSpec(node_ports.NAME, node_ports.new),
-        PluginSpec(reservation.NAME, reservation.new, reservation.ReservationArgs, reservation.RBAC),
-        PluginSpec(
-            node_resources_balanced_allocation.NAME,
-            node_resources_balanced_allocation.new,
-            node_resources_balanced_allocation.NodeResourcesBalancedAllocationArgs,
-        ),
-        PluginSpec(image_locality.NAME, image_locality.new),
-        PluginSpec(volume_restrictions.NAME, volume_restrictions.new, rbac=volume_restrictions.RBAC),
-        PluginSpec(node_volume_limits.NAME, node_volume_limits.new, rbac=node_volume_limits.RBAC),
-        PluginSpec(
-            volume_binding.NAME, volume_binding.new, volume_binding.VolumeBindingArgs, volume_binding.RBAC
-        ),
-        PluginSpec(volume_zone.NAME, volume_zone.new, rbac=volume_zone.RBAC),
-        PluginSpec(
-            pod_topology_spread.NAME,
-            pod_topology_spread.new,
-            pod_topology_spread.PodTopologySpreadArgs,
-            pod_topology_spread.RBAC,
-        ),
-        PluginSpec(load_aware.NAME, load_aware.new, load_aware.LoadAwareSchedulingArgs, load_aware.RBAC),
-        PluginSpec(device_share.NAME, device_share.new, device_share.DeviceShareArgs, device_share.RBAC),
-        PluginSpec(
-            node_numa_resource.NAME,
-            node_numa_resource.new,
-            node_numa_resource.NodeNUMAResourceArgs,
-            node_numa_resource.RBAC,
-        ),
-        PluginSpec(scheduling_hint.NAME, scheduling_hint.new, scheduling_hint.SchedulingHintArgs),
-        PluginSpec(
-            default_preemption.NAME,
-            default_preemption.new,
-            default_preemption.DefaultPreemptionArgs,
-            default_preemption.RBAC,
-        ),
-        PluginSpec(default_prebind.NAME, default_prebind.new),
-    ]
+PLUGIN_MODULES: tuple[ModuleType, ...] = (
+    queue_sort,
+    node_resources_fit,
+    node_resources_fit_plus,
+    scarce_resource_avoidance,
+    node_name,
+    node_unschedulable,
+    node_affinity,
+    taint_toleration,
+    inter_pod_affinity,
+    default_binder,
+    scheduling_gates,
+    dynamic_resources,
+    coscheduling,
+    elastic_quota,
+    node_ports,
+    reservation,
+    node_resources_balanced_allocation,
+    image_locality,
+    volume_restrictions,
+    node_volume_limits,
+    volume_binding,
+    volume_zone,
+    pod_topology_spread,
+    load_aware,
+    device_share,
+    node_numa_resource,
+    scheduling_hint,
+    default_preemption,
+    default_prebind,
+)
+"""Every plugin module; adding a plugin is adding its module here."""
+
+DEFAULT_REGISTRY = Registry(declared_plugin(module) for module in PLUGIN_MODULES)
+
+# Their Score computes what their PreScore would when PreScore did not run; PreScore is there for
+# configurations that enable them by multiPoint, as kube-scheduler's.
+_SCORE_WITHOUT_PRE_SCORE = frozenset({ExtensionPoint.PRE_SCORE})
+
+DEFAULT_PROFILE: tuple[DefaultPlugin, ...] = (
+    # kube-scheduler v1.35's defaults, in its order (getDefaultPlugins, with DynamicResources where
+    # its feature gate puts it), with its score weights
+    DefaultPlugin(scheduling_gates.NAME),
+    DefaultPlugin(queue_sort.NAME),
+    DefaultPlugin(node_unschedulable.NAME),
+    DefaultPlugin(node_name.NAME),
+    DefaultPlugin(taint_toleration.NAME, weight=3, left_off=_SCORE_WITHOUT_PRE_SCORE),
+    DefaultPlugin(node_affinity.NAME, weight=2, left_off=_SCORE_WITHOUT_PRE_SCORE),
+    DefaultPlugin(node_ports.NAME),
+    DefaultPlugin(node_resources_fit.NAME, left_off=_SCORE_WITHOUT_PRE_SCORE),
+    DefaultPlugin(volume_restrictions.NAME),
+    DefaultPlugin(node_volume_limits.NAME),
+    DefaultPlugin(volume_binding.NAME),  # it also reserves and binds volumes, before the gang plugins
+    DefaultPlugin(volume_zone.NAME),
+    DefaultPlugin(pod_topology_spread.NAME, weight=2),
+    DefaultPlugin(inter_pod_affinity.NAME, weight=2),
+    DefaultPlugin(dynamic_resources.NAME),
+    DefaultPlugin(node_resources_balanced_allocation.NAME, left_off=_SCORE_WITHOUT_PRE_SCORE),
+    DefaultPlugin(image_locality.NAME),
+    # Koordinator's, where its shipped profile runs them: NodeNUMAResource before DeviceShare (it
+    # admits the NUMA nodes DeviceShare then takes cards on), then Reservation (weight 5000: a
+    # reserved node wins), the gang plugins last
+    DefaultPlugin(node_numa_resource.NAME),
+    DefaultPlugin(device_share.NAME),
+    DefaultPlugin(reservation.NAME, weight=5000),
+    DefaultPlugin(coscheduling.NAME, left_off=frozenset({ExtensionPoint.PRE_SCORE, ExtensionPoint.SCORE})),
+    DefaultPlugin(elastic_quota.NAME, left_off=frozenset({ExtensionPoint.POST_FILTER})),
+    # last, as in kube-scheduler: Reservation binds a pod that takes a reservation, DefaultBinder the rest
+    DefaultPlugin(default_binder.NAME),
 )
 
-_VOLUME_FILTERS = tuple(
-    PluginRef(name)
-    for name in (volume_restrictions.NAME, node_volume_limits.NAME, volume_binding.NAME, volume_zone.NAME)
-)
-"""kube-scheduler's volume plugins, in its order, at PreFilter and at Filter."""
-
-DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
-    ExtensionPoint.PRE_ENQUEUE: (PluginRef(scheduling_gates.NAME), PluginRef(coscheduling.NAME)),
-    ExtensionPoint.QUEUE_SORT: (PluginRef(queue_sort.NAME),),
+_ORDERS: dict[ExtensionPoint, tuple[str, ...]] = {
+    # Reservation first: it restores reserved room before any plugin (a gang's plan) reads it.
+    # ElasticQuota before Coscheduling: a gang over its quota is rejected with the quota's reason
+    # before its placement is planned. NodeResourcesFit before NodeAffinity and NodePorts, where
+    # kube-scheduler v1 runs it after them.
     ExtensionPoint.PRE_FILTER: (
-        PluginRef(reservation.NAME),
-        PluginRef(node_resources_fit.NAME),
-        PluginRef(node_affinity.NAME),
-        PluginRef(node_ports.NAME),
-        *_VOLUME_FILTERS,
-        PluginRef(pod_topology_spread.NAME),
-        PluginRef(inter_pod_affinity.NAME),
-        PluginRef(dynamic_resources.NAME),
-        PluginRef(node_numa_resource.NAME),
-        PluginRef(device_share.NAME),
-        PluginRef(elastic_quota.NAME),
-        PluginRef(coscheduling.NAME),
+        reservation.NAME,
+        node_resources_fit.NAME,
+        node_affinity.NAME,
+        node_ports.NAME,
+        volume_restrictions.NAME,
+        node_volume_limits.NAME,
+        volume_binding.NAME,
+        volume_zone.NAME,
+        pod_topology_spread.NAME,
+        inter_pod_affinity.NAME,
+        dynamic_resources.NAME,
+        node_numa_resource.NAME,
+        device_share.NAME,
+        elastic_quota.NAME,
+        coscheduling.NAME,
     ),
-    ExtensionPoint.POST_FILTER: (PluginRef(reservation.NAME), PluginRef(coscheduling.NAME)),
-    ExtensionPoint.RESERVE: (
-        PluginRef(volume_binding.NAME),
-        PluginRef(node_numa_resource.NAME),
-        PluginRef(device_share.NAME),
-        PluginRef(reservation.NAME),
-        PluginRef(coscheduling.NAME),
-        PluginRef(elastic_quota.NAME),
-    ),
-    ExtensionPoint.PERMIT: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.PRE_BIND: (
-        PluginRef(volume_binding.NAME),
-        PluginRef(node_numa_resource.NAME),
-        PluginRef(device_share.NAME),
-        PluginRef(reservation.NAME),
-        PluginRef(coscheduling.NAME),
-    ),
-    ExtensionPoint.POST_BIND: (PluginRef(coscheduling.NAME),),
-    ExtensionPoint.FILTER: (
-        PluginRef(node_unschedulable.NAME),
-        PluginRef(node_name.NAME),
-        PluginRef(taint_toleration.NAME),
-        PluginRef(node_affinity.NAME),
-        PluginRef(node_ports.NAME),
-        PluginRef(node_resources_fit.NAME),
-        *_VOLUME_FILTERS,
-        PluginRef(pod_topology_spread.NAME),
-        PluginRef(inter_pod_affinity.NAME),
-        PluginRef(node_numa_resource.NAME),
-        PluginRef(device_share.NAME),
-        PluginRef(reservation.NAME),
-    ),
-    ExtensionPoint.PRE_SCORE: (
-        PluginRef(pod_topology_spread.NAME),
-        PluginRef(inter_pod_affinity.NAME),
-        PluginRef(reservation.NAME),
-    ),
+    # The order of the debug scores' columns (scores add up in any order).
     ExtensionPoint.SCORE: (
-        PluginRef(node_resources_fit.NAME, weight=1),
-        PluginRef(node_affinity.NAME, weight=2),
-        PluginRef(taint_toleration.NAME, weight=3),
-        PluginRef(pod_topology_spread.NAME, weight=2),
-        PluginRef(inter_pod_affinity.NAME, weight=2),
-        PluginRef(node_resources_balanced_allocation.NAME, weight=1),
-        PluginRef(image_locality.NAME, weight=1),
-        PluginRef(node_numa_resource.NAME, weight=1),
-        PluginRef(device_share.NAME, weight=1),
-        PluginRef(reservation.NAME, weight=5000),
+        node_resources_fit.NAME,
+        node_affinity.NAME,
+        taint_toleration.NAME,
+        pod_topology_spread.NAME,
+        inter_pod_affinity.NAME,
+        node_resources_balanced_allocation.NAME,
+        image_locality.NAME,
+        node_numa_resource.NAME,
+        device_share.NAME,
+        reservation.NAME,
     ),
-    ExtensionPoint.BIND: (PluginRef(reservation.NAME), PluginRef(default_binder.NAME)),
 }
+
+DEFAULT_PLUGINS = default_plugins(DEFAULT_REGISTRY, DEFAULT_PROFILE, _ORDERS)

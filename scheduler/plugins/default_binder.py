@@ -12,9 +12,10 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import BIND_ANNOTATIONS, BindPlugin, ClusterEvent
 from scheduler.framework.rbac import PolicyRule
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "RBAC", "DefaultBinder", "new"]
+__all__ = ["NAME", "PLUGIN", "RBAC", "DefaultBinder", "new"]
 
 NAME = "DefaultBinder"
 RBAC = (PolicyRule.on(PODS, "create", subresource="binding", why="Binding: the pods/binding subresource."),)
@@ -50,3 +51,6 @@ class DefaultBinder(BindPlugin):
 
 def new(args: None, handle: Handle) -> DefaultBinder:
     return DefaultBinder(handle)
+
+
+PLUGIN = PluginSpec(NAME, new, rbac=RBAC)

@@ -17,9 +17,10 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import BIND_ANNOTATIONS, PreBindPlugin
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "DefaultPreBind", "new"]
+__all__ = ["NAME", "PLUGIN", "DefaultPreBind", "new"]
 
 NAME = "DefaultPreBind"
 
@@ -47,3 +48,6 @@ class DefaultPreBind(PreBindPlugin):
 
 def new(args: None, handle: Handle) -> DefaultPreBind:
     return DefaultPreBind(handle)
+
+
+PLUGIN = PluginSpec(NAME, new)

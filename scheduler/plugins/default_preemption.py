@@ -29,10 +29,11 @@ from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis, PostFilterPlugin, PostFilterResult
 from scheduler.framework.rbac import PolicyRule
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.preemption import Evaluator, PdbIndex, num_candidates
 
-__all__ = ["NAME", "RBAC", "DefaultPreemption", "DefaultPreemptionArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "RBAC", "DefaultPreemption", "DefaultPreemptionArgs", "new"]
 
 NAME = "DefaultPreemption"
 RBAC = (
@@ -97,3 +98,6 @@ class DefaultPreemption(PostFilterPlugin):
 
 def new(args: DefaultPreemptionArgs | None, handle: Handle) -> DefaultPreemption:
     return DefaultPreemption(args or DefaultPreemptionArgs(), handle)
+
+
+PLUGIN = PluginSpec(NAME, new, DefaultPreemptionArgs, RBAC)

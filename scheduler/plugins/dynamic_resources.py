@@ -16,9 +16,10 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreFilterPlugin, PreFilterResult
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "NOT_SUPPORTED", "DynamicResources", "new"]
+__all__ = ["NAME", "NOT_SUPPORTED", "PLUGIN", "DynamicResources", "new"]
 
 NAME = "DynamicResources"
 
@@ -43,3 +44,6 @@ class DynamicResources(PreFilterPlugin):
 
 def new(args: None, handle: Handle) -> DynamicResources:
     return DynamicResources()
+
+
+PLUGIN = PluginSpec(NAME, new)

@@ -22,11 +22,13 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
+from scheduler.framework.registry import PluginSpec
 
 __all__ = [
     "MAX_CONTAINER_THRESHOLD",
     "MIN_THRESHOLD",
     "NAME",
+    "PLUGIN",
     "ImageLocality",
     "new",
     "normalized_image_name",
@@ -79,3 +81,6 @@ class ImageLocality(ScorePlugin):
 
 def new(args: None, handle: Handle) -> ImageLocality:
     return ImageLocality()
+
+
+PLUGIN = PluginSpec(NAME, new)

@@ -49,6 +49,7 @@ from scheduler.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.node_selector import (
     OBJECT_NAME_FIELD,
@@ -65,6 +66,7 @@ __all__ = [
     "ERR_REASON_ENFORCED",
     "ERR_REASON_POD",
     "NAME",
+    "PLUGIN",
     "NodeAffinity",
     "NodeAffinityArgs",
     "NodeSelectorMatcher",
@@ -278,3 +280,6 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
 
 def new(args: NodeAffinityArgs | None, handle: Handle) -> NodeAffinity:
     return NodeAffinity(args or NodeAffinityArgs())
+
+
+PLUGIN = PluginSpec(NAME, new, NodeAffinityArgs)

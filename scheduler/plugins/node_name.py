@@ -14,8 +14,9 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterPlugin, FilterResult
+from scheduler.framework.registry import PluginSpec
 
-__all__ = ["ERR_REASON", "NAME", "NodeName", "new"]
+__all__ = ["ERR_REASON", "NAME", "PLUGIN", "NodeName", "new"]
 
 NAME = "NodeName"
 
@@ -46,3 +47,6 @@ class NodeName(FilterPlugin):
 
 def new(args: None, handle: Handle) -> NodeName:
     return NodeName()
+
+
+PLUGIN = PluginSpec(NAME, new)

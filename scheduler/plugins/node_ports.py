@@ -27,9 +27,10 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["ERR_REASON", "NAME", "NodePorts", "new"]
+__all__ = ["ERR_REASON", "NAME", "PLUGIN", "NodePorts", "new"]
 
 NAME = "NodePorts"
 
@@ -59,3 +60,6 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
 
 def new(args: None, handle: Handle) -> NodePorts:
     return NodePorts()
+
+
+PLUGIN = PluginSpec(NAME, new)

@@ -26,6 +26,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.resources import (
     ResourceSpec,
@@ -34,7 +35,7 @@ from scheduler.plugins.helper.resources import (
     is_scalar_resource,
 )
 
-__all__ = ["NAME", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs", "new"]
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -144,3 +145,6 @@ def _deviation(fractions: FloatArray, used: npt.NDArray[np.bool_]) -> FloatArray
 
 def new(args: NodeResourcesBalancedAllocationArgs | None, handle: Handle) -> NodeResourcesBalancedAllocation:
     return NodeResourcesBalancedAllocation(args or NodeResourcesBalancedAllocationArgs())
+
+
+PLUGIN = PluginSpec(NAME, new, NodeResourcesBalancedAllocationArgs)

@@ -46,6 +46,7 @@ from scheduler.framework.interfaces import (
     PreScorePlugin,
     ScorePlugin,
 )
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.resources import (
     CPU,
@@ -72,6 +73,7 @@ __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "NAME",
+    "PLUGIN",
     "NodeResourcesFit",
     "NodeResourcesFitArgs",
     "ResourceSpec",
@@ -315,3 +317,6 @@ def new(args: NodeResourcesFitArgs | None, handle: Handle) -> NodeResourcesFit:
         if not _NAME_RE.match(name):
             raise ValueError(f"ignoredResources: {name!r} is not a valid resource name")
     return NodeResourcesFit(args)
+
+
+PLUGIN = PluginSpec(NAME, new, NodeResourcesFitArgs)

@@ -27,6 +27,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, PreScorePlugin, ScorePlugin
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.resources import (
     is_accounted,
@@ -35,7 +36,7 @@ from scheduler.plugins.helper.resources import (
     scored_request,
 )
 
-__all__ = ["NAME", "NodeResourcesFitPlus", "NodeResourcesFitPlusArgs", "ResourcesType", "new"]
+__all__ = ["NAME", "PLUGIN", "NodeResourcesFitPlus", "NodeResourcesFitPlusArgs", "ResourcesType", "new"]
 
 NAME = "NodeResourcesFitPlus"
 
@@ -129,3 +130,6 @@ class NodeResourcesFitPlus(PreScorePlugin, ScorePlugin):
 
 def new(args: NodeResourcesFitPlusArgs | None, handle: Handle) -> NodeResourcesFitPlus:
     return NodeResourcesFitPlus(args or NodeResourcesFitPlusArgs())
+
+
+PLUGIN = PluginSpec(NAME, new, NodeResourcesFitPlusArgs)

@@ -14,9 +14,10 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterPlugin, FilterResult
+from scheduler.framework.registry import PluginSpec
 from scheduler.plugins.helper.taints import node_index, tolerations_tolerate
 
-__all__ = ["ERR_REASON_UNSCHEDULABLE", "NAME", "NodeUnschedulable", "new"]
+__all__ = ["ERR_REASON_UNSCHEDULABLE", "NAME", "PLUGIN", "NodeUnschedulable", "new"]
 
 NAME = "NodeUnschedulable"
 
@@ -47,3 +48,6 @@ class NodeUnschedulable(FilterPlugin):
 
 def new(args: None, handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()
+
+
+PLUGIN = PluginSpec(NAME, new)

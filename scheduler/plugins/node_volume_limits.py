@@ -30,6 +30,7 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
 )
 from scheduler.framework.rbac import PolicyRule
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.storage import (
     CSINODES,
@@ -43,7 +44,7 @@ from scheduler.plugins.helper.storage import (
     shared_store,
 )
 
-__all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "RBAC", "NodeVolumeLimits", "new"]
+__all__ = ["ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED", "NAME", "PLUGIN", "RBAC", "NodeVolumeLimits", "new"]
 
 NAME = "NodeVolumeLimits"
 
@@ -140,3 +141,6 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin):
 
 def new(args: None, handle: Handle) -> NodeVolumeLimits:
     return NodeVolumeLimits(handle)
+
+
+PLUGIN = PluginSpec(NAME, new, rbac=RBAC)

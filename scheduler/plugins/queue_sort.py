@@ -18,8 +18,9 @@ from typing import Any
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, QueueSortPlugin
+from scheduler.framework.registry import PluginSpec
 
-__all__ = ["NAME", "PrioritySort", "new"]
+__all__ = ["NAME", "PLUGIN", "PrioritySort", "new"]
 
 NAME = "PrioritySort"
 
@@ -38,3 +39,6 @@ class PrioritySort(QueueSortPlugin):
 
 def new(args: None, handle: Handle) -> PrioritySort:
     return PrioritySort()
+
+
+PLUGIN = PluginSpec(NAME, new)

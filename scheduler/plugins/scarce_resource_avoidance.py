@@ -21,9 +21,10 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, ScorePlugin
+from scheduler.framework.registry import PluginSpec
 from scheduler.plugins.helper.resources import is_accounted
 
-__all__ = ["NAME", "ScarceResourceAvoidance", "ScarceResourceAvoidanceArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "ScarceResourceAvoidance", "ScarceResourceAvoidanceArgs", "new"]
 
 NAME = "ScarceResourceAvoidance"
 
@@ -69,3 +70,6 @@ class ScarceResourceAvoidance(ScorePlugin):
 
 def new(args: ScarceResourceAvoidanceArgs | None, handle: Handle) -> ScarceResourceAvoidance:
     return ScarceResourceAvoidance(args or ScarceResourceAvoidanceArgs())
+
+
+PLUGIN = PluginSpec(NAME, new, ScarceResourceAvoidanceArgs)

@@ -9,9 +9,10 @@ from __future__ import annotations
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtensions, PreEnqueuePlugin
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "SchedulingGates", "new"]
+__all__ = ["NAME", "PLUGIN", "SchedulingGates", "new"]
 
 NAME = "SchedulingGates"
 
@@ -34,3 +35,6 @@ class SchedulingGates(PreEnqueuePlugin, EnqueueExtensions):
 
 def new(args: None, handle: Handle) -> SchedulingGates:
     return SchedulingGates()
+
+
+PLUGIN = PluginSpec(NAME, new)

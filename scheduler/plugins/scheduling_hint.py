@@ -36,9 +36,10 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 
-__all__ = ["NAME", "SchedulingHint", "SchedulingHintArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "SchedulingHint", "SchedulingHintArgs", "new"]
 
 NAME = "SchedulingHint"
 HINT = StateKey[Hint]("SchedulingHint/hint")
@@ -90,3 +91,6 @@ class SchedulingHint(PreFilterPlugin, PreferNodesPlugin):
 
 def new(args: SchedulingHintArgs | None, handle: Handle) -> SchedulingHint:
     return SchedulingHint(args or SchedulingHintArgs())
+
+
+PLUGIN = PluginSpec(NAME, new, SchedulingHintArgs)

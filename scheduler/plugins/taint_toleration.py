@@ -39,6 +39,7 @@ from scheduler.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.normalize import default_normalize
 from scheduler.plugins.helper.taints import (
@@ -55,6 +56,7 @@ from scheduler.plugins.helper.taints import (
 
 __all__ = [
     "NAME",
+    "PLUGIN",
     "NodeIndex",
     "TaintToleration",
     "default_normalize",
@@ -164,3 +166,6 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
 
 def new(args: None, handle: Handle) -> TaintToleration:
     return TaintToleration()
+
+
+PLUGIN = PluginSpec(NAME, new)

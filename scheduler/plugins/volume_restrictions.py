@@ -28,6 +28,7 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
 )
 from scheduler.framework.rbac import PolicyRule
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.storage import PVCS, claim_key, shared_store
 
@@ -35,6 +36,7 @@ __all__ = [
     "ERR_REASON_DISK_CONFLICT",
     "ERR_REASON_RWOP_CONFLICT",
     "NAME",
+    "PLUGIN",
     "RBAC",
     "VolumeRestrictions",
     "new",
@@ -158,3 +160,6 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
 
 def new(args: None, handle: Handle) -> VolumeRestrictions:
     return VolumeRestrictions(handle)
+
+
+PLUGIN = PluginSpec(NAME, new, rbac=RBAC)

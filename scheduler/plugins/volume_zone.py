@@ -30,11 +30,12 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
 )
 from scheduler.framework.rbac import PolicyRule
+from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.node_selector import fit_mask
 from scheduler.plugins.helper.storage import PVCS, PVS, STORAGECLASSES, claim_key, shared_store
 
-__all__ = ["ERR_REASON_CONFLICT", "NAME", "RBAC", "VolumeZone", "new"]
+__all__ = ["ERR_REASON_CONFLICT", "NAME", "PLUGIN", "RBAC", "VolumeZone", "new"]
 
 NAME = "VolumeZone"
 
@@ -154,3 +155,6 @@ class VolumeZone(PreFilterPlugin, FilterPlugin):
 
 def new(args: None, handle: Handle) -> VolumeZone:
     return VolumeZone(handle)
+
+
+PLUGIN = PluginSpec(NAME, new, rbac=RBAC)

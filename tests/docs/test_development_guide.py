@@ -1,5 +1,5 @@
 """docs/development.md's "Add a scheduler plugin" works as written: its module is copied out of the
-page, registered with its registration line, enabled by its YAML, and filters nodes."""
+page, registered by its line in the module list, enabled by its YAML, and filters nodes."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from scheduler.config import load_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis
-from scheduler.framework.registry import PluginSpec, Registry
+from scheduler.framework.registry import PluginSpec, Registry, declared_plugin
 from scheduler.framework.runtime import Framework
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
@@ -49,16 +49,19 @@ def example(tmp_path: Path) -> Iterator[ModuleType]:
 
 
 def registration(example: ModuleType) -> PluginSpec:
-    """The ``PluginSpec(...)`` of the guide's registration block, evaluated."""
+    """The plugin the guide's module list block adds: the ``PLUGIN`` its module declares."""
     tree = ast.parse(blocks("python")[1])
-    (call,) = [
-        node
+    (listing,) = [
+        node.value
         for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "PluginSpec"
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id == "PLUGIN_MODULES"
     ]
-    code = compile(ast.Expression(call), "development.md", "eval")
-    spec: PluginSpec = eval(code, {"PluginSpec": PluginSpec, MODULE: example})
-    return spec
+    assert isinstance(listing, ast.Tuple)
+    added = [element.id for element in listing.elts if isinstance(element, ast.Name)]
+    assert added == [MODULE]
+    return declared_plugin(example)
 
 
 def test_the_guides_plugin_registers_configures_and_filters(example: ModuleType) -> None:

@@ -6,7 +6,10 @@ quota), ``ledger`` (per-quota sums of pods), ``forest`` (every tree's total and 
 (the extension points and the API preemption uses). The quota math itself is ``scheduler.quota``.
 """
 
+from scheduler.framework.registry import PluginSpec
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.plugin import NAME, RBAC, ElasticQuota, new
 
-__all__ = ["NAME", "RBAC", "ElasticQuota", "ElasticQuotaArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "RBAC", "ElasticQuota", "ElasticQuotaArgs", "new"]
+
+PLUGIN = PluginSpec(NAME, new, ElasticQuotaArgs, RBAC)

@@ -5,7 +5,10 @@ the pods on a node hold), ``numa_split`` (a request over a NUMA hint) and ``cpu_
 (which CPUs a pod gets).
 """
 
+from scheduler.framework.registry import PluginSpec
 from scheduler.plugins.node_numa_resource.args import NodeNUMAResourceArgs
 from scheduler.plugins.node_numa_resource.plugin import NAME, RBAC, NodeNUMAResource, new
 
-__all__ = ["NAME", "RBAC", "NodeNUMAResource", "NodeNUMAResourceArgs", "new"]
+__all__ = ["NAME", "PLUGIN", "RBAC", "NodeNUMAResource", "NodeNUMAResourceArgs", "new"]
+
+PLUGIN = PluginSpec(NAME, new, NodeNUMAResourceArgs, RBAC)
