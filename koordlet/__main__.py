@@ -321,6 +321,18 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         negatable=True,
         help="write pods' cpusets into their cgroups (default on; never in simulation)",
     )
+    parser.add_go_bool(
+        "apply-cpu-qos",
+        negatable=True,
+        help="the reconcile writes pod-level CPU QoS (cpu.bvt_warp_ns or cpu.idle) every round "
+        "(default on; NRI still writes a new pod's)",
+    )
+    parser.add_go_bool(
+        "apply-batch-resources",
+        negatable=True,
+        help="the reconcile writes BE pods' CFS quota from their batch-cpu every round "
+        "(default on; NRI still sets a new pod's batch resources)",
+    )
     parser.add_argument(
         "--var-lib-kubelet-dir",
         type=Path,
@@ -418,8 +430,21 @@ async def run(config: KoordletConfig) -> None:
             )
             fs = config.host_fs()
             version = config.cgroup_version or detect_version(fs)
-            node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
-            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
+            node_qos = (
+                None
+                if version is None
+                else NodeQoS(
+                    fs, version, config.gates, config.cgroup_root, apply_cpu_qos=config.apply_cpu_qos
+                )
+            )
+            qos = QoSManager(
+                config.node_name or "",
+                node_qos,
+                agent.cache,
+                config.gates,
+                metrics=metrics,
+                apply_batch_resources=config.apply_batch_resources,
+            )
             host_topology = host_topology_reporter(config)
             node_states = NodeStates(api, config.node_name or "")
             hooks = [nri_server(config, node_states, metrics).run()] if config.enable_nri_runtime_hook else []
