@@ -56,7 +56,8 @@ class KoordletConfig(BaseModel):
     batch resources, on new pods."""
     enable_nri_runtime_hook: bool = True
     """Koordinator's ``-enable-nri-runtime-hook``: register with the runtime's NRI and set each new
-    container's cpuset as it is created (docs/koordlet.md#nri); the reconcile writes them either way."""
+    pod's and container's settings as they are created (docs/koordlet.md#nri); the reconcile writes
+    them either way."""
     nri: NRIOptions = Field(default_factory=NRIOptions)
     disable_unset_cpu_quota: bool = False
     """Koordinator's ``-disable-unset-cpu-quota``: keep the CFS quota of pods bound to CPUs (LSE,
