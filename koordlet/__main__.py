@@ -32,6 +32,7 @@ from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.metrics import KoordletMetrics, serve
 from koordlet.nri.options import NRIOptions
 from koordlet.nri.plugin import NRIPlugin
+from koordlet.nri.pod_cgroups import HostPodCgroups
 from koordlet.nri.server import NRIServer
 from koordlet.nri.states import StatesPodSource
 from koordlet.podresources.proxy import PodResourcesProxy
@@ -50,7 +51,8 @@ log = logging.getLogger("koordlet")
 
 
 _NO_HOOKS = (
-    "no runtime hooks server (runtime proxy): the reconcile writes the cgroups, NRI new containers' cpusets"
+    "no runtime hooks server (runtime proxy): the reconcile writes the cgroups, NRI new pods' and "
+    "containers' settings"
 )
 _FIXED = "this collector or strategy runs on its own period here (docs/koordlet.md)"
 _ACCEPTED: dict[str, tuple[str, bool]] = {
@@ -196,8 +198,9 @@ def _nri_flags(parser: GoFlagParser) -> None:
     """Koordinator's NRI flags (pkg/koordlet/runtimehooks/config.go), with its defaults."""
     parser.add_go_bool(
         "enable-nri-runtime-hook",
-        help="register with the runtime's NRI and set each new container's cpuset as it is created "
-        "(default true; the reconcile writes cpusets either way)",
+        help="register with the runtime's NRI and set each new pod's and container's cpuset, batch "
+        "resources, CPU QoS and resctrl as they are created (default true; the reconcile writes "
+        "them either way)",
     )
     parser.add_argument(
         "--var-run-root-dir",
@@ -321,6 +324,18 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         negatable=True,
         help="write pods' cpusets into their cgroups (default on; never in simulation)",
     )
+    parser.add_go_bool(
+        "apply-cpu-qos",
+        negatable=True,
+        help="the reconcile writes pod-level CPU QoS (cpu.bvt_warp_ns or cpu.idle) every round "
+        "(default on; NRI still writes a new pod's)",
+    )
+    parser.add_go_bool(
+        "apply-batch-resources",
+        negatable=True,
+        help="the reconcile writes BE pods' CFS quota from their batch-cpu every round "
+        "(default on; NRI still sets a new pod's batch resources)",
+    )
     parser.add_argument(
         "--var-lib-kubelet-dir",
         type=Path,
@@ -375,10 +390,17 @@ def parse_args(argv: list[str] | None) -> KoordletConfig:
         parser.error("; ".join(str(error["msg"]) for error in exc.errors()))
 
 
-def nri_server(config: KoordletConfig, states: NodeStates, metrics: KoordletMetrics) -> NRIServer:
+def nri_server(
+    config: KoordletConfig, states: NodeStates, metrics: KoordletMetrics, node_qos: NodeQoS | None
+) -> NRIServer:
     node = config.node_name or ""
+    pod_cgroups = (
+        HostPodCgroups(node_qos.writer, node_qos.layout, node_qos.resctrl) if node_qos is not None else None
+    )
     plugin = NRIPlugin(
         StatesPodSource(states, node),
+        gates=config.gates,
+        pod_cgroups=pod_cgroups,
         be_cpu_manager=config.gates.be_cpu_manager,
         unset_cpu_quota=not config.disable_unset_cpu_quota,
         record=lambda event, _cpuset: metrics.nri_adjusted(node, event),
@@ -418,11 +440,28 @@ async def run(config: KoordletConfig) -> None:
             )
             fs = config.host_fs()
             version = config.cgroup_version or detect_version(fs)
-            node_qos = None if version is None else NodeQoS(fs, version, config.gates, config.cgroup_root)
-            qos = QoSManager(config.node_name or "", node_qos, agent.cache, config.gates, metrics=metrics)
+            node_qos = (
+                None
+                if version is None
+                else NodeQoS(
+                    fs, version, config.gates, config.cgroup_root, apply_cpu_qos=config.apply_cpu_qos
+                )
+            )
+            qos = QoSManager(
+                config.node_name or "",
+                node_qos,
+                agent.cache,
+                config.gates,
+                metrics=metrics,
+                apply_batch_resources=config.apply_batch_resources,
+            )
             host_topology = host_topology_reporter(config)
             node_states = NodeStates(api, config.node_name or "")
-            hooks = [nri_server(config, node_states, metrics).run()] if config.enable_nri_runtime_hook else []
+            hooks = (
+                [nri_server(config, node_states, metrics, node_qos).run()]
+                if config.enable_nri_runtime_hook
+                else []
+            )
             if config.gates.pod_resources_proxy:
                 proxy = PodResourcesProxy(
                     config.node_name or "",

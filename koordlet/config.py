@@ -48,9 +48,16 @@ class KoordletConfig(BaseModel):
     apply_cpusets: bool = True
     """Write each pod's cpuset into its cgroups (Koordinator's CPUSetAllocator hook); never in
     simulation mode."""
+    apply_cpu_qos: bool = True
+    """The reconcile writes pod-level CPU QoS (group identity or ``cpu.idle``) every round; off, only
+    NRI sets it, on new pods (a test's way to see NRI's writes alone)."""
+    apply_batch_resources: bool = True
+    """The reconcile writes BE pods' CFS quota from their batch-cpu every round; off, only NRI sets
+    batch resources, on new pods."""
     enable_nri_runtime_hook: bool = True
     """Koordinator's ``-enable-nri-runtime-hook``: register with the runtime's NRI and set each new
-    container's cpuset as it is created (docs/koordlet.md#nri); the reconcile writes them either way."""
+    pod's and container's settings as they are created (docs/koordlet.md#nri); the reconcile writes
+    them either way."""
     nri: NRIOptions = Field(default_factory=NRIOptions)
     disable_unset_cpu_quota: bool = False
     """Koordinator's ``-disable-unset-cpu-quota``: keep the CFS quota of pods bound to CPUs (LSE,

@@ -29,10 +29,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from apis.quantity import Quantity
 from e2e.cluster.controlplane import ControlPlane
 from e2e.realnode import RealNodeConfig
 from e2e.realnode.chart import NAMESPACE as CHART_NAMESPACE
+from e2e.realnode.colocation import slo_config, wait_batch_cpu
 from e2e.realnode.probes import (
     node_memory_used,
     pod_cgroup_file,
@@ -52,33 +52,7 @@ BE_DIR = "kubepods/besteffort"
 BURN = ["sh", "-c", "while :; do :; done"]
 GI = 1 << 30
 MI = 1 << 20
-COLOCATION = {
-    "enable": True,
-    "metricReportIntervalSeconds": 5,
-    # the whole node is batch's to take: a 2-core host's own load must not leave BE nothing
-    "cpuReclaimThresholdPercent": 100,
-    "memoryReclaimThresholdPercent": 100,
-}
 T = TypeVar("T")
-
-
-def slo_config(
-    cp: ControlPlane, threshold: dict[str, Any] | None = None, qos: dict[str, Any] | None = None
-) -> None:
-    """``slo-controller-config`` with batch resources on and the given cluster strategies (none:
-    every QoS switch off)."""
-    data = {
-        "colocation-config": json.dumps(COLOCATION),
-        "resource-threshold-config": json.dumps({"clusterStrategy": threshold or {"enable": False}}),
-        "resource-qos-config": json.dumps({"clusterStrategy": qos or {}}),
-    }
-    config_map = {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": "slo-controller-config", "namespace": CHART_NAMESPACE},
-        "data": data,
-    }
-    cp.kubectl("apply", "-f", "-", input=json.dumps(config_map))
 
 
 def until(what: str, probe: Callable[[], T], ok: Callable[[T], bool], timeout: float) -> T:
@@ -131,16 +105,8 @@ def colocated(chart: tuple[ControlPlane, RealNodeConfig]) -> Iterator[tuple[Cont
     off; switched off again after the module."""
     cp, c = chart
     slo_config(cp)
-
-    def batch_cpu() -> int:
-        node = cp.get_json(f"/api/v1/nodes/{c.node_name}")
-        # a quantity: the API server writes 2000 as "2k"
-        return Quantity.parse(
-            (node["status"].get("allocatable") or {}).get("kubernetes.io/batch-cpu", "0")
-        ).value()
-
     # a busy 2-core host leaves little (67 was seen): the BE pods here ask for 20 each
-    until("the real node's kubernetes.io/batch-cpu", batch_cpu, lambda v: v >= 40, 120)
+    wait_batch_cpu(cp, c, 40)
     yield cp, c
     slo_config(cp)
 

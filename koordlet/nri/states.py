@@ -1,5 +1,6 @@
-"""What the NRI plugin reads from koordlet's watched states: the pod (for its Kubernetes QoS class)
-and the node's cpuset pools from the NodeResourceTopology koordlet writes."""
+"""What the NRI plugin reads from koordlet's watched states: the pod (for its Kubernetes QoS class
+and its containers' batch resources), the node's cpuset pools from the NodeResourceTopology koordlet
+writes, the node's effective NodeSLO and its CPU-normalization ratio."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import logging
 
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
+from apis.extension.amplification import get_cpu_normalization_ratio
+from apis.slo.nodeslo import NodeSLOSpec
+from koordlet.qos.slo import effective_spec
 from koordlet.states.store import States
 from koordlet.topology.cpuset_rule import CPUSetRule
 
@@ -33,3 +37,18 @@ class StatesPodSource:
             return CPUSetRule.from_annotations(topology.metadata.annotations)
         except (InvalidAnnotation, ValueError):
             return CPUSetRule()
+
+    def node_slo_spec(self) -> NodeSLOSpec:
+        """The NodeSLO merged over the defaults, as the reconcile reads it each round."""
+        slo = self.states.node_slo(self.node_name)
+        return effective_spec(slo.spec if slo else None)
+
+    def cpu_normalization_ratio(self) -> float | None:
+        """None when absent or malformed (the reconcile reports a malformed ratio)."""
+        node = self.states.node(self.node_name)
+        if node is None:
+            return None
+        try:
+            return get_cpu_normalization_ratio(node.metadata.annotations)
+        except InvalidAnnotation:
+            return None

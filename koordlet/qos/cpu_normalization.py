@@ -25,18 +25,18 @@ first, one going down to the containers first.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.amplification import get_cpu_normalization_ratio
-from apis.extension.colocation import BATCH_CPU, KOORD_BATCH_CPU
 from apis.extension.numa import get_resource_status
 from apis.extension.qos import QOS_BE, QOS_LS, QOS_NONE, qos_class_from_labels
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
+from koordlet.qos.batch_resource import batch_quota_rule, batch_spec, is_batch_pod, pod_batch_quota
+from koordlet.qos.cfs import CFS_PERIOD_US, normalize_quota, quota_of_milli
 from koordlet.qos.layout import CgroupLayout, kube_qos_of
 from koordlet.qos.resources import CgroupResource as R
 from koordlet.qos.writer import CgroupWriter
@@ -53,53 +53,22 @@ __all__ = [
 
 log = logging.getLogger("koordlet.qos")
 
-CFS_PERIOD_US = 100_000
-_MIN_QUOTA_US = 1000
-
-
-def quota_of_milli(milli: int) -> int:
-    """kubelet's ``MilliCPUToQuota``: -1 (unlimited) for no limit, at least 1000 µs."""
-    if milli <= 0:
-        return -1
-    return max(milli * CFS_PERIOD_US // 1000, _MIN_QUOTA_US)
-
-
-def normalize_quota(quota: int, ratio: float | None) -> int:
-    """``ceil(quota / ratio)`` for a limited quota and a ratio above 1; otherwise the quota."""
-    if quota <= 0 or ratio is None or ratio <= 1.0:
-        return quota
-    return math.ceil(quota / ratio)
-
 
 def node_ratio(annotations: dict[str, str] | None) -> float | None:
     """The node's ratio, None when absent; :class:`InvalidAnnotation` when malformed."""
     return get_cpu_normalization_ratio(annotations)
 
 
-def _limits_milli(pod: Pod, keys: tuple[str, ...], *, batch: bool) -> int:
-    """Sum of the containers' limits in milli-cores; -1 once a container has none."""
+def _limits_milli(pod: Pod) -> int:
+    """Sum of the containers' cpu limits in milli-cores; -1 once a container has none."""
     total = 0
     for container in pod.spec.containers:
         limits = (container.resources.limits if container.resources else None) or {}
-        quantity = next((limits[k] for k in keys if k in limits), None)
-        if quantity is None:
+        quantity = limits.get("cpu")
+        if quantity is None or quantity.milli_value() <= 0:
             return -1
-        # batch-cpu is already counted in milli-cores; cpu is in cores.
-        milli = quantity.value() if batch else quantity.milli_value()
-        if milli <= 0:
-            return -1
-        total += milli
+        total += quantity.milli_value()
     return total
-
-
-def _suppressed_by_cfs_quota(spec: NodeSLOSpec, gates: KoordletFeatureGates) -> bool:
-    strategy = spec.resource_used_threshold_with_be
-    return bool(
-        gates.be_cpu_suppress
-        and strategy is not None
-        and strategy.enable
-        and strategy.cpu_suppress_policy == "cfsQuota"
-    )
 
 
 def pod_cfs_quota(
@@ -116,14 +85,17 @@ def pod_cfs_quota(
                 return None
         except InvalidAnnotation:
             return None
-        return normalize_quota(quota_of_milli(_limits_milli(pod, ("cpu",), batch=False)), ratio)
+        return normalize_quota(quota_of_milli(_limits_milli(pod)), ratio)
     if qos == QOS_BE:
         if not gates.batch_resource:
             return None
-        if _suppressed_by_cfs_quota(spec, gates):
-            return -1
-        milli = _limits_milli(pod, (BATCH_CPU, KOORD_BATCH_CPU), batch=True)
-        return normalize_quota(quota_of_milli(milli), ratio)
+        try:
+            batch = batch_spec(pod)
+        except InvalidAnnotation:
+            return None
+        if not batch.containers:
+            return None
+        return pod_batch_quota(batch, batch_quota_rule(spec, gates, ratio))
     return None
 
 
@@ -137,10 +109,19 @@ class AppliedQuota:
 class CPUNormalizer:
     """Writes the pod-level CFS quota of every running pod, one round at a time."""
 
-    def __init__(self, writer: CgroupWriter, layout: CgroupLayout, gates: KoordletFeatureGates) -> None:
+    def __init__(
+        self,
+        writer: CgroupWriter,
+        layout: CgroupLayout,
+        gates: KoordletFeatureGates,
+        *,
+        apply_batch_resources: bool = True,
+    ) -> None:
         self.writer = writer
         self.layout = layout
         self.gates = gates
+        self.apply_batch_resources = apply_batch_resources
+        """False: BE pods are left to NRI (``--apply-batch-resources=false``)."""
 
     def _children(self, pod_dir: str) -> list[str]:
         root = self.writer.subsystem_root("cpu")
@@ -166,6 +147,8 @@ class CPUNormalizer:
         applied = []
         for pod in pods:
             if pod.status.phase in ("Succeeded", "Failed") or not pod.metadata.uid:
+                continue
+            if not self.apply_batch_resources and is_batch_pod(pod):
                 continue
             quota = pod_cfs_quota(pod, ratio, spec, self.gates)
             if quota is None:

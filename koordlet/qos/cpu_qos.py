@@ -25,7 +25,15 @@ from koordlet.qos.layout import CgroupLayout
 from koordlet.qos.pods import QoSPod
 from koordlet.qos.slo import class_qos
 
-__all__ = ["CPUQoSPlan", "PodCgroups", "class_group_identity", "plan_cpu_qos", "pod_group_identity"]
+__all__ = [
+    "CPUQoSPlan",
+    "PodCgroups",
+    "class_group_identity",
+    "cpu_qos_resource",
+    "plan_cpu_qos",
+    "pod_cpu_qos",
+    "pod_group_identity",
+]
 
 
 @dataclass(frozen=True)
@@ -77,15 +85,32 @@ def pod_group_identity(spec: NodeSLOSpec, pod: QoSPod) -> int:
     return value
 
 
-def plan_cpu_qos(spec: NodeSLOSpec, layout: CgroupLayout, pods: Sequence[PodCgroups]) -> CPUQoSPlan:
+def cpu_qos_resource(spec: NodeSLOSpec) -> str:
+    """``idle`` under the ``coreSched`` cpuPolicy, else ``bvt`` (group identity)."""
     policies = (spec.resource_qos_strategy.policies if spec.resource_qos_strategy else None) or None
     policy = (policies.cpu_policy if policies else None) or "groupIdentity"
-    if policy == "coreSched":
-        be = class_qos(spec, "BE").cpu_qos
-        idle = 1 if be is not None and be.enable and be.sched_idle == 1 else 0
-        values = {layout.qos_dir("BestEffort"): idle}
+    return "idle" if policy == "coreSched" else "bvt"
+
+
+def _be_idle(spec: NodeSLOSpec) -> int:
+    be = class_qos(spec, "BE").cpu_qos
+    return 1 if be is not None and be.enable and be.sched_idle == 1 else 0
+
+
+def pod_cpu_qos(spec: NodeSLOSpec, pod: QoSPod) -> tuple[str, int]:
+    """The resource (``bvt`` or ``idle``) and the value of the pod's cgroup and its containers'.
+    Raises InvalidAnnotation for a malformed ``koordinator.sh/cpuQOS`` (bvt only)."""
+    if cpu_qos_resource(spec) == "idle":
+        return "idle", _be_idle(spec) if pod.qos == "BE" else 0
+    return "bvt", pod_group_identity(spec, pod)
+
+
+def plan_cpu_qos(spec: NodeSLOSpec, layout: CgroupLayout, pods: Sequence[PodCgroups]) -> CPUQoSPlan:
+    resource = cpu_qos_resource(spec)
+    if resource == "idle":
+        values = {layout.qos_dir("BestEffort"): _be_idle(spec)}
         for entry in pods:
-            pod_idle = idle if entry.pod.qos == "BE" else 0
+            pod_idle = pod_cpu_qos(spec, entry.pod)[1]
             for path in (entry.path, *entry.containers):
                 values[path] = pod_idle
         return CPUQoSPlan("idle", values)
@@ -97,7 +122,7 @@ def plan_cpu_qos(spec: NodeSLOSpec, layout: CgroupLayout, pods: Sequence[PodCgro
     errors: list[tuple[QoSPod, str]] = []
     for entry in pods:
         try:
-            value = pod_group_identity(spec, entry.pod)
+            value = pod_cpu_qos(spec, entry.pod)[1]
         except InvalidAnnotation as exc:
             errors.append((entry.pod, str(exc)))
             value = pod_group_identity(spec, _without_annotation(entry.pod))

@@ -57,6 +57,8 @@ class QoSManager:
         gates: KoordletFeatureGates,
         interval_seconds: float = 1.0,
         metrics: KoordletMetrics | None = None,
+        *,
+        apply_batch_resources: bool = True,
     ) -> None:
         self.metrics = metrics
         self.node_name = node_name
@@ -70,7 +72,11 @@ class QoSManager:
         self.pods: list[Pod] = []
         self._reported: set[tuple[str, str]] = set()
         self.normalizer = (
-            CPUNormalizer(node_qos.writer, node_qos.layout, gates) if node_qos is not None else None
+            CPUNormalizer(
+                node_qos.writer, node_qos.layout, gates, apply_batch_resources=apply_batch_resources
+            )
+            if node_qos is not None
+            else None
         )
         self._slo_seen: bool | None = None
 

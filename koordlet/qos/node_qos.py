@@ -87,8 +87,11 @@ class NodeQoS:
         gates: KoordletFeatureGates,
         cgroup_root: str = "/",
         capacity_milli: int | None = None,
+        *,
+        apply_cpu_qos: bool = True,
     ) -> None:
         self.fs = fs
+        self.apply_cpu_qos_enabled = apply_cpu_qos
         self.gates = gates
         self.writer = CgroupWriter(fs, version)
         self.resctrl = ResctrlWriter(fs)
@@ -124,7 +127,7 @@ class NodeQoS:
         report = RoundReport()
         cgroups = self.pod_cgroups(pods)
         apps = self.host_apps(spec)
-        if self.gates.group_identity:
+        if self.gates.group_identity and self.apply_cpu_qos_enabled:
             report.annotation_errors += self.apply_cpu_qos(spec, cgroups, apps)
         if self.gates.be_cpu_suppress:
             self.apply_suppress(spec, pods, apps, source, now, report)

@@ -34,3 +34,10 @@ def test_the_socket_path_is_under_the_var_run_root_as_go_joins_paths() -> None:
     assert not config.enable_nri_runtime_hook
     assert config.disable_unset_cpu_quota
     assert not [note for note in config.flag_notes if "nri" in note or "var-run" in note]
+
+
+def test_the_reconciles_cpu_qos_and_batch_resources_can_be_switched_off_for_nri_alone() -> None:
+    default = parse_args(["--node-name=n1"])
+    assert (default.apply_cpu_qos, default.apply_batch_resources) == (True, True)
+    config = parse_args(["--node-name=n1", "--apply-cpu-qos=false", "--no-apply-batch-resources"])
+    assert (config.apply_cpu_qos, config.apply_batch_resources) == (False, False)

@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from apis.core import Pod
+from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.nri import adjust
 from koordlet.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
 from koordlet.nri.options import NRIOptions
-from koordlet.nri.plugin import PLUGIN_SERVICE, RUNTIME_SERVICE, NRIPlugin, event_mask
+from koordlet.nri.plugin import EVENTS, PLUGIN_SERVICE, RUNTIME_SERVICE, NRIPlugin, event_mask
 from koordlet.nri.proto import api_pb2
 from koordlet.nri.server import NRIServer
 from koordlet.nri.ttrpc import Client, Server
+from koordlet.qos.slo import effective_spec
 from koordlet.topology.cpuset_rule import CPUSetRule
 
 RESOURCE_STATUS = "scheduling.koordinator.sh/resource-status"
@@ -42,15 +44,29 @@ def sandbox(
 
 
 class Pods:
-    def __init__(self, rule: CPUSetRule | None = None, watched: dict[str, Pod] | None = None) -> None:
+    def __init__(
+        self,
+        rule: CPUSetRule | None = None,
+        watched: dict[str, Pod] | None = None,
+        slo: NodeSLOSpec | None = None,
+        ratio: float | None = None,
+    ) -> None:
         self.rule = rule or CPUSetRule()
         self.watched = watched or {}
+        self.slo = effective_spec(slo)
+        self.ratio = ratio
 
     def watched_pod(self, uid: str) -> Pod | None:
         return self.watched.get(uid)
 
     def cpuset_rule(self) -> CPUSetRule:
         return self.rule
+
+    def node_slo_spec(self) -> NodeSLOSpec:
+        return self.slo
+
+    def cpu_normalization_ratio(self) -> float | None:
+        return self.ratio
 
 
 @pytest.mark.parametrize(
@@ -121,6 +137,16 @@ def test_the_watched_pods_qos_class_wins_over_the_cgroup_parent() -> None:
 
 def test_the_event_mask_has_one_bit_per_event() -> None:
     assert event_mask((api_pb2.CREATE_CONTAINER, api_pb2.UPDATE_CONTAINER)) == (1 << 3) | (1 << 7)
+
+
+def test_the_plugin_subscribes_to_the_pod_events_and_the_container_ones() -> None:
+    """RunPodSandbox for the pod cgroup's settings, RemovePodSandbox for its resctrl group."""
+    assert set(EVENTS) == {
+        api_pb2.RUN_POD_SANDBOX,
+        api_pb2.REMOVE_POD_SANDBOX,
+        api_pb2.CREATE_CONTAINER,
+        api_pb2.UPDATE_CONTAINER,
+    }
 
 
 async def test_a_bad_resource_status_creates_the_container_unchanged() -> None:
@@ -199,7 +225,7 @@ async def test_a_session_registers_then_answers_create_container_and_redials_aft
     created = await asyncio.wait_for(runtime.created, 5)
     assert created.adjust.linux.resources.cpu.cpus == "2-3"
     assert [(r.plugin_name, r.plugin_idx) for r in runtime.registered] == [("koordlet_nri", "00")]
-    assert runtime.events == event_mask((api_pb2.CREATE_CONTAINER, api_pb2.UPDATE_CONTAINER))
+    assert runtime.events == event_mask(EVENTS)
     assert recorded == [("CreateContainer", "2-3")]
     runtime.created = asyncio.get_running_loop().create_future()
     await asyncio.wait_for(runtime.created, 5)

@@ -117,6 +117,21 @@ def test_upstream_kernel_writes_no_bvt_and_core_sched_sets_cpu_idle(tmp_path: Pa
     assert tree.read(node_qos.layout.pod_dir("Burstable", "uid-ls"), "cpu.idle") == "0"
 
 
+def test_with_apply_cpu_qos_off_the_reconcile_leaves_cpu_idle_to_nri(tmp_path: Path) -> None:
+    tree = CgroupTree(tmp_path, 2)
+    for qos_dir in ("kubepods", "kubepods/burstable", "kubepods/besteffort"):
+        tree.add(qos_dir)
+    node_qos = NodeQoS(HostFS(tmp_path), 2, KoordletFeatureGates(), apply_cpu_qos=False)
+    pods = _pods(tree, node_qos, qos_pod(pod("be", qos="BE", kube_qos="BestEffort")))
+    core_sched = {
+        **CPU_QOS_ON,
+        "resourceQOSStrategy": {**CPU_QOS_ON["resourceQOSStrategy"], "policies": {"cpuPolicy": "coreSched"}},
+    }
+    node_qos.reconcile(_spec(core_sched), pods, MetricCache(), NOW)
+    assert tree.read("kubepods/besteffort", "cpu.idle") == "0"
+    assert tree.read(node_qos.layout.pod_dir("BestEffort", "uid-be"), "cpu.idle") == "0"
+
+
 def test_suppress_formula() -> None:
     pods = [sup.UsageOf(4000, be=False), sup.UsageOf(3000, be=True)]
     # sys = 9000 - 7000 = 2000; suppress = 16000 x 65 % - 4000 - 2000 = 4400
