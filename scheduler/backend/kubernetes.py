@@ -51,6 +51,7 @@ from kubernetes_asyncio import config as k8s_config
 from pydantic import BaseModel, ValidationError
 
 from apis.core import Pod
+from apis.podkey import pod_namespace_name
 from scheduler.backend.base import (
     BackendError,
     Conflict,
@@ -539,7 +540,7 @@ class KubernetesBackend:
         """POST pods/binding; the pod's uid in the Binding makes the API server refuse (409) a pod
         that was deleted and recreated under the same name since the scheduler saw it. The
         Binding's annotations are copied onto the pod by the API server."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if pod.metadata.uid:
             meta["uid"] = pod.metadata.uid
@@ -559,7 +560,7 @@ class KubernetesBackend:
         )
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         await self._write(
             "PATCH",
             _pod_path(namespace, name),
@@ -569,7 +570,7 @@ class KubernetesBackend:
         )
 
     async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         await self._write(
             "PATCH",
             _pod_path(namespace, name, "status"),
@@ -598,7 +599,7 @@ class KubernetesBackend:
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
         """POST pods/eviction (policy/v1). A PodDisruptionBudget that forbids it answers 429, raised as
         BackendError(status=429); the uid precondition keeps a recreated pod from being evicted."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         delete_options: dict[str, Any] = {}
         if grace_period_seconds is not None:
             delete_options["gracePeriodSeconds"] = grace_period_seconds
@@ -618,7 +619,7 @@ class KubernetesBackend:
     async def delete_pod(self, pod: Pod) -> None:
         """DELETE the pod (its own grace period applies); the uid precondition keeps a recreated pod
         safe. Preemption's last resort when a PodDisruptionBudget refuses the eviction."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if pod.metadata.uid:
             body["preconditions"] = {"uid": pod.metadata.uid}
@@ -697,12 +698,6 @@ def _skip_environment_lookups(api: k8s_client.ApiClient) -> None:
     session: Any = getattr(api.rest_client, "pool_manager", None)
     if not configured and not os.path.exists(netrc) and hasattr(session, "_trust_env"):
         session._trust_env = False
-
-
-def _pod_key(pod: Pod) -> tuple[str, str]:
-    if not pod.metadata.name:
-        raise ValueError("the pod has no name")
-    return pod.metadata.namespace or "default", pod.metadata.name
 
 
 def _pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
