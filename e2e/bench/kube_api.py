@@ -14,9 +14,9 @@ import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.client.backend import BackendError, Conflict, NotFound
+from apis.client.kubernetes import request_json
 from e2e.bench.harness import BenchError, log_progress
-from scheduler.backend.base import BackendError, Conflict, NotFound
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["Api", "create_all", "create_namespace", "run_all"]
 

@@ -1,6 +1,6 @@
 """A watch-based informer: list, then watch from the list's resourceVersion, into :class:`States`.
 
-It follows koord-scheduler's reflector (``scheduler/backend/kubernetes.py``): bookmarks on, the last
+It follows koord-scheduler's reflector (``apis/client/kubernetes.py``): bookmarks on, the last
 resourceVersion seen is where a dropped watch resumes after a capped, jittered exponential backoff;
 410 Gone relists (and replaces the kind's objects, so no deletion is missed); a watch the server
 ends normally is re-opened at once. An object that does not validate is logged with the field and

@@ -7,10 +7,10 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from apis.client.backend import NotFound
+from apis.client.kubernetes import request_json
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import NotFound
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["DeschedulerApi", "NotFoundError"]
 

@@ -33,11 +33,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Node, Pod, PodDisruptionBudget
-from apis.meta import selects
-from apis.podkey import pod_namespace_name
-from apis.quantity import Quantity
-from scheduler.backend.base import (
+from apis.client.backend import (
     PDBS,
     PODS,
     BackendError,
@@ -48,6 +44,10 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
+from apis.core import Node, Pod, PodDisruptionBudget
+from apis.meta import selects
+from apis.podkey import pod_namespace_name
+from apis.quantity import Quantity
 
 __all__ = ["FieldSelector", "MemoryBackend", "json_merge_patch", "strategic_merge_patch"]
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from apis.client.backend import ResourceType, WatchEvent
+from apis.client.rbac import PolicyRule
 from apis.meta import LabelSelector, ObjectMeta
 from apis.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
-from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import Requirement, Selector
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["REPLICASETS", "REPLICATIONCONTROLLERS", "SERVICES", "STATEFULSETS", "WORKLOADS_RBAC", "Workloads"]
 

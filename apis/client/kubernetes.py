@@ -50,9 +50,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import config as k8s_config
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Pod
-from apis.podkey import pod_namespace_name
-from scheduler.backend.base import (
+from apis.client.backend import (
     BackendError,
     Conflict,
     EventRecord,
@@ -61,7 +59,9 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
-from scheduler.backend.ratelimit import ConcurrencyLimit, TokenBucket
+from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
+from apis.core import Pod
+from apis.podkey import pod_namespace_name
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
@@ -164,7 +164,7 @@ async def request_json(
 ) -> dict[str, Any]:
     """A JSON request that raises NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``). Shared with the Lease store of
-    ``scheduler.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
+    ``apis.client.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
     try:
         response = await _send(
             api,
@@ -327,7 +327,7 @@ class KubernetesBackend:
     def watch(
         self, resource: ResourceType[T], *, field_selector: str | None = None
     ) -> AsyncIterator[WatchEvent[T]]:
-        """List then watch ``resource`` (see ``scheduler.backend.base`` for the contract)."""
+        """List then watch ``resource`` (see ``apis.client.backend`` for the contract)."""
         stream = self._watch(resource, field_selector, None)
         self._watches.add(stream)
         return stream

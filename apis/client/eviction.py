@@ -1,7 +1,7 @@
-"""The eviction seam: what a plugin asks of the one eviction service (``scheduler.eviction``).
+"""The eviction seam: what a component asks of the one eviction service.
 
-Job preemption, quota preemption, the quota revoke controller (and later reservation backfill and
-the descheduler) all evict through an ``Evictor``, so every eviction behaves the same: the Eviction
+Job preemption, quota preemption, the quota revoke controller, reservation backfill and the
+descheduler all evict through an ``Evictor``, so every eviction behaves the same: the Eviction
 API with the pod's grace period, PodDisruptionBudget refusals handled one way, an optional
 ``DisruptionTarget`` condition, soft eviction, and an event naming the reason.
 """
@@ -14,12 +14,21 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from apis.client.backend import PODS, BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
+from apis.client.rbac import PolicyRule
+from apis.core import Pod
 from apis.extension import preemption as preemption_ext
-from scheduler.backend.base import PODS, BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
-from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.rbac import PolicyRule
+from apis.podkey import namespaced_key
 
-__all__ = ["DISRUPTION_TARGET", "EVICTION_RULES", "EvictionRequest", "EvictionService", "Evictor"]
+__all__ = [
+    "DISRUPTION_TARGET",
+    "EVICTION_RULES",
+    "EvictedPod",
+    "EvictionRequest",
+    "EvictionService",
+    "Evictor",
+    "PodToEvict",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +56,49 @@ EVICTION_RULES = (
 """What a plugin that evicts through the ``Evictor`` adds to its own ``RBAC``."""
 
 
+class EvictedPod(Protocol):
+    """What the service reads of the pod it evicts; the scheduler's ``PodInfo`` is one."""
+
+    @property
+    def pod(self) -> Pod: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodToEvict:
+    """A bare ``Pod`` as an ``EvictedPod`` (names defaulted as ``PodInfo`` defaults them)."""
+
+    pod: Pod
+
+    @property
+    def namespace(self) -> str:
+        return self.pod.metadata.namespace or "default"
+
+    @property
+    def name(self) -> str:
+        return self.pod.metadata.name or ""
+
+    @property
+    def key(self) -> str:
+        return namespaced_key(self.namespace, self.name)
+
+    @property
+    def uid(self) -> str:
+        return self.pod.metadata.uid or self.key
+
+
 @dataclass(frozen=True, slots=True)
 class EvictionRequest:
-    """One pod to evict, and what to tell its owner (see ``scheduler.eviction``)."""
+    """One pod to evict, and what to tell its owner."""
 
-    pod: PodInfo
+    pod: EvictedPod
     reason: str
     """The event reason: ``Preempted``, ``QuotaRevoked``, ``Descheduled`` ..."""
     message: str
