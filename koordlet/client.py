@@ -9,7 +9,6 @@ create). Each request is counted in ``koordlet_kube_api_requests_total{verb,reso
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -20,6 +19,7 @@ import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio import config as k8s_config
 
+from apis.client.watch import Gone, decode_event_line, event_lines, watch_query
 from apis.core import Node, Pod
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
@@ -29,7 +29,7 @@ from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from apis.topology import NodeResourceTopology
 from koordlet.apirequests import CountingApiClient
 from koordlet.reporter import PodMeta
-from koordlet.states.resources import Gone, Resource, resource_path
+from koordlet.states.resources import Resource, resource_path
 
 __all__ = ["KoordletClient", "QoSClient", "pod_meta"]
 
@@ -57,13 +57,6 @@ def pod_meta(pod: Pod) -> PodMeta:
         or pod.status.phase in ("Succeeded", "Failed"),
         node_name=pod.spec.node_name or "",
     )
-
-
-def _event(line: bytes) -> dict[str, Any]:
-    event = json.loads(line)
-    if not isinstance(event, dict):
-        raise ValueError(f"watch: not an event: {line[:200]!r}")
-    return event
 
 
 class KoordletClient:
@@ -125,14 +118,9 @@ class KoordletClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events from ``resource_version`` until the server ends the watch (after
         ``timeoutSeconds``); Gone on HTTP 410."""
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(_WATCH_TIMEOUT_SECONDS)),
-        ]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = watch_query(
+            resource_version, timeout_seconds=_WATCH_TIMEOUT_SECONDS, field_selector=field_selector
+        )
         # no total timeout: a read silent for longer than the server's own timeout is a dead peer
         timeout = aiohttp.ClientTimeout(total=None, sock_read=_WATCH_TIMEOUT_SECONDS + 60)
         async with await self._raw(resource_path(resource), query, timeout) as response:
@@ -141,20 +129,8 @@ class KoordletClient:
             if response.status != 200:
                 text = await response.text()
                 raise client.ApiException(status=response.status, reason=f"watch {resource.plural}: {text}")
-            # Split on newlines by hand: aiohttp's line reader refuses lines over 128 KiB, and a
-            # NodeMetric of a busy node or a large Node is longer.
-            buffer = bytearray()
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                start = 0
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line = bytes(buffer[start:end])
-                    start = end + 1
-                    if line.strip():
-                        yield _event(line)
-                del buffer[:start]
-            if bytes(buffer).strip():
-                yield _event(bytes(buffer))
+            async for line in event_lines(response.content.iter_any()):
+                yield decode_event_line(line)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         """Replace the status subresource (optimistic: a conflict raises ApiException 409)."""

@@ -32,7 +32,6 @@ import copy
 import json
 import logging
 import os
-import random
 import socket
 import time
 import uuid
@@ -60,6 +59,7 @@ from apis.client.backend import (
     WatchEvent,
 )
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
+from apis.client.watch import Backoff, Gone, WatchFailed, event_lines, read_event, watch_query
 from apis.core import Pod
 from apis.podkey import pod_namespace_name
 
@@ -190,29 +190,8 @@ async def request_json(
     return decoded if isinstance(decoded, dict) else {}
 
 
-class _Gone(Exception):
-    """The watch's resourceVersion is too old (410 Gone / Expired): relist."""
-
-
-class _Retry(Exception):
-    """The watch or list failed in a way that resuming (after a backoff) may fix."""
-
-
-class _Backoff:
-    """Capped exponential backoff with jitter; ``reset`` after any success."""
-
-    def __init__(self, initial: float, cap: float) -> None:
-        self._initial = initial
-        self._cap = cap
-        self._next = initial
-
-    def reset(self) -> None:
-        self._next = self._initial
-
-    def next_delay(self) -> float:
-        delay = self._next
-        self._next = min(self._cap, self._next * 2)
-        return delay * (1.0 + 0.2 * random.random())  # jitter so watchers do not reconnect in lockstep
+class _ListFailed(Exception):
+    """The list failed in a way that retrying (after a backoff) may fix."""
 
 
 @dataclass
@@ -339,12 +318,12 @@ class KubernetesBackend:
         too-old one to force the 410 relist path); None lists first."""
         rv = resource_version
         what = resource.plural + (f" ({field_selector})" if field_selector else "")
-        backoff = _Backoff(self._backoff_initial, self._backoff_max)
+        backoff = Backoff(self._backoff_initial, self._backoff_max)
         while not self.closed:
             if rv is None:
                 try:
                     objects, rv = await self._list(resource, field_selector)
-                except _Retry as exc:
+                except _ListFailed as exc:
                     if self.closed:
                         return
                     delay = backoff.next_delay()
@@ -365,13 +344,13 @@ class KubernetesBackend:
                             yield WatchEvent(event_type, obj=obj)
                 if seen == 0 and time.monotonic() - began < 1.0:
                     # An empty watch that ended at once: do not spin on a server that does that.
-                    raise _Retry("watch ended immediately without events")
+                    raise WatchFailed("watch ended immediately without events")
                 log.debug("watch %s ended by the server at resourceVersion %s; rewatching", what, rv)
-            except _Gone as exc:
+            except Gone as exc:
                 self.stats.relists += 1
                 log.info("watch %s: resourceVersion %s is too old (%s); relisting", what, rv, exc)
                 rv = None
-            except _Retry as exc:
+            except WatchFailed as exc:
                 if self.closed:
                     return
                 self.stats.reconnects += 1
@@ -409,7 +388,7 @@ class KubernetesBackend:
                     log.info("list %s: continue token expired; restarting the list", resource.plural)
                     items, cont = [], None
                     continue
-                raise _Retry(str(exc)) from exc
+                raise _ListFailed(str(exc)) from exc
             for raw in page.get("items") or ():
                 if isinstance(raw, dict):
                     # List items carry neither apiVersion nor kind; watch events do.
@@ -428,14 +407,7 @@ class KubernetesBackend:
     ) -> AsyncGenerator[tuple[EventType | None, T | None, str], None]:
         """One watch request: ``(type, object, resourceVersion)`` per event; bookmarks (and objects
         that did not decode) come as ``(None, None, resourceVersion)`` so only the version moves."""
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(self._watch_timeout)),
-        ]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = watch_query(rv, timeout_seconds=self._watch_timeout, field_selector=field_selector)
         # No total timeout; a read silent for longer than the server's own timeout means a dead peer.
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self._request_timeout, sock_read=self._watch_timeout + 60
@@ -445,51 +417,31 @@ class KubernetesBackend:
                 self._api, "GET", resource_path(resource), query=query, client_timeout=timeout
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise WatchFailed(f"{type(exc).__name__}: {exc}") from exc
         self._open_streams.add(response)
         try:
             async with response:
                 if response.status == 410:
-                    raise _Gone("HTTP 410")
+                    raise Gone("HTTP 410")
                 if not 200 <= response.status < 300:
-                    raise _Retry(str(await _error_from(response, f"watch {resource.plural}")))
-                buffer = bytearray()
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    start = 0
-                    while (end := buffer.find(b"\n", start)) >= 0:
-                        line = bytes(buffer[start:end])
-                        start = end + 1
-                        if line.strip():
-                            yield self._event(resource, line, rv)
-                    del buffer[:start]
-                if bytes(buffer).strip():
-                    yield self._event(resource, bytes(buffer), rv)
+                    raise WatchFailed(str(await _error_from(response, f"watch {resource.plural}")))
+                async for line in event_lines(response.content.iter_any()):
+                    yield self._event(resource, line, rv)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise WatchFailed(f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._open_streams.discard(response)
 
     def _event(
         self, resource: ResourceType[T], line: bytes, rv: str
     ) -> tuple[EventType | None, T | None, str]:
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            raise _Retry(f"undecodable watch line: {exc}") from exc
-        kind = event.get("type")
-        raw = event.get("object") or {}
-        if kind == "ERROR":
-            code = raw.get("code")
-            if code == 410:
-                raise _Gone(str(raw.get("message", "Gone")))
-            raise _Retry(f"watch ERROR {code}: {raw.get('message')}")
-        new_rv = str((raw.get("metadata") or {}).get("resourceVersion") or rv)
-        if kind == "BOOKMARK":
+        event = read_event(line)
+        new_rv = event.resource_version or rv
+        if event.type == "BOOKMARK":
             return None, None, new_rv
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            return EventType(kind), self._decode(resource, raw), new_rv
-        log.warning("watch %s: ignoring event of unknown type %r", resource.plural, kind)
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            return EventType(event.type), self._decode(resource, event.object), new_rv
+        log.warning("watch %s: ignoring event of unknown type %r", resource.plural, event.type)
         return None, None, new_rv
 
     def _decode(self, resource: ResourceType[T], raw: Any) -> T | None:

@@ -16,6 +16,7 @@ from kubernetes_asyncio import config as k8s_config
 
 from apis.client.backend import BackendError, Conflict, NotFound
 from apis.client.kubernetes import request_json
+from apis.client.watch import event_lines
 from e2e.bench.harness import BenchError, log_progress
 
 __all__ = ["Api", "create_all", "create_namespace", "run_all"]
@@ -88,7 +89,7 @@ class Api:
             if response.status != 200:
                 text = (await response.read()).decode(errors="replace")
                 raise BackendError(f"watch {path}: HTTP {response.status}: {text}", status=response.status)
-            async for line in response.content:
+            async for line in event_lines(response.content.iter_any()):
                 yield line
 
 

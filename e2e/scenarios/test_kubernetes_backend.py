@@ -31,9 +31,10 @@ from apis.client.backend import (
     ResourceType,
     WatchEvent,
 )
-from apis.client.kubernetes import KubernetesBackend, _Gone
+from apis.client.kubernetes import KubernetesBackend
 from apis.client.leader import LeaderElectionError, LeaderElector
 from apis.client.lease import KubernetesLeaseStore
+from apis.client.watch import Gone as _Gone
 from apis.core import Node, Pod
 from apis.scheduling.podgroup import PodGroup
 from e2e.cluster.controlplane import ControlPlane
