@@ -21,17 +21,13 @@ from kubernetes_asyncio import config as k8s_config
 
 from apis.client.watch import Gone, decode_event_line, event_lines, watch_query
 from apis.core import Node, Pod
-from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
-from apis.extension.qos import qos_class_of
-from apis.podrequests import pod_requests
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from apis.topology import NodeResourceTopology
 from koordlet.apirequests import CountingApiClient
-from koordlet.reporter import PodMeta
 from koordlet.states.resources import Resource, resource_path
 
-__all__ = ["KoordletClient", "QoSClient", "pod_meta"]
+__all__ = ["KoordletClient", "QoSClient"]
 
 log = logging.getLogger("koordlet")
 
@@ -40,23 +36,6 @@ _DEVICE = Device.crd
 _NRT = NodeResourceTopology.crd
 _LIST_TIMEOUT_SECONDS = 120.0
 _WATCH_TIMEOUT_SECONDS = 300
-
-
-def pod_meta(pod: Pod) -> PodMeta:
-    """A pod's identity with Koordinator's priority and QoS class (defaults derived as koordlet does)."""
-    labels = pod.metadata.labels or {}
-    qos = qos_class_of(labels, pod.status.qos_class)
-    return PodMeta(
-        uid=pod.metadata.uid or "",
-        name=pod.metadata.name or "",
-        namespace=pod.metadata.namespace or "",
-        priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
-        qos=qos,
-        requests=pod_requests(pod.spec),
-        terminating=pod.metadata.deletion_timestamp is not None
-        or pod.status.phase in ("Succeeded", "Failed"),
-        node_name=pod.spec.node_name or "",
-    )
 
 
 class KoordletClient:

@@ -18,12 +18,12 @@ from kubernetes_asyncio import client
 
 from apis.podkey import namespaced_key
 from apis.slo.nodemetric import NodeMetric
-from koordlet.client import KoordletClient, pod_meta
+from koordlet.client import KoordletClient
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
 from koordlet.prediction import with_prediction
-from koordlet.reporter import PodMeta, build_status, memory_series
+from koordlet.reporter import PodMeta, build_status, memory_series, pod_meta
 from koordlet.simulate.model import LoadFile, NodeLoad
 from koordlet.simulate.source import LoadSource
 from koordlet.states.resources import Kind
