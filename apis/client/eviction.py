@@ -18,7 +18,7 @@ from apis.client.backend import PODS, BackendError, ClusterBackend, EventRecord,
 from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.extension import preemption as preemption_ext
-from apis.podkey import namespaced_key
+from apis.podkey import pod_key, pod_ref
 
 __all__ = [
     "DISRUPTION_TARGET",
@@ -57,41 +57,15 @@ EVICTION_RULES = (
 
 
 class EvictedPod(Protocol):
-    """What the service reads of the pod it evicts; the scheduler's ``PodInfo`` is one."""
+    """What the service evicts: the scheduler's ``PodInfo`` is one, ``PodToEvict`` wraps a bare Pod."""
 
     @property
     def pod(self) -> Pod: ...
-    @property
-    def key(self) -> str: ...
-    @property
-    def namespace(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def uid(self) -> str: ...
 
 
 @dataclass(frozen=True, slots=True)
 class PodToEvict:
-    """A bare ``Pod`` as an ``EvictedPod`` (names defaulted as ``PodInfo`` defaults them)."""
-
     pod: Pod
-
-    @property
-    def namespace(self) -> str:
-        return self.pod.metadata.namespace or "default"
-
-    @property
-    def name(self) -> str:
-        return self.pod.metadata.name or ""
-
-    @property
-    def key(self) -> str:
-        return namespaced_key(self.namespace, self.name)
-
-    @property
-    def uid(self) -> str:
-        return self.pod.metadata.uid or self.key
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +111,7 @@ class EvictionService:
 
     async def evict(self, request: EvictionRequest) -> bool:
         pod = request.pod
+        key = pod_key(pod.pod)
         try:
             if request.soft:
                 await self._mark(request)
@@ -152,11 +127,11 @@ class EvictionService:
         except NotFound:
             return False
         except Exception as exc:
-            log.warning("could not evict %s (%s): %s", pod.key, request.message, exc)
+            log.warning("could not evict %s (%s): %s", key, request.message, exc)
             return False
         await self._backend.record_event(
             EventRecord(
-                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                regarding=_regarding(pod.pod),
                 type=request.event_type,
                 reason=request.reason,
                 action=request.action,
@@ -173,7 +148,7 @@ class EvictionService:
             if exc.status != 429:
                 raise
             if not request.delete_if_refused:
-                log.info("a PodDisruptionBudget refuses evicting %s: %s", request.pod.key, exc)
+                log.info("a PodDisruptionBudget refuses evicting %s: %s", pod_key(request.pod.pod), exc)
                 return False
             # The caller chose this victim knowing the budget (its cost model counts violations),
             # so delete it as kube-scheduler's preemption does.
@@ -211,6 +186,11 @@ class EvictionService:
             "message": f"{self._initiator}: {request.message}",
             "lastTransitionTime": _now(),
         }
+
+
+def _regarding(pod: Pod) -> ObjectRef:
+    namespace, name = pod_ref(pod)
+    return ObjectRef(kind="Pod", namespace=namespace, name=name, uid=pod.metadata.uid or pod_key(pod))
 
 
 def _now() -> str:
