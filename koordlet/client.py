@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
+from apis.client.connection import client_configuration
 from apis.client.watch import Gone, decode_event_line, event_lines, watch_query
 from apis.core import Node, Pod
 from apis.scheduling.device import Device
@@ -46,16 +46,7 @@ class KoordletClient:
 
     async def _client(self) -> client.ApiClient:
         if self._api is None:
-            configuration = client.Configuration()
-            if self._kubeconfig is None:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            else:
-                await k8s_config.load_kube_config(
-                    config_file=str(self._kubeconfig),
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            self._api = CountingApiClient(configuration, self._on_request)
+            self._api = CountingApiClient(await client_configuration(self._kubeconfig), self._on_request)
         return self._api
 
     async def close(self) -> None:

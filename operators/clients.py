@@ -11,9 +11,9 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
 from apis.base import CRDInfo
+from apis.client.connection import client_configuration
 from apis.core import PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
@@ -53,14 +53,7 @@ _T = TypeVar("_T")
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
     """The kubeconfig's credentials, or the pod's service account when there is none."""
-    configuration = client.Configuration()
-    if config.kubeconfig is None:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await k8s_config.load_kube_config(
-            config_file=str(config.kubeconfig), client_configuration=configuration, persist_config=False
-        )
-    return configuration
+    return await client_configuration(config.kubeconfig)
 
 
 async def _unless(status: int, call: Awaitable[_T]) -> _T | None:

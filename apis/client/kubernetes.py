@@ -46,7 +46,6 @@ from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from pydantic import BaseModel, ValidationError
 
 from apis.client.backend import (
@@ -58,6 +57,7 @@ from apis.client.backend import (
     ResourceType,
     WatchEvent,
 )
+from apis.client.connection import client_configuration
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.watch import Backoff, Gone, WatchFailed, event_lines, read_event, watch_query
 from apis.core import Pod
@@ -268,16 +268,7 @@ class KubernetesBackend:
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
-        configuration = k8s_client.Configuration()
-        if kubeconfig is None:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await k8s_config.load_kube_config(
-                config_file=str(kubeconfig),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+        configuration = await client_configuration(kubeconfig, context=context)
         configuration.connection_pool_maxsize = max_concurrency + watch_connections + EVENT_CONCURRENCY
         api = k8s_client.ApiClient(configuration)
         _skip_environment_lookups(api)
