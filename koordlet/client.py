@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client
 
+from apis.client.answers import unless_status
 from apis.client.connection import client_configuration
 from apis.client.watch import Gone, decode_event_line, event_lines, watch_query
 from apis.core import Node, Pod
@@ -113,27 +114,17 @@ class KoordletClient:
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
         core = client.CoreV1Api(await self._client())
-        try:
-            node = await core.read_node(name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        uid: str | None = node.metadata.uid
+        node = await unless_status(404, core.read_node(name))
+        uid: str | None = node.metadata.uid if node is not None else None
         return uid
 
     async def get_device(self, name: str) -> Device | None:
         crd = Device.crd
         api = client.CustomObjectsApi(await self._client())
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                crd.group, crd.version, crd.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Device.model_validate(raw)
+        raw: dict[str, Any] | None = await unless_status(
+            404, api.get_cluster_custom_object(crd.group, crd.version, crd.plural, name)
+        )
+        return None if raw is None else Device.model_validate(raw)
 
     async def create_device(self, device: Device) -> None:
         api = client.CustomObjectsApi(await self._client())
