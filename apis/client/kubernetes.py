@@ -38,7 +38,6 @@ import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -59,7 +58,7 @@ from apis.client.backend import (
 )
 from apis.client.connection import client_configuration
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
-from apis.client.watch import Backoff, Gone, WatchFailed, event_lines, read_event, watch_query
+from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
 from apis.core import Pod
 from apis.podkey import pod_namespace_name
 
@@ -67,7 +66,6 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_WATCH_CONNECTIONS",
     "KubernetesBackend",
-    "WatchStats",
     "request_json",
     "resource_path",
 ]
@@ -192,20 +190,6 @@ async def request_json(
 
 class _ListFailed(Exception):
     """The list failed in a way that retrying (after a backoff) may fix."""
-
-
-@dataclass
-class WatchStats:
-    """Counters over every watch of one backend (for metrics and tests)."""
-
-    lists: int = 0
-    """Complete lists, initial ones included."""
-    relists: int = 0
-    """Lists caused by 410 Gone."""
-    reconnects: int = 0
-    """Watches resumed from the last resourceVersion after a failure."""
-    decode_errors: int = 0
-    """Objects dropped because they did not validate against the model (each one is logged)."""
 
 
 class KubernetesBackend:

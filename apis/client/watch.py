@@ -20,6 +20,7 @@ __all__ = [
     "Gone",
     "WatchEvent",
     "WatchFailed",
+    "WatchStats",
     "decode_event_line",
     "event_lines",
     "read_event",
@@ -34,6 +35,22 @@ class Gone(Exception):
 
 class WatchFailed(Exception):
     """The watch failed in a way that resuming from the last resourceVersion (after a backoff) may fix."""
+
+
+@dataclass
+class WatchStats:
+    """Counters over the watches of one reflector, a backend's or an informer's (for metrics and
+    tests)."""
+
+    lists: int = 0
+    """Complete lists, initial ones included."""
+    relists: int = 0
+    """Lists caused by 410 Gone."""
+    reconnects: int = 0
+    """Watches resumed from the last resourceVersion after a failure."""
+    decode_errors: int = 0
+    """Objects that did not validate against the model (each one is logged; an informer keeps the
+    last good one)."""
 
 
 class Backoff:

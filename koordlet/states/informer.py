@@ -14,29 +14,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from apis.client.watch import Backoff, Gone, WatchFailed, watch_event
+from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, watch_event
 from koordlet.states.resources import ListWatchAPI, Resource
 from koordlet.states.store import States, object_key
 
-__all__ = ["Informer", "InformerStats"]
+__all__ = ["Informer"]
 
 log = logging.getLogger("koordlet.states")
-
-
-@dataclass
-class InformerStats:
-    lists: int = 0
-    """Complete lists, the first one included."""
-    relists: int = 0
-    """Lists after 410 Gone."""
-    reconnects: int = 0
-    """Watches resumed from the last resourceVersion after a failure."""
-    decode_errors: int = 0
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -60,7 +48,7 @@ class Informer:
         self.states = states
         self.field_selector = field_selector
         self.backoff = Backoff(backoff_initial, backoff_max)
-        self.stats = InformerStats()
+        self.stats = WatchStats()
         self.resource_version: str | None = None
         self.what = resource.plural + (f" ({field_selector})" if field_selector else "")
 
