@@ -1,5 +1,6 @@
-"""How a pod is named in maps and in NodeMetric reports: its namespace and name, the namespace
-defaulted as the API server defaults it; as a pair (``PodRef``) or as ``namespace/name``."""
+"""How a pod (or any namespaced object) is named in maps and in NodeMetric reports: its namespace
+and name, the namespace defaulted as the API server defaults it; as a pair (``PodRef``) or as
+``namespace/name``."""
 
 from __future__ import annotations
 
