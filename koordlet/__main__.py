@@ -26,11 +26,10 @@ from apis.koordlet_features import koordlet_feature_gate_notes, parse_koordlet_f
 from koordlet.agent import Agent
 from koordlet.cgroups import detect_version
 from koordlet.client import QoSClient
-from koordlet.config import KoordletConfig
+from koordlet.config import KoordletConfig, NRIOptions
 from koordlet.devices.description import load_devices_file
 from koordlet.devices.reporter import DeviceSimulation, NodeDeviceReporter
 from koordlet.metrics import KoordletMetrics, serve
-from koordlet.nri.options import NRIOptions
 from koordlet.nri.plugin import NRIPlugin
 from koordlet.nri.pod_cgroups import HostPodCgroups
 from koordlet.nri.server import NRIServer
@@ -38,8 +37,8 @@ from koordlet.nri.states import StatesPodSource
 from koordlet.podresources.proxy import PodResourcesProxy
 from koordlet.qos.manager import QoSManager
 from koordlet.qos.node_qos import NodeQoS
-from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import load_file
+from koordlet.simulate.qos import SimulatedQoS
 from koordlet.simulate.runner import Simulation
 from koordlet.simulate.topology import TopologySimulation
 from koordlet.states.node_states import ClusterStates, NodeStates

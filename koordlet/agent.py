@@ -10,7 +10,7 @@ import aiohttp
 from kubernetes_asyncio import client
 
 from koordlet.cgroups import CgroupReader, detect_version
-from koordlet.client import KoordletClient, pod_meta
+from koordlet.client import KoordletClient
 from koordlet.collectors.base import Collector, CollectorSet
 from koordlet.collectors.cold_memory import ColdMemoryCollector
 from koordlet.collectors.node import NodeCollector
@@ -21,7 +21,7 @@ from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
 from koordlet.prediction import with_prediction
-from koordlet.reporter import build_status, memory_series
+from koordlet.reporter import build_status, memory_series, pod_meta
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
 

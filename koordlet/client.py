@@ -9,7 +9,6 @@ create). Each request is counted in ``koordlet_kube_api_requests_total{verb,reso
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
@@ -18,20 +17,18 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
+from apis.client.answers import unless_status
+from apis.client.connection import client_configuration
+from apis.client.watch import Gone, decode_event_line, event_lines, watch_query
 from apis.core import Node, Pod
-from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
-from apis.extension.qos import qos_class_of
-from apis.podrequests import pod_requests
 from apis.scheduling.device import Device
 from apis.slo.nodemetric import NodeMetric, NodeMetricStatus
 from apis.topology import NodeResourceTopology
 from koordlet.apirequests import CountingApiClient
-from koordlet.reporter import PodMeta
-from koordlet.states.resources import Gone, Resource, resource_path
+from koordlet.states.resources import Resource, resource_path
 
-__all__ = ["KoordletClient", "QoSClient", "pod_meta"]
+__all__ = ["KoordletClient", "QoSClient"]
 
 log = logging.getLogger("koordlet")
 
@@ -42,30 +39,6 @@ _LIST_TIMEOUT_SECONDS = 120.0
 _WATCH_TIMEOUT_SECONDS = 300
 
 
-def pod_meta(pod: Pod) -> PodMeta:
-    """A pod's identity with Koordinator's priority and QoS class (defaults derived as koordlet does)."""
-    labels = pod.metadata.labels or {}
-    qos = qos_class_of(labels, pod.status.qos_class)
-    return PodMeta(
-        uid=pod.metadata.uid or "",
-        name=pod.metadata.name or "",
-        namespace=pod.metadata.namespace or "",
-        priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
-        qos=qos,
-        requests=pod_requests(pod.spec),
-        terminating=pod.metadata.deletion_timestamp is not None
-        or pod.status.phase in ("Succeeded", "Failed"),
-        node_name=pod.spec.node_name or "",
-    )
-
-
-def _event(line: bytes) -> dict[str, Any]:
-    event = json.loads(line)
-    if not isinstance(event, dict):
-        raise ValueError(f"watch: not an event: {line[:200]!r}")
-    return event
-
-
 class KoordletClient:
     def __init__(self, kubeconfig: Path | None, on_request: Callable[[str, str], None] | None = None) -> None:
         self._kubeconfig = kubeconfig
@@ -74,16 +47,7 @@ class KoordletClient:
 
     async def _client(self) -> client.ApiClient:
         if self._api is None:
-            configuration = client.Configuration()
-            if self._kubeconfig is None:
-                k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            else:
-                await k8s_config.load_kube_config(
-                    config_file=str(self._kubeconfig),
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-            self._api = CountingApiClient(configuration, self._on_request)
+            self._api = CountingApiClient(await client_configuration(self._kubeconfig), self._on_request)
         return self._api
 
     async def close(self) -> None:
@@ -125,14 +89,9 @@ class KoordletClient:
     ) -> AsyncIterator[dict[str, Any]]:
         """Watch events from ``resource_version`` until the server ends the watch (after
         ``timeoutSeconds``); Gone on HTTP 410."""
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", resource_version),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(_WATCH_TIMEOUT_SECONDS)),
-        ]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = watch_query(
+            resource_version, timeout_seconds=_WATCH_TIMEOUT_SECONDS, field_selector=field_selector
+        )
         # no total timeout: a read silent for longer than the server's own timeout is a dead peer
         timeout = aiohttp.ClientTimeout(total=None, sock_read=_WATCH_TIMEOUT_SECONDS + 60)
         async with await self._raw(resource_path(resource), query, timeout) as response:
@@ -141,20 +100,8 @@ class KoordletClient:
             if response.status != 200:
                 text = await response.text()
                 raise client.ApiException(status=response.status, reason=f"watch {resource.plural}: {text}")
-            # Split on newlines by hand: aiohttp's line reader refuses lines over 128 KiB, and a
-            # NodeMetric of a busy node or a large Node is longer.
-            buffer = bytearray()
-            async for chunk in response.content.iter_any():
-                buffer += chunk
-                start = 0
-                while (end := buffer.find(b"\n", start)) >= 0:
-                    line = bytes(buffer[start:end])
-                    start = end + 1
-                    if line.strip():
-                        yield _event(line)
-                del buffer[:start]
-            if bytes(buffer).strip():
-                yield _event(bytes(buffer))
+            async for line in event_lines(response.content.iter_any()):
+                yield decode_event_line(line)
 
     async def update_status(self, metric: NodeMetric, status: NodeMetricStatus) -> None:
         """Replace the status subresource (optimistic: a conflict raises ApiException 409)."""
@@ -167,27 +114,17 @@ class KoordletClient:
     async def node_uid(self, name: str) -> str | None:
         """The UID of node ``name`` (the Device's owner); None when there is no such node."""
         core = client.CoreV1Api(await self._client())
-        try:
-            node = await core.read_node(name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        uid: str | None = node.metadata.uid
+        node = await unless_status(404, core.read_node(name))
+        uid: str | None = node.metadata.uid if node is not None else None
         return uid
 
     async def get_device(self, name: str) -> Device | None:
         crd = Device.crd
         api = client.CustomObjectsApi(await self._client())
-        try:
-            raw: dict[str, Any] = await api.get_cluster_custom_object(
-                crd.group, crd.version, crd.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Device.model_validate(raw)
+        raw: dict[str, Any] | None = await unless_status(
+            404, api.get_cluster_custom_object(crd.group, crd.version, crd.plural, name)
+        )
+        return None if raw is None else Device.model_validate(raw)
 
     async def create_device(self, device: Device) -> None:
         api = client.CustomObjectsApi(await self._client())

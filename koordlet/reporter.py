@@ -18,13 +18,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from apis.core import Pod
+from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
+from apis.extension.qos import qos_class_of
+from apis.podrequests import pod_requests
 from apis.quantity import Format, Quantity
 from apis.slo.nodemetric import AggregatedUsage, NodeMetricInfo, NodeMetricStatus, PodMetricInfo, ResourceMap
 from koordlet.collectors import series
 from koordlet.metric_cache import AggregationType, MetricSource
 from koordlet.policy import EffectivePolicy
 
-__all__ = ["PodMeta", "build_status", "memory_series"]
+__all__ = ["PodMeta", "build_status", "memory_series", "pod_meta"]
 
 _WINDOW_TYPES: tuple[AggregationType, ...] = ("p50", "p90", "p95", "p99")
 COLD_START_RATIO = 0.5
@@ -42,6 +46,23 @@ class PodMeta:
     terminating: bool = False
     """Being deleted or finished: left out of the Prod prediction."""
     node_name: str = ""
+
+
+def pod_meta(pod: Pod) -> PodMeta:
+    """A pod's identity with Koordinator's priority and QoS class (defaults derived as koordlet does)."""
+    labels = pod.metadata.labels or {}
+    qos = qos_class_of(labels, pod.status.qos_class)
+    return PodMeta(
+        uid=pod.metadata.uid or "",
+        name=pod.metadata.name or "",
+        namespace=pod.metadata.namespace or "",
+        priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
+        qos=qos,
+        requests=pod_requests(pod.spec),
+        terminating=pod.metadata.deletion_timestamp is not None
+        or pod.status.phase in ("Succeeded", "Failed"),
+        node_name=pod.spec.node_name or "",
+    )
 
 
 def memory_series(policy: str, cold_supported: bool, scope: str) -> str:

@@ -7,13 +7,13 @@ quotas, a profile's tree root) and reading a quota the index has not seen yet go
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from kubernetes_asyncio import client
-from kubernetes_asyncio import config as k8s_config
 
 from apis.base import CRDInfo
+from apis.client.answers import unless_status, went_through
+from apis.client.connection import client_configuration
 from apis.core import PriorityClass
 from apis.extension.quota import LABEL_QUOTA_TREE_ID
 from apis.quota.elasticquotaprofile import ElasticQuotaProfile
@@ -53,36 +53,7 @@ _T = TypeVar("_T")
 
 async def load_configuration(config: ManagerConfig) -> client.Configuration:
     """The kubeconfig's credentials, or the pod's service account when there is none."""
-    configuration = client.Configuration()
-    if config.kubeconfig is None:
-        k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    else:
-        await k8s_config.load_kube_config(
-            config_file=str(config.kubeconfig), client_configuration=configuration, persist_config=False
-        )
-    return configuration
-
-
-async def _unless(status: int, call: Awaitable[_T]) -> _T | None:
-    """What ``call`` returns, or None when the API server answers ``status`` (404: no such object)."""
-    try:
-        return await call
-    except client.ApiException as exc:
-        if exc.status == status:
-            return None
-        raise
-
-
-async def _done(call: Awaitable[Any], unless: int) -> bool:
-    """True when ``call`` went through, False when the API server answered ``unless`` (409: the
-    object exists already; 404: there was none to delete)."""
-    try:
-        await call
-    except client.ApiException as exc:
-        if exc.status == unless:
-            return False
-        raise
-    return True
+    return await client_configuration(config.kubeconfig)
 
 
 class _Clients:
@@ -107,7 +78,7 @@ class _Clients:
     async def _get_cluster_object(self, crd: CRDInfo, name: str) -> dict[str, Any] | None:
         """The cluster-scoped custom object ``name`` of ``crd``; None when there is none."""
         api = await self._objects()
-        found: dict[str, Any] | None = await _unless(
+        found: dict[str, Any] | None = await unless_status(
             404, api.get_cluster_custom_object(crd.group, crd.version, crd.plural, name)
         )
         return found
@@ -115,18 +86,24 @@ class _Clients:
     async def _create_cluster_object(self, crd: CRDInfo, body: dict[str, Any]) -> bool:
         """Create ``body``; False when one of that name already exists."""
         api = await self._objects()
-        return await _done(api.create_cluster_custom_object(crd.group, crd.version, crd.plural, body), 409)
+        return await went_through(
+            api.create_cluster_custom_object(crd.group, crd.version, crd.plural, body), 409
+        )
 
     async def _delete_cluster_object(self, crd: CRDInfo, name: str) -> bool:
         """Delete the custom object ``name`` of ``crd``; False when there was none."""
         api = await self._objects()
-        return await _done(api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name), 404)
+        return await went_through(
+            api.delete_cluster_custom_object(crd.group, crd.version, crd.plural, name), 404
+        )
 
     async def slo_config_map(self) -> dict[str, Any] | None:
         """``slo-controller-config`` as the API server sends it; None when it does not exist (the
         controllers read it once, before its watch event may have come)."""
         core = await self._core()
-        found = await _unless(404, core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE))
+        found = await unless_status(
+            404, core.read_namespaced_config_map(SLO_CONFIG_NAME, SLO_CONFIG_NAMESPACE)
+        )
         if found is None:
             return None
         raw: dict[str, Any] = (await self._client()).sanitize_for_serialization(found)
@@ -146,7 +123,7 @@ class QuotaClient(_Clients):
 
     async def get(self, namespace: str, name: str) -> ElasticQuota | None:
         api = await self._objects()
-        raw = await _unless(
+        raw = await unless_status(
             404, api.get_namespaced_custom_object(_EQ.group, _EQ.version, namespace, _EQ.plural, name)
         )
         return None if raw is None else ElasticQuota.model_validate(raw)
@@ -172,7 +149,7 @@ class QuotaClient(_Clients):
         """Create ``quota``; False when one of that name already exists."""
         api = await self._objects()
         body = quota.model_dump(by_alias=True, exclude_none=True, mode="json")
-        return await _done(
+        return await went_through(
             api.create_namespaced_custom_object(
                 _EQ.group, _EQ.version, quota.metadata.namespace or "", _EQ.plural, body
             ),
@@ -220,7 +197,7 @@ class ReservationClient(_Clients):
         """Delete the reservation if it is still the one with ``uid``; a reservation already gone is
         no error."""
         api = await self._objects()
-        await _done(
+        await went_through(
             api.delete_cluster_custom_object(
                 _RESERVATION.group,
                 _RESERVATION.version,
@@ -294,7 +271,7 @@ class ColocationClient(_Clients):
     async def priority_class(self, name: str) -> PriorityClass | None:
         """The PriorityClass ``name``; None when there is none."""
         api_client = await self._client()
-        found = await _unless(404, client.SchedulingV1Api(api_client).read_priority_class(name))
+        found = await unless_status(404, client.SchedulingV1Api(api_client).read_priority_class(name))
         return (
             None
             if found is None
@@ -304,7 +281,7 @@ class ColocationClient(_Clients):
     async def namespace_labels(self, name: str) -> dict[str, str] | None:
         """The labels of namespace ``name``; None when there is no such namespace."""
         core = await self._core()
-        found = await _unless(404, core.read_namespace(name))
+        found = await unless_status(404, core.read_namespace(name))
         return None if found is None else dict(found.metadata.labels or {})
 
 
@@ -336,7 +313,7 @@ class NodeResourceClient(_Clients):
         """PUT ``body`` (a whole NRT with its resourceVersion); None when it changed since read (409)."""
         api = await self._objects()
         name = body["metadata"]["name"]
-        written: dict[str, Any] | None = await _unless(
+        written: dict[str, Any] | None = await unless_status(
             409, api.replace_cluster_custom_object(_NRT.group, _NRT.version, _NRT.plural, name, body)
         )
         return written

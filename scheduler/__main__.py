@@ -26,17 +26,17 @@ import signal
 import sys
 from pathlib import Path
 
+from apis.client.backend import ClusterBackend
+from apis.client.kubernetes import KubernetesBackend
+from apis.client.leader import LeaderElector
+from apis.client.lease import KubernetesLeaseStore
 from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import ClusterBackend
-from scheduler.backend.kubernetes import KubernetesBackend
-from scheduler.backend.lease import KubernetesLeaseStore
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.debug import DebugFlags
 from scheduler.elected import ElectedScheduler
 from scheduler.http import SchedulerHTTPServer
-from scheduler.leader import LeaderElector
 from scheduler.logging_setup import configure_logging
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY

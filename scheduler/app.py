@@ -15,9 +15,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.client.backend import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
+from apis.client.eviction import EvictionService
 from apis.core import Pod
 from apis.features import FeatureGates
-from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ResourceType, WatchEvent
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo, decoding_once
@@ -25,7 +26,6 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags
 from scheduler.events import EventHandlers
 from scheduler.explain import ExplanationStore
-from scheduler.framework.eviction import EvictionService
 from scheduler.framework.handle import Handle, Informers
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.profile import ResolvedProfile

@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.backend.base import ClusterBackend, EventRecord
-from scheduler.backend.ratelimit import ConcurrencyLimit
+from apis.client.backend import ClusterBackend, EventRecord
+from apis.client.ratelimit import ConcurrencyLimit
 from scheduler.background import BackgroundTasks
 from scheduler.cache.cache import Cache
 from scheduler.explain import Explanation, ExplanationStore

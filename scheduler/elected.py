@@ -30,10 +30,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from apis.client.backend import ClusterBackend
+from apis.client.leader import LeaderElector
 from scheduler.app import SchedulerApp
-from scheduler.backend.base import ClusterBackend
 from scheduler.backend.fence import FencedBackend
-from scheduler.leader import LeaderElector
 from scheduler.metrics import SchedulerMetrics
 
 __all__ = ["AppFactory", "ElectedScheduler"]

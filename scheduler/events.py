@@ -24,11 +24,11 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+from apis.client.backend import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from apis.core import Node, Pod
 from apis.extension.device import ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK
 from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
-from scheduler.backend.base import NODES, PODS, ClusterBackend, EventType, ObjectRef, WatchEvent
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent

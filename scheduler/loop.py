@@ -28,7 +28,7 @@ from typing import Literal
 
 import numpy as np
 
-from scheduler.backend.base import ClusterBackend
+from apis.client.backend import ClusterBackend
 from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import IntArray

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from scheduler.framework.rbacchart import generate
+from apis.client.rbacchart import generate
 from scheduler.plugins import PLUGIN_MODULES
 
 __all__ = ["SECTION", "main", "render", "with_modules"]

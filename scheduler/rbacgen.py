@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from scheduler.backend.base import PODS
-from scheduler.framework.rbac import PolicyRule
-from scheduler.framework.rbacchart import ChartRBAC, generate, merged_rules
+from apis.client.backend import PODS
+from apis.client.rbac import PolicyRule
+from apis.client.rbacchart import ChartRBAC, generate, merged_rules
 from scheduler.framework.registry import Registry
 from scheduler.plugins import DEFAULT_REGISTRY
 

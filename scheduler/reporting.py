@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from apis.client.backend import RESERVATIONS, ClusterBackend, EventRecord, ObjectRef
 from apis.extension.reservation import ANNOTATION_RESERVATION_NAME, is_reserve_pod
-from scheduler.backend.base import RESERVATIONS, ClusterBackend, EventRecord, ObjectRef
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.explain import Explanation, ExplanationStore

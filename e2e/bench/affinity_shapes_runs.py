@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.client.backend import BackendError
+from apis.client.kubernetes import request_json
 from e2e.bench.affinity_shapes_workload import (
     INIT_NAMESPACE,
     SHAPES,
@@ -31,8 +33,6 @@ from e2e.bench.throughput_workload import pods_path, scheduler_config
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import koord_scheduler
 from e2e.scheduler_process import free_port
-from scheduler.backend.base import BackendError
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["NAMESPACES", "ShapeOptions", "ShapeResult", "ShapesReport", "run_shapes"]
 

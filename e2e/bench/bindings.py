@@ -13,9 +13,9 @@ from typing import Any
 
 import aiohttp
 
+from apis.client.backend import BackendError
 from e2e.bench.harness import BenchError, log_progress
 from e2e.bench.kube_api import Api
-from scheduler.backend.base import BackendError
 
 __all__ = ["BindWatcher", "sustained_rate"]
 

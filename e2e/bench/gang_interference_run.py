@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.client.backend import NODES, PODGROUPS, PODS, TOPOLOGIES
 from apis.core import Pod
 from e2e.bench import gang_interference_cluster as workload
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS, TOPOLOGIES
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

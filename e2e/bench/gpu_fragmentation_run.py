@@ -15,12 +15,12 @@ import asyncio
 import statistics
 from dataclasses import dataclass, field
 
+from apis.client.backend import PODS
 from apis.core import Pod
 from apis.extension.device import get_device_allocations
 from apis.scheduling.device import Device
 from e2e.bench.gpu_fragmentation_trace import SHAPES, Event, pod_manifest
 from e2e.bench.in_memory import in_memory_scheduler
-from scheduler.backend.base import PODS
 from scheduler.plugins.device_share.allocator import GPU, GPUUsage
 from scheduler.plugins.device_share.fragmentation import cards_of, fragmentation, shapes_of
 from scheduler.plugins.device_share.store import allocations_of, gpus_of

@@ -13,10 +13,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+from apis.client.backend import DEVICES, PODS
 from apis.core import Pod
 from apis.scheduling.device import Device
 from scheduler.app import SchedulerApp
-from scheduler.backend.base import DEVICES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.simulator.description import ClusterDescription
 from scheduler.simulator.run import cluster_backend, memory_app

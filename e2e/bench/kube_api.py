@@ -12,11 +12,12 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 
+from apis.client.backend import BackendError, Conflict, NotFound
+from apis.client.connection import client_configuration
+from apis.client.kubernetes import request_json
+from apis.client.watch import event_lines
 from e2e.bench.harness import BenchError, log_progress
-from scheduler.backend.base import BackendError, Conflict, NotFound
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["Api", "create_all", "create_namespace", "run_all"]
 
@@ -29,10 +30,7 @@ class Api:
 
     @classmethod
     async def connect(cls, kubeconfig: Path, connections: int) -> Api:
-        configuration = k8s_client.Configuration()
-        await k8s_config.load_kube_config(
-            config_file=str(kubeconfig), client_configuration=configuration, persist_config=False
-        )
+        configuration = await client_configuration(kubeconfig)
         configuration.connection_pool_maxsize = connections + 4
         client = k8s_client.ApiClient(configuration)
         client.user_agent = "koordinator-py-bench"
@@ -88,7 +86,7 @@ class Api:
             if response.status != 200:
                 text = (await response.read()).decode(errors="replace")
                 raise BackendError(f"watch {path}: HTTP {response.status}: {text}", status=response.status)
-            async for line in response.content:
+            async for line in event_lines(response.content.iter_any()):
                 yield line
 
 

@@ -20,13 +20,13 @@ from collections.abc import Awaitable, Callable
 import aiohttp
 from pydantic import BaseModel, Field
 
+from apis.client.backend import BackendError
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api
 from e2e.bench.nodes import node_ready
 from e2e.bench.processes import keep_cluster_logs
 from e2e.cluster.__main__ import install_crds
 from e2e.cluster.controlplane import ControlPlane, ToolsMissing
-from scheduler.backend.base import BackendError
 
 __all__ = ["NodesNeverReady", "NodesStep", "StartPolicy", "start_cluster", "stop_cluster"]
 

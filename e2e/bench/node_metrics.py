@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from apis.client.kubernetes import request_json
 from e2e.bench.kube_api import Api, create_all, run_all
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["report_node_metrics", "usage_of"]
 

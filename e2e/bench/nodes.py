@@ -8,9 +8,9 @@ import functools
 import time
 from typing import Any
 
+from apis.client.kubernetes import request_json
 from e2e.bench.harness import BenchError, log_progress
 from e2e.bench.kube_api import Api, run_all
-from scheduler.backend.kubernetes import request_json
 
 __all__ = [
     "NOT_READY_TAINT",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
 
+from apis.client.backend import DEVICES, NODES, PODS
 from apis.extension.device import (
     LABEL_GPU_MODEL,
     RESOURCE_GPU_CORE,
@@ -24,7 +25,6 @@ from apis.extension.device import (
 from apis.podrequests import pod_requests
 from apis.quantity import Quantity
 from apis.resources import to_int_units
-from scheduler.backend.base import DEVICES, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 
 __all__ = ["Audit", "NodeLeft", "OverAllocationError", "audit"]

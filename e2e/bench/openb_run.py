@@ -19,13 +19,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from apis.client.backend import PODS
 from apis.core import Pod
 from apis.extension.device import RESOURCE_GPU_CORE, get_device_allocations
 from e2e.bench.in_memory import in_memory_scheduler
 from e2e.bench.openb_audit import Audit, OverAllocationError, audit
 from e2e.bench.openb_cluster import NAMESPACE, pod_manifest
 from e2e.bench.openb_trace import FULL_GPU_MILLI, Submission
-from scheduler.backend.base import PODS
 from scheduler.simulator.description import ClusterDescription
 
 __all__ = [

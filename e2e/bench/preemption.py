@@ -57,6 +57,8 @@ from typing import Any
 
 import aiohttp
 
+from apis.client.backend import BackendError
+from apis.client.kubernetes import request_json
 from e2e.bench.harness import BenchError, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
 from e2e.bench.kwok_cluster import start_cluster, stop_cluster
@@ -67,8 +69,6 @@ from e2e.bench.throughput_workload import scheduler_config
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
-from scheduler.backend.base import BackendError
-from scheduler.backend.kubernetes import request_json
 
 __all__ = [
     "KOORD",

@@ -39,8 +39,8 @@ from dataclasses import asdict, dataclass
 from math import prod
 from typing import Any
 
+from apis.client.backend import ELASTICQUOTAS, NODES, PODS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import ELASTICQUOTAS, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from apis.client.backend import NODES, RESERVATIONS
 from apis.core import Pod
 from apis.extension.reservation import LABEL_RESERVATION_IGNORED
 from apis.scheduling.reservation import Reservation
@@ -25,7 +26,6 @@ from e2e.bench.throughput_model import Options
 from e2e.bench.throughput_reservations import placed_reservations, reservations
 from e2e.bench.throughput_workload import bench_description, workload
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from apis.client.backend import RESERVATIONS
 from apis.core import Pod
 from apis.quantity import Quantity
 from apis.scheduling.reservation import Reservation
@@ -42,7 +43,6 @@ from e2e.bench.throughput_workload import bench_description, check_fits, pods_pa
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
-from scheduler.backend.base import RESERVATIONS
 from scheduler.simulator.description import ClusterDescription
 from scheduler.simulator.run import simulate
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apis.client.backend import NotFound
+from apis.client.kubernetes import request_json
 from apis.core import Node, Pod
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
@@ -33,8 +35,6 @@ from e2e.parity.checker import Violation, bound_pods, check, soft_scores
 from e2e.parity.volumes import PersistentVolume, PersistentVolumeClaim
 from e2e.parity.workloads import OBJECT_PATHS, Workload
 from e2e.scheduler_process import free_port, install_scheduler_rbac
-from scheduler.backend.base import NotFound
-from scheduler.backend.kubernetes import request_json
 from scheduler.simulator.description import ClusterDescription
 
 __all__ = ["KUBE_PROFILE", "Outcome", "ParityOptions", "ParityReport", "run_parity"]

@@ -18,11 +18,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
-from apis.core import Node, Pod
-from apis.scheduling.podgroup import PodGroup
-from e2e.cluster.controlplane import ControlPlane
-from e2e.workloads import get_object, list_items
-from scheduler.backend.base import (
+from apis.client.backend import (
     NODES,
     PODGROUPS,
     PODS,
@@ -35,9 +31,14 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
-from scheduler.backend.kubernetes import KubernetesBackend, _Gone
-from scheduler.backend.lease import KubernetesLeaseStore
-from scheduler.leader import LeaderElectionError, LeaderElector
+from apis.client.kubernetes import KubernetesBackend
+from apis.client.leader import LeaderElectionError, LeaderElector
+from apis.client.lease import KubernetesLeaseStore
+from apis.client.watch import Gone as _Gone
+from apis.core import Node, Pod
+from apis.scheduling.podgroup import PodGroup
+from e2e.cluster.controlplane import ControlPlane
+from e2e.workloads import get_object, list_items
 
 TIMEOUT = 30.0
 T = TypeVar("T", bound=BaseModel)

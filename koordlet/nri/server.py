@@ -15,8 +15,8 @@ import contextlib
 import logging
 from collections.abc import Callable
 
+from koordlet.config import NRIOptions
 from koordlet.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
-from koordlet.nri.options import NRIOptions
 from koordlet.nri.plugin import RUNTIME_SERVICE, NRIPlugin
 from koordlet.nri.proto import api_pb2
 from koordlet.nri.ttrpc import Client, RPCError, Server

@@ -16,15 +16,16 @@ from dataclasses import replace
 import aiohttp
 from kubernetes_asyncio import client
 
+from apis.podkey import namespaced_key
 from apis.slo.nodemetric import NodeMetric
-from koordlet.client import KoordletClient, pod_meta
+from koordlet.client import KoordletClient
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
 from koordlet.policy import effective_policy
 from koordlet.prediction import with_prediction
-from koordlet.reporter import PodMeta, build_status, memory_series
+from koordlet.reporter import PodMeta, build_status, memory_series, pod_meta
 from koordlet.simulate.model import LoadFile, NodeLoad
-from koordlet.simulate.source import LoadSource, pod_key
+from koordlet.simulate.source import LoadSource
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
 
@@ -58,7 +59,7 @@ class Simulation:
     ) -> list[PodMeta]:
         metas = []
         for pod in source.state_at(now).pods:
-            key = pod_key(pod.namespace, pod.name)
+            key = namespaced_key(pod.namespace, pod.name)
             found = known.get(key)
             metas.append(
                 PodMeta(
@@ -86,11 +87,13 @@ class Simulation:
         # Every round: the pods' classes fill what the file leaves out, their requests feed the
         # Prod prediction of their node.
         bound = [pod_meta(pod) for pod in states.pods()] if targets else []
-        known = {pod_key(pod.namespace, pod.name): pod for pod in bound}
+        known = {namespaced_key(pod.namespace, pod.name): pod for pod in bound}
         on_node: dict[str, list[PodMeta]] = {}
         for pod in bound:
             # The simulated series are keyed by namespace/name, not by UID.
-            on_node.setdefault(pod.node_name, []).append(replace(pod, uid=pod_key(pod.namespace, pod.name)))
+            on_node.setdefault(pod.node_name, []).append(
+                replace(pod, uid=namespaced_key(pod.namespace, pod.name))
+            )
         semaphore = asyncio.Semaphore(_CONCURRENT_WRITES)
         intervals: list[float] = []
         self.metrics.reset()

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from apis.podkey import namespaced_key
 from koordlet.collectors import series
 from koordlet.metric_cache import Aggregate, SeriesKey
 from koordlet.simulate.model import NodeLoad, PodLoad, Usage
 
-__all__ = ["LoadSource", "pod_key"]
+__all__ = ["LoadSource"]
 
 _CPU = {series.NODE_CPU: "node", series.POD_CPU: "pod", series.SYSTEM_CPU: "system"}
 _MEMORY = {
@@ -27,11 +28,6 @@ _MEMORY = {
     series.POD_MEMORY_WITH_HOT_PAGE: "pod",
     series.SYSTEM_MEMORY: "system",
 }
-
-
-def pod_key(namespace: str, name: str) -> str:
-    """The simulated pod's label in series keys (it has no cgroup, hence no UID)."""
-    return f"{namespace}/{name}"
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class _State:
         if scope == "system":
             return max(node - pods_total, 0.0)
         for p in self.pods:
-            if pod_key(p.namespace, p.name) == pod:
+            if namespaced_key(p.namespace, p.name) == pod:
                 return of(p.usage)
         return None
 

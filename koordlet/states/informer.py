@@ -1,7 +1,8 @@
 """A watch-based informer: list, then watch from the list's resourceVersion, into :class:`States`.
 
-It follows koord-scheduler's reflector (``scheduler/backend/kubernetes.py``): bookmarks on, the last
-resourceVersion seen is where a dropped watch resumes after a capped, jittered exponential backoff;
+It follows the backend's reflector (``apis.client.kubernetes``), built on the same pieces
+(``apis.client.watch``): bookmarks on, the last resourceVersion seen is where a dropped watch
+resumes after a capped, jittered exponential backoff;
 410 Gone relists (and replaces the kind's objects, so no deletion is missed); a watch the server
 ends normally is re-opened at once. An object that does not validate is logged with the field and
 skipped; the version koordlet had before stays (a NodeSLO edited into nonsense keeps the last good
@@ -12,51 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from koordlet.states.resources import Gone, ListWatchAPI, Resource
+from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, watch_event
+from koordlet.states.resources import ListWatchAPI, Resource
 from koordlet.states.store import States, object_key
 
-__all__ = ["Backoff", "Informer", "InformerStats"]
+__all__ = ["Informer"]
 
 log = logging.getLogger("koordlet.states")
-
-
-class Backoff:
-    """Capped exponential backoff with jitter; ``reset`` after any success."""
-
-    def __init__(self, initial: float, cap: float) -> None:
-        self._initial = initial
-        self._cap = cap
-        self._next = initial
-
-    def reset(self) -> None:
-        self._next = self._initial
-
-    def next_delay(self) -> float:
-        delay = self._next
-        self._next = min(self._cap, self._next * 2)
-        return delay * (1.0 + 0.2 * random.random())  # koordlets on many nodes do not retry in lockstep
-
-
-@dataclass
-class InformerStats:
-    lists: int = 0
-    """Complete lists, the first one included."""
-    relists: int = 0
-    """Lists after 410 Gone."""
-    reconnects: int = 0
-    """Watches resumed from the last resourceVersion after a failure."""
-    decode_errors: int = 0
-
-
-class _Retry(Exception):
-    pass
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -80,7 +48,7 @@ class Informer:
         self.states = states
         self.field_selector = field_selector
         self.backoff = Backoff(backoff_initial, backoff_max)
-        self.stats = InformerStats()
+        self.stats = WatchStats()
         self.resource_version: str | None = None
         self.what = resource.plural + (f" ({field_selector})" if field_selector else "")
 
@@ -115,16 +83,11 @@ class Informer:
         self.resource_version = rv
         log.info("listed %s: %d objects at resourceVersion %s", self.what, len(objects), rv)
 
-    def _apply(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        raw = event.get("object") or {}
-        if kind == "ERROR":
-            if raw.get("code") == 410:
-                raise Gone(str(raw.get("message") or "Gone"))
-            raise _Retry(f"watch ERROR {raw.get('code')}: {raw.get('message')}")
-        rv = (raw.get("metadata") or {}).get("resourceVersion")
-        if rv:
-            self.resource_version = str(rv)
+    def _apply(self, decoded: dict[str, Any]) -> None:
+        event = watch_event(decoded)
+        kind, raw = event.type, event.object
+        if event.resource_version:
+            self.resource_version = event.resource_version
         if kind == "DELETED":
             self.states.delete(self.resource.kind, object_key(raw))
         elif kind in ("ADDED", "MODIFIED"):
@@ -148,7 +111,7 @@ class Informer:
             if close is not None:
                 await close()
         if seen == 0 and time.monotonic() - began < 1.0:
-            raise _Retry("the watch ended at once without an event")
+            raise WatchFailed("the watch ended at once without an event")
 
     async def run(self) -> None:
         """List and watch until cancelled; never raises for the API server's failures."""

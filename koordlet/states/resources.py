@@ -14,7 +14,7 @@ from apis.slo.nodemetric import NodeMetric
 from apis.slo.nodeslo import NodeSLO
 from apis.topology import NodeResourceTopology
 
-__all__ = ["RESOURCES", "Gone", "Kind", "ListWatchAPI", "Resource", "resource_path"]
+__all__ = ["RESOURCES", "Kind", "ListWatchAPI", "Resource", "resource_path"]
 
 
 class Kind(StrEnum):
@@ -59,10 +59,6 @@ def resource_path(resource: Resource) -> str:
     return f"{prefix}/{resource.plural}"
 
 
-class Gone(Exception):
-    """410 Gone: the resourceVersion fell out of the API server's watch cache; relist."""
-
-
 class ListWatchAPI(Protocol):
     """Raw list and watch of one collection (``koordlet.client.KoordletClient`` in koordlet)."""
 
@@ -76,5 +72,5 @@ class ListWatchAPI(Protocol):
         self, resource: Resource, field_selector: str | None, resource_version: str
     ) -> AsyncIterator[dict[str, Any]]:
         """The watch events (``{"type": ..., "object": ...}``) from ``resource_version``, bookmarks
-        allowed, until the server ends the watch; raises :class:`Gone` on HTTP 410."""
+        allowed, until the server ends the watch; raises ``apis.client.watch.Gone`` on HTTP 410."""
         ...

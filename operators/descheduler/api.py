@@ -7,10 +7,11 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from apis.client.answers import unless_status, went_through
+from apis.client.backend import NotFound
+from apis.client.kubernetes import request_json
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import NotFound
-from scheduler.backend.kubernetes import request_json
 
 __all__ = ["DeschedulerApi", "NotFoundError"]
 
@@ -49,20 +50,15 @@ class DeschedulerApi:
         return PodMigrationJob.model_validate(raw)
 
     async def delete_job(self, name: str) -> None:
-        try:
-            await self._objects.delete_cluster_custom_object(_PMJ.group, _PMJ.version, _PMJ.plural, name)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        await went_through(
+            self._objects.delete_cluster_custom_object(_PMJ.group, _PMJ.version, _PMJ.plural, name), 404
+        )
 
     async def get_reservation(self, name: str) -> Reservation | None:
-        try:
-            raw = await self._objects.get_cluster_custom_object(_R.group, _R.version, _R.plural, name)
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return Reservation.model_validate(raw)
+        raw = await unless_status(
+            404, self._objects.get_cluster_custom_object(_R.group, _R.version, _R.plural, name)
+        )
+        return None if raw is None else Reservation.model_validate(raw)
 
     async def create_reservation(self, body: dict[str, Any]) -> Reservation:
         """Create it; one of that name already there (an earlier try) is returned instead."""
@@ -78,11 +74,9 @@ class DeschedulerApi:
         return Reservation.model_validate(raw)
 
     async def delete_reservation(self, name: str) -> None:
-        try:
-            await self._objects.delete_cluster_custom_object(_R.group, _R.version, _R.plural, name)
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+        await went_through(
+            self._objects.delete_cluster_custom_object(_R.group, _R.version, _R.plural, name), 404
+        )
 
     async def list_pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The pod as the API server has it now, listed by name (the informers' ``list``

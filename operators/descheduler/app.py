@@ -9,6 +9,10 @@ import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from apis.client.eviction import EvictionService
+from apis.client.kubernetes import KubernetesBackend
+from apis.client.leader import LeaderElector
+from apis.client.lease import KubernetesLeaseStore
 from operators.descheduler.api import DeschedulerApi
 from operators.descheduler.config import (
     MIGRATION_CONTROLLER,
@@ -23,10 +27,6 @@ from operators.descheduler.informers import SYNCED_KINDS, Store
 from operators.descheduler.migration import MigrationController
 from operators.descheduler.registry import REGISTRY, PluginFactory, args_models
 from operators.descheduler.runtime import EvictorProxy, Handle, Profile, RoundLimits, build_profile, run_round
-from scheduler.backend.kubernetes import KubernetesBackend
-from scheduler.backend.lease import KubernetesLeaseStore
-from scheduler.framework.eviction import EvictionService
-from scheduler.leader import LeaderElector
 
 __all__ = ["Descheduler"]
 

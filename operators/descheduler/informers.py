@@ -18,6 +18,7 @@ from pydantic import Field
 from apis.base import KoordModel
 from apis.core import Node, Pod
 from apis.meta import LabelSelector, ObjectMeta
+from apis.podkey import PodRef, namespaced_ref, pod_ref
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
 from apis.slo.nodemetric import NodeMetric
@@ -57,8 +58,6 @@ WORKLOAD_KINDS = (
 """The controllers resolved from the cache (Koordinator's controllerfinder, in its order); any other
 kind is resolved through its ``/scale`` subresource (``Store.scales``)."""
 
-PodKey = tuple[str, str]
-
 SYNCED_KINDS = {
     "pods": "/api/v1/pods",
     "nodes": "/api/v1/nodes",
@@ -69,10 +68,10 @@ SYNCED_KINDS = {
 
 class Store:
     def __init__(self, node_selector: Callable[[Node], bool] | None = None) -> None:
-        self._pods: dict[PodKey, Pod] = {}
-        self._pod_specs: dict[PodKey, dict[str, Any]] = {}
-        self._by_node: defaultdict[str, set[PodKey]] = defaultdict(set)
-        self._by_owner: defaultdict[str, set[PodKey]] = defaultdict(set)
+        self._pods: dict[PodRef, Pod] = {}
+        self._pod_specs: dict[PodRef, dict[str, Any]] = {}
+        self._by_node: defaultdict[str, set[PodRef]] = defaultdict(set)
+        self._by_owner: defaultdict[str, set[PodRef]] = defaultdict(set)
         self._nodes: dict[str, Node] = {}
         self._metrics: dict[str, NodeMetric] = {}
         self._jobs: dict[str, PodMigrationJob] = {}
@@ -89,7 +88,7 @@ class Store:
 
     def upsert_pod(self, raw: Mapping[str, Any]) -> None:
         pod = Pod.model_validate(raw)
-        key = (pod.metadata.namespace or "", pod.metadata.name or "")
+        key = pod_ref(pod)
         self.delete_pod(*key)
         self._pods[key] = pod
         self._pod_specs[key] = dict(raw.get("spec") or {})
@@ -99,7 +98,7 @@ class Store:
             self._by_owner[ref.uid].add(key)
 
     def delete_pod(self, namespace: str, name: str) -> None:
-        key = (namespace, name)
+        key = namespaced_ref(namespace, name)
         old = self._pods.pop(key, None)
         self._pod_specs.pop(key, None)
         if old is None:
@@ -173,10 +172,10 @@ class Store:
         return {kind: keys for kind, keys in gaps.items() if keys}
 
     def pod(self, namespace: str, name: str) -> Pod | None:
-        return self._pods.get((namespace, name))
+        return self._pods.get(namespaced_ref(namespace, name))
 
     def pod_spec(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self._pod_specs.get((namespace, name))
+        return self._pod_specs.get(namespaced_ref(namespace, name))
 
     def pods(self) -> Sequence[Pod]:
         return list(self._pods.values())

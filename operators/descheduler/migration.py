@@ -14,6 +14,8 @@ from typing import Any
 
 from kubernetes_asyncio import client as k8s
 
+from apis.client.backend import BackendError
+from apis.client.eviction import EvictionRequest, Evictor, PodToEvict
 from apis.core import Pod
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from operators.descheduler.api import DeschedulerApi, NotFoundError
@@ -45,9 +47,6 @@ from operators.descheduler.logic.view import (
     job_phase,
     job_targets,
 )
-from scheduler.backend.base import BackendError
-from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.eviction import EvictionRequest, Evictor
 
 __all__ = ["LABEL_EVICT_POLICY", "MigrationController"]
 
@@ -272,7 +271,7 @@ class MigrationController:
         policy = labels.get(LABEL_EVICT_POLICY) or self.args.eviction_policy
         reason = (job.metadata.annotations or {}).get(ANNOTATION_EVICT_REASON) or "migration requested"
         request = EvictionRequest(
-            pod=PodInfo.of(pod),
+            pod=PodToEvict(pod),
             reason="Evicted",
             message=f"koord-descheduler: PodMigrationJob {job.metadata.name}: {reason}",
             node=pod.spec.node_name or "",

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from apis.client.rbac import PolicyRule
+from apis.client.rbacchart import ChartRBAC, generate, merged_rules
 from operators.descheduler.informers import WORKLOAD_KINDS
 from operators.descheduler.registry import REGISTRY, PluginFactory
-from scheduler.framework.rbac import PolicyRule
-from scheduler.framework.rbacchart import ChartRBAC, generate, merged_rules
 
 __all__ = ["CORE_RULES", "main", "render"]
 

@@ -14,13 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from apis.client.rbac import PolicyRule
 from operators.descheduler.config import MIGRATION_CONTROLLER, MigrationControllerArgs
 from operators.descheduler.defrag import plugin as defrag
 from operators.descheduler.defrag.args import GangDefragmentationArgs
 from operators.descheduler.framework import DeschedulerHandle
 from operators.descheduler.lownodeload import plugin as lownodeload
 from operators.descheduler.lownodeload.args import LowNodeLoadArgs
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["REGISTRY", "PluginFactory", "args_models"]
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.client.backend import ClusterBackend, EventRecord, ObjectRef
 from apis.core import Node, Pod
 from apis.meta import LabelSelector, selects
 from apis.slo.nodemetric import NodeMetric
@@ -16,7 +17,6 @@ from operators.descheduler.config import DeschedulerConfiguration, ResolvedProfi
 from operators.descheduler.framework import ClusterObjects, DeschedulerHandle, EvictOptions, Evictor
 from operators.descheduler.informers import Store
 from operators.descheduler.registry import PluginFactory
-from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
 
 __all__ = ["EvictorProxy", "Handle", "Profile", "RoundLimits", "ready", "run_round"]
 

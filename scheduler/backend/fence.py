@@ -18,8 +18,8 @@ import logging
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from apis.client.backend import BackendError, ClusterBackend, EventRecord, ResourceType, T, WatchEvent
 from apis.core import Pod
-from scheduler.backend.base import BackendError, ClusterBackend, EventRecord, ResourceType, T, WatchEvent
 
 __all__ = ["Fenced", "FencedBackend"]
 

@@ -33,10 +33,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Node, Pod, PodDisruptionBudget
-from apis.meta import selects
-from apis.quantity import Quantity
-from scheduler.backend.base import (
+from apis.client.backend import (
     PDBS,
     PODS,
     BackendError,
@@ -47,6 +44,10 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
+from apis.core import Node, Pod, PodDisruptionBudget
+from apis.meta import selects
+from apis.podkey import pod_namespace_name
+from apis.quantity import Quantity
 
 __all__ = ["FieldSelector", "MemoryBackend", "json_merge_patch", "strategic_merge_patch"]
 
@@ -288,7 +289,7 @@ class MemoryBackend:
     async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
         if self.bind_latency > 0:
             await asyncio.sleep(self.bind_latency)
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, pod.metadata.uid)
         bound = entry.wire.get("spec", {}).get("nodeName")
@@ -309,7 +310,7 @@ class MemoryBackend:
         self.bindings.append((key, node_name))
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, None)
         wire = json_merge_patch(entry.wire, {k: v for k, v in patch.items() if k != "status"})
@@ -323,7 +324,7 @@ class MemoryBackend:
         self._put(PODS, key, wire)
 
     async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, None)
         wire = copy_wire(entry.wire)
@@ -364,7 +365,7 @@ class MemoryBackend:
         """Delete the pod (the grace period is not simulated; a pod with finalizers terminates until
         ``finish_termination``) unless a PodDisruptionBudget selecting it allows no disruption
         (BackendError 429, as the Eviction API answers)."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         key = self._key(PODS, namespace, name)
         entry = self._require(PODS, key, pod.metadata.uid)
         labels = entry.wire["metadata"].get("labels") or {}
@@ -407,7 +408,7 @@ class MemoryBackend:
 
     async def delete_pod(self, pod: Pod) -> None:
         """Delete the pod (the grace period is not simulated; finalizers are, see ``_delete_pod``)."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         self._require(PODS, self._key(PODS, namespace, name), pod.metadata.uid)
         self._delete_pod(namespace, name)
 
@@ -509,9 +510,3 @@ def _negative_quantities(obj: BaseModel) -> list[str]:
     elif isinstance(obj, Node):
         lists += [("status.capacity", obj.status.capacity), ("status.allocatable", obj.status.allocatable)]
     return [f"{path}.{name}" for path, rl in lists for name, q in (rl or {}).items() if q.sign() < 0]
-
-
-def _pod_key(pod: Pod) -> tuple[str, str]:
-    if not pod.metadata.name:
-        raise ValueError("the pod has no name")
-    return pod.metadata.namespace or "default", pod.metadata.name

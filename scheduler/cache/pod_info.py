@@ -19,6 +19,7 @@ from apis.core import Container, Pod
 from apis.extension import priority as priority_ext
 from apis.extension.colocation import transform_deprecated_batch_resources
 from apis.extension.device import transform_deprecated_device_resources
+from apis.podkey import namespaced_key
 from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
@@ -33,7 +34,6 @@ __all__ = [
     "decoding_once",
     "host_ports",
     "non_zero_requests",
-    "pod_key",
     "pod_requests",
 ]
 
@@ -49,10 +49,6 @@ DEFAULT_BIND_ALL_HOST_IP = "0.0.0.0"
 
 HostPort = tuple[str, str, int]
 """(hostIP, protocol, hostPort) with kube-scheduler's defaults applied: ``0.0.0.0`` and ``TCP``."""
-
-
-def pod_key(namespace: str | None, name: str | None) -> str:
-    return f"{namespace or 'default'}/{name or ''}"
 
 
 def _checked(rl: dict[str, Quantity] | None, field: str, problems: list[str]) -> dict[str, int]:
@@ -224,8 +220,8 @@ class PodInfo:
         non_zero = non_zero_requests(pod)
         return cls(
             pod=pod,
-            key=pod_key(meta.namespace, meta.name),
-            uid=meta.uid or pod_key(meta.namespace, meta.name),
+            key=namespaced_key(meta.namespace, meta.name),
+            uid=meta.uid or namespaced_key(meta.namespace, meta.name),
             requests=requests,
             priority=pod.spec.priority or 0,
             sub_priority=sub_priority,

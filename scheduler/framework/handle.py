@@ -25,13 +25,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from apis.client.backend import ClusterBackend, ResourceType, WatchEvent
+from apis.client.eviction import EvictionService, Evictor
 from apis.core import Pod
 from apis.features import FeatureGates
-from scheduler.backend.base import ClusterBackend, ResourceType, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.eviction import EvictionService, Evictor
 from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.solver.problem import SpreadConstraint
 

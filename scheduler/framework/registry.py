@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from apis.client.rbac import PolicyRule
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Plugin
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["PluginSpec", "Registry", "declared_plugin"]
 

@@ -6,12 +6,12 @@ went wrong, so that the binder forgets the assumed pod and the pod goes to backo
 
 from __future__ import annotations
 
-from scheduler.backend.base import PODS, BackendError, Conflict, NotFound
+from apis.client.backend import PODS, BackendError, Conflict, NotFound
+from apis.client.rbac import PolicyRule
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import BIND_ANNOTATIONS, BindPlugin, ClusterEvent
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 

@@ -20,15 +20,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
+from apis.client.backend import PDBS
+from apis.client.eviction import EVICTION_RULES
+from apis.client.rbac import PolicyRule
 from apis.extension.reservation import is_reserve_pod
-from scheduler.backend.base import PDBS
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis, PostFilterPlugin, PostFilterResult
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.preemption import Evaluator, PdbIndex, num_candidates

@@ -34,6 +34,7 @@ from apis.base import KoordModel
 from apis.core import NodeAffinity as NodeAffinitySpec
 from apis.core import PreferredSchedulingTerm
 from apis.meta import NodeSelectorTerm
+from apis.nodeselector import OBJECT_NAME_FIELD, CompiledTerm, compile_term
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -51,14 +52,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
-from scheduler.plugins.helper.node_selector import (
-    OBJECT_NAME_FIELD,
-    CompiledTerm,
-    NodeSelectorMatcher,
-    compile_term,
-    fit_mask,
-    term_mask,
-)
+from scheduler.plugins.helper.node_selector import NodeSelectorMatcher, fit_mask, term_mask
 from scheduler.plugins.helper.normalize import default_normalize
 
 __all__ = [

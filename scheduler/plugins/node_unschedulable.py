@@ -8,6 +8,7 @@ index as TaintToleration's, so a cycle does no per-node work.
 from __future__ import annotations
 
 from apis.meta import Taint
+from apis.tolerations import tolerations_tolerate
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -15,7 +16,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterPlugin, FilterResult
 from scheduler.framework.registry import PluginSpec
-from scheduler.plugins.helper.taints import node_index, tolerations_tolerate
+from scheduler.plugins.helper.taints import node_index
 
 __all__ = ["ERR_REASON_UNSCHEDULABLE", "NAME", "PLUGIN", "NodeUnschedulable", "new"]
 

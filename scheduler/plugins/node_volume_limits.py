@@ -15,6 +15,7 @@ from collections import Counter
 
 import numpy as np
 
+from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.storage import claim_class
 from scheduler.cache.node_table import IntArray
@@ -29,7 +30,6 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.storage import (

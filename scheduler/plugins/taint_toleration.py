@@ -26,6 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from apis.meta import Toleration
+from apis.tolerations import (
+    KNOWN_OPERATORS,
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    PREFER_NO_SCHEDULE,
+    parse_decimal,
+    tolerates,
+    tolerations_tolerate,
+)
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -42,17 +51,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.normalize import default_normalize
-from scheduler.plugins.helper.taints import (
-    KNOWN_OPERATORS,
-    NO_EXECUTE,
-    NO_SCHEDULE,
-    PREFER_NO_SCHEDULE,
-    NodeIndex,
-    node_index,
-    parse_decimal,
-    tolerates,
-    tolerations_tolerate,
-)
+from scheduler.plugins.helper.taints import NodeIndex, node_index
 
 __all__ = [
     "NAME",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from apis.client.rbac import PolicyRule
 from apis.core import Pod, Volume
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -27,7 +28,6 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.storage import PVCS, claim_key, shared_store

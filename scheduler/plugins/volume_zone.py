@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.client.rbac import PolicyRule
 from apis.storage import claim_class
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -29,7 +30,6 @@ from scheduler.framework.interfaces import (
     PreFilterPlugin,
     PreFilterResult,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.node_selector import fit_mask

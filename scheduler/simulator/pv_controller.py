@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from apis.client.backend import EventType
 from apis.storage import (
     ANN_BIND_COMPLETED,
     ANN_SELECTED_NODE,
@@ -20,7 +21,6 @@ from apis.storage import (
     PersistentVolumeClaim,
     claim_class,
 )
-from scheduler.backend.base import EventType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.plugins.helper.storage import PVCS, PVS, STORAGECLASSES
 

@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from apis.client.backend import DEVICES, NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
 from apis.core import Pod
 from apis.errors import InvalidValue
 from apis.resources import from_int_units
 from apis.yamltext import load_yaml_documents
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.registry import Registry

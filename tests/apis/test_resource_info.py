@@ -6,9 +6,9 @@ import pytest
 from pydantic import BaseModel
 
 from apis.base import KoordModel, resource_info
+from apis.client import backend
 from apis.core import Node, Pod, PodDisruptionBudget
 from apis.registry import ALL_RESOURCES
-from scheduler.backend import base as backend
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import DEVICES, NODES, PODS
 from apis.core import Pod
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -18,7 +19,6 @@ from apis.extension.device import (
 from e2e.bench.openb_audit import OverAllocationError, audit
 from e2e.bench.openb_cluster import NAMESPACE, cluster_description, gpu_percent, pod_manifest
 from e2e.bench.openb_trace import Submission, TraceNode, TraceTask
-from scheduler.backend.base import DEVICES, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 
 NODES_ = [

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from apis.client.backend import EventType, WatchEvent
 from e2e.scenarios import test_load_aware as e2e_scenario
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import load_config

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.backend.base import NODES, PODS
+from apis.client.backend import NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.plugins.node_numa_resource.plugin import NRTS
 from tests.scheduler.node_numa_resource.nrt_fixtures import cpu_topology_annotation

@@ -13,8 +13,9 @@ import yaml
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from apis.client.watch import Gone
 from koordlet.client import KoordletClient
-from koordlet.states.resources import RESOURCES, Gone, Kind
+from koordlet.states.resources import RESOURCES, Kind
 
 BIG = "x" * 300_000  # over aiohttp's 128 KiB line limit
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apis.client.backend import NODES, PODS
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS
 from scheduler.backend.memory import MemoryBackend, copy_wire
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config

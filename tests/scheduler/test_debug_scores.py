@@ -12,9 +12,9 @@ import pytest
 import pytest_asyncio
 from aiohttp import test_utils, web
 
+from apis.client.backend import NODES, PODS
 from scheduler import __main__ as koord_scheduler
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.http import SchedulerHTTPServer

@@ -10,9 +10,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from apis.client.backend import DEVICES, NODES, PODGROUPS, PODS
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

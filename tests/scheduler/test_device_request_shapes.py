@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import DEVICES, NODES, PODS
 from apis.core import Pod
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT, ANNOTATION_DEVICE_ALLOCATED
 from apis.scheduling.device import Device
 from operators.logic.device_allocatable import device_resources
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import load_config

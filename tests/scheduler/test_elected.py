@@ -20,12 +20,12 @@ import aiohttp
 import pytest
 
 import scheduler.__main__ as main_module
+from apis.client.backend import NODES, PODS, BackendError, ClusterBackend
+from apis.client.leader import InMemoryLeaseStore, LeaderElector, LeaseRecord
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS, BackendError, ClusterBackend
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
-from scheduler.leader import InMemoryLeaseStore, LeaderElector, LeaseRecord
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 

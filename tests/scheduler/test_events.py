@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import NODES, ResourceType, WatchEvent
 from apis.core import Node
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, ResourceType, WatchEvent
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache, NodeInfo
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+from apis.client.backend import PDBS, PODS
+from apis.client.eviction import EvictionRequest, EvictionService
 from apis.core import Pod, PodDisruptionBudget
-from scheduler.backend.base import PDBS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.eviction import EvictionRequest, EvictionService
 
 
 def _backend() -> tuple[MemoryBackend, Pod]:

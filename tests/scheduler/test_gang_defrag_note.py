@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from apis.client.backend import PODGROUPS, PODS
 from apis.extension.defrag import ANNOTATION_DEFRAG_PLAN, DefragMove, DefragPlan
 from scheduler.app import SchedulerApp
-from scheduler.backend.base import PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.test_gang_scheduling import cluster, member, pod_group
 

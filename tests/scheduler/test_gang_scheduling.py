@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apis.client.backend import NODES, PODGROUPS, PODS, BackendError
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS, BackendError
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.metrics import SchedulerMetrics

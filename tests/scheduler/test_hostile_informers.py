@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import NODES, PODS, EventType, WatchEvent, each
 from apis.core import Pod
 from apis.cpulist import MAX_CPUS
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
-from scheduler.backend.base import NODES, PODS, EventType, WatchEvent, each
 from scheduler.backend.memory import MemoryBackend
 from tests.apis.test_cpulist import counted
 from tests.scheduler.reservation.harness import bound, node, pod, start, stop_app, until

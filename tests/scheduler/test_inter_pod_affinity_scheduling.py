@@ -14,9 +14,9 @@ import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.client.backend import NODES, PODGROUPS, PODS
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apis.client.backend import ELASTICQUOTAS, NODES, PDBS, PODGROUPS, PODS
 from apis.extension import preemption as preemption_ext
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import ELASTICQUOTAS, NODES, PDBS, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from scheduler import leader
-from scheduler.backend.base import BackendError
-from scheduler.leader import (
+from apis.client import leader
+from apis.client.backend import BackendError
+from apis.client.leader import (
     InMemoryLeaseStore,
     LeaderElectionError,
     LeaderElector,
@@ -295,7 +295,7 @@ def test_identity_defaults_to_hostname_and_uuid() -> None:
 
 
 def test_the_election_talks_to_the_api_server_only_through_the_backend_lease_store() -> None:
-    """The Lease I/O lives in scheduler.backend.lease; the election logic imports no API client."""
+    """The Lease I/O lives in apis.client.lease; the election logic imports no API client."""
     tree = ast.parse(Path(leader.__file__).read_text(encoding="utf-8"))
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
@@ -304,7 +304,7 @@ def test_the_election_talks_to_the_api_server_only_through_the_backend_lease_sto
         for alias in node.names
     }
     assert not {m for m in imported if m and m.split(".")[0] in ("kubernetes_asyncio", "aiohttp")}
-    assert "scheduler.backend.lease" in imported
+    assert "apis.client.lease" in imported
 
 
 async def test_campaign_leads_again_after_a_lost_term_with_fresh_work() -> None:

@@ -14,9 +14,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from apis.client.backend import NODES, PODGROUPS, PODS
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

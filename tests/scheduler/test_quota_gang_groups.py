@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest_asyncio
 
+from apis.client.backend import ELASTICQUOTAS, NODES, PODGROUPS, PODS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import ELASTICQUOTAS, NODES, PODGROUPS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.metrics import SchedulerMetrics

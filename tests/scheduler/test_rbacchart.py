@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import yaml
 
-from scheduler.framework.rbac import PolicyRule
-from scheduler.framework.rbacchart import ChartRBAC, merged_rules
+from apis.client.rbac import PolicyRule
+from apis.client.rbacchart import ChartRBAC, merged_rules
 
 CHART = ChartRBAC(component="koord-x", label="x", values_key="x", generator="gen", source="here")
 PODS = PolicyRule(("",), ("pods",), ("list", "watch"), why="informer")

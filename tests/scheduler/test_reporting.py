@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apis.client.backend import NODES, PODS, ObjectRef
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS, ObjectRef
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest_asyncio
 
+from apis.client.backend import ELASTICQUOTAS, NODES, PDBS, PODS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import ELASTICQUOTAS, NODES, PDBS, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

@@ -9,9 +9,9 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from apis.client.backend import NODES, PODGROUPS, PODS, ResourceType
 from apis.workloads import ReplicaSet
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODGROUPS, PODS, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.metrics import SchedulerMetrics

@@ -8,6 +8,7 @@ from typing import Any
 
 from kubernetes_asyncio import client
 
+from apis.client.answers import unless_status, went_through
 from apis.core import Pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
@@ -43,15 +44,10 @@ class KubeClusterObjects:
         return [Pod.model_validate(item) for item in raw]
 
     async def topology(self) -> ClusterNetworkTopology | None:
-        try:
-            raw = await self._objects.get_cluster_custom_object(
-                _CNT.group, _CNT.version, _CNT.plural, "default"
-            )
-        except client.ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-        return ClusterNetworkTopology.model_validate(raw)
+        raw = await unless_status(
+            404, self._objects.get_cluster_custom_object(_CNT.group, _CNT.version, _CNT.plural, "default")
+        )
+        return None if raw is None else ClusterNetworkTopology.model_validate(raw)
 
     async def reservations(self, label_selector: str) -> list[Reservation]:
         listed: dict[str, Any] = await self._objects.list_cluster_custom_object(
@@ -61,29 +57,25 @@ class KubeClusterObjects:
 
     async def create_reservation(self, reservation: Reservation) -> bool:
         body = reservation.model_dump(by_alias=True, exclude_none=True, mode="json")
-        try:
-            await self._objects.create_cluster_custom_object(
+        return await went_through(
+            self._objects.create_cluster_custom_object(
                 _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, body
-            )
-        except client.ApiException as exc:
-            if exc.status == 409:
-                return False
-            raise
-        return True
+            ),
+            409,
+        )
 
     async def delete_reservation(self, name: str) -> None:
-        try:
-            await self._objects.delete_cluster_custom_object(
+        await went_through(
+            self._objects.delete_cluster_custom_object(
                 _RESERVATION.group, _RESERVATION.version, _RESERVATION.plural, name
-            )
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+            ),
+            404,
+        )
 
     async def annotate_pod_group(self, namespace: str, name: str, annotations: dict[str, str | None]) -> None:
-        try:
+        await went_through(
             # The stubs leave out the generated client's documented ``_content_type`` keyword.
-            await self._objects.patch_namespaced_custom_object(  # type: ignore[call-arg]
+            self._objects.patch_namespaced_custom_object(  # type: ignore[call-arg]
                 _PG.group,
                 _PG.version,
                 namespace,
@@ -91,10 +83,9 @@ class KubeClusterObjects:
                 name,
                 {"metadata": {"annotations": annotations}},
                 _content_type=_MERGE_PATCH,
-            )
-        except client.ApiException as exc:
-            if exc.status != 404:
-                raise
+            ),
+            404,
+        )
 
     async def pod_group_event(
         self, pod_group: PodGroup, reason: str, message: str, type_: str = "Normal"

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from apis.client.rbac import PolicyRule
 from apis.core import Node, Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.defrag import (
@@ -37,7 +38,6 @@ from operators.descheduler.defrag.room import free_by_node, live, units
 from operators.descheduler.defrag.waiting import blocked_gangs, gang_key, members_by_gang
 from operators.descheduler.framework import ClusterObjects, DeschedulerHandle, EvictOptions
 from operators.descheduler.lownodeload.nodefit import node_fits, pod_requests_with_slot
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["ABORTED", "DONE", "DRY_RUN", "EVICTING", "NAME", "PLANNED", "RBAC", "GangDefragmentation", "new"]
 

@@ -15,6 +15,7 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.gang import LABEL_POD_GROUP
 from apis.extension.networktopology import NetworkTopologySpec, get_network_topology_spec
+from apis.podkey import namespaced_key
 from apis.scheduling.podgroup import PodGroup
 from operators.descheduler.defrag.room import live
 
@@ -39,7 +40,7 @@ class WaitingGang:
 
 
 def gang_key(pod_group: PodGroup) -> str:
-    return f"{pod_group.metadata.namespace or 'default'}/{pod_group.metadata.name or ''}"
+    return namespaced_key(pod_group.metadata.namespace, pod_group.metadata.name)
 
 
 def members_by_gang(pods: Sequence[Pod]) -> dict[str, list[Pod]]:

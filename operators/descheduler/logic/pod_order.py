@@ -11,6 +11,7 @@ from apis.errors import InvalidAnnotation
 from apis.extension.preemption import get_eviction_cost
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, priority_class_of
 from apis.extension.qos import qos_class_of
+from apis.podkey import pod_key
 
 __all__ = ["pod_order_key"]
 
@@ -47,5 +48,5 @@ def pod_order_key(pod: Pod) -> tuple[int, int, int, int, int, int, float, str]:
         _int_annotation(pod, _DELETION_COST),
         _eviction_cost(pod),
         -created.timestamp(),  # newest first
-        f"{pod.metadata.namespace}/{pod.metadata.name}",
+        pod_key(pod),
     )

@@ -27,7 +27,6 @@ __all__ = [
     "job_created",
     "job_phase",
     "job_targets",
-    "pod_key",
 ]
 
 ANNOTATION_EVICT = "descheduler.alpha.kubernetes.io/evict"
@@ -85,10 +84,6 @@ def controller_of(pod: Pod) -> OwnerReference | None:
         if ref.controller:
             return ref
     return None
-
-
-def pod_key(pod: Pod) -> str:
-    return f"{pod.metadata.namespace}/{pod.metadata.name}"
 
 
 def job_phase(job: PodMigrationJob) -> str:

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from apis.core import Pod
+from apis.podkey import pod_ref
 from apis.resources import ResourceList, add
 from operators.descheduler.lownodeload.classify import is_over, over_resources
 from operators.descheduler.lownodeload.nodefit import node_fits, pod_requests_with_slot
 from operators.descheduler.lownodeload.ordering import node_score, sort_pods, sort_sources
 from operators.descheduler.lownodeload.thresholds import NodeThresholds
-from operators.descheduler.lownodeload.usage import Amounts, NodeUsage, is_prod, pod_key
+from operators.descheduler.lownodeload.usage import Amounts, NodeUsage, is_prod
 
 __all__ = [
     "EvictFn",
@@ -150,13 +151,13 @@ async def run_pass(
             for pod in source.usage.pods
             if removable(pod)
             and (kind == "node" or is_prod(pod))
-            and (not node_fit or pod_key(pod) in source.usage.pod_usage)
+            and (not node_fit or pod_ref(pod) in source.usage.pod_usage)
         ]
         if node_fit:  # a pod no target could take now is not a candidate (checked, not placed)
             candidates = [
                 pod
                 for pod in candidates
-                if find_target(pod, source.usage.pod_usage[pod_key(pod)], targets, kind) is not None
+                if find_target(pod, source.usage.pod_usage[pod_ref(pod)], targets, kind) is not None
             ]
         ordered = sort_pods(candidates, source.usage.pod_usage, source.used(kind), source.high(kind), weights)
         for pod in ordered:
@@ -165,7 +166,7 @@ async def run_pass(
                 break
             if any(value <= 0 for value in budget.values()):
                 return moves
-            pod_usage = source.usage.pod_usage.get(pod_key(pod), {})
+            pod_usage = source.usage.pod_usage.get(pod_ref(pod), {})
             target = None
             if node_fit:
                 target = find_target(pod, pod_usage, targets, kind)

@@ -20,11 +20,12 @@ from apis.extension.priority import (
     priority_class_of,
 )
 from apis.extension.qos import QOS_BE, QOS_LS, QOS_LSE, QOS_LSR, QOS_SYSTEM, qos_class_of
-from operators.descheduler.lownodeload.usage import Amounts, pod_key
+from apis.podkey import PodRef, pod_ref
+from apis.podqos import kubernetes_qos
+from operators.descheduler.lownodeload.usage import Amounts
 
 __all__ = [
     "ANNOTATION_POD_DELETION_COST",
-    "kubernetes_qos",
     "node_score",
     "pod_sort_key",
     "segmented_score",
@@ -56,29 +57,6 @@ def node_score(usage: Amounts, allocatable: Amounts, weights: Mapping[str, int])
 def sort_sources(names_and_scores: Sequence[tuple[str, int]]) -> list[str]:
     """Highest score first, then by name."""
     return [name for name, _ in sorted(names_and_scores, key=lambda pair: (-pair[1], pair[0]))]
-
-
-def kubernetes_qos(pod: Pod) -> str:
-    """``status.qosClass`` when kubelet wrote it, else computed from cpu/memory requests and limits."""
-    if pod.status.qos_class:
-        return pod.status.qos_class
-    requests: dict[str, object] = {}
-    limits: dict[str, object] = {}
-    guaranteed = True
-    for container in pod.spec.containers:
-        resources = container.resources
-        req = dict(resources.requests or {}) if resources else {}
-        lim = dict(resources.limits or {}) if resources else {}
-        for name in ("cpu", "memory"):
-            if name in req:
-                requests[name] = req[name]
-            if name in lim:
-                limits[name] = lim[name]
-            if name not in lim or req.get(name, lim[name]) != lim[name]:
-                guaranteed = False
-    if not requests and not limits:
-        return "BestEffort"
-    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _int_annotation(pod: Pod, key: str) -> int:
@@ -135,19 +113,19 @@ def pod_sort_key(pod: Pod, score: float | None) -> tuple[object, ...]:
         _eviction_cost(pod),
         (1, 0.0) if score is None else (0, -score),
         -created.timestamp(),
-        pod_key(pod),
+        pod_ref(pod),
     )
 
 
 def sort_pods(
     pods: Sequence[Pod],
-    pod_usage: Mapping[tuple[str, str], Amounts],
+    pod_usage: Mapping[PodRef, Amounts],
     node_usage: Amounts,
     high: Amounts,
     weights: Mapping[str, int],
 ) -> list[Pod]:
     def key(pod: Pod) -> tuple[object, ...]:
-        usage = pod_usage.get(pod_key(pod))
+        usage = pod_usage.get(pod_ref(pod))
         score = None if usage is None else segmented_score(usage, node_usage, high, weights)
         return pod_sort_key(pod, score)
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+from apis.client.rbac import PolicyRule
 from apis.core import Node, Pod
 from operators.descheduler.framework import DeschedulerHandle, EvictOptions
 from operators.descheduler.lownodeload.anomaly import AnomalyDetectors
@@ -24,7 +25,6 @@ from operators.descheduler.lownodeload.classify import classify, is_over
 from operators.descheduler.lownodeload.nodefit import requested_on
 from operators.descheduler.lownodeload.thresholds import node_thresholds
 from operators.descheduler.lownodeload.usage import NodeUsage, node_usage
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["DRY_RUN_EVENT_REASON", "NAME", "RBAC", "LowNodeLoad", "new"]
 

@@ -15,9 +15,11 @@ from apis.core import Node, Pod
 from apis.errors import InvalidValue
 from apis.extension.priority import LABEL_POD_PRIORITY_CLASS, PRIORITY_PROD, priority_class_of
 from apis.extension.qos import qos_class_of
+from apis.podkey import PodRef, namespaced_ref, pod_ref
 from apis.quantity import Quantity
 from apis.resources import parse_resource_list, to_int_units
 from apis.slo.nodemetric import NodeMetric
+from apis.slo.nodemetric_reading import is_expired
 
 __all__ = [
     "ANNOTATION_RAW_ALLOCATABLE",
@@ -27,18 +29,12 @@ __all__ = [
     "is_prod",
     "is_terminal",
     "node_usage",
-    "pod_key",
 ]
 
 ANNOTATION_RAW_ALLOCATABLE = "node.koordinator.sh/raw-allocatable"
 """JSON resource list: the node's allocatable before koord-manager's amplification (v1.8)."""
 
 Amounts = dict[str, int]
-PodKey = tuple[str, str]
-
-
-def pod_key(pod: Pod) -> PodKey:
-    return (pod.metadata.namespace or "", pod.metadata.name or "")
 
 
 def is_terminal(pod: Pod) -> bool:
@@ -82,7 +78,7 @@ class NodeUsage:
     prod_usage: Amounts
     pods: list[Pod]
     """The node's non-terminal pods."""
-    pod_usage: dict[PodKey, Amounts] = field(default_factory=dict)
+    pod_usage: dict[PodRef, Amounts] = field(default_factory=dict)
     """Per-pod usage from ``podsMetric``; a pod missing here has no metric."""
 
     @property
@@ -101,16 +97,18 @@ def node_usage(
     """None when the node has no usable metric: no NodeMetric, no ``status.nodeMetric``, no
     ``updateTime``, or one at least ``expiration_seconds`` old."""
     status = metric.status if metric is not None else None
-    if status is None or status.node_metric is None or status.update_time is None:
-        return None
-    if (now - status.update_time).total_seconds() >= expiration_seconds:
+    if (
+        status is None
+        or status.node_metric is None
+        or is_expired(status.update_time, now, expiration_seconds)
+    ):
         return None
     system = status.node_metric.system_usage
     usage = _amounts(system.resources if system else None, names)
-    per_pod: dict[PodKey, Amounts] = {}
+    per_pod: dict[PodRef, Amounts] = {}
     for pod_metric in status.pods_metric or ():
         amounts = _amounts(pod_metric.pod_usage.resources if pod_metric.pod_usage else None, names)
-        per_pod[(pod_metric.namespace or "", pod_metric.name or "")] = amounts
+        per_pod[namespaced_ref(pod_metric.namespace, pod_metric.name)] = amounts
         for name in names:
             usage[name] += amounts[name]
     live = [pod for pod in pods if not is_terminal(pod)]
@@ -118,7 +116,7 @@ def node_usage(
         usage["pods"] = len(live)
     prod = dict.fromkeys(names, 0)
     for pod in live:
-        measured = per_pod.get(pod_key(pod))
+        measured = per_pod.get(pod_ref(pod))
         if measured is not None and is_prod(pod):
             for name in names:
                 prod[name] += measured[name]
@@ -127,6 +125,6 @@ def node_usage(
         allocatable=allocatable(node, names),
         usage=usage,
         prod_usage=prod,
-        pods=sorted(live, key=pod_key),
+        pods=sorted(live, key=pod_ref),
         pod_usage=per_pod,
     )

@@ -24,10 +24,12 @@ from apis.extension.priority import (
     priority_class_of,
 )
 from apis.extension.qos import QoSClass, qos_class_of
+from apis.podkey import pod_key
+from apis.podqos import kubernetes_qos
 from apis.podrequests import pod_requests
 from apis.quantity import Quantity
 from apis.slo.nodemetric import NodeMetric, ResourceMap
-from operators.descheduler.lownodeload.ordering import kubernetes_qos
+from apis.slo.nodemetric_reading import pods_metric_by_key
 
 __all__ = [
     "CpuMem",
@@ -176,7 +178,7 @@ def pod_entry(pod: Pod) -> PodEntry | None:
     qos = qos_class_of(labels, kubernetes_qos(pod))
     numa_nodes, numa_problem = _pod_numa_nodes(pod)
     return PodEntry(
-        key=f"{pod.metadata.namespace}/{pod.metadata.name}",
+        key=pod_key(pod),
         priority=priority_class_of(pod.spec.priority, labels.get(LABEL_POD_PRIORITY_CLASS), qos),
         qos=qos,
         request=CpuMem.of(pod_requests(pod.spec)),
@@ -207,8 +209,8 @@ def inputs_from_entries(node: Node, pods: Iterable[PodEntry], metric: NodeMetric
         klass = priority_class_by_name(app.priority)
         host_apps[klass] = host_apps.get(klass, CpuMem()) + _of_map(app.usage)
     pod_usages = {
-        f"{m.namespace}/{m.name}": PodUsage(_of_map(m.pod_usage), priority_class_by_name(m.priority))
-        for m in (status.pods_metric if status else None) or ()
+        key: PodUsage(_of_map(m.pod_usage), priority_class_by_name(m.priority))
+        for key, m in pods_metric_by_key(status).items()
     }
     reclaimable = status.prod_reclaimable_metric if status is not None else None
     return NodeInputs(

@@ -31,13 +31,7 @@ import logging
 
 import numpy as np
 
-from apis.core import Pod
-from apis.extension import gang as gang_ext
-from apis.extension.networktopology import get_network_topology_selector
-from apis.extension.reservation import is_reserve_pod
-from apis.scheduling.networktopology import ClusterNetworkTopology
-from apis.scheduling.podgroup import PodGroup
-from scheduler.backend.base import (
+from apis.client.backend import (
     PDBS,
     PODGROUPS,
     PODS,
@@ -47,12 +41,19 @@ from scheduler.backend.base import (
     ObjectRef,
     WatchEvent,
 )
+from apis.client.eviction import EVICTION_RULES
+from apis.client.rbac import PolicyRule
+from apis.core import Pod
+from apis.extension import gang as gang_ext
+from apis.extension.networktopology import get_network_topology_selector
+from apis.extension.reservation import is_reserve_pod
+from apis.scheduling.networktopology import ClusterNetworkTopology
+from apis.scheduling.podgroup import PodGroup
 from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.eviction import EVICTION_RULES
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     BIND_ANNOTATIONS,
@@ -77,7 +78,6 @@ from scheduler.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, Gangs, gang_name_of

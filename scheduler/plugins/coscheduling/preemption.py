@@ -37,6 +37,8 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from apis.client.backend import PODS, EventType, WatchEvent
+from apis.client.eviction import EvictionRequest
 from apis.core import Pod
 from apis.extension import preemption as preemption_ext
 from apis.extension import quota as quota_ext
@@ -44,11 +46,9 @@ from apis.extension.networktopology import NetworkTopologySpec
 from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
-from scheduler.backend.base import PODS, EventType, WatchEvent
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status

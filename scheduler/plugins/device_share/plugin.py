@@ -22,6 +22,17 @@ from functools import partial
 
 import numpy as np
 
+from apis.client.backend import (
+    DEVICES,
+    NODES,
+    PODS,
+    RESERVATIONS,
+    BackendError,
+    ObjectRef,
+    WatchEvent,
+    each,
+)
+from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.errors import InvalidAnnotation, echo
 from apis.extension.device import (
@@ -48,16 +59,6 @@ from apis.extension.reservation import get_reservation_allocated, is_reservation
 from apis.quantity import Format, Quantity
 from apis.scheduling.device import Device
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import (
-    DEVICES,
-    NODES,
-    PODS,
-    RESERVATIONS,
-    BackendError,
-    ObjectRef,
-    WatchEvent,
-    each,
-)
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -75,7 +76,6 @@ from scheduler.framework.interfaces import (
     ReservationView,
     Room,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.adapter import BindContext, adapt
 from scheduler.plugins.device_share.allocator import (

@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import TypeAdapter, ValidationError
 
+from apis.client.backend import ResourceType, WatchEvent
 from apis.core import ConfigMap
 from apis.errors import InvalidValue
 from apis.extension._annotation import ResourceList
 from apis.extension.device import RESOURCE_GPU_CORE, RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO
 from apis.resources import to_int_units
 from apis.yamltext import load_yaml
-from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.plugins.device_share.args import GPUSharedResourceTemplatesConfig
 from scheduler.plugins.device_share.request import GPURequest
 

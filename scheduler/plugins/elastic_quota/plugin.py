@@ -34,15 +34,7 @@ import dataclasses
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 
-from apis.core import Pod
-from apis.duration import parse_go_duration_ns
-from apis.extension import gang as gang_ext
-from apis.extension import quota as quota_ext
-from apis.extension.reservation import is_reserve_pod
-from apis.quota.elasticquotaprofile import ElasticQuotaProfile
-from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
-from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import (
+from apis.client.backend import (
     ELASTICQUOTAPROFILES,
     ELASTICQUOTAS,
     PDBS,
@@ -51,10 +43,19 @@ from scheduler.backend.base import (
     EventType,
     WatchEvent,
 )
+from apis.client.eviction import EVICTION_RULES, EvictionRequest
+from apis.client.rbac import PolicyRule
+from apis.core import Pod
+from apis.duration import parse_go_duration_ns
+from apis.extension import gang as gang_ext
+from apis.extension import quota as quota_ext
+from apis.extension.reservation import is_reserve_pod
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
+from apis.scheduling.reservation import Reservation
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.eviction import EVICTION_RULES, EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     RESERVATION_CREDIT,
@@ -70,7 +71,6 @@ from scheduler.framework.interfaces import (
     QuotaRelease,
     ReservePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota import hooks, messages
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs

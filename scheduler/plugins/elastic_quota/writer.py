@@ -21,9 +21,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from apis.client.backend import NotFound
 from apis.extension import quota as quota_ext
 from apis.resources import from_int_units
-from scheduler.backend.base import NotFound
 from scheduler.quota import Figures
 from scheduler.quota.tree import Resources
 

@@ -1,4 +1,4 @@
-"""Node selectors (``nodeSelectorTerms``) compiled into row masks over the cache's label index.
+"""Node selectors (``apis.nodeselector``'s compiled terms) as row masks over the cache's label index.
 
 NodeAffinity filters and scores with them; PodTopologySpread limits its domains to the nodes a
 pod's required node affinity selects (``nodeAffinityPolicy: Honor``); the volume plugins match a
@@ -8,122 +8,23 @@ are ``k8s.io/component-helpers``' node selectors, described in ``scheduler.plugi
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from apis.core import Pod
-from apis.meta import NodeSelectorRequirement, NodeSelectorTerm
+from apis.meta import NodeSelectorTerm
+from apis.nodeselector import OBJECT_NAME_FIELD, CompiledRequirement, CompiledTerm, compile_term, go_int
 from scheduler.cache.node_table import BoolArray
 from scheduler.cache.snapshot import Snapshot
 
 __all__ = [
-    "OBJECT_NAME_FIELD",
-    "CompiledTerm",
     "NodeSelectorMatcher",
-    "compile_term",
     "fit_mask",
-    "go_int",
     "required_node_mask",
     "term_mask",
 ]
-
-OBJECT_NAME_FIELD = "metadata.name"
-_GO_INT = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def go_int(value: str) -> int | None:
-    """Go's ``strconv.ParseInt(value, 10, 64)``: an optional sign, decimal digits, in int64 range."""
-    if not _GO_INT.fullmatch(value):
-        return None
-    number = int(value)
-    return number if _INT64_MIN <= number <= _INT64_MAX else None
-
-
-# ---- compiled selectors --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class _Requirement:
-    key: str
-    operator: str
-    values: frozenset[str]
-    number: int | None = None
-    """The integer of ``Gt`` / ``Lt``."""
-    field: bool = False
-    """A ``matchFields`` requirement (on the node's name) rather than a label one."""
-
-
-@dataclass(frozen=True, slots=True)
-class CompiledTerm:
-    requirements: tuple[_Requirement, ...]
-    error: str | None = None
-    """Why the term is malformed; such a term matches no node."""
-
-
-def _compile_label(req: NodeSelectorRequirement, path: str) -> tuple[_Requirement | None, str | None]:
-    values = req.values or []
-    op = req.operator
-    if op in ("In", "NotIn"):
-        if not values:
-            return (
-                None,
-                f"{path}.values: Required value: for 'in', 'notin' operators, values set can't be empty",
-            )
-        return _Requirement(req.key, op, frozenset(values)), None
-    if op in ("Exists", "DoesNotExist"):
-        if values:
-            return (
-                None,
-                f"{path}.values: Invalid value: values set must be empty for exists and does not exist",
-            )
-        return _Requirement(req.key, op, frozenset()), None
-    if op in ("Gt", "Lt"):
-        if len(values) != 1:
-            return (
-                None,
-                f"{path}.values: Invalid value: for 'Gt', 'Lt' operators, exactly one value is required",
-            )
-        number = go_int(values[0])
-        if number is None:
-            return None, (
-                f"{path}.values[0]: Invalid value: {values[0]!r}: "
-                "for 'Gt', 'Lt' operators, the value must be an integer"
-            )
-        return _Requirement(req.key, op, frozenset(values), number), None
-    return None, f"{path}.operator: Unsupported value: {op!r}"
-
-
-def _compile_field(req: NodeSelectorRequirement, path: str) -> tuple[_Requirement | None, str | None]:
-    values = req.values or []
-    if req.operator not in ("In", "NotIn"):
-        return None, f'{path}.operator: Unsupported value: {req.operator!r}: supported values: "In", "NotIn"'
-    if len(values) != 1:
-        return None, f"{path}.values: Invalid value: must have one element"
-    return _Requirement(req.key, req.operator, frozenset(values), field=True), None
-
-
-def compile_term(term: NodeSelectorTerm, path: str = "nodeSelectorTerms[0]") -> CompiledTerm | None:
-    """The term's requirements, or None for an empty term (which selects no node)."""
-    expressions, fields = term.match_expressions or [], term.match_fields or []
-    if not expressions and not fields:
-        return None
-    requirements: list[_Requirement] = []
-    errors: list[str] = []
-    for reqs, kind, compile_one in (
-        (expressions, "matchExpressions", _compile_label),
-        (fields, "matchFields", _compile_field),
-    ):
-        for i, req in enumerate(reqs):
-            compiled, error = compile_one(req, f"{path}.{kind}[{i}]")
-            if error is not None:
-                errors.append(error)
-            elif compiled is not None:
-                requirements.append(compiled)
-    return CompiledTerm(tuple(requirements), "; ".join(errors) if errors else None)
 
 
 def fit_mask(mask: BoolArray, size: int) -> BoolArray:
@@ -135,7 +36,7 @@ def fit_mask(mask: BoolArray, size: int) -> BoolArray:
     return padded
 
 
-def _requirement_mask(req: _Requirement, snapshot: Snapshot, size: int) -> BoolArray:
+def _requirement_mask(req: CompiledRequirement, snapshot: Snapshot, size: int) -> BoolArray:
     if req.field:
         if req.key == OBJECT_NAME_FIELD:
             (value,) = req.values

@@ -38,13 +38,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from apis.client.backend import PDBS, WatchEvent
+from apis.client.eviction import EvictionRequest
 from apis.core import PodDisruptionBudget
 from apis.extension.reservation import is_reserve_pod
-from scheduler.backend.base import PDBS, WatchEvent
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis, PostFilterResult
 from scheduler.framework.status import Status

@@ -16,9 +16,9 @@ from weakref import WeakKeyDictionary
 import numpy as np
 from pydantic import BaseModel
 
+from apis.client.backend import ResourceType, WatchEvent
 from apis.core import Pod, Volume
 from apis.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
-from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.cache.node_table import BoolArray
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle, Informers

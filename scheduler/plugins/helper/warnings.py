@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from scheduler.backend.base import ClusterBackend, EventRecord, ObjectRef
+from apis.client.backend import ClusterBackend, EventRecord, ObjectRef
 from scheduler.background import BackgroundTasks
 
 __all__ = ["ObjectWarnings"]

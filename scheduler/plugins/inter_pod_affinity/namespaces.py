@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from apis.client.backend import ResourceType, WatchEvent
 from apis.core import Namespace
-from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.cache.pod_selector import Selector
 
 __all__ = ["NAMESPACES", "NamespaceLabels"]

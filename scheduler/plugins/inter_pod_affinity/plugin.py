@@ -35,6 +35,7 @@ import numpy.typing as npt
 from pydantic import ConfigDict, field_validator
 
 from apis.base import KoordModel
+from apis.client.rbac import PolicyRule
 from apis.core import Affinity
 from apis.types import Int32
 from scheduler.cache.node_table import BoolArray, IntArray
@@ -55,7 +56,6 @@ from scheduler.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.pod_affinity import (
     AffinityTerm,

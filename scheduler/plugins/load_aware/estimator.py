@@ -13,6 +13,7 @@ from apis.core import Container, Pod
 from apis.extension import colocation, loadaware
 from apis.extension import priority as priority_ext
 from apis.extension import qos as qos_ext
+from apis.podqos import computed_kubernetes_qos
 from apis.resources import to_int_units
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -42,19 +43,6 @@ def go_round(value: float) -> int:
     return int(math.copysign(rounded, value))
 
 
-def _best_effort(pod: Pod) -> bool:
-    """Kubernetes' BestEffort QoS class: no container requests or limits any cpu or memory."""
-    for container in (*pod.spec.containers, *(pod.spec.init_containers or ())):
-        res = container.resources
-        if res is None:
-            continue
-        for amounts in (res.requests, res.limits):
-            for name, quantity in (amounts or {}).items():
-                if name in ("cpu", "memory") and to_int_units(name, quantity) > 0:
-                    return False
-    return True
-
-
 def priority_class(pod: Pod) -> priority_ext.PriorityClass:
     """Koordinator's ``GetPodPriorityClassWithDefault``: the label or the priority range, else the
     default of the pod's QoS class. Without a QoS label, Guaranteed (LSR) and Burstable (LS) both
@@ -65,8 +53,7 @@ def priority_class(pod: Pod) -> priority_ext.PriorityClass:
     )
     if klass != priority_ext.PRIORITY_NONE:
         return klass
-    kube_qos = qos_ext.KUBERNETES_QOS_BEST_EFFORT if _best_effort(pod) else qos_ext.KUBERNETES_QOS_BURSTABLE
-    return priority_ext.priority_class_of_qos(qos_ext.qos_class_of(labels, kube_qos))
+    return priority_ext.priority_class_of_qos(qos_ext.qos_class_of(labels, computed_kubernetes_qos(pod.spec)))
 
 
 def is_daemonset_pod(pod: Pod) -> bool:

@@ -26,10 +26,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from apis.client.backend import WatchEvent, each
 from apis.core import Node
 from apis.duration import parse_go_duration_ns
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import WatchEvent, each
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs

@@ -10,7 +10,7 @@ from apis.extension import priority as priority_ext
 from apis.quantity import Quantity
 from apis.resources import to_int_units
 from apis.slo.nodemetric import NodeMetric, ResourceMap
-from scheduler.cache.pod_info import pod_key
+from apis.slo.nodemetric_reading import pods_metric_by_key
 
 __all__ = ["DEFAULT_REPORT_INTERVAL_SECONDS", "NodeLoad", "PodUsage", "decode"]
 
@@ -83,8 +83,8 @@ def decode(metric: NodeMetric) -> NodeLoad:
         window = parse_go_duration_ns(entry.duration) if entry.duration else 0
         aggregated.append((window, {kind: _usage(rm) for kind, rm in (entry.usage or {}).items()}))
     pods = {
-        pod_key(p.namespace, p.name): PodUsage(_usage(p.pod_usage), p.priority == priority_ext.PRIORITY_PROD)
-        for p in status.pods_metric or ()
+        key: PodUsage(_usage(p.pod_usage), p.priority == priority_ext.PRIORITY_PROD)
+        for key, p in pods_metric_by_key(status).items()
     }
     return NodeLoad(
         update_time=status.update_time.timestamp() if status.update_time else None,

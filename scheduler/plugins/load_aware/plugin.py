@@ -27,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.client.backend import ObjectRef, ResourceType
+from apis.client.rbac import PolicyRule
 from apis.core import Node
 from apis.extension.priority import PRIORITY_PROD
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import ObjectRef, ResourceType
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -47,7 +48,6 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.warnings import ObjectWarnings
 from scheduler.plugins.load_aware.args import LoadAwareSchedulingArgs

@@ -21,6 +21,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from apis.client.backend import (
+    PODS,
+    RESERVATIONS,
+    BackendError,
+    EventRecord,
+    ObjectRef,
+    ResourceType,
+    WatchEvent,
+    each,
+)
+from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import (
@@ -42,16 +53,6 @@ from apis.extension.reservation import is_reserve_pod
 from apis.resources import from_int_units, to_int_units
 from apis.scheduling.reservation import Reservation
 from apis.topology import NodeResourceTopology
-from scheduler.backend.base import (
-    PODS,
-    RESERVATIONS,
-    BackendError,
-    EventRecord,
-    ObjectRef,
-    ResourceType,
-    WatchEvent,
-    each,
-)
 from scheduler.background import BackgroundTasks
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
@@ -68,7 +69,6 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
     Room,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMARequest, allocate, numa_used
 from scheduler.plugins.node_numa_resource.amplification import (

@@ -16,11 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from apis.meta import Toleration
+from apis.tolerations import NO_EXECUTE, NO_SCHEDULE, tolerations_tolerate
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.helper.node_selector import fit_mask, required_node_mask
-from scheduler.plugins.helper.taints import NO_EXECUTE, NO_SCHEDULE, node_index, tolerations_tolerate
+from scheduler.plugins.helper.taints import node_index
 from scheduler.plugins.pod_topology_spread.constraints import Constraint
 
 __all__ = ["DomainCounts", "NodeMasks", "domain_counts"]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.client.rbac import PolicyRule
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -41,7 +42,6 @@ from scheduler.framework.interfaces import (
     ScoreExtensions,
     ScorePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.pod_topology_spread.args import (
     DO_NOT_SCHEDULE,

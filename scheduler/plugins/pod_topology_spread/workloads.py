@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from apis.meta import LabelSelector, ObjectMeta
+from apis.client.backend import ResourceType, WatchEvent
+from apis.client.rbac import PolicyRule
+from apis.meta import LabelSelector
+from apis.podkey import namespaced_ref
 from apis.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
-from scheduler.backend.base import ResourceType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import Requirement, Selector
-from scheduler.framework.rbac import PolicyRule
 
 __all__ = ["REPLICASETS", "REPLICATIONCONTROLLERS", "SERVICES", "STATEFULSETS", "WORKLOADS_RBAC", "Workloads"]
 
@@ -33,10 +34,6 @@ WORKLOADS_RBAC = tuple(
 T = TypeVar("T", Service, ReplicationController, ReplicaSet, StatefulSet)
 Store = dict[str, dict[str, Any]]
 """namespace -> name -> the object (a pod's selector only reads its own namespace)."""
-
-
-def _key(meta: ObjectMeta) -> tuple[str, str]:
-    return (meta.namespace or "default", meta.name or "")
 
 
 def _requirements(selector: LabelSelector | None) -> frozenset[Requirement] | None:
@@ -61,11 +58,11 @@ class Workloads:
         store = self._stores[resource]
 
         def upsert(obj: T) -> None:
-            namespace, name = _key(obj.metadata)
+            namespace, name = namespaced_ref(obj.metadata.namespace, obj.metadata.name)
             store.setdefault(namespace, {})[name] = obj
 
         def delete(obj: T) -> None:
-            namespace, name = _key(obj.metadata)
+            namespace, name = namespaced_ref(obj.metadata.namespace, obj.metadata.name)
             store.get(namespace, {}).pop(name, None)
 
         def replace(objects: Sequence[T]) -> None:

@@ -19,9 +19,9 @@ from apis.extension.reservation import (
     ReservationOwner,
 )
 from apis.meta import NodeSelectorRequirement, NodeSelectorTerm, Taint, Toleration
+from apis.nodeselector import go_int
+from apis.tolerations import NO_EXECUTE, NO_SCHEDULE, tolerations_tolerate
 from scheduler.cache.pod_info import PodInfo
-from scheduler.plugins.helper.node_selector import go_int
-from scheduler.plugins.helper.taints import NO_EXECUTE, NO_SCHEDULE, tolerations_tolerate
 
 __all__ = [
     "UNSCHEDULABLE_TAINT",

@@ -36,6 +36,9 @@ from typing import Any
 
 import numpy as np
 
+from apis.client.backend import PODS, RESERVATIONS, BackendError, EventType, ObjectRef, WatchEvent
+from apis.client.eviction import EvictionRequest
+from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension import gang as gang_ext
@@ -54,12 +57,10 @@ from apis.extension.reservation import (
 from apis.meta import unknown_toleration_values
 from apis.resources import from_int_units
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import PODS, RESERVATIONS, BackendError, EventType, ObjectRef, WatchEvent
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.eviction import EvictionRequest
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     BIND_ANNOTATIONS,
@@ -76,7 +77,6 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
     ReservationView,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.reservation import PODS as PODS_RESOURCE
 from scheduler.plugins.helper.warnings import ObjectWarnings

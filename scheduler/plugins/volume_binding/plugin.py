@@ -38,6 +38,8 @@ import numpy as np
 from pydantic import ConfigDict, Field, field_validator
 
 from apis.base import KoordModel
+from apis.client.backend import BackendError
+from apis.client.rbac import PolicyRule
 from apis.meta import ObjectReference
 from apis.storage import (
     ANN_BIND_COMPLETED,
@@ -48,7 +50,6 @@ from apis.storage import (
     claim_class,
     volume_class,
 )
-from scheduler.backend.base import BackendError
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -63,7 +64,6 @@ from scheduler.framework.interfaces import (
     PreFilterResult,
     ReservePlugin,
 )
-from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.storage import (
     PVCS,

@@ -11,9 +11,9 @@ import pytest
 
 from apis.core import Pod
 from apis.slo.nodeslo import NodeSLOSpec
+from koordlet.config import NRIOptions
 from koordlet.nri import adjust
 from koordlet.nri.mux import PLUGIN_SERVICE_CONN, RUNTIME_SERVICE_CONN, Mux
-from koordlet.nri.options import NRIOptions
 from koordlet.nri.plugin import EVENTS, PLUGIN_SERVICE, RUNTIME_SERVICE, NRIPlugin, event_mask
 from koordlet.nri.proto import api_pb2
 from koordlet.nri.server import NRIServer

@@ -13,8 +13,8 @@ from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLO
 from koordlet.config import KoordletConfig
 from koordlet.metrics import KoordletMetrics
-from koordlet.qos.simulated import SimulatedQoS
 from koordlet.simulate.model import LoadFile
+from koordlet.simulate.qos import SimulatedQoS
 from koordlet.simulate.runner import Simulation
 from koordlet.states.resources import Kind
 from koordlet.states.store import States

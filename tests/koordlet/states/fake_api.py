@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from koordlet.states.resources import Gone, Resource
+from apis.client.watch import Gone
+from koordlet.states.resources import Resource
 
 
 class FakeListWatch:

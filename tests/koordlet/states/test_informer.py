@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from koordlet.states.informer import Backoff, Informer
+from apis.client.watch import Backoff
+from koordlet.states.informer import Informer
 from koordlet.states.resources import RESOURCES, Kind
 from koordlet.states.store import States
 from tests.koordlet.states.fake_api import FakeListWatch, event, gone, named

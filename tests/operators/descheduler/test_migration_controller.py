@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from apis.client.eviction import EvictionRequest
 from apis.core import Node, Pod
 from apis.scheduling.podmigrationjob import PodMigrationJob
 from apis.scheduling.reservation import Reservation
@@ -16,7 +17,6 @@ from operators.descheduler.framework import EvictOptions
 from operators.descheduler.informers import Store
 from operators.descheduler.migration import MigrationController
 from operators.descheduler.runtime import EvictorProxy, Handle, Profile, RoundLimits, run_round
-from scheduler.framework.eviction import EvictionRequest
 from tests.operators.descheduler.helpers import T0, job, later, pod_body, store_with
 
 OPTIONS = EvictOptions(plugin_name="LowNodeLoad", reason="node is overutilized")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from apis.client.backend import NODES, PODS, EventRecord, ObjectRef
 from apis.core import Pod
-from scheduler.backend.base import NODES, PODS, EventRecord, ObjectRef
 from scheduler.backend.fence import Fenced, FencedBackend
 from scheduler.backend.memory import MemoryBackend
 

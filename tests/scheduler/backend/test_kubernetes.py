@@ -18,9 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
-from apis.core import Pod
-from apis.quantity import Quantity
-from scheduler.backend.base import (
+from apis.client.backend import (
     PODGROUPS,
     PODS,
     TOPOLOGIES,
@@ -33,7 +31,9 @@ from scheduler.backend.base import (
     ObjectRef,
     WatchEvent,
 )
-from scheduler.backend.kubernetes import KubernetesBackend, resource_path
+from apis.client.kubernetes import KubernetesBackend, resource_path
+from apis.core import Pod
+from apis.quantity import Quantity
 from scheduler.cache.pod_info import PodInfo
 
 
@@ -181,7 +181,7 @@ async def test_paginated_list_bookmarks_410_and_resume(
         Watch(status=500),
         Watch([line("DELETED", raw_pod("p1", 21))], end="hang"),
     ]
-    caplog.set_level(logging.INFO, logger="scheduler.backend.kubernetes")
+    caplog.set_level(logging.INFO, logger="apis.client.kubernetes")
     stream = backend.watch(PODS)
     events = await take(stream, 5)
     assert [(e.type, names(e)) for e in events] == [
@@ -462,7 +462,7 @@ async def test_writes_are_limited_by_the_semaphore(server: tuple[FakeApiServer, 
 async def test_patch_custom_merge_patches_the_main_resource(
     server: tuple[FakeApiServer, KubernetesBackend],
 ) -> None:
-    from scheduler.backend.base import ELASTICQUOTAS
+    from apis.client.backend import ELASTICQUOTAS
 
     fake, backend = server
     patch = {"metadata": {"annotations": {"a": "b"}}, "status": {"used": {"cpu": "1"}}}

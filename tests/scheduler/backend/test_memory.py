@@ -9,8 +9,7 @@ from typing import Any, TypeVar
 import pytest
 from pydantic import BaseModel
 
-from apis.core import Node, Pod, PodDisruptionBudget
-from scheduler.backend.base import (
+from apis.client.backend import (
     NODES,
     PDBS,
     PODS,
@@ -23,6 +22,7 @@ from scheduler.backend.base import (
     ObjectRef,
     WatchEvent,
 )
+from apis.core import Node, Pod, PodDisruptionBudget
 from scheduler.backend.memory import FieldSelector, MemoryBackend, json_merge_patch, strategic_merge_patch
 
 T = TypeVar("T", bound=BaseModel)
@@ -304,7 +304,7 @@ def test_merge_patch_helpers() -> None:
 
 
 async def test_patch_custom_merges_metadata_and_status_of_a_custom_resource() -> None:
-    from scheduler.backend.base import ELASTICQUOTAS, NotFound
+    from apis.client.backend import ELASTICQUOTAS, NotFound
 
     backend = MemoryBackend()
     quota = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.backend import ratelimit
-from scheduler.backend.ratelimit import TokenBucket
+from apis.client import ratelimit
+from apis.client.ratelimit import TokenBucket
 
 
 class FakeTime:
@@ -57,7 +57,7 @@ async def test_zero_qps_is_unlimited(fake: FakeTime) -> None:
 async def test_concurrency_limit_admits_at_most_the_limit_in_arrival_order() -> None:
     import asyncio
 
-    from scheduler.backend.ratelimit import ConcurrencyLimit
+    from apis.client.ratelimit import ConcurrencyLimit
 
     limit = ConcurrencyLimit(2)
     inside: list[int] = []

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from scheduler.backend.base import NODES, PODS
+from apis.client.backend import NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.plugins.node_numa_resource.amplification import amplified_cpu_fits
 from scheduler.plugins.node_numa_resource.plugin import NRTS

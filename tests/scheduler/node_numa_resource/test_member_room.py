@@ -11,8 +11,8 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.client.backend import EventType, WatchEvent
 from apis.topology import NodeResourceTopology
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import DEVICES, NODES, PODS
 from apis.extension.numa import ANNOTATION_RESOURCE_SPEC, ANNOTATION_RESOURCE_STATUS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import DEVICES, NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

@@ -12,9 +12,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.client.backend import EventRecord, EventType, WatchEvent
 from apis.extension.reservation import ANNOTATION_RESERVE_POD
 from apis.topology import NodeResourceTopology
-from scheduler.backend.base import EventRecord, EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apis.client.backend import NODES, PODS, RESERVATIONS
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS
-from scheduler.backend.base import NODES, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.plugins.node_numa_resource.plugin import NRTS
 from tests.scheduler.node_numa_resource.nrt_fixtures import node, nrt

@@ -6,9 +6,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Node, Pod
 from apis.slo.nodemetric import NodeMetric
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from apis.client.backend import EventType, ResourceType, WatchEvent
 from apis.storage import CSINode, PersistentVolume, PersistentVolumeClaim, StorageClass
-from scheduler.backend.base import EventType, ResourceType, WatchEvent
 from scheduler.framework.handle import Handle
 from scheduler.plugins.helper.storage import CSINODES, PVCS, PVS, STORAGECLASSES
 

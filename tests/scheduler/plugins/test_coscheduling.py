@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Pod
 from apis.scheduling.podgroup import PodGroup
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from apis.client.backend import TOPOLOGIES, EventType, WatchEvent
 from apis.core import Pod
 from apis.extension.networktopology import ANNOTATION_POD_NETWORK_TOPOLOGY_SELECTOR
 from apis.scheduling.networktopology import ClusterNetworkTopology
-from scheduler.backend.base import TOPOLOGIES, EventType, WatchEvent
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot

@@ -3,7 +3,7 @@ annotations still reach the pod, on the Binding, in one write."""
 
 from __future__ import annotations
 
-from scheduler.backend.base import NODES, PODS
+from apis.client.backend import NODES, PODS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo

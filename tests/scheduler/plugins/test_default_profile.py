@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from apis.client.backend import BackendError, Conflict, NotFound
 from apis.core import Pod, PodResourceClaim
-from scheduler.backend.base import BackendError, Conflict, NotFound
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

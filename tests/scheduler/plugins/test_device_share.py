@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Pod
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATE_HINT,
@@ -19,7 +20,6 @@ from apis.extension.device import (
 )
 from apis.extension.reservation import ANNOTATION_RESERVE_POD
 from apis.scheduling.device import Device
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.backend.base import EventType, WatchEvent
+from apis.client.backend import EventType, WatchEvent
 from scheduler.plugins.device_share import store as store_module
 from scheduler.plugins.device_share.allocator import node_score
 from scheduler.plugins.device_share.plugin import DeviceShare, _Cycle

@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import EventType, WatchEvent
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATE_HINT,
     ANNOTATION_DEVICE_ALLOCATED,
     ANNOTATION_DEVICE_JOINT_ALLOCATE,
     LABEL_SECONDARY_DEVICE_WELL_PLANNED,
 )
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

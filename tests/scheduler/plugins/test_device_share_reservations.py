@@ -12,11 +12,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Pod
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED, get_device_allocations
 from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, ANNOTATION_RESERVE_POD
 from apis.scheduling.reservation import Reservation
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import RESERVATION_NOMINATED, RESERVATIONS_MATCHED, ReservationView

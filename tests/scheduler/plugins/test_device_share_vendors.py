@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import EventType, ResourceType, WatchEvent
 from apis.core import ConfigMap
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
@@ -22,7 +23,6 @@ from apis.extension.device import (
 )
 from apis.features import FeatureGates
 from apis.scheduling.device import Device
-from scheduler.backend.base import EventType, ResourceType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

@@ -9,12 +9,7 @@ from typing import Any
 
 import pytest
 
-from apis.core import Node, Pod
-from apis.features import FeatureGates
-from apis.quantity import Quantity
-from apis.quota.elasticquotaprofile import ElasticQuotaProfile
-from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
-from scheduler.backend.base import (
+from apis.client.backend import (
     ELASTICQUOTAPROFILES,
     ELASTICQUOTAS,
     PODS,
@@ -22,6 +17,11 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
+from apis.core import Node, Pod
+from apis.features import FeatureGates
+from apis.quantity import Quantity
+from apis.quota.elasticquotaprofile import ElasticQuotaProfile
+from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo

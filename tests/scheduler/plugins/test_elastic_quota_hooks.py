@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from apis.client.backend import ELASTICQUOTAS, PODS, EventType, WatchEvent
 from apis.scheduling.elasticquota import ElasticQuota as ElasticQuotaObject
-from scheduler.backend.base import ELASTICQUOTAS, PODS, EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import ConfigError, load_config
 from scheduler.framework.cycle_state import CycleState

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Namespace, Node, Pod
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Pod, TopologySpreadConstraint
 from apis.meta import OwnerReference
 from apis.workloads import ReplicaSet, ReplicationController, Service, StatefulSet
-from scheduler.backend.base import EventType, WatchEvent
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.pod_selector import Requirement
 from scheduler.cache.snapshot import Snapshot

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from apis.client.backend import PDBS, EventType, WatchEvent
 from apis.core import Pod, PodDisruptionBudget
-from scheduler.backend.base import PDBS, EventType, WatchEvent
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo

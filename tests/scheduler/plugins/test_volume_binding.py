@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from apis.client.backend import Conflict, ResourceType
 from apis.storage import PersistentVolume, PersistentVolumeClaim
-from scheduler.backend.base import Conflict, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState

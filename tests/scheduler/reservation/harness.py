@@ -7,9 +7,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from apis.client.backend import PODS, RESERVATIONS
 from apis.scheduling.reservation import Reservation
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.config import load_config
 from scheduler.metrics import SchedulerMetrics

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from apis.client.backend import DEVICES, NODES, PODGROUPS, PODS, RESERVATIONS
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
-from scheduler.backend.base import DEVICES, NODES, PODGROUPS, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
 from tests.scheduler.reservation.harness import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+from apis.client.backend import NODES, PODS, RESERVATIONS
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.backend.base import NODES, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from scheduler.backend.base import NODES, PODS, RESERVATIONS
+from apis.client.backend import NODES, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.reservation.harness import (
     BASE_CONFIG,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.backend.base import ELASTICQUOTAS, NODES, PODS, RESERVATIONS
+from apis.client.backend import ELASTICQUOTAS, NODES, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from scheduler.plugins.elastic_quota import ElasticQuota
 from tests.scheduler.reservation.harness import (

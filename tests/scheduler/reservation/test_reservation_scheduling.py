@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from apis.client.backend import NODES, PODS, RESERVATIONS
 from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED
-from scheduler.backend.base import NODES, PODS, RESERVATIONS
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.reservation.harness import (
     affinity,

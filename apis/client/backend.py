@@ -1,9 +1,10 @@
-"""What the scheduler needs from a cluster, as one Protocol with two implementations.
+"""What koord-scheduler and koord-descheduler need from a cluster, as one Protocol with two
+implementations.
 
-``kubernetes.KubernetesBackend`` talks to a real API server (list+watch with resourceVersion,
-bookmarks, relist on 410 Gone, capped backoff); ``memory.MemoryBackend`` keeps the same object
-model in process for unit tests and ``koordctl simulate``. Nothing above this seam knows which
-one it talks to.
+``apis.client.kubernetes.KubernetesBackend`` talks to a real API server (list+watch with
+resourceVersion, bookmarks, relist on 410 Gone, capped backoff); the scheduler's
+``scheduler.backend.memory.MemoryBackend`` keeps the same object model in process for unit tests
+and ``koordctl simulate``. Nothing above this seam knows which one it talks to.
 
 Watch semantics (the informer contract the cache relies on):
 

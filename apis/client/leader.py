@@ -1,7 +1,7 @@
 """Leader election through a coordination.k8s.io/v1 Lease, as client-go's ``leaderelection`` does it.
 
-Several koord-scheduler replicas may run; only the holder of the Lease schedules. The rules that
-keep two replicas from ever scheduling at once:
+Several koord-scheduler (or koord-descheduler) replicas may run; only the holder of the Lease
+works. The rules that keep two replicas from ever scheduling at once:
 
 - **Conditional writes.** The Lease is created (409 if another candidate created it first) or
   updated with its resourceVersion as a precondition (409 if anyone wrote it since we read it), so
@@ -20,7 +20,7 @@ keep two replicas from ever scheduling at once:
   by and campaigns again like any other candidate (an API server that restarts answers 403 for a
   while, longer than ``renew_deadline`` under load, and a leader must survive that).
 
-The Lease I/O sits behind ``scheduler.backend.lease.LeaseStore`` (the Kubernetes one on the
+The Lease I/O sits behind ``apis.client.lease.LeaseStore`` (the Kubernetes one on the
 backend's ApiClient, an in-memory one for tests) and time behind ``Clock``, so the election logic
 here is unit tested with ``InMemoryLeaseStore`` and a fake clock.
 """
@@ -38,8 +38,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final, Protocol
 
-from scheduler.backend.base import BackendError
-from scheduler.backend.lease import (
+from apis.client.backend import BackendError
+from apis.client.lease import (
     InMemoryLeaseStore,
     LeaderElectionError,
     LeaseConflict,
@@ -96,8 +96,8 @@ def default_identity() -> str:
 class LeaderElector:
     """Campaign for the Lease in ``store`` and run the leader's work only while holding it.
 
-    ``store`` is a ``scheduler.backend.lease.LeaseStore``: ``KubernetesLeaseStore`` on the
-    scheduler's ``KubernetesBackend.api_client`` in production, ``InMemoryLeaseStore`` in tests.
+    ``store`` is a ``apis.client.lease.LeaseStore``: ``KubernetesLeaseStore`` on the
+    ``KubernetesBackend.api_client`` in production, ``InMemoryLeaseStore`` in tests.
     """
 
     def __init__(

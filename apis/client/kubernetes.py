@@ -32,14 +32,12 @@ import copy
 import json
 import logging
 import os
-import random
 import socket
 import time
 import uuid
 import weakref
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -47,11 +45,9 @@ from urllib.parse import quote
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio import config as k8s_config
 from pydantic import BaseModel, ValidationError
 
-from apis.core import Pod
-from scheduler.backend.base import (
+from apis.client.backend import (
     BackendError,
     Conflict,
     EventRecord,
@@ -60,13 +56,16 @@ from scheduler.backend.base import (
     ResourceType,
     WatchEvent,
 )
-from scheduler.backend.ratelimit import ConcurrencyLimit, TokenBucket
+from apis.client.connection import client_configuration
+from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
+from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
+from apis.core import Pod
+from apis.podkey import pod_namespace_name
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "DEFAULT_WATCH_CONNECTIONS",
     "KubernetesBackend",
-    "WatchStats",
     "request_json",
     "resource_path",
 ]
@@ -163,7 +162,7 @@ async def request_json(
 ) -> dict[str, Any]:
     """A JSON request that raises NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``). Shared with the Lease store of
-    ``scheduler.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
+    ``apis.client.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
     try:
         response = await _send(
             api,
@@ -189,43 +188,8 @@ async def request_json(
     return decoded if isinstance(decoded, dict) else {}
 
 
-class _Gone(Exception):
-    """The watch's resourceVersion is too old (410 Gone / Expired): relist."""
-
-
-class _Retry(Exception):
-    """The watch or list failed in a way that resuming (after a backoff) may fix."""
-
-
-class _Backoff:
-    """Capped exponential backoff with jitter; ``reset`` after any success."""
-
-    def __init__(self, initial: float, cap: float) -> None:
-        self._initial = initial
-        self._cap = cap
-        self._next = initial
-
-    def reset(self) -> None:
-        self._next = self._initial
-
-    def next_delay(self) -> float:
-        delay = self._next
-        self._next = min(self._cap, self._next * 2)
-        return delay * (1.0 + 0.2 * random.random())  # jitter so watchers do not reconnect in lockstep
-
-
-@dataclass
-class WatchStats:
-    """Counters over every watch of one backend (for metrics and tests)."""
-
-    lists: int = 0
-    """Complete lists, initial ones included."""
-    relists: int = 0
-    """Lists caused by 410 Gone."""
-    reconnects: int = 0
-    """Watches resumed from the last resourceVersion after a failure."""
-    decode_errors: int = 0
-    """Objects dropped because they did not validate against the model (each one is logged)."""
+class _ListFailed(Exception):
+    """The list failed in a way that retrying (after a backoff) may fix."""
 
 
 class KubernetesBackend:
@@ -288,16 +252,7 @@ class KubernetesBackend:
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
-        configuration = k8s_client.Configuration()
-        if kubeconfig is None:
-            k8s_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await k8s_config.load_kube_config(
-                config_file=str(kubeconfig),
-                context=context,
-                client_configuration=configuration,
-                persist_config=False,
-            )
+        configuration = await client_configuration(kubeconfig, context=context)
         configuration.connection_pool_maxsize = max_concurrency + watch_connections + EVENT_CONCURRENCY
         api = k8s_client.ApiClient(configuration)
         _skip_environment_lookups(api)
@@ -326,7 +281,7 @@ class KubernetesBackend:
     def watch(
         self, resource: ResourceType[T], *, field_selector: str | None = None
     ) -> AsyncIterator[WatchEvent[T]]:
-        """List then watch ``resource`` (see ``scheduler.backend.base`` for the contract)."""
+        """List then watch ``resource`` (see ``apis.client.backend`` for the contract)."""
         stream = self._watch(resource, field_selector, None)
         self._watches.add(stream)
         return stream
@@ -338,12 +293,12 @@ class KubernetesBackend:
         too-old one to force the 410 relist path); None lists first."""
         rv = resource_version
         what = resource.plural + (f" ({field_selector})" if field_selector else "")
-        backoff = _Backoff(self._backoff_initial, self._backoff_max)
+        backoff = Backoff(self._backoff_initial, self._backoff_max)
         while not self.closed:
             if rv is None:
                 try:
                     objects, rv = await self._list(resource, field_selector)
-                except _Retry as exc:
+                except _ListFailed as exc:
                     if self.closed:
                         return
                     delay = backoff.next_delay()
@@ -364,13 +319,13 @@ class KubernetesBackend:
                             yield WatchEvent(event_type, obj=obj)
                 if seen == 0 and time.monotonic() - began < 1.0:
                     # An empty watch that ended at once: do not spin on a server that does that.
-                    raise _Retry("watch ended immediately without events")
+                    raise WatchFailed("watch ended immediately without events")
                 log.debug("watch %s ended by the server at resourceVersion %s; rewatching", what, rv)
-            except _Gone as exc:
+            except Gone as exc:
                 self.stats.relists += 1
                 log.info("watch %s: resourceVersion %s is too old (%s); relisting", what, rv, exc)
                 rv = None
-            except _Retry as exc:
+            except WatchFailed as exc:
                 if self.closed:
                     return
                 self.stats.reconnects += 1
@@ -408,7 +363,7 @@ class KubernetesBackend:
                     log.info("list %s: continue token expired; restarting the list", resource.plural)
                     items, cont = [], None
                     continue
-                raise _Retry(str(exc)) from exc
+                raise _ListFailed(str(exc)) from exc
             for raw in page.get("items") or ():
                 if isinstance(raw, dict):
                     # List items carry neither apiVersion nor kind; watch events do.
@@ -427,14 +382,7 @@ class KubernetesBackend:
     ) -> AsyncGenerator[tuple[EventType | None, T | None, str], None]:
         """One watch request: ``(type, object, resourceVersion)`` per event; bookmarks (and objects
         that did not decode) come as ``(None, None, resourceVersion)`` so only the version moves."""
-        query = [
-            ("watch", "true"),
-            ("resourceVersion", rv),
-            ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(self._watch_timeout)),
-        ]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
+        query = watch_query(rv, timeout_seconds=self._watch_timeout, field_selector=field_selector)
         # No total timeout; a read silent for longer than the server's own timeout means a dead peer.
         timeout = aiohttp.ClientTimeout(
             total=None, connect=self._request_timeout, sock_read=self._watch_timeout + 60
@@ -444,51 +392,31 @@ class KubernetesBackend:
                 self._api, "GET", resource_path(resource), query=query, client_timeout=timeout
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise WatchFailed(f"{type(exc).__name__}: {exc}") from exc
         self._open_streams.add(response)
         try:
             async with response:
                 if response.status == 410:
-                    raise _Gone("HTTP 410")
+                    raise Gone("HTTP 410")
                 if not 200 <= response.status < 300:
-                    raise _Retry(str(await _error_from(response, f"watch {resource.plural}")))
-                buffer = bytearray()
-                async for chunk in response.content.iter_any():
-                    buffer += chunk
-                    start = 0
-                    while (end := buffer.find(b"\n", start)) >= 0:
-                        line = bytes(buffer[start:end])
-                        start = end + 1
-                        if line.strip():
-                            yield self._event(resource, line, rv)
-                    del buffer[:start]
-                if bytes(buffer).strip():
-                    yield self._event(resource, bytes(buffer), rv)
+                    raise WatchFailed(str(await _error_from(response, f"watch {resource.plural}")))
+                async for line in event_lines(response.content.iter_any()):
+                    yield self._event(resource, line, rv)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise _Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise WatchFailed(f"{type(exc).__name__}: {exc}") from exc
         finally:
             self._open_streams.discard(response)
 
     def _event(
         self, resource: ResourceType[T], line: bytes, rv: str
     ) -> tuple[EventType | None, T | None, str]:
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            raise _Retry(f"undecodable watch line: {exc}") from exc
-        kind = event.get("type")
-        raw = event.get("object") or {}
-        if kind == "ERROR":
-            code = raw.get("code")
-            if code == 410:
-                raise _Gone(str(raw.get("message", "Gone")))
-            raise _Retry(f"watch ERROR {code}: {raw.get('message')}")
-        new_rv = str((raw.get("metadata") or {}).get("resourceVersion") or rv)
-        if kind == "BOOKMARK":
+        event = read_event(line)
+        new_rv = event.resource_version or rv
+        if event.type == "BOOKMARK":
             return None, None, new_rv
-        if kind in ("ADDED", "MODIFIED", "DELETED"):
-            return EventType(kind), self._decode(resource, raw), new_rv
-        log.warning("watch %s: ignoring event of unknown type %r", resource.plural, kind)
+        if event.type in ("ADDED", "MODIFIED", "DELETED"):
+            return EventType(event.type), self._decode(resource, event.object), new_rv
+        log.warning("watch %s: ignoring event of unknown type %r", resource.plural, event.type)
         return None, None, new_rv
 
     def _decode(self, resource: ResourceType[T], raw: Any) -> T | None:
@@ -539,7 +467,7 @@ class KubernetesBackend:
         """POST pods/binding; the pod's uid in the Binding makes the API server refuse (409) a pod
         that was deleted and recreated under the same name since the scheduler saw it. The
         Binding's annotations are copied onto the pod by the API server."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         meta: dict[str, Any] = {"name": name, "namespace": namespace}
         if pod.metadata.uid:
             meta["uid"] = pod.metadata.uid
@@ -559,7 +487,7 @@ class KubernetesBackend:
         )
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         await self._write(
             "PATCH",
             _pod_path(namespace, name),
@@ -569,7 +497,7 @@ class KubernetesBackend:
         )
 
     async def patch_pod_status(self, pod: Pod, patch: dict[str, Any]) -> None:
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         await self._write(
             "PATCH",
             _pod_path(namespace, name, "status"),
@@ -598,7 +526,7 @@ class KubernetesBackend:
     async def evict(self, pod: Pod, *, grace_period_seconds: int | None = None) -> None:
         """POST pods/eviction (policy/v1). A PodDisruptionBudget that forbids it answers 429, raised as
         BackendError(status=429); the uid precondition keeps a recreated pod from being evicted."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         delete_options: dict[str, Any] = {}
         if grace_period_seconds is not None:
             delete_options["gracePeriodSeconds"] = grace_period_seconds
@@ -618,7 +546,7 @@ class KubernetesBackend:
     async def delete_pod(self, pod: Pod) -> None:
         """DELETE the pod (its own grace period applies); the uid precondition keeps a recreated pod
         safe. Preemption's last resort when a PodDisruptionBudget refuses the eviction."""
-        namespace, name = _pod_key(pod)
+        namespace, name = pod_namespace_name(pod)
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if pod.metadata.uid:
             body["preconditions"] = {"uid": pod.metadata.uid}
@@ -697,12 +625,6 @@ def _skip_environment_lookups(api: k8s_client.ApiClient) -> None:
     session: Any = getattr(api.rest_client, "pool_manager", None)
     if not configured and not os.path.exists(netrc) and hasattr(session, "_trust_env"):
         session._trust_env = False
-
-
-def _pod_key(pod: Pod) -> tuple[str, str]:
-    if not pod.metadata.name:
-        raise ValueError("the pod has no name")
-    return pod.metadata.namespace or "default", pod.metadata.name
 
 
 def _pod_path(namespace: str, name: str, subresource: str | None = None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from scheduler.backend.base import ResourceType
+from apis.client.backend import ResourceType
 
 __all__ = ["PolicyRule"]
 

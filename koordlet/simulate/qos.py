@@ -22,6 +22,7 @@ from kubernetes_asyncio import client
 
 from apis.core import Pod
 from apis.koordlet_features import KoordletFeatureGates
+from apis.podkey import namespaced_key, pod_key
 from koordlet.collectors import series
 from koordlet.metric_cache import Aggregate, MetricSource, SeriesKey
 from koordlet.metrics import KoordletMetrics
@@ -32,7 +33,6 @@ from koordlet.qos.pods import qos_pod
 from koordlet.qos.slo import effective_spec
 from koordlet.simulate.model import LoadFile
 from koordlet.simulate.runner import Simulation
-from koordlet.simulate.source import pod_key
 from koordlet.states.resources import Kind
 from koordlet.states.store import States
 
@@ -83,7 +83,9 @@ def _be_real_limit(
         usages = []
         for pod in pods:
             found = inputs_source.query(
-                (series.POD_CPU, pod_key(pod.metadata.namespace or "", pod.metadata.name or "")), start, now
+                (series.POD_CPU, pod_key(pod)),
+                start,
+                now,
             )
             if found is not None:
                 meta = qos_pod(pod)
@@ -137,14 +139,12 @@ class SimulatedQoS:
             if node is None:
                 continue
             pods = [p for p in states.pods(name) if p.status.phase not in ("Succeeded", "Failed")]
-            present = {
-                pod_key(p.metadata.namespace or "", p.metadata.name or "")
-                for p in pods
-                if p.metadata.deletion_timestamp is None
-            }
+            present = {pod_key(p) for p in pods if p.metadata.deletion_timestamp is None}
             source = self.simulation.source(name, load)
             state = source.state_at(now)
-            gone = tuple(key for p in state.pods if (key := pod_key(p.namespace, p.name)) not in present)
+            gone = tuple(
+                key for p in state.pods if (key := namespaced_key(p.namespace, p.name)) not in present
+            )
             adjusted = _WithoutGonePods(source, gone)
             capacity = (node.status.capacity or {}).get("cpu")
             threshold = spec.resource_used_threshold_with_be
@@ -153,7 +153,7 @@ class SimulatedQoS:
                 pods=pods,
                 spec=spec,
                 source=adjusted,
-                series_key=lambda p: pod_key(p.metadata.namespace or "", p.metadata.name or ""),
+                series_key=lambda p: pod_key(p),
                 now=now,
                 collect_interval=self.load.sample_interval_seconds,
                 be_real_limit_milli=_be_real_limit(

@@ -5,7 +5,7 @@ create / conditional-update semantics, in two implementations.
   shared ApiClient (``KubernetesBackend.api_client``).
 - ``InMemoryLeaseStore``: in process, for unit tests.
 
-``scheduler.leader`` runs the election over a ``LeaseStore`` and never talks to the API server.
+``apis.client.leader`` runs the election over a ``LeaseStore`` and never talks to the API server.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from urllib.parse import quote
 
 from kubernetes_asyncio import client as k8s_client
 
-from scheduler.backend.base import Conflict, NotFound
-from scheduler.backend.kubernetes import request_json
+from apis.client.backend import Conflict, NotFound
+from apis.client.kubernetes import request_json
 
 __all__ = [
     "InMemoryLeaseStore",

@@ -1,7 +1,7 @@
-"""The eviction seam: what a plugin asks of the one eviction service (``scheduler.eviction``).
+"""The eviction seam: what a component asks of the one eviction service.
 
-Job preemption, quota preemption, the quota revoke controller (and later reservation backfill and
-the descheduler) all evict through an ``Evictor``, so every eviction behaves the same: the Eviction
+Job preemption, quota preemption, the quota revoke controller, reservation backfill and the
+descheduler all evict through an ``Evictor``, so every eviction behaves the same: the Eviction
 API with the pod's grace period, PodDisruptionBudget refusals handled one way, an optional
 ``DisruptionTarget`` condition, soft eviction, and an event naming the reason.
 """
@@ -14,12 +14,21 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from apis.client.backend import PODS, BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
+from apis.client.rbac import PolicyRule
+from apis.core import Pod
 from apis.extension import preemption as preemption_ext
-from scheduler.backend.base import PODS, BackendError, ClusterBackend, EventRecord, NotFound, ObjectRef
-from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.rbac import PolicyRule
+from apis.podkey import pod_key, pod_ref
 
-__all__ = ["DISRUPTION_TARGET", "EVICTION_RULES", "EvictionRequest", "EvictionService", "Evictor"]
+__all__ = [
+    "DISRUPTION_TARGET",
+    "EVICTION_RULES",
+    "EvictedPod",
+    "EvictionRequest",
+    "EvictionService",
+    "Evictor",
+    "PodToEvict",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +56,23 @@ EVICTION_RULES = (
 """What a plugin that evicts through the ``Evictor`` adds to its own ``RBAC``."""
 
 
+class EvictedPod(Protocol):
+    """What the service evicts: the scheduler's ``PodInfo`` is one, ``PodToEvict`` wraps a bare Pod."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodToEvict:
+    pod: Pod
+
+
 @dataclass(frozen=True, slots=True)
 class EvictionRequest:
-    """One pod to evict, and what to tell its owner (see ``scheduler.eviction``)."""
+    """One pod to evict, and what to tell its owner."""
 
-    pod: PodInfo
+    pod: EvictedPod
     reason: str
     """The event reason: ``Preempted``, ``QuotaRevoked``, ``Descheduled`` ..."""
     message: str
@@ -90,6 +111,7 @@ class EvictionService:
 
     async def evict(self, request: EvictionRequest) -> bool:
         pod = request.pod
+        key = pod_key(pod.pod)
         try:
             if request.soft:
                 await self._mark(request)
@@ -105,11 +127,11 @@ class EvictionService:
         except NotFound:
             return False
         except Exception as exc:
-            log.warning("could not evict %s (%s): %s", pod.key, request.message, exc)
+            log.warning("could not evict %s (%s): %s", key, request.message, exc)
             return False
         await self._backend.record_event(
             EventRecord(
-                regarding=ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid),
+                regarding=_regarding(pod.pod),
                 type=request.event_type,
                 reason=request.reason,
                 action=request.action,
@@ -126,7 +148,7 @@ class EvictionService:
             if exc.status != 429:
                 raise
             if not request.delete_if_refused:
-                log.info("a PodDisruptionBudget refuses evicting %s: %s", request.pod.key, exc)
+                log.info("a PodDisruptionBudget refuses evicting %s: %s", pod_key(request.pod.pod), exc)
                 return False
             # The caller chose this victim knowing the budget (its cost model counts violations),
             # so delete it as kube-scheduler's preemption does.
@@ -164,6 +186,11 @@ class EvictionService:
             "message": f"{self._initiator}: {request.message}",
             "lastTransitionTime": _now(),
         }
+
+
+def _regarding(pod: Pod) -> ObjectRef:
+    namespace, name = pod_ref(pod)
+    return ObjectRef(kind="Pod", namespace=namespace, name=name, uid=pod.metadata.uid or pod_key(pod))
 
 
 def _now() -> str:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.framework.rbac import PolicyRule
+from apis.client.rbac import PolicyRule
 
 __all__ = ["ChartRBAC", "generate", "merged_rules"]
 
