@@ -188,6 +188,7 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         metrics,
         ready=lambda: scheduler.ready,
         explain=scheduler.explain,
+        what_if=scheduler.what_if,
         flags=flags,
         host=args.bind_address,
         port=args.port,

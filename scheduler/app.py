@@ -36,6 +36,7 @@ from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from scheduler.reporting import Reporter
+from scheduler.whatif.service import WhatIfService
 
 __all__ = ["AppSettings", "SchedulerApp"]
 
@@ -75,6 +76,8 @@ class SchedulerApp:
     explanations: ExplanationStore = field(init=False)
     handlers: EventHandlers = field(init=False)
     loop: SchedulingLoop = field(init=False)
+    whatif: WhatIfService = field(init=False)
+    """Read-only what-ifs on this app's cache and profiles (``POST /debug/whatif``)."""
     binder: Binder = field(init=False)
     aborted: bool = field(init=False, default=False)
 
@@ -138,6 +141,9 @@ class SchedulerApp:
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
             debug_flags=self.debug_flags,
             reporter=reporter,
+        )
+        self.whatif = WhatIfService(
+            self.cache, self.frameworks, lambda: (qp.pod for qp in self.queue.pending())
         )
         self.handlers = EventHandlers(
             backend=self.backend,

@@ -35,6 +35,8 @@ from scheduler.backend.base import ClusterBackend
 from scheduler.backend.fence import FencedBackend
 from scheduler.leader import LeaderElector
 from scheduler.metrics import SchedulerMetrics
+from scheduler.whatif.answer import WhatIfAnswer
+from scheduler.whatif.request import RequestError, WhatIfRequest
 
 __all__ = ["AppFactory", "ElectedScheduler"]
 
@@ -85,6 +87,13 @@ class ElectedScheduler:
         """The current term's explanation of the pod (none between terms)."""
         app = self.app
         return app.explanations.lookup(namespace, name) if app is not None else None
+
+    async def what_if(self, request: WhatIfRequest) -> WhatIfAnswer:
+        """The current term's what-if (none between terms: 503)."""
+        app = self.app
+        if app is None or not self.is_leader:
+            raise RequestError("body", "the scheduler is not leading: no cache to ask", status=503)
+        return await app.whatif.answer(request)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set (graceful: bindings in flight finish) or this is cancelled (the

@@ -66,8 +66,8 @@ class JobDryRun(Protocol):
         """The pending members of gang ``namespace/name``'s group; None: no such gang."""
         ...
 
-    def gang_id_of(self, pod: PodInfo) -> str | None:
-        """The gang ``pod`` belongs to (None: a pod of no gang)."""
+    def gang_id_of(self, namespace: str, name: str) -> str | None:
+        """The gang pod ``namespace/name`` belongs to (None: a pod of no gang, or unknown)."""
         ...
 
     async def choose_victims(

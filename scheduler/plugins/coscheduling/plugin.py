@@ -216,8 +216,8 @@ class Coscheduling(
             preemption=self.preemption is not None,
         )
 
-    def gang_id_of(self, pod: PodInfo) -> str | None:
-        gang = self.gangs.gang_of(pod)
+    def gang_id_of(self, namespace: str, name: str) -> str | None:
+        gang = self.gangs.gang_of_pod_named(namespace, name)
         return gang.id if gang is not None else None
 
     def pending_gang(self, gang_id: str) -> PendingJob | None:
@@ -257,6 +257,7 @@ class Coscheduling(
             release=release,
             admit=admit,
             record=False,
+            lift_lower=True,
         )
 
     def _activate_if_ready(self, gang: Gang) -> None:

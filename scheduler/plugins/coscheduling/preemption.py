@@ -207,10 +207,13 @@ class JobPreemption:
         release: QuotaRelease | None = None,
         admit: PreemptionExtension | None = None,
         record: bool = True,
+        lift_lower: bool = False,
     ) -> Choice:
         """The victims that let every member of ``job`` fit, chosen exactly as ``preempt`` chooses
         them, with nothing evicted, nominated or activated: ``preempt`` executes the choice, a
-        what-if only reports it (``record`` False also leaves the solver metrics alone)."""
+        what-if only reports it (``record`` False also leaves the solver metrics alone).
+        ``lift_lower``: lift the nominations of lower priorities while the problem is built, as
+        the cycle does for its pod (a what-if has no cycle; the lift ends before any await)."""
         if trigger.pod.spec.preemption_policy == "Never":
             return Choice(Status.unresolvable(), "not eligible due to preemptionPolicy=Never.")
         if not members:
@@ -228,10 +231,17 @@ class JobPreemption:
             admit.admitting({m.uid for m in members}) if admit is not None else contextlib.nullcontext()
         )
         builder = VictimProblemBuilder(self.handle.profile, self.options, self._budget, self._pdbs.pdbs)
-        with admitting:
-            problem = builder.build(
-                trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
-            )
+        unlift = (
+            snapshot.lift_nominations(lambda n: n.pod.priority < trigger.priority) if lift_lower else None
+        )
+        try:
+            with admitting:
+                problem = builder.build(
+                    trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
+                )
+        finally:
+            if unlift is not None:
+                unlift()
         if isinstance(problem, str):
             return Choice(Status.unresolvable(), problem, candidates=len(candidates))
         fell_back = False
