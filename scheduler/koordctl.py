@@ -5,6 +5,9 @@
   pending pod is pending, and a summary (pods/s, utilisation per resource).
 - ``koordctl explain pod NAME [-n NAMESPACE] [--server URL] [-o yaml|json]`` asks a running
   koord-scheduler why it placed (or could not place) a pod.
+- ``koordctl whatif (-f JOB.yaml | --pod NAME | --gang NAME) [-n NAMESPACE] [--server URL]
+  [-o wide|json|yaml]`` asks a running koord-scheduler whether a job would fit now, after
+  preemption, and the smallest change that makes it fit (read-only; ``docs/whatif.md``).
 """
 
 from __future__ import annotations
@@ -43,6 +46,53 @@ def _explain(args: argparse.Namespace) -> int:
         print(yaml.safe_dump(explanation, sort_keys=False), end="")
     else:
         print(_render_explanation(explanation))
+    return 0
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from scheduler.whatif.answer import WhatIfAnswer
+    from scheduler.whatif.render import render_table
+
+    body: dict[str, Any] = {"namespace": args.namespace, "timeLimitSeconds": args.time_limit}
+    if not args.suggest:
+        body["suggest"] = False
+    if args.filename is not None:
+        try:
+            text = (
+                sys.stdin.read() if str(args.filename) == "-" else args.filename.read_text(encoding="utf-8")
+            )
+            objects = [d for d in yaml.safe_load_all(text) if d is not None]
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"error: {args.filename}: {exc}", file=sys.stderr)
+            return 1
+        body["objects"] = objects
+    if args.pod:
+        body["pod"] = args.pod
+    if args.gang:
+        body["gang"] = args.gang
+    url = f"{args.server.rstrip('/')}/debug/whatif"
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=args.time_limit + 30) as response:
+            payload: dict[str, Any] = json.load(response)
+    except urllib.error.HTTPError as exc:
+        try:
+            error = json.load(exc).get("error", "")
+        except ValueError:
+            error = ""
+        print(f"error: HTTP {exc.code}: {error}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot reach koord-scheduler at {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(payload, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(payload, sort_keys=False), end="")
+    else:
+        print(render_table(WhatIfAnswer.model_validate(payload), wide=args.output == "wide"))
     return 0
 
 
@@ -117,6 +167,22 @@ def build_parser() -> argparse.ArgumentParser:
     pod.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
     pod.add_argument("-o", "--output", choices=["text", "yaml", "json"], default="text")
     pod.set_defaults(run=_explain)
+
+    whatif = sub.add_parser("whatif", help="would a job fit now, and the smallest change that makes it fit")
+    subject = whatif.add_mutually_exclusive_group(required=True)
+    subject.add_argument("-f", "--filename", type=Path, help="the job's manifests (YAML; - for stdin)")
+    subject.add_argument("--pod", help="a pending pod (its whole gang if it is a gang member)")
+    subject.add_argument("--gang", help="a pending gang (name or namespace/name)")
+    whatif.add_argument("-n", "--namespace", default="default")
+    whatif.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
+    whatif.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"], default="table")
+    whatif.add_argument(
+        "--time-limit", type=float, default=2.0, help="seconds the what-if may take (at most 10)"
+    )
+    whatif.add_argument(
+        "--no-suggest", dest="suggest", action="store_false", help="skip the smallest-change search"
+    )
+    whatif.set_defaults(run=_whatif)
     return parser
 
 

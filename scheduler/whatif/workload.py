@@ -58,6 +58,8 @@ def job_of_objects(request: WhatIfRequest, default_scheduler: str) -> Job:
                     raise RequestError(
                         "objects", f"the job expands to more than {MAX_MEMBERS} pods", status=413
                     )
+        except RequestError:
+            raise
         except ValidationError as exc:
             error = exc.errors()[0]
             raise RequestError(f"{where}.{'.'.join(str(p) for p in error['loc'])}", error["msg"]) from exc
