@@ -36,6 +36,7 @@ from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from scheduler.reporting import Reporter
+from scheduler.whatif.priorities import PRIORITYCLASSES
 from scheduler.whatif.service import WhatIfService
 
 __all__ = ["AppSettings", "SchedulerApp"]
@@ -145,6 +146,7 @@ class SchedulerApp:
         self.whatif = WhatIfService(
             self.cache, self.frameworks, lambda: (qp.pod for qp in self.queue.pending())
         )
+        self.informers.subscribe(PRIORITYCLASSES, self.whatif.priorities.on_event)
         self.handlers = EventHandlers(
             backend=self.backend,
             cache=self.cache,

@@ -20,9 +20,10 @@ __all__ = [
 
 MAX_REQUEST_BYTES = 1024 * 1024
 """aiohttp's own default body limit."""
-MAX_OBJECTS = 256
 MAX_MEMBERS = 4096
 """The most pods a what-if's job may expand to."""
+MAX_OBJECTS = MAX_MEMBERS + 16
+"""A pod per member, and a few more (a PodGroup, Lists)."""
 MAX_TIME_LIMIT_SECONDS = 10.0
 
 

@@ -14,6 +14,7 @@ from scheduler.framework.runtime import Framework
 from scheduler.whatif.answer import WhatIfAnswer
 from scheduler.whatif.context import WhatIfContext
 from scheduler.whatif.engine import what_if
+from scheduler.whatif.priorities import PriorityClasses
 from scheduler.whatif.request import RequestError, WhatIfRequest
 from scheduler.whatif.workload import Job, job_of_objects
 
@@ -26,6 +27,8 @@ class WhatIfService:
     frameworks: Mapping[str, Framework]
     pending: Callable[[], Iterable[PodInfo]]
     """The pods waiting to be scheduled (the queue's), for ``pod``/``gang`` requests."""
+    priorities: PriorityClasses = field(default_factory=PriorityClasses)
+    """Fed by the app's PriorityClass watch."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     async def answer(self, request: WhatIfRequest) -> WhatIfAnswer:
@@ -46,7 +49,9 @@ class WhatIfService:
         first = next(iter(self.frameworks))
         if request.scheduler_name is not None and request.scheduler_name not in self.frameworks:
             raise RequestError("schedulerName", f"no profile named {request.scheduler_name}")
-        job = job_of_objects(request, first) if request.objects else self._pending_job(request)
+        job = (
+            job_of_objects(request, first, self.priorities) if request.objects else self._pending_job(request)
+        )
         name = request.scheduler_name or job.members[0].scheduler_name or first
         framework = self.frameworks.get(name)
         if framework is None:

@@ -19,6 +19,7 @@ from apis.extension import networktopology as topology_ext
 from apis.scheduling.podgroup import PodGroup
 from scheduler.cache.pod_info import PodInfo
 from scheduler.simulator.expand import expand_document
+from scheduler.whatif.priorities import PriorityClasses
 from scheduler.whatif.request import MAX_MEMBERS, RequestError, WhatIfRequest
 
 __all__ = ["UID_PREFIX", "Job", "job_of_objects"]
@@ -43,7 +44,9 @@ class Job:
         return Job(self.id, self.members, self.min_member, spec, self.gang)
 
 
-def job_of_objects(request: WhatIfRequest, default_scheduler: str) -> Job:
+def job_of_objects(
+    request: WhatIfRequest, default_scheduler: str, priorities: PriorityClasses | None = None
+) -> Job:
     pods: list[Pod] = []
     groups: list[PodGroup] = []
     for index, doc in enumerate(request.objects):
@@ -69,11 +72,19 @@ def job_of_objects(request: WhatIfRequest, default_scheduler: str) -> Job:
         raise RequestError("objects", "no pod: give a Pod or a workload with a pod template")
     if len(groups) > 1:
         raise RequestError("objects", "one PodGroup per what-if (one job)")
-    members = [_member(i, pod, request, default_scheduler, groups) for i, pod in enumerate(pods)]
+    classes = priorities if priorities is not None else PriorityClasses()
+    members = [_member(i, pod, request, default_scheduler, groups, classes) for i, pod in enumerate(pods)]
     return _job(members, groups[0] if groups else None)
 
 
-def _member(index: int, pod: Pod, request: WhatIfRequest, scheduler: str, groups: list[PodGroup]) -> PodInfo:
+def _member(
+    index: int,
+    pod: Pod,
+    request: WhatIfRequest,
+    scheduler: str,
+    groups: list[PodGroup],
+    priorities: PriorityClasses,
+) -> PodInfo:
     data = pod.model_dump(by_alias=True, exclude_none=True)
     meta = data.setdefault("metadata", {})
     meta.setdefault("namespace", request.namespace)
@@ -82,6 +93,19 @@ def _member(index: int, pod: Pod, request: WhatIfRequest, scheduler: str, groups
     spec = data.setdefault("spec", {})
     spec.pop("nodeName", None)
     spec["schedulerName"] = request.scheduler_name or spec.get("schedulerName") or scheduler
+    class_name = spec.get("priorityClassName")
+    if class_name and spec.get("priority") is None:
+        # As the API server's Priority admission: the class gives the value and, unless the pod
+        # says, the preemption policy.
+        klass = priorities.get(class_name)
+        if klass is None:
+            raise RequestError(
+                f"objects: pod {meta.get('name', '')} spec.priorityClassName",
+                f"no PriorityClass named {class_name}",
+            )
+        spec["priority"] = klass.value
+        if klass.preemption_policy and not spec.get("preemptionPolicy"):
+            spec["preemptionPolicy"] = klass.preemption_policy
     if groups and gang_ext.LABEL_POD_GROUP not in (meta.get("labels") or {}):
         meta.setdefault("labels", {})[gang_ext.LABEL_POD_GROUP] = groups[0].metadata.name or ""
     return PodInfo.of(Pod.model_validate(data))

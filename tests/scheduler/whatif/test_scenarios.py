@@ -3,7 +3,11 @@ and compared with what the scheduler then does when the job is submitted."""
 
 from __future__ import annotations
 
+import pytest
+
 from scheduler.backend.base import ELASTICQUOTAS, NODES, PODS
+from scheduler.whatif.priorities import PRIORITYCLASSES
+from scheduler.whatif.request import RequestError
 from tests.scheduler.whatif.cluster import (
     HIGH,
     LOW,
@@ -204,3 +208,22 @@ async def test_a_pending_gang_is_asked_by_name() -> None:
             assert answer.smallest_change.kind == "topology"
         assert not bound(backend)
         assert all(app.cache.nominated_node(p.metadata.uid or "") is None for p in backend.list(PODS))
+
+
+async def test_a_priority_class_gives_the_job_its_priority_as_admission_would() -> None:
+    backend = topology_backend({"b1": ("s1", 2)})
+    backend.apply(PRIORITYCLASSES, {"metadata": {"name": "urgent"}, "value": HIGH})
+    apply(backend, [pod("old", priority=LOW, node_name="b1-n0")])
+    async with running(backend) as app:
+        await until(lambda: app.whatif.priorities.get("urgent") is not None)
+        job = gang("train", 2)
+        for member in job[1:]:
+            del member["spec"]["priority"]
+            member["spec"]["priorityClassName"] = "urgent"
+        answer = await what_if(app, job)
+        assert answer.after_preemption is not None
+        assert [v.pod for v in answer.after_preemption.victims] == ["default/old"]
+        job[1]["spec"]["priorityClassName"] = "nonesuch"
+        with pytest.raises(RequestError) as raised:
+            await what_if(app, job)
+        assert raised.value.field.endswith("spec.priorityClassName")
