@@ -4,7 +4,8 @@
   runs the real scheduler on the in-memory backend and prints where every pod went, why every
   pending pod is pending, and a summary (pods/s, utilisation per resource).
 - ``koordctl explain pod NAME [-n NAMESPACE] [--server URL] [-o yaml|json]`` asks a running
-  koord-scheduler why it placed (or could not place) a pod.
+  koord-scheduler why it placed (or could not place) a pod; for a pending pod, also the
+  what-if's blocker and smallest change (``--no-whatif``: not).
 - ``koordctl whatif (-f JOB.yaml | --pod NAME | --gang NAME) [-n NAMESPACE] [--server URL]
   [-o wide|json|yaml]`` asks a running koord-scheduler whether a job would fit now, after
   preemption, and the smallest change that makes it fit (read-only; ``docs/whatif.md``).
@@ -40,6 +41,10 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot reach koord-scheduler at {args.server}: {exc}", file=sys.stderr)
         return 1
+    if args.whatif and explanation.get("result") in ("unschedulable", "waiting"):
+        advice = _advice(args)
+        if advice is not None:
+            explanation["whatif"] = advice
     if args.output == "json":
         print(json.dumps(explanation, indent=2))
     elif args.output == "yaml":
@@ -47,6 +52,34 @@ def _explain(args: argparse.Namespace) -> int:
     else:
         print(_render_explanation(explanation))
     return 0
+
+
+def _advice(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The what-if's blocker and smallest change for a pending pod (None: the scheduler answers
+    none, e.g. the pod stopped pending meanwhile, or a scheduler without ``/debug/whatif``)."""
+    body = {"pod": args.name, "namespace": args.namespace, "timeLimitSeconds": 2}
+    try:
+        answer = _post_whatif(args.server, body, timeout=30)
+    except (urllib.error.HTTPError, OSError, ValueError):
+        return None
+    after = answer.get("after_preemption") or {}
+    return {
+        "blocker": answer.get("blocker"),
+        "fits_after_preemption": bool(after.get("fits")),
+        "smallest_change": answer.get("smallest_change"),
+    }
+
+
+def _post_whatif(server: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{server.rstrip('/')}/debug/whatif",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        answer: dict[str, Any] = json.load(response)
+    return answer
 
 
 def _whatif(args: argparse.Namespace) -> int:
@@ -70,13 +103,8 @@ def _whatif(args: argparse.Namespace) -> int:
         body["pod"] = args.pod
     if args.gang:
         body["gang"] = args.gang
-    url = f"{args.server.rstrip('/')}/debug/whatif"
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
     try:
-        with urllib.request.urlopen(request, timeout=args.time_limit + 30) as response:
-            payload: dict[str, Any] = json.load(response)
+        payload = _post_whatif(args.server, body, timeout=args.time_limit + 30)
     except urllib.error.HTTPError as exc:
         try:
             error = json.load(exc).get("error", "")
@@ -113,6 +141,13 @@ def _render_explanation(e: dict[str, Any]) -> str:
         lines.extend(
             f"  {count:>6}  {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
         )
+    advice = e.get("whatif") or {}
+    if advice.get("blocker"):
+        lines.append(f"Blocker:   {advice['blocker']['kind']}: {advice['blocker']['message']}")
+    if advice.get("fits_after_preemption"):
+        lines.append("Preempting: the job would fit after job-level preemption")
+    if advice.get("smallest_change"):
+        lines.append(f"Smallest change: {advice['smallest_change']['description']}")
     notes = e.get("notes") or []
     if notes:
         lines.append("Notes:")
@@ -166,6 +201,12 @@ def build_parser() -> argparse.ArgumentParser:
     pod.add_argument("-n", "--namespace", default="default")
     pod.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
     pod.add_argument("-o", "--output", choices=["text", "yaml", "json"], default="text")
+    pod.add_argument(
+        "--no-whatif",
+        dest="whatif",
+        action="store_false",
+        help="do not ask the what-if for a pending pod's blocker and smallest change",
+    )
     pod.set_defaults(run=_explain)
 
     whatif = sub.add_parser("whatif", help="would a job fit now, and the smallest change that makes it fit")

@@ -17,7 +17,7 @@ from scheduler.http import SchedulerHTTPServer
 from scheduler.koordctl import main as koordctl
 from scheduler.metrics import SchedulerMetrics
 from scheduler.whatif.request import MAX_MEMBERS, RequestError, parse_request
-from tests.scheduler.whatif.cluster import gang, pod, running, topology_backend
+from tests.scheduler.whatif.cluster import apply, gang, pod, running, topology_backend, until
 
 
 @pytest.mark.parametrize(
@@ -129,3 +129,32 @@ async def test_koordctl_whatif_prints_a_table_wide_json_and_yaml(
     assert "CHECKED PLACEMENT" in outputs["wide"]
     assert json.loads(outputs["json"])["smallest_change"]["members"] == 6
     assert yaml.safe_load(outputs["yaml"])["largest"]["members_now"] == 6
+
+
+async def test_koordctl_explain_adds_the_smallest_change_for_a_pending_pod(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    backend = topology_backend({"b1": ("s1", 3), "b2": ("s2", 3)})
+    async with running(backend) as app:
+        apply(backend, gang("train", 4, gather=("BlockLayer", "MustGather")))
+        await until(lambda: app.explanations.get("default", "train-1") is not None)
+        server = SchedulerHTTPServer(
+            SchedulerMetrics(),
+            ready=lambda: True,
+            explain=app.explanations.lookup,
+            what_if=app.whatif.answer,
+            port=0,
+        )
+        async with server:
+            capsys.readouterr()
+            args = ["explain", "pod", "train-1", "--server", server.url]
+            assert await asyncio.to_thread(koordctl, args) == 0
+            text = capsys.readouterr().out
+            assert await asyncio.to_thread(koordctl, [*args, "-o", "json"]) == 0
+            as_json = json.loads(capsys.readouterr().out)
+            assert await asyncio.to_thread(koordctl, [*args, "--no-whatif"]) == 0
+            plain = capsys.readouterr().out
+    assert "Blocker:   topology: gang default/train needs 4 members in one BlockLayer domain" in text
+    assert "Smallest change: PreferGather instead of MustGather at BlockLayer" in text
+    assert as_json["whatif"]["smallest_change"]["kind"] == "topology"
+    assert "Smallest change" not in plain
