@@ -93,6 +93,8 @@ class ElectedScheduler:
         app = self.app
         if app is None or not self.is_leader:
             raise RequestError("body", "the scheduler is not leading: no cache to ask", status=503)
+        if not app.ready:
+            raise RequestError("body", "the scheduler's caches are not synced yet", status=503)
         return await app.whatif.answer(request)
 
     async def run(self, stop: asyncio.Event) -> None:

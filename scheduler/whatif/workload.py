@@ -111,8 +111,30 @@ def _member(
     return PodInfo.of(Pod.model_validate(data))
 
 
+def _gang_names(members: list[PodInfo]) -> set[str]:
+    return {
+        name
+        for m in members
+        if (
+            name := m.labels.get(gang_ext.LABEL_POD_GROUP)
+            or m.labels.get(gang_ext.LABEL_LIGHTWEIGHT_COSCHEDULING_POD_GROUP_NAME)
+            or m.annotations.get(gang_ext.ANNOTATION_GANG_NAME)
+            or ""
+        )
+    }
+
+
 def _job(members: list[PodInfo], group: PodGroup | None) -> Job:
     first = members[0]
+    names = _gang_names(members)
+    if len(names) > 1:
+        raise RequestError(
+            "objects", f"one job per what-if: the pods belong to gangs {', '.join(sorted(names))}"
+        )
+    if names and any(not _gang_names([m]) for m in members):
+        raise RequestError(
+            "objects", f"one job per what-if: some pods belong to gang {names.pop()}, others to none"
+        )
     try:
         if group is not None:
             namespace = group.metadata.namespace or first.namespace

@@ -148,9 +148,10 @@ def elastic_quota(name: str, *, max_cpu: str, min_cpu: str = "0", max_gpu: str =
 
 def apply(backend: MemoryBackend, objects: Sequence[dict[str, Any]]) -> None:
     for obj in objects:
-        kind = obj.get("kind", "Pod")
-        resource = {"Pod": PODS, "PodGroup": PODGROUPS}[kind]
-        backend.apply(resource, obj)
+        if obj.get("kind") == "PodGroup":
+            backend.apply(PODGROUPS, obj)
+        else:
+            backend.apply(PODS, obj)
 
 
 def bound(backend: MemoryBackend) -> dict[str, str]:

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from scheduler.app import SchedulerApp
-from scheduler.backend.base import ELASTICQUOTAS, PODGROUPS, PODS
+from scheduler.backend.base import ELASTICQUOTAS, PODGROUPS, PODS, ResourceType
 from scheduler.backend.memory import MemoryBackend
 from tests.scheduler.whatif.cluster import (
     HIGH,
@@ -25,6 +25,8 @@ from tests.scheduler.whatif.cluster import (
     what_if,
 )
 
+WATCHED: tuple[ResourceType[Any], ...] = (PODS, PODGROUPS, ELASTICQUOTAS)
+
 
 def api_state(backend: MemoryBackend) -> dict[str, Any]:
     return {
@@ -33,7 +35,7 @@ def api_state(backend: MemoryBackend) -> dict[str, Any]:
             resource.kind: sorted(
                 (o.model_dump_json(exclude_none=True) for o in backend.list(resource)), key=str
             )
-            for resource in (PODS, PODGROUPS, ELASTICQUOTAS)
+            for resource in WATCHED
         },
         "events": [(e.reason, e.regarding.name, e.message) for e in backend.events],
         "bindings": list(backend.bindings),
