@@ -86,7 +86,13 @@ class ElectedScheduler:
     def explain(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The current term's explanation of the pod (none between terms)."""
         app = self.app
-        return app.explanations.lookup(namespace, name) if app is not None else None
+        if app is None:
+            return None
+        found = app.explanations.lookup(namespace, name)
+        advice = app.advisor.advice_for(namespace, name) if app.advisor is not None else None
+        if found is not None and advice is not None:
+            found["smallest_change"] = advice.message()
+        return found
 
     async def what_if(self, request: WhatIfRequest) -> WhatIfAnswer:
         """The current term's what-if (none between terms: 503)."""

@@ -141,6 +141,8 @@ def _render_explanation(e: dict[str, Any]) -> str:
         lines.extend(
             f"  {count:>6}  {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
         )
+    if e.get("smallest_change") and not e.get("whatif"):
+        lines.append(f"Advice:    {e['smallest_change']}")
     advice = e.get("whatif") or {}
     if advice.get("blocker"):
         lines.append(f"Blocker:   {advice['blocker']['kind']}: {advice['blocker']['message']}")

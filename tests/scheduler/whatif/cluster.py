@@ -181,10 +181,13 @@ def topology_backend(blocks: dict[str, tuple[str, int]], *, gpus: int = 8) -> Me
 
 
 @asynccontextmanager
-async def running(backend: MemoryBackend) -> AsyncIterator[SchedulerApp]:
+async def running(backend: MemoryBackend, *, advice_seconds: float = 0.0) -> AsyncIterator[SchedulerApp]:
     config = load_config(CONFIG, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
     settings = AppSettings(
-        profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
+        profiles=tuple(config.profiles),
+        pod_initial_backoff_seconds=0.01,
+        pod_max_backoff_seconds=0.05,
+        whatif_advice_seconds=advice_seconds,
     )
     app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
     stop = asyncio.Event()
