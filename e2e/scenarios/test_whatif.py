@@ -137,6 +137,19 @@ def ask_until(
     return found
 
 
+def pod_states(cp: ControlPlane, ns: str) -> dict[str, tuple[str, str, bool]]:
+    """Pod -> (node, nominated node, being deleted): what a what-if must not change (KWOK may
+    still write the fillers' status meanwhile, so not their resourceVersion)."""
+    return {
+        p["metadata"]["name"]: (
+            p["spec"].get("nodeName", ""),
+            p.get("status", {}).get("nominatedNodeName", ""),
+            "deletionTimestamp" in p["metadata"],
+        )
+        for p in pods(cp, ns)
+    }
+
+
 def members_bound(cp: ControlPlane, ns: str, name: str, size: int) -> dict[str, str]:
     def check() -> dict[str, str] | None:
         placed = {p: n for p, n in bound(cp, ns, include_deleting=False).items() if p.startswith(f"{name}-")}
@@ -156,7 +169,12 @@ def test_a_gang_that_fits_in_one_block_only_once_two_named_low_priority_jobs_go(
     apply(cp, [filler(ns, free[0], "low-priority", "old-x"), filler(ns, free[1], "low-priority", "old-y")])
     job = gang(ns, "train", 8, gather="MustGather@BlockLayer")
 
+    before = pod_states(cp, ns)
     answer = ask_until(scheduler, ns, job, lambda a: not a["fits_now"]["fits"])
+    for _ in range(3):  # more what-ifs: still nothing evicted, nominated or written
+        ask(scheduler, ns, job)
+    assert pod_states(cp, ns) == before
+    assert [e for e in list_items(cp, "events", namespace=ns) if e.get("reason") == "Preempted"] == []
     after = answer["after_preemption"]
     assert after["fits"], answer
     assert sorted(after["jobs"]) == [f"{ns}/old-x", f"{ns}/old-y"]
