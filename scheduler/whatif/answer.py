@@ -78,6 +78,9 @@ class Largest(_Model):
     gpu_resource: str | None = None
     gpu_per_pod_now: int | None = None
     """The largest per-pod amount of ``gpu_resource`` with which every member fits now."""
+    gpu_per_pod_with_preemption: int | None = None
+    """The same once job-level preemption evicts (None: not asked: preemption is off, or the job
+    fits with preemption as it is)."""
 
 
 ChangeKind = Literal["members", "topology", "quota", "gpu", "toleration"]

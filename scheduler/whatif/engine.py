@@ -52,7 +52,16 @@ async def what_if(ctx: WhatIfContext, job: Job, *, profile: str, suggest: bool =
     if after.enabled and not after.fits and count > job.min_member and ctx.time_left() > 0:
         with_preemption = await largest_members_with_preemption(ctx, job)
     gpu = await largest_gpu(ctx, job) if ctx.time_left() > 0 else None
-    for name, found in (("members", members), ("members with preemption", with_preemption)):
+    gpu_preempting: tuple[str, Found] | None = None
+    if after.enabled and not after.fits and gpu is not None and ctx.time_left() > 0:
+        gpu_preempting = await largest_gpu(ctx, job, preempting=True)
+    searches = (
+        ("members", members),
+        ("members with preemption", with_preemption),
+        ("GPUs per pod", gpu[1] if gpu is not None else None),
+        ("GPUs per pod with preemption", gpu_preempting[1] if gpu_preempting is not None else None),
+    )
+    for name, found in searches:
         if found is not None and not found.complete:
             notes.append(f"the search for the largest {name} stopped at the time limit")
     suggestions, skipped = await changes(ctx, job, now, blocker, members, gpu) if suggest else ([], [])
@@ -64,7 +73,7 @@ async def what_if(ctx: WhatIfContext, job: Job, *, profile: str, suggest: bool =
         min_member=job.min_member,
         fits_now=fits_now,
         after_preemption=after,
-        largest=_largest(count, members, after, with_preemption, gpu),
+        largest=_largest(count, members, after, with_preemption, gpu, gpu_preempting),
         blocker=blocker,
         smallest_change=suggestions[0] if suggestions else None,
         alternatives=suggestions[1:],
@@ -80,6 +89,7 @@ def _largest(
     after: AfterPreemption,
     with_preemption: Found | None,
     gpu: tuple[str, Found] | None,
+    gpu_preempting: tuple[str, Found] | None,
 ) -> Largest:
     if after.fits:
         preempting: int | None = count
@@ -92,4 +102,11 @@ def _largest(
         members_with_preemption=preempting,
         gpu_resource=gpu[0] if gpu is not None else None,
         gpu_per_pod_now=gpu[1].value if gpu is not None else None,
+        gpu_per_pod_with_preemption=_gpu_preempting(after, gpu_preempting),
     )
+
+
+def _gpu_preempting(after: AfterPreemption, found: tuple[str, Found] | None) -> int | None:
+    if after.fits:
+        return None  # the whole job, as asked, fits once preemption evicts
+    return found[1].value if found is not None else None

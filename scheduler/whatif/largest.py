@@ -76,10 +76,10 @@ async def largest_members_with_preemption(ctx: WhatIfContext, job: Job) -> Found
     return await _bisect(ctx, range(job.min_member, len(members)), check)
 
 
-async def largest_gpu(ctx: WhatIfContext, job: Job) -> tuple[str, Found] | None:
+async def largest_gpu(ctx: WhatIfContext, job: Job, *, preempting: bool = False) -> tuple[str, Found] | None:
     """(the GPU resource, the largest per-pod amount below the asked one with which the whole job
-    fits now); None: the job asks for no GPU. Whole cards are tried first, then halves and quarters
-    of a card for the resources that share one."""
+    fits now, or with ``preempting`` once job-level preemption evicts); None: the job asks for no
+    GPU. Whole cards are tried, and halves and quarters of a card for the resources that share one."""
     asked = gpu_request(job)
     if asked is None:
         return None
@@ -89,7 +89,10 @@ async def largest_gpu(ctx: WhatIfContext, job: Job) -> tuple[str, Found] | None:
     async def check(per_pod: int) -> tuple[bool, Probe | None, Job]:
         smaller = with_gpu(job, resource, per_pod)
         found = await probe(ctx, smaller, solve_over_quota=False)
-        return found.fits, found, smaller
+        if found.fits or not preempting:
+            return found.fits, found, smaller
+        selection, _ = await choose(ctx, smaller, found.quota_fits)
+        return selection is not None, None, smaller
 
     return resource, await _bisect(ctx, values, check)
 

@@ -227,3 +227,18 @@ async def test_a_priority_class_gives_the_job_its_priority_as_admission_would() 
         with pytest.raises(RequestError) as raised:
             await what_if(app, job)
         assert raised.value.field.endswith("spec.priorityClassName")
+
+
+async def test_the_largest_gpu_count_per_pod_now_and_with_preemption() -> None:
+    """Two 4-GPU nodes, each with a low-priority pod on 2 GPUs: 8 GPUs per member never fit, 2 fit
+    now, 4 once preemption evicts the low-priority pods."""
+    backend = topology_backend({"b1": ("s1", 2)}, gpus=4)
+    apply(backend, [pod(f"low-{i}", gpus=2, priority=LOW, node_name=f"b1-n{i}") for i in range(2)])
+    async with running(backend) as app:
+        await until(lambda: len(list(app.cache.assigned_pods())) == 2)
+        answer = await what_if(app, gang("train", 2, gpus=8, priority=HIGH))
+        assert answer.after_preemption is not None
+        assert not answer.after_preemption.fits
+        assert answer.largest.gpu_resource == "nvidia.com/gpu"
+        assert answer.largest.gpu_per_pod_now == 2
+        assert answer.largest.gpu_per_pod_with_preemption == 4
