@@ -105,6 +105,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="log the top N nodes' total and per-plugin scores of every scored pod; 0 disables "
         "(Koordinator's flag; PUT /debug/flags/s changes it at run time)",
     )
+    parser.add_argument(
+        "--whatif-advice-seconds",
+        type=float,
+        default=0.0,
+        help="every this many seconds, off the scheduling loop, ask the what-if for each gang left "
+        "unschedulable and write its smallest change as a FailedScheduling event on the PodGroup "
+        "and into koordctl explain; 0 (the default) disables (docs/whatif.md)",
+    )
     parser.add_feature_gates(
         parse_feature_gates,
         feature_gate_notes,
@@ -124,9 +132,12 @@ def debug_flags_of(args: argparse.Namespace) -> DebugFlags:
     return DebugFlags(verbosity=args.verbosity, top_n_scores=args.debug_scores)
 
 
-def settings_of(config: SchedulerConfig, feature_gates: FeatureGates | None = None) -> AppSettings:
+def settings_of(
+    config: SchedulerConfig, feature_gates: FeatureGates | None = None, *, whatif_advice_seconds: float = 0.0
+) -> AppSettings:
     return AppSettings(
         profiles=tuple(config.profiles),
+        whatif_advice_seconds=whatif_advice_seconds,
         feature_gates=feature_gates or FeatureGates(),
         parallelism=config.parallelism,
         pod_initial_backoff_seconds=config.pod_initial_backoff_seconds,
@@ -158,7 +169,7 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
-    settings = settings_of(config, args.feature_gates)
+    settings = settings_of(config, args.feature_gates, whatif_advice_seconds=args.whatif_advice_seconds)
 
     def build(term_backend: ClusterBackend) -> SchedulerApp:
         """A new app: at start, and for every later term of leadership (fresh cache and queue)."""
@@ -188,6 +199,7 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         metrics,
         ready=lambda: scheduler.ready,
         explain=scheduler.explain,
+        what_if=scheduler.what_if,
         flags=flags,
         host=args.bind_address,
         port=args.port,

@@ -36,6 +36,9 @@ from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from scheduler.reporting import Reporter
+from scheduler.whatif.advisor import Advisor
+from scheduler.whatif.priorities import PRIORITYCLASSES
+from scheduler.whatif.service import WhatIfService
 
 __all__ = ["AppSettings", "SchedulerApp"]
 
@@ -55,6 +58,8 @@ class AppSettings:
     assumed_pod_ttl_seconds: float = 30.0
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     """Koordinator's feature gates (``--feature-gates``), handed to every plugin."""
+    whatif_advice_seconds: float = 0.0
+    """Every this many seconds, each unschedulable gang's smallest change (``whatif.advisor``); 0: off."""
 
 
 @dataclass
@@ -75,6 +80,9 @@ class SchedulerApp:
     explanations: ExplanationStore = field(init=False)
     handlers: EventHandlers = field(init=False)
     loop: SchedulingLoop = field(init=False)
+    whatif: WhatIfService = field(init=False)
+    advisor: Advisor | None = field(init=False, default=None)
+    """Read-only what-ifs on this app's cache and profiles (``POST /debug/whatif``)."""
     binder: Binder = field(init=False)
     aborted: bool = field(init=False, default=False)
 
@@ -138,6 +146,22 @@ class SchedulerApp:
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
             debug_flags=self.debug_flags,
             reporter=reporter,
+        )
+        self.whatif = WhatIfService(
+            self.cache, self.frameworks, lambda: (qp.pod for qp in self.queue.pending())
+        )
+        self.informers.subscribe(PRIORITYCLASSES, self.whatif.priorities.on_event)
+        self.advisor = (
+            Advisor(
+                self.whatif,
+                self.explanations,
+                self.backend,
+                lambda: (qp.pod for qp in self.queue.pending()),
+                self.settings.whatif_advice_seconds,
+                self.clock,
+            )
+            if self.settings.whatif_advice_seconds > 0
+            else None
         )
         self.handlers = EventHandlers(
             backend=self.backend,
@@ -231,6 +255,8 @@ class SchedulerApp:
             if not stop.is_set():
                 log.info("caches synced: %d nodes; scheduling", self.cache.node_count())
                 tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
+                if self.advisor is not None:
+                    tasks.append(asyncio.create_task(self.advisor.run(), name="what-if advisor"))
                 await _first(stop.wait(), *(t for t in tasks))
                 _raise_failed(tasks)
         finally:

@@ -35,6 +35,8 @@ from apis.client.leader import LeaderElector
 from scheduler.app import SchedulerApp
 from scheduler.backend.fence import FencedBackend
 from scheduler.metrics import SchedulerMetrics
+from scheduler.whatif.answer import WhatIfAnswer
+from scheduler.whatif.request import RequestError, WhatIfRequest
 
 __all__ = ["AppFactory", "ElectedScheduler"]
 
@@ -84,7 +86,22 @@ class ElectedScheduler:
     def explain(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The current term's explanation of the pod (none between terms)."""
         app = self.app
-        return app.explanations.lookup(namespace, name) if app is not None else None
+        if app is None:
+            return None
+        found = app.explanations.lookup(namespace, name)
+        advice = app.advisor.advice_for(namespace, name) if app.advisor is not None else None
+        if found is not None and advice is not None:
+            found["smallest_change"] = advice.message()
+        return found
+
+    async def what_if(self, request: WhatIfRequest) -> WhatIfAnswer:
+        """The current term's what-if (none between terms: 503)."""
+        app = self.app
+        if app is None or not self.is_leader:
+            raise RequestError("body", "the scheduler is not leading: no cache to ask", status=503)
+        if not app.ready:
+            raise RequestError("body", "the scheduler's caches are not synced yet", status=503)
+        return await app.whatif.answer(request)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Until ``stop`` is set (graceful: bindings in flight finish) or this is cancelled (the

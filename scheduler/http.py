@@ -11,6 +11,9 @@
 ``PUT /debug/flags/s`` (body ``10``), ``GET``      how many top-scored nodes to log per scored pod
                                                    (Koordinator's ``debugTopNScores``; 0: none)
 ``GET /debug/pods/{namespace}/{name}/explanation`` the last scheduling explanation of a pod
+``POST /debug/whatif`` (JSON body)                 would a job fit now, after preemption, and the
+                                                   smallest change that makes it fit (read-only;
+                                                   ``scheduler.whatif``, ``docs/whatif.md``)
 =================================================  ==============================================
 
 ``PUT`` and ``POST`` are both accepted on the flags, as Koordinator's docs show both. The score
@@ -35,6 +38,9 @@ from aiohttp import web
 from scheduler import logging_setup
 from scheduler.debug import DebugFlags
 from scheduler.metrics import CONTENT_TYPE, SchedulerMetrics
+from scheduler.whatif.answer import WhatIfAnswer
+from scheduler.whatif.handler import WhatIfProvider, handle_what_if
+from scheduler.whatif.request import MAX_REQUEST_BYTES, RequestError, WhatIfRequest
 
 __all__ = [
     "DebugFlags",
@@ -109,6 +115,10 @@ def _no_explanation(namespace: str, name: str) -> dict[str, Any] | None:
     return None
 
 
+async def _no_what_if(request: WhatIfRequest) -> WhatIfAnswer:
+    raise RequestError("body", "this server answers no what-if", status=501)
+
+
 class SchedulerHTTPServer:
     """One aiohttp app; ``async with`` starts it on ``host:port`` and stops it on exit."""
 
@@ -118,6 +128,7 @@ class SchedulerHTTPServer:
         *,
         ready: Callable[[], bool],
         explain: ExplainProvider = _no_explanation,
+        what_if: WhatIfProvider = _no_what_if,
         flags: DebugFlags | None = None,
         services: PluginServices | None = None,
         set_verbosity: Callable[[int], None] = logging_setup.set_verbosity,
@@ -131,6 +142,7 @@ class SchedulerHTTPServer:
         self.port = port
         self._ready = ready
         self._explain = explain
+        self._what_if = what_if
         self._set_verbosity = set_verbosity
         self._runner: web.AppRunner | None = None
         self.app = self._build_app()
@@ -181,7 +193,7 @@ class SchedulerHTTPServer:
     # ---- routes --------------------------------------------------------------------------------
 
     def _build_app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=MAX_REQUEST_BYTES)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/livez", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -192,6 +204,7 @@ class SchedulerHTTPServer:
             app.router.add_route(method, "/debug/flags/v", self._flag_v)
             app.router.add_route(method, "/debug/flags/s", self._flag_s)
         app.router.add_get("/debug/pods/{namespace}/{name}/explanation", self._explanation)
+        app.router.add_post("/debug/whatif", self._whatif)
         return app
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -265,6 +278,14 @@ class SchedulerHTTPServer:
         if found is None:
             return _json_error(404, f"no scheduling explanation for pod {namespace}/{name}")
         return web.json_response(found, dumps=_json_dumps)
+
+    async def _whatif(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _json_error(413, f"body: larger than {MAX_REQUEST_BYTES} bytes")
+        status, payload = await handle_what_if(self._what_if, body)
+        return web.json_response(payload, status=status, dumps=_json_dumps)
 
 
 async def _int_body(request: web.Request) -> int | None:

@@ -4,7 +4,11 @@
   runs the real scheduler on the in-memory backend and prints where every pod went, why every
   pending pod is pending, and a summary (pods/s, utilisation per resource).
 - ``koordctl explain pod NAME [-n NAMESPACE] [--server URL] [-o yaml|json]`` asks a running
-  koord-scheduler why it placed (or could not place) a pod.
+  koord-scheduler why it placed (or could not place) a pod; for a pending pod, also the
+  what-if's blocker and smallest change (``--no-whatif``: not).
+- ``koordctl whatif (-f JOB.yaml | --pod NAME | --gang NAME) [-n NAMESPACE] [--server URL]
+  [-o wide|json|yaml]`` asks a running koord-scheduler whether a job would fit now, after
+  preemption, and the smallest change that makes it fit (read-only; ``docs/whatif.md``).
 """
 
 from __future__ import annotations
@@ -37,12 +41,86 @@ def _explain(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot reach koord-scheduler at {args.server}: {exc}", file=sys.stderr)
         return 1
+    if args.whatif and explanation.get("result") in ("unschedulable", "waiting"):
+        advice = _advice(args)
+        if advice is not None:
+            explanation["whatif"] = advice
     if args.output == "json":
         print(json.dumps(explanation, indent=2))
     elif args.output == "yaml":
         print(yaml.safe_dump(explanation, sort_keys=False), end="")
     else:
         print(_render_explanation(explanation))
+    return 0
+
+
+def _advice(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The what-if's blocker and smallest change for a pending pod (None: the scheduler answers
+    none, e.g. the pod stopped pending meanwhile, or a scheduler without ``/debug/whatif``)."""
+    body = {"pod": args.name, "namespace": args.namespace, "timeLimitSeconds": 2}
+    try:
+        answer = _post_whatif(args.server, body, timeout=30)
+    except (urllib.error.HTTPError, OSError, ValueError):
+        return None
+    after = answer.get("after_preemption") or {}
+    return {
+        "blocker": answer.get("blocker"),
+        "fits_after_preemption": bool(after.get("fits")),
+        "smallest_change": answer.get("smallest_change"),
+    }
+
+
+def _post_whatif(server: str, body: dict[str, Any], *, timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(
+        f"{server.rstrip('/')}/debug/whatif",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        answer: dict[str, Any] = json.load(response)
+    return answer
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from scheduler.whatif.answer import WhatIfAnswer
+    from scheduler.whatif.render import render_table
+
+    body: dict[str, Any] = {"namespace": args.namespace, "timeLimitSeconds": args.time_limit}
+    if not args.suggest:
+        body["suggest"] = False
+    if args.filename is not None:
+        try:
+            text = (
+                sys.stdin.read() if str(args.filename) == "-" else args.filename.read_text(encoding="utf-8")
+            )
+            objects = [d for d in yaml.safe_load_all(text) if d is not None]
+        except (OSError, yaml.YAMLError) as exc:
+            print(f"error: {args.filename}: {exc}", file=sys.stderr)
+            return 1
+        body["objects"] = objects
+    if args.pod:
+        body["pod"] = args.pod
+    if args.gang:
+        body["gang"] = args.gang
+    try:
+        payload = _post_whatif(args.server, body, timeout=args.time_limit + 30)
+    except urllib.error.HTTPError as exc:
+        try:
+            error = json.load(exc).get("error", "")
+        except ValueError:
+            error = ""
+        print(f"error: HTTP {exc.code}: {error}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"error: cannot reach koord-scheduler at {args.server}: {exc}", file=sys.stderr)
+        return 1
+    if args.output == "json":
+        print(json.dumps(payload, indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(payload, sort_keys=False), end="")
+    else:
+        print(render_table(WhatIfAnswer.model_validate(payload), wide=args.output == "wide"))
     return 0
 
 
@@ -63,6 +141,15 @@ def _render_explanation(e: dict[str, Any]) -> str:
         lines.extend(
             f"  {count:>6}  {reason}" for reason, count in sorted(reasons.items(), key=lambda kv: -kv[1])
         )
+    if e.get("smallest_change") and not e.get("whatif"):
+        lines.append(f"Advice:    {e['smallest_change']}")
+    advice = e.get("whatif") or {}
+    if advice.get("blocker"):
+        lines.append(f"Blocker:   {advice['blocker']['kind']}: {advice['blocker']['message']}")
+    if advice.get("fits_after_preemption"):
+        lines.append("Preempting: the job would fit after job-level preemption")
+    if advice.get("smallest_change"):
+        lines.append(f"Smallest change: {advice['smallest_change']['description']}")
     notes = e.get("notes") or []
     if notes:
         lines.append("Notes:")
@@ -116,7 +203,29 @@ def build_parser() -> argparse.ArgumentParser:
     pod.add_argument("-n", "--namespace", default="default")
     pod.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
     pod.add_argument("-o", "--output", choices=["text", "yaml", "json"], default="text")
+    pod.add_argument(
+        "--no-whatif",
+        dest="whatif",
+        action="store_false",
+        help="do not ask the what-if for a pending pod's blocker and smallest change",
+    )
     pod.set_defaults(run=_explain)
+
+    whatif = sub.add_parser("whatif", help="would a job fit now, and the smallest change that makes it fit")
+    subject = whatif.add_mutually_exclusive_group(required=True)
+    subject.add_argument("-f", "--filename", type=Path, help="the job's manifests (YAML; - for stdin)")
+    subject.add_argument("--pod", help="a pending pod (its whole gang if it is a gang member)")
+    subject.add_argument("--gang", help="a pending gang (name or namespace/name)")
+    whatif.add_argument("-n", "--namespace", default="default")
+    whatif.add_argument("--server", default="http://127.0.0.1:10251", help="koord-scheduler's debug address")
+    whatif.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"], default="table")
+    whatif.add_argument(
+        "--time-limit", type=float, default=2.0, help="seconds the what-if may take (at most 10)"
+    )
+    whatif.add_argument(
+        "--no-suggest", dest="suggest", action="store_false", help="skip the smallest-change search"
+    )
+    whatif.set_defaults(run=_whatif)
     return parser
 
 

@@ -17,6 +17,7 @@ from apis.client.rbac import PolicyRule
 from apis.client.rbacchart import ChartRBAC, generate, merged_rules
 from scheduler.framework.registry import Registry
 from scheduler.plugins import DEFAULT_REGISTRY
+from scheduler.whatif.priorities import PRIORITYCLASSES
 
 __all__ = ["CORE_RULES", "main", "render", "rules"]
 
@@ -33,6 +34,10 @@ CORE_RULES = (
     ),
     PolicyRule.on(
         PODS, "patch", subresource="status", why="The PodScheduled condition and nominatedNodeName."
+    ),
+    PolicyRule.watching(
+        PRIORITYCLASSES,
+        why="What-if: a job's priorityClassName resolved as the API server's admission resolves it.",
     ),
     PolicyRule(
         ("", "events.k8s.io"),

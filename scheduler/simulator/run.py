@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from apis.client.backend import DEVICES, NODES, PODGROUPS, PODS, TOPOLOGIES, ResourceType
+from apis.client.backend import DEVICES, NODES, PODS, ResourceType
 from apis.core import Pod
 from apis.errors import InvalidValue
 from apis.resources import from_int_units
@@ -29,8 +29,8 @@ from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.registry import Registry
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
-from scheduler.plugins.helper.storage import CSINODES, PVCS, PVS, STORAGECLASSES
 from scheduler.simulator.description import ClusterDescription
+from scheduler.simulator.expand import CUSTOM_KINDS, MAX_PODS, expand_document
 from scheduler.simulator.pv_controller import run_pv_controller
 
 __all__ = [
@@ -42,11 +42,6 @@ __all__ = [
     "render",
     "simulate",
 ]
-
-MAX_PODS = 1_000_000
-"""The most pods a workload may expand to: ``replicas: 1e12`` is an error, not a machine out of memory."""
-
-_REPLICATED = {"Deployment", "ReplicaSet", "StatefulSet"}
 
 
 @dataclass
@@ -82,7 +77,7 @@ def load_workload(path: str | Path) -> list[Pod]:
     StatefulSets (``replicas``) and Jobs (``parallelism``), expanded to ``<name>-<index>``."""
     pods: list[Pod] = []
     for doc in _documents(path):
-        for pod in _expand(doc):
+        for pod in expand_document(doc):
             pods.append(pod)
             if len(pods) > MAX_PODS:
                 raise InvalidValue(f"{path}: the workload expands to more than {MAX_PODS} pods")
@@ -97,77 +92,14 @@ def _documents(path: str | Path) -> list[dict[str, Any]]:
     return docs
 
 
-_CUSTOM: dict[str, ResourceType[Any]] = {
-    "PodGroup": PODGROUPS,
-    "Device": DEVICES,
-    "ClusterNetworkTopology": TOPOLOGIES,
-    "PersistentVolumeClaim": PVCS,
-    "PersistentVolume": PVS,
-    "StorageClass": STORAGECLASSES,
-    "CSINode": CSINODES,
-}
-
-
 def load_custom_resources(path: str | Path) -> list[tuple[ResourceType[Any], Any]]:
     """The PodGroups, ClusterNetworkTopologies and storage objects (PersistentVolumeClaims,
     PersistentVolumes, StorageClasses, CSINodes) of a workload file (applied before its pods)."""
     return [
-        (_CUSTOM[d["kind"]], _CUSTOM[d["kind"]].model.model_validate(d))
+        (CUSTOM_KINDS[d["kind"]], CUSTOM_KINDS[d["kind"]].model.model_validate(d))
         for d in _documents(path)
-        if d.get("kind") in _CUSTOM
+        if d.get("kind") in CUSTOM_KINDS
     ]
-
-
-def _expand(doc: dict[str, Any]) -> Iterable[Pod]:
-    kind = doc.get("kind")
-    if kind in _CUSTOM:
-        return  # see load_custom_resources
-    if kind == "List":
-        items = doc.get("items") or []
-        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-            raise InvalidValue("a List's items must be a list of objects")
-        for item in items:
-            yield from _expand(item)
-        return
-    if kind == "Pod":
-        yield Pod.model_validate(doc)
-        return
-    if kind in _REPLICATED or kind == "Job":
-        spec = _object(doc, "spec")
-        field_name = "replicas" if kind in _REPLICATED else "parallelism"
-        count = spec.get(field_name, 1)
-        if type(count) is not int or not 0 <= count <= MAX_PODS:
-            raise InvalidValue(
-                f"{kind} spec.{field_name}: {count!r} is not a whole number from 0 to {MAX_PODS}"
-            )
-        template = _object(spec, "template")
-        meta = _object(doc, "metadata")
-        if not isinstance(meta.get("name"), str):
-            raise InvalidValue(f"{kind} metadata.name: a name is required")
-        for index in range(count):
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {
-                    **_object(template, "metadata"),
-                    "name": f"{meta['name']}-{index}",
-                    "namespace": meta.get("namespace", "default"),
-                },
-                "spec": _object(template, "spec"),
-            }
-            yield Pod.model_validate(pod)
-        return
-    raise ValueError(
-        f"unsupported kind {kind!r} in the workload: "
-        f"use Pod, List, Deployment, ReplicaSet, StatefulSet, Job or {', '.join(_CUSTOM)}"
-    )
-
-
-def _object(parent: dict[str, Any], key: str) -> dict[str, Any]:
-    value = parent.get(key) or {}
-    if not isinstance(value, dict):
-        raise InvalidValue(f"{key}: a {type(value).__name__}, not an object")
-    return value
 
 
 def cluster_backend(

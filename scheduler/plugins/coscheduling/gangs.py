@@ -148,6 +148,13 @@ class Gangs:
             gid = gang_ext.gang_id(pod.namespace, declared[0])
         return self._gangs.get(gid)
 
+    def gang_of_pod_named(self, namespace: str, name: str) -> Gang | None:
+        """The gang with a member pod ``namespace/name`` (a what-if names pods, not uids)."""
+        for gang in self._gangs.values():
+            if any(p.namespace == namespace and p.name == name for p in gang.children.values()):
+                return gang
+        return None
+
     def group(self, gang: Gang) -> GangGroup:
         group = self._groups.get(gang.group_id)
         if group is None:

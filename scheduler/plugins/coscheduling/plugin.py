@@ -28,6 +28,7 @@ The plugin is an adapter; the gang bookkeeping lives in ``gangs.Gangs``. Per mem
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -45,7 +46,7 @@ from apis.client.eviction import EVICTION_RULES
 from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.extension import gang as gang_ext
-from apis.extension.networktopology import get_network_topology_selector
+from apis.extension.networktopology import NetworkTopologySpec, get_network_topology_selector
 from apis.extension.reservation import is_reserve_pod
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from apis.scheduling.podgroup import PodGroup
@@ -54,6 +55,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.dry_run import Choice, JobDryRun, PendingJob, PlacementSetting
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     BIND_ANNOTATIONS,
@@ -114,6 +116,7 @@ class Coscheduling(
     PostBindPlugin,
     EnqueueExtensions,
     JobResolver,
+    JobDryRun,
 ):
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self.args = args
@@ -202,6 +205,60 @@ class Coscheduling(
         if gang is None:
             return 1
         return sum(g.min_member for g in self.gangs.members_of_group(gang))
+
+    # ---- dry run (what-if) -------------------------------------------------------------------
+
+    def placement_setting(self) -> PlacementSetting:
+        return PlacementSetting(
+            options=self.options,
+            topology=self.topology,
+            aware_network_topology=self.args.aware_network_topology,
+            preemption=self.preemption is not None,
+        )
+
+    def gang_id_of(self, namespace: str, name: str) -> str | None:
+        gang = self.gangs.gang_of_pod_named(namespace, name)
+        return gang.id if gang is not None else None
+
+    def pending_gang(self, gang_id: str) -> PendingJob | None:
+        gang = self.gangs.gang(gang_id)
+        if gang is None:
+            return None
+        group = self.gangs.members_of_group(gang)
+        return PendingJob(
+            job=gang.group_id,
+            members=tuple(p for g in group for p in g.pending()),
+            min_member=max(1, sum(g.min_member for g in group) - sum(g.running() for g in group)),
+            spec=gang.topology_spec if self.args.aware_network_topology else None,
+        )
+
+    async def choose_victims(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        snapshot: Snapshot,
+        *,
+        topology: ClusterNetworkTopology | None,
+        spec: NetworkTopologySpec | None,
+        release: QuotaRelease | None,
+        admit: PreemptionExtension | None,
+    ) -> Choice:
+        engine = self.preemption
+        if engine is None:
+            return Choice(Status.unschedulable(), "job-level preemption is not enabled (enablePreemption).")
+        return await engine.choose(
+            trigger,
+            job,
+            members,
+            snapshot,
+            topology=topology,
+            spec=spec,
+            release=release,
+            admit=admit,
+            record=False,
+            lift_lower=True,
+        )
 
     def _activate_if_ready(self, gang: Gang) -> None:
         if self.gangs.check(gang) is None:

@@ -49,6 +49,7 @@ from scheduler import solver
 from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.dry_run import Choice
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
@@ -57,7 +58,7 @@ from scheduler.plugins.coscheduling.victims import VictimProblemBuilder
 from scheduler.plugins.helper.preemption import PREEMPTION_BY_SCHEDULER, PdbIndex
 from scheduler.solver import PreemptionProblem, SolveOptions, VictimSelection
 
-__all__ = ["JobPreemption", "Outcome", "VictimFilter"]
+__all__ = ["Choice", "JobPreemption", "Outcome", "VictimFilter"]
 
 log = logging.getLogger(__name__)
 
@@ -178,8 +179,45 @@ class JobPreemption:
         waiting = self._waiting_for_victims(trigger, job, members, snapshot)
         if waiting is not None:
             return Outcome(Status.unschedulable(), waiting, snapshot.nominated_node(trigger.uid), holds=True)
+        choice = await self.choose(
+            trigger, job, members, snapshot, topology=topology, spec=spec, release=release, admit=admit
+        )
+        if choice.selection is None:
+            return Outcome(choice.status, choice.message)
+        selection = choice.selection
+        if not selection.victims:
+            self.handle.activate({m.uid for m in members})
+            return Outcome(Status.unschedulable(), choice.message)
+        self._execute(trigger, job, members, selection, snapshot)
+        return Outcome(
+            Status.success(),
+            self._summary(job, trigger, selection, snapshot),
+            selection.assignment.get(trigger.uid),
+        )
+
+    async def choose(
+        self,
+        trigger: PodInfo,
+        job: str,
+        members: Sequence[PodInfo],
+        snapshot: Snapshot,
+        *,
+        topology: ClusterNetworkTopology | None = None,
+        spec: NetworkTopologySpec | None = None,
+        release: QuotaRelease | None = None,
+        admit: PreemptionExtension | None = None,
+        record: bool = True,
+        lift_lower: bool = False,
+    ) -> Choice:
+        """The victims that let every member of ``job`` fit, chosen exactly as ``preempt`` chooses
+        them, with nothing evicted, nominated or activated: ``preempt`` executes the choice, a
+        what-if only reports it (``record`` False also leaves the solver metrics alone).
+        ``lift_lower``: lift the nominations of lower priorities while the problem is built, as
+        the cycle does for its pod (a what-if has no cycle; the lift ends before any await)."""
+        if trigger.pod.spec.preemption_policy == "Never":
+            return Choice(Status.unresolvable(), "not eligible due to preemptionPolicy=Never.")
         if not members:
-            return Outcome(Status.unschedulable(), "no pending member to place.")
+            return Choice(Status.unschedulable(), "no pending member to place.")
 
         if release is None:
             candidates = [p for p in snapshot.assigned_pods() if self._eligible(trigger, p, snapshot)]
@@ -193,12 +231,19 @@ class JobPreemption:
             admit.admitting({m.uid for m in members}) if admit is not None else contextlib.nullcontext()
         )
         builder = VictimProblemBuilder(self.handle.profile, self.options, self._budget, self._pdbs.pdbs)
-        with admitting:
-            problem = builder.build(
-                trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
-            )
+        unlift = (
+            snapshot.lift_nominations(lambda n: n.pod.priority < trigger.priority) if lift_lower else None
+        )
+        try:
+            with admitting:
+                problem = builder.build(
+                    trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
+                )
+        finally:
+            if unlift is not None:
+                unlift()
         if isinstance(problem, str):
-            return Outcome(Status.unresolvable(), problem)
+            return Choice(Status.unresolvable(), problem, candidates=len(candidates))
         fell_back = False
 
         def fallback(_: PreemptionProblem) -> None:
@@ -219,40 +264,42 @@ class JobPreemption:
             selection = await asyncio.to_thread(solver.select_victims, problem, on_fallback=fallback)
         else:
             selection = None
-        status = selection.status if selection is not None else "INFEASIBLE"
-        self.handle.solver_metrics.solved(
-            f"preemption-{self.options.strategy}",
-            status,
-            time.perf_counter() - started,
-            fell_back,
-            selection.gap if selection is not None else None,
-        )
+        if record:
+            self.handle.solver_metrics.solved(
+                f"preemption-{self.options.strategy}",
+                selection.status if selection is not None else "INFEASIBLE",
+                time.perf_counter() - started,
+                fell_back,
+                selection.gap if selection is not None else None,
+            )
         if selection is None:
-            self.handle.solver_metrics.preemption(0)
+            if record:
+                self.handle.solver_metrics.preemption(0)
             what = f"gang group {job}" if len(members) > 1 or job != trigger.uid else f"pod {trigger.key}"
             if not candidates:
-                return Outcome(Status.unschedulable(), "no pod may be evicted for it: nothing was evicted.")
-            return Outcome(
+                return Choice(Status.unschedulable(), "no pod may be evicted for it: nothing was evicted.")
+            return Choice(
                 Status.unschedulable(),
                 f"evicting every lower-priority pod ({len(candidates)}) would still leave {what} "
                 "without room: nothing was evicted.",
+                candidates=len(candidates),
             )
         if not selection.victims:
-            self.handle.activate({m.uid for m in members})
-            return Outcome(Status.unschedulable(), "the job fits without evicting anyone; retrying.")
+            return Choice(
+                Status.unschedulable(),
+                "the job fits without evicting anyone; retrying.",
+                selection,
+                len(candidates),
+            )
         if release is not None:
             chosen = [p for uid in selection.victims if (p := snapshot.pod(uid)) is not None]
             if not release.fits_after(members, chosen):
-                return Outcome(
+                return Choice(
                     Status.unschedulable(),
                     "the victims found would not free enough of the quota: nothing was evicted.",
+                    candidates=len(candidates),
                 )
-        self._execute(trigger, job, members, selection, snapshot)
-        return Outcome(
-            Status.success(),
-            self._summary(job, trigger, selection, snapshot),
-            selection.assignment.get(trigger.uid),
-        )
+        return Choice(Status.success(), "", selection, len(candidates))
 
     def _eligible(self, trigger: PodInfo, pod: PodInfo, snapshot: Snapshot) -> bool:
         if snapshot.is_assumed(pod.uid) or pod.is_terminal() or pod.uid == trigger.uid:
