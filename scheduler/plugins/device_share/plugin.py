@@ -62,19 +62,16 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
-    MAX_NODE_SCORE,
+from scheduler.framework.extensions import (
     NUMA_AFFINITY,
     RESERVATION_NOMINATED,
     RESERVATIONS_MATCHED,
-    ClusterEvent,
-    FilterResult,
     NUMAHint,
-    PreFilterResult,
     ReservationView,
     Room,
 )
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.adapter import BindContext, adapt
@@ -495,7 +492,7 @@ class DeviceShare:
         return preferred if preferred is not None else self._allocate(node, cycle, restored)
 
     def filter_reservation(self, state: CycleState, pod: PodInfo, reservation: ReservationView) -> Status:
-        """``interfaces.ReservationFilterPlugin``: the pod's cards fit when allocated from it."""
+        """``extensions.ReservationFilterPlugin``: the pod's cards fit when allocated from it."""
         cycle = state.get(_CYCLE)
         if cycle is None or reservation.node not in cycle.with_device:
             return Status.success()
@@ -552,7 +549,7 @@ class DeviceShare:
     def numa_hints(
         self, state: CycleState, pod: PodInfo, node: str, numa_ids: Sequence[int]
     ) -> Mapping[str, Sequence[NUMAHint] | None] | None:
-        """``interfaces.NUMAHintProvider``: the NUMA node sets whose cards (and NICs) hold the pod's
+        """``extensions.NUMAHintProvider``: the NUMA node sets whose cards (and NICs) hold the pod's
         GPUs and RDMA, the smallest preferred (Koordinator's ``deviceshare/topology_hint.go``). A set
         that gives the same cards as the whole node scores 500, above any CPU score, so the cards
         the node would pick anyway win ties."""

@@ -55,19 +55,21 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.eviction import EVICTION_RULES, EvictionRequest
-from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
+from scheduler.framework.extensions import (
     RESERVATION_CREDIT,
     RESERVATION_TAKEN,
+    PreemptionExtension,
+    QuotaRelease,
+)
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import (
     ClusterEvent,
     Diagnosis,
     EnqueueExtensions,
     PostFilterPlugin,
     PostFilterResult,
-    PreemptionExtension,
     PreFilterPlugin,
     PreFilterResult,
-    QuotaRelease,
     ReservePlugin,
 )
 from scheduler.framework.rbac import PolicyRule
@@ -152,7 +154,7 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
       runtimes recomputed)?
     - ``is_borrowing(pod) -> bool``: the pod's quota uses more than its min on some resource.
 
-    Quota reclaim (``interfaces.PreemptionExtension``, used by job-level preemption): a pod whose
+    Quota reclaim (``extensions.PreemptionExtension``, used by job-level preemption): a pod whose
     job stays within its quota's runtime may evict pods of any priority from the other quotas of
     its tree that use more than ``max(min, runtime)`` (``reclaimable``; their runtime already
     counts the claim, so a lender claiming its min back always qualifies), never non-preemptible

@@ -57,17 +57,15 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
+from scheduler.framework.extensions import (
     BIND_ANNOTATIONS,
     NUMA_AFFINITY,
     RESERVATION_NOMINATED,
     RESERVATIONS_MATCHED,
-    ClusterEvent,
-    FilterResult,
-    PreFilterResult,
     Room,
 )
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import ClusterEvent, FilterResult, PreFilterResult
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Code, Status
 from scheduler.plugins.node_numa_resource.allocation import Allocation, PodNUMARequest, allocate, numa_used
@@ -528,7 +526,7 @@ class NodeNUMAResource:
     # ---- room for gangs and preemption ----
 
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> Room | None:
-        """``interfaces.MemberRoom``: how many pods like ``pod`` each node holds by NUMA node and
+        """``extensions.MemberRoom``: how many pods like ``pod`` each node holds by NUMA node and
         CPU (``room``); None when no node's NUMA policy or cpuset limits the pod."""
         state = CycleState()
         if not self.pre_filter(state, pod, snapshot).status.ok:

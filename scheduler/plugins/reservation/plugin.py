@@ -60,21 +60,23 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.eviction import EvictionRequest
-from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
+from scheduler.framework.extensions import (
     BIND_ANNOTATIONS,
-    MAX_NODE_SCORE,
     RESERVATION_CREDIT,
     RESERVATION_NOMINATED,
     RESERVATION_TAKEN,
     RESERVATIONS_MATCHED,
     SCORE_ALWAYS,
+    ReservationView,
+)
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
     ClusterEvent,
     Diagnosis,
     FilterResult,
     PostFilterResult,
     PreFilterResult,
-    ReservationView,
 )
 from scheduler.framework.rbac import PolicyRule
 from scheduler.framework.status import Status
@@ -369,7 +371,7 @@ class ReservationPlugin:
         return (s.pod for s in states if s.pod is not None)
 
     def restore_for(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
-        """``interfaces.ReservedRoom``: release the room of every reservation one of ``pods`` may
+        """``extensions.ReservedRoom``: release the room of every reservation one of ``pods`` may
         use (what their PreFilters would restore), for a plan made or checked outside their cycles."""
         for pod in pods:
             if is_reserve_pod(pod.annotations):
