@@ -70,11 +70,10 @@ class _Model:
         self, problem: PreemptionProblem, max_rank: int | None = None, pdb_hard: bool = False
     ) -> None:
         """``max_rank``: victims of a higher priority rank stay (the first term decided by
-        counting); ``pdb_hard``: no budget may be exceeded (the second term decided at 0)."""
+        counting); ``pdb_hard``: no budget may be exceeded (the second term decided at 0).
+        The sections are added in a fixed order (what a seeded solve repeats)."""
         self.problem = problem
-        placement = problem.placement
         self.model = cp_model.CpModel()
-        model = self.model
         ranks = problem.priority_ranks
         stays = frozenset(
             v.uid for v in problem.victims if max_rank is not None and ranks[v.priority] > max_rank
@@ -82,6 +81,34 @@ class _Model:
         by_node = {node: [v for v in vs if v.uid not in stays] for node, vs in problem.victims_on().items()}
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
         self.x_ub: dict[tuple[int, str], int] = {}
+        self.v: dict[str, cp_model.IntVar] = {}
+        self.placeable = True
+        self.domain: dict[Domain, cp_model.IntVar] = {}
+        self.multiple: dict[Domain, cp_model.IntVar] = {}
+        self.top: cp_model.IntVar
+        self.over: dict[str, cp_model.IntVar] = {}
+        self.job: dict[str, cp_model.IntVar] = {}
+        self.one_victim_jobs: set[str] = set()
+        self._add_placements(stays, by_node)
+        self._add_victims(stays)
+        self._add_capacity(by_node)
+        self._add_demand()
+        self._add_topology()
+        self._add_budgets()
+        self._add_costs(pdb_hard)
+        self._counting_cuts(by_node)
+        self.terms: list[cp_model.LinearExprT] = [
+            self.top,
+            _sum(list(self.over.values())),
+            _sum(list(self.job.values())),
+            _sum(list(self.job.values()), [problem.job_size(j) for j in self.job]),
+            _sum(list(self.v.values())),
+        ]
+
+    def _add_placements(self, stays: frozenset[str], by_node: Mapping[str, list[VictimSpec]]) -> None:
+        """``x[g, n]`` where g passes its Filters on n once the victims that may go are gone and at
+        least one member fits then, bounded by how many fit."""
+        problem, placement = self.problem, self.problem.placement
         for gi, group in enumerate(placement.pod_groups):
             for node in placement.nodes:
                 if not placement.feasible(group, node):
@@ -96,13 +123,17 @@ class _Model:
                     if need > 0:
                         cap = min(cap, max(have, 0) // need)
                 if cap > 0:
-                    self.x[gi, node.name] = model.new_int_var(0, cap, f"x[{gi},{node.name}]")
+                    self.x[gi, node.name] = self.model.new_int_var(0, cap, f"x[{gi},{node.name}]")
                     self.x_ub[gi, node.name] = cap
+
+    def _add_victims(self, stays: frozenset[str]) -> None:
+        """``v[p]`` for the victims whose eviction can help, and the blockers: a member goes where a
+        victim fails its Filters only if that victim is evicted."""
+        problem, placement, model = self.problem, self.problem.placement, self.model
         hosting = {n for _, n in self.x}
         blocking = {
             uid for (gi, n) in self.x for uid in problem.blockers.get((placement.pod_groups[gi].name, n), ())
         }
-        self.v: dict[str, cp_model.IntVar] = {}
         for victim in problem.victims:
             if victim.uid in stays:
                 continue
@@ -113,6 +144,9 @@ class _Model:
             for uid in sorted(problem.blockers.get((placement.pod_groups[gi].name, n), ())):
                 model.add(var == 0).only_enforce_if(self.v[uid].Not())
 
+    def _add_capacity(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
+        """Per node and resource: the members take at most what is free plus what evictions release."""
+        placement = self.problem.placement
         on_node: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
         for (gi, n), var in self.x.items():
             on_node[n].append((gi, var))
@@ -130,20 +164,25 @@ class _Model:
                     for v in by_node.get(node.name, ())
                     if v.request.values[r] and v.uid in self.v
                 ]
-                model.add(
+                self.model.add(
                     sum(a * var for a, var in demand) - sum(a * var for a, var in released)
                     <= node.free.values[r]
                 )
-        self.placeable = True
-        for gi, group in enumerate(placement.pod_groups):
+
+    def _add_demand(self) -> None:
+        """Every member is placed."""
+        for gi, group in enumerate(self.problem.placement.pod_groups):
             options = [var for (g, _), var in self.x.items() if g == gi]
             if not options:
                 self.placeable = False  # no node takes this group even with every victim gone
                 continue
-            model.add(cp_model.LinearExpr.sum(options) == group.count)
+            self.model.add(cp_model.LinearExpr.sum(options) == group.count)
 
+    def _add_topology(self) -> None:
+        """MustGather: one domain of its layer holds every member; podCountMultiple k: each domain
+        of the layer holds a multiple of k."""
+        placement, model = self.problem.placement, self.model
         path = {n.name: n.path for n in placement.nodes}
-        self.domain: dict[Domain, cp_model.IntVar] = {}
         must = placement.must_gather_index
         if must is not None:
             for key in sorted({domain_key(path[n], must) for _, n in self.x}):
@@ -151,7 +190,6 @@ class _Model:
             model.add_exactly_one(self.domain.values())
             for (gi, n), var in self.x.items():
                 model.add(var <= placement.pod_groups[gi].count * self.domain[domain_key(path[n], must)])
-        self.multiple: dict[Domain, cp_model.IntVar] = {}
         total = placement.member_count
         for i, layer in enumerate(placement.layers):
             k = layer.pod_count_multiple
@@ -165,13 +203,16 @@ class _Model:
                 self.multiple[key] = z
                 model.add(cp_model.LinearExpr.sum(vars_) == k * z)
 
+    def _add_budgets(self) -> None:
+        """Eviction budgets (quota reclaim) cap what their victims release together; quota releases
+        need at least their amounts from theirs."""
+        problem, model = self.problem, self.model
         for budget, limit in sorted(problem.budgets.items()):
             members = [v for v in problem.victims if v.budget == budget and v.uid in self.v]
             for r, cap in enumerate(limit.values):
                 spend = [(v.request.values[r], self.v[v.uid]) for v in members if v.request.values[r]]
                 if spend:
                     model.add(sum(a * var for a, var in spend) <= cap)
-
         for release, wanted in sorted(problem.releases.items()):
             members = [v for v in problem.victims if v.release == release and v.uid in self.v]
             for r, floor in enumerate(wanted.values):
@@ -183,6 +224,9 @@ class _Model:
                     continue
                 model.add(sum(a * var for a, var in give) >= floor)
 
+    def _add_costs(self, pdb_hard: bool) -> None:
+        """The cost variables: the highest victim rank, each PDB's overrun, each broken job."""
+        problem, model = self.problem, self.model
         ranks = problem.priority_ranks
         chosen = [v for v in problem.victims if v.uid in self.v]
         self.top = model.new_int_var(0, max(ranks.values(), default=0), "top")
@@ -192,7 +236,6 @@ class _Model:
         for victim in chosen:
             for pdb in victim.pdbs:
                 members_of[pdb].append(victim.uid)
-        self.over: dict[str, cp_model.IntVar] = {}
         for pdb, uids in sorted(members_of.items()):
             if pdb_hard:
                 model.add(sum(self.v[u] for u in uids) <= problem.pdb_allowed.get(pdb, 0))
@@ -200,8 +243,6 @@ class _Model:
             over = model.new_int_var(0, len(uids), f"over[{pdb}]")
             model.add(over >= sum(self.v[u] for u in uids) - problem.pdb_allowed.get(pdb, 0))
             self.over[pdb] = over
-        self.job: dict[str, cp_model.IntVar] = {}
-        self.one_victim_jobs: set[str] = set()
         of_job: dict[str, list[str]] = defaultdict(list)
         for victim in chosen:
             of_job[victim.job].append(victim.uid)
@@ -213,14 +254,6 @@ class _Model:
             self.job[job] = model.new_bool_var(f"job[{job}]")
             for uid in uids:
                 model.add_implication(self.v[uid], self.job[job])
-        self._counting_cuts(by_node)
-        self.terms: list[cp_model.LinearExprT] = [
-            self.top,
-            _sum(list(self.over.values())),
-            _sum(list(self.job.values())),
-            _sum(list(self.job.values()), [problem.job_size(j) for j in self.job]),
-            _sum(list(self.v.values())),
-        ]
 
     def _counting_cuts(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
         """Redundant, by counting what one member needs on a node: the victims without which it
