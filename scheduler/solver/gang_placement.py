@@ -730,101 +730,137 @@ def solve_cpsat(
 ) -> Plan | Infeasible:
     """Place the gang with CP-SAT, the greedy plan as hint and as fallback."""
     start = time.perf_counter()
-    deadline = start + problem.options.time_limit_seconds
     if problem.member_count == 0:
         return _plan(problem, {}, "OPTIMAL", start, ModelSize())
     ctx = _Context(problem)
     reason = explain.diagnose(problem, ctx.agg, ctx.cap)
     if reason is not None:
         return dataclasses.replace(reason, solve_seconds=time.perf_counter() - start)
-
     greedy_assignment = greedy.plan(problem)
     if greedy_assignment is not None and spread_violations(problem, greedy_assignment):
         greedy_assignment = None  # Koordinator's greedy plan knows no topology spread
-    best: dict[str, str] | None = greedy_assignment
-    best_obj: Objective | None = objective(problem, best) if best is not None else None
-    best_from_cpsat = False
-    proved = True
-    size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
-    infeasible_cands: list[Domain] = []
-    gaps: list[float | None] = []
-
+    search = _Search(ctx, greedy_assignment, start + problem.options.time_limit_seconds)
     for tier in _candidate_tiers(ctx):
+        if search.run_tier(tier):
+            break
+    return search.answer(start, on_fallback)
+
+
+class _Search:
+    """The candidates tier by tier, in order of their lower bounds, each pruned when its bound
+    cannot beat the answer in hand; the greedy plan is that answer until a solve beats it."""
+
+    def __init__(self, ctx: _Context, greedy_assignment: dict[str, str] | None, deadline: float) -> None:
+        self.ctx, self.problem, self.deadline = ctx, ctx.problem, deadline
+        self.greedy = greedy_assignment
+        self.best: dict[str, str] | None = greedy_assignment
+        self.best_obj: Objective | None = (
+            objective(self.problem, self.best) if self.best is not None else None
+        )
+        self.best_from_cpsat = False
+        self.proved = True
+        self.size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
+        self.infeasible_cands: list[Domain] = []
+        self.gaps: list[float | None] = []
+
+    def run_tier(self, tier: list[Domain]) -> bool:
+        """Solve the tier's candidates; True when the search stops here (found, or not proven)."""
+        ctx = self.ctx
         depth = len(tier[0]) if tier else 0
         home = None
-        if greedy_assignment:
-            homes = {
-                domain_key(ctx.path_of[n], depth - 1) if depth else () for n in greedy_assignment.values()
-            }
+        if self.greedy:
+            homes = {domain_key(ctx.path_of[n], depth - 1) if depth else () for n in self.greedy.values()}
             home = next(iter(homes)) if len(homes) == 1 else None
         bounds = {cand: ctx.lower_bound(cand) for cand in tier}
         capacity = {cand: ctx.cap.holds.get(cand, 0) for cand in tier}
         ordered = sorted(tier, key=lambda d: (d != home, bounds[d], capacity[d], d))
-        size["candidates"] += len(ordered)
-        found_in_tier = best is not None and home is not None and home in bounds
+        self.size["candidates"] += len(ordered)
+        found_in_tier = self.best is not None and home is not None and home in bounds
         tier_proved = True
         for cand in ordered:
-            if best_obj is not None and bounds[cand] >= best_obj and (best_from_cpsat or cand != home):
+            if (
+                self.best_obj is not None
+                and bounds[cand] >= self.best_obj
+                and (self.best_from_cpsat or cand != home)
+            ):
                 continue  # pruned: cannot beat the answer in hand
-            remaining = deadline - time.perf_counter()
+            remaining = self.deadline - time.perf_counter()
             if remaining <= 0.001:
                 tier_proved = False
                 break
-            hint: Mapping[str, str] | None = greedy_assignment if cand == home else None
-            if hint is None:
-                sub = dataclasses.replace(
-                    problem, nodes=tuple(n for n in problem.nodes if n.path[: len(cand)] == cand)
-                )
-                hint = greedy.plan(sub)
-            out = _solve_candidate(ctx, cand, bounds[cand], hint, remaining, decided=best_obj)
-            gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
-            size["variables"] += out.variables
-            size["constraints"] += out.constraints
-            size["solved"] += 1
+            out = self._solve(cand, bounds[cand], home, remaining)
             if out.assignment is not None:
-                violated = violations(problem, out.assignment)
-                if violated:
-                    raise AssertionError(f"CP-SAT plan breaks rules: {violated[:3]}")
-                obj = objective(problem, out.assignment)
-                if best_obj is None or obj < best_obj or (obj == best_obj and not best_from_cpsat):
-                    best, best_obj, best_from_cpsat = out.assignment, obj, True
                 found_in_tier = True
-                if out.status != "OPTIMAL":
-                    tier_proved = False
-            elif out.status == "INFEASIBLE":
-                infeasible_cands.append(cand)
-            else:
+            if out.status != "OPTIMAL" and out.status != "INFEASIBLE":
                 tier_proved = False
-        proved = proved and tier_proved
-        if found_in_tier or not tier_proved:
-            break
+        self.proved = self.proved and tier_proved
+        return found_in_tier or not tier_proved
 
-    model_size = ModelSize(
-        variables=size["variables"],
-        constraints=size["constraints"],
-        node_classes=len(ctx.agg.node_classes),
-        candidates=size["candidates"],
-        solved_candidates=size["solved"],
-    )
-    if best is not None:
-        status: PlanStatus
-        if best_from_cpsat:
-            status = "OPTIMAL" if proved else "FEASIBLE"
-        elif proved and size["solved"] > 0:
-            status = "OPTIMAL"
-        else:
-            status = "GREEDY_FALLBACK"
-            if on_fallback is not None:
-                on_fallback(problem)
-        known = [g for g in gaps if g is not None]
-        gap = None if status == "GREEDY_FALLBACK" or len(known) < len(gaps) else max(known, default=0.0)
-        return dataclasses.replace(_plan(problem, best, status, start, model_size), gap=gap)
-    if not proved or not infeasible_cands:
-        return dataclasses.replace(
-            explain.timeout(problem, problem.options.time_limit_seconds),
-            solve_seconds=time.perf_counter() - start,
+    def _solve(self, cand: Domain, bound: Objective, home: Domain | None, remaining: float) -> _Outcome:
+        """One candidate's solve, its answer kept when it beats the one in hand."""
+        problem = self.problem
+        hint: Mapping[str, str] | None = self.greedy if cand == home else None
+        if hint is None:
+            sub = dataclasses.replace(
+                problem, nodes=tuple(n for n in problem.nodes if n.path[: len(cand)] == cand)
+            )
+            hint = greedy.plan(sub)
+        out = _solve_candidate(self.ctx, cand, bound, hint, remaining, decided=self.best_obj)
+        self.gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
+        self.size["variables"] += out.variables
+        self.size["constraints"] += out.constraints
+        self.size["solved"] += 1
+        if out.assignment is not None:
+            violated = violations(problem, out.assignment)
+            if violated:
+                raise AssertionError(f"CP-SAT plan breaks rules: {violated[:3]}")
+            obj = objective(problem, out.assignment)
+            if (
+                self.best_obj is None
+                or obj < self.best_obj
+                or (obj == self.best_obj and not self.best_from_cpsat)
+            ):
+                self.best, self.best_obj, self.best_from_cpsat = out.assignment, obj, True
+        elif out.status == "INFEASIBLE":
+            self.infeasible_cands.append(cand)
+        return out
+
+    def answer(
+        self, start: float, on_fallback: Callable[[PlacementProblem], None] | None
+    ) -> Plan | Infeasible:
+        problem, size = self.problem, self.size
+        model_size = ModelSize(
+            variables=size["variables"],
+            constraints=size["constraints"],
+            node_classes=len(self.ctx.agg.node_classes),
+            candidates=size["candidates"],
+            solved_candidates=size["solved"],
         )
-    return dataclasses.replace(_explain(ctx, infeasible_cands), solve_seconds=time.perf_counter() - start)
+        if self.best is not None:
+            status: PlanStatus
+            if self.best_from_cpsat:
+                status = "OPTIMAL" if self.proved else "FEASIBLE"
+            elif self.proved and size["solved"] > 0:
+                status = "OPTIMAL"
+            else:
+                status = "GREEDY_FALLBACK"
+                if on_fallback is not None:
+                    on_fallback(problem)
+            known = [g for g in self.gaps if g is not None]
+            gap = (
+                None
+                if status == "GREEDY_FALLBACK" or len(known) < len(self.gaps)
+                else max(known, default=0.0)
+            )
+            return dataclasses.replace(_plan(problem, self.best, status, start, model_size), gap=gap)
+        if not self.proved or not self.infeasible_cands:
+            return dataclasses.replace(
+                explain.timeout(problem, problem.options.time_limit_seconds),
+                solve_seconds=time.perf_counter() - start,
+            )
+        return dataclasses.replace(
+            _explain(self.ctx, self.infeasible_cands), solve_seconds=time.perf_counter() - start
+        )
 
 
 def _explain(ctx: _Context, cands: list[Domain]) -> Infeasible:

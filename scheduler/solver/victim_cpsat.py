@@ -55,7 +55,7 @@ from scheduler.solver.preemption_problem import (
     VictimSpec,
     objective,
 )
-from scheduler.solver.problem import domain_key
+from scheduler.solver.problem import SolveOptions, domain_key
 from scheduler.solver.victim_greedy import select_greedy_and_cheapest
 
 __all__ = ["select_cpsat"]
@@ -540,87 +540,121 @@ def select_cpsat(
     built = _Model(pruned, greedy.objective[0] if greedy and decided_rank else None, pdb_hard)
     if not built.placeable:
         return None if pruned is problem or greedy is None else _fallback(problem, greedy, start, on_fallback)
-    best: tuple[set[str], dict[str, str]] | None = (
-        (set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None
-    )
-    found_by_cpsat = False
-    all_optimal = True
+    staged = _Staged((set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None)
+    stages = _stages(built, decided_rank, pdb_hard)
+    if not _run_stages(built, stages, staged, deadline, pruned=pruned is not problem):
+        return None
+    return _answer(problem, built, greedy, staged, start, on_fallback)
+
+
+@dataclasses.dataclass(slots=True)
+class _Staged:
+    """What the stages have found so far."""
+
+    best: tuple[set[str], dict[str, str]] | None
+    """The best selection in hand (victims, assignment): greedy's until a stage finds one."""
+    found_by_cpsat: bool = False
+    all_optimal: bool = True
     gap: float | None = None
     last_bound: float | None = None
-    stages = _stages(built, decided_rank, pdb_hard)
+
+
+def _run_stages(
+    built: _Model, stages: list[cp_model.LinearExprT], staged: _Staged, deadline: float, *, pruned: bool
+) -> bool:
+    """Minimise each term in turn, then fix it; False when the first stage proves that no victims
+    let the job fit."""
+    options = built.problem.placement.options
     for stage, term in enumerate(stages):
         last = stage == len(stages) - 1
-        if isinstance(term, int) and not (last and not found_by_cpsat):
+        if isinstance(term, int) and not (last and not staged.found_by_cpsat):
             continue  # nothing to choose for this term (no budgets, no victims)
         left = deadline - time.perf_counter()
         if left <= 0:
-            all_optimal = False
+            staged.all_optimal = False
             break
         if isinstance(term, int):
             built.model.clear_objective()  # type: ignore[no-untyped-call]  # counting decided every term: any placement will do
         else:
             built.model.minimize(term)
-        if best is not None:
-            built.hint(*best)
-        solver = cp_model.CpSolver()
-        share = 1.0 if last else 0.6 if stage == 0 else 0.5
-        solver.parameters.max_time_in_seconds = max(left * share, 0.001)
-        # One worker with the full linear relaxation: the relaxation of this model is nearly
-        # integral (the counting cuts), so one LP-guided search proves in tens of milliseconds
-        # what the two-worker interleaved portfolio did not prove in a second; and one worker is
-        # deterministic with the gap callback.
-        solver.parameters.num_workers = 1
-        solver.parameters.linearization_level = 2
-        # Presolve's probing and symmetry detection find nothing in this model and were a third
-        # of the solve at 1,000 nodes x 64 members.
-        solver.parameters.cp_model_probing_level = 0
-        solver.parameters.symmetry_level = 0
-        solver.parameters.random_seed = options.seed
-        if last:
-            solver.parameters.relative_gap_limit = options.relative_gap
+        if staged.best is not None:
+            built.hint(*staged.best)
+        solver = _stage_solver(options, left, stage, last)
         status = solver.solve(built.model, GapStop(options.relative_gap) if last else None)
         if last and within(solver, status, options.relative_gap):
             status = cp_model.OPTIMAL  # proven within the tolerated gap
         if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
             raise AssertionError(f"invalid victim model: {built.model.validate()}")
         if status == cp_model.INFEASIBLE and stage == 0:
-            return None
+            return False
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            all_optimal = False
+            staged.all_optimal = False
             break
         value = term if isinstance(term, int) else round(solver.objective_value)
-        best = built.read(solver)
-        if pruned is not problem:
-            all_optimal = False  # optimal among the candidate nodes kept, not proven overall
-        found_by_cpsat = True
+        staged.best = built.read(solver)
+        if pruned:
+            staged.all_optimal = False  # optimal among the candidate nodes kept, not proven overall
+        staged.found_by_cpsat = True
         if last:
-            gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
-            last_bound = None if isinstance(term, int) else solver.best_objective_bound
+            staged.gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
+            staged.last_bound = None if isinstance(term, int) else solver.best_objective_bound
         if status != cp_model.OPTIMAL:
-            all_optimal = False
+            staged.all_optimal = False
         if not last:
             built.model.add(term == value if status == cp_model.OPTIMAL else term <= value)
+    return True
+
+
+def _stage_solver(options: SolveOptions, left: float, stage: int, last: bool) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    share = 1.0 if last else 0.6 if stage == 0 else 0.5
+    solver.parameters.max_time_in_seconds = max(left * share, 0.001)
+    # One worker with the full linear relaxation: the relaxation of this model is nearly
+    # integral (the counting cuts), so one LP-guided search proves in tens of milliseconds
+    # what the two-worker interleaved portfolio did not prove in a second; and one worker is
+    # deterministic with the gap callback.
+    solver.parameters.num_workers = 1
+    solver.parameters.linearization_level = 2
+    # Presolve's probing and symmetry detection find nothing in this model and were a third
+    # of the solve at 1,000 nodes x 64 members.
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.symmetry_level = 0
+    solver.parameters.random_seed = options.seed
+    if last:
+        solver.parameters.relative_gap_limit = options.relative_gap
+    return solver
+
+
+def _answer(
+    problem: PreemptionProblem,
+    built: _Model,
+    greedy: VictimSelection | None,
+    staged: _Staged,
+    start: float,
+    on_fallback: Callable[[PreemptionProblem], None] | None,
+) -> VictimSelection | None:
+    """The staged selection, or the greedy one where it is cheaper or the stages found nothing."""
     seconds = time.perf_counter() - start
     size = (len(built.model.proto.variables), len(built.model.proto.constraints))
-    if not found_by_cpsat:
+    if not staged.found_by_cpsat:
         if greedy is None:
             return None
         return _fallback(problem, greedy, start, on_fallback, size)
-    assert best is not None
-    victims = tuple(sorted(best[0]))
+    assert staged.best is not None
+    victims = tuple(sorted(staged.best[0]))
     cost = objective(problem, victims)
     if greedy is not None and greedy.objective < cost:
         # A stage stopped by the time limit (or within the gap) fixed its term at a value worse
         # than the hint's: the greedy answer is better overall. When every stage was proven (the
         # last within the tolerated gap), the greedy answer lies between that stage's bound and a
         # value within the gap of it, so it is proven within the gap as well.
-        if all_optimal and last_bound is not None:
-            greedy_gap = relative_gap(_weighted_last(built, greedy.objective), last_bound)
+        if staged.all_optimal and staged.last_bound is not None:
+            greedy_gap = relative_gap(_weighted_last(built, greedy.objective), staged.last_bound)
             return VictimSelection(
                 greedy.victims, greedy.assignment, greedy.objective, "OPTIMAL", seconds, *size, gap=greedy_gap
             )
         return VictimSelection(
             greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size, gap=None
         )
-    status_out: SelectionStatus = "OPTIMAL" if all_optimal else "FEASIBLE"
-    return VictimSelection(victims, best[1], cost, status_out, seconds, *size, gap=gap)
+    status_out: SelectionStatus = "OPTIMAL" if staged.all_optimal else "FEASIBLE"
+    return VictimSelection(victims, staged.best[1], cost, status_out, seconds, *size, gap=staged.gap)
