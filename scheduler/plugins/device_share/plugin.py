@@ -153,6 +153,7 @@ class DeviceShare:
             self.fragmentation.observe(pod.uid, cycle.request, host_take(pod))
         return PreFilterResult()
 
+    # The memo's tests compare these, the kept answers, with answers asked afresh.
     @staticmethod
     def _memoizable(cycle: Cycle) -> bool:
         return memoizable(cycle)
