@@ -19,7 +19,7 @@ from scheduler.background import BackgroundTasks
 from scheduler.cache.cache import Cache
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import HOLD_ROOM
+from scheduler.framework.extensions import HOLD_ROOM
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Status
 from scheduler.metrics import SchedulerMetrics

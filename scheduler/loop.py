@@ -37,7 +37,8 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags, log_top_scores
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import SCORE_ALWAYS, Diagnosis
+from scheduler.framework.extensions import SCORE_ALWAYS
+from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.runtime import Framework
 from scheduler.framework.status import Code, Status
 from scheduler.metrics import SchedulerMetrics

@@ -17,7 +17,7 @@ from apis.extension.networktopology import NetworkTopologySpec
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
+from scheduler.framework.extensions import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
 from scheduler.quota import Figures
 from scheduler.solver import SolveOptions, VictimSelection

@@ -36,7 +36,7 @@ from scheduler.framework.waiting_pods import WaitingPods
 from scheduler.solver.problem import SpreadConstraint
 
 if TYPE_CHECKING:
-    from scheduler.framework.interfaces import (
+    from scheduler.framework.extensions import (
         NUMAHintProvider,
         PreemptionExtension,
         Preemptor,
@@ -178,35 +178,35 @@ class ProfileView(Protocol):
         ...
 
     def preemption_extensions(self) -> Sequence[PreemptionExtension]:
-        """The profile's plugins that implement ``interfaces.PreemptionExtension``."""
+        """The profile's plugins that implement ``extensions.PreemptionExtension``."""
         ...
 
     def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
         """The DoNotSchedule topology spread a gang's placement must keep between ``members``
-        (from the profile's ``interfaces.GangSpreadSource`` plugins)."""
+        (from the profile's ``extensions.GangSpreadSource`` plugins)."""
         ...
 
     def preemptor(self) -> Preemptor | None:
-        """The profile's plugin that preempts for a single pod on request (``interfaces.Preemptor``)."""
+        """The profile's plugin that preempts for a single pod on request (``extensions.Preemptor``)."""
         ...
 
     def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         """Release in ``snapshot`` (until its ``close``) the room reserved for any of ``pods``
-        (the profile's ``interfaces.ReservedRoom`` plugins)."""
+        (the profile's ``extensions.ReservedRoom`` plugins)."""
         ...
 
     def reservation_filters(self) -> Sequence[ReservationFilterPlugin]:
         """The profile's plugins that judge a pod against one reservation
-        (``interfaces.ReservationFilterPlugin``)."""
+        (``extensions.ReservationFilterPlugin``)."""
         ...
 
     def numa_hint_providers(self) -> Sequence[NUMAHintProvider]:
-        """The profile's plugins that place resources on NUMA nodes (``interfaces.NUMAHintProvider``)."""
+        """The profile's plugins that place resources on NUMA nodes (``extensions.NUMAHintProvider``)."""
         ...
 
     def member_room(self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int) -> list[Room]:
         """How many pods like ``pod`` each of ``nodes`` can still hold, by the profile's
-        ``interfaces.MemberRoom`` plugins (one ``Room`` per plugin that limits the pod)."""
+        ``extensions.MemberRoom`` plugins (one ``Room`` per plugin that limits the pod)."""
         ...
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework import extensions as ext
 from scheduler.framework import interfaces as fw
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
@@ -170,22 +171,22 @@ class Framework:
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
             self._points[point] = plugins
-        self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, fw.JobResolver)]
+        self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
-            p for p in self.plugins.values() if isinstance(p, fw.PreemptionExtension)
+            p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
         )
-        self._spread_sources = [p for p in self.plugins.values() if isinstance(p, fw.GangSpreadSource)]
-        self._preemptor = next((p for p in self.plugins.values() if isinstance(p, fw.Preemptor)), None)
+        self._spread_sources = [p for p in self.plugins.values() if isinstance(p, ext.GangSpreadSource)]
+        self._preemptor = next((p for p in self.plugins.values() if isinstance(p, ext.Preemptor)), None)
         self._prefer_nodes = next(
-            (p for p in self.plugins.values() if isinstance(p, fw.PreferNodesPlugin)), None
+            (p for p in self.plugins.values() if isinstance(p, ext.PreferNodesPlugin)), None
         )
-        self._reserved_room = [p for p in self.plugins.values() if isinstance(p, fw.ReservedRoom)]
+        self._reserved_room = [p for p in self.plugins.values() if isinstance(p, ext.ReservedRoom)]
         self._reservation_filters = tuple(
-            p for p in self.plugins.values() if isinstance(p, fw.ReservationFilterPlugin)
+            p for p in self.plugins.values() if isinstance(p, ext.ReservationFilterPlugin)
         )
-        self._member_rooms = [p for p in self.plugins.values() if isinstance(p, fw.MemberRoom)]
+        self._member_rooms = [p for p in self.plugins.values() if isinstance(p, ext.MemberRoom)]
         self._numa_hint_providers = tuple(
-            p for p in self.plugins.values() if isinstance(p, fw.NUMAHintProvider)
+            p for p in self.plugins.values() if isinstance(p, ext.NUMAHintProvider)
         )
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
@@ -227,28 +228,28 @@ class Framework:
             return resolver.job_of(pod)
         return pod.uid
 
-    def preemption_extensions(self) -> Sequence[fw.PreemptionExtension]:
+    def preemption_extensions(self) -> Sequence[ext.PreemptionExtension]:
         return self._preemption_extensions
 
     def gang_spread(self, members: Sequence[PodInfo], snapshot: Snapshot) -> tuple[SpreadConstraint, ...]:
         return tuple(c for source in self._spread_sources for c in source.gang_spread(members, snapshot))
 
-    def preemptor(self) -> fw.Preemptor | None:
+    def preemptor(self) -> ext.Preemptor | None:
         return self._preemptor
 
     def restore_reserved(self, pods: Sequence[PodInfo], snapshot: Snapshot) -> None:
         for plugin in self._reserved_room:
             plugin.restore_for(pods, snapshot)
 
-    def reservation_filters(self) -> Sequence[fw.ReservationFilterPlugin]:
+    def reservation_filters(self) -> Sequence[ext.ReservationFilterPlugin]:
         return self._reservation_filters
 
-    def numa_hint_providers(self) -> Sequence[fw.NUMAHintProvider]:
+    def numa_hint_providers(self) -> Sequence[ext.NUMAHintProvider]:
         return self._numa_hint_providers
 
     def member_room(
         self, pod: PodInfo, snapshot: Snapshot, nodes: Sequence[str], limit: int
-    ) -> list[fw.Room]:
+    ) -> list[ext.Room]:
         rooms = (plugin.member_room(pod, snapshot, nodes, limit) for plugin in self._member_rooms)
         return [room for room in rooms if room is not None]
 

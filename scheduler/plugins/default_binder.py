@@ -10,8 +10,9 @@ from apis.client.backend import PODS, BackendError, Conflict, NotFound
 from apis.client.rbac import PolicyRule
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import BIND_ANNOTATIONS
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import BIND_ANNOTATIONS, BindPlugin, ClusterEvent
+from scheduler.framework.interfaces import BindPlugin, ClusterEvent
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 

@@ -15,8 +15,9 @@ import logging
 
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import BIND_ANNOTATIONS
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import BIND_ANNOTATIONS, PreBindPlugin
+from scheduler.framework.interfaces import PreBindPlugin
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 

@@ -29,13 +29,9 @@ from apis.extension.scheduler import get_scheduling_hint
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import PreferNodesPlugin
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
-    ClusterEvent,
-    PreferNodesPlugin,
-    PreFilterPlugin,
-    PreFilterResult,
-)
+from scheduler.framework.interfaces import ClusterEvent, PreFilterPlugin, PreFilterResult
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 

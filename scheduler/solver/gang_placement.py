@@ -60,6 +60,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 
 from ortools.sat.python import cp_model
+from ortools.sat.python.cp_model import CpSolverStatus
 
 from scheduler.solver import explain, greedy
 from scheduler.solver.aggregate import Aggregate, DomainCapacity, NodeClass, aggregate
@@ -70,6 +71,7 @@ from scheduler.solver.problem import (
     PlacementProblem,
     Plan,
     PlanStatus,
+    TopologyLayer,
     domain_key,
     domains_used,
     objective,
@@ -302,6 +304,16 @@ def _candidate_tiers(ctx: _Context) -> list[list[Domain]]:
     return tiers
 
 
+@dataclasses.dataclass(slots=True)
+class _Start:
+    """What counting leaves a candidate's model to start from."""
+
+    bound: Objective
+    hint: Mapping[str, str] | None
+    decided: Objective | None
+    score_bound: int | None
+
+
 def _solve_candidate(
     ctx: _Context,
     cand: Domain,
@@ -312,210 +324,273 @@ def _solve_candidate(
     decided: Objective | None = None,
     explain_mode: bool = False,
 ) -> _Outcome:
-    problem, agg = ctx.problem, ctx.agg
-    options = problem.options
-    n_layers = len(problem.layers)
-
-    # Data.
     classes = ctx.classes_in(cand)
-    pods = agg.pod_classes
-
-    # Counting: the score bound once the domain counts are decided, and where the counts are the
-    # whole answer, the plan that reaches the domain bound with the best score found. Within the
-    # relative gap of the bound, that plan is the answer and CP-SAT is not needed.
-    counted = _ScoreTerm.of(ctx, cand, bound, classes)
-    if not explain_mode and counted.plan is not None:
-        plan_obj = objective(problem, counted.plan)
-        if decided is None or plan_obj < decided:
-            decided, hint = plan_obj, counted.plan
-        if plan_obj[: len(problem.prefer_gather_order)] == counted.bound[: len(problem.prefer_gather_order)]:
-            bound = counted.bound  # the raised bound holds: the plan reaches the nearest layer's
-    score_bound = counted.upper_bound(decided)
-    if not explain_mode and decided is not None and hint is not None and score_bound is not None:
-        gap = relative_gap(-counted.score(hint), -score_bound)
-        exact = counted.exact(classes) if gap > options.relative_gap else None
-        if exact is not None:
-            exact_plan, score_bound = exact[0], min(score_bound, exact[1])
-            if exact_plan is not None and objective(problem, exact_plan) < decided:
-                decided, hint = objective(problem, exact_plan), exact_plan
-            gap = relative_gap(-counted.score(hint), -score_bound)
-        if counted.decided(decided) and gap <= options.relative_gap and objective(problem, hint) == decided:
-            return _Outcome("OPTIMAL", dict(hint), 0, 0, gap=gap)
-
-    # Model and variables.
-    model = cp_model.CpModel()
-    x: dict[tuple[int, int], cp_model.IntVar] = {}
-    x_ub: dict[tuple[int, int], int] = {}
-    for c in classes:
-        for pc in pods:
-            if c.caps[pc.index] > 0:
-                ub = min(pc.count, c.caps[pc.index] * c.multiplicity)
-                x_ub[c.index, pc.index] = ub
-                x[c.index, pc.index] = model.new_int_var(0, ub, f"x[{c.index},{pc.name}]")
-
-    # Each node class stays within its nodes' free resources, node by node.
-    y: dict[tuple[int, int], cp_model.IntVar] = {}
-    for c in classes:
-        active = [pc for pc in pods if (c.index, pc.index) in x]
-        if len(active) < 2:
-            continue  # one pod class: the bound m_c * cap(c, g) on x is exact
-        if not c.patterns:  # a single node with too many packings: one constraint per resource
-            for r in range(len(problem.resources)):
-                if any(pc.request.values[r] for pc in active):
-                    model.add(
-                        sum(pc.request.values[r] * x[c.index, pc.index] for pc in active) <= c.free.values[r]
-                    )
-            continue
-        for p, _ in enumerate(c.patterns):
-            y[c.index, p] = model.new_int_var(0, c.multiplicity, f"y[{c.index},{p}]")
-        model.add(sum(y[c.index, p] for p in range(len(c.patterns))) <= c.multiplicity)
-        for pc in active:
-            model.add(
-                x[c.index, pc.index]
-                <= sum(pat[pc.index] * y[c.index, p] for p, pat in enumerate(c.patterns) if pat[pc.index])
-            )
-
-    # Members kept apart (required pod anti-affinity among them): at most one per domain. Node
-    # classes never straddle a domain (``aggregate`` folds on it), so a domain is a set of classes.
-    for rule in range(len(problem.apart)):
-        in_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
-        for (ci, g), var in x.items():
-            domain = agg.node_classes[ci].domains[rule]
-            if domain is not None and rule in pods[g].apart:
-                in_domain[domain].append(var)
-        for members in in_domain.values():
-            model.add(sum(members) <= 1)
-
-    # Every member of every pod class is placed (one assumption literal per class when explaining).
-    assumptions: dict[str, cp_model.IntVar] = {}
-    for pc in pods:
-        demand = model.add(sum(x[k] for k in x if k[1] == pc.index) == pc.count)
-        if explain_mode:
-            lit = model.new_bool_var(f"demand[{pc.name}]")
-            demand.only_enforce_if(lit)
-            assumptions[f"group:{pc.name}"] = lit
-
-    # Members per domain below the candidate: used flags for PreferGather, multiples where asked.
-    used: dict[Domain, cp_model.IntVar] = {}
-    z: dict[Domain, cp_model.IntVar] = {}
-    members_in: dict[Domain, list[cp_model.IntVar]] = defaultdict(list)
-    for depth in range(len(cand) + 1, n_layers + 1):
-        for (ci, _g), var in x.items():
-            members_in[agg.node_classes[ci].path[:depth]].append(var)
-    domain_count: dict[int, cp_model.LinearExprT] = {}
-    for i in range(len(cand), n_layers):
-        layer = problem.layers[i]
-        keys = sorted(k for k in members_in if len(k) == i + 1)
-        if i in problem.prefer_gather_order:
-            for key in keys:
-                used[key] = model.new_bool_var(f"used[{'/'.join(key)}]")
-                cap_d = min(ctx.total, ctx.cap.holds.get(key, ctx.total))
-                model.add(sum(members_in[key]) <= cap_d * used[key])
-            domain_count[i] = sum(used[k] for k in keys)
-        k_mult = layer.pod_count_multiple
-        if k_mult > 1:
-            mult_lit = model.new_bool_var(f"multiple[{layer.name}]") if explain_mode else None
-            for key in keys:
-                z[key] = model.new_int_var(0, ctx.total // k_mult, f"z[{'/'.join(key)}]")
-                ct = model.add(sum(members_in[key]) == k_mult * z[key])
-                if mult_lit is not None:
-                    ct.only_enforce_if(mult_lit)
-            if mult_lit is not None:
-                assumptions[f"multiple:{layer.name}"] = mult_lit
-
+    start = _count_first(ctx, cand, classes, _Start(bound, hint, decided, None), explain_mode)
+    if isinstance(start, _Outcome):
+        return start
+    built = _CandidateModel(ctx, cand, classes, explain_mode)
+    built.add_variables()
+    built.add_capacity()
+    built.add_apart()
+    built.add_demand()
+    built.add_topology()
     # Topology spread (DoNotSchedule): a domain receiving a constrained member stays within
     # maxSkew of the least loaded domain after placement.
-    assumptions.update(_add_spread(model, ctx, x, explain_mode))
-
-    # Redundant: a member sits in a used domain at the nearest PreferGather layer, class by class
-    # (a much tighter relaxation than the per-domain bound alone), and a used domain's parent is used.
-    modelled = [i for i in problem.prefer_gather_order if i in domain_count]
-    if modelled:
-        nearest = modelled[0]
-        for (ci, g), var in x.items():
-            model.add(var <= x_ub[ci, g] * used[agg.node_classes[ci].path[: nearest + 1]])
-        for key in used:
-            parent = key[:-1]
-            if parent in used:
-                model.add_implication(used[key], used[parent])
-
-    # Redundant: the counting lower bound on domains used at each PreferGather layer. Where the
-    # answer in hand already reaches that bound, the term is decided by counting: fix it.
-    objective_layers: list[int] = []
-    deciding = True
-    for pos, i in enumerate(problem.prefer_gather_order):
-        if i not in domain_count:
-            continue
-        if deciding and decided is not None and decided[pos] == bound[pos]:
-            model.add(domain_count[i] == bound[pos])
-        else:
-            deciding = False
-            model.add(domain_count[i] >= bound[pos])
-            objective_layers.append(i)
-    score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (agg.node_classes[ci],) if c.score)
-    if deciding and score_bound is not None and not isinstance(score_expr, int):
-        model.add(score_expr <= score_bound)  # redundant: the counting bound CP-SAT cannot find
-
-    # Objective: domains used per PreferGather layer (nearest first), then minus the score sum,
-    # with each weight larger than the whole range of the terms after it.
-    terms: list[tuple[cp_model.LinearExprT, int]] = []
-    for i in objective_layers:
-        terms.append((domain_count[i], len([k for k in used if len(k) == i + 1])))
-    if options.score_weight and not isinstance(score_expr, int):
-        terms.append((-options.score_weight * score_expr, options.score_weight * 100 * ctx.total))
-    if terms and not explain_mode:
-        weight, weights = 1, []
-        for _, span in reversed(terms):
-            weights.append(weight)
-            weight = weight * (span + 1)
-        weights.reverse()
-        model.minimize(sum(w * expr for w, (expr, _) in zip(weights, terms, strict=True)))
-
+    built.assumptions.update(_add_spread(built.model, ctx, built.x, explain_mode))
+    built.add_redundant(start)
+    built.set_objective()
     # Hint: the greedy placement restricted to this candidate, every variable set.
-    if hint is not None and not explain_mode:
-        _add_hint(ctx, model, classes, x, y, used, z, hint)
+    if start.hint is not None and not explain_mode:
+        _add_hint(ctx, built.model, classes, built.x, built.y, built.used, built.z, start.hint)
+    return built.solve(seconds)
 
-    # Solve.
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(seconds, 0.001)
-    solver.parameters.num_workers = 1 if explain_mode else max(options.workers, 1)
-    solver.parameters.random_seed = options.seed
-    if options.workers > 1 and not explain_mode:
-        solver.parameters.interleave_search = True
-    score_only = not objective_layers
-    if score_only and not explain_mode:
-        # Only the score is left to optimise: stop within the tolerated gap of the bound.
-        solver.parameters.relative_gap_limit = options.relative_gap
-    if explain_mode:
-        model.add_assumptions(list(assumptions.values()))
-    # relative_gap_limit is checked between the interleaved search's batches, which keeps the
-    # answer deterministic (a solution callback stopping mid-batch would not).
-    status = solver.solve(model)
-    if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
-        raise AssertionError(f"invalid placement model: {model.validate()}")
-    n_vars, n_cons = len(model.proto.variables), len(model.proto.constraints)
 
-    if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        counts = {k: solver.value(v) for k, v in x.items()}
-        patterns = {k: solver.value(v) for k, v in y.items()}
-        assignment = _layout(ctx, classes, counts, patterns)
-        found_gap: float | None = None
-        if explain_mode or not terms:
-            found_gap = 0.0
-        elif score_only:
-            found_gap = relative_gap(solver.objective_value, solver.best_objective_bound)
-        elif status == cp_model.OPTIMAL:
-            found_gap = 0.0
-        return _Outcome(
-            "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE", assignment, n_vars, n_cons, gap=found_gap
-        )
-    if status == cp_model.INFEASIBLE:
-        core: tuple[str, ...] = ()
+def _count_first(
+    ctx: _Context, cand: Domain, classes: list[NodeClass], start: _Start, explain_mode: bool
+) -> _Start | _Outcome:
+    """Counting: the score bound once the domain counts are decided, and where the counts are the
+    whole answer, the plan that reaches the domain bound with the best score found. Within the
+    relative gap of the bound, that plan is the answer (an outcome) and CP-SAT is not needed."""
+    problem = ctx.problem
+    counted = _ScoreTerm.of(ctx, cand, start.bound, classes)
+    if not explain_mode and counted.plan is not None:
+        plan_obj = objective(problem, counted.plan)
+        if start.decided is None or plan_obj < start.decided:
+            start.decided, start.hint = plan_obj, counted.plan
+        nearest = len(problem.prefer_gather_order)
+        if plan_obj[:nearest] == counted.bound[:nearest]:
+            start.bound = counted.bound  # the raised bound holds: the plan reaches the nearest layer's
+    start.score_bound = counted.upper_bound(start.decided)
+    decided, hint, score_bound = start.decided, start.hint, start.score_bound
+    if explain_mode or decided is None or hint is None or score_bound is None:
+        return start
+    gap = relative_gap(-counted.score(hint), -score_bound)
+    exact = counted.exact(classes) if gap > problem.options.relative_gap else None
+    if exact is not None:
+        exact_plan, score_bound = exact[0], min(score_bound, exact[1])
+        if exact_plan is not None and objective(problem, exact_plan) < decided:
+            decided, hint = objective(problem, exact_plan), exact_plan
+        gap = relative_gap(-counted.score(hint), -score_bound)
+    if (
+        counted.decided(decided)
+        and gap <= problem.options.relative_gap
+        and objective(problem, hint) == decided
+    ):
+        return _Outcome("OPTIMAL", dict(hint), 0, 0, gap=gap)
+    start.decided, start.hint, start.score_bound = decided, hint, score_bound
+    return start
+
+
+class _CandidateModel:
+    """One candidate's CP-SAT model, built section by section in the order ``_solve_candidate``
+    calls them (the order of variables and constraints is part of what a seeded solve repeats)."""
+
+    def __init__(self, ctx: _Context, cand: Domain, classes: list[NodeClass], explain_mode: bool) -> None:
+        self.ctx, self.cand, self.classes, self.explain_mode = ctx, cand, classes, explain_mode
+        self.problem, self.agg = ctx.problem, ctx.agg
+        self.pods = ctx.agg.pod_classes
+        self.model = cp_model.CpModel()
+        self.x: dict[tuple[int, int], cp_model.IntVar] = {}
+        """Members of pod class g on the nodes of class c, by (c, g)."""
+        self.x_ub: dict[tuple[int, int], int] = {}
+        self.y: dict[tuple[int, int], cp_model.IntVar] = {}
+        """Nodes of class c packed with pattern p, by (c, p)."""
+        self.used: dict[Domain, cp_model.IntVar] = {}
+        self.z: dict[Domain, cp_model.IntVar] = {}
+        self.domain_count: dict[int, cp_model.LinearExprT] = {}
+        """PreferGather layer -> the domains used there."""
+        self.assumptions: dict[str, cp_model.IntVar] = {}
+        self.objective_layers: list[int] = []
+        self.score_expr: cp_model.LinearExprT = 0
+        self.terms: list[tuple[cp_model.LinearExprT, int]] = []
+
+    def add_variables(self) -> None:
+        for c in self.classes:
+            for pc in self.pods:
+                if c.caps[pc.index] > 0:
+                    ub = min(pc.count, c.caps[pc.index] * c.multiplicity)
+                    self.x_ub[c.index, pc.index] = ub
+                    self.x[c.index, pc.index] = self.model.new_int_var(0, ub, f"x[{c.index},{pc.name}]")
+
+    def add_capacity(self) -> None:
+        """Each node class stays within its nodes' free resources, node by node."""
+        model, x = self.model, self.x
+        for c in self.classes:
+            active = [pc for pc in self.pods if (c.index, pc.index) in x]
+            if len(active) < 2:
+                continue  # one pod class: the bound m_c * cap(c, g) on x is exact
+            if not c.patterns:  # a single node with too many packings: one constraint per resource
+                for r in range(len(self.problem.resources)):
+                    if any(pc.request.values[r] for pc in active):
+                        model.add(
+                            sum(pc.request.values[r] * x[c.index, pc.index] for pc in active)
+                            <= c.free.values[r]
+                        )
+                continue
+            for p, _ in enumerate(c.patterns):
+                self.y[c.index, p] = model.new_int_var(0, c.multiplicity, f"y[{c.index},{p}]")
+            model.add(sum(self.y[c.index, p] for p in range(len(c.patterns))) <= c.multiplicity)
+            for pc in active:
+                model.add(
+                    x[c.index, pc.index]
+                    <= sum(
+                        pat[pc.index] * self.y[c.index, p]
+                        for p, pat in enumerate(c.patterns)
+                        if pat[pc.index]
+                    )
+                )
+
+    def add_apart(self) -> None:
+        """Members kept apart (required pod anti-affinity among them): at most one per domain. Node
+        classes never straddle a domain (``aggregate`` folds on it), so a domain is a set of classes."""
+        for rule in range(len(self.problem.apart)):
+            in_domain: dict[str, list[cp_model.IntVar]] = defaultdict(list)
+            for (ci, g), var in self.x.items():
+                domain = self.agg.node_classes[ci].domains[rule]
+                if domain is not None and rule in self.pods[g].apart:
+                    in_domain[domain].append(var)
+            for members in in_domain.values():
+                self.model.add(sum(members) <= 1)
+
+    def add_demand(self) -> None:
+        """Every member of every pod class is placed (one assumption literal per class when explaining)."""
+        x = self.x
+        for pc in self.pods:
+            demand = self.model.add(sum(x[k] for k in x if k[1] == pc.index) == pc.count)
+            if self.explain_mode:
+                lit = self.model.new_bool_var(f"demand[{pc.name}]")
+                demand.only_enforce_if(lit)
+                self.assumptions[f"group:{pc.name}"] = lit
+
+    def add_topology(self) -> None:
+        """Members per domain below the candidate: used flags for PreferGather, multiples where asked."""
+        members_in: dict[Domain, list[cp_model.IntVar]] = defaultdict(list)
+        for depth in range(len(self.cand) + 1, len(self.problem.layers) + 1):
+            for (ci, _g), var in self.x.items():
+                members_in[self.agg.node_classes[ci].path[:depth]].append(var)
+        for i in range(len(self.cand), len(self.problem.layers)):
+            keys = sorted(k for k in members_in if len(k) == i + 1)
+            if i in self.problem.prefer_gather_order:
+                self._add_used(keys, members_in)
+                self.domain_count[i] = sum(self.used[k] for k in keys)
+            self._add_multiples(self.problem.layers[i], keys, members_in)
+
+    def _add_used(self, keys: list[Domain], members_in: Mapping[Domain, list[cp_model.IntVar]]) -> None:
+        ctx = self.ctx
+        for key in keys:
+            self.used[key] = self.model.new_bool_var(f"used[{'/'.join(key)}]")
+            cap_d = min(ctx.total, ctx.cap.holds.get(key, ctx.total))
+            self.model.add(sum(members_in[key]) <= cap_d * self.used[key])
+
+    def _add_multiples(
+        self, layer: TopologyLayer, keys: list[Domain], members_in: Mapping[Domain, list[cp_model.IntVar]]
+    ) -> None:
+        k_mult = layer.pod_count_multiple
+        if k_mult <= 1:
+            return
+        model = self.model
+        mult_lit = model.new_bool_var(f"multiple[{layer.name}]") if self.explain_mode else None
+        for key in keys:
+            self.z[key] = model.new_int_var(0, self.ctx.total // k_mult, f"z[{'/'.join(key)}]")
+            ct = model.add(sum(members_in[key]) == k_mult * self.z[key])
+            if mult_lit is not None:
+                ct.only_enforce_if(mult_lit)
+        if mult_lit is not None:
+            self.assumptions[f"multiple:{layer.name}"] = mult_lit
+
+    def add_redundant(self, start: _Start) -> None:
+        """Redundant: a member sits in a used domain at the nearest PreferGather layer, class by class
+        (a much tighter relaxation than the per-domain bound alone), and a used domain's parent is
+        used; the counting lower bound on domains used at each PreferGather layer (where the answer
+        in hand already reaches that bound, the term is decided by counting: fixed)."""
+        model, problem, used = self.model, self.problem, self.used
+        modelled = [i for i in problem.prefer_gather_order if i in self.domain_count]
+        if modelled:
+            nearest = modelled[0]
+            for (ci, g), var in self.x.items():
+                model.add(var <= self.x_ub[ci, g] * used[self.agg.node_classes[ci].path[: nearest + 1]])
+            for key in used:
+                parent = key[:-1]
+                if parent in used:
+                    model.add_implication(used[key], used[parent])
+        deciding = True
+        for pos, i in enumerate(problem.prefer_gather_order):
+            if i not in self.domain_count:
+                continue
+            if deciding and start.decided is not None and start.decided[pos] == start.bound[pos]:
+                model.add(self.domain_count[i] == start.bound[pos])
+            else:
+                deciding = False
+                model.add(self.domain_count[i] >= start.bound[pos])
+                self.objective_layers.append(i)
+        x, classes = self.x, self.agg.node_classes
+        self.score_expr = sum(c.score * x[c.index, g] for (ci, g) in x for c in (classes[ci],) if c.score)
+        if deciding and start.score_bound is not None and not isinstance(self.score_expr, int):
+            model.add(
+                self.score_expr <= start.score_bound
+            )  # redundant: the counting bound CP-SAT cannot find
+
+    def set_objective(self) -> None:
+        """Domains used per PreferGather layer (nearest first), then minus the score sum, with each
+        weight larger than the whole range of the terms after it."""
+        options, terms = self.problem.options, self.terms
+        for i in self.objective_layers:
+            terms.append((self.domain_count[i], len([k for k in self.used if len(k) == i + 1])))
+        if options.score_weight and not isinstance(self.score_expr, int):
+            terms.append(
+                (-options.score_weight * self.score_expr, options.score_weight * 100 * self.ctx.total)
+            )
+        if terms and not self.explain_mode:
+            weight, weights = 1, []
+            for _, span in reversed(terms):
+                weights.append(weight)
+                weight = weight * (span + 1)
+            weights.reverse()
+            self.model.minimize(sum(w * expr for w, (expr, _) in zip(weights, terms, strict=True)))
+
+    def solve(self, seconds: float) -> _Outcome:
+        options, explain_mode, model = self.problem.options, self.explain_mode, self.model
+        solver = cp_model.CpSolver()
+        solver.parameters.max_time_in_seconds = max(seconds, 0.001)
+        solver.parameters.num_workers = 1 if explain_mode else max(options.workers, 1)
+        solver.parameters.random_seed = options.seed
+        if options.workers > 1 and not explain_mode:
+            solver.parameters.interleave_search = True
+        score_only = not self.objective_layers
+        if score_only and not explain_mode:
+            # Only the score is left to optimise: stop within the tolerated gap of the bound.
+            solver.parameters.relative_gap_limit = options.relative_gap
         if explain_mode:
-            names = {v.index: name for name, v in assumptions.items()}
-            core = tuple(sorted(names[i] for i in solver.sufficient_assumptions_for_infeasibility()))
-        return _Outcome("INFEASIBLE", None, n_vars, n_cons, core)
-    return _Outcome("UNKNOWN", None, n_vars, n_cons)
+            model.add_assumptions(list(self.assumptions.values()))
+        # relative_gap_limit is checked between the interleaved search's batches, which keeps the
+        # answer deterministic (a solution callback stopping mid-batch would not).
+        status = solver.solve(model)
+        if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
+            raise AssertionError(f"invalid placement model: {model.validate()}")
+        return self._outcome(solver, status, score_only)
+
+    def _outcome(self, solver: cp_model.CpSolver, status: CpSolverStatus, score_only: bool) -> _Outcome:
+        n_vars, n_cons = len(self.model.proto.variables), len(self.model.proto.constraints)
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            counts = {k: solver.value(v) for k, v in self.x.items()}
+            patterns = {k: solver.value(v) for k, v in self.y.items()}
+            assignment = _layout(self.ctx, self.classes, counts, patterns)
+            found_gap: float | None = None
+            if self.explain_mode or not self.terms:
+                found_gap = 0.0
+            elif score_only:
+                found_gap = relative_gap(solver.objective_value, solver.best_objective_bound)
+            elif status == cp_model.OPTIMAL:
+                found_gap = 0.0
+            found = "OPTIMAL" if status == cp_model.OPTIMAL else "FEASIBLE"
+            return _Outcome(found, assignment, n_vars, n_cons, gap=found_gap)
+        if status == cp_model.INFEASIBLE:
+            core: tuple[str, ...] = ()
+            if self.explain_mode:
+                names = {v.index: name for name, v in self.assumptions.items()}
+                core = tuple(sorted(names[i] for i in solver.sufficient_assumptions_for_infeasibility()))
+            return _Outcome("INFEASIBLE", None, n_vars, n_cons, core)
+        return _Outcome("UNKNOWN", None, n_vars, n_cons)
 
 
 def _add_spread(
@@ -655,101 +730,137 @@ def solve_cpsat(
 ) -> Plan | Infeasible:
     """Place the gang with CP-SAT, the greedy plan as hint and as fallback."""
     start = time.perf_counter()
-    deadline = start + problem.options.time_limit_seconds
     if problem.member_count == 0:
         return _plan(problem, {}, "OPTIMAL", start, ModelSize())
     ctx = _Context(problem)
     reason = explain.diagnose(problem, ctx.agg, ctx.cap)
     if reason is not None:
         return dataclasses.replace(reason, solve_seconds=time.perf_counter() - start)
-
     greedy_assignment = greedy.plan(problem)
     if greedy_assignment is not None and spread_violations(problem, greedy_assignment):
         greedy_assignment = None  # Koordinator's greedy plan knows no topology spread
-    best: dict[str, str] | None = greedy_assignment
-    best_obj: Objective | None = objective(problem, best) if best is not None else None
-    best_from_cpsat = False
-    proved = True
-    size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
-    infeasible_cands: list[Domain] = []
-    gaps: list[float | None] = []
-
+    search = _Search(ctx, greedy_assignment, start + problem.options.time_limit_seconds)
     for tier in _candidate_tiers(ctx):
+        if search.run_tier(tier):
+            break
+    return search.answer(start, on_fallback)
+
+
+class _Search:
+    """The candidates tier by tier, in order of their lower bounds, each pruned when its bound
+    cannot beat the answer in hand; the greedy plan is that answer until a solve beats it."""
+
+    def __init__(self, ctx: _Context, greedy_assignment: dict[str, str] | None, deadline: float) -> None:
+        self.ctx, self.problem, self.deadline = ctx, ctx.problem, deadline
+        self.greedy = greedy_assignment
+        self.best: dict[str, str] | None = greedy_assignment
+        self.best_obj: Objective | None = (
+            objective(self.problem, self.best) if self.best is not None else None
+        )
+        self.best_from_cpsat = False
+        self.proved = True
+        self.size = {"variables": 0, "constraints": 0, "candidates": 0, "solved": 0}
+        self.infeasible_cands: list[Domain] = []
+        self.gaps: list[float | None] = []
+
+    def run_tier(self, tier: list[Domain]) -> bool:
+        """Solve the tier's candidates; True when the search stops here (found, or not proven)."""
+        ctx = self.ctx
         depth = len(tier[0]) if tier else 0
         home = None
-        if greedy_assignment:
-            homes = {
-                domain_key(ctx.path_of[n], depth - 1) if depth else () for n in greedy_assignment.values()
-            }
+        if self.greedy:
+            homes = {domain_key(ctx.path_of[n], depth - 1) if depth else () for n in self.greedy.values()}
             home = next(iter(homes)) if len(homes) == 1 else None
         bounds = {cand: ctx.lower_bound(cand) for cand in tier}
         capacity = {cand: ctx.cap.holds.get(cand, 0) for cand in tier}
         ordered = sorted(tier, key=lambda d: (d != home, bounds[d], capacity[d], d))
-        size["candidates"] += len(ordered)
-        found_in_tier = best is not None and home is not None and home in bounds
+        self.size["candidates"] += len(ordered)
+        found_in_tier = self.best is not None and home is not None and home in bounds
         tier_proved = True
         for cand in ordered:
-            if best_obj is not None and bounds[cand] >= best_obj and (best_from_cpsat or cand != home):
+            if (
+                self.best_obj is not None
+                and bounds[cand] >= self.best_obj
+                and (self.best_from_cpsat or cand != home)
+            ):
                 continue  # pruned: cannot beat the answer in hand
-            remaining = deadline - time.perf_counter()
+            remaining = self.deadline - time.perf_counter()
             if remaining <= 0.001:
                 tier_proved = False
                 break
-            hint: Mapping[str, str] | None = greedy_assignment if cand == home else None
-            if hint is None:
-                sub = dataclasses.replace(
-                    problem, nodes=tuple(n for n in problem.nodes if n.path[: len(cand)] == cand)
-                )
-                hint = greedy.plan(sub)
-            out = _solve_candidate(ctx, cand, bounds[cand], hint, remaining, decided=best_obj)
-            gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
-            size["variables"] += out.variables
-            size["constraints"] += out.constraints
-            size["solved"] += 1
+            out = self._solve(cand, bounds[cand], home, remaining)
             if out.assignment is not None:
-                violated = violations(problem, out.assignment)
-                if violated:
-                    raise AssertionError(f"CP-SAT plan breaks rules: {violated[:3]}")
-                obj = objective(problem, out.assignment)
-                if best_obj is None or obj < best_obj or (obj == best_obj and not best_from_cpsat):
-                    best, best_obj, best_from_cpsat = out.assignment, obj, True
                 found_in_tier = True
-                if out.status != "OPTIMAL":
-                    tier_proved = False
-            elif out.status == "INFEASIBLE":
-                infeasible_cands.append(cand)
-            else:
+            if out.status != "OPTIMAL" and out.status != "INFEASIBLE":
                 tier_proved = False
-        proved = proved and tier_proved
-        if found_in_tier or not tier_proved:
-            break
+        self.proved = self.proved and tier_proved
+        return found_in_tier or not tier_proved
 
-    model_size = ModelSize(
-        variables=size["variables"],
-        constraints=size["constraints"],
-        node_classes=len(ctx.agg.node_classes),
-        candidates=size["candidates"],
-        solved_candidates=size["solved"],
-    )
-    if best is not None:
-        status: PlanStatus
-        if best_from_cpsat:
-            status = "OPTIMAL" if proved else "FEASIBLE"
-        elif proved and size["solved"] > 0:
-            status = "OPTIMAL"
-        else:
-            status = "GREEDY_FALLBACK"
-            if on_fallback is not None:
-                on_fallback(problem)
-        known = [g for g in gaps if g is not None]
-        gap = None if status == "GREEDY_FALLBACK" or len(known) < len(gaps) else max(known, default=0.0)
-        return dataclasses.replace(_plan(problem, best, status, start, model_size), gap=gap)
-    if not proved or not infeasible_cands:
-        return dataclasses.replace(
-            explain.timeout(problem, problem.options.time_limit_seconds),
-            solve_seconds=time.perf_counter() - start,
+    def _solve(self, cand: Domain, bound: Objective, home: Domain | None, remaining: float) -> _Outcome:
+        """One candidate's solve, its answer kept when it beats the one in hand."""
+        problem = self.problem
+        hint: Mapping[str, str] | None = self.greedy if cand == home else None
+        if hint is None:
+            sub = dataclasses.replace(
+                problem, nodes=tuple(n for n in problem.nodes if n.path[: len(cand)] == cand)
+            )
+            hint = greedy.plan(sub)
+        out = _solve_candidate(self.ctx, cand, bound, hint, remaining, decided=self.best_obj)
+        self.gaps.append(out.gap if out.status in ("OPTIMAL", "FEASIBLE") else None)
+        self.size["variables"] += out.variables
+        self.size["constraints"] += out.constraints
+        self.size["solved"] += 1
+        if out.assignment is not None:
+            violated = violations(problem, out.assignment)
+            if violated:
+                raise AssertionError(f"CP-SAT plan breaks rules: {violated[:3]}")
+            obj = objective(problem, out.assignment)
+            if (
+                self.best_obj is None
+                or obj < self.best_obj
+                or (obj == self.best_obj and not self.best_from_cpsat)
+            ):
+                self.best, self.best_obj, self.best_from_cpsat = out.assignment, obj, True
+        elif out.status == "INFEASIBLE":
+            self.infeasible_cands.append(cand)
+        return out
+
+    def answer(
+        self, start: float, on_fallback: Callable[[PlacementProblem], None] | None
+    ) -> Plan | Infeasible:
+        problem, size = self.problem, self.size
+        model_size = ModelSize(
+            variables=size["variables"],
+            constraints=size["constraints"],
+            node_classes=len(self.ctx.agg.node_classes),
+            candidates=size["candidates"],
+            solved_candidates=size["solved"],
         )
-    return dataclasses.replace(_explain(ctx, infeasible_cands), solve_seconds=time.perf_counter() - start)
+        if self.best is not None:
+            status: PlanStatus
+            if self.best_from_cpsat:
+                status = "OPTIMAL" if self.proved else "FEASIBLE"
+            elif self.proved and size["solved"] > 0:
+                status = "OPTIMAL"
+            else:
+                status = "GREEDY_FALLBACK"
+                if on_fallback is not None:
+                    on_fallback(problem)
+            known = [g for g in self.gaps if g is not None]
+            gap = (
+                None
+                if status == "GREEDY_FALLBACK" or len(known) < len(self.gaps)
+                else max(known, default=0.0)
+            )
+            return dataclasses.replace(_plan(problem, self.best, status, start, model_size), gap=gap)
+        if not self.proved or not self.infeasible_cands:
+            return dataclasses.replace(
+                explain.timeout(problem, problem.options.time_limit_seconds),
+                solve_seconds=time.perf_counter() - start,
+            )
+        return dataclasses.replace(
+            _explain(self.ctx, self.infeasible_cands), solve_seconds=time.perf_counter() - start
+        )
 
 
 def _explain(ctx: _Context, cands: list[Domain]) -> Infeasible:

@@ -55,7 +55,7 @@ from scheduler.solver.preemption_problem import (
     VictimSpec,
     objective,
 )
-from scheduler.solver.problem import domain_key
+from scheduler.solver.problem import SolveOptions, domain_key
 from scheduler.solver.victim_greedy import select_greedy_and_cheapest
 
 __all__ = ["select_cpsat"]
@@ -70,11 +70,10 @@ class _Model:
         self, problem: PreemptionProblem, max_rank: int | None = None, pdb_hard: bool = False
     ) -> None:
         """``max_rank``: victims of a higher priority rank stay (the first term decided by
-        counting); ``pdb_hard``: no budget may be exceeded (the second term decided at 0)."""
+        counting); ``pdb_hard``: no budget may be exceeded (the second term decided at 0).
+        The sections are added in a fixed order (what a seeded solve repeats)."""
         self.problem = problem
-        placement = problem.placement
         self.model = cp_model.CpModel()
-        model = self.model
         ranks = problem.priority_ranks
         stays = frozenset(
             v.uid for v in problem.victims if max_rank is not None and ranks[v.priority] > max_rank
@@ -82,6 +81,34 @@ class _Model:
         by_node = {node: [v for v in vs if v.uid not in stays] for node, vs in problem.victims_on().items()}
         self.x: dict[tuple[int, str], cp_model.IntVar] = {}
         self.x_ub: dict[tuple[int, str], int] = {}
+        self.v: dict[str, cp_model.IntVar] = {}
+        self.placeable = True
+        self.domain: dict[Domain, cp_model.IntVar] = {}
+        self.multiple: dict[Domain, cp_model.IntVar] = {}
+        self.top: cp_model.IntVar
+        self.over: dict[str, cp_model.IntVar] = {}
+        self.job: dict[str, cp_model.IntVar] = {}
+        self.one_victim_jobs: set[str] = set()
+        self._add_placements(stays, by_node)
+        self._add_victims(stays)
+        self._add_capacity(by_node)
+        self._add_demand()
+        self._add_topology()
+        self._add_budgets()
+        self._add_costs(pdb_hard)
+        self._counting_cuts(by_node)
+        self.terms: list[cp_model.LinearExprT] = [
+            self.top,
+            _sum(list(self.over.values())),
+            _sum(list(self.job.values())),
+            _sum(list(self.job.values()), [problem.job_size(j) for j in self.job]),
+            _sum(list(self.v.values())),
+        ]
+
+    def _add_placements(self, stays: frozenset[str], by_node: Mapping[str, list[VictimSpec]]) -> None:
+        """``x[g, n]`` where g passes its Filters on n once the victims that may go are gone and at
+        least one member fits then, bounded by how many fit."""
+        problem, placement = self.problem, self.problem.placement
         for gi, group in enumerate(placement.pod_groups):
             for node in placement.nodes:
                 if not placement.feasible(group, node):
@@ -96,13 +123,17 @@ class _Model:
                     if need > 0:
                         cap = min(cap, max(have, 0) // need)
                 if cap > 0:
-                    self.x[gi, node.name] = model.new_int_var(0, cap, f"x[{gi},{node.name}]")
+                    self.x[gi, node.name] = self.model.new_int_var(0, cap, f"x[{gi},{node.name}]")
                     self.x_ub[gi, node.name] = cap
+
+    def _add_victims(self, stays: frozenset[str]) -> None:
+        """``v[p]`` for the victims whose eviction can help, and the blockers: a member goes where a
+        victim fails its Filters only if that victim is evicted."""
+        problem, placement, model = self.problem, self.problem.placement, self.model
         hosting = {n for _, n in self.x}
         blocking = {
             uid for (gi, n) in self.x for uid in problem.blockers.get((placement.pod_groups[gi].name, n), ())
         }
-        self.v: dict[str, cp_model.IntVar] = {}
         for victim in problem.victims:
             if victim.uid in stays:
                 continue
@@ -113,6 +144,9 @@ class _Model:
             for uid in sorted(problem.blockers.get((placement.pod_groups[gi].name, n), ())):
                 model.add(var == 0).only_enforce_if(self.v[uid].Not())
 
+    def _add_capacity(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
+        """Per node and resource: the members take at most what is free plus what evictions release."""
+        placement = self.problem.placement
         on_node: dict[str, list[tuple[int, cp_model.IntVar]]] = defaultdict(list)
         for (gi, n), var in self.x.items():
             on_node[n].append((gi, var))
@@ -130,20 +164,25 @@ class _Model:
                     for v in by_node.get(node.name, ())
                     if v.request.values[r] and v.uid in self.v
                 ]
-                model.add(
+                self.model.add(
                     sum(a * var for a, var in demand) - sum(a * var for a, var in released)
                     <= node.free.values[r]
                 )
-        self.placeable = True
-        for gi, group in enumerate(placement.pod_groups):
+
+    def _add_demand(self) -> None:
+        """Every member is placed."""
+        for gi, group in enumerate(self.problem.placement.pod_groups):
             options = [var for (g, _), var in self.x.items() if g == gi]
             if not options:
                 self.placeable = False  # no node takes this group even with every victim gone
                 continue
-            model.add(cp_model.LinearExpr.sum(options) == group.count)
+            self.model.add(cp_model.LinearExpr.sum(options) == group.count)
 
+    def _add_topology(self) -> None:
+        """MustGather: one domain of its layer holds every member; podCountMultiple k: each domain
+        of the layer holds a multiple of k."""
+        placement, model = self.problem.placement, self.model
         path = {n.name: n.path for n in placement.nodes}
-        self.domain: dict[Domain, cp_model.IntVar] = {}
         must = placement.must_gather_index
         if must is not None:
             for key in sorted({domain_key(path[n], must) for _, n in self.x}):
@@ -151,7 +190,6 @@ class _Model:
             model.add_exactly_one(self.domain.values())
             for (gi, n), var in self.x.items():
                 model.add(var <= placement.pod_groups[gi].count * self.domain[domain_key(path[n], must)])
-        self.multiple: dict[Domain, cp_model.IntVar] = {}
         total = placement.member_count
         for i, layer in enumerate(placement.layers):
             k = layer.pod_count_multiple
@@ -165,13 +203,16 @@ class _Model:
                 self.multiple[key] = z
                 model.add(cp_model.LinearExpr.sum(vars_) == k * z)
 
+    def _add_budgets(self) -> None:
+        """Eviction budgets (quota reclaim) cap what their victims release together; quota releases
+        need at least their amounts from theirs."""
+        problem, model = self.problem, self.model
         for budget, limit in sorted(problem.budgets.items()):
             members = [v for v in problem.victims if v.budget == budget and v.uid in self.v]
             for r, cap in enumerate(limit.values):
                 spend = [(v.request.values[r], self.v[v.uid]) for v in members if v.request.values[r]]
                 if spend:
                     model.add(sum(a * var for a, var in spend) <= cap)
-
         for release, wanted in sorted(problem.releases.items()):
             members = [v for v in problem.victims if v.release == release and v.uid in self.v]
             for r, floor in enumerate(wanted.values):
@@ -183,6 +224,9 @@ class _Model:
                     continue
                 model.add(sum(a * var for a, var in give) >= floor)
 
+    def _add_costs(self, pdb_hard: bool) -> None:
+        """The cost variables: the highest victim rank, each PDB's overrun, each broken job."""
+        problem, model = self.problem, self.model
         ranks = problem.priority_ranks
         chosen = [v for v in problem.victims if v.uid in self.v]
         self.top = model.new_int_var(0, max(ranks.values(), default=0), "top")
@@ -192,7 +236,6 @@ class _Model:
         for victim in chosen:
             for pdb in victim.pdbs:
                 members_of[pdb].append(victim.uid)
-        self.over: dict[str, cp_model.IntVar] = {}
         for pdb, uids in sorted(members_of.items()):
             if pdb_hard:
                 model.add(sum(self.v[u] for u in uids) <= problem.pdb_allowed.get(pdb, 0))
@@ -200,8 +243,6 @@ class _Model:
             over = model.new_int_var(0, len(uids), f"over[{pdb}]")
             model.add(over >= sum(self.v[u] for u in uids) - problem.pdb_allowed.get(pdb, 0))
             self.over[pdb] = over
-        self.job: dict[str, cp_model.IntVar] = {}
-        self.one_victim_jobs: set[str] = set()
         of_job: dict[str, list[str]] = defaultdict(list)
         for victim in chosen:
             of_job[victim.job].append(victim.uid)
@@ -213,14 +254,6 @@ class _Model:
             self.job[job] = model.new_bool_var(f"job[{job}]")
             for uid in uids:
                 model.add_implication(self.v[uid], self.job[job])
-        self._counting_cuts(by_node)
-        self.terms: list[cp_model.LinearExprT] = [
-            self.top,
-            _sum(list(self.over.values())),
-            _sum(list(self.job.values())),
-            _sum(list(self.job.values()), [problem.job_size(j) for j in self.job]),
-            _sum(list(self.v.values())),
-        ]
 
     def _counting_cuts(self, by_node: Mapping[str, list[VictimSpec]]) -> None:
         """Redundant, by counting what one member needs on a node: the victims without which it
@@ -507,87 +540,121 @@ def select_cpsat(
     built = _Model(pruned, greedy.objective[0] if greedy and decided_rank else None, pdb_hard)
     if not built.placeable:
         return None if pruned is problem or greedy is None else _fallback(problem, greedy, start, on_fallback)
-    best: tuple[set[str], dict[str, str]] | None = (
-        (set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None
-    )
-    found_by_cpsat = False
-    all_optimal = True
+    staged = _Staged((set(greedy.victims), dict(greedy.assignment)) if greedy is not None else None)
+    stages = _stages(built, decided_rank, pdb_hard)
+    if not _run_stages(built, stages, staged, deadline, pruned=pruned is not problem):
+        return None
+    return _answer(problem, built, greedy, staged, start, on_fallback)
+
+
+@dataclasses.dataclass(slots=True)
+class _Staged:
+    """What the stages have found so far."""
+
+    best: tuple[set[str], dict[str, str]] | None
+    """The best selection in hand (victims, assignment): greedy's until a stage finds one."""
+    found_by_cpsat: bool = False
+    all_optimal: bool = True
     gap: float | None = None
     last_bound: float | None = None
-    stages = _stages(built, decided_rank, pdb_hard)
+
+
+def _run_stages(
+    built: _Model, stages: list[cp_model.LinearExprT], staged: _Staged, deadline: float, *, pruned: bool
+) -> bool:
+    """Minimise each term in turn, then fix it; False when the first stage proves that no victims
+    let the job fit."""
+    options = built.problem.placement.options
     for stage, term in enumerate(stages):
         last = stage == len(stages) - 1
-        if isinstance(term, int) and not (last and not found_by_cpsat):
+        if isinstance(term, int) and not (last and not staged.found_by_cpsat):
             continue  # nothing to choose for this term (no budgets, no victims)
         left = deadline - time.perf_counter()
         if left <= 0:
-            all_optimal = False
+            staged.all_optimal = False
             break
         if isinstance(term, int):
             built.model.clear_objective()  # type: ignore[no-untyped-call]  # counting decided every term: any placement will do
         else:
             built.model.minimize(term)
-        if best is not None:
-            built.hint(*best)
-        solver = cp_model.CpSolver()
-        share = 1.0 if last else 0.6 if stage == 0 else 0.5
-        solver.parameters.max_time_in_seconds = max(left * share, 0.001)
-        # One worker with the full linear relaxation: the relaxation of this model is nearly
-        # integral (the counting cuts), so one LP-guided search proves in tens of milliseconds
-        # what the two-worker interleaved portfolio did not prove in a second; and one worker is
-        # deterministic with the gap callback.
-        solver.parameters.num_workers = 1
-        solver.parameters.linearization_level = 2
-        # Presolve's probing and symmetry detection find nothing in this model and were a third
-        # of the solve at 1,000 nodes x 64 members.
-        solver.parameters.cp_model_probing_level = 0
-        solver.parameters.symmetry_level = 0
-        solver.parameters.random_seed = options.seed
-        if last:
-            solver.parameters.relative_gap_limit = options.relative_gap
+        if staged.best is not None:
+            built.hint(*staged.best)
+        solver = _stage_solver(options, left, stage, last)
         status = solver.solve(built.model, GapStop(options.relative_gap) if last else None)
         if last and within(solver, status, options.relative_gap):
             status = cp_model.OPTIMAL  # proven within the tolerated gap
         if status == cp_model.MODEL_INVALID:  # a bug here, not a hard problem: never hide it
             raise AssertionError(f"invalid victim model: {built.model.validate()}")
         if status == cp_model.INFEASIBLE and stage == 0:
-            return None
+            return False
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            all_optimal = False
+            staged.all_optimal = False
             break
         value = term if isinstance(term, int) else round(solver.objective_value)
-        best = built.read(solver)
-        if pruned is not problem:
-            all_optimal = False  # optimal among the candidate nodes kept, not proven overall
-        found_by_cpsat = True
+        staged.best = built.read(solver)
+        if pruned:
+            staged.all_optimal = False  # optimal among the candidate nodes kept, not proven overall
+        staged.found_by_cpsat = True
         if last:
-            gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
-            last_bound = None if isinstance(term, int) else solver.best_objective_bound
+            staged.gap = 0.0 if isinstance(term, int) else relative_gap(value, solver.best_objective_bound)
+            staged.last_bound = None if isinstance(term, int) else solver.best_objective_bound
         if status != cp_model.OPTIMAL:
-            all_optimal = False
+            staged.all_optimal = False
         if not last:
             built.model.add(term == value if status == cp_model.OPTIMAL else term <= value)
+    return True
+
+
+def _stage_solver(options: SolveOptions, left: float, stage: int, last: bool) -> cp_model.CpSolver:
+    solver = cp_model.CpSolver()
+    share = 1.0 if last else 0.6 if stage == 0 else 0.5
+    solver.parameters.max_time_in_seconds = max(left * share, 0.001)
+    # One worker with the full linear relaxation: the relaxation of this model is nearly
+    # integral (the counting cuts), so one LP-guided search proves in tens of milliseconds
+    # what the two-worker interleaved portfolio did not prove in a second; and one worker is
+    # deterministic with the gap callback.
+    solver.parameters.num_workers = 1
+    solver.parameters.linearization_level = 2
+    # Presolve's probing and symmetry detection find nothing in this model and were a third
+    # of the solve at 1,000 nodes x 64 members.
+    solver.parameters.cp_model_probing_level = 0
+    solver.parameters.symmetry_level = 0
+    solver.parameters.random_seed = options.seed
+    if last:
+        solver.parameters.relative_gap_limit = options.relative_gap
+    return solver
+
+
+def _answer(
+    problem: PreemptionProblem,
+    built: _Model,
+    greedy: VictimSelection | None,
+    staged: _Staged,
+    start: float,
+    on_fallback: Callable[[PreemptionProblem], None] | None,
+) -> VictimSelection | None:
+    """The staged selection, or the greedy one where it is cheaper or the stages found nothing."""
     seconds = time.perf_counter() - start
     size = (len(built.model.proto.variables), len(built.model.proto.constraints))
-    if not found_by_cpsat:
+    if not staged.found_by_cpsat:
         if greedy is None:
             return None
         return _fallback(problem, greedy, start, on_fallback, size)
-    assert best is not None
-    victims = tuple(sorted(best[0]))
+    assert staged.best is not None
+    victims = tuple(sorted(staged.best[0]))
     cost = objective(problem, victims)
     if greedy is not None and greedy.objective < cost:
         # A stage stopped by the time limit (or within the gap) fixed its term at a value worse
         # than the hint's: the greedy answer is better overall. When every stage was proven (the
         # last within the tolerated gap), the greedy answer lies between that stage's bound and a
         # value within the gap of it, so it is proven within the gap as well.
-        if all_optimal and last_bound is not None:
-            greedy_gap = relative_gap(_weighted_last(built, greedy.objective), last_bound)
+        if staged.all_optimal and staged.last_bound is not None:
+            greedy_gap = relative_gap(_weighted_last(built, greedy.objective), staged.last_bound)
             return VictimSelection(
                 greedy.victims, greedy.assignment, greedy.objective, "OPTIMAL", seconds, *size, gap=greedy_gap
             )
         return VictimSelection(
             greedy.victims, greedy.assignment, greedy.objective, "GREEDY", seconds, *size, gap=None
         )
-    status_out: SelectionStatus = "OPTIMAL" if all_optimal else "FEASIBLE"
-    return VictimSelection(victims, best[1], cost, status_out, seconds, *size, gap=gap)
+    status_out: SelectionStatus = "OPTIMAL" if staged.all_optimal else "FEASIBLE"
+    return VictimSelection(victims, staged.best[1], cost, status_out, seconds, *size, gap=staged.gap)

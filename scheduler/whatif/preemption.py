@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
+from scheduler.framework.extensions import PreemptionExtension, QuotaRelease
 from scheduler.solver import VictimSelection
 from scheduler.whatif.answer import AfterPreemption, MemberPlacement, Victim
 from scheduler.whatif.context import WhatIfContext

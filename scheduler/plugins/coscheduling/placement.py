@@ -28,7 +28,7 @@ from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkT
 from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import DEFAULT_BIND_ALL_HOST_IP, PodInfo
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.interfaces import Room
+from scheduler.framework.extensions import Room
 from scheduler.plugins.helper.pod_affinity import AffinityTerm, required_terms
 from scheduler.solver.problem import (
     Apart,

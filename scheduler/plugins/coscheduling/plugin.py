@@ -56,26 +56,28 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.dry_run import Choice, JobDryRun, PendingJob, PlacementSetting
-from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import (
+from scheduler.framework.extensions import (
     BIND_ANNOTATIONS,
     GANG_PLAN,
     HOLD_ROOM,
+    JobResolver,
+    PreemptionExtension,
+    QuotaRelease,
+)
+from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import (
     ClusterEvent,
     Diagnosis,
     EnqueueExtensions,
-    JobResolver,
     PermitPlugin,
     PostBindPlugin,
     PostFilterPlugin,
     PostFilterResult,
     PreBindPlugin,
-    PreemptionExtension,
     PreEnqueuePlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QuotaRelease,
     ReservePlugin,
     ScoreExtensions,
     ScorePlugin,

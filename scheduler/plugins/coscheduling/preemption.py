@@ -50,8 +50,8 @@ from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.dry_run import Choice
+from scheduler.framework.extensions import PreemptionExtension, QuotaRelease
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import PreemptionExtension, QuotaRelease
 from scheduler.framework.status import Status
 from scheduler.plugins.coscheduling.victim_rooms import require_room
 from scheduler.plugins.coscheduling.victims import VictimProblemBuilder

@@ -20,8 +20,8 @@ from apis.extension.networktopology import NetworkTopologySpec
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.extensions import QuotaRelease
 from scheduler.framework.handle import ProfileView
-from scheduler.framework.interfaces import QuotaRelease
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem, problem_resources
 from scheduler.plugins.helper.pod_affinity import may_repel
 from scheduler.solver import PreemptionProblem, ResourceVector, SolveOptions, VictimSpec

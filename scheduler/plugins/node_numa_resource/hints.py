@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from scheduler.framework.interfaces import NUMAHint
+from scheduler.framework.extensions import NUMAHint
 from scheduler.plugins.node_numa_resource.allocation import (
     PodNUMARequest,
     allocate,

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scheduler.framework.interfaces import NUMAHint
+from scheduler.framework.extensions import NUMAHint
 
 __all__ = [
     "Admission",

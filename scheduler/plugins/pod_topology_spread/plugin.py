@@ -28,14 +28,13 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import GANG_PLAN, GangSpreadSource
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
-    GANG_PLAN,
     MAX_NODE_SCORE,
     ClusterEvent,
     FilterPlugin,
     FilterResult,
-    GangSpreadSource,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,

@@ -3,7 +3,7 @@ NUMA nodes; masks are ints, bit i = NUMA node i."""
 
 from __future__ import annotations
 
-from scheduler.framework.interfaces import NUMAHint
+from scheduler.framework.extensions import NUMAHint
 from scheduler.plugins.node_numa_resource.topology_manager import admit, exclusive_ok
 
 N01, N0, N1, N2 = 0b11, 0b01, 0b10, 0b100

@@ -9,8 +9,8 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import BIND_ANNOTATIONS
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import BIND_ANNOTATIONS
 from scheduler.framework.profile import ExtensionPoint, PluginRef, ResolvedProfile
 from scheduler.framework.runtime import Framework
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from apis.client.backend import EventType, WatchEvent
 from scheduler.plugins.device_share import store as store_module
 from scheduler.plugins.device_share.allocator import node_score
-from scheduler.plugins.device_share.plugin import DeviceShare, _Cycle
+from scheduler.plugins.device_share.cycle import Cycle as _Cycle
+from scheduler.plugins.device_share.plugin import DeviceShare
 from scheduler.plugins.device_share.rdma import Refusal
 from tests.examples import examples
 from tests.scheduler.plugins.device_share_fixtures import device, gpu

@@ -19,7 +19,7 @@ from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, ANNOTAT
 from apis.scheduling.reservation import Reservation
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import RESERVATION_NOMINATED, RESERVATIONS_MATCHED, ReservationView
+from scheduler.framework.extensions import RESERVATION_NOMINATED, RESERVATIONS_MATCHED, ReservationView
 from scheduler.framework.status import Code
 from scheduler.plugins.device_share import DeviceShare
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage

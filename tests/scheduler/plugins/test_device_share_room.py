@@ -7,7 +7,7 @@ import json
 
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATE_HINT
 from scheduler.cache.pod_info import PodInfo
-from scheduler.framework.interfaces import MemberRoom
+from scheduler.framework.extensions import MemberRoom
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
 from tests.scheduler.builders import make_pod
 from tests.scheduler.plugins.device_share_fixtures import eight_gpus

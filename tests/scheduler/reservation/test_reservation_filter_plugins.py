@@ -12,8 +12,9 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.config import load_config
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import ReservationView
 from scheduler.framework.handle import Handle
-from scheduler.framework.interfaces import PreFilterResult, ReservationView
+from scheduler.framework.interfaces import PreFilterResult
 from scheduler.framework.registry import PluginSpec, Registry
 from scheduler.framework.status import Status
 from scheduler.metrics import SchedulerMetrics

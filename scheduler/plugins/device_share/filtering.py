@@ -1,0 +1,100 @@
+"""PreFilter's and Filter's answers per node: why a node's cards (or NICs) cannot hold the pod,
+kept per request shape across cycles (``node_memo``), and the nodes that refuse shared cards."""
+
+from __future__ import annotations
+
+from apis.extension.device import LABEL_GPU_ISOLATION_PROVIDER, LABEL_GPU_MODEL, LABEL_GPU_VENDOR
+from scheduler.cache.node_table import BoolArray, IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.cycle import Cycle, memoizable
+from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
+from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
+from scheduler.plugins.device_share.rdma import Refusal
+
+__all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals"]
+
+ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
+
+
+class NodeRefusals:
+    def __init__(self, allocator: CycleAllocator, args: DeviceShareArgs) -> None:
+        self.allocator = allocator
+        self.store = allocator.store
+        self.args = args
+        self._fits: ShapeCache[NodeAnswers[Refusal]] = ShapeCache(NodeAnswers)
+        """PreFilter's refusals per request shape (``node_memo``)."""
+
+    def of_cycle(self, cycle: Cycle) -> dict[str, Refusal]:
+        """Why each node with a Device cannot hold the cycle's pod (absent: it can)."""
+        if memoizable(cycle):
+            return dict(self.table(cycle).by_node)
+        refusals: dict[str, Refusal] = {}
+        for node in self.store.has_device:
+            refusal = self.refusal(node, cycle)
+            if refusal is not None:
+                refusals[node] = refusal
+        return refusals
+
+    def table(self, cycle: Cycle) -> NodeAnswers[Refusal]:
+        """The refusals of every node with a Device for the cycle's request shape, asking again
+        only the nodes changed since the shape was last asked (``node_memo``)."""
+        table = self._fits.of((cycle.request, cycle.honor_partitions, cycle.no_template))
+        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
+        if changed is None:
+            table.by_node.clear()
+            changed = set(self.store.has_device)
+        for node in changed:
+            refusal = self.refusal(node, cycle) if node in self.store.has_device else None
+            if refusal is None:
+                table.by_node.pop(node, None)
+            else:
+                table.by_node[node] = refusal
+        table.synced = self.store.changes
+        return table
+
+    def refusal(self, node: str, cycle: Cycle) -> Refusal | None:
+        got = self.allocator.allocate_all(node, cycle)
+        return got if isinstance(got, Refusal) else None
+
+    def fitting(self, cycle: Cycle, snapshot: Snapshot) -> frozenset[str]:
+        """The nodes whose cards hold the request, counting pods a preemption is weighing as gone."""
+        allocator = self.allocator
+        victims = allocator.withdrawn(snapshot)
+        if not victims:
+            return cycle.fitting
+        freed = {
+            node
+            for node, uids in victims.items()
+            if node in cycle.with_device
+            and not isinstance(
+                allocator.allocate_all(
+                    node,
+                    cycle,
+                    allocator.gpu_usage(node, cycle, uids),
+                    allocator.rdma_usage(node, cycle, uids),
+                ),
+                Refusal,
+            )
+        }
+        return cycle.fitting | freed
+
+    def of_sharing(self, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> list[tuple[str, BoolArray]]:
+        """Nodes that refuse a shared GPU: a model listed in ``gpuShareUnsupportedModels``, or an
+        isolation provider other than the one the pod's label asks for."""
+        refusals: list[tuple[str, BoolArray]] = []
+        for unsupported in self.args.gpu_share_unsupported_models:
+            on_model = (
+                snapshot.label_mask(LABEL_GPU_VENDOR, frozenset((unsupported.vendor,)))
+                & snapshot.label_mask(LABEL_GPU_MODEL, frozenset((unsupported.model,)))
+            )[rows]
+            reason = (
+                f"model {unsupported.model!r} of vendor {unsupported.vendor!r} does not support GPU Share"
+            )
+            refusals.append((reason, on_model))
+        provider = pod.labels.get(LABEL_GPU_ISOLATION_PROVIDER)
+        if provider:
+            other = ~snapshot.label_mask(LABEL_GPU_ISOLATION_PROVIDER, frozenset((provider,)))[rows]
+            refusals.append((ERR_ISOLATION_PROVIDER, other))
+        return refusals

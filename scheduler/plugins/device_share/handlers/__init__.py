@@ -1,0 +1,1 @@
+"""DeviceShare's informer handlers: one module per watched kind, each feeding the device store."""

@@ -1,0 +1,89 @@
+"""Pod events: the cards a bound pod holds, read back from its ``device-allocated`` annotation, so
+that a restart rebuilds them; a pod that ends gives them back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from apis.client.backend import ObjectRef, WatchEvent, each
+from apis.core import Pod
+from apis.errors import InvalidAnnotation, echo
+from apis.extension.device import (
+    ANNOTATION_DEVICE_ALLOCATED,
+    DEVICE_TYPES,
+    get_device_allocations,
+    unknown_device_types,
+)
+from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
+from scheduler.plugins.device_share.allocator import Allocation
+from scheduler.plugins.device_share.rdma import rdma_allocations_of
+from scheduler.plugins.device_share.reserved import ReservedDevices
+from scheduler.plugins.device_share.store import DeviceStore, allocations_of
+from scheduler.plugins.helper.warnings import ObjectWarnings
+
+__all__ = ["PodHandler"]
+
+
+class PodHandler:
+    def __init__(self, store: DeviceStore, reserved: ReservedDevices, warnings: ObjectWarnings) -> None:
+        self.store = store
+        self.reserved = reserved
+        self._warnings = warnings
+
+    def on_event(self, event: WatchEvent[Pod]) -> None:
+        event.dispatch(self._replace, self._upsert, self._delete)
+
+    def _delete(self, pod: Pod) -> None:
+        self.store.release(pod.metadata.uid or "")
+        self.reserved.remove_owner(pod.metadata.uid or "")
+
+    def _replace(self, pods: Sequence[Pod]) -> None:
+        present = {pod.metadata.uid or "" for pod in pods}
+        each(pods, self._upsert)
+        for uid in self.store.holders():
+            if uid not in present and not self.store.is_assumed(uid) and not self.reserved.knows(uid):
+                self.store.release(uid)
+                self.reserved.remove_owner(uid)
+
+    def _upsert(self, pod: Pod) -> None:
+        uid = pod.metadata.uid or ""
+        if is_reserve_pod(pod.metadata.annotations):
+            return  # a reservation's cards are read from the Reservation (handlers/reservations.py)
+        if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+            self._delete(pod)
+            return
+        node = pod.spec.node_name
+        if not node:
+            return  # not bound: only Reserve (an assumed pod) holds cards for it
+        regarding = ObjectRef(
+            kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name or "", uid=uid
+        )
+        try:
+            allocated = get_device_allocations(pod.metadata.annotations)
+        except InvalidAnnotation as exc:
+            self._warnings.warn(regarding, f"devices not counted: {exc}")
+            return
+        if allocated is None:
+            return
+        if unknown := unknown_device_types(allocated):
+            # Koordinator accepts and ignores them: so do we, saying so.
+            self._warnings.warn(
+                regarding,
+                f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(unknown)} ignored "
+                f"(known: {', '.join(DEVICE_TYPES)})",
+            )
+        allocations = allocations_of(allocated)
+        self.store.hold(uid, node, allocations, assumed=False, rdma=rdma_allocations_of(allocated))
+        self._follow_owner(pod, allocations)
+
+    def _follow_owner(self, pod: Pod, allocations: Sequence[Allocation]) -> None:
+        """A bound pod allocated from a reservation takes its cards out of the reservation's."""
+        uid = pod.metadata.uid or ""
+        try:
+            reservation = get_reservation_allocated(pod.metadata.annotations)
+        except InvalidAnnotation:
+            reservation = None
+        if reservation is None or not reservation.uid:
+            self.reserved.remove_owner(uid)
+        else:
+            self.reserved.set_owner(uid, reservation.uid, allocations)

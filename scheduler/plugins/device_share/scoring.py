@@ -1,0 +1,108 @@
+"""Score's node ratings (Koordinator's ``deviceshare/scoring.go``): the card score of the scoring
+strategy plus the NICs', or the Fragmentation strategy's 0..100 ratings across the nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler.cache.node_table import IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.plugins.device_share.allocator import node_score
+from scheduler.plugins.device_share.cycle import Cycle, host_free, host_take, memoizable
+from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
+from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
+from scheduler.plugins.device_share.rdma import Refusal, rdma_node_score, wanted
+
+__all__ = ["NodeScorer"]
+
+
+class NodeScorer:
+    def __init__(self, allocator: CycleAllocator) -> None:
+        self.allocator = allocator
+        self.store = allocator.store
+        self._scores: ShapeCache[NodeAnswers[int]] = ShapeCache(NodeAnswers)
+        """The card score per request shape and node (MostAllocated / LeastAllocated)."""
+
+    def scores(self, cycle: Cycle | None, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        scores = np.zeros(rows.size, dtype=np.int64)
+        names = snapshot.table.names
+        fragmentation = self.allocator.fragmentation
+        if cycle is None:
+            if fragmentation is None or not any(host_take(pod)):
+                return scores
+            # A pod without GPUs still takes the cpu and memory the GPUs' pods need: rated by
+            # the cards it would strand (FGD's rating of CPU-only tasks), 0..100.
+            nodes = [names[row] for row in rows.tolist()]
+            return fragmentation.host_scores(
+                [(self.store.gpus(n), self.store.usage(n)) for n in nodes],
+                host_free(snapshot, rows),
+                host_take(pod),
+            )
+        if fragmentation is not None and cycle.request is not None:
+            return self._fragmentation_scores(cycle, pod, snapshot, rows)
+        if memoizable(cycle):
+            kept = self.table(cycle).by_node
+            return np.fromiter((kept.get(names[row], 0) for row in rows.tolist()), np.int64, rows.size)
+        allocator = self.allocator
+        for i, row in enumerate(rows.tolist()):
+            node = names[row]
+            gpus = self.store.gpus(node)
+            if gpus and cycle.request is not None:
+                usage = allocator.gpu_usage(node, cycle)
+                scores[i] = node_score(gpus, usage, cycle.request, allocator.card_order, allocator.weights)
+            scores[i] += self.rdma_score(node, cycle)
+        return scores
+
+    def _fragmentation_scores(
+        self, cycle: Cycle, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+    ) -> IntArray:
+        """Already 0..100 across the nodes (NICs are not rated under it)."""
+        fragmentation, allocator = self.allocator.fragmentation, self.allocator
+        assert fragmentation is not None
+        assert cycle.request is not None
+        names = snapshot.table.names
+        nodes = [names[row] for row in rows.tolist()]
+        any_card = [allocator.any_card(n, cycle) for n in nodes]
+        return fragmentation.scores(
+            cycle.request,
+            [(allocator.gpus(n, cycle), allocator.gpu_usage(n, cycle)) for n in nodes],
+            [None if free else allocator.allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
+            any_card,
+            host_free(snapshot, rows),
+            host_take(pod),
+        )
+
+    def table(self, cycle: Cycle) -> NodeAnswers[int]:
+        """Every node's card score for the cycle's request shape (the memoizable cycles': no RDMA,
+        nothing left out), scoring again only the nodes changed since the shape was last scored."""
+        assert cycle.request is not None
+        allocator = self.allocator
+        table = self._scores.of(cycle.request)
+        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
+        if changed is None:
+            table.by_node.clear()
+            changed = set(self.store.has_device)
+        for node in changed:
+            gpus = self.store.gpus(node)
+            if gpus:
+                usage = self.store.usage(node)
+                table.by_node[node] = node_score(
+                    gpus, usage, cycle.request, allocator.card_order, allocator.weights
+                )
+            else:
+                table.by_node.pop(node, None)
+        table.synced = self.store.changes
+        return table
+
+    def rdma_score(self, node: str, cycle: Cycle) -> int:
+        """Koordinator adds each device type's node score."""
+        ask = cycle.rdma
+        if ask is None or (ask.secondary and self.store.secondary_well_planned(node)):
+            return 0
+        nics = self.store.rdmas(node)
+        per_nic = wanted(ask.quantity, ask.hint, nics)
+        if isinstance(per_nic, Refusal):
+            return 0
+        usage = self.allocator.rdma_usage(node, cycle)
+        return rdma_node_score(nics, usage, per_nic[0], self.allocator.card_order, self.allocator.rdma_weight)

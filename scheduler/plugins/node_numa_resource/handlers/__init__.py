@@ -1,0 +1,1 @@
+"""NodeNUMAResource's informer handlers: one module per watched kind, each feeding the NUMA store."""
