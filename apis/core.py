@@ -23,6 +23,7 @@ __all__ = [
     "Container",
     "ContainerImage",
     "ContainerPort",
+    "ContainerStatus",
     "EphemeralVolumeSource",
     "GCEPersistentDiskVolumeSource",
     "ISCSIVolumeSource",
@@ -225,12 +226,20 @@ class PodCondition(KoordModel):
     last_transition_time: Time | None = None
 
 
+class ContainerStatus(KoordModel):
+    name: str
+    container_id: str | None = Field(default=None, alias="containerID")
+    """``<runtime>://<id>`` (``containerd://...``), unset before the runtime has created it."""
+
+
 class PodStatus(KoordModel):
     phase: str | None = None
     conditions: list[PodCondition] | None = None
     nominated_node_name: str | None = None
     qos_class: str | None = None
     """Kubernetes QoS class kubelet computed: Guaranteed, Burstable or BestEffort."""
+    container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
 
 
 class Pod(KoordModel):

@@ -9,7 +9,9 @@ RunPodSandbox) and, with the NodeSLO's ``coreSched`` policy and the BE class's C
 To tell the two apart, koordlet runs with the reconcile's writes of those settings off
 (``--apply-cpusets=false``, ``--apply-cpu-qos=false``, ``--apply-batch-resources=false``): with NRI
 on, the cgroups hold NRI's values at the first reading after the container starts; with NRI off too,
-they still hold kubelet's after several reconcile periods, so nothing else set them.
+they still hold kubelet's after several reconcile periods, so nothing else set them. With NRI off
+and the reconcile's batch-resource writes on, the reconcile alone brings a BE pod's cgroups to the
+same values and puts back one reset by hand.
 The module has its own cluster (e2e/scenarios/conftest.py), so changing koordlet's flags and the
 NodeSLO here touches no other test file.
 """
@@ -333,6 +335,64 @@ def check_be_and_ls(
         f"BE container {be_container}, BE pod {be_pod}, cpu.idle {idle}, "
         f"read {age:.1f}s after the BE container started; koordlet: {sandbox[-1]}"
     )
+
+
+def test_without_nri_the_reconcile_keeps_a_be_pods_batch_resources(
+    core_sched_colocation: tuple[ControlPlane, RealNodeConfig],
+) -> None:
+    """With NRI off and the reconcile's batch-resource writes on (its CPU QoS writes off, so no
+    cpu.idle hides the shares), a BE pod's container and pod cgroups reach Koordinator's
+    ``cpu.shares``, CFS quota and memory limit within a few QoS rounds; the container's shares put
+    back to kubelet's value by hand are restored by the reconcile."""
+    cp, c = core_sched_colocation
+    restart_koordlet_with(cp, RECONCILE_OFF, "--apply-cpu-qos=false", NRI_OFF)
+    wait_node_slo_seen(cp, c)
+    want = koordinators_batch_cgroups(BATCH_CPU_MILLI, BATCH_MEMORY)
+    try:
+        (be,) = start_pods(cp, be_pod_as_the_webhook_writes_it("be-reconcile", c))
+        container, container_age = wait_batch_cgroups(c, be, want, container=True)
+        pod, pod_age = wait_batch_cgroups(c, be, want, container=False)
+        shares_name = "cpu.shares" if CGROUP_V1 else "cpu.weight"
+        shares = pod_cgroup_file(c, "cpu", be, shares_name, container=True)
+        assert shares is not None
+        kubelets = "2" if CGROUP_V1 else "1"
+        shares.write_text(kubelets)
+        reset = time.monotonic()
+        after_reset = read_or_empty(shares)
+        restored, restored_in = wait_file(shares, want[shares_name], since=reset)
+    finally:
+        delete_pods(cp, "be-reconcile")
+    assert container == want, f"BE container {container_age:.1f}s after it started"
+    assert pod == want, f"BE pod cgroup {pod_age:.1f}s after its container started"
+    # kubelet's value held until the reconcile's next round, or was rewritten within this read
+    assert after_reset in (kubelets, want[shares_name])
+    assert restored == want[shares_name], f"{shares_name} {restored!r} {restored_in:.1f}s after the reset"
+    print(
+        f"BE container {container} {container_age:.1f}s after it started, pod {pod} "
+        f"{pod_age:.1f}s; {shares_name} reset to {kubelets} (read back {after_reset}), "
+        f"{restored} again {restored_in:.1f}s later"
+    )
+
+
+RECONCILE_WAIT_SECONDS = 30.0
+
+
+def wait_batch_cgroups(
+    c: RealNodeConfig, pod: dict[str, Any], want: dict[str, str], *, container: bool
+) -> tuple[dict[str, str], float]:
+    """The cgroup's batch values once they are ``want`` (or the last read after 30 s), and how
+    long after the container started they were read."""
+    deadline = time.monotonic() + RECONCILE_WAIT_SECONDS
+    while (found := batch_cgroups(c, pod, container=container)) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found, started_seconds_ago(pod)
+
+
+def wait_file(path: Path, want: str, *, since: float) -> tuple[str, float]:
+    deadline = since + RECONCILE_WAIT_SECONDS
+    while (found := read_or_empty(path)) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return found, time.monotonic() - since
 
 
 def test_without_nri_and_the_reconcile_the_container_keeps_every_cpu(

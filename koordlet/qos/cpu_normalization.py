@@ -1,5 +1,5 @@
 """CFS quota of pods on a CPU-normalized node (Koordinator's ``CPUNormalization`` and ``BatchResource``
-runtime hooks, ``pkg/koordlet/runtimehooks/hooks/cpunormalization`` and ``hooks/batchresource``).
+runtime hook, ``pkg/koordlet/runtimehooks/hooks/cpunormalization``).
 
 koord-manager writes ``node.koordinator.sh/cpu-normalization-ratio`` on a node whose CPUs are faster
 than the reference model and amplifies its allocatable by that ratio; so that one normalized core
@@ -9,9 +9,8 @@ still buys one reference core, koordlet divides the pod's CFS quota by the ratio
   limits (the sum over its containers; unlimited when one container has no limit). A pod bound to
   CPUs (a cpuset in ``scheduling.koordinator.sh/resource-status``) is left alone: its quota is
   unset (``-1``) by the cpuset writer.
-- BE pods (gate ``BatchResource``, on by default): the quota of their ``kubernetes.io/batch-cpu``
-  limits, in milli-cores. When BE CPU suppression runs with the ``cfsQuota`` policy the pods' quota
-  is unset instead, since the ``besteffort`` cgroup's own quota must not be below its children's.
+- BE pods: not here. Their quota (of their batch-cpu limits, divided by the same ratio) is kept with
+  their other batch-resource values by :mod:`koordlet.qos.batch_reconcile`.
 - LSE, LSR and SYSTEM pods are never touched.
 
 The ratio absent or not above 1 means the quota of the limit itself. The pod's cgroup holds the
@@ -32,10 +31,8 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.amplification import get_cpu_normalization_ratio
 from apis.extension.numa import get_resource_status
-from apis.extension.qos import QOS_BE, QOS_LS, QOS_NONE, qos_class_from_labels
+from apis.extension.qos import QOS_LS, QOS_NONE, qos_class_from_labels
 from apis.koordlet_features import KoordletFeatureGates
-from apis.slo.nodeslo import NodeSLOSpec
-from koordlet.qos.batch_resource import batch_quota_rule, batch_spec, is_batch_pod, pod_batch_quota
 from koordlet.qos.cfs import CFS_PERIOD_US, normalize_quota, quota_of_milli
 from koordlet.qos.layout import CgroupLayout, kube_qos_of
 from koordlet.qos.resources import CgroupResource as R
@@ -71,32 +68,17 @@ def _limits_milli(pod: Pod) -> int:
     return total
 
 
-def pod_cfs_quota(
-    pod: Pod, ratio: float | None, spec: NodeSLOSpec, gates: KoordletFeatureGates
-) -> int | None:
+def pod_cfs_quota(pod: Pod, ratio: float | None, gates: KoordletFeatureGates) -> int | None:
     """The pod-level quota koordlet writes (v1 units, -1 unlimited), None to leave the pod alone."""
     meta = pod.metadata
-    qos = qos_class_from_labels(meta.labels)
-    if qos in (QOS_LS, QOS_NONE):
-        if not gates.cpu_normalization:
+    if qos_class_from_labels(meta.labels) not in (QOS_LS, QOS_NONE) or not gates.cpu_normalization:
+        return None
+    try:
+        if get_resource_status(meta.annotations).cpuset:
             return None
-        try:
-            if get_resource_status(meta.annotations).cpuset:
-                return None
-        except InvalidAnnotation:
-            return None
-        return normalize_quota(quota_of_milli(_limits_milli(pod)), ratio)
-    if qos == QOS_BE:
-        if not gates.batch_resource:
-            return None
-        try:
-            batch = batch_spec(pod)
-        except InvalidAnnotation:
-            return None
-        if not batch.containers:
-            return None
-        return pod_batch_quota(batch, batch_quota_rule(spec, gates, ratio))
-    return None
+    except InvalidAnnotation:
+        return None
+    return normalize_quota(quota_of_milli(_limits_milli(pod)), ratio)
 
 
 @dataclass(frozen=True)
@@ -109,19 +91,10 @@ class AppliedQuota:
 class CPUNormalizer:
     """Writes the pod-level CFS quota of every running pod, one round at a time."""
 
-    def __init__(
-        self,
-        writer: CgroupWriter,
-        layout: CgroupLayout,
-        gates: KoordletFeatureGates,
-        *,
-        apply_batch_resources: bool = True,
-    ) -> None:
+    def __init__(self, writer: CgroupWriter, layout: CgroupLayout, gates: KoordletFeatureGates) -> None:
         self.writer = writer
         self.layout = layout
         self.gates = gates
-        self.apply_batch_resources = apply_batch_resources
-        """False: BE pods are left to NRI (``--apply-batch-resources=false``)."""
 
     def _children(self, pod_dir: str) -> list[str]:
         root = self.writer.subsystem_root("cpu")
@@ -143,14 +116,12 @@ class CPUNormalizer:
                 changes.append((child, quota))
         return changes
 
-    def apply(self, pods: Sequence[Pod], ratio: float | None, spec: NodeSLOSpec) -> list[AppliedQuota]:
+    def apply(self, pods: Sequence[Pod], ratio: float | None) -> list[AppliedQuota]:
         applied = []
         for pod in pods:
             if pod.status.phase in ("Succeeded", "Failed") or not pod.metadata.uid:
                 continue
-            if not self.apply_batch_resources and is_batch_pod(pod):
-                continue
-            quota = pod_cfs_quota(pod, ratio, spec, self.gates)
+            quota = pod_cfs_quota(pod, ratio, self.gates)
             if quota is None:
                 continue
             pod_dir = self.layout.pod_dir(kube_qos_of(pod.status.qos_class), pod.metadata.uid)

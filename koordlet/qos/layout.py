@@ -2,6 +2,8 @@
 
 The driver is the one whose ``kubepods`` directory exists under the hierarchy (cgroupfs when
 neither does). Paths are relative to a hierarchy root, as :class:`CgroupWriter` takes them.
+A container's cgroup is named after its runtime ID: ``<pod>/<id>`` with cgroupfs,
+``<pod>/cri-containerd-<id>.scope`` with systemd (``docker-``, ``crio-`` for those runtimes).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from typing import Literal
 from koordlet.fs import HostFS
 
 __all__ = ["CgroupLayout", "KubeQOS", "kube_qos_of"]
+
+_SYSTEMD_SCOPE_PREFIX = {"containerd": "cri-containerd", "docker": "docker", "cri-o": "crio"}
 
 KubeQOS = Literal["Guaranteed", "Burstable", "BestEffort"]
 Driver = Literal["cgroupfs", "systemd"]
@@ -63,3 +67,14 @@ class CgroupLayout:
             "BestEffort": "kubepods-besteffort",
         }[qos]
         return f"{self.qos_dir(qos)}/{prefix}-pod{uid.replace('-', '_')}.slice"
+
+    def container_dir(self, pod_dir: str, container_id: str) -> str | None:
+        """The cgroup of the container whose status says ``<runtime>://<id>``; None for an ID of
+        another form or, with systemd, of a runtime whose scope name is not known."""
+        runtime, sep, bare = container_id.partition("://")
+        if not sep or not bare:
+            return None
+        if self.driver == "cgroupfs":
+            return f"{pod_dir}/{bare}"
+        prefix = _SYSTEMD_SCOPE_PREFIX.get(runtime)
+        return f"{pod_dir}/{prefix}-{bare}.scope" if prefix else None

@@ -23,6 +23,7 @@ from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
 from koordlet.metric_cache import MetricCache
 from koordlet.metrics import KoordletMetrics
+from koordlet.qos.batch_reconcile import BatchResourceReconciler
 from koordlet.qos.cpu_normalization import CPUNormalizer, node_ratio
 from koordlet.qos.eviction import EvictionInputs, EvictionPlanner, execute
 from koordlet.qos.evictor import EvictionAPI, Evictor
@@ -72,12 +73,14 @@ class QoSManager:
         self.pods: list[Pod] = []
         self._reported: set[tuple[str, str]] = set()
         self.normalizer = (
-            CPUNormalizer(
-                node_qos.writer, node_qos.layout, gates, apply_batch_resources=apply_batch_resources
-            )
-            if node_qos is not None
+            CPUNormalizer(node_qos.writer, node_qos.layout, gates) if node_qos is not None else None
+        )
+        self.batch_resources = (
+            BatchResourceReconciler(node_qos.writer, node_qos.layout, gates)
+            if node_qos is not None and apply_batch_resources
             else None
         )
+        """None with ``--apply-batch-resources=false``: BE pods' cgroups are left to NRI."""
         self._slo_seen: bool | None = None
 
     def refresh(self, states: States) -> None:
@@ -124,7 +127,9 @@ class QoSManager:
             await execute(self.planner, evictor, self.node_name, decisions, now)
 
     async def normalize_cfs_quota(self, node: Node, api: EvictionAPI) -> None:
-        """A malformed ratio changes nothing and is reported once per value as an event on the node."""
+        """The pods' quotas on the node's CPU-normalization ratio, and BE pods' batch-resource cgroups
+        (their quota is divided by it too). A malformed ratio changes nothing and is reported once
+        per value as an event on the node."""
         if self.normalizer is None:
             return
         try:
@@ -137,7 +142,9 @@ class QoSManager:
                 if isinstance(api, NodeEventAPI):
                     await api.node_event(node, EVENT_INVALID_ANNOTATION, str(exc))
             return
-        self.normalizer.apply(self.pods, ratio, self.spec)
+        self.normalizer.apply(self.pods, ratio)
+        if self.batch_resources is not None:
+            self.batch_resources.apply(self.pods, ratio, self.spec)
 
     async def run(self, api: QoSAPI, states: States) -> None:
         evictor = Evictor(api, on_evicted=self.metrics.evicted if self.metrics else None)

@@ -4,7 +4,6 @@ memory limit from its batch resources, per container and summed for the pod."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -12,7 +11,6 @@ from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.koordlet_features import KoordletFeatureGates
 from apis.slo.nodeslo import NodeSLOSpec
-from koordlet.fs import HostFS
 from koordlet.qos.batch_resource import (
     BatchCgroups,
     BatchQuotaRule,
@@ -22,10 +20,6 @@ from koordlet.qos.batch_resource import (
     milli_cpu_to_shares,
     pod_batch_cgroups,
 )
-from koordlet.qos.cpu_normalization import CPUNormalizer
-from koordlet.qos.layout import CgroupLayout
-from koordlet.qos.writer import CgroupWriter
-from tests.koordlet.qos.cgroupfs import CgroupTree
 
 MI = 1024 * 1024
 
@@ -98,16 +92,3 @@ def test_the_cfs_quota_policy_of_suppression_unsets_the_quota() -> None:
     assert not batch_quota_rule(slo, KoordletFeatureGates()).enabled
     assert batch_quota_rule(slo, KoordletFeatureGates(be_cpu_suppress=False)).enabled
     assert batch_quota_rule(NodeSLOSpec(), KoordletFeatureGates(), 1.5) == BatchQuotaRule(True, 1.5)
-
-
-def test_the_reconcile_leaves_be_pods_to_nri_with_apply_batch_resources_off(tmp_path: Path) -> None:
-    tree = CgroupTree(tmp_path, 1)
-    tree.add("kubepods/besteffort/poduid-be")
-    writer = CgroupWriter(HostFS(tmp_path), 1)
-    pod = be_pod({"limits": {"kubernetes.io/batch-cpu": "1000"}})
-    off = CPUNormalizer(writer, CgroupLayout("cgroupfs"), KoordletFeatureGates(), apply_batch_resources=False)
-    assert off.apply([pod], None, NodeSLOSpec()) == []
-    assert tree.read("kubepods/besteffort/poduid-be", "cpu.cfs_quota_us") == "-1"
-    on = CPUNormalizer(writer, CgroupLayout("cgroupfs"), KoordletFeatureGates())
-    on.apply([pod], None, NodeSLOSpec())
-    assert tree.read("kubepods/besteffort/poduid-be", "cpu.cfs_quota_us") == "100000"
