@@ -59,6 +59,7 @@ __all__ = [
     "get_gang_groups",
     "get_gang_match_policy",
     "get_network_topology_index",
+    "member_rank_key",
     "parse_gang_groups",
     "parse_gang_min_available",
     "parse_gang_total_number",
@@ -253,3 +254,13 @@ def get_network_topology_index(annotations: Mapping[str, str] | None) -> int | N
     if raw is None:
         return None
     return parse_network_topology_index(raw)
+
+
+def member_rank_key(annotations: Mapping[str, str] | None, name: str) -> tuple[int, int, str]:
+    """Where a gang's member goes in its placement order: by network-topology index, then name; a
+    member without an index (or with a malformed one) after every indexed member, by name."""
+    try:
+        index = get_network_topology_index(annotations)
+    except InvalidAnnotation:
+        index = None
+    return (0, index, name) if index is not None else (1, 0, name)

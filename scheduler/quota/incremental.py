@@ -26,8 +26,8 @@ from scheduler.quota.tree import (
     _aggregate,
     _figures,
     _guarantee,
+    _linked,
     _Node,
-    _preorder,
     _share_among_children,
 )
 
@@ -55,12 +55,7 @@ class TreeState:
         """Preorder position: a parent comes before its children."""
         if tree.root not in quotas:
             return
-        nodes = {name: _Node(spec) for name, spec in quotas.items()}
-        for name, node in sorted(nodes.items()):
-            parent = nodes.get(node.spec.parent)
-            if parent is not None and name != tree.root:
-                parent.children.append(name)
-        order = _preorder(nodes, tree.root)
+        nodes, order = _linked(quotas, tree.root)
         self._nodes = {name: nodes[name] for name in order}
         self._rank = {name: i for i, name in enumerate(order)}
         for name in reversed(order):

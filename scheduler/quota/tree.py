@@ -135,12 +135,7 @@ def compute_tree(
     """
     if tree.root not in quotas:
         return {}
-    nodes = {name: _Node(spec) for name, spec in quotas.items()}
-    for name, node in sorted(nodes.items()):
-        parent = nodes.get(node.spec.parent)
-        if parent is not None and name != tree.root:
-            parent.children.append(name)
-    order = _preorder(nodes, tree.root)
+    nodes, order = _linked(quotas, tree.root)
     for name in reversed(order):
         _aggregate(nodes[name], nodes, usage.get(name, Usage()), tree, name == tree.root)
         if guarantee and name != tree.root:
@@ -162,6 +157,17 @@ def _guarantee(node: _Node, nodes: Mapping[str, _Node]) -> None:
     else:
         node.allocated = _mask(node.used, keys)
     node.guaranteed = {k: max(node.spec.min.get(k, 0), node.allocated.get(k, 0)) for k in keys}
+
+
+def _linked(quotas: Mapping[str, QuotaSpec], root: str) -> tuple[dict[str, _Node], list[str]]:
+    """A node per quota, each parent listing its children (by name), and the preorder from
+    ``root`` (a parent before its children; quotas not reachable from ``root`` are left out)."""
+    nodes = {name: _Node(spec) for name, spec in quotas.items()}
+    for name, node in sorted(nodes.items()):
+        parent = nodes.get(node.spec.parent)
+        if parent is not None and name != root:
+            parent.children.append(name)
+    return nodes, _preorder(nodes, root)
 
 
 def _preorder(nodes: Mapping[str, _Node], root: str) -> list[str]:

@@ -172,8 +172,4 @@ def _gang(
 
 
 def _rank_key(pod: PodInfo) -> tuple[int, int, str]:
-    try:
-        index = gang_ext.get_network_topology_index(pod.annotations)
-    except InvalidAnnotation:
-        index = None
-    return (0, index, pod.name) if index is not None else (1, 0, pod.name)
+    return gang_ext.member_rank_key(pod.annotations, pod.name)
