@@ -638,10 +638,15 @@ def test_every_quota_of_a_profile_tree_carries_koordinators_figures(
         what="arm64-small's runtime == request",
     )
     assert small["status"]["used"] == two
-    root = get_quota(control_plane, ns, "e2e-figures-root")["metadata"]["annotations"]
-    assert json.loads(root[Q + "total-resource"])["cpu"] == "8"  # (8 + 8) x 0.5
-    assert json.loads(root[Q + "request"])["cpu"] == "2"
-    assert json.loads(root[Q + "runtime"]) == two  # what the root asks for, up to its total
+    # the scheduler patches each quota of the tree in turn (by name): the root's figures may land
+    # a moment after the child's
+    root_figures = wait_for(
+        lambda: annotations_of("e2e-figures-root", {"runtime": two}),
+        timeout=30,
+        what="the root's runtime: what its child asks for, up to its total",
+    )["metadata"]["annotations"]
+    assert json.loads(root_figures[Q + "total-resource"])["cpu"] == "8"  # (8 + 8) x 0.5
+    assert json.loads(root_figures[Q + "request"])["cpu"] == "2"
     control_plane.kubectl("delete", "pod", "small-0", "-n", ns, "--wait=true")
     zero = {"cpu": "0", "memory": "0"}
     small = wait_for(
