@@ -180,8 +180,14 @@ def _quota_candidates(ctx: WhatIfContext, job: Job, current: str | None) -> list
         return min(spare, default=0)
 
     names = [n for n in figures if n not in skip and n not in parents]
-    # The default quota (pods that name none) is the last resort, after every team's own.
-    return sorted(names, key=lambda n: (n == quota_ext.DEFAULT_QUOTA_NAME, -room(n), n))[:MAX_QUOTAS_TRIED]
+    namespace = job.members[0].namespace if job.members else None
+    # The job's own namespace's quotas first (those its team owns), then other teams', the
+    # default quota (pods that name none) last; the roomiest first within each.
+    quota = ctx.quota
+    return sorted(
+        names,
+        key=lambda n: (n == quota_ext.DEFAULT_QUOTA_NAME, quota.quota_namespace(n) != namespace, -room(n), n),
+    )[:MAX_QUOTAS_TRIED]
 
 
 async def _other_quota(ctx: WhatIfContext, job: Job, now: Probe) -> Change | None:

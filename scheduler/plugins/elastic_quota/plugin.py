@@ -311,6 +311,11 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
         """Every quota's figures now, by quota name."""
         return self.figures.current(self.handle.snapshot()).figures
 
+    def quota_namespace(self, name: str) -> str | None:
+        """The namespace of the ElasticQuota named ``name``; None for a built-in or unknown quota."""
+        info = self.index.quotas.get(name)
+        return info.namespace if info is not None and info.exists else None
+
     def is_borrowing(self, pod: PodInfo) -> bool:
         """The pod's quota uses more than its min on some resource of its max."""
         figures = self.quota_figures().get(self._quota_name(pod))

@@ -139,9 +139,11 @@ def gang(
     return [pod_group(name, size if min_member is None else min_member, gather=gather), *members]
 
 
-def elastic_quota(name: str, *, max_cpu: str, min_cpu: str = "0", max_gpu: str = "64") -> dict[str, Any]:
+def elastic_quota(
+    name: str, *, max_cpu: str, min_cpu: str = "0", max_gpu: str = "64", namespace: str = "default"
+) -> dict[str, Any]:
     return {
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"min": {"cpu": min_cpu, GPU: "0"}, "max": {"cpu": max_cpu, GPU: max_gpu}},
     }
 

@@ -134,6 +134,25 @@ async def test_a_gang_its_quota_refuses_fits_only_under_another_quota() -> None:
         await until(lambda: len([n for n in bound(backend) if n.startswith("train-")]) == 2)
 
 
+async def test_another_quota_of_the_jobs_own_namespace_comes_before_a_roomier_one_of_another_team() -> None:
+    """The suggestion is the quota the job's team can move to: of the quotas with room, one in the
+    job's namespace wins over a roomier one of another namespace."""
+    backend = topology_backend({"b1": ("s1", 4)})
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a", max_cpu="64", max_gpu="8"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("team-a-spare", max_cpu="64", max_gpu="16"))
+    backend.apply(ELASTICQUOTAS, elastic_quota("other-team", max_cpu="64", max_gpu="32", namespace="other"))
+    async with running(backend) as app:
+        job = gang("train", 2, labels={"quota.scheduling.koordinator.sh/name": "team-a"}, gpus=8)
+        busy = pod(
+            "a-busy", gpus=8, node_name="b1-n0", labels={"quota.scheduling.koordinator.sh/name": "team-a"}
+        )
+        apply(backend, [busy])
+        await until(lambda: "a-busy" in {p.name for p in app.cache.assigned_pods()})
+        change = (await what_if(app, job)).smallest_change
+        assert change is not None
+        assert (change.kind, change.quota) == ("quota", "team-a-spare"), change
+
+
 async def test_a_must_gather_gang_that_fits_only_with_prefer_gather() -> None:
     """Two blocks of 3 free nodes in different spines: a 4-member MustGather-block gang fits
     neither in one block nor in one spine; PreferGather places it over both blocks."""
