@@ -215,17 +215,25 @@ def test_a_gang_its_quota_refuses_fits_under_another_quota(
 ) -> None:
     cp, ns = control_plane, namespace
     full, roomy = f"{ns}-full", f"{ns}-roomy"
+    # roomy caps no GPUs and holds a min of CPU: on the shared e2e cluster, the profile trees other
+    # tests leave (docs/examples' amd64 and arm64 roots) take the GPU nodes out of the default tree,
+    # so a default-tree quota capping GPUs would truly have no GPU room there
     quotas = [
         {
             "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
             "kind": "ElasticQuota",
-            "metadata": {"name": name, "namespace": ns},
+            "metadata": {"name": full, "namespace": ns},
             "spec": {
                 "min": {"cpu": "0", "nvidia.com/gpu": "0"},
-                "max": {"cpu": "4096", "nvidia.com/gpu": gpus},
+                "max": {"cpu": "4096", "nvidia.com/gpu": "8"},
             },
-        }
-        for name, gpus in ((full, "8"), (roomy, "4096"))
+        },
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "ElasticQuota",
+            "metadata": {"name": roomy, "namespace": ns},
+            "spec": {"min": {"cpu": "16"}, "max": {"cpu": "4096"}},
+        },
     ]
     apply(cp, quotas)
     every = [node for _, nodes in topo_blocks(cp).values() for node in nodes]
