@@ -274,6 +274,7 @@ def test_every_exported_metric_family_is_recorded(
 # ---- failures: the scheduler killed, the API server restarted, the leader replaced ----------------
 
 
+@pytest.mark.full  # the fast tier's smoke of kills and restarts is test_chaos.py's first schedule
 def test_sigkill_mid_run_then_restart_binds_everything_once(
     control_plane: ControlPlane, scheduler_kubeconfig: Path, scheduler: Scheduler
 ) -> None:
