@@ -30,7 +30,7 @@ from e2e.components import LocalComponent, koord_scheduler, wait_for_admission, 
 from e2e.scenarios.test_elasticquota_scheduling import elastic_quota
 from e2e.scenarios.test_gangs import bound_count, member, pod_group
 from e2e.scheduler_process import free_port
-from e2e.workloads import apply, get_object, wait_for
+from e2e.workloads import apply, bound, get_object, make_pod, present, wait_for
 from operators.webhook_certs import ensure_self_signed
 from scheduler.simulator.description import ClusterDescription
 
@@ -146,7 +146,7 @@ def test_install_creates_the_components_objects(
         get_object(cluster, kind, name, namespace=namespace or "default")
 
 
-def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
+def test_a_gang_in_a_quota_and_a_preempting_pod_run_through_the_chart_configured_components(
     cluster: ControlPlane, installed: list[tuple[str, str, str | None]]
 ) -> None:
     manager = chart_manager(cluster)
@@ -200,6 +200,7 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
             60,
             "the PodGroup Running (koord-manager's status timer)",
         )
+        preempt_with_the_charts_default_profile(cluster, gang_namespace=ns)
     finally:
         print(manager.stop(), scheduler.stop())
     # A stopped replica leaves the chart's webhooks in place (no admission gap in a rolling update).
@@ -208,6 +209,26 @@ def test_a_gang_in_a_quota_runs_through_the_chart_configured_components(
     restore_webhooks(cluster, chart_routes)  # first: the upgrade test needs the chart's own routes
     assert len(validating) == len(chart_routes["validatingwebhookconfiguration"])
     assert len(mutating) == len(chart_routes["mutatingwebhookconfiguration"])
+
+
+def preempt_with_the_charts_default_profile(cluster: ControlPlane, *, gang_namespace: str) -> None:
+    """kube-scheduler's default profile preempts, and so does the chart's: a 6-CPU koord-batch pod
+    on each 8-CPU node, then a 7-CPU koord-prod pod (the chart's PriorityClasses) that fits nowhere
+    evicts exactly one of them and binds on its node; the gang's members (priority 0, 1 CPU) are
+    reprieved, as kube-scheduler's victim choice keeps every pod whose eviction is not needed."""
+    ns = "helm-preempt"
+    cluster.create_namespace(ns)
+    apply(cluster, [make_pod(f"batch-{i}", ns, cpu="6", priority_class="koord-batch") for i in range(3)])
+    wait_for(lambda: len(bound(cluster, ns)) == 3 or None, 60, "a koord-batch pod on each node")
+    apply(cluster, [make_pod("urgent", ns, cpu="7", priority_class="koord-prod")])
+    node = wait_for(lambda: bound(cluster, ns).get("urgent"), 90, "the koord-prod pod bound")
+    gone = {f"batch-{i}" for i in range(3)} - present(cluster, ns)
+    assert len(gone) == 1, gone
+    events = get_object(cluster, "events", namespace=ns)["items"]
+    preempted = {e["involvedObject"]["name"] for e in events if e.get("reason") == "Preempted"}
+    assert preempted == gone
+    assert bound(cluster, ns)["urgent"] == node
+    assert len(present(cluster, gang_namespace)) == 2  # the gang's members stay
 
 
 def test_upgrade_changes_the_scheduler_config_and_keeps_the_certificate(

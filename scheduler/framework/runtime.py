@@ -385,7 +385,11 @@ class Framework:
     ) -> fw.PostFilterResult:
         record = state.record_plugin_metrics
         last = fw.PostFilterResult(Status.unschedulable("no postFilter plugin made the pod schedulable"))
+        # Each plugin that could not help says why; the pod's message keeps every reason, joined as
+        # kube-scheduler joins its PostFilter plugins' reasons.
+        reasons: list[str] = []
         for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(ExtensionPoint.POST_FILTER, [])):
+            diagnosis.post_filter_message = None
             started = time.perf_counter()
             try:
                 result = await plugin.post_filter(state, pod, snapshot, diagnosis)
@@ -394,7 +398,10 @@ class Framework:
             status = self._timed(record, ExtensionPoint.POST_FILTER, plugin, result.status, started)
             if status.ok or status.code == Code.ERROR:
                 return fw.PostFilterResult(status, result.nominated_node)
+            if diagnosis.post_filter_message:
+                reasons.append(diagnosis.post_filter_message)
             last = fw.PostFilterResult(status)
+        diagnosis.post_filter_message = ", ".join(reasons) or None
         return last
 
     # ---- scoring -----------------------------------------------------------------------------

@@ -12,10 +12,10 @@ order, with kube-scheduler's default score weights, except at the points given a
 below. ``tests/scheduler/test_default_profile_rules.py`` asserts each ordering rule by name, and
 that ``DEFAULT_PLUGINS`` stays what it was when it was listed per extension point.
 
-Registered but enabled only by configuration, as Koordinator's shipped profile enables them:
-ElasticQuota's PostFilter (Koordinator's quota preemption) and DefaultPreemption (kube-scheduler's
-pod-level preemption): by default, preemption is Coscheduling's job-level preemption
-(``enablePreemption``), which also asks ElasticQuota what a rejected job's quota must free;
+A pod of no gang preempts with DefaultPreemption (kube-scheduler's pod-level preemption), last at
+PostFilter; gangs with Coscheduling's job-level preemption (``enablePreemption``), which also asks
+ElasticQuota what a rejected job's quota must free. Registered but enabled only by configuration,
+as Koordinator's shipped profile enables them: ElasticQuota's PostFilter (quota preemption),
 SchedulingHint, Coscheduling's PreScore/Score and DefaultPreBind. NodeResourcesFitPlus and
 ScarceResourceAvoidance are, as in Koordinator, enabled only by configuration. LoadAwareScheduling
 too: Koordinator's shipped profile enables it, but it refuses every node whose NodeMetric has not
@@ -133,6 +133,9 @@ DEFAULT_PROFILE: tuple[DefaultPlugin, ...] = (
     DefaultPlugin(reservation.NAME, weight=5000),
     DefaultPlugin(coscheduling.NAME, left_off=frozenset({ExtensionPoint.PRE_SCORE, ExtensionPoint.SCORE})),
     DefaultPlugin(elastic_quota.NAME, left_off=frozenset({ExtensionPoint.POST_FILTER})),
+    # kube-scheduler's pod-level preemption for a pod of no gang, after the job-level preemption
+    # plugins, as Koordinator's shipped profile orders PostFilter
+    DefaultPlugin(default_preemption.NAME),
     # last, as in kube-scheduler: Reservation binds a pod that takes a reservation, DefaultBinder the rest
     DefaultPlugin(default_binder.NAME),
 )

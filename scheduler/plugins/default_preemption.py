@@ -6,6 +6,11 @@ Filter with the victims gone, so a PreFilter that rejected the pod for a reason 
 node do not change (its quota, a gang's placement) makes that node no candidate: nothing is
 evicted for nothing.
 
+A pod labelled ``scheduling.koordinator.sh/disable-preemptible: "true"`` or
+``quota.scheduling.koordinator.sh/preemptible: "false"`` is never a victim, as in job-level
+preemption: beyond Koordinator, whose DefaultPreemption is kube-scheduler's and reads neither label,
+so that a label that says "do not preempt me" holds whichever preemption runs.
+
 Two kinds of pod are left to the plugins that preempt for them as a whole: a reserve pod
 (``ReservationArgs.enablePreemption``) and a gang member (Coscheduling's job-level preemption,
 ``CoschedulingArgs.enablePreemption``): evicting room for one member of a gang that does not fit
@@ -23,6 +28,8 @@ from pydantic.alias_generators import to_camel
 from apis.client.backend import PDBS
 from apis.client.eviction import EVICTION_RULES
 from apis.client.rbac import PolicyRule
+from apis.extension import preemption as preemption_ext
+from apis.extension import quota as quota_ext
 from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -72,7 +79,11 @@ class DefaultPreemption(PostFilterPlugin):
     # ---- the Evaluator's rules ---------------------------------------------------------------
 
     def can_preempt(self, preemptor: PodInfo, victim: PodInfo) -> bool:
-        return victim.priority < preemptor.priority
+        return (
+            victim.priority < preemptor.priority
+            and preemption_ext.is_pod_preemptible(victim.labels)
+            and quota_ext.is_preemptible(victim.labels)
+        )
 
     def fits(self, preemptor: PodInfo, snapshot: Snapshot, node: str, victims: Sequence[PodInfo]) -> bool:
         row = snapshot.table.row.get(node)

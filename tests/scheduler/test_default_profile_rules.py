@@ -51,7 +51,7 @@ TODAYS_DEFAULT_PLUGINS: dict[ExtensionPoint, tuple[PluginRef, ...]] = {
             "Reservation",
         )
     ),
-    EP.POST_FILTER: (PluginRef("Reservation"), PluginRef("Coscheduling")),
+    EP.POST_FILTER: (PluginRef("Reservation"), PluginRef("Coscheduling"), PluginRef("DefaultPreemption")),
     EP.PRE_SCORE: (PluginRef("PodTopologySpread"), PluginRef("InterPodAffinity"), PluginRef("Reservation")),
     EP.SCORE: (
         PluginRef("NodeResourcesFit", 1),
@@ -197,17 +197,22 @@ def test_rule_one_queue_sort_plugin() -> None:
 def test_rule_configuration_only_plugins_are_off_by_default() -> None:
     """Enabled only by configuration, as in Koordinator: LoadAwareScheduling (it refuses nodes
     koordlet has not reported yet), NodeResourcesFitPlus, ScarceResourceAvoidance, SchedulingHint,
-    DefaultPreemption, DefaultPreBind."""
+    DefaultPreBind."""
     enabled = {name for point in EP for name in names(point)}
     configuration_only = {
         "LoadAwareScheduling",
         "NodeResourcesFitPlus",
         "ScarceResourceAvoidance",
         "SchedulingHint",
-        "DefaultPreemption",
         "DefaultPreBind",
     }
     assert enabled & configuration_only == set()
+
+
+def test_rule_default_preemption_runs_last_at_post_filter() -> None:
+    """A pod of no gang preempts as kube-scheduler's default profile has it preempt, after the
+    job-level preemption plugins, in the order Koordinator's shipped profile gives PostFilter."""
+    assert names(EP.POST_FILTER)[-1] == "DefaultPreemption"
 
 
 def test_rule_quota_preemption_and_gang_scores_are_off_by_default() -> None:

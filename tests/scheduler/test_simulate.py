@@ -47,7 +47,10 @@ async def test_pods_that_do_not_fit_are_reported_with_the_reason(tmp_path: Path)
     result = await simulate(cluster, load_workload(workload))
     assert len(result.scheduled) == 2
     assert len(result.pending) == 3
-    assert result.pending[0].reason == "0/2 nodes are available: 2 Insufficient cpu."
+    assert result.pending[0].reason == (
+        "0/2 nodes are available: 2 Insufficient cpu. "
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )  # kube-scheduler's words, DefaultPreemption's included
 
 
 def test_unknown_kind_is_a_clear_error(tmp_path: Path) -> None:
