@@ -3,7 +3,8 @@ asks them, answered without acting (no nomination, no eviction, no plan kept).
 
 The Framework's ``dry_run_planner()`` finds the profile's ``JobDryRun`` (Coscheduling); the
 what-if (``scheduler.whatif``) asks it for the placement settings and for the victims job-level
-preemption would choose, and finds the quota plugin by ``QuotaDryRun``.
+preemption would choose, finds the quota plugin by ``QuotaDryRun``, and the pod-level preemption a
+pod of no gang gets where job-level preemption is off by ``PodPreemptionDryRun`` (DefaultPreemption).
 """
 
 from __future__ import annotations
@@ -18,11 +19,20 @@ from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.extensions import PreemptionExtension, QuotaRelease
+from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.status import Status
 from scheduler.quota import Figures
 from scheduler.solver import SolveOptions, VictimSelection
 
-__all__ = ["Choice", "JobDryRun", "PendingJob", "PlacementSetting", "QuotaDryRun"]
+__all__ = [
+    "Choice",
+    "JobDryRun",
+    "PendingJob",
+    "PlacementSetting",
+    "PodPreemptionDryRun",
+    "PodVictims",
+    "QuotaDryRun",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +114,27 @@ class QuotaDryRun(Protocol):
     def admitting(self, uids: Collection[str]) -> AbstractContextManager[None]: ...
 
     def quota_release(self, preemptor: PodInfo, members: Sequence[PodInfo]) -> QuotaRelease | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodVictims:
+    """The node pod-level preemption would nominate a pod to, and whom it would evict there."""
+
+    node: str
+    victims: tuple[PodInfo, ...]
+
+
+@runtime_checkable
+class PodPreemptionDryRun(Protocol):
+    """A PostFilter plugin that preempts for one pod at a time (kube-scheduler's DefaultPreemption)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def preempts_for(self, pod: PodInfo) -> bool:
+        """It would preempt for ``pod`` at all (not a gang member nor a reserve pod)."""
+        ...
+
+    def choose_pod_victims(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PodVictims | str:
+        """Its PostFilter's choice after ``diagnosis``'s Filter, done to nothing; or why none."""
+        ...

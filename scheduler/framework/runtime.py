@@ -261,6 +261,10 @@ class Framework:
     def plugin(self, name: str) -> Any | None:
         return self.plugins.get(name)
 
+    def runs_at(self, point: ExtensionPoint) -> Sequence[fw.Plugin]:
+        """The plugins enabled at ``point``, in their order."""
+        return tuple(self._points.get(point, ()))
+
     # ---- helpers -----------------------------------------------------------------------------
 
     def _timed(

@@ -34,6 +34,7 @@ from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.dry_run import PodVictims
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis, PostFilterPlugin, PostFilterResult
 from scheduler.framework.registry import PluginSpec
@@ -102,9 +103,18 @@ class DefaultPreemption(PostFilterPlugin):
     async def post_filter(
         self, state: CycleState, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> PostFilterResult:
-        if is_reserve_pod(pod.annotations) or self.handle.profile.job_of(pod) != pod.uid:
+        if not self.preempts_for(pod):
             return PostFilterResult(Status.unschedulable())
         return await self.evaluator.preempt(pod, snapshot, diagnosis)
+
+    # ---- the what-if's dry run (``PodPreemptionDryRun``) ----------------------------------------
+
+    def preempts_for(self, pod: PodInfo) -> bool:
+        return not is_reserve_pod(pod.annotations) and self.handle.profile.job_of(pod) == pod.uid
+
+    def choose_pod_victims(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> PodVictims | str:
+        choice = self.evaluator.choose(pod, snapshot, diagnosis)
+        return choice if isinstance(choice, str) else PodVictims(choice.node, choice.victims)
 
 
 def new(args: DefaultPreemptionArgs | None, handle: Handle) -> DefaultPreemption:

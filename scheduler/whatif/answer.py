@@ -61,7 +61,9 @@ class Victim(_Model):
 
 class AfterPreemption(_Model):
     enabled: bool
-    """Job-level preemption is enabled in the profile (``Coscheduling.enablePreemption``)."""
+    """Preemption can act for the job: job-level preemption is enabled in the profile
+    (``Coscheduling.enablePreemption``), or the job is one pod of no gang and the profile runs
+    pod-level preemption (DefaultPreemption) at PostFilter."""
     fits: bool
     victims: list[Victim] = Field(default_factory=list)
     jobs: list[str] = Field(default_factory=list)

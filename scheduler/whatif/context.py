@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from scheduler.cache.cache import Cache
 from scheduler.cache.snapshot import Snapshot
-from scheduler.framework.dry_run import JobDryRun, PlacementSetting, QuotaDryRun
+from scheduler.framework.dry_run import JobDryRun, PlacementSetting, PodPreemptionDryRun, QuotaDryRun
+from scheduler.framework.profile import ExtensionPoint
 from scheduler.framework.runtime import Framework
 from scheduler.solver import SolveOptions
 
@@ -29,11 +30,17 @@ class WhatIfContext:
     setting: PlacementSetting
     deadline: float
     """``time.monotonic()`` after which the what-if computes nothing more (it says what it skipped)."""
+    pod_preemption: PodPreemptionDryRun | None = None
+    """The profile's pod-level preemption (DefaultPreemption), for a job of one pod of no gang."""
 
     @classmethod
     def of(cls, framework: Framework, cache: Cache, budget_seconds: float) -> WhatIfContext:
         planner = next((p for p in framework.plugins.values() if isinstance(p, JobDryRun)), None)
         quota = next((p for p in framework.plugins.values() if isinstance(p, QuotaDryRun)), None)
+        pod_preemption = next(
+            (p for p in framework.runs_at(ExtensionPoint.POST_FILTER) if isinstance(p, PodPreemptionDryRun)),
+            None,
+        )
         setting = (
             planner.placement_setting()
             if planner is not None
@@ -49,6 +56,7 @@ class WhatIfContext:
             quota,
             dataclasses.replace(setting, options=options),
             time.monotonic() + budget_seconds,
+            pod_preemption,
         )
 
     @property

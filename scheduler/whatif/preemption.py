@@ -1,16 +1,21 @@
-"""Would the job fit after job-level preemption, and whom would it evict? Coscheduling's own victim
-choice (``JobPreemption.choose``) on the scheduler's cache, with nothing evicted or nominated.
+"""Would the job fit after preemption, and whom would it evict? Coscheduling's own victim choice
+(``JobPreemption.choose``) on the scheduler's cache, with nothing evicted or nominated; for a job of
+one pod of no gang, when that finds nothing (or job-level preemption is off), the profile's
+pod-level preemption (DefaultPreemption's choice), as the cycle's PostFilter runs them in turn.
 
 As the cycle's PostFilter: a job its quota refuses may only evict lower-priority pods of that quota
 (the quota plugin's ``quota_release``); a quota limit that no eviction frees (its non-preemptible
-min, a parent) means preemption cannot help."""
+min, a parent) means job-level preemption cannot help."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.extensions import PreemptionExtension, QuotaRelease
+from scheduler.framework.interfaces import Diagnosis
 from scheduler.solver import VictimSelection
 from scheduler.whatif.answer import AfterPreemption, MemberPlacement, Victim
 from scheduler.whatif.context import WhatIfContext
@@ -22,6 +27,62 @@ __all__ = ["after_preemption", "choose"]
 
 async def choose(ctx: WhatIfContext, job: Job, quota_fits: bool | None) -> tuple[VictimSelection | None, str]:
     """The victims' selection (None: none let the job fit) and, when None, why."""
+    selection, why = await _job_level(ctx, job, quota_fits)
+    if selection is not None or not pod_level_applies(ctx, job):
+        return selection, why
+    return _pod_level(ctx, job.members[0])
+
+
+def pod_level_applies(ctx: WhatIfContext, job: Job) -> bool:
+    """The profile's pod-level preemption would act for this job: one pod of no gang."""
+    dry = ctx.pod_preemption
+    return dry is not None and len(job.members) == 1 and dry.preempts_for(job.members[0])
+
+
+def _pod_level(ctx: WhatIfContext, pod: PodInfo) -> tuple[VictimSelection | None, str]:
+    """DefaultPreemption's choice after the pod's PreFilter and Filter, as the cycle runs them."""
+    dry = ctx.pod_preemption
+    assert dry is not None
+    fwk = ctx.framework
+    started = time.perf_counter()
+    snapshot = ctx.snapshot()
+    restore = snapshot.lift_nominations(lambda n: n.pod.uid == pod.uid or n.pod.priority < pod.priority)
+    try:
+        state = CycleState(planning=True, record_plugin_metrics=False)
+        diagnosis = Diagnosis(node_count=snapshot.node_count())
+        status, allowed = fwk.run_pre_filter(state, pod, snapshot)
+        if status.ok:
+            rows = snapshot.candidate_rows()
+            if allowed is not None:
+                keep = snapshot.rows_named(rows, allowed)
+                diagnosis.unresolvable_rows.update(rows[~keep].tolist())
+                rows = rows[keep]
+            feasible, _ = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
+            if feasible.size:
+                return None, "it fits without evicting anyone"
+        elif status.rejected:
+            diagnosis.pre_filter_message = status.message()
+            diagnosis.rejecting_plugins.add(status.plugin)
+        else:
+            return None, status.message()
+        choice = dry.choose_pod_victims(pod, snapshot, diagnosis)
+    finally:
+        snapshot.close()
+        restore()
+    if isinstance(choice, str):
+        return None, f"{dry.name}: {choice}"
+    return VictimSelection(
+        victims=tuple(v.uid for v in choice.victims),
+        assignment={pod.uid: choice.node},
+        objective=(),
+        status="GREEDY",
+        solve_seconds=time.perf_counter() - started,
+    ), ""
+
+
+async def _job_level(
+    ctx: WhatIfContext, job: Job, quota_fits: bool | None
+) -> tuple[VictimSelection | None, str]:
     planner = ctx.planner
     if planner is None or not ctx.setting.preemption:
         return None, "job-level preemption is not enabled (Coscheduling enablePreemption)"
@@ -57,7 +118,7 @@ async def choose(ctx: WhatIfContext, job: Job, quota_fits: bool | None) -> tuple
 
 
 async def after_preemption(ctx: WhatIfContext, job: Job, quota_fits: bool | None) -> AfterPreemption:
-    enabled = ctx.planner is not None and ctx.setting.preemption
+    enabled = (ctx.planner is not None and ctx.setting.preemption) or pod_level_applies(ctx, job)
     selection, why = await choose(ctx, job, quota_fits)
     if selection is None:
         return AfterPreemption(enabled=enabled, fits=False, message=why)

@@ -183,6 +183,26 @@ class Evaluator:
         if why is not None:
             diagnosis.post_filter_message = why
             return PostFilterResult(Status.unschedulable())
+        best = self._best(pod, snapshot, diagnosis)
+        if isinstance(best, str):
+            self.handle.solver_metrics.preemption(0)
+            self._clear_nomination(pod, snapshot)
+            diagnosis.post_filter_message = best
+            return PostFilterResult(Status.unschedulable())
+        self._execute(pod, best)
+        diagnosis.post_filter_message = (
+            f"evicting {len(best.victims)} pod(s) on node {best.node} "
+            f"({', '.join(v.key for v in best.victims)}); {pod.key} is nominated there."
+        )
+        return PostFilterResult(Status.success(), best.node)
+
+    def choose(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> Candidate | str:
+        """What ``preempt`` would do, done to nothing (no eviction, nomination or metric): the node
+        and its victims, or why there is none."""
+        why = self._not_eligible(pod, snapshot, diagnosis)
+        return why if why is not None else self._best(pod, snapshot, diagnosis)
+
+    def _best(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> Candidate | str:
         all_rows = snapshot.candidate_rows()
         rows = [int(r) for r in all_rows if int(r) not in diagnosis.unresolvable_rows]
         reasons: Counter[str] = Counter()
@@ -191,17 +211,9 @@ class Evaluator:
         candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows], reasons)
         best = pick_one_node(candidates)
         if best is None:
-            self.handle.solver_metrics.preemption(0)
-            self._clear_nomination(pod, snapshot)
             detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-            diagnosis.post_filter_message = f"0/{all_rows.size} nodes are available: {detail}."
-            return PostFilterResult(Status.unschedulable())
-        self._execute(pod, best)
-        diagnosis.post_filter_message = (
-            f"evicting {len(best.victims)} pod(s) on node {best.node} "
-            f"({', '.join(v.key for v in best.victims)}); {pod.key} is nominated there."
-        )
-        return PostFilterResult(Status.success(), best.node)
+            return f"0/{all_rows.size} nodes are available: {detail}."
+        return best
 
     def _not_eligible(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> str | None:
         """Why ``pod`` may not preempt now (kube-scheduler's ``PodEligibleToPreemptOthers``)."""

@@ -36,6 +36,14 @@ profiles:
       awareNetworkTopology: true
 """
 
+DEFAULT_PROFILE_CONFIG = """
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: koord-scheduler
+"""
+"""The default profile as it ships: no job-level preemption, DefaultPreemption for plain pods."""
+
 TOPOLOGY = {
     "apiVersion": "scheduling.koordinator.sh/v1alpha1",
     "kind": "ClusterNetworkTopology",
@@ -183,8 +191,10 @@ def topology_backend(blocks: dict[str, tuple[str, int]], *, gpus: int = 8) -> Me
 
 
 @asynccontextmanager
-async def running(backend: MemoryBackend, *, advice_seconds: float = 0.0) -> AsyncIterator[SchedulerApp]:
-    config = load_config(CONFIG, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+async def running(
+    backend: MemoryBackend, *, advice_seconds: float = 0.0, config_text: str = CONFIG
+) -> AsyncIterator[SchedulerApp]:
+    config = load_config(config_text, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
     settings = AppSettings(
         profiles=tuple(config.profiles),
         pod_initial_backoff_seconds=0.01,
@@ -211,6 +221,7 @@ async def what_if(app: SchedulerApp, objects: Sequence[dict[str, Any]] = (), **f
 
 __all__ = [
     "BLOCK",
+    "DEFAULT_PROFILE_CONFIG",
     "ELASTICQUOTAS",
     "GPU",
     "HIGH",

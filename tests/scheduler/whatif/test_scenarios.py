@@ -9,6 +9,7 @@ from apis.client.backend import ELASTICQUOTAS, NODES, PODS
 from scheduler.whatif.priorities import PRIORITYCLASSES
 from scheduler.whatif.request import RequestError
 from tests.scheduler.whatif.cluster import (
+    DEFAULT_PROFILE_CONFIG,
     HIGH,
     LOW,
     apply,
@@ -261,3 +262,25 @@ async def test_the_largest_gpu_count_per_pod_now_and_with_preemption() -> None:
         assert answer.largest.gpu_resource == "nvidia.com/gpu"
         assert answer.largest.gpu_per_pod_now == 2
         assert answer.largest.gpu_per_pod_with_preemption == 4
+
+
+async def test_a_plain_pod_is_told_whom_default_preemption_evicts_and_the_scheduler_agrees() -> None:
+    """The default profile (no job-level preemption): b1-n0, the only node, holds two 4-GPU pods of
+    low priority; a 4-GPU high-priority pod fits only once one goes, and kube-scheduler's rules
+    evict the less important of the two (the other is reprieved). The what-if says so, and the
+    scheduler then does exactly that."""
+    backend = topology_backend({"b1": ("s1", 1)})
+    apply(backend, [pod("low-0", gpus=4, priority=LOW, node_name="b1-n0")])
+    apply(backend, [pod("low-1", gpus=4, priority=LOW + 1, node_name="b1-n0")])
+    async with running(backend, config_text=DEFAULT_PROFILE_CONFIG) as app:
+        job = [pod("urgent", gpus=4, priority=HIGH)]
+        answer = await what_if(app, job)
+        assert not answer.fits_now.fits
+        after = answer.after_preemption
+        assert after is not None, answer
+        assert (after.enabled, after.fits) == (True, True), after
+        assert [v.pod for v in after.victims] == ["default/low-0"]
+        assert [(p.pod, p.node) for p in after.placements] == [("default/urgent", "b1-n0")]
+        apply(backend, job)
+        await until(lambda: bound(backend).get("urgent") == "b1-n0")
+        assert names(backend) == {"low-1", "urgent"}
