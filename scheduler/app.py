@@ -159,10 +159,13 @@ class SchedulerApp:
                 lambda: (qp.pod for qp in self.queue.pending()),
                 self.settings.whatif_advice_seconds,
                 self.clock,
+                reporter=reporter,
             )
             if self.settings.whatif_advice_seconds > 0
             else None
         )
+        if self.advisor is not None:
+            reporter.advice = self.advisor.advice_line
         self.handlers = EventHandlers(
             backend=self.backend,
             cache=self.cache,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from apis.client.backend import PODS
+from apis.client.backend import PODGROUPS, PODS
 from apis.client.rbac import PolicyRule
 from apis.client.rbacchart import ChartRBAC, generate, merged_rules
 from scheduler.framework.registry import Registry
@@ -44,6 +44,11 @@ CORE_RULES = (
         ("events",),
         ("create", "patch"),
         why="Scheduled / FailedScheduling / Preempted events.",
+    ),
+    PolicyRule.on(
+        PODGROUPS,
+        "patch",
+        why="What-if advice (--whatif-advice-seconds): the PodGroup's Schedulable condition.",
     ),
 )
 

@@ -67,6 +67,8 @@ def _now() -> str:
 class _LastFailure:
     message: str
     written_at: float
+    cause: str
+    """The cycle's own message, before the what-if advice was added to it."""
 
 
 class Reporter:
@@ -84,16 +86,23 @@ class Reporter:
         self._refused: dict[str, str] = {}
         """Object uid -> the message already reported for it by ``object_refused``."""
         self._background = BackgroundTasks()
+        self.advice: Callable[[PodInfo], str | None] | None = None
+        """The what-if advisor's line for the pod's gang (its smallest change), appended to the
+        pod's FailedScheduling message; None: no advisor."""
 
     # ---- pods the scheduler did not place ----------------------------------------------------
 
     def pod_failed(self, pod: PodInfo, message: str, nominated: str | None = None) -> None:
         """FailedScheduling event and PodScheduled=False condition, without flooding the API."""
+        cause = message
+        advice = self.advice(pod) if self.advice is not None else None
+        if advice:
+            message = f"{message} {advice}"
         now = self._clock()
         last = self._last_failure.get(pod.uid)
         if last is not None and last.message == message and now - last.written_at < EVENT_REPEAT_SECONDS:
             return
-        self._last_failure[pod.uid] = _LastFailure(message, now)
+        self._last_failure[pod.uid] = _LastFailure(message, now, cause)
         event = EventRecord(
             regarding=regarding(pod), type="Warning", reason="FailedScheduling", message=message
         )
@@ -134,6 +143,13 @@ class Reporter:
             )
         )
         self.pod_failed(pod, message)
+
+    def advice_changed(self, pod: PodInfo) -> None:
+        """The advisor has a new smallest change for the pod's gang: report the pod's last failure
+        again with it now, instead of at the pod's next cycle (nothing if it has not failed)."""
+        last = self._last_failure.get(pod.uid)
+        if last is not None:
+            self.pod_failed(pod, last.cause)
 
     def scheduled(self, uid: str) -> None:
         """The pod was placed: a later failure is reported afresh."""

@@ -11,7 +11,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from apis.base import CRDInfo, KoordModel, PrinterColumn
-from apis.meta import KoordResource
+from apis.meta import Condition, KoordResource
 from apis.quantity import Quantity
 from apis.types import Int32, Time
 
@@ -51,6 +51,13 @@ class PodGroupStatus(KoordModel):
     """Number of member pods that reached phase Failed."""
     schedule_start_time: Time | None = None
     """When the group first entered the Scheduling phase."""
+    conditions: list[Condition] | None = None
+    """A koordinator-py addition (Koordinator's and scheduler-plugins' PodGroup have no
+    conditions; optional, so their YAML stays valid). koord-scheduler owns it: with
+    ``--whatif-advice-seconds`` it writes ``Schedulable`` (False while the gang is unschedulable,
+    reason ``Unschedulable``, the message naming the dominant blocker and the smallest change the
+    what-if found, as Kueue's pending Workloads and kube-scheduler's PodScheduled say why; True,
+    reason ``NoPendingMembers``, once no member is pending). koord-manager leaves it alone."""
 
 
 class PodGroup(KoordResource):

@@ -12,9 +12,15 @@ Two gangs of ``--members`` whole-node members per size:
   answers no, chooses the victims, bisects the largest gang and tries every relaxation. Beside
   it, the victim choice alone (the cycle's PostFilter without the evictions).
 
-Nothing is asserted on time (``docs/benchmarks.md``).
+Beside each wall time, the process CPU time of the same calls (every thread: the solver's
+included): on a shared machine whose other work takes the cores, wall time grows with the load and
+CPU time much less, so a comparison of two versions run at different moments reads the CPU
+columns. Nothing is asserted on time (``docs/benchmarks.md``).
+
+To compare with an earlier version, run this file against that version's code:
 
     .venv/bin/python -m e2e.bench.whatif [--sizes 64x1000,256x5000] [--fill 0.9] [--repeat 20] [-o json]
+    PYTHONPATH=/path/to/old/checkout .venv/bin/python e2e/bench/whatif.py ...
 """
 
 from __future__ import annotations
@@ -83,6 +89,9 @@ class Figures:
     answer: str
     cycle_ms: float
     """The cycle's own cost for the same job: its placement (fits now) or its victim choice."""
+    whatif_cpu_p50_ms: float
+    whatif_cpu_p99_ms: float
+    cycle_cpu_ms: float
     bound_ms: float | None = None
     """Fits now: the wall time until the scheduler bound every member of the submitted gang."""
 
@@ -164,14 +173,21 @@ async def _start(backend: MemoryBackend) -> tuple[SchedulerApp, asyncio.Event, a
     return app, stop, task
 
 
-async def _times(run: Callable[[], Awaitable[object]], repeat: int) -> list[float]:
+@dataclass(frozen=True)
+class Samples:
+    wall_ms: list[float]
+    cpu_ms: list[float]
+
+
+async def _times(run: Callable[[], Awaitable[object]], repeat: int) -> Samples:
     await run()
-    samples = []
+    wall, cpu = [], []
     for _ in range(repeat):
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         await run()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
+        wall.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - cpu_started) * 1000)
+    return Samples(wall, cpu)
 
 
 def _p99(samples: list[float]) -> float:
@@ -179,7 +195,7 @@ def _p99(samples: list[float]) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
 
 
-async def _what_if_ms(app: SchedulerApp, job: Job, repeat: int, time_limit: float) -> tuple[list[float], str]:
+async def _what_if_ms(app: SchedulerApp, job: Job, repeat: int, time_limit: float) -> tuple[Samples, str]:
     fwk = app.frameworks[SCHEDULER]
     answers: list[WhatIfAnswer] = []
 
@@ -222,16 +238,29 @@ async def measure(
                     assert not isinstance(problem, str), problem
                     await asyncio.to_thread(solver.solve, problem)
 
-                cycle_ms = statistics.median(await _times(cycle, repeat))
+                cycle_samples = await _times(cycle, repeat)
                 bound_ms = await _schedule(backend, objects, members)
             else:
 
                 async def victims(job: Job = job, ctx: WhatIfContext = ctx) -> None:
                     await choose(ctx, job, None)
 
-                cycle_ms = statistics.median(await _times(victims, repeat))
-            median, p99 = statistics.median(samples), _p99(samples)
-            out.append(Figures(members, nodes, case, median, p99, summary, cycle_ms, bound_ms))
+                cycle_samples = await _times(victims, repeat)
+            out.append(
+                Figures(
+                    members,
+                    nodes,
+                    case,
+                    statistics.median(samples.wall_ms),
+                    _p99(samples.wall_ms),
+                    summary,
+                    statistics.median(cycle_samples.wall_ms),
+                    statistics.median(samples.cpu_ms),
+                    _p99(samples.cpu_ms),
+                    statistics.median(cycle_samples.cpu_ms),
+                    bound_ms,
+                )
+            )
     finally:
         stop.set()
         await task
@@ -270,12 +299,13 @@ def main() -> None:
         print(json.dumps([asdict(r) for r in results], indent=2))
         return
     print(f"{'members':>7} {'nodes':>6}  {'case':<17} {'what-if p50':>11} {'p99':>8}", end="")
-    print(f"  {'cycle':>8} {'bound':>8}  answer")
+    print(f"  {'cycle':>8}  {'cpu p50':>8} {'p99':>8}  {'cycle':>8}  {'bound':>8}  answer")
     for r in results:
         bound = f"{r.bound_ms:.0f}" if r.bound_ms is not None else "-"
         print(
             f"{r.members:>7} {r.nodes:>6}  {r.case:<17} {r.whatif_p50_ms:>9.1f}ms {r.whatif_p99_ms:>6.1f}ms"
-            f"  {r.cycle_ms:>6.1f}ms {bound:>6}ms  {r.answer}"
+            f"  {r.cycle_ms:>6.1f}ms  {r.whatif_cpu_p50_ms:>6.1f}ms {r.whatif_cpu_p99_ms:>6.1f}ms"
+            f"  {r.cycle_cpu_ms:>6.1f}ms  {bound:>6}ms  {r.answer}"
         )
 
 

@@ -63,7 +63,9 @@ def make_sync(config: ManagerConfig) -> Any:  # Any: Kopf's TimerFn protocol doe
             group, members, datetime.now(UTC), default_timeout=config.default_schedule_timeout_seconds
         )
         if update.status is not None:
-            patch["status"] = update.status.model_dump(by_alias=True, mode="json")  # None removes a field
+            # None removes a field; the conditions are koord-scheduler's (its what-if advice), so
+            # a status computed from a body read before its write must not remove them.
+            patch["status"] = update.status.model_dump(by_alias=True, mode="json", exclude={"conditions"})
         for key, value in update.annotations.items():
             patch.metadata.annotations[key] = value
         if update.event is not None:

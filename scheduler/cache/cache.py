@@ -30,7 +30,7 @@ requests are already clamped in its ``PodInfo``, so it is accounted like any oth
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -254,6 +254,28 @@ class Cache:
         self._withdrawn.add(pod.uid)
         self._occupy(pod, row, sign=-1)
         self.notify_removed(pod, row)
+
+    def withdraw_many(self, placed: Sequence[tuple[PodInfo, int]]) -> None:
+        """``withdraw`` for many pods at once (a preemption's candidate victims): the table is
+        updated in one vectorised pass per column, the observers pod by pod as before."""
+        self._withdrawn.update(pod.uid for pod, _ in placed)
+        self._occupy_many(placed, sign=-1)
+        for pod, row in placed:
+            self.notify_removed(pod, row)
+
+    def reinstate_many(self, placed: Sequence[tuple[PodInfo, int]]) -> None:
+        self._withdrawn.difference_update(pod.uid for pod, _ in placed)
+        self._occupy_many(placed, sign=1)
+        for pod, row in placed:
+            self.notify_added(pod, row)
+
+    def _occupy_many(self, placed: Sequence[tuple[PodInfo, int]], sign: int) -> None:
+        rows = [row for _, row in placed]
+        self.table.add_requests_many(rows, [pod.requests for pod, _ in placed], sign=sign)
+        self.table.add_non_zero_many(rows, [pod.non_zero for pod, _ in placed], sign=sign)
+        for pod, row in placed:
+            if pod.host_ports:
+                self.ports.add(row, pod.host_ports, sign=sign)
 
     def is_withdrawn(self, uid: str) -> bool:
         return uid in self._withdrawn

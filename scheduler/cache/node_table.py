@@ -17,12 +17,13 @@ nominated pods for Filter, never for Score.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 import numpy as np
 import numpy.typing as npt
 
-from scheduler.cache.quantity_range import REQUESTED_CAP, clamp
+from scheduler.cache.quantity_range import MAX_UNITS, REQUESTED_CAP, clamp
 
 __all__ = ["NON_ZERO_CPU", "NON_ZERO_MEMORY", "NodeTable"]
 
@@ -138,39 +139,51 @@ class NodeTable:
             _saturating_add(self.non_zero, self._exact_non_zero, row, col, sign * clamp(amount))
 
     def add_requests_many(self, rows: list[int], requests: list[Mapping[str, int]], sign: int = 1) -> None:
-        """``add_requests`` for many pods at once (lifting a gang's nominations every cycle): one
-        vectorised update per resource while no cell is saturated; the exact path otherwise."""
+        """``add_requests`` for many pods at once (lifting a gang's nominations every cycle, taking
+        out a preemption's candidate victims): one vectorised update while no cell is saturated;
+        the exact path otherwise."""
         if not rows:
             return
-        by_col: dict[int, tuple[list[int], list[int]]] = {}
-        for row, pod_requests in zip(rows, requests, strict=True):
-            for name, amount in pod_requests.items():
-                entry = by_col.setdefault(self.column_of(name), ([], []))
-                entry[0].append(row)
-                entry[1].append(clamp(amount))
-        touched = {(r, c) for c, (rs, _) in by_col.items() for r in rs}
-        if self._exact and any(key in self._exact for key in touched):
+        # Flattened with C-level iteration (a preemption takes out thousands of pods at once).
+        names = list(itertools.chain.from_iterable(requests))
+        for name in dict.fromkeys(names):  # new columns in the order one by one adds them
+            self.column_of(name)
+        values = list(itertools.chain.from_iterable(pod_requests.values() for pod_requests in requests))
+        if values and not 0 <= min(values) <= max(values) <= MAX_UNITS:
+            values = [clamp(amount) for amount in values]
+        r = np.repeat(np.asarray(rows, dtype=np.int64), [len(pod_requests) for pod_requests in requests])
+        c = np.fromiter(map(self.column.__getitem__, names), dtype=np.int64, count=len(names))
+        if self._exact and any(bool(np.any((r == row) & (c == col))) for row, col in self._exact):
             for row, pod_requests in zip(rows, requests, strict=True):
                 self.add_requests(row, pod_requests, sign)
             return
-        for col, (rs, amounts) in by_col.items():
-            np.add.at(
-                self.requested[:, col],
-                np.asarray(rs, dtype=np.int64),
-                sign * np.asarray(amounts, dtype=np.int64),
-            )
-        cells_rows = np.fromiter((r for r, _ in touched), dtype=np.int64, count=len(touched))
-        cells_cols = np.fromiter((c for _, c in touched), dtype=np.int64, count=len(touched))
-        values = self.requested[cells_rows, cells_cols]
-        if np.any(np.abs(values) > REQUESTED_CAP):  # past the saturation point: redo exactly
-            for col, (rs, amounts) in by_col.items():
-                np.add.at(
-                    self.requested[:, col],
-                    np.asarray(rs, dtype=np.int64),
-                    -sign * np.asarray(amounts, dtype=np.int64),
-                )
+        delta = sign * np.asarray(values, dtype=np.int64)
+        np.add.at(self.requested, (r, c), delta)
+        if np.any(np.abs(self.requested[r, c]) > REQUESTED_CAP):  # past the saturation point: redo exactly
+            np.add.at(self.requested, (r, c), -delta)
             for row, pod_requests in zip(rows, requests, strict=True):
                 self.add_requests(row, pod_requests, sign)
+
+    def add_non_zero_many(self, rows: list[int], non_zero: list[tuple[int, int]], sign: int = 1) -> None:
+        """``add_non_zero`` for many pods at once (a preemption's candidate victims taken out and
+        put back): one vectorised update while no cell is saturated; the exact path otherwise."""
+        if not rows:
+            return
+        touched = sorted(set(rows))
+        if self._exact_non_zero and any((r, c) in self._exact_non_zero for r in touched for c in (0, 1)):
+            for row, amounts in zip(rows, non_zero, strict=True):
+                self.add_non_zero(row, amounts, sign)
+            return
+        at = np.asarray(rows, dtype=np.int64)
+        flat = list(itertools.chain.from_iterable(non_zero))
+        if not 0 <= min(flat) <= max(flat) <= MAX_UNITS:
+            flat = [clamp(amount) for amount in flat]
+        delta = sign * np.asarray(flat, dtype=np.int64).reshape(-1, 2)
+        np.add.at(self.non_zero, at, delta)
+        if np.any(np.abs(self.non_zero[np.asarray(touched, dtype=np.int64)]) > REQUESTED_CAP):
+            np.add.at(self.non_zero, at, -delta)  # past the saturation point: redo exactly
+            for row, amounts in zip(rows, non_zero, strict=True):
+                self.add_non_zero(row, amounts, sign)
 
     def requested_exact(self, row: int, resource: str) -> int:
         """The exact requested amount of ``resource`` on ``row`` (the table may show it saturated)."""

@@ -90,36 +90,32 @@ class Snapshot:
 
     def simulate_removal(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
         """Release ``pods``' requests on their nodes; the returned callable puts them back."""
-        removed: list[tuple[int, PodInfo]] = []
+        removed: list[tuple[PodInfo, int]] = []
+        rows = self._cache.table.row
         for pod in pods:
             node = self._cache.node_of(pod.uid)
-            if node is None:
-                continue
-            row = self._cache.table.row[node]
-            self._cache.withdraw(pod, row)
-            removed.append((row, pod))
+            if node is not None:
+                removed.append((pod, rows[node]))
+        self._cache.withdraw_many(removed)
 
         def restore() -> None:
-            for row, pod in removed:
-                self._cache.reinstate(pod, row)
+            self._cache.reinstate_many(removed)
 
         return restore
 
     def simulate_return(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
         """Put back, for a moment, pods a ``simulate_removal`` took out (what Filter says with one
         victim spared); the returned callable takes them out again."""
-        returned: list[tuple[int, PodInfo]] = []
+        returned: dict[str, tuple[PodInfo, int]] = {}
+        rows = self._cache.table.row
         for pod in pods:
             node = self._cache.node_of(pod.uid)
-            if node is None or not self._cache.is_withdrawn(pod.uid):
-                continue
-            row = self._cache.table.row[node]
-            self._cache.reinstate(pod, row)
-            returned.append((row, pod))
+            if node is not None and self._cache.is_withdrawn(pod.uid):
+                returned.setdefault(pod.uid, (pod, rows[node]))
+        self._cache.reinstate_many(list(returned.values()))
 
         def undo() -> None:
-            for row, pod in returned:
-                self._cache.withdraw(pod, row)
+            self._cache.withdraw_many(list(returned.values()))
 
         return undo
 

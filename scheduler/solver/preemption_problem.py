@@ -24,11 +24,12 @@ definition of "valid" and "better" shared by the solvers, the tests and the benc
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from typing import Literal
 
-from scheduler.solver.problem import PlacementProblem, ResourceVector, domain_key
+from scheduler.solver.problem import NodeSpec, PlacementProblem, ResourceVector, domain_key
 
 __all__ = [
     "PreemptionProblem",
@@ -104,10 +105,23 @@ class PreemptionProblem:
             if len(amount) != n:
                 raise ValueError(f"budget or release {key}: {len(amount)} values, want {n}")
 
-    @property
-    def priority_ranks(self) -> dict[int, int]:
+    @functools.cached_property
+    def priority_ranks(self) -> Mapping[int, int]:
         """Each distinct victim priority's rank, lowest = 1 (0 is "no victim")."""
         return {p: i + 1 for i, p in enumerate(sorted({v.priority for v in self.victims}))}
+
+    @functools.cached_property
+    def node_by_name(self) -> Mapping[str, NodeSpec]:
+        return {n.name: n for n in self.placement.nodes}
+
+    @functools.cached_property
+    def victim_by_uid(self) -> Mapping[str, VictimSpec]:
+        return {v.uid: v for v in self.victims}
+
+    @functools.cached_property
+    def victims_by_node(self) -> Mapping[str, tuple[VictimSpec, ...]]:
+        """The victims on each node, in the problem's order (`victims_on`, computed once)."""
+        return {node: tuple(vs) for node, vs in self.victims_on().items()}
 
     def job_size(self, job: str) -> int:
         return max(1, self.job_sizes.get(job, 1))
@@ -158,14 +172,16 @@ def violations(
     victims are gone, MustGather and podCountMultiple."""
     placement = problem.placement
     out: list[str] = []
-    by_name = {n.name: n for n in placement.nodes}
-    known = {v.uid: v for v in problem.victims}
-    out.extend(f"unknown victim {uid}" for uid in sorted(set(victims) - set(known)))
-    free = {n.name: n.free for n in placement.nodes}
+    by_name = problem.node_by_name
+    known = problem.victim_by_uid
+    chosen = set(victims)
+    out.extend(f"unknown victim {uid}" for uid in sorted(chosen - known.keys()))
+    # Only the nodes the selection touches: the greedy checks one selection per MustGather domain.
+    free: dict[str, ResourceVector] = {}
     spent: dict[str, ResourceVector] = {}
-    for uid in set(victims) & set(known):
+    for uid in chosen & known.keys():
         v = known[uid]
-        free[v.node] = free[v.node] + v.request
+        free[v.node] = free.get(v.node, by_name[v.node].free) + v.request
         if v.budget is not None:
             spent[v.budget] = spent.get(v.budget, ResourceVector.zeros(len(v.request))) + v.request
     for key, amount in sorted(spent.items()):
@@ -173,7 +189,7 @@ def violations(
             out.append(f"budget {key} exceeded: {amount.values} > {problem.budgets[key].values}")
     for key, need in sorted(problem.releases.items()):
         freed = ResourceVector.zeros(len(need))
-        for uid in set(victims) & set(known):
+        for uid in chosen & known.keys():
             if known[uid].release == key:
                 freed = freed + known[uid].request
         if not need.fits_in(freed):
@@ -187,14 +203,15 @@ def violations(
                 continue
             if not placement.feasible(group, by_name[node_name]):
                 out.append(f"member {member} on {node_name}, which fails its Filters")
-            kept = problem.blockers.get((group.name, node_name), frozenset()) - set(victims)
+            kept = problem.blockers.get((group.name, node_name), frozenset()) - chosen
             if kept:
                 out.append(f"member {member} on {node_name}, where {sorted(kept)} stay and fail its Filters")
             zero = ResourceVector.zeros(len(placement.resources))
             used[node_name] = used.get(node_name, zero) + group.request
     for node_name, amount in sorted(used.items()):
-        if not amount.fits_in(free[node_name]):
-            out.append(f"node {node_name} overcommitted: {amount.values} > {free[node_name].values}")
+        room = free.get(node_name, by_name[node_name].free)
+        if not amount.fits_in(room):
+            out.append(f"node {node_name} overcommitted: {amount.values} > {room.values}")
     must = placement.must_gather_index
     for i, layer in enumerate(placement.layers):
         counts: dict[tuple[str, ...], int] = defaultdict(int)

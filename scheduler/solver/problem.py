@@ -17,6 +17,7 @@ the single definition of "valid" and "better" shared by the solvers, the tests a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from typing import Literal
 
@@ -253,6 +254,16 @@ class PlacementProblem:
         """The deepest MustGather layer (MustGather at a block implies it at its spine)."""
         found = [i for i, layer in enumerate(self.layers) if layer.strategy == "MustGather"]
         return max(found) if found else None
+
+    @functools.cached_property
+    def must_gather_domains(self) -> Mapping[tuple[str, ...], tuple[NodeSpec, ...]]:
+        """The nodes of each domain of the deepest MustGather layer, domains in sorted order (one
+        domain ``()`` of every node without MustGather)."""
+        must = self.must_gather_index
+        found: dict[tuple[str, ...], list[NodeSpec]] = {} if must is not None else {(): []}
+        for node in self.nodes:
+            found.setdefault(() if must is None else domain_key(node.path, must), []).append(node)
+        return {key: tuple(found[key]) for key in sorted(found)}
 
     @property
     def prefer_gather_order(self) -> tuple[int, ...]:

@@ -19,9 +19,10 @@ gang victim counts per pod, not per job. That is what the CP-SAT model fixes.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from scheduler.solver.greedy import members_in_rank_order
 from scheduler.solver.preemption_problem import (
@@ -31,11 +32,9 @@ from scheduler.solver.preemption_problem import (
     objective,
     violations,
 )
-from scheduler.solver.problem import domain_key
+from scheduler.solver.victim_bounds import Domain, Floor, domain_floors, domains_of
 
-__all__ = ["select_greedy"]
-
-Domain = tuple[str, ...]
+__all__ = ["GreedyPass", "greedy_pass", "select_greedy"]
 
 
 def _fits(request: Sequence[int], free: Sequence[int]) -> bool:
@@ -47,38 +46,54 @@ def _add(into: list[int], amount: Sequence[int], sign: int = 1) -> None:
         into[i] += sign * a
 
 
-def _domains(problem: PreemptionProblem) -> list[Domain]:
-    must = problem.placement.must_gather_index
-    if must is None:
-        return [()]
-    return sorted({domain_key(n.path, must) for n in problem.placement.nodes})
-
-
 Cost = tuple[int, int, int]
+
+
+class _Shared:
+    """What every domain's pass reads alike, computed once per problem (with many MustGather
+    domains, each pass sorting every node's victims made the greedy quadratic)."""
+
+    def __init__(self, problem: PreemptionProblem) -> None:
+        self.ranks = problem.priority_ranks
+        self._problem = problem
+        self._order: dict[str, list[VictimSpec]] = {}
+        self.by_uid = {v.uid: v for v in problem.victims}
+        self.nodes_in = {d: {n.name: n for n in nodes} for d, nodes in domains_of(problem).items()}
+
+    def order(self, node: str) -> list[VictimSpec]:
+        """The victims on ``node``, cheapest first (sorted when first asked: most domains are
+        never weighed)."""
+        found = self._order.get(node)
+        if found is None:
+            problem = self._problem
+            found = sorted(
+                problem.victims_by_node.get(node, ()),
+                key=lambda v: (v.priority, problem.job_size(v.job), v.name),
+            )
+            self._order[node] = found
+        return found
 
 
 class _Domain:
     """The greedy pass inside one domain: every member class keeps a heap of its nodes by the cost
     of making room there, so a member costs a heap pop instead of a scan over every node."""
 
-    def __init__(self, problem: PreemptionProblem, domain: Domain) -> None:
+    def __init__(self, problem: PreemptionProblem, domain: Domain, shared: _Shared | None = None) -> None:
+        shared = shared or _Shared(problem)
         self.problem = problem
         self.domain = domain
-        self.ranks = problem.priority_ranks
-        self.nodes = {n.name: n for n in problem.placement.nodes if n.path[: len(domain)] == domain}
+        self.ranks = shared.ranks
+        self.nodes = shared.nodes_in.get(domain, {})
         self.free = {name: list(n.free.values) for name, n in self.nodes.items()}
-        self.order = {
-            node: sorted(vs, key=lambda v: (v.priority, problem.job_size(v.job), v.name))
-            for node, vs in problem.victims_on().items()
-        }
         self.removed: dict[str, VictimSpec] = {}
         self.broken: set[str] = set()
         self.budget_left = {key: list(amount.values) for key, amount in problem.budgets.items()}
         self.heaps: dict[int, list[tuple[Cost, str]]] = {}
         self.first: dict[int, list[tuple[Cost, str]]] = {}
         """Each class's heap as first weighed, before any choice (`cheapest_nodes`)."""
-        self.by_uid = {v.uid: v for v in problem.victims}
+        self.by_uid = shared.by_uid
         self.placed: list[tuple[int, str]] = []
+        self.shared = shared
 
     def blockers(self, gi: int, name: str) -> frozenset[str]:
         return self.problem.blockers.get((self.problem.placement.pod_groups[gi].name, name), frozenset())
@@ -101,7 +116,7 @@ class _Domain:
                 _add(room, v.request.values)
         if not _fits(request, room):
             forced = {v.uid for v in new}
-            for v in self.order.get(name, ()):
+            for v in self.shared.order(name):
                 if v.uid in self.removed or v.uid in forced:
                     continue
                 if v.budget is not None:
@@ -231,48 +246,75 @@ def _cheapest(state: _Domain, per_class: int) -> set[str]:
     for gi in range(len(state.problem.placement.pod_groups)):
         first = state.first.get(gi)
         if first is None:  # the greedy pass stopped before this class: weigh it on a fresh state
-            fresh = fresh or _Domain(state.problem, state.domain)
+            fresh = fresh or _Domain(state.problem, state.domain, state.shared)
             first = fresh.heap(gi)
         keep.update(name for _, name in heapq.nsmallest(per_class, first))
     return keep
 
 
-def cheapest_nodes(problem: PreemptionProblem, per_class: int) -> set[str]:
-    """The ``per_class`` nodes where one member of each class is cheapest to fit, before any
-    choice, in every MustGather domain: where a good selection lives (a model's candidates)."""
-    return select_greedy_and_cheapest(problem, per_class)[1]
+@dataclasses.dataclass(frozen=True)
+class GreedyPass:
+    """The greedy selection and the nodes a model needs to do at least as well."""
+
+    selection: VictimSelection | None
+    candidates: frozenset[str]
+    """Of the MustGather domains whose floor (`victim_bounds.domain_floors`) does not rule out
+    a selection as cheap as ``selection``: the ``per_class`` cheapest nodes per member class, or
+    every node when ``per_class`` is 0 (every node of the problem when it has a release)."""
+    complete: bool
+    """``candidates`` hold every node of those domains: a model over them loses no selection that
+    could be better."""
 
 
 def select_greedy(problem: PreemptionProblem) -> VictimSelection | None:
     """The cheapest greedy selection over the MustGather domains, or None when none was found."""
-    return select_greedy_and_cheapest(problem, 0)[0]
+    return greedy_pass(problem, 0).selection
 
 
-def select_greedy_and_cheapest(
-    problem: PreemptionProblem, per_class: int
-) -> tuple[VictimSelection | None, set[str]]:
-    """`select_greedy` and `cheapest_nodes` from one weighing of the nodes (the greedy pass's
-    first heaps are the cheapest nodes before any choice)."""
+def greedy_pass(
+    problem: PreemptionProblem, per_class: int, floors: Mapping[Domain, Floor | None] | None = None
+) -> GreedyPass:
+    """`select_greedy` and the model's candidate nodes from one weighing of the nodes (the greedy
+    pass's first heaps are the cheapest nodes before any choice).
+
+    Domains go cheapest floor first; one whose floor is above the best selection found so far is
+    not weighed at all (nothing there can beat it). Among equally cheap selections the first
+    domain in name order wins, as when every domain was weighed in that order."""
     start = time.perf_counter()
-    best: tuple[tuple[int, ...], list[str], dict[str, str]] | None = None
-    keep: set[str] = set()
-    for domain in _domains(problem):
-        state = _Domain(problem, domain)
+    shared = _Shared(problem)
+    domains = list(shared.nodes_in)
+    floors = domain_floors(problem) if floors is None else floors
+    order = sorted(
+        (floor, i) for i, domain in enumerate(domains) if (floor := floors.get(domain)) is not None
+    )
+    best: tuple[tuple[int, ...], int, list[str], dict[str, str]] | None = None
+    weighed: list[tuple[Floor, _Domain]] = []
+    for floor, i in order:
+        if best is not None and floor > best[0]:
+            break  # the floors are sorted: no later domain can do better either
+        state = _Domain(problem, domains[i], shared)
+        weighed.append((floor, state))
         found = _in_domain(state)
-        if per_class:
-            keep |= _cheapest(state, per_class)
         if found is None:
             continue
         cost = objective(problem, found[0])
-        if best is None or cost < best[0]:
-            best = (cost, found[0], found[1])
+        if best is None or (cost, i) < best[:2]:
+            best = (cost, i, found[0], found[1])
+    kept = [state for floor, state in weighed if best is None or floor <= best[0]]
+    if problem.releases:  # a release may need victims in any domain
+        candidates = frozenset(n.name for n in problem.placement.nodes)
+    elif per_class:
+        candidates = frozenset(name for state in kept for name in _cheapest(state, per_class))
+    else:
+        candidates = frozenset(name for state in kept for name in state.nodes)
+    complete = per_class == 0 or all(len(state.nodes) <= per_class for state in kept)
     if best is None:
-        return None, keep
+        return GreedyPass(None, candidates, complete)
     selection = VictimSelection(
-        victims=tuple(best[1]),
-        assignment=best[2],
+        victims=tuple(best[2]),
+        assignment=best[3],
         objective=best[0],
         status="GREEDY",
         solve_seconds=time.perf_counter() - start,
     )
-    return selection, keep
+    return GreedyPass(selection, candidates, complete)

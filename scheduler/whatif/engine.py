@@ -47,7 +47,7 @@ async def what_if(ctx: WhatIfContext, job: Job, *, profile: str, suggest: bool =
     notes: list[str] = []
     after = await after_preemption(ctx, job, now.quota_fits)
     blocker = blocker_of(ctx, job, now)
-    members = await largest_members(ctx, job) if count > 1 else None
+    members = await largest_members(ctx, job, now.problem) if count > 1 else None
     with_preemption: Found | None = None
     if after.enabled and not after.fits and count > job.min_member and ctx.time_left() > 0:
         with_preemption = await largest_members_with_preemption(ctx, job)

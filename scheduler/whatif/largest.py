@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from scheduler.solver import PlacementProblem
 from scheduler.whatif.context import WhatIfContext
 from scheduler.whatif.mutate import gpu_request, with_gpu
 from scheduler.whatif.preemption import choose
 from scheduler.whatif.probe import Probe, probe
 from scheduler.whatif.workload import Job
 
-__all__ = ["Found", "largest_gpu", "largest_members", "largest_members_with_preemption"]
+__all__ = ["Found", "largest_gpu", "largest_members", "largest_members_with_preemption", "member_bound"]
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,19 @@ async def _bisect(
     ctx: WhatIfContext,
     values: Sequence[int],
     check: Callable[[int], Awaitable[tuple[bool, Probe | None, Job]]],
+    *,
+    largest_first: bool = False,
 ) -> Found:
     """The largest of ``values`` (ascending) that ``check`` accepts, assuming acceptance is
-    monotone (a smaller job fits wherever a larger one does)."""
+    monotone (a smaller job fits wherever a larger one does). ``largest_first``: the largest
+    value is likely to fit (a counting bound cut the values), so it is tried first."""
     lo, hi = 0, len(values) - 1
     best: Found = Found(0, None, None, True)
+    if largest_first and values and ctx.time_left() > 0:
+        ok, found, job = await check(values[-1])
+        if ok:
+            return Found(values[-1], job, found, True)
+        hi -= 1
     while lo <= hi:
         if ctx.time_left() <= 0:
             return Found(best.value, best.job, best.probe, False)
@@ -49,16 +58,43 @@ async def _bisect(
     return best
 
 
-async def largest_members(ctx: WhatIfContext, job: Job) -> Found:
-    """The most of the job's members (fewer than all) that fit now."""
+async def largest_members(ctx: WhatIfContext, job: Job, problem: PlacementProblem | None = None) -> Found:
+    """The most of the job's members (fewer than all) that fit now. ``problem``: the whole job's
+    placement problem (its fits-now probe): no more members than `member_bound` are tried."""
     members = job.members
+    top = len(members) - 1 if problem is None else min(len(members) - 1, member_bound(problem))
 
     async def check(count: int) -> tuple[bool, Probe | None, Job]:
         smaller = job.with_members(members[:count])
         found = await probe(ctx, smaller, solve_over_quota=False)
         return found.fits, found, smaller
 
-    return await _bisect(ctx, range(1, len(members)), check)
+    return await _bisect(ctx, range(1, top + 1), check, largest_first=problem is not None)
+
+
+def member_bound(problem: PlacementProblem) -> int:
+    """The most members of the job that can fit, by counting each class's room in each MustGather
+    domain (the nodes that pass its Filters, their free room and the plugins' rooms, as in
+    ``problem``; topology spread, apart rules and packing relaxed). A prefix of the members has
+    the same classes and nodes (Filter judges each member alone), so no count above it fits."""
+    best = 0
+    for nodes in problem.must_gather_domains.values():
+        total = 0
+        for group in problem.pod_groups:
+            room = 0
+            for node in nodes:
+                if not problem.feasible(group, node):
+                    continue
+                fits = group.count
+                for need, have in zip(group.request.values, node.free.values, strict=True):
+                    if need > 0:
+                        fits = min(fits, max(have, 0) // need)
+                room += fits
+                if room >= group.count:
+                    break
+            total += min(room, group.count)
+        best = max(best, total)
+    return best
 
 
 async def largest_members_with_preemption(ctx: WhatIfContext, job: Job) -> Found:

@@ -125,3 +125,32 @@ def test_a_batch_of_requests_is_accounted_as_one_by_one(
         for row in range(4):
             assert batched.requested_exact(row, resource) == one_by_one.requested_exact(row, resource)
     assert np.array_equal(batched.requested, one_by_one.requested)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    before=st.lists(st.tuples(st.integers(0, 3), st.tuples(_AMOUNTS, _AMOUNTS)), max_size=30),
+    batch=st.lists(st.tuples(st.integers(0, 3), st.tuples(_AMOUNTS, _AMOUNTS)), max_size=30),
+    sign=st.sampled_from([1, -1]),
+)
+def test_a_batch_of_non_zero_requests_is_accounted_as_one_by_one(
+    before: list[tuple[int, tuple[int, int]]], batch: list[tuple[int, tuple[int, int]]], sign: int
+) -> None:
+    """``add_non_zero_many`` (a preemption's candidate victims taken out and put back at once)
+    leaves the table exactly as one pod at a time does, saturated cells included."""
+    from scheduler.cache.node_table import NodeTable
+
+    tables = [NodeTable(), NodeTable()]
+    for table in tables:
+        for name in ("n0", "n1", "n2", "n3"):
+            table.add_node(name)
+        for row, non_zero in before:
+            table.add_non_zero(row, non_zero)
+    one_by_one, batched = tables
+    for row, non_zero in batch:
+        one_by_one.add_non_zero(row, non_zero, sign)
+    batched.add_non_zero_many([r for r, _ in batch], [n for _, n in batch], sign)
+    for row in range(4):
+        for col in range(2):
+            assert batched.non_zero_exact(row, col) == one_by_one.non_zero_exact(row, col)
+    assert np.array_equal(batched.non_zero, one_by_one.non_zero)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -153,6 +154,30 @@ def test_a_podgroup_that_does_not_parse_is_a_permanent_error_naming_the_field() 
     patch = kopf.Patch()
     asyncio.run(sync(patch=patch, **kwargs))
     assert not patch
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_the_status_patch_leaves_koord_schedulers_conditions_alone() -> None:
+    """The manager's status is computed from the body it read; the Schedulable condition is
+    koord-scheduler's (what-if advice) and may have been written since, so the manager's merge
+    patch must neither carry nor remove it."""
+    sync = podgroup.make_sync(ManagerConfig())
+    body = kopf.Body(
+        {
+            "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default", "creationTimestamp": _now()},
+            "spec": {"minMember": 2},
+        }
+    )
+    patch = kopf.Patch()
+    kwargs = {"body": body, "namespace": "default", "name": "pg", "memo": {}, "podgroup_members": {}}
+    asyncio.run(sync(patch=patch, **kwargs))
+    assert patch["status"]["phase"] == "Pending"
+    assert "conditions" not in patch["status"]
 
 
 # ElasticQuotaProfile and the built-in quotas --------------------------------------------------

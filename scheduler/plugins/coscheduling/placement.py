@@ -22,6 +22,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from apis.extension import networktopology as topology_ext
 from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkTopology, InvalidTopologyChain
@@ -86,6 +87,31 @@ def node_path(
                 return None
         path.append(value)
     return tuple(path)
+
+
+def node_paths(
+    snapshot: Snapshot, rows: Sequence[int], chain: Sequence[tuple[str, tuple[str, ...]]]
+) -> list[tuple[str, ...] | None]:
+    """`node_path` of every row at once, from the cache's per-label domains (a preemption's
+    problem walks every node of the cluster)."""
+    at = np.asarray(rows, dtype=np.int64)
+    names = snapshot.table.names
+    layers: list[npt.NDArray[np.object_]] = []
+    for index, (_, keys) in enumerate(chain):
+        values = np.full(at.size, None, dtype=object)
+        for key in keys:
+            ids, domain_values = snapshot.label_domains(key)
+            lookup = np.array([*domain_values, ""], dtype=object)  # -1 (no label) reads ""
+            found = lookup[ids[at]] if at.size else np.empty(0, dtype=object)
+            take = (values == None) & (found != "")  # noqa: E711 (elementwise on object arrays)
+            values[take] = found[take]
+        if index == len(chain) - 1:  # a virtual domain keeps every leaf at the same depth
+            missing = np.flatnonzero(values == None)  # noqa: E711
+            values[missing] = [names[int(r)] for r in at[missing]]
+        layers.append(values)
+    if not layers:
+        return [() for _ in rows]
+    return [None if None in path else path for path in zip(*(v.tolist() for v in layers), strict=True)]
 
 
 def _placement_signature(pod: PodInfo, spread: Sequence[SpreadConstraint]) -> str:
@@ -178,13 +204,25 @@ def short_of_room(
         if node is not None:
             key = (node, frozenset(member.requests.items()), frozenset(member.annotations.items()))
             alike.setdefault(key, []).append(member)
+    # One ask per kind of member over all its nodes (a node's room does not depend on the others
+    # asked with it): a gang of 256 on 256 nodes asked each node alone. Each node's members are
+    # asked about as the first of them, as before; nodes whose first members look alike to a
+    # plugin (requests, annotations, labels, priority) share one ask.
+    classes: dict[tuple[object, ...], dict[str, int]] = {}
+    first: dict[tuple[object, ...], PodInfo] = {}
+    for (node, requests, notes), pods in alike.items():
+        labels = frozenset(pods[0].labels.items())
+        alike_kind: tuple[object, ...] = (requests, notes, labels, pods[0].priority)
+        classes.setdefault(alike_kind, {})[node] = len(pods)
+        first.setdefault(alike_kind, pods[0])
     need: dict[tuple[str, str], int] = {}
     have: dict[tuple[str, str], int] = {}
-    for (node, _, _), pods in alike.items():
-        for found in member_rooms(pods[0], [node], len(members)):
-            if node in found.per_node:
-                need[node, found.shape] = need.get((node, found.shape), 0) + len(pods)
-                have[node, found.shape] = found.per_node[node]
+    for kind, counts in classes.items():
+        for found in member_rooms(first[kind], list(counts), len(members)):
+            for node, count in counts.items():
+                if node in found.per_node:
+                    need[node, found.shape] = need.get((node, found.shape), 0) + count
+                    have[node, found.shape] = found.per_node[node]
     return sorted({node for (node, shape), count in need.items() if count > have[node, shape]})
 
 
@@ -284,16 +322,14 @@ def build_problem(
     extra = [r for r in extra if r not in candidate_rows]
     rows_all = np.concatenate([ordered, np.array(extra, dtype=np.int64)])
     free = table.free(rows_all, cols) if rows_all.size else np.zeros((0, len(resources)), dtype=np.int64)
-    for row, vector in zip(rows_all.tolist(), free.tolist(), strict=True):
+    row_list = rows_all.tolist()
+    paths = node_paths(snapshot, row_list, chain) if chain else [() for _ in row_list]
+    for row, vector, path in zip(row_list, np.maximum(free, 0).tolist(), paths, strict=True):
+        if path is None:
+            continue  # outside the topology tree: cannot host a topology gang
         info = snapshot.node_at(row)
         labels[info.name] = info.labels
-        path: tuple[str, ...] = ()
-        if chain:
-            found = node_path(info.labels, info.name, chain)
-            if found is None:
-                continue  # outside the topology tree: cannot host a topology gang
-            path = found
-        values = [max(0, v) for v in vector]
+        values = vector
         if held is not None and info.name in held:
             values = [v - h for v, h in zip(values, held[info.name], strict=True)]
         values += [room_of[shape].get(info.name, len(members)) for shape in shapes]

@@ -58,15 +58,18 @@ class VictimProblemBuilder:
         """The problem, or why it cannot be posed (a broken topology)."""
         resources = problem_resources(members)
         held: dict[str, list[int]] = {}
-        located: list[tuple[PodInfo, str]] = []
+        located: list[tuple[PodInfo, str, tuple[int, ...]]] = []
         for pod in candidates:
             node = snapshot.node_of(pod.uid)
             if node is None:
                 continue
-            located.append((pod, node))
-            amounts = held.setdefault(node, [0] * len(resources))
-            for i, resource in enumerate(resources):
-                amounts[i] += pod.requests.get(resource, 0)
+            requests = tuple(pod.requests.get(resource, 0) for resource in resources)
+            located.append((pod, node, requests))
+            amounts = held.get(node)
+            if amounts is None:
+                held[node] = list(requests)
+            else:
+                held[node] = [a + b for a, b in zip(amounts, requests, strict=True)]
         uids = {m.uid for m in members}
         unlift = snapshot.lift_nominations(lambda n: n.pod.uid in uids)  # the job's own room
         restore = snapshot.simulate_removal(candidates)
@@ -80,7 +83,7 @@ class VictimProblemBuilder:
                 spec=spec,
                 options=self.options,
                 held=held,
-                also_nodes=[node for _, node in located] if release is not None else (),
+                also_nodes=[node for _, node, _ in located] if release is not None else (),
                 member_rooms=lambda member, nodes, limit: self.profile.member_room(
                     member, snapshot, nodes, limit
                 ),
@@ -95,10 +98,11 @@ class VictimProblemBuilder:
         # Room columns (GPU sets) follow the resources; victims free none of it in the solver's
         # count (the node offers its room with them all gone; victim_rooms checks who must go).
         rooms = len(placement.resources) - len(resources)
-        pdbs = self._pdbs_of([pod for pod, _ in located])
+        pdbs = self._pdbs_of([pod for pod, _, _ in located])
         budgets: dict[str, ResourceVector] = {}
         victims: list[VictimSpec] = []
-        for pod, node in located:
+        no_rooms = (0,) * rooms
+        for pod, node, requests in located:
             if node not in nodes:
                 continue  # a node no member can use, and no quota release to count it towards
             budget = self.budget_of(trigger, pod)
@@ -112,7 +116,7 @@ class VictimProblemBuilder:
                     uid=pod.uid,
                     name=pod.key,
                     node=node,
-                    request=ResourceVector(tuple(pod.requests.get(r, 0) for r in resources) + (0,) * rooms),
+                    request=ResourceVector(requests + no_rooms),
                     priority=pod.priority,
                     job=self.profile.job_of(pod),
                     pdbs=pdbs.get(pod.uid, ()),
@@ -162,10 +166,13 @@ class VictimProblemBuilder:
 
     def _pdbs_of(self, pods: Sequence[PodInfo]) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}
+        if not self.pdbs:
+            return out
+        ordered = sorted(self.pdbs.items())
         for pod in pods:
             names = tuple(
                 name
-                for name, pdb in sorted(self.pdbs.items())
+                for name, pdb in ordered
                 if (pdb.metadata.namespace or "default") == pod.namespace
                 and pdb.spec.selector is not None
                 and pdb.spec.selector.matches(pod.labels)

@@ -32,7 +32,7 @@ from scheduler.solver import (
 )
 from scheduler.solver.preemption_problem import violations as vviolations
 from scheduler.solver.score_bound import DomainSlots, best_choice, exact_choice, score_upper_bound
-from scheduler.solver.victim_cpsat import rank_lower_bound
+from scheduler.solver.victim_bounds import rank_lower_bound
 from scheduler.solver.victim_greedy import select_greedy
 from tests.examples import examples
 
