@@ -307,6 +307,7 @@ def test_sigkill_mid_run_then_restart_binds_everything_once(
     assert node_overcommit(control_plane) == []
 
 
+@pytest.mark.full  # the fast tier restarts kube-apiserver under load in test_chaos.py's first schedule
 def test_apiserver_restart_mid_run(control_plane: ControlPlane, scheduler: Scheduler) -> None:
     namespace = "sched-apiserver"
     control_plane.create_namespace(namespace)

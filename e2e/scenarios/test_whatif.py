@@ -30,7 +30,29 @@ QUOTA = "quota.scheduling.koordinator.sh/name"
 
 
 @pytest.fixture(scope="module")
-def cluster_objects(control_plane: ControlPlane) -> None:
+def advising_process(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
+    """A second koord-scheduler, ``koord-scheduler-advice``, with ``--whatif-advice-seconds 1``
+    (the session's scheduler seeks no advice) and no leader election. Started with the module's
+    first test, so that its start-up overlaps the other tests' waits; it schedules only the pods
+    that name it."""
+    name = "koord-scheduler-advice"
+    config = CONFIG.replace("schedulerName: koord-scheduler", f"schedulerName: {name}")
+    running = start_scheduler(
+        control_plane,
+        scheduler_kubeconfig,
+        name,
+        config_text=config,
+        leader_elect=False,
+        extra_args=["--whatif-advice-seconds", "1"],
+    )
+    try:
+        yield running
+    finally:
+        running.component.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_objects(control_plane: ControlPlane, advising_process: Scheduler) -> None:
     control_plane.apply_file(PRIORITY_CLASSES)
     control_plane.apply_file(TOPOLOGY)
 
@@ -281,24 +303,9 @@ def test_a_must_gather_gang_that_fits_only_with_prefer_gather(
 
 
 @pytest.fixture
-def advising_scheduler(control_plane: ControlPlane, scheduler_kubeconfig: Path) -> Iterator[Scheduler]:
-    """A second koord-scheduler, ``koord-scheduler-advice``, with ``--whatif-advice-seconds 1``
-    (the session's scheduler seeks no advice) and no leader election."""
-    name = "koord-scheduler-advice"
-    config = CONFIG.replace("schedulerName: koord-scheduler", f"schedulerName: {name}")
-    running = start_scheduler(
-        control_plane,
-        scheduler_kubeconfig,
-        name,
-        config_text=config,
-        leader_elect=False,
-        extra_args=["--whatif-advice-seconds", "1"],
-    )
-    try:
-        wait_until_ready(running.component, running.port)
-        yield running
-    finally:
-        running.component.stop()
+def advising_scheduler(advising_process: Scheduler) -> Scheduler:
+    wait_until_ready(advising_process.component, advising_process.port)
+    return advising_process
 
 
 def test_a_pending_gangs_smallest_change_is_its_pod_groups_condition(
