@@ -40,6 +40,7 @@ from scheduler.http import SchedulerHTTPServer
 from scheduler.logging_setup import configure_logging
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.startup_spans import seconds_since_process_start
 
 log = logging.getLogger("koord-scheduler")
 
@@ -223,6 +224,13 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     configure_logging(args.verbosity)
+    since_start = seconds_since_process_start()
+    if since_start is not None:
+        log.info(
+            "koord-scheduler %.2fs after the process started (interpreter and imports)",
+            since_start,
+            extra={"startup": {"imports_seconds": round(since_start, 3)}},
+        )
     log_flag_notes(args.flag_notes, log)
     try:
         config = load(args)

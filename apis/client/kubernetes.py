@@ -296,8 +296,9 @@ class KubernetesBackend:
         backoff = Backoff(self._backoff_initial, self._backoff_max)
         while not self.closed:
             if rv is None:
+                began = time.monotonic()
                 try:
-                    objects, rv = await self._list(resource, field_selector)
+                    objects, rv, decode_seconds = await self._list(resource, field_selector)
                 except _ListFailed as exc:
                     if self.closed:
                         return
@@ -306,7 +307,23 @@ class KubernetesBackend:
                     await self._sleep(delay)
                     continue
                 self.stats.lists += 1
-                log.info("listed %s: %d objects at resourceVersion %s", what, len(objects), rv)
+                listed = time.monotonic() - began
+                log.info(
+                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding)",
+                    what,
+                    len(objects),
+                    rv,
+                    listed,
+                    decode_seconds,
+                    extra={
+                        "list": {
+                            "resource": resource.plural,
+                            "objects": len(objects),
+                            "seconds": round(listed, 3),
+                            "decode_seconds": round(decode_seconds, 3),
+                        }
+                    },
+                )
                 yield WatchEvent(EventType.REPLACED, objects=tuple(objects))
             began, seen = time.monotonic(), 0
             try:
@@ -341,10 +358,14 @@ class KubernetesBackend:
             async with asyncio.timeout(delay):
                 await self._closed.wait()
 
-    async def _list(self, resource: ResourceType[T], field_selector: str | None) -> tuple[list[T], str]:
-        """All objects and the list's resourceVersion, page by page (``limit`` / ``continue``)."""
+    async def _list(
+        self, resource: ResourceType[T], field_selector: str | None
+    ) -> tuple[list[T], str, float]:
+        """All objects, the list's resourceVersion and the seconds spent validating the objects,
+        page by page (``limit`` / ``continue``)."""
         path = resource_path(resource)
         items: list[T] = []
+        decode_seconds = 0.0
         cont: str | None = None
         while True:
             query = [("limit", str(self._page_size))]
@@ -364,6 +385,7 @@ class KubernetesBackend:
                     items, cont = [], None
                     continue
                 raise _ListFailed(str(exc)) from exc
+            decode_began = time.perf_counter()
             for raw in page.get("items") or ():
                 if isinstance(raw, dict):
                     # List items carry neither apiVersion nor kind; watch events do.
@@ -372,10 +394,11 @@ class KubernetesBackend:
                 obj = self._decode(resource, raw)
                 if obj is not None:
                     items.append(obj)
+            decode_seconds += time.perf_counter() - decode_began
             meta = page.get("metadata") or {}
             cont = meta.get("continue") or None
             if not cont:
-                return items, str(meta.get("resourceVersion") or "")
+                return items, str(meta.get("resourceVersion") or ""), decode_seconds
 
     async def _stream(
         self, resource: ResourceType[T], field_selector: str | None, rv: str
