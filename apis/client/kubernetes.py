@@ -40,7 +40,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -149,6 +149,48 @@ async def _error_from(response: aiohttp.ClientResponse, what: str) -> BackendErr
     return cls(f"{what}: HTTP {status}: {message}", status=status)
 
 
+async def request_bytes(
+    api: k8s_client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    what: str,
+    body: Any = None,
+    content_type: str = _JSON,
+    query: Sequence[tuple[str, str]] = (),
+    seconds: float = 30.0,
+) -> bytes:
+    """The body of a request, raising NotFound (404), Conflict (409) or BackendError (anything else,
+    network failures and timeouts with ``status=None``)."""
+    try:
+        response = await _send(
+            api,
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            client_timeout=aiohttp.ClientTimeout(total=seconds),
+        )
+        async with response:
+            if not 200 <= response.status < 300:
+                raise await _error_from(response, what)
+            data: bytes = await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    return data
+
+
+def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        decoded = json.loads(data)
+    except ValueError as exc:
+        raise BackendError(f"{what}: undecodable response: {exc}") from exc
+    return decoded if isinstance(decoded, dict) else {}
+
+
 async def request_json(
     api: k8s_client.ApiClient,
     method: str,
@@ -163,29 +205,27 @@ async def request_json(
     """A JSON request that raises NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``). Shared with the Lease store of
     ``apis.client.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
-    try:
-        response = await _send(
-            api,
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            client_timeout=aiohttp.ClientTimeout(total=seconds),
-        )
-        async with response:
-            if not 200 <= response.status < 300:
-                raise await _error_from(response, what)
-            data = await response.read()
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
-    if not data:
-        return {}
-    try:
-        decoded = json.loads(data)
-    except ValueError as exc:
-        raise BackendError(f"{what}: undecodable response: {exc}") from exc
-    return decoded if isinstance(decoded, dict) else {}
+    data = await request_bytes(
+        api, method, path, what=what, body=body, content_type=content_type, query=query, seconds=seconds
+    )
+    return _json_object(data, what)
+
+
+class _Page(BaseModel, Generic[T]):
+    """One page of a list, its items validated straight from the response's bytes."""
+
+    metadata: dict[str, Any] = {}
+    items: list[T] | None = None
+
+
+_PAGES: dict[type[Any], type[_Page[Any]]] = {}
+
+
+def _page_model(model: type[T]) -> type[_Page[T]]:
+    page = _PAGES.get(model)
+    if page is None:
+        page = _PAGES[model] = _Page[model]  # type: ignore[valid-type]
+    return page
 
 
 class _ListFailed(Exception):
@@ -374,10 +414,11 @@ class KubernetesBackend:
             if field_selector:
                 query.append(("fieldSelector", field_selector))
             await self._limiter.acquire()
+            what = f"list {resource.plural}"
             try:
-                page = await request_json(
-                    self._api, "GET", path, what=f"list {resource.plural}", query=query, seconds=120.0
-                )
+                data = await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
+                decode_began = time.perf_counter()
+                page_items, meta = self._decode_page(resource, data, what)
             except BackendError as exc:
                 if exc.status == 410 and cont:
                     # The continue token expired between pages: start over from a fresh snapshot.
@@ -385,20 +426,46 @@ class KubernetesBackend:
                     items, cont = [], None
                     continue
                 raise _ListFailed(str(exc)) from exc
-            decode_began = time.perf_counter()
-            for raw in page.get("items") or ():
-                if isinstance(raw, dict):
-                    # List items carry neither apiVersion nor kind; watch events do.
-                    raw.setdefault("apiVersion", resource.api_version)
-                    raw.setdefault("kind", resource.kind)
-                obj = self._decode(resource, raw)
-                if obj is not None:
-                    items.append(obj)
+            items.extend(page_items)
             decode_seconds += time.perf_counter() - decode_began
-            meta = page.get("metadata") or {}
             cont = meta.get("continue") or None
             if not cont:
                 return items, str(meta.get("resourceVersion") or ""), decode_seconds
+
+    def _decode_page(
+        self, resource: ResourceType[T], data: bytes, what: str
+    ) -> tuple[list[T], dict[str, Any]]:
+        """A page's objects and its list metadata. The page is validated from its bytes in one go
+        (a third less CPU than ``json.loads`` and then each object, which is most of a start-up with
+        many pods); when any object of it does not validate, the page is decoded object by object as
+        a watch event is, so that huge quantities are stood in and only what stays invalid is
+        dropped (each logged)."""
+        try:
+            page = _page_model(resource.model).model_validate_json(data or b"{}")
+        except ValidationError:
+            return self._decode_items(resource, _json_object(data, what))
+        items = page.items or []
+        fields = resource.model.model_fields
+        for obj in items:
+            # List items carry neither apiVersion nor kind; watch events do.
+            if "api_version" in fields and "api_version" not in obj.model_fields_set:
+                obj.api_version = resource.api_version  # type: ignore[attr-defined]
+            if "kind" in fields and "kind" not in obj.model_fields_set:
+                obj.kind = resource.kind  # type: ignore[attr-defined]
+        return items, page.metadata
+
+    def _decode_items(
+        self, resource: ResourceType[T], page: dict[str, Any]
+    ) -> tuple[list[T], dict[str, Any]]:
+        items: list[T] = []
+        for raw in page.get("items") or ():
+            if isinstance(raw, dict):
+                raw.setdefault("apiVersion", resource.api_version)
+                raw.setdefault("kind", resource.kind)
+            obj = self._decode(resource, raw)
+            if obj is not None:
+                items.append(obj)
+        return items, page.get("metadata") or {}
 
     async def _stream(
         self, resource: ResourceType[T], field_selector: str | None, rv: str
