@@ -1,6 +1,7 @@
 """Start-up: time to ready and peak RSS of koord-scheduler and kube-scheduler with a backlog.
 
     python -m e2e.bench.startup_time [--nodes 5000] [--pending 25000] [--bound 25000] [-o table|json]
+                                     [--keep] [--reuse] [--cluster-name bench-startup]
 
 Method
 ------
@@ -82,6 +83,9 @@ class StartupOptions(BaseModel, frozen=True):
     ready_timeout: float = 900.0
     skip_upstream: bool = False
     keep: bool = False
+    reuse: bool = False
+    """Measure on the cluster of that name left running (``keep``) by an earlier run: only what
+    it lacks is created. Runs of two versions of the scheduler then share one backlog."""
 
     def throughput(self) -> ThroughputOptions:
         """The throughput benchmark's options for the same cluster shape and client settings."""
@@ -155,6 +159,16 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
     return steps
 
 
+_NODES_WITHIN = 3600.0
+"""Seconds KWOK may take to mark 5,000 nodes Ready on a loaded 2-core machine."""
+
+
+async def _missing(api: Api, path: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The objects of ``objects`` that ``path`` does not list yet (by name)."""
+    present = {item["metadata"]["name"] for item in (await api.list(path))[0]}
+    return [o for o in objects if o["metadata"]["name"] not in present]
+
+
 def _backlog(opts: StartupOptions, nodes: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     pending = workload(PENDING_NAMESPACE, PROFILE, opts.pending)
     bound = workload(BOUND_NAMESPACE, PROFILE, opts.bound)
@@ -192,16 +206,22 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
     api: Api | None = None
 
     async def create_nodes(client: Api) -> None:
-        await create_all(client, lambda _: "/api/v1/nodes", description.nodes(), "nodes", opts.concurrency)
-        await wait_nodes_schedulable(client, opts.nodes, opts.concurrency)
+        nodes = await _missing(client, "/api/v1/nodes", description.nodes())
+        await create_all(client, lambda _: "/api/v1/nodes", nodes, "nodes", opts.concurrency)
+        await wait_nodes_schedulable(client, opts.nodes, opts.concurrency, within=_NODES_WITHIN)
 
     try:
-        api = await start_cluster(cp, create_nodes, connections=opts.concurrency, phases=report.phases)
+        if opts.reuse:
+            api = await Api.connect(cp.kubeconfig, opts.concurrency)
+            with phase(report.phases, "create nodes"):
+                await create_nodes(api)
+        else:
+            api = await start_cluster(cp, create_nodes, connections=opts.concurrency, phases=report.phases)
         with phase(report.phases, "create pods"):
-            for namespace in (PENDING_NAMESPACE, BOUND_NAMESPACE):
+            for namespace, pods in ((BOUND_NAMESPACE, bound), (PENDING_NAMESPACE, pending)):
                 await create_namespace(api, namespace)
-            await create_all(api, pods_path, bound, f"pods {BOUND_NAMESPACE}", opts.concurrency)
-            await create_all(api, pods_path, pending, f"pods {PENDING_NAMESPACE}", opts.concurrency)
+                missing = await _missing(api, f"/api/v1/namespaces/{namespace}/pods", pods)
+                await create_all(api, pods_path, missing, f"pods {namespace}", opts.concurrency)
         config_text = scheduler_config(opts.throughput(), cp.kubeconfig, PROFILE)
         with phase(report.phases, KOORD):
             config = cp.state_dir / "koord-scheduler-startup.yaml"
@@ -281,6 +301,9 @@ def parse_args(argv: list[str] | None) -> tuple[StartupOptions, str]:
     parser.add_argument("--cluster-name", default="bench-startup")
     parser.add_argument("--skip-upstream", action="store_true", help="do not run kube-scheduler")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
+    parser.add_argument(
+        "--reuse", action="store_true", help="measure on the running cluster --cluster-name (left by --keep)"
+    )
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     opts = StartupOptions(
@@ -293,6 +316,7 @@ def parse_args(argv: list[str] | None) -> tuple[StartupOptions, str]:
         cluster_name=args.cluster_name,
         skip_upstream=args.skip_upstream,
         keep=args.keep,
+        reuse=args.reuse,
     )
     return opts, args.output
 
