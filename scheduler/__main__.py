@@ -26,13 +26,14 @@ import signal
 import sys
 from pathlib import Path
 
-from apis.client.backend import ClusterBackend
+from apis.client.backend import PODS, ClusterBackend
 from apis.client.kubernetes import KubernetesBackend
 from apis.client.leader import LeaderElector
 from apis.client.lease import KubernetesLeaseStore
 from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
 from scheduler.app import AppSettings, SchedulerApp
+from scheduler.cache.sharing import share
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.debug import DebugFlags
 from scheduler.elected import ElectedScheduler
@@ -166,7 +167,11 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
     kubeconfig = kubeconfig_of(args, config)
     connection = config.client_connection
     backend = await KubernetesBackend.connect(
-        kubeconfig, max_concurrency=AppSettings.bind_concurrency, qps=connection.qps, burst=connection.burst
+        kubeconfig,
+        max_concurrency=AppSettings.bind_concurrency,
+        qps=connection.qps,
+        burst=connection.burst,
+        transforms={PODS: share},  # pods' equal parts shared as each page is read (peak memory)
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)

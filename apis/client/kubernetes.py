@@ -6,8 +6,8 @@ Why it looks the way it does:
   into its own model classes (slow, and a second copy of what our pydantic models already say).
   Every request here goes through ``ApiClient.call_api(..., _preload_content=False)``, which keeps
   the client's configuration, authentication (token refresh included) and connection pool but
-  returns the raw aiohttp response; lists are ``json.loads``-ed per page and watch streams per line,
-  then validated straight into ``resource.model``.
+  returns the raw aiohttp response; list pages are validated from their bytes into
+  ``resource.model`` in one go, watch streams ``json.loads``-ed per line and then validated.
 - **The reflector's loop.** ``watch`` lists (paginated), emits ``REPLACED``, then watches from the
   list's resourceVersion with bookmarks on, tracking the last resourceVersion seen. A dropped
   connection, a timeout or a 5xx resumes from that resourceVersion after a capped, jittered
@@ -36,7 +36,7 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
@@ -252,6 +252,7 @@ class KubernetesBackend:
         reporting_instance: str | None = None,
         qps: float = 0.0,
         burst: int = 1,
+        transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -267,6 +268,10 @@ class KubernetesBackend:
         burst of FailedScheduling events never delays a binding."""
         self._watch_timeout = watch_timeout_seconds
         self._page_size = page_size
+        self._transforms = dict(transforms or {})
+        """Applied to every object of a resource as soon as it is decoded (client-go's informer
+        transform): the scheduler shares equal parts of pods page by page, before the next page
+        is read, so a long list never holds every pod unshared."""
         self._request_timeout = request_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -289,6 +294,7 @@ class KubernetesBackend:
         reporting_instance: str | None = None,
         qps: float = 0.0,
         burst: int = 1,
+        transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
@@ -305,6 +311,7 @@ class KubernetesBackend:
             reporting_instance=reporting_instance,
             qps=qps,
             burst=burst,
+            transforms=transforms,
         )
 
     @property
@@ -446,12 +453,15 @@ class KubernetesBackend:
             return self._decode_items(resource, _json_object(data, what))
         items = page.items or []
         fields = resource.model.model_fields
+        transform = self._transforms.get(resource)
         for obj in items:
             # List items carry neither apiVersion nor kind; watch events do.
             if "api_version" in fields and "api_version" not in obj.model_fields_set:
                 obj.api_version = resource.api_version  # type: ignore[attr-defined]
             if "kind" in fields and "kind" not in obj.model_fields_set:
                 obj.kind = resource.kind  # type: ignore[attr-defined]
+        if transform is not None:
+            items = [transform(obj) for obj in items]
         return items, page.metadata
 
     def _decode_items(
@@ -510,6 +520,11 @@ class KubernetesBackend:
         return None, None, new_rv
 
     def _decode(self, resource: ResourceType[T], raw: Any) -> T | None:
+        obj = self._validate(resource, raw)
+        transform = self._transforms.get(resource)
+        return obj if obj is None or transform is None else transform(obj)
+
+    def _validate(self, resource: ResourceType[T], raw: Any) -> T | None:
         try:
             return resource.model.model_validate(raw)
         except ValidationError as exc:
