@@ -30,6 +30,7 @@ from apis.core import Node, Pod
 from apis.extension.device import ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK
 from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
+from apis.gcpause import gc_paused
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent
@@ -115,7 +116,7 @@ class EventHandlers:
     def handle_node_event(self, event: WatchEvent[Node]) -> None:
         if event.type is EventType.REPLACED:
             first = not self.synced_nodes.is_set()
-            with self.startup.span("node cache") if first else contextlib.nullcontext():
+            with self.startup.span("node cache") if first else contextlib.nullcontext(), gc_paused():
                 self._replace_nodes(event.objects)
             return
         assert event.obj is not None
@@ -164,7 +165,8 @@ class EventHandlers:
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
         with decoding_once():  # every informer below shares one PodInfo per pod
             if event.type is EventType.REPLACED:
-                self._replace_pods(event, self.startup if not self.synced_pods.is_set() else None)
+                with gc_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
+                    self._replace_pods(event, self.startup if not self.synced_pods.is_set() else None)
                 self.synced_pods.set()
                 return
             self._tell_listeners(event, None)

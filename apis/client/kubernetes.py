@@ -60,6 +60,7 @@ from apis.client.connection import client_configuration
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
 from apis.core import Pod
+from apis.gcpause import gc_paused
 from apis.podkey import pod_namespace_name
 
 __all__ = [
@@ -425,7 +426,8 @@ class KubernetesBackend:
             try:
                 data = await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
                 decode_began = time.perf_counter()
-                page_items, meta = self._decode_page(resource, data, what)
+                with gc_paused():
+                    page_items, meta = self._decode_page(resource, data, what)
             except BackendError as exc:
                 if exc.status == 410 and cont:
                     # The continue token expired between pages: start over from a fresh snapshot.
