@@ -36,6 +36,7 @@ from scheduler.loop import SchedulingLoop
 from scheduler.metrics import SchedulerMetrics
 from scheduler.queue.scheduling_queue import QueuedPodInfo, SchedulingQueue
 from scheduler.reporting import Reporter
+from scheduler.startup_spans import seconds_since_process_start
 from scheduler.whatif.advisor import Advisor
 from scheduler.whatif.priorities import PRIORITYCLASSES
 from scheduler.whatif.service import WhatIfService
@@ -232,6 +233,7 @@ class SchedulerApp:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Informers first; scheduling starts once nodes and pods are listed; runs until ``stop``."""
+        began = time.monotonic()
         tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(self.handlers.run_nodes(), name="watch nodes"),
             asyncio.create_task(self.handlers.run_pods(), name="watch pods"),
@@ -256,7 +258,7 @@ class SchedulerApp:
                     await synced
             _raise_failed(tasks)
             if not stop.is_set():
-                log.info("caches synced: %d nodes; scheduling", self.cache.node_count())
+                self._log_synced(time.monotonic() - began)
                 tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
                 if self.advisor is not None:
                     tasks.append(asyncio.create_task(self.advisor.run(), name="what-if advisor"))
@@ -273,6 +275,28 @@ class SchedulerApp:
                 self.binder.cancel()  # bindings submitted since abort() too
             await self.binder.drain(grace_seconds=1.0 if self.aborted else 10.0)
             await self._close_plugins()
+
+    def _log_synced(self, seconds: float) -> None:
+        """The start-up line: how long the lists and their handling took, step by step."""
+        since_start = seconds_since_process_start()
+        spans = self.handlers.startup.rounded()
+        log.info(
+            "caches synced: %d nodes, %d assigned and %d pending pods in %.2fs (%s); %s after the "
+            "process started; scheduling",
+            self.cache.node_count(),
+            self.cache.sizes()[1],
+            self.queue.counts().active,
+            seconds,
+            ", ".join(f"{name} {value:.2f}s" for name, value in spans.items()),
+            "?" if since_start is None else f"{since_start:.2f}s",
+            extra={
+                "startup": {
+                    "sync_seconds": round(seconds, 3),
+                    "since_process_start": None if since_start is None else round(since_start, 3),
+                    "spans": spans,
+                }
+            },
+        )
 
     async def _close_plugins(self) -> None:
         """Stop the plugins' own background work (a plugin with an async ``close``)."""

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +71,7 @@ class ElectedScheduler:
         """Terms that ended because the Lease was lost."""
         self.lost = False
         """Set when a term ends because the Lease was lost, until the next term starts."""
+        self._campaign_began = time.monotonic()
         if elector is not None:
             metrics.set_leader(elector.lease, False)
 
@@ -114,12 +116,20 @@ class ElectedScheduler:
             return
         elector = self.elector
         log.info("campaigning for lease %s as %s", elector.lease, elector.identity)
+        self._campaign_began = time.monotonic()
         await elector.campaign(lambda: self._lead(stop), self._stopped_leading, self._lost)
 
     async def _lead(self, stop: asyncio.Event) -> None:
         assert self.elector is not None
         self.terms += 1
         self.lost = False
+        waited = time.monotonic() - self._campaign_began
+        log.info(
+            "leading (term %d) after %.2fs of campaigning",
+            self.terms,
+            waited,
+            extra={"startup": {"leader_seconds": round(waited, 3)}},
+        )
         fence = FencedBackend(self._backend, f"term {self.terms} of {self.elector.identity}")
         app = self._build(fence)
         self._fence, self.app = fence, app
@@ -145,6 +155,7 @@ class ElectedScheduler:
         """The term ended because the Lease was lost, and its work has ended."""
         self.losses += 1
         self.lost = True
+        self._campaign_began = time.monotonic()
         self._metrics.leadership_lost()
         refused = self._fence.refused if self._fence is not None else 0
         log.warning(

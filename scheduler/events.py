@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -29,11 +30,13 @@ from apis.core import Node, Pod
 from apis.extension.device import ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK
 from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
+from apis.gcpause import gc_paused
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.queue.scheduling_queue import SchedulingQueue
 from scheduler.reporting import Reporter
+from scheduler.startup_spans import StartupSpans
 
 __all__ = ["EventHandlers"]
 
@@ -51,6 +54,11 @@ def _describe(obj: object) -> str:
 
 
 DEVICE_PLUGIN_NODE_LOCKS = (ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK)
+
+
+def _listener_name(listener: Callable[..., None]) -> str:
+    owner = getattr(listener, "__self__", None)
+    return type(owner).__name__ if owner is not None else getattr(listener, "__qualname__", repr(listener))
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
@@ -79,6 +87,8 @@ class EventHandlers:
     synced_pods: asyncio.Event = field(default_factory=asyncio.Event)
     reporter: Reporter | None = None
     """Tells nodes and bound pods with out-of-range amounts; None: logged only."""
+    startup: StartupSpans = field(default_factory=StartupSpans)
+    """Seconds per step of handling the first lists (the start-up log line's breakdown)."""
     _node_signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
     _pending: dict[str, PodInfo] = field(default_factory=dict)
     """Pending pods we queued, by uid (to reconcile a relist)."""
@@ -105,21 +115,24 @@ class EventHandlers:
 
     def handle_node_event(self, event: WatchEvent[Node]) -> None:
         if event.type is EventType.REPLACED:
-            seen = set()
-            for node in event.objects:
-                seen.add(node.metadata.name or "")
-                self._guarded(self._upsert_node, node)
-            for name in [
-                n for n, info in self.cache.nodes.items() if info.node is not None and n not in seen
-            ]:
-                self._delete_node(name)
-            self.synced_nodes.set()
+            first = not self.synced_nodes.is_set()
+            with self.startup.span("node cache") if first else contextlib.nullcontext(), gc_paused():
+                self._replace_nodes(event.objects)
             return
         assert event.obj is not None
         if event.type is EventType.DELETED:
             self._guarded(self._delete_node, event.obj.metadata.name or "")
         else:
             self._guarded(self._upsert_node, event.obj)
+
+    def _replace_nodes(self, nodes: Collection[Node]) -> None:
+        seen = set()
+        for node in nodes:
+            seen.add(node.metadata.name or "")
+            self._guarded(self._upsert_node, node)
+        for name in [n for n, info in self.cache.nodes.items() if info.node is not None and n not in seen]:
+            self._delete_node(name)
+        self.synced_nodes.set()
 
     @staticmethod
     def _guarded(handle: Callable[[_T], None], obj: _T) -> None:
@@ -151,37 +164,47 @@ class EventHandlers:
 
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
         with decoding_once():  # every informer below shares one PodInfo per pod
-            self._handle_pod_event(event)
+            if event.type is EventType.REPLACED:
+                with gc_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
+                    self._replace_pods(event, self.startup if not self.synced_pods.is_set() else None)
+                self.synced_pods.set()
+                return
+            self._tell_listeners(event, None)
+            assert event.obj is not None
+            if event.type is EventType.DELETED:
+                self._guarded(lambda pod: self._delete_pod(PodInfo.of(pod)), event.obj)
+            else:
+                self._guarded(lambda pod: self._upsert_pod(PodInfo.of(pod)), event.obj)
 
-    def _handle_pod_event(self, event: WatchEvent[Pod]) -> None:
+    def _tell_listeners(self, event: WatchEvent[Pod], spans: StartupSpans | None) -> None:
         for listener in self.pod_listeners:
             try:
-                listener(event)
+                if spans is None:
+                    listener(event)
+                else:
+                    with spans.span(f"plugin handlers: {_listener_name(listener)}"):
+                        listener(event)
             except Exception:
                 log.exception("a pod listener failed")
-        if event.type is EventType.REPLACED:
-            self._replace_pods(event.objects)
-            self.synced_pods.set()
-            return
-        assert event.obj is not None
-        if event.type is EventType.DELETED:
-            self._guarded(lambda pod: self._delete_pod(PodInfo.of(pod)), event.obj)
-        else:
-            self._guarded(lambda pod: self._upsert_pod(PodInfo.of(pod)), event.obj)
 
-    def _replace_pods(self, pods: Collection[Pod]) -> None:
+    def _replace_pods(self, event: WatchEvent[Pod], spans: StartupSpans | None) -> None:
+        """A (re)list, told to the listeners too; ``spans``: time its steps (the first list)."""
+        timed = spans.span if spans is not None else lambda _: contextlib.nullcontext()
         infos: list[PodInfo] = []
-        for pod in pods:
-            self._guarded(lambda p: infos.append(PodInfo.of(p)), pod)
-        present = {p.uid for p in infos}
-        for uid in [uid for uid in self._pending if uid not in present]:
-            self._delete_pod(self._pending[uid])
-        for assigned in [p for p in self.cache.assigned_pods() if p.uid not in present]:
-            # Reservations' stand-ins are no pods: their own informer keeps them.
-            if not self.cache.is_assumed(assigned.uid) and not is_reserve_pod(assigned.annotations):
-                self._delete_pod(assigned)
-        for info in infos:
-            self._guarded(self._relisted_pod, info)
+        with timed("pod info"):  # decoded before the listeners (who share them), to time it apart
+            for pod in event.objects:
+                self._guarded(lambda p: infos.append(PodInfo.of(p)), pod)
+        self._tell_listeners(event, spans)
+        with timed("cache and queue"):
+            present = {p.uid for p in infos}
+            for uid in [uid for uid in self._pending if uid not in present]:
+                self._delete_pod(self._pending[uid])
+            for assigned in [p for p in self.cache.assigned_pods() if p.uid not in present]:
+                # Reservations' stand-ins are no pods: their own informer keeps them.
+                if not self.cache.is_assumed(assigned.uid) and not is_reserve_pod(assigned.annotations):
+                    self._delete_pod(assigned)
+            for info in infos:
+                self._guarded(self._relisted_pod, info)
 
     def _relisted_pod(self, info: PodInfo) -> None:
         self._upsert_pod(info)

@@ -6,8 +6,8 @@ Why it looks the way it does:
   into its own model classes (slow, and a second copy of what our pydantic models already say).
   Every request here goes through ``ApiClient.call_api(..., _preload_content=False)``, which keeps
   the client's configuration, authentication (token refresh included) and connection pool but
-  returns the raw aiohttp response; lists are ``json.loads``-ed per page and watch streams per line,
-  then validated straight into ``resource.model``.
+  returns the raw aiohttp response; list pages are validated from their bytes into
+  ``resource.model`` in one go, watch streams ``json.loads``-ed per line and then validated.
 - **The reflector's loop.** ``watch`` lists (paginated), emits ``REPLACED``, then watches from the
   list's resourceVersion with bookmarks on, tracking the last resourceVersion seen. A dropped
   connection, a timeout or a 5xx resumes from that resourceVersion after a capped, jittered
@@ -36,11 +36,11 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing, suppress
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
 import aiohttp
@@ -60,6 +60,7 @@ from apis.client.connection import client_configuration
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
 from apis.core import Pod
+from apis.gcpause import gc_paused
 from apis.podkey import pod_namespace_name
 
 __all__ = [
@@ -149,6 +150,48 @@ async def _error_from(response: aiohttp.ClientResponse, what: str) -> BackendErr
     return cls(f"{what}: HTTP {status}: {message}", status=status)
 
 
+async def request_bytes(
+    api: k8s_client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    what: str,
+    body: Any = None,
+    content_type: str = _JSON,
+    query: Sequence[tuple[str, str]] = (),
+    seconds: float = 30.0,
+) -> bytes:
+    """The body of a request, raising NotFound (404), Conflict (409) or BackendError (anything else,
+    network failures and timeouts with ``status=None``)."""
+    try:
+        response = await _send(
+            api,
+            method,
+            path,
+            query=query,
+            body=body,
+            content_type=content_type,
+            client_timeout=aiohttp.ClientTimeout(total=seconds),
+        )
+        async with response:
+            if not 200 <= response.status < 300:
+                raise await _error_from(response, what)
+            data: bytes = await response.read()
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
+    return data
+
+
+def _json_object(data: bytes, what: str) -> dict[str, Any]:
+    if not data:
+        return {}
+    try:
+        decoded = json.loads(data)
+    except ValueError as exc:
+        raise BackendError(f"{what}: undecodable response: {exc}") from exc
+    return decoded if isinstance(decoded, dict) else {}
+
+
 async def request_json(
     api: k8s_client.ApiClient,
     method: str,
@@ -163,29 +206,27 @@ async def request_json(
     """A JSON request that raises NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``). Shared with the Lease store of
     ``apis.client.leader``, which needs coordination.k8s.io but nothing of the watch machinery."""
-    try:
-        response = await _send(
-            api,
-            method,
-            path,
-            query=query,
-            body=body,
-            content_type=content_type,
-            client_timeout=aiohttp.ClientTimeout(total=seconds),
-        )
-        async with response:
-            if not 200 <= response.status < 300:
-                raise await _error_from(response, what)
-            data = await response.read()
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
-    if not data:
-        return {}
-    try:
-        decoded = json.loads(data)
-    except ValueError as exc:
-        raise BackendError(f"{what}: undecodable response: {exc}") from exc
-    return decoded if isinstance(decoded, dict) else {}
+    data = await request_bytes(
+        api, method, path, what=what, body=body, content_type=content_type, query=query, seconds=seconds
+    )
+    return _json_object(data, what)
+
+
+class _Page(BaseModel, Generic[T]):
+    """One page of a list, its items validated straight from the response's bytes."""
+
+    metadata: dict[str, Any] = {}
+    items: list[T] | None = None
+
+
+_PAGES: dict[type[Any], type[_Page[Any]]] = {}
+
+
+def _page_model(model: type[T]) -> type[_Page[T]]:
+    page = _PAGES.get(model)
+    if page is None:
+        page = _PAGES[model] = _Page[model]  # type: ignore[valid-type]
+    return page
 
 
 class _ListFailed(Exception):
@@ -212,6 +253,7 @@ class KubernetesBackend:
         reporting_instance: str | None = None,
         qps: float = 0.0,
         burst: int = 1,
+        transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -227,6 +269,10 @@ class KubernetesBackend:
         burst of FailedScheduling events never delays a binding."""
         self._watch_timeout = watch_timeout_seconds
         self._page_size = page_size
+        self._transforms = dict(transforms or {})
+        """Applied to every object of a resource as soon as it is decoded (client-go's informer
+        transform): the scheduler shares equal parts of pods page by page, before the next page
+        is read, so a long list never holds every pod unshared."""
         self._request_timeout = request_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -249,6 +295,7 @@ class KubernetesBackend:
         reporting_instance: str | None = None,
         qps: float = 0.0,
         burst: int = 1,
+        transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
@@ -265,6 +312,7 @@ class KubernetesBackend:
             reporting_instance=reporting_instance,
             qps=qps,
             burst=burst,
+            transforms=transforms,
         )
 
     @property
@@ -296,8 +344,9 @@ class KubernetesBackend:
         backoff = Backoff(self._backoff_initial, self._backoff_max)
         while not self.closed:
             if rv is None:
+                began = time.monotonic()
                 try:
-                    objects, rv = await self._list(resource, field_selector)
+                    objects, rv, decode_seconds = await self._list(resource, field_selector)
                 except _ListFailed as exc:
                     if self.closed:
                         return
@@ -306,7 +355,23 @@ class KubernetesBackend:
                     await self._sleep(delay)
                     continue
                 self.stats.lists += 1
-                log.info("listed %s: %d objects at resourceVersion %s", what, len(objects), rv)
+                listed = time.monotonic() - began
+                log.info(
+                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding)",
+                    what,
+                    len(objects),
+                    rv,
+                    listed,
+                    decode_seconds,
+                    extra={
+                        "list": {
+                            "resource": resource.plural,
+                            "objects": len(objects),
+                            "seconds": round(listed, 3),
+                            "decode_seconds": round(decode_seconds, 3),
+                        }
+                    },
+                )
                 yield WatchEvent(EventType.REPLACED, objects=tuple(objects))
             began, seen = time.monotonic(), 0
             try:
@@ -341,10 +406,14 @@ class KubernetesBackend:
             async with asyncio.timeout(delay):
                 await self._closed.wait()
 
-    async def _list(self, resource: ResourceType[T], field_selector: str | None) -> tuple[list[T], str]:
-        """All objects and the list's resourceVersion, page by page (``limit`` / ``continue``)."""
+    async def _list(
+        self, resource: ResourceType[T], field_selector: str | None
+    ) -> tuple[list[T], str, float]:
+        """All objects, the list's resourceVersion and the seconds spent validating the objects,
+        page by page (``limit`` / ``continue``)."""
         path = resource_path(resource)
         items: list[T] = []
+        decode_seconds = 0.0
         cont: str | None = None
         while True:
             query = [("limit", str(self._page_size))]
@@ -353,10 +422,12 @@ class KubernetesBackend:
             if field_selector:
                 query.append(("fieldSelector", field_selector))
             await self._limiter.acquire()
+            what = f"list {resource.plural}"
             try:
-                page = await request_json(
-                    self._api, "GET", path, what=f"list {resource.plural}", query=query, seconds=120.0
-                )
+                data = await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
+                decode_began = time.perf_counter()
+                with gc_paused():
+                    page_items, meta = self._decode_page(resource, data, what)
             except BackendError as exc:
                 if exc.status == 410 and cont:
                     # The continue token expired between pages: start over from a fresh snapshot.
@@ -364,18 +435,49 @@ class KubernetesBackend:
                     items, cont = [], None
                     continue
                 raise _ListFailed(str(exc)) from exc
-            for raw in page.get("items") or ():
-                if isinstance(raw, dict):
-                    # List items carry neither apiVersion nor kind; watch events do.
-                    raw.setdefault("apiVersion", resource.api_version)
-                    raw.setdefault("kind", resource.kind)
-                obj = self._decode(resource, raw)
-                if obj is not None:
-                    items.append(obj)
-            meta = page.get("metadata") or {}
+            items.extend(page_items)
+            decode_seconds += time.perf_counter() - decode_began
             cont = meta.get("continue") or None
             if not cont:
-                return items, str(meta.get("resourceVersion") or "")
+                return items, str(meta.get("resourceVersion") or ""), decode_seconds
+
+    def _decode_page(
+        self, resource: ResourceType[T], data: bytes, what: str
+    ) -> tuple[list[T], dict[str, Any]]:
+        """A page's objects and its list metadata. The page is validated from its bytes in one go
+        (a third less CPU than ``json.loads`` and then each object, which is most of a start-up with
+        many pods); when any object of it does not validate, the page is decoded object by object as
+        a watch event is, so that huge quantities are stood in and only what stays invalid is
+        dropped (each logged)."""
+        try:
+            page = _page_model(resource.model).model_validate_json(data or b"{}")
+        except ValidationError:
+            return self._decode_items(resource, _json_object(data, what))
+        items = page.items or []
+        fields = resource.model.model_fields
+        transform = self._transforms.get(resource)
+        for obj in items:
+            # List items carry neither apiVersion nor kind; watch events do.
+            if "api_version" in fields and "api_version" not in obj.model_fields_set:
+                obj.api_version = resource.api_version  # type: ignore[attr-defined]
+            if "kind" in fields and "kind" not in obj.model_fields_set:
+                obj.kind = resource.kind  # type: ignore[attr-defined]
+        if transform is not None:
+            items = [transform(obj) for obj in items]
+        return items, page.metadata
+
+    def _decode_items(
+        self, resource: ResourceType[T], page: dict[str, Any]
+    ) -> tuple[list[T], dict[str, Any]]:
+        items: list[T] = []
+        for raw in page.get("items") or ():
+            if isinstance(raw, dict):
+                raw.setdefault("apiVersion", resource.api_version)
+                raw.setdefault("kind", resource.kind)
+            obj = self._decode(resource, raw)
+            if obj is not None:
+                items.append(obj)
+        return items, page.get("metadata") or {}
 
     async def _stream(
         self, resource: ResourceType[T], field_selector: str | None, rv: str
@@ -420,6 +522,11 @@ class KubernetesBackend:
         return None, None, new_rv
 
     def _decode(self, resource: ResourceType[T], raw: Any) -> T | None:
+        obj = self._validate(resource, raw)
+        transform = self._transforms.get(resource)
+        return obj if obj is None or transform is None else transform(obj)
+
+    def _validate(self, resource: ResourceType[T], raw: Any) -> T | None:
         try:
             return resource.model.model_validate(raw)
         except ValidationError as exc:

@@ -1,13 +1,15 @@
 """The benchmark suite: every bench at a size that fits a 2-core machine, or issue 20's with --full.
 
     python -m e2e.bench.suite [--full] [--only throughput,latency,...] [--nodes 200,1000] [--pods 2000]
+                              [--startup-nodes 200 --startup-pending 2000 --startup-bound 2000]
                               [--out DIR] [--cluster-prefix bench-suite]
 
 Benches (``--only``, in this order): ``throughput`` (koord-scheduler against kube-scheduler on the
 same KWOK cluster, ``scheduler_throughput``), ``perf-harness`` (the same at Koordinator's
 perf-harness shape: 100 nodes, 1,000 pods, client capped at 100 QPS), ``rss`` (both schedulers'
 peak RSS in a throughput run), ``latency`` (create -> bound p50/p99 under a steady arrival rate,
-``startup_latency``), ``gang`` (CP-SAT gang placement against the greedy planner,
+``startup_latency``), ``startup`` (process start to ready and peak RSS with a backlog of pending
+and bound pods, ``startup_time``), ``gang`` (CP-SAT gang placement against the greedy planner,
 ``gang_placement``), ``victims`` (CP-SAT victim selection against the greedy one,
 ``victim_selection``), ``preemption`` (job-level preemption against kube-scheduler's, on a cluster,
 ``preemption``), and with ``--full`` only ``openb`` (the FGD paper's GPU-sharing trace replayed per
@@ -67,6 +69,9 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
     parser.add_argument("--latency-nodes", type=int)
     parser.add_argument("--latency-pods", type=int, help="latency: pods per scheduler")
     parser.add_argument("--rate", type=float, help="latency: pods created per second")
+    parser.add_argument("--startup-nodes", type=int)
+    parser.add_argument("--startup-pending", type=int, help="startup: pending pods of the scheduler")
+    parser.add_argument("--startup-bound", type=int, help="startup: pods already on the nodes")
     parser.add_argument("--gang-nodes", type=_ints)
     parser.add_argument("--gang-sizes", type=_ints)
     parser.add_argument("--trials", type=int, help="gang and victims: problems drawn per size")
@@ -89,6 +94,9 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
         "latency_nodes": args.latency_nodes,
         "latency_pods": args.latency_pods,
         "latency_rate": args.rate,
+        "startup_nodes": args.startup_nodes,
+        "startup_pending": args.startup_pending,
+        "startup_bound": args.startup_bound,
         "gang_nodes": args.gang_nodes,
         "gang_sizes": args.gang_sizes,
         "gang_trials": args.trials,

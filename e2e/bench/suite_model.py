@@ -21,7 +21,17 @@ __all__ = [
 
 Better = Literal["higher", "lower"]
 
-BENCHES = ("throughput", "perf-harness", "rss", "latency", "gang", "victims", "preemption", "openb")
+BENCHES = (
+    "throughput",
+    "perf-harness",
+    "rss",
+    "latency",
+    "startup",
+    "gang",
+    "victims",
+    "preemption",
+    "openb",
+)
 """In the order they run: the cluster benches first, then the in-process solver benches, then the
 in-process trace replay."""
 FULL_ONLY = ("openb",)
@@ -46,6 +56,10 @@ class SuiteOptions(BaseModel, frozen=True):
     latency_nodes: int = 100
     latency_pods: int = 300
     latency_rate: float = 20.0
+    startup_nodes: int = 200
+    startup_pending: int = 2000
+    startup_bound: int = 2000
+    """Start-up with this backlog: pending pods of the scheduler, and pods already on the nodes."""
     gang_nodes: tuple[int, ...] = (1000, 5000)
     gang_sizes: tuple[int, ...] = (8, 64, 256)
     gang_trials: int = 3
@@ -77,6 +91,9 @@ def default_options(full: bool) -> dict[str, Any]:
         "latency_nodes": 1000,
         "latency_pods": 6000,
         "latency_rate": 100.0,
+        "startup_nodes": 5000,
+        "startup_pending": 25000,
+        "startup_bound": 25000,
         "gang_nodes": (1000, 5000),
         "gang_sizes": (8, 64, 256, 1024),
         "gang_trials": 5,

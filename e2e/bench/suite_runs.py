@@ -6,7 +6,14 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from e2e.bench import gang_placement, openb_replay, preemption, startup_latency, victim_selection
+from e2e.bench import (
+    gang_placement,
+    openb_replay,
+    preemption,
+    startup_latency,
+    startup_time,
+    victim_selection,
+)
 from e2e.bench.harness import log_progress
 from e2e.bench.openb_paper import closest_policy
 from e2e.bench.processes import KOORD, KUBE
@@ -169,6 +176,36 @@ async def latency(opts: SuiteOptions, results: SuiteResults) -> None:
                 metric=f"startup latency {metric}",
                 size=size,
                 unit="ms",
+                better="lower",
+                ours=None if koord is None else getattr(koord, attr),
+                baseline=None if kube is None else getattr(kube, attr),
+            )
+        )
+
+
+async def startup(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Process start to ready, and peak RSS then, with a backlog of pending and bound pods
+    (``startup_time``)."""
+    run_opts = startup_time.StartupOptions(
+        nodes=opts.startup_nodes,
+        pending=opts.startup_pending,
+        bound=opts.startup_bound,
+        cluster_name=f"{opts.cluster_prefix}-startup",
+    )
+    report = await startup_time.run_benchmark(run_opts)
+    results.details["startup"] = report.model_dump(mode="json")
+    results.errors.extend(f"startup: {e}" for e in report.errors)
+    koord, kube = report.result(KOORD), report.result(KUBE)
+    for metric, unit, attr in (
+        ("time to ready", "s", "ready_seconds"),
+        ("peak RSS at ready", "MiB", "peak_rss_mib"),
+    ):
+        results.figures.append(
+            Figure(
+                bench="startup",
+                metric=metric,
+                size=run_opts.size,
+                unit=unit,
                 better="lower",
                 ours=None if koord is None else getattr(koord, attr),
                 baseline=None if kube is None else getattr(kube, attr),
@@ -368,6 +405,7 @@ RUNS = {
     "perf-harness": perf_harness,
     "rss": rss,
     "latency": latency,
+    "startup": startup,
     "gang": gang,
     "victims": victims,
     "preemption": preemption_cluster,

@@ -1,11 +1,11 @@
 """The benchmark suite at tiny sizes, so that CI keeps it working (about 30 s).
 
-The solver benches run in process; throughput (and the RSS taken from its run) and the startup
-latency bench run on their own clusters (``bench-suite-smoke-<pid>-*``). Only that the files and
-every figure exist and are finite is asserted; timings are never checked. The preemption and
-perf-harness benches are left out: their harnesses have smoke tests of their own
-(``test_bench_preemption_smoke.py``, ``test_bench_smoke.py``). `make test` runs the latency, gang
-and victims benches; `make test-full` adds throughput and RSS (``BENCHES``).
+The solver benches run in process; throughput (and the RSS taken from its run), the startup
+latency bench and the start-up bench run on their own clusters (``bench-suite-smoke-<pid>-*``).
+Only that the files and every figure exist and are finite is asserted; timings are never checked.
+The preemption and perf-harness benches are left out: their harnesses have smoke tests of their own
+(``test_bench_preemption_smoke.py``, ``test_bench_smoke.py``). `make test` runs the latency,
+start-up, gang and victims benches; `make test-full` adds throughput and RSS (``BENCHES``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from e2e.tier import sized
 
 # `make test` runs the throughput harness once (test_bench_smoke.py); the suite's throughput and
 # RSS benches, two more runs of it on clusters of their own, are in `make test-full`.
-BENCHES = sized(("latency", "gang", "victims"), ("throughput", "rss", "latency", "gang", "victims"))
+BENCHES = sized(
+    ("latency", "startup", "gang", "victims"), ("throughput", "rss", "latency", "startup", "gang", "victims")
+)
 
 
 def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_finite_baseline(
@@ -42,6 +44,9 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         latency_nodes=8,
         latency_pods=30,
         latency_rate=30.0,
+        startup_nodes=8,
+        startup_pending=30,
+        startup_bound=10,
         gang_nodes=(60,),
         gang_sizes=(4,),
         gang_trials=2,
@@ -53,7 +58,7 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         results = asyncio.run(run_suite(opts, "smoke"))
         write_results(results, tmp_path)
     finally:
-        for bench in ("throughput", "latency"):
+        for bench in ("throughput", "latency", "startup"):
             shutil.rmtree(ControlPlane(name=f"{prefix}-{bench}").state_dir, ignore_errors=True)
 
     assert results.errors == []
@@ -74,6 +79,7 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
     assert sorted(decoded.plots) == sorted(f"{b}.png" for b in BENCHES)
     table = render(results)
     assert "startup latency p99" in table
+    assert "time to ready" in table
     assert "kube-scheduler" in table
     assert "greedy" in table
 

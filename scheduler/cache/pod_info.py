@@ -158,6 +158,47 @@ def host_ports(pod: Pod) -> tuple[HostPort, ...]:
     )
 
 
+_RequestsKey = tuple[object, ...]
+_COMPUTED: dict[_RequestsKey, tuple[dict[str, int], tuple[int, int]]] = {}
+"""Requests and non-zero cpu/memory by what they are computed from (``_requests_key``), for pods
+whose amounts were all in range: the replicas of a workload request alike, and computing them
+(range checks, renames, the init-container rules) was most of decoding a pod at start-up."""
+_COMPUTED_CAPACITY = 4096
+
+
+def _resources_of(container: Container) -> tuple[tuple[str, Quantity], ...]:
+    resources = container.resources
+    return tuple(resources.requests.items()) if resources is not None and resources.requests else ()
+
+
+def _requests_key(pod: Pod) -> _RequestsKey:
+    """Everything ``checked_pod_requests`` and ``non_zero_requests`` read of ``pod``. Quantities
+    compare by value: equal amounts written differently give the same figures (only a problem's
+    message would quote the text, and results with problems are not kept)."""
+    spec = pod.spec
+    return (
+        tuple(_resources_of(c) for c in spec.containers),
+        tuple((_resources_of(c), c.restart_policy) for c in spec.init_containers or ()),
+        tuple(spec.overhead.items()) if spec.overhead else (),
+    )
+
+
+def _requests_and_non_zero(pod: Pod) -> tuple[dict[str, int], tuple[str, ...], tuple[int, int]]:
+    """``checked_pod_requests`` and ``non_zero_requests`` of ``pod``, computed once per shape."""
+    key = _requests_key(pod)
+    known = _COMPUTED.get(key)
+    if known is not None:
+        return dict(known[0]), (), known[1]
+    requests, problems = checked_pod_requests(pod)
+    non_zero = non_zero_requests(pod)
+    pair = (non_zero[CPU], non_zero[MEMORY])
+    if not problems:
+        if len(_COMPUTED) >= _COMPUTED_CAPACITY:
+            _COMPUTED.clear()
+        _COMPUTED[key] = (dict(requests), pair)
+    return requests, problems, pair
+
+
 _DECODED: ContextVar[dict[int, PodInfo] | None] = ContextVar("decoded_pods", default=None)
 
 
@@ -216,8 +257,7 @@ class PodInfo:
             sub_priority = priority_ext.get_pod_sub_priority(labels)
         except ValueError:  # a malformed label orders the pod as if it had none
             sub_priority = 0
-        requests, problems = checked_pod_requests(pod)
-        non_zero = non_zero_requests(pod)
+        requests, problems, non_zero = _requests_and_non_zero(pod)
         return cls(
             pod=pod,
             key=namespaced_key(meta.namespace, meta.name),
@@ -229,7 +269,7 @@ class PodInfo:
             labels=labels,
             annotations=meta.annotations or {},
             problems=problems,
-            non_zero=(non_zero[CPU], non_zero[MEMORY]),
+            non_zero=non_zero,
             host_ports=host_ports(pod),
         )
 

@@ -35,6 +35,9 @@ class PartSharing:
     def __init__(self, capacity: int = 16384) -> None:
         self._capacity = capacity
         self._parts: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
+        self._kept: dict[int, Any] = {}
+        """The parts in the table by identity: a pod shared once (as the backend decodes it) is
+        shared again by ``PodInfo`` without serializing its parts a second time."""
 
     def share(self, pod: Pod) -> Pod:
         """``pod`` with its parts replaced by equal ones already seen (in place); returns it."""
@@ -48,14 +51,18 @@ class PartSharing:
         return pod
 
     def _one(self, name: str, value: Any) -> Any:
+        if self._kept.get(id(value)) is value:
+            return value
         key = (name, to_json(value, fallback=str))
         found = self._parts.get(key)
         if found is not None:
             self._parts.move_to_end(key)
             return found
         self._parts[key] = value
+        self._kept[id(value)] = value
         if len(self._parts) > self._capacity:
-            self._parts.popitem(last=False)
+            _, forgotten = self._parts.popitem(last=False)
+            self._kept.pop(id(forgotten), None)
         return value
 
     def __len__(self) -> int:

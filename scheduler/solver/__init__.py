@@ -3,13 +3,16 @@
 ``solve(problem)`` returns a `Plan` (one node per member) or an `Infeasible` (the binding rule in
 words), dispatching on ``problem.options.strategy``. Inputs and outputs are frozen dataclasses of
 plain values (`problem`), so callers copy what they need out of the scheduler cache first.
+
+The CP-SAT solvers are imported when first called: OR-Tools (with pandas) costs koord-scheduler's
+start 0.35 s of CPU and 54 MiB of memory, and a cluster without gangs or job-level preemption
+never needs it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.solver.gang_placement import solve_cpsat
 from scheduler.solver.greedy import solve_greedy
 from scheduler.solver.preemption_problem import PreemptionProblem, VictimSelection, VictimSpec
 from scheduler.solver.problem import (
@@ -26,7 +29,6 @@ from scheduler.solver.problem import (
     spread_violations,
     violations,
 )
-from scheduler.solver.victim_cpsat import select_cpsat
 from scheduler.solver.victim_greedy import select_greedy
 
 __all__ = [
@@ -60,6 +62,8 @@ def solve(
         if broken:  # Koordinator's greedy plan knows no topology spread: say so, never break it
             return Infeasible("TOPOLOGY_SPREAD", f"the greedy plan breaks {broken[0]}", strategy="greedy")
         return plan
+    from scheduler.solver.gang_placement import solve_cpsat  # OR-Tools on first use (see the module doc)
+
     return solve_cpsat(problem, on_fallback=on_fallback)
 
 
@@ -71,4 +75,6 @@ def select_victims(
     (status GREEDY_FALLBACK)."""
     if problem.placement.options.strategy == "greedy":
         return select_greedy(problem)
+    from scheduler.solver.victim_cpsat import select_cpsat
+
     return select_cpsat(problem, on_fallback=on_fallback)

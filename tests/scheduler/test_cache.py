@@ -231,6 +231,50 @@ def test_a_pod_in_range_has_no_problems() -> None:
     assert p.requests == {"cpu": 64000, "memory": 2**50, "pods": 1}
 
 
+def test_pods_requesting_alike_get_equal_figures_each_its_own_and_problems_every_time() -> None:
+    # Requests are computed once per shape of requests (start-up decodes tens of thousands of
+    # replicas): a replica written differently gets the same figures, each in a dict of its own, and
+    # an out-of-range pod is checked (and its problem named) every time.
+    first, second = (
+        raw_pod("a", {"cpu": "1", "memory": "1Gi"}),
+        raw_pod("b", {"cpu": "1000m", "memory": "1024Mi"}),
+    )
+    assert first.requests == second.requests == {"cpu": 1000, "memory": 2**30, "pods": 1}
+    assert first.non_zero == second.non_zero == (1000, 2**30)
+    assert first.requests is not second.requests
+    third = raw_pod("c", {"cpu": "1"})
+    assert third.requests == {"cpu": 1000, "pods": 1}
+    assert third.non_zero == (1000, 200 * 1024 * 1024)
+    for name in ("d", "e"):
+        bad = raw_pod(name, {"memory": "10E"})
+        assert len(bad.problems) == 1
+        assert "memory: 10E is outside" in bad.problems[0]
+    sidecar = PodInfo.of(
+        Pod.model_validate(
+            {
+                "spec": {
+                    "initContainers": [
+                        {"name": "s", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}
+                    ],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            }
+        )
+    )
+    plain_init = PodInfo.of(
+        Pod.model_validate(
+            {
+                "spec": {
+                    "initContainers": [{"name": "s", "resources": {"requests": {"cpu": "1"}}}],
+                    "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}],
+                }
+            }
+        )
+    )
+    assert sidecar.requests["cpu"] == 2000  # a sidecar runs beside the containers
+    assert plain_init.requests["cpu"] == 1000  # an init container runs before them
+
+
 def test_two_bound_5E_pods_make_the_node_full_instead_of_wrapping_negative() -> None:
     cache = Cache()
     cache.upsert_node(node("n1", memory="8Gi"))

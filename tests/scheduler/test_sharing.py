@@ -60,3 +60,36 @@ def test_pod_info_of_shares_the_parts_of_replicas() -> None:
     assert a.pod.spec.containers is b.pod.spec.containers
     assert a.labels is b.labels
     assert a.requests == b.requests
+
+
+def test_a_pod_shared_again_keeps_its_parts_and_equal_parts_still_meet_them() -> None:
+    # The backend shares each pod as it decodes it and PodInfo shares it again.
+    sharing = PartSharing()
+    a = sharing.share(replica("a"))
+    parts = (a.spec.containers, a.spec.affinity, a.spec.tolerations, a.metadata.labels)
+    again = sharing.share(a)
+    assert (
+        again.spec.containers,
+        again.spec.affinity,
+        again.spec.tolerations,
+        again.metadata.labels,
+    ) == parts
+    assert all(
+        x is y
+        for x, y in zip(
+            parts, (a.spec.containers, a.spec.affinity, a.spec.tolerations, a.metadata.labels), strict=True
+        )
+    )
+    b = sharing.share(replica("b"))
+    assert b.spec.containers is a.spec.containers
+
+
+def test_a_forgotten_part_is_serialized_again_rather_than_taken_for_a_kept_one() -> None:
+    sharing = PartSharing(capacity=2)
+    first = sharing.share(replica("0", app="app-0", cpu="1"))
+    for i in range(1, 6):
+        sharing.share(replica(str(i), app=f"app-{i}", cpu=str(i + 1)))
+    assert len(sharing) == 2
+    again = sharing.share(replica("x", app="app-0", cpu="1"))
+    assert again.spec.containers == first.spec.containers
+    assert again.spec.containers is not first.spec.containers  # the table had forgotten it

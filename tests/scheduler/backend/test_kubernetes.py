@@ -208,6 +208,33 @@ async def test_paginated_list_bookmarks_410_and_resume(
         await asyncio.wait_for(anext(stream), timeout=5)
 
 
+async def test_transforms_apply_to_every_listed_and_watched_object(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, plain = server
+    seen: list[str | None] = []
+
+    def mark(pod: Pod) -> Pod:
+        seen.append(pod.metadata.name)
+        pod.metadata.labels = {"transformed": "yes"}
+        return pod
+
+    backend = KubernetesBackend(plain.api_client, page_size=2, transforms={PODS: mark})
+    fake.lists = [
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="page-2")),
+        (200, page([raw_pod("p3", 5)], 10)),
+    ]
+    fake.watches = [Watch([line("ADDED", raw_pod("p4", 11))], end="hang")]
+    stream = backend.watch(PODS)
+    listed, added = await take(stream, 2)
+    assert seen == ["p1", "p2", "p3", "p4"]
+    assert all(p.metadata.labels == {"transformed": "yes"} for p in listed.objects)
+    assert added.obj is not None
+    assert added.obj.metadata.labels == {"transformed": "yes"}
+    assert [(p.api_version, p.kind) for p in listed.objects] == [("v1", "Pod")] * 3
+    await backend.close()
+
+
 async def test_http_410_on_the_watch_request_relists(server: tuple[FakeApiServer, KubernetesBackend]) -> None:
     fake, backend = server
     fake.lists = [(200, page([raw_pod("p1", 3)], 10)), (200, page([raw_pod("p2", 30)], 30))]
