@@ -31,7 +31,7 @@ from scheduler.plugins.device_share.fragmentation import (
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
 
-__all__ = ["FragmentationStrategy", "NodeCards"]
+__all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 
 NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
@@ -108,7 +108,7 @@ class FragmentationStrategy:
                 cards.rows(~free_choice), fixed[~free_choice], fixed_ok[~free_choice], shapes, host, take
             )
             best[~free_choice] = deltas[:, 0]
-        return _scaled(best)
+        return scaled(best)
 
     def host_scores(
         self, nodes: Sequence[NodeCards], host_free: Int64Array, host_take: tuple[int, int]
@@ -120,10 +120,10 @@ class FragmentationStrategy:
             return np.zeros(len(nodes), dtype=np.int64)
         cards = cards_of(nodes)
         shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
-        return _scaled(host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64)))
+        return scaled(host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64)))
 
 
-def _scaled(best: FloatArray) -> IntArray:
+def scaled(best: FloatArray) -> IntArray:
     """0..100: 100 for the smallest increase in fragmentation, 0 for the largest and where none."""
     scores = np.zeros(best.size, dtype=np.int64)
     possible = np.isfinite(best)
@@ -133,6 +133,6 @@ def _scaled(best: FloatArray) -> IntArray:
     if high - low <= 1e-9:
         scores[possible] = MAX_NODE_SCORE
         return scores
-    scaled = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
-    scores[possible] = scaled.astype(np.int64)
+    values = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
+    scores[possible] = values.astype(np.int64)
     return scores
