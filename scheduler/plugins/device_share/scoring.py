@@ -12,9 +12,10 @@ from scheduler.plugins.device_share.allocator import node_score
 from scheduler.plugins.device_share.cycle import Cycle, host_capacity, host_free, host_take, memoizable
 from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
 from scheduler.plugins.device_share.fragmentation_strategy import scaled
-from scheduler.plugins.device_share.host_share import CardShares, card_shares, stranded_delta
+from scheduler.plugins.device_share.host_share import CardShares, FloatArray, card_shares, stranded_delta
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.rdma import Refusal, rdma_node_score, wanted
+from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["NodeScorer"]
 
@@ -37,15 +38,16 @@ class NodeScorer:
                 return scores
             # A pod without GPUs still takes the cpu and memory the GPUs' pods need: rated by
             # the cards it would strand (FGD's rating of CPU-only tasks), 0..100.
-            if fragmentation is not None:
-                nodes = [names[row] for row in rows.tolist()]
-                cards = [(self.store.gpus(n), self.store.usage(n)) for n in nodes]
-                return fragmentation.host_scores(cards, host_free(snapshot, rows), host_take(pod))
             take = np.asarray(host_take(pod), dtype=np.int64)
-            shares = self.card_shares(snapshot, rows)
-            return scaled(
-                stranded_delta(shares, host_capacity(snapshot, rows), host_free(snapshot, rows), take)
+            free = host_free(snapshot, rows)
+            stranded = stranded_delta(
+                self.card_shares(snapshot, rows), host_capacity(snapshot, rows), free, take
             )
+            if fragmentation is None:
+                return scaled(stranded)
+            nodes = [names[row] for row in rows.tolist()]
+            cards = [(self.store.gpus(n), self.store.usage(n)) for n in nodes]
+            return fragmentation.host_scores(cards, free, host_take(pod), stranded)
         if fragmentation is not None and cycle.request is not None:
             return self._fragmentation_scores(cycle, pod, snapshot, rows)
         if memoizable(cycle):
@@ -62,22 +64,26 @@ class NodeScorer:
             scores[i] += self.rdma_score(node, cycle)
         return self._less_stranding(scores, cycle, pod, snapshot, rows)
 
-    def _less_stranding(
-        self, scores: IntArray, cycle: Cycle, pod: PodInfo, snapshot: Snapshot, rows: IntArray
-    ) -> IntArray:
-        """The card scores less 100 per card the pod's cpu and memory strand on the node (plus 100
-        per stranded card it takes up), floored at 0."""
-        request = cycle.request
-        if request is None or not any(host_take(pod)):
-            return scores
+    def _stranded(self, request: GPURequest, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> FloatArray:
+        """(rows,) the cards the GPU pod's cpu and memory strand on each node beyond its cards'
+        share (negative: the stranded cards it takes up), ``host_share.stranded_delta``."""
         taken = request.count * (1.0 if request.whole else min(request.core, 100) / 100)
-        delta = stranded_delta(
+        return stranded_delta(
             self.card_shares(snapshot, rows),
             host_capacity(snapshot, rows),
             host_free(snapshot, rows),
             np.asarray(host_take(pod), dtype=np.int64),
             taken,
         )
+
+    def _less_stranding(
+        self, scores: IntArray, cycle: Cycle, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+    ) -> IntArray:
+        """The card scores less 100 per card the pod's cpu and memory strand on the node (plus 100
+        per stranded card it takes up), floored at 0."""
+        if cycle.request is None or not any(host_take(pod)):
+            return scores
+        delta = self._stranded(cycle.request, pod, snapshot, rows)
         adjusted: IntArray = np.maximum(scores - np.rint(delta * 100).astype(np.int64), 0)
         return adjusted
 
@@ -98,6 +104,7 @@ class NodeScorer:
             any_card,
             host_free(snapshot, rows),
             host_take(pod),
+            self._stranded(cycle.request, pod, snapshot, rows),
         )
 
     def card_shares(self, snapshot: Snapshot, rows: IntArray) -> CardShares:
