@@ -3,17 +3,23 @@ with ``fragmentation.mix: Cluster`` (the default).
 
 Every pod that asks for GPUs counts once while it is in the cluster, bound or pending, whatever
 scheduler it names: its shape with weight 1 and the cpu and memory it asks of its node. A pod that
-ends or is deleted leaves the mix. FGD (ATC'23) scores against the whole workload's distribution;
-the cluster's pods are the closest a scheduler gets to it, and unlike the recent pods
-(``request_mix.RequestMix``, ``mix: Recent``) they do not swing with a burst of one shape. The
-mix keeps the ``max_shapes`` most common shapes.
+ends or is deleted once placed leaves the mix; one deleted while pending stays among the last
+``UNSERVED_KEPT`` such pods (demand the cluster could not meet). FGD (ATC'23) scores against
+the whole workload's distribution; the cluster's pods are the closest a scheduler gets to it, and
+unlike the recent pods (``request_mix.RequestMix``, ``mix: Recent``) they do not swing with a
+burst of one shape. The mix keeps the ``max_shapes`` most common shapes.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from scheduler.plugins.device_share.request import GPURequest
 
-__all__ = ["ClusterMix"]
+__all__ = ["UNSERVED_KEPT", "ClusterMix"]
+
+UNSERVED_KEPT = 4096
+"""Pods deleted while pending that the mix keeps counting, the most recent."""
 
 
 class ClusterMix:
@@ -23,17 +29,18 @@ class ClusterMix:
         self._max_shapes = max_shapes
         self._pods: dict[str, tuple[GPURequest, tuple[int, int]]] = {}
         self._count: dict[GPURequest, int] = {}
+        self._unserved: OrderedDict[str, None] = OrderedDict()
+        """Pods deleted while pending, still counted (``leave``), oldest first."""
         self._host: dict[GPURequest, tuple[int, int]] = {}
         """Summed cpu (milli) and memory (bytes) the shape's pods ask of their node."""
 
-    def __len__(self) -> int:
-        return len(self._pods)
-
     def uids(self) -> list[str]:
-        return list(self._pods)
+        """The pods counted that are still in the cluster."""
+        return [uid for uid in self._pods if uid not in self._unserved]
 
     def add(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """The pod ``uid`` asks for ``request`` (again: its latest request counts)."""
+        self._unserved.pop(uid, None)
         if self._pods.get(uid) == (request, host):
             return
         self.remove(uid)
@@ -42,7 +49,21 @@ class ClusterMix:
         cpu, memory = self._host.get(request, (0, 0))
         self._host[request] = (cpu + host[0], memory + host[1])
 
+    def leave(self, uid: str, served: bool) -> None:
+        """The pod is gone; one that was never ``served`` (deleted while pending) stays in the mix
+        among the last ``UNSERVED_KEPT`` such pods: its shape is the demand the cluster could not meet,
+        and were it dropped the shapes that fail most (whole nodes) would fade from the mix."""
+        if served or uid not in self._pods:
+            self.remove(uid)
+            return
+        self._unserved[uid] = None
+        self._unserved.move_to_end(uid)
+        if len(self._unserved) > UNSERVED_KEPT:
+            oldest, _ = self._unserved.popitem(last=False)
+            self.remove(oldest)
+
     def remove(self, uid: str) -> None:
+        self._unserved.pop(uid, None)
         entry = self._pods.pop(uid, None)
         if entry is None:
             return

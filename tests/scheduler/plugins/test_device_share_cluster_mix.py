@@ -1,5 +1,6 @@
 """The Fragmentation strategy's mix from the cluster's pods (``fragmentation.mix: Cluster``, the
-default): every pod asking for GPUs counts while it is in the cluster, so a burst of one shape
+default): every pod asking for GPUs counts while it is in the cluster (and, among the last ones
+deleted while pending, after), so a burst of one shape
 among the recent pods does not make the strategy forget the shapes the cluster runs (FGD scores
 against the whole workload's distribution). And it counts the cards a pod's cpu strands by each
 card's share of its node, as MostAllocated does (host_share.py)."""
@@ -11,7 +12,7 @@ import pytest
 from apis.client.backend import PODS, EventType, WatchEvent
 from apis.core import Pod
 from scheduler.plugins.device_share import DeviceShareArgs
-from scheduler.plugins.device_share.cluster_mix import ClusterMix
+from scheduler.plugins.device_share.cluster_mix import UNSERVED_KEPT, ClusterMix
 from scheduler.plugins.device_share.plugin import DeviceShare
 from scheduler.plugins.device_share.request import GPURequest
 from tests.scheduler.builders import make_pod
@@ -54,6 +55,25 @@ def test_the_most_common_shapes_are_kept() -> None:
         ClusterMix(max_shapes=0)
 
 
+def test_a_pod_deleted_while_pending_stays_in_the_mix_among_the_last_unserved() -> None:
+    """Its shape is demand the cluster could not meet: were the pods that found no cards dropped,
+    the shapes that fail most (whole nodes) would fade from the mix."""
+    mix = ClusterMix(max_shapes=8)
+    mix.add("ran", ONE)
+    mix.add("waited", EIGHT)
+    mix.leave("ran", served=True)
+    mix.leave("waited", served=False)
+    assert mix.weights_seen() == {EIGHT: 1.0}
+    assert mix.uids() == []
+    mix.add("waited", EIGHT)  # back (the same uid): counted once, in the cluster again
+    assert mix.uids() == ["waited"]
+    assert mix.weights_seen() == {EIGHT: 1.0}
+    for i in range(UNSERVED_KEPT + 1):
+        mix.add(f"gone-{i}", HALF)
+        mix.leave(f"gone-{i}", served=False)
+    assert mix.weights_seen() == {HALF: float(UNSERVED_KEPT), EIGHT: 1.0}  # the oldest unserved went
+
+
 def pod_event(kind: EventType, pod: Pod) -> WatchEvent[Pod]:
     return WatchEvent(kind, obj=pod)
 
@@ -80,12 +100,13 @@ def test_the_pod_informer_feeds_the_mix_bound_or_pending_until_the_pod_goes() ->
     done.status.phase = "Succeeded"
     tell(p, pod_event(EventType.MODIFIED, done))
     assert mix.weights_seen() == {HALF: 1.0}
-    tell(p, pod_event(EventType.DELETED, pending))
-    assert mix.weights_seen() == {}
+    tell(p, pod_event(EventType.DELETED, pending))  # never placed: still counted (``leave``)
+    assert mix.weights_seen() == {HALF: 1.0}
     tell(p, WatchEvent(EventType.REPLACED, objects=[bound, batch]))
-    assert mix.weights_seen() == {ONE: 1.0}
+    assert mix.weights_seen() == {HALF: 1.0, ONE: 1.0}
     tell(p, WatchEvent(EventType.REPLACED, objects=[]))
-    assert len(mix) == 0
+    assert mix.uids() == []
+    assert mix.weights_seen() == {HALF: 1.0}
 
 
 def test_a_burst_of_shared_pods_does_not_make_the_strategy_forget_the_cluster_runs_whole_nodes() -> None:

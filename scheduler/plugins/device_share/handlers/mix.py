@@ -23,7 +23,7 @@ class MixHandler:
         event.dispatch(self._replace, self._upsert, self._delete)
 
     def _delete(self, pod: Pod) -> None:
-        self.mix.remove(pod.metadata.uid or "")
+        self.mix.leave(pod.metadata.uid or "", served=bool(pod.spec.node_name))
 
     def _replace(self, pods: Sequence[Pod]) -> None:
         present = {pod.metadata.uid or "" for pod in pods}
@@ -34,9 +34,11 @@ class MixHandler:
 
     def _upsert(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""
-        ended = pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp
-        if ended or is_reserve_pod(pod.metadata.annotations):
+        if is_reserve_pod(pod.metadata.annotations):
             self.mix.remove(uid)
+            return
+        if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+            self._delete(pod)
             return
         requests = pod_requests(pod)
         try:
