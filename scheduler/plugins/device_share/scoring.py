@@ -44,7 +44,9 @@ class NodeScorer:
                 self.card_shares(snapshot, rows), host_capacity(snapshot, rows), free, take
             )
             if fragmentation is None:
-                return scaled(stranded)
+                # Nothing to tell the nodes apart (no GPU node, or none stranded): no score, as
+                # Koordinator gives pods without devices.
+                return scores if stranded.size == 0 or np.ptp(stranded) <= 1e-9 else scaled(stranded)
             nodes = [names[row] for row in rows.tolist()]
             cards = [(self.store.gpus(n), self.store.usage(n)) for n in nodes]
             return fragmentation.host_scores(cards, free, host_take(pod), stranded)

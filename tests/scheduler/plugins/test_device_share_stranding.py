@@ -119,3 +119,14 @@ def test_bin_packing_does_not_put_a_cpu_heavy_gpu_pod_where_it_strands_the_other
     )
     light_scores = scores_of(p, snap, light)
     assert light_scores["dense"] > light_scores["rich"]  # within its share: bin-packing as before
+
+
+def test_a_pod_without_gpus_gets_no_score_where_no_node_would_strand_a_card() -> None:
+    """Nodes with every card in use, or none: nothing to tell them apart, so no score (as
+    Koordinator gives pods without devices), not 100 everywhere."""
+    p, snap = nodes(DeviceShareArgs(), {"full": (2, "96"), "also-full": (2, "48")}, {})
+    taken = GPUUsage(100, 80 * GIB, 100)
+    for node in ("full", "also-full"):
+        p.store.hold(f"on-{node}", node, [Allocation(0, taken), Allocation(1, taken)], assumed=False)
+    batch = make_pod("batch").uid("batch").req({"cpu": "16", "memory": "1Gi"}).info()
+    assert scores_of(p, snap, batch) == {"full": 0, "also-full": 0}
