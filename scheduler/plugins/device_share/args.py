@@ -31,10 +31,20 @@ class FragmentationArgs(KoordModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    mix: Literal["Cluster", "Recent"] = "Cluster"
+    """Where the request mix comes from: ``Cluster``, the pods in the cluster that ask for GPUs
+    (bound or pending, each once while it is there); ``Recent``, the pods that asked DeviceShare
+    for GPUs lately, weights halving every ``halfLifePods``."""
     half_life_pods: int = Field(default=500, gt=0)
-    """A shape's weight in the mix halves every this many allocated pods."""
+    """With ``mix: Recent``: a shape's weight in the mix halves every this many pods."""
     max_shapes: int = Field(default=32, gt=0)
-    """Distinct request shapes kept in the mix (the lightest are dropped)."""
+    """Distinct request shapes kept in the mix (the least common or lightest are dropped)."""
+
+    @model_validator(mode="after")
+    def _half_life_only_with_recent(self) -> FragmentationArgs:
+        if "half_life_pods" in self.model_fields_set and self.mix != "Recent":
+            raise ValueError(f"fragmentation.halfLifePods is set but mix is {self.mix}, not Recent")
+        return self
 
 
 class DeviceShareScoringStrategy(KoordModel):

@@ -24,6 +24,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import StateKey
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.allocator import Allocation
+from scheduler.plugins.device_share.host_share import UNBOUNDED
 from scheduler.plugins.device_share.joint import joint_types
 from scheduler.plugins.device_share.rdma import InvalidRDMARequest, RDMAAllocation, Refusal, rdma_quantity
 from scheduler.plugins.device_share.request import GPURequest, InvalidGPURequest, gpu_request
@@ -43,6 +44,7 @@ __all__ = [
     "Cycle",
     "RDMAAsk",
     "cycle_of",
+    "host_capacity",
     "host_free",
     "host_take",
     "memoizable",
@@ -102,12 +104,24 @@ def host_free(snapshot: Snapshot, rows: IntArray) -> IntArray:
     """(rows, 2): each node's free cpu (milli) and memory (bytes); unbounded where the node does
     not report the resource."""
     table = snapshot.table
-    free = np.full((rows.size, 2), np.iinfo(np.int64).max // 4, dtype=np.int64)
+    free = np.full((rows.size, 2), UNBOUNDED, dtype=np.int64)
     for i, name in enumerate(("cpu", "memory")):
         col = table.column.get(name)
         if col is not None:
             free[:, i] = table.free(rows, np.array([col], dtype=np.int64))[:, 0]
     return free
+
+
+def host_capacity(snapshot: Snapshot, rows: IntArray) -> IntArray:
+    """(rows, 2): each node's allocatable cpu (milli) and memory (bytes); unbounded where the node
+    does not report the resource."""
+    table = snapshot.table
+    capacity = np.full((rows.size, 2), UNBOUNDED, dtype=np.int64)
+    for i, name in enumerate(("cpu", "memory")):
+        col = table.column.get(name)
+        if col is not None:
+            capacity[:, i] = table.allocatable[rows, col]
+    return capacity
 
 
 def memoizable(cycle: Cycle) -> bool:

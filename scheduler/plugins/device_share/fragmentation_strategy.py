@@ -18,6 +18,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.framework.interfaces import MAX_NODE_SCORE
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, device_score, fits, take
 from scheduler.plugins.device_share.args import FragmentationArgs
+from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
     Int64Array,
@@ -31,7 +32,7 @@ from scheduler.plugins.device_share.fragmentation import (
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
 
-__all__ = ["FragmentationStrategy", "NodeCards"]
+__all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 
 NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
@@ -40,20 +41,31 @@ _SEEN = 4096
 
 class FragmentationStrategy:
     def __init__(self, args: FragmentationArgs) -> None:
-        self.mix = RequestMix(args.half_life_pods, args.max_shapes)
+        self.cluster: ClusterMix | None = None
+        """The cluster's pods (``mix: Cluster``), fed by the pod informer (handlers/mix.py)."""
+        self.mix: RequestMix | ClusterMix
+        if args.mix == "Cluster":
+            self.mix = self.cluster = ClusterMix(args.max_shapes)
+        else:
+            self.mix = RequestMix(args.half_life_pods, args.max_shapes)
         self._seen: OrderedDict[str, None] = OrderedDict()
 
     def observe(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """A pod asks for ``request``: counted once however often it is retried (the last
         ``_SEEN`` pods are remembered). Pods that find no GPUs count too: were only the placed ones
         counted, the shapes that fail most (whole nodes) would fade from the mix, and the strategy
-        would stop keeping room for them."""
+        would stop keeping room for them. With the cluster mix the pod is one of the cluster's
+        (pending) until it is deleted, whether or not the informer has told of it yet."""
+        if self.cluster is not None:
+            self.cluster.add(uid, request, host)
+            return
         if uid in self._seen:
             self._seen.move_to_end(uid)
             return
         self._seen[uid] = None
         if len(self._seen) > _SEEN:
             self._seen.popitem(last=False)
+        assert isinstance(self.mix, RequestMix)
         self.mix.observe(request, host)
 
     def choose(
@@ -83,12 +95,17 @@ class FragmentationStrategy:
         any_card: Sequence[bool],
         host_free: Int64Array | None = None,
         host_take: tuple[int, int] = (0, 0),
+        stranded: FloatArray | None = None,
     ) -> IntArray:
         """0..100 per node: 100 for the smallest increase in fragmentation among the nodes, 0 for
         the largest and for nodes that cannot take the pod. ``any_card[n]``: any fitting card of
         node n may be taken (``chosen[n]`` is ignored), otherwise ``chosen[n]`` is the placement.
         ``host_free``: (N, 2) the nodes' free cpu and memory, of which the pod takes ``host_take``:
-        a card whose node keeps too little for a shape's pods is fragmented for that shape."""
+        a card whose node keeps too little for a shape's pods is fragmented for that shape.
+        ``stranded``: (N,) the cards the pod's cpu and memory strand on each node by each card's
+        share of its node (``host_share.stranded_delta``), added to the increase in fragmentation
+        (both count cards): the mix's mean cpu per shape misses a node that keeps that mean free
+        for one card while its other cards have none."""
         scores = np.zeros(len(nodes), dtype=np.int64)
         if not nodes:
             return scores
@@ -108,22 +125,33 @@ class FragmentationStrategy:
                 cards.rows(~free_choice), fixed[~free_choice], fixed_ok[~free_choice], shapes, host, take
             )
             best[~free_choice] = deltas[:, 0]
-        return _scaled(best)
+        if stranded is not None:
+            best = best + stranded
+        return scaled(best)
 
     def host_scores(
-        self, nodes: Sequence[NodeCards], host_free: Int64Array, host_take: tuple[int, int]
+        self,
+        nodes: Sequence[NodeCards],
+        host_free: Int64Array,
+        host_take: tuple[int, int],
+        stranded: FloatArray | None = None,
     ) -> IntArray:
         """0..100 per node for a pod that asks for no GPU but for ``host_take`` cpu and memory:
-        100 where taking them strands the fewest cards of the recent mix (FGD rates CPU-only
-        tasks the same way), 0 where the most."""
-        if not nodes or not self.mix.weights_seen():
+        100 where taking them strands the fewest cards of the mix (FGD rates CPU-only tasks the
+        same way), 0 where the most; ``stranded`` as in ``scores``."""
+        if not nodes or (stranded is None and not self.mix.weights_seen()):
             return np.zeros(len(nodes), dtype=np.int64)
-        cards = cards_of(nodes)
-        shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
-        return _scaled(host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64)))
+        deltas = np.zeros(len(nodes), dtype=np.float64)
+        if self.mix.weights_seen():
+            cards = cards_of(nodes)
+            shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
+            deltas = host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64))
+        if stranded is not None:
+            deltas = deltas + stranded
+        return scaled(deltas)
 
 
-def _scaled(best: FloatArray) -> IntArray:
+def scaled(best: FloatArray) -> IntArray:
     """0..100: 100 for the smallest increase in fragmentation, 0 for the largest and where none."""
     scores = np.zeros(best.size, dtype=np.int64)
     possible = np.isfinite(best)
@@ -133,6 +161,6 @@ def _scaled(best: FloatArray) -> IntArray:
     if high - low <= 1e-9:
         scores[possible] = MAX_NODE_SCORE
         return scores
-    scaled = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
-    scores[possible] = scaled.astype(np.int64)
+    values = np.rint((high - best[possible]) * MAX_NODE_SCORE / (high - low))
+    scores[possible] = values.astype(np.int64)
     return scores

@@ -55,6 +55,7 @@ from scheduler.plugins.device_share.cycle_allocator import ERR_INSUFFICIENT_GPU,
 from scheduler.plugins.device_share.filtering import ERR_ISOLATION_PROVIDER, NodeRefusals
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.handlers.devices import DeviceHandler
+from scheduler.plugins.device_share.handlers.mix import MixHandler
 from scheduler.plugins.device_share.handlers.pods import PodHandler
 from scheduler.plugins.device_share.handlers.reservations import ReservationHandler
 from scheduler.plugins.device_share.node_memo import NodeAnswers
@@ -122,6 +123,8 @@ class DeviceShare:
         handle.subscribe(CONFIGMAPS, self.templates.on_event)
         handle.subscribe(PODS, self._on_pod)
         handle.subscribe(RESERVATIONS, self._on_reservation)
+        if self.fragmentation is not None and self.fragmentation.cluster is not None:
+            handle.subscribe(PODS, MixHandler(self.fragmentation.cluster).on_event)
 
     @property
     def name(self) -> str:

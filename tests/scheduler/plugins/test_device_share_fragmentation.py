@@ -32,6 +32,9 @@ from tests.scheduler.plugins.device_share_fixtures import GIB, device, eight_gpu
 from tests.scheduler.plugins.test_device_share import gpu_pod, minors, plugin, req, schedule, snapshot
 
 FRAGMENTATION = DeviceShareArgs.model_validate({"scoringStrategy": {"type": "Fragmentation"}})
+RECENT_MIX = DeviceShareArgs.model_validate(
+    {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {"mix": "Recent"}}}
+)
 MOST_ALLOCATED = DeviceShareArgs.model_validate({"scoringStrategy": {"type": "MostAllocated"}})
 LEAST_ALLOCATED = DeviceShareArgs.model_validate({"scoringStrategy": {"type": "LeastAllocated"}})
 
@@ -130,7 +133,7 @@ def test_the_mix_decays_by_half_life_and_keeps_at_most_max_shapes() -> None:
 
 
 def test_each_pod_asking_for_gpus_counts_once_in_the_mix_placed_or_not() -> None:
-    p, _ = plugin(device("n1", gpu(0)), args=FRAGMENTATION)
+    p, _ = plugin(device("n1", gpu(0)), args=RECENT_MIX)
     snap = snapshot("n1")
     assert p.fragmentation is not None
     schedule(p, gpu_pod("whole", **req(nvidia=1)), snap)
@@ -144,12 +147,19 @@ def test_each_pod_asking_for_gpus_counts_once_in_the_mix_placed_or_not() -> None
 
 def test_fragmentation_args_are_checked_at_start_up() -> None:
     args = DeviceShareArgs.model_validate(
-        {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {"halfLifePods": 100, "maxShapes": 8}}}
+        {
+            "scoringStrategy": {
+                "type": "Fragmentation",
+                "fragmentation": {"mix": "Recent", "halfLifePods": 100, "maxShapes": 8},
+            }
+        }
     )
-    assert args.scoring_strategy.fragmentation == FragmentationArgs(half_life_pods=100, max_shapes=8)
+    assert args.scoring_strategy.fragmentation == FragmentationArgs(
+        mix="Recent", half_life_pods=100, max_shapes=8
+    )
     assert "halfLifePods" in args.model_dump(by_alias=True)["scoringStrategy"]["fragmentation"]
     with pytest.raises(ValueError, match="type is MostAllocated, not Fragmentation"):
-        DeviceShareArgs.model_validate({"scoringStrategy": {"fragmentation": {"halfLifePods": 100}}})
+        DeviceShareArgs.model_validate({"scoringStrategy": {"fragmentation": {"maxShapes": 8}}})
     with pytest.raises(ValueError, match="greater than 0"):
         DeviceShareArgs.model_validate(
             {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {"maxShapes": 0}}}
@@ -162,10 +172,25 @@ profiles:
   pluginConfig:
   - name: DeviceShare
     args:
-      scoringStrategy: {type: LeastAllocated, fragmentation: {halfLifePods: 10}}
+      scoringStrategy: {type: LeastAllocated, fragmentation: {mix: Recent, halfLifePods: 10}}
 """
     with pytest.raises(ConfigError, match="not Fragmentation"):
         load_config(config, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+
+
+def test_the_mix_source_is_checked_at_start_up() -> None:
+    default = DeviceShareArgs.model_validate(
+        {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {}}}
+    )
+    assert default.scoring_strategy.fragmentation == FragmentationArgs(mix="Cluster")
+    with pytest.raises(ValueError, match="'Cluster' or 'Recent'"):
+        DeviceShareArgs.model_validate(
+            {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {"mix": "Trace"}}}
+        )
+    with pytest.raises(ValueError, match="halfLifePods is set but mix is Cluster, not Recent"):
+        DeviceShareArgs.model_validate(
+            {"scoringStrategy": {"type": "Fragmentation", "fragmentation": {"halfLifePods": 100}}}
+        )
 
 
 # ---- properties ----
