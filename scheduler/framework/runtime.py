@@ -405,6 +405,10 @@ class Framework:
             if diagnosis.post_filter_message:
                 reasons.append(diagnosis.post_filter_message)
             last = fw.PostFilterResult(status)
+            if status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                # As kube-scheduler's RunPostFilterPlugins: the plugins after it do not run (a job
+                # whose victims are still going must not get a second preemption from another one).
+                break
         diagnosis.post_filter_message = ", ".join(reasons) or None
         return last
 

@@ -214,6 +214,10 @@ async def test_soft_eviction_only_marks_the_victims(filled: MemoryBackend) -> No
             ]
 
         await until(lambda: len(marked()) == 2)
+        # More cycles of the preemptor while its victims are only marked: no other PostFilter
+        # (DefaultPreemption after Coscheduling) evicts for it meanwhile.
+        await asyncio.sleep(0.5)
+        assert len(marked()) == 2
         victims = [p for p in backend.list(PODS) if (p.metadata.name or "") in marked()]
         assert len(names(backend)) == 17  # nobody deleted: a custom evictor acts on the marks
         for victim in victims:

@@ -178,7 +178,9 @@ class JobPreemption:
             return Outcome(Status.unresolvable(), "not eligible due to preemptionPolicy=Never.")
         waiting = self._waiting_for_victims(trigger, job, members, snapshot)
         if waiting is not None:
-            return Outcome(Status.unschedulable(), waiting, snapshot.nominated_node(trigger.uid), holds=True)
+            # Unresolvable ends PostFilter here: DefaultPreemption after it would find victims that
+            # are only marked (soft eviction) or evict beside those already going.
+            return Outcome(Status.unresolvable(), waiting, snapshot.nominated_node(trigger.uid), holds=True)
         choice = await self.choose(
             trigger, job, members, snapshot, topology=topology, spec=spec, release=release, admit=admit
         )
