@@ -146,8 +146,12 @@ class Advisor:
         blocker = f"{answer.blocker.kind}: {answer.blocker.message}" if answer.blocker else "does not fit"
         change = answer.smallest_change.description if answer.smallest_change else None
         cut = change is None and bool(answer.notes)
-        advice = Advice(gang_id, blocker, change, self.service.cache.version, self.clock(), seconds, cut)
         before = self._by_job.get(gang_id)
+        if cut and before is not None and before.smallest_change is not None and before.blocker == blocker:
+            # A search its deadline cut (a loaded machine) proves nothing: the change found before
+            # for the same blocker stands, and is asked again with more time.
+            change = before.smallest_change
+        advice = Advice(gang_id, blocker, change, self.service.cache.version, self.clock(), seconds, cut)
         self._by_job[gang_id] = advice
         namespace = gang_id.split("/", 1)[0]
         members = self._members(gang_id)
