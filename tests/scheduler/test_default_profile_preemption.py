@@ -4,37 +4,12 @@ loop, evictions through the backend."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from apis.client.backend import NODES, PODS
-from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.memory import MemoryBackend
-from scheduler.config import load_config
-from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from tests.scheduler.test_job_preemption import HIGH, LOW, bound, names, node, pod, until
-
-CONFIG = """
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-profiles:
-- schedulerName: koord-scheduler
-"""
-
-
-async def start(backend: MemoryBackend) -> tuple[SchedulerApp, asyncio.Event, asyncio.Task[None]]:
-    config = load_config(CONFIG, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
-    settings = AppSettings(
-        profiles=tuple(config.profiles), pod_initial_backoff_seconds=0.01, pod_max_backoff_seconds=0.05
-    )
-    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
-    stop = asyncio.Event()
-    task = asyncio.create_task(app.run(stop))
-    await app.handlers.synced_nodes.wait()
-    await app.handlers.synced_pods.wait()
-    return app, stop, task
+from tests.scheduler.whatif.cluster import DEFAULT_PROFILE_CONFIG, running
 
 
 async def test_a_high_priority_pod_evicts_the_lower_priority_pods_it_needs_and_binds() -> None:
@@ -42,15 +17,11 @@ async def test_a_high_priority_pod_evicts_the_lower_priority_pods_it_needs_and_b
     backend.apply(NODES, node("a", cpu="4"))
     for i in range(3):
         backend.apply(PODS, pod(f"low-{i}", cpu="1", priority=LOW + i, node_name="a"))
-    _app, stop, task = await start(backend)
-    try:
+    async with running(backend, config_text=DEFAULT_PROFILE_CONFIG):
         backend.apply(PODS, pod("urgent", cpu="3", priority=HIGH))
         await until(lambda: bound(backend).get("urgent") == "a")
         # 1 CPU is free: two must go, the two least important (kube-scheduler's reprieve)
         assert names(backend) == {"urgent", "low-2"}
-    finally:
-        stop.set()
-        await task
 
 
 @pytest.mark.parametrize(
@@ -64,14 +35,10 @@ async def test_a_pod_labelled_not_preemptible_is_never_a_victim(label: str, valu
     backend = MemoryBackend()
     backend.apply(NODES, node("a", cpu="2"))
     backend.apply(PODS, pod("keep", cpu="2", priority=LOW, node_name="a", labels={label: value}))
-    _app, stop, task = await start(backend)
-    try:
+    async with running(backend, config_text=DEFAULT_PROFILE_CONFIG):
         backend.apply(PODS, pod("urgent", cpu="2", priority=HIGH))
         await until(
             lambda: any("No preemption victims found for incoming pod" in e.message for e in backend.events)
         )
         assert names(backend) == {"keep", "urgent"}
         assert "urgent" not in bound(backend)
-    finally:
-        stop.set()
-        await task
