@@ -6,10 +6,14 @@ Koordinator's scheduler writes JSON ResourceList annotations (``runtime``, ``req
 ElasticQuota has no status subresource, so one JSON merge patch of the main resource carries all of
 it. ``FiguresWriter`` runs in a background task: woken by a change, it waits ``interval`` seconds
 (so a burst of pod events makes one patch), asks for the current payloads and patches each quota
-whose payload differs from what the object carries. Every ``interval`` it also compares
-``version()`` (what the figures depend on, nodes included: a node joining a profile's tree wakes no
-quota or pod listener) with the one it last wrote, as Koordinator's controller re-syncs every
-second. A failed patch is logged and retried at the next poll; it never fails a scheduling cycle.
+with the figures that differ from what the object carries. As Koordinator's
+``updateElasticQuotaStatusIfChanged``, two lists differ only where they differ with their zero
+entries removed, and only the figures that differ are written: a quota whose runtime has always
+been zero gets no ``runtime`` annotation, and one whose runtime fell to zero gets the zeros
+written. Every ``interval`` it also compares ``version()`` (what the figures depend on, nodes
+included: a node joining a profile's tree wakes no quota or pod listener) with the one it last
+wrote, as Koordinator's controller re-syncs every second. A failed patch is logged and retried at
+the next poll; it never fails a scheduling cycle.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from apis.client.backend import NotFound
+from apis.errors import InvalidValue
 from apis.extension import quota as quota_ext
+from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.quota import Figures
 from scheduler.quota.tree import Resources
@@ -52,6 +58,29 @@ def resource_json(amounts: Resources) -> str:
     return json.dumps(_strings(amounts), separators=(",", ":"))
 
 
+def _nonzero(text: str | None) -> dict[str, Quantity] | None:
+    """The non-zero entries of a ResourceList's JSON text (None: not a ResourceList)."""
+    if not text:
+        return {}
+    try:
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            return None
+        amounts = {str(name): Quantity.parse(value) for name, value in raw.items()}
+    except (ValueError, TypeError, InvalidValue):
+        return None
+    return {name: amount for name, amount in amounts.items() if not amount.is_zero()}
+
+
+def same_figures(observed: str | None, wanted: str) -> bool:
+    """Koordinator's ``quotav1.Equals(RemoveZeros(a), RemoveZeros(b))`` on two JSON texts; text that
+    is no ResourceList (edited by hand) differs from anything, so it is written over."""
+    if observed == wanted:
+        return True
+    before = _nonzero(observed)
+    return before is not None and before == _nonzero(wanted)
+
+
 @dataclass(frozen=True, slots=True)
 class Payload:
     namespace: str
@@ -61,8 +90,15 @@ class Payload:
 
     def patch(self) -> dict[str, object]:
         annotations = {k: v for k, v in self.values.items() if k != USED_KEY}
-        used = json.loads(self.values[USED_KEY])
-        return {"metadata": {"annotations": annotations}, "status": {"used": used}}
+        patch: dict[str, object] = {"metadata": {"annotations": annotations}} if annotations else {}
+        if USED_KEY in self.values:
+            patch["status"] = {"used": json.loads(self.values[USED_KEY])}
+        return patch
+
+    def differing(self, observed: Mapping[str, str]) -> Payload:
+        """The part of this payload that ``observed`` does not carry yet (``same_figures``)."""
+        values = {k: v for k, v in self.values.items() if not same_figures(observed.get(k), v)}
+        return Payload(self.namespace, self.name, values)
 
 
 GUARANTEE_ANNOTATIONS = {
@@ -134,13 +170,15 @@ class FiguresWriter:
         written = 0
         version = self._version() if self._version is not None else None
         failed = False
-        for payload, observed in self._payloads():
-            current = {k: observed.get(k) for k in payload.values}
+        for whole, observed in self._payloads():
+            payload = whole.differing(observed)
             sent = self._sent.get(payload.name)
-            if sent is not None and current == dict(sent):
+            if sent is not None and all(observed.get(k) == v for k, v in sent.items()):
                 del self._sent[payload.name]  # the watch has caught up with our last patch
                 sent = None
-            if current == dict(payload.values) or sent == payload.values:
+            if not payload.values or (
+                sent is not None and all(sent.get(k) == v for k, v in payload.values.items())
+            ):
                 continue
             try:
                 await self._patch(payload)
