@@ -37,6 +37,7 @@ __all__ = [
     "PreemptionExtension",
     "Preemptor",
     "PreferNodesPlugin",
+    "QueuePrecedence",
     "QuotaRelease",
     "ReservationFilterPlugin",
     "ReservationView",
@@ -60,6 +61,19 @@ class PreferNodesPlugin(Protocol):
         """The nodes to try first, in order, among ``allowed`` (the PreFilter result; None: every
         node); empty: none."""
         ...
+
+
+@runtime_checkable
+class QueuePrecedence(Protocol):
+    """A plugin that sends some pending pods ahead of the others of their priority in the active
+    queue, whatever the queueSort plugin's order among them: Coscheduling, for the rest of a gang
+    of which some members are bound already (a scheduler killed between the bindings) and idle
+    until it runs. The Framework asks every such plugin of the profile when it keys a pod."""
+
+    @property
+    def name(self) -> str: ...
+
+    def queue_first(self, pod: PodInfo) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -188,6 +188,7 @@ class Framework:
         self._numa_hint_providers = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.NUMAHintProvider)
         )
+        self._queue_precedence = tuple(p for p in self.plugins.values() if isinstance(p, ext.QueuePrecedence))
         sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
@@ -281,7 +282,10 @@ class Framework:
     # ---- queue -------------------------------------------------------------------------------
 
     def queue_sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        return self._queue_sort.sort_key(pod)
+        """The queueSort plugin's key, after the pod's priority and whether a ``QueuePrecedence``
+        plugin sends it first among the pods of that priority."""
+        first = any(p.queue_first(pod) for p in self._queue_precedence)
+        return (-pod.priority, not first, self._queue_sort.sort_key(pod))
 
     @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:

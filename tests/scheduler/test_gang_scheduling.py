@@ -461,10 +461,13 @@ async def start_on(backend: MemoryBackend) -> tuple[SchedulerApp, asyncio.Event,
     return app, stop, task
 
 
-def part_bound_trio(free_nodes: int) -> MemoryBackend:
+def part_bound_trio(free_nodes: int, waiting: tuple[dict[str, Any], ...] = ()) -> MemoryBackend:
     """A gang of minMember 3 of which a killed scheduler bound one member (g0) before dying: g1 and
-    g2 are pending; ``free_nodes`` whole nodes are free for them."""
+    g2 are pending; ``free_nodes`` whole nodes are free for them. ``waiting``: pending pods created
+    before the gang."""
     backend = MemoryBackend()
+    for pod in waiting:
+        backend.apply(PODS, pod)
     for i in range(1 + free_nodes):
         backend.apply(NODES, node(f"n{i}"))
     backend.apply(PODGROUPS, pod_group("trio", 3))
@@ -502,6 +505,24 @@ async def test_a_restarted_scheduler_places_the_rest_of_a_part_bound_gang_togeth
             await asyncio.sleep(0.02)
         await settle()
         assert sorted(bound(backend)) == ["g0"]
+    finally:
+        stop.set()
+        await task
+
+
+async def test_a_restarted_scheduler_places_the_rest_of_a_part_bound_gang_before_older_pods() -> None:
+    """A scheduler killed between a gang's bindings leaves it part bound, its bound member idle until
+    the rest runs. Restarted, it must place that rest before pods of the same priority that were
+    waiting longer for room (c0, created first), or they take it and the gang stays part bound."""
+    backend = part_bound_trio(free_nodes=2, waiting=(member("c0", cpu="4"),))
+    _app, stop, task = await start_on(backend)
+    try:
+        for _ in range(200):
+            if len(bound(backend)) >= 3:
+                break
+            await asyncio.sleep(0.02)
+        await settle()
+        assert sorted(bound(backend)) == ["g0", "g1", "g2"]
     finally:
         stop.set()
         await task

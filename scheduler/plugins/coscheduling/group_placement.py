@@ -14,7 +14,9 @@ When the solve returns, on the event loop:
   taken planned room: then the group is planned again), each member is nominated to its node so
   that later pods leave that room alone, and the members are activated to take their places.
 
-Without a running event loop (a plugin driven synchronously in a test) the solve runs inline.
+Without a running event loop (a plugin driven synchronously in a test) the solve runs inline; so
+does the solve of the rest of a group some of whose members are bound already (a scheduler killed
+between the bindings, ``Coscheduling.queue_first``): no pod may take its room while it is solved.
 """
 
 from __future__ import annotations
@@ -90,10 +92,14 @@ class GroupPlanner:
         group: GangGroup,
         pending_members: Callable[[], Sequence[PodInfo]],
         snapshot: Snapshot,
+        *,
+        inline: bool = False,
     ) -> Status | None:
         """None when ``group.plan`` names a node for every pending member; otherwise PENDING while
         the group's solve runs, or why the group cannot be placed. ``pending_members`` is only
-        called when a new plan is needed (it sorts the whole group)."""
+        called when a new plan is needed (it sorts the whole group). ``inline``: solve on the
+        cycle, so that no pod scheduled meanwhile takes the group's room (the rest of a part-bound
+        group, whose bound members wait for it)."""
         if group.failure is not None and group.failure_version == snapshot.version:
             return Status.unschedulable(group.failure)
         if group.id in self._solving:
@@ -133,6 +139,11 @@ class GroupPlanner:
             asyncio.get_running_loop()
         except RuntimeError:
             return self._adopt(gang, group, members, _solve(problem), snapshot.version)
+        if inline:
+            # Adopted, the plan nominates the members (this snapshot predates that) and activates
+            # them: this member takes its place in its next cycle, as after a solve off the cycle.
+            failure = self._adopt(gang, group, members, _solve(problem), snapshot.version)
+            return failure or Status.pending(f"gang group {group.id}: placed, its members are next in line")
         self._solving[group.id] = snapshot.version
         self._background.spawn(self._solve_off_cycle(gang, group, members, problem))
         return Status.pending(f"gang group {group.id}: its placement is being computed")

@@ -262,6 +262,16 @@ class Coscheduling(
             lift_lower=True,
         )
 
+    def queue_first(self, pod: PodInfo) -> bool:
+        """The rest of a gang group some of whose members are bound but that never was satisfied
+        (a scheduler killed between its bindings): it goes first among its priority, before pods
+        that would take the room it needs and leave the bound members idle for good
+        (``QueuePrecedence``). Beyond Koordinator, which orders it as any gang."""
+        gang = self.gangs.gang_of(pod)
+        if gang is None or self.gangs.group(gang).once_satisfied:
+            return False
+        return any(member.bound and member.running() for member in self.gangs.members_of_group(gang))
+
     def _activate_if_ready(self, gang: Gang) -> None:
         if self.gangs.check(gang) is None:
             self.handle.activate({p.uid for g in self.gangs.members_of_group(gang) for p in g.pending()})
@@ -310,6 +320,7 @@ class Coscheduling(
                 group,
                 lambda: [p for g in self.gangs.members_of_group(gang) for p in g.pending()],
                 snapshot,
+                inline=self.queue_first(pod),
             )
             if failure is not None:
                 return PreFilterResult(failure)
