@@ -1,10 +1,10 @@
-"""A value computed from one version of a pod, kept while that version is among the last asked
-(a what-if builds the same members' placement problem a dozen times; each build used to
-serialise every member's affinity and tolerations again)."""
+"""A value computed from one version of a pod, kept while that version lives (a what-if builds
+the same members' placement problem a dozen times; each build used to serialise every member's
+affinity and tolerations again)."""
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import weakref
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -19,20 +19,26 @@ T = TypeVar("T")
 class PerPodVersion(Generic[T]):
     """``compute(pod)``, once per pod version: a new version is a new ``Pod`` object (the cache
     decodes each watch event's object once and never edits it), so the object's identity is the
-    key; the entry keeps the object, so its id is not reused while the entry lives."""
+    key. The entry holds the object weakly and goes when it does: a what-if's made-up pods (one
+    set per change it tries) are not kept alive by it."""
 
-    def __init__(self, compute: Callable[[PodInfo], T], size: int = 16_384) -> None:
+    def __init__(self, compute: Callable[[PodInfo], T]) -> None:
         self._compute = compute
-        self._size = size
-        self._kept: OrderedDict[int, tuple[Pod, T]] = OrderedDict()
+        self._kept: dict[int, tuple[weakref.ref[Pod], T]] = {}
 
     def __call__(self, pod: PodInfo) -> T:
         key = id(pod.pod)
         kept = self._kept.get(key)
-        if kept is not None and kept[0] is pod.pod:
+        if kept is not None and kept[0]() is pod.pod:
             return kept[1]
         value = self._compute(pod)
-        self._kept[key] = (pod.pod, value)
-        if len(self._kept) > self._size:
-            self._kept.popitem(last=False)
+        kept_map = self._kept
+
+        def forget(_: weakref.ref[Pod]) -> None:
+            kept_map.pop(key, None)
+
+        kept_map[key] = (weakref.ref(pod.pod, forget), value)
         return value
+
+    def __len__(self) -> int:
+        return len(self._kept)
