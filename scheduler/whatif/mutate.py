@@ -9,6 +9,7 @@ from typing import Any
 from apis.core import Pod
 from apis.extension import device as device_ext
 from apis.extension import quota as quota_ext
+from apis.gcpause import gc_paused
 from apis.meta import Taint
 from scheduler.cache.pod_info import PodInfo
 from scheduler.whatif.workload import Job
@@ -26,10 +27,11 @@ _SCALED_ALONG = (device_ext.RESOURCE_GPU_MEMORY_RATIO, device_ext.RESOURCE_GPU_C
 
 def _edit(job: Job, change: Callable[[dict[str, Any]], None]) -> Job:
     members = []
-    for member in job.members:
-        data = member.pod.model_dump(by_alias=True, exclude_none=True)
-        change(data)
-        members.append(PodInfo.of(Pod.model_validate(data)))
+    with gc_paused():
+        for member in job.members:
+            data = member.pod.model_dump(by_alias=True, exclude_none=True)
+            change(data)
+            members.append(PodInfo.of(Pod.model_validate(data)))
     return job.with_members(members)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from apis.gcpause import gc_paused
 from scheduler import solver
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
@@ -125,7 +126,7 @@ def _planning(ctx: WhatIfContext, job: Job) -> Iterator[Snapshot]:
     restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids or n.pod.priority < top)
     try:
         ctx.framework.restore_reserved(members, snapshot)
-        with ctx.admitting(uids):
+        with ctx.admitting(uids), gc_paused():
             yield snapshot
     finally:
         snapshot.close()
