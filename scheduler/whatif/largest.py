@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from scheduler.solver import PlacementProblem
 from scheduler.whatif.context import WhatIfContext
+from scheduler.whatif.gpu_bound import gpu_bound
 from scheduler.whatif.mutate import gpu_request, with_gpu
 from scheduler.whatif.preemption import choose
 from scheduler.whatif.probe import Probe, probe
@@ -121,6 +122,9 @@ async def largest_gpu(ctx: WhatIfContext, job: Job, *, preempting: bool = False)
         return None
     resource, amount, card = asked
     values = sorted({v for v in _gpu_values(amount, card) if 0 < v < amount})
+    if not preempting:  # evictions free room that counting the free room now does not see
+        bound = gpu_bound(ctx, job, resource, values)
+        values = [v for v in values if v <= bound]
 
     async def check(per_pod: int) -> tuple[bool, Probe | None, Job]:
         smaller = with_gpu(job, resource, per_pod)
@@ -130,7 +134,7 @@ async def largest_gpu(ctx: WhatIfContext, job: Job, *, preempting: bool = False)
         selection, _ = await choose(ctx, smaller, found.quota_fits)
         return selection is not None, None, smaller
 
-    return resource, await _bisect(ctx, values, check)
+    return resource, await _bisect(ctx, values, check, largest_first=not preempting)
 
 
 def _gpu_values(amount: int, card: int) -> list[int]:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from apis.core import Pod
+from apis.core import Pod, PodSpec
 from apis.extension import device as device_ext
 from apis.extension import quota as quota_ext
+from apis.gcpause import gc_paused
 from apis.meta import Taint
 from scheduler.cache.pod_info import PodInfo
 from scheduler.whatif.workload import Job
@@ -24,12 +25,24 @@ GPU_RESOURCES: tuple[tuple[str, int], ...] = (
 _SCALED_ALONG = (device_ext.RESOURCE_GPU_MEMORY_RATIO, device_ext.RESOURCE_GPU_CORE)
 
 
-def _edit(job: Job, change: Callable[[dict[str, Any]], None]) -> Job:
+def _edit(job: Job, change: Callable[[dict[str, Any]], None], *, spec_only: bool = False) -> Job:
+    """``spec_only``: ``change`` edits nothing but the spec, so a member whose spec equals one
+    already edited takes that edited spec (the replicas of a gang differ in their metadata only)
+    instead of a dump and validation of its own."""
     members = []
-    for member in job.members:
-        data = member.pod.model_dump(by_alias=True, exclude_none=True)
-        change(data)
-        members.append(PodInfo.of(Pod.model_validate(data)))
+    edited: list[tuple[PodSpec, PodSpec]] = []
+    with gc_paused():
+        for member in job.members:
+            spec = member.pod.spec
+            done = next((after for before, after in edited if before == spec), None) if spec_only else None
+            if done is not None:
+                members.append(PodInfo.of(member.pod.model_copy(update={"spec": done})))
+                continue
+            data = member.pod.model_dump(by_alias=True, exclude_none=True)
+            change(data)
+            pod = Pod.model_validate(data)
+            edited.append((spec, pod.spec))
+            members.append(PodInfo.of(pod))
     return job.with_members(members)
 
 
@@ -46,7 +59,7 @@ def with_toleration(job: Job, taint: Taint) -> Job:
     def change(data: dict[str, Any]) -> None:
         data.setdefault("spec", {}).setdefault("tolerations", []).append(toleration)
 
-    return _edit(job, change)
+    return _edit(job, change, spec_only=True)
 
 
 def gpu_request(job: Job) -> tuple[str, int, int] | None:
@@ -72,7 +85,7 @@ def with_gpu(job: Job, resource: str, per_pod: int) -> Job:
         for name in (resource, *(r for r in _SCALED_ALONG if r != resource)):
             _scale(containers, name, ratio)
 
-    return _edit(job, change)
+    return _edit(job, change, spec_only=True)
 
 
 def _amount(container: Mapping[str, Any], resource: str) -> int:

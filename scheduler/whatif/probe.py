@@ -9,13 +9,16 @@ the solve runs in a worker thread on the frozen problem. Nothing is nominated or
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from apis.gcpause import gc_paused
 from scheduler import solver
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.plugins.coscheduling.placement import TopologyError, build_problem
@@ -61,24 +64,17 @@ class Probe:
 def build(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
     fwk = ctx.framework
     members = list(job.members)
-    topology = ctx.setting.topology if job.spec is not None else None
-    if job.spec is not None and topology is None:
-        return (
-            f"gang {job.id} asks for network topology, but there is no ClusterNetworkTopology named default"
-        )
-    snapshot = ctx.snapshot()
-    uids = {m.uid for m in members}
-    top = max(m.priority for m in members)
-    restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids or n.pod.priority < top)
+    missing = _missing_topology(ctx, job)
+    if missing is not None:
+        return missing
     try:
-        fwk.restore_reserved(members, snapshot)
-        with ctx.admitting(uids):
+        with _planning(ctx, job) as snapshot:
             return build_problem(
                 job.id,
                 members,
                 snapshot,
                 lambda member: fwk.feasible_rows(member, snapshot),
-                topology=topology,
+                topology=ctx.setting.topology if job.spec is not None else None,
                 spec=job.spec,
                 options=ctx.options,
                 score_rows=lambda member, rows: fwk.score_rows(member, snapshot, rows),
@@ -87,6 +83,51 @@ def build(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
             )
     except TopologyError as exc:
         return f"gang {job.id}: {exc}"
+
+
+def free_room(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
+    """The job's placement problem over every node, with no Filter, plugin room or spread asked:
+    each node's free room as ``build`` sees it, and its topology path, to count what can fit at
+    most (``largest.gpu_bound``)."""
+    missing = _missing_topology(ctx, job)
+    if missing is not None:
+        return missing
+    try:
+        with _planning(ctx, job) as snapshot:
+            return build_problem(
+                job.id,
+                list(job.members),
+                snapshot,
+                lambda _: snapshot.candidate_rows(),
+                topology=ctx.setting.topology if job.spec is not None else None,
+                spec=job.spec,
+                options=ctx.options,
+            )
+    except TopologyError as exc:
+        return f"gang {job.id}: {exc}"
+
+
+def _missing_topology(ctx: WhatIfContext, job: Job) -> str | None:
+    if job.spec is not None and ctx.setting.topology is None:
+        return (
+            f"gang {job.id} asks for network topology, but there is no ClusterNetworkTopology named default"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def _planning(ctx: WhatIfContext, job: Job) -> Iterator[Snapshot]:
+    """The cache as the job's planning cycle sees it: the nominations that would not block the
+    job lifted, the room reserved for its members restored, its quota admitting it."""
+    members = list(job.members)
+    snapshot = ctx.snapshot()
+    uids = {m.uid for m in members}
+    top = max(m.priority for m in members)
+    restore = snapshot.lift_nominations(lambda n: n.pod.uid in uids or n.pod.priority < top)
+    try:
+        ctx.framework.restore_reserved(members, snapshot)
+        with ctx.admitting(uids), gc_paused():
+            yield snapshot
     finally:
         snapshot.close()
         restore()

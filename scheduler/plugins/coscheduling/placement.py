@@ -27,6 +27,7 @@ import numpy.typing as npt
 from apis.extension import networktopology as topology_ext
 from apis.scheduling.networktopology import NODE_TOPOLOGY_LAYER, ClusterNetworkTopology, InvalidTopologyChain
 from scheduler.cache.node_table import IntArray
+from scheduler.cache.per_pod_version import PerPodVersion
 from scheduler.cache.pod_info import DEFAULT_BIND_ALL_HOST_IP, PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.extensions import Room
@@ -114,19 +115,26 @@ def node_paths(
     return [None if None in path else path for path in zip(*(v.tolist() for v in layers), strict=True)]
 
 
-def _placement_signature(pod: PodInfo, spread: Sequence[SpreadConstraint]) -> str:
-    """What the Filters read of a pod besides its requests: node name, selector, affinity,
-    tolerations (a member pinned to one node is not interchangeable with one pinned to another),
-    and which of the gang's topology spread constraints it carries or is counted by."""
+def _filter_signature(pod: PodInfo) -> str:
     spec = pod.pod.spec
     parts = (
         spec.node_name or "",
         json.dumps(spec.node_selector or {}, sort_keys=True),
         spec.affinity.model_dump_json(exclude_none=True) if spec.affinity else "",
         json.dumps([t.model_dump(exclude_none=True) for t in spec.tolerations or ()], sort_keys=True),
-        "".join(f"{int(pod.uid in c.constrained)}{int(pod.uid in c.matching)}" for c in spread),
     )
     return "\x00".join(parts)
+
+
+_filter_signature_of = PerPodVersion(_filter_signature)
+
+
+def _placement_signature(pod: PodInfo, spread: Sequence[SpreadConstraint]) -> str:
+    """What the Filters read of a pod besides its requests: node name, selector, affinity,
+    tolerations (a member pinned to one node is not interchangeable with one pinned to another),
+    and which of the gang's topology spread constraints it carries or is counted by."""
+    carried = "".join(f"{int(pod.uid in c.constrained)}{int(pod.uid in c.matching)}" for c in spread)
+    return f"{_filter_signature_of(pod)}\x00{carried}"
 
 
 def _selects_fellow(term: AffinityTerm, pod: PodInfo) -> bool:

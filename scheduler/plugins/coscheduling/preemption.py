@@ -44,6 +44,7 @@ from apis.extension import preemption as preemption_ext
 from apis.extension import quota as quota_ext
 from apis.extension.networktopology import NetworkTopologySpec
 from apis.extension.reservation import is_reserve_pod
+from apis.gcpause import gc_paused
 from apis.scheduling.networktopology import ClusterNetworkTopology
 from scheduler import solver
 from scheduler.background import BackgroundTasks
@@ -237,7 +238,7 @@ class JobPreemption:
             snapshot.lift_nominations(lambda n: n.pod.priority < trigger.priority) if lift_lower else None
         )
         try:
-            with admitting:
+            with admitting, gc_paused():  # its temporaries die with it: no collection midway
                 problem = builder.build(
                     trigger, job, members, candidates, snapshot, topology=topology, spec=spec, release=release
                 )

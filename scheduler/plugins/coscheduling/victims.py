@@ -101,6 +101,7 @@ class VictimProblemBuilder:
         pdbs = self._pdbs_of([pod for pod, _, _ in located])
         budgets: dict[str, ResourceVector] = {}
         victims: list[VictimSpec] = []
+        job_of_victim: dict[str, str] = {}
         no_rooms = (0,) * rooms
         for pod, node, requests in located:
             if node not in nodes:
@@ -118,7 +119,7 @@ class VictimProblemBuilder:
                     node=node,
                     request=ResourceVector(requests + no_rooms),
                     priority=pod.priority,
-                    job=self.profile.job_of(pod),
+                    job=job_of_victim.setdefault(pod.uid, self.profile.job_of(pod)),
                     pdbs=pdbs.get(pod.uid, ()),
                     budget=budget[0] if budget is not None else None,
                     release=release.key if release is not None and release.holds(pod) else None,
@@ -126,7 +127,11 @@ class VictimProblemBuilder:
             )
         placement, blockers = _usable(placement, blockers, {v.uid for v in victims})
         jobs = {v.job for v in victims}
-        sizes = Counter(j for p in snapshot.assigned_pods() if (j := self.profile.job_of(p)) in jobs)
+        sizes = Counter(
+            j
+            for p in snapshot.assigned_pods()
+            if (j := job_of_victim.get(p.uid) or self.profile.job_of(p)) in jobs
+        )
         allowed = {name: self.pdbs[name].status.disruptions_allowed for v in victims for name in v.pdbs}
         releases = {}
         if release is not None:

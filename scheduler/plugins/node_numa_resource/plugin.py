@@ -190,7 +190,11 @@ class NodeNUMAResource:
             if snapshot.is_withdrawn(uid) or (record.reservation and snapshot.is_lifted_reserved(uid))
         )
         per_node: dict[str, int] = {}
-        for node in nodes:
+        # As Filter: on the rows the plugin has nothing to say about, the node does not limit it.
+        rows = np.fromiter((snapshot.table.row.get(n, -1) for n in nodes), dtype=np.int64, count=len(nodes))
+        asked = rows < 0  # not in the table: asked as before
+        asked[~asked] = self._interesting(cycle, snapshot, rows[~asked])
+        for node in (nodes[i] for i in np.flatnonzero(asked).tolist()):
             count = room_on(self.placer, state, pod, cycle, snapshot, node, gone, limit)
             if count is not None:
                 per_node[node] = count

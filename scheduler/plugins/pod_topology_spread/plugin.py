@@ -25,6 +25,7 @@ import numpy as np
 
 from apis.client.rbac import PolicyRule
 from scheduler.cache.node_table import BoolArray, IntArray
+from scheduler.cache.per_pod_version import PerPodVersion
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
@@ -206,7 +207,7 @@ class PodTopologySpread(
         pods already in them, as Filter counts them."""
         states: dict[str, tuple[_FilterState, list[str]]] = {}
         for member in members:
-            signature = _spread_signature(member)
+            signature = _spread_signature_of(member)
             if signature not in states:
                 try:
                     states[signature] = (self.filter_state(member, snapshot), [])
@@ -368,6 +369,9 @@ def _spread_signature(pod: PodInfo) -> str:
         json.dumps([t.model_dump(exclude_none=True) for t in spec.tolerations or ()], sort_keys=True),
     ]
     return "\x00".join(parts)
+
+
+_spread_signature_of = PerPodVersion(_spread_signature)
 
 
 def _domains_among(snapshot: Snapshot, key: str, rows: IntArray) -> int:
