@@ -79,9 +79,9 @@ T = TypeVar("T", bound=BaseModel)
 DEFAULT_MAX_CONCURRENCY: Final = 32
 """Write calls (bind, patch, evict, event) in flight at once."""
 DEFAULT_WATCH_CONNECTIONS: Final = 16
+"""Connections reserved for long-running watches on top of ``max_concurrency``."""
 EVENT_CONCURRENCY: Final = 8
 """Event writes in flight at once, apart from the other writes."""
-"""Connections reserved for long-running watches on top of ``max_concurrency``."""
 
 _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
