@@ -78,10 +78,13 @@ class Quantity:
     Equality, ordering and hashing go by value only, so ``"1Gi"`` equals ``"1073741824"``.
     """
 
-    __slots__ = ("_format", "_nanos")
+    __slots__ = ("_format", "_nanos", "_text")
 
     _nanos: int
     _format: Format
+    _text: str
+    """``str(self)``, kept at its first use: parsed quantities are shared (``_parse_cached``), so
+    the few distinct ones of a cluster are printed once, not once per pod serialized."""
 
     def __init__(self, value: Fraction | int = 0, format: Format = Format.DECIMAL_SI) -> None:
         """Any exact number; a value finer than a nano is rounded away from zero, as parsing does."""
@@ -222,6 +225,13 @@ class Quantity:
 
     def __str__(self) -> str:
         """apimachinery's canonical form: the largest suffix (or exponent) that needs no fraction."""
+        try:
+            return self._text
+        except AttributeError:
+            self._text = self._canonical()
+            return self._text
+
+    def _canonical(self) -> str:
         if self._nanos == 0:
             return "0"
         sign = "-" if self._nanos < 0 else ""

@@ -33,7 +33,7 @@ from apis.client.lease import KubernetesLeaseStore
 from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
 from scheduler.app import AppSettings, SchedulerApp
-from scheduler.cache.sharing import share
+from scheduler.cache.decode_ahead import decode_ahead
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.debug import DebugFlags
 from scheduler.elected import ElectedScheduler
@@ -171,7 +171,8 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         max_concurrency=AppSettings.bind_concurrency,
         qps=connection.qps,
         burst=connection.burst,
-        transforms={PODS: share},  # pods' equal parts shared as each page is read (peak memory)
+        # Each page's pods shared (peak memory) and their PodInfos made while the next page comes.
+        transforms={PODS: decode_ahead},
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)

@@ -32,6 +32,7 @@ from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
 from apis.gcpause import gc_paused
 from scheduler.cache.cache import Cache
+from scheduler.cache.decode_ahead import take_decoded
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.queue.scheduling_queue import SchedulingQueue
@@ -163,7 +164,13 @@ class EventHandlers:
     # ---- pods --------------------------------------------------------------------------------
 
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
-        with decoding_once():  # every informer below shares one PodInfo per pod
+        # Every informer below shares one PodInfo per pod, most of them made as the pods were
+        # decoded (the backend's transform, scheduler.cache.decode_ahead).
+        if event.type is EventType.REPLACED:
+            ahead = take_decoded(event.objects, forget_the_rest=True)
+        else:
+            ahead = take_decoded((event.obj,) if event.obj is not None else ())
+        with decoding_once(ahead):
             if event.type is EventType.REPLACED:
                 with gc_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
                     self._replace_pods(event, self.startup if not self.synced_pods.is_set() else None)

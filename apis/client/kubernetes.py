@@ -57,6 +57,7 @@ from apis.client.backend import (
     WatchEvent,
 )
 from apis.client.connection import client_configuration
+from apis.client.listhead import list_metadata_ahead_of_items
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
 from apis.core import Pod
@@ -78,9 +79,9 @@ T = TypeVar("T", bound=BaseModel)
 DEFAULT_MAX_CONCURRENCY: Final = 32
 """Write calls (bind, patch, evict, event) in flight at once."""
 DEFAULT_WATCH_CONNECTIONS: Final = 16
+"""Connections reserved for long-running watches on top of ``max_concurrency``."""
 EVENT_CONCURRENCY: Final = 8
 """Event writes in flight at once, apart from the other writes."""
-"""Connections reserved for long-running watches on top of ``max_concurrency``."""
 
 _JSON: Final = "application/json"
 _MERGE_PATCH: Final = "application/merge-patch+json"
@@ -227,6 +228,15 @@ def _page_model(model: type[T]) -> type[_Page[T]]:
     if page is None:
         page = _PAGES[model] = _Page[model]  # type: ignore[valid-type]
     return page
+
+
+def _abandon(task: asyncio.Future[Any]) -> None:
+    """A page fetched ahead that the list no longer needs: cancelled, or its outcome consumed
+    (so a failure nobody awaits is not reported as never retrieved)."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
 
 
 class _ListFailed(Exception):
@@ -410,36 +420,53 @@ class KubernetesBackend:
         self, resource: ResourceType[T], field_selector: str | None
     ) -> tuple[list[T], str, float]:
         """All objects, the list's resourceVersion and the seconds spent validating the objects,
-        page by page (``limit`` / ``continue``)."""
+        page by page (``limit`` / ``continue``). Each next page is asked for before the last one is
+        decoded, so the API server serializes it meanwhile (``apis.client.listhead``)."""
         path = resource_path(resource)
-        items: list[T] = []
-        decode_seconds = 0.0
-        cont: str | None = None
-        while True:
+        what = f"list {resource.plural}"
+
+        async def fetch(cont: str | None) -> bytes:
             query = [("limit", str(self._page_size))]
             if cont:
                 query.append(("continue", cont))
             if field_selector:
                 query.append(("fieldSelector", field_selector))
             await self._limiter.acquire()
-            what = f"list {resource.plural}"
-            try:
-                data = await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
-                decode_began = time.perf_counter()
-                with gc_paused():
-                    page_items, meta = self._decode_page(resource, data, what)
-            except BackendError as exc:
-                if exc.status == 410 and cont:
-                    # The continue token expired between pages: start over from a fresh snapshot.
-                    log.info("list %s: continue token expired; restarting the list", resource.plural)
-                    items, cont = [], None
-                    continue
-                raise _ListFailed(str(exc)) from exc
-            items.extend(page_items)
-            decode_seconds += time.perf_counter() - decode_began
-            cont = meta.get("continue") or None
-            if not cont:
-                return items, str(meta.get("resourceVersion") or ""), decode_seconds
+            return await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
+
+        items: list[T] = []
+        decode_seconds = 0.0
+        cont: str | None = None
+        page = asyncio.ensure_future(fetch(None))
+        try:
+            while True:
+                try:
+                    data = await page
+                    ahead = list_metadata_ahead_of_items(data)
+                    if ahead is not None and ahead.get("continue"):
+                        page = asyncio.ensure_future(fetch(str(ahead["continue"])))
+                        await asyncio.sleep(0)  # let the request go out before decoding blocks
+                    decode_began = time.perf_counter()
+                    with gc_paused():
+                        page_items, meta = self._decode_page(resource, data, what)
+                    decode_seconds += time.perf_counter() - decode_began
+                except BackendError as exc:
+                    if exc.status == 410 and cont:
+                        # The continue token expired between pages: start over from a fresh snapshot.
+                        log.info("list %s: continue token expired; restarting the list", resource.plural)
+                        items, cont = [], None
+                        page = asyncio.ensure_future(fetch(None))
+                        continue
+                    raise _ListFailed(str(exc)) from exc
+                items.extend(page_items)
+                cont = meta.get("continue") or None
+                if not cont:
+                    return items, str(meta.get("resourceVersion") or ""), decode_seconds
+                if ahead is None or ahead.get("continue") != cont:
+                    _abandon(page)
+                    page = asyncio.ensure_future(fetch(cont))
+        finally:
+            _abandon(page)
 
     def _decode_page(
         self, resource: ResourceType[T], data: bytes, what: str

@@ -22,7 +22,11 @@ Method
    their handlers run). Its peak RSS (``VmHWM``) is read at that moment and the process is
    stopped at once, so the next one finds the same backlog (but for the few pods bound in the
    moment between /readyz and the stop).
-4. **Breakdown.** koord-scheduler's own start-up lines (``scheduler.startup_spans``): seconds from
+4. **Bytecode.** The packages koord-scheduler imports are compiled to ``__pycache__`` before it
+   starts, as the image compiles them at build time (``docs/image.md``): a checkout run with
+   ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile about 300 modules at every start, which
+   no deployed scheduler does.
+5. **Breakdown.** koord-scheduler's own start-up lines (``scheduler.startup_spans``): seconds from
    the process start to ``main`` (interpreter and imports), each list (and how much of it was
    decoding the objects), and each step of handling the first pod list (``pod info``: decoding
    the requests; ``plugin handlers: <plugin>``; ``cache and queue``).
@@ -35,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import compileall
 import json
 import os
 import sys
@@ -51,7 +56,7 @@ from e2e.bench.kwok_cluster import start_cluster, stop_cluster
 from e2e.bench.processes import KOORD, KUBE, kube_scheduler, peak_rss_mib, wait_ready
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_workload import bench_description, pods_path, scheduler_config, workload
-from e2e.cluster.controlplane import ControlPlane
+from e2e.cluster.controlplane import ControlPlane, repo_root
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
 
@@ -70,6 +75,8 @@ PROFILE = "bench-startup"
 """The schedulerName of both schedulers' one profile, and of the pending pods."""
 PENDING_NAMESPACE = "bench-startup"
 BOUND_NAMESPACE = "bench-startup-bound"
+KOORD_PACKAGES = ("apis", "scheduler")
+"""What koord-scheduler imports of this checkout (compiled before it starts)."""
 
 
 class StartupOptions(BaseModel, frozen=True):
@@ -166,6 +173,13 @@ async def _missing(api: Api, path: str, objects: list[dict[str, Any]]) -> list[d
     return [o for o in objects if o["metadata"]["name"] not in present]
 
 
+def compile_bytecode(root: Path) -> None:
+    """The packages koord-scheduler imports compiled to ``__pycache__``, as the image has them."""
+    for package in KOORD_PACKAGES:
+        if not compileall.compile_dir(root / package, quiet=1):
+            raise BenchError(f"compiling {root / package} failed")
+
+
 def _backlog(opts: StartupOptions, nodes: Sequence[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     pending = workload(PENDING_NAMESPACE, PROFILE, opts.pending)
     bound = workload(BOUND_NAMESPACE, PROFILE, opts.bound)
@@ -219,6 +233,8 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
                 missing = await _missing(api, f"/api/v1/namespaces/{namespace}/pods", pods)
                 await create_all(api, pods_path, missing, f"pods {namespace}", opts.concurrency)
         config_text = scheduler_config(opts.throughput(), cp.kubeconfig, PROFILE)
+        with phase(report.phases, "compile bytecode"):
+            compile_bytecode(repo_root())
         with phase(report.phases, KOORD):
             config = cp.state_dir / "koord-scheduler-startup.yaml"
             config.write_text(config_text)

@@ -10,7 +10,7 @@ Besides its requests, a PodInfo carries what kube-scheduler's ``NodeInfo`` accum
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -203,12 +203,13 @@ _DECODED: ContextVar[dict[int, PodInfo] | None] = ContextVar("decoded_pods", def
 
 
 @contextmanager
-def decoding_once() -> Iterator[None]:
+def decoding_once(decoded: Mapping[int, PodInfo] | None = None) -> Iterator[None]:
     """Within the block, ``PodInfo.of`` decodes each Pod object once and hands every later caller
     the same PodInfo: one watch event reaches several informers (the cache's, Coscheduling's,
     ElasticQuota's, ...), and each used to decode the pod again. The PodInfos are forgotten when
-    the block ends, so nothing outlives the event."""
-    token = _DECODED.set({})
+    the block ends, so nothing outlives the event. ``decoded``: PodInfos already made, by their
+    pod's identity (``scheduler.cache.decode_ahead``)."""
+    token = _DECODED.set(dict(decoded) if decoded else {})
     try:
         yield
     finally:

@@ -390,3 +390,10 @@ def test_value_accessors_round_up(q: Quantity) -> None:
     exact = q.as_fraction()
     assert q.milli_value() >= exact * 1000 > q.milli_value() - 1
     assert q.value() >= exact > q.value() - 1
+
+
+def test_the_canonical_text_is_printed_once_and_kept() -> None:
+    shared = Quantity.parse("1536Mi")  # parses are shared, so every pod's 1536Mi prints this one
+    assert str(shared) == "1536Mi"
+    assert str(shared) is str(shared)
+    assert str(shared + Quantity.parse("512Mi")) == "2Gi"  # a new quantity prints its own value

@@ -18,6 +18,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from kubernetes_asyncio import client as k8s_client
 
+from apis.client import kubernetes as kubernetes_module
 from apis.client.backend import (
     PODGROUPS,
     PODS,
@@ -502,3 +503,38 @@ async def test_patch_custom_merge_patches_the_main_resource(
             patch,
         )
     ]
+
+
+async def test_the_next_page_is_asked_for_before_the_last_one_is_decoded(
+    server: tuple[FakeApiServer, KubernetesBackend], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, backend = server
+    fake.lists = [
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="page-2")),
+        (200, page([raw_pod("p3", 5), raw_pod("p4", 6)], 10, cont="page-3")),
+        (200, page([raw_pod("p5", 7)], 10)),
+    ]
+    asked: list[str | None] = []
+    send = kubernetes_module.request_bytes
+
+    async def recording_send(*args: Any, **kwargs: Any) -> bytes:
+        asked.append(dict(kwargs["query"]).get("continue"))
+        return await send(*args, **kwargs)
+
+    monkeypatch.setattr(kubernetes_module, "request_bytes", recording_send)
+    asked_when_decoded: list[list[str | None]] = []
+    decode = backend._decode_page
+
+    def recording_decode(*args: Any) -> Any:
+        asked_when_decoded.append(list(asked))
+        return decode(*args)
+
+    monkeypatch.setattr(backend, "_decode_page", recording_decode)
+    listed = await take(backend.watch(PODS), 1)
+    assert names(listed[0]) == ["p1", "p2", "p3", "p4", "p5"]
+    assert asked_when_decoded == [
+        [None, "page-2"],
+        [None, "page-2", "page-3"],
+        [None, "page-2", "page-3"],
+    ]
+    assert [q.get("continue") for q in fake.list_queries] == [None, "page-2", "page-3"]
