@@ -145,6 +145,7 @@ def settings_of(
         pod_initial_backoff_seconds=config.pod_initial_backoff_seconds,
         pod_max_backoff_seconds=config.pod_max_backoff_seconds,
         percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+        freeze_synced_objects=True,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -61,6 +62,13 @@ class AppSettings:
     """Koordinator's feature gates (``--feature-gates``), handed to every plugin."""
     whatif_advice_seconds: float = 0.0
     """Every this many seconds, each unschedulable gang's smallest change (``whatif.advisor``); 0: off."""
+    freeze_synced_objects: bool = False
+    """Once the caches are synced, move every object alive then out of the cyclic collector's reach
+    (``gc.freeze``): the cache's tens of thousands of pods stay alive for the whole term, and each
+    full collection walked them all, a pause of about 80 ms of CPU at 1,000 nodes that landed in
+    scheduling cycles and what-ifs. Reference counting still frees them; a frozen object that ends
+    in a garbage cycle is freed when the next term unfreezes. The process's own setting
+    (``koord-scheduler`` sets it), not a test's, since freezing is process-wide."""
 
 
 @dataclass
@@ -234,6 +242,8 @@ class SchedulerApp:
     async def run(self, stop: asyncio.Event) -> None:
         """Informers first; scheduling starts once nodes and pods are listed; runs until ``stop``."""
         began = time.monotonic()
+        if self.settings.freeze_synced_objects:
+            gc.unfreeze()  # the last term's cache, frozen at its sync, is being dropped
         tasks: list[asyncio.Task[Any]] = [
             asyncio.create_task(self.handlers.run_nodes(), name="watch nodes"),
             asyncio.create_task(self.handlers.run_pods(), name="watch pods"),
@@ -259,6 +269,8 @@ class SchedulerApp:
             _raise_failed(tasks)
             if not stop.is_set():
                 self._log_synced(time.monotonic() - began)
+                if self.settings.freeze_synced_objects:
+                    gc.freeze()
                 tasks.append(asyncio.create_task(self.loop.run(), name="scheduling loop"))
                 if self.advisor is not None:
                     tasks.append(asyncio.create_task(self.advisor.run(), name="what-if advisor"))

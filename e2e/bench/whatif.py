@@ -162,9 +162,9 @@ def cluster(nodes: int, fill: float, seed: int = 0) -> MemoryBackend:
 
 async def _start(backend: MemoryBackend) -> tuple[SchedulerApp, asyncio.Event, asyncio.Task[None]]:
     config = load_config(CONFIG, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
-    app = SchedulerApp(
-        AppSettings(profiles=tuple(config.profiles)), backend, DEFAULT_REGISTRY, SchedulerMetrics()
-    )
+    # As koord-scheduler's process: the synced caches frozen out of the collector's walks.
+    settings = AppSettings(profiles=tuple(config.profiles), freeze_synced_objects=True)
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
     stop = asyncio.Event()
     task = asyncio.create_task(app.run(stop))
     await app.handlers.synced_nodes.wait()
