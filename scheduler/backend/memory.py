@@ -15,8 +15,10 @@ here behaves the same against a real cluster:
 - a negative quantity in a pod's requests, limits or overhead, or in a node's capacity or
   allocatable, is refused (422 Invalid), as the API server's validation refuses it.
 
-Objects are stored as wire dicts and re-validated on every write, so every object handed out is a
-fresh model instance the backend never mutates again (consumers must not mutate them either).
+Objects are stored as wire dicts with their models, validated on every write, so every object handed
+out is a fresh model instance the backend never mutates again (consumers must not mutate them
+either). A bind, which changes three fields of a stored pod, builds its version from the stored one
+with the unchanged parts shared rather than validating the whole pod again (``_bound``).
 """
 
 from __future__ import annotations
