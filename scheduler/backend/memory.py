@@ -15,8 +15,10 @@ here behaves the same against a real cluster:
 - a negative quantity in a pod's requests, limits or overhead, or in a node's capacity or
   allocatable, is refused (422 Invalid), as the API server's validation refuses it.
 
-Objects are stored as wire dicts and re-validated on every write, so every object handed out is a
-fresh model instance the backend never mutates again (consumers must not mutate them either).
+Objects are stored as wire dicts with their models, validated on every write, so every object handed
+out is a fresh model instance the backend never mutates again (consumers must not mutate them
+either). A bind, which changes three fields of a stored pod, builds its version from the stored one
+with the unchanged parts shared rather than validating the whole pod again (``_bound``).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from apis.client.backend import (
     ResourceType,
     WatchEvent,
 )
-from apis.core import Node, Pod, PodDisruptionBudget
+from apis.core import Node, Pod, PodCondition, PodDisruptionBudget
 from apis.meta import selects
 from apis.podkey import pod_namespace_name
 from apis.quantity import Quantity
@@ -229,7 +231,7 @@ class MemoryBackend:
             meta.setdefault("uid", old.wire["metadata"].get("uid"))
             meta.setdefault("creationTimestamp", old.wire["metadata"].get("creationTimestamp"))
         meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        meta.setdefault("creationTimestamp", _now())
         return self._put(resource, key, wire)
 
     def delete(self, resource: ResourceType[T], namespace: str | None, name: str) -> T:
@@ -295,18 +297,11 @@ class MemoryBackend:
         bound = entry.wire.get("spec", {}).get("nodeName")
         if bound:
             raise Conflict(f"pod {key} is already assigned to node {bound!r}", status=409)
-        wire = copy_wire(entry.wire)
-        wire.setdefault("spec", {})["nodeName"] = node_name
-        if annotations:  # the API server copies the Binding's annotations onto the pod
-            meta = wire.setdefault("metadata", {})
-            meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-        scheduled = {
-            "type": "PodScheduled",
-            "status": "True",
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        wire["status"] = strategic_merge_patch(wire.get("status") or {}, {"conditions": [scheduled]})
-        self._put(PODS, key, wire)
+        self._rv += 1
+        wire, obj = _bound(entry, node_name, annotations, str(self._rv), _now())
+        objects = self._objects(PODS)
+        objects[key] = _Entry(wire, obj)
+        self._notify(PODS, entry.wire, wire, obj)
         self.bindings.append((key, node_name))
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
@@ -492,6 +487,53 @@ class MemoryBackend:
             cast(T, entry.obj) for entry in self._objects(resource).values() if selector.matches(entry.wire)
         )
         return WatchEvent(EventType.REPLACED, objects=objects)
+
+
+def _now() -> str:
+    """The API server's timestamp format, to the second; formatted once per second, as binding
+    every pod formatted it again."""
+    second = int(time.time())
+    if _NOW[0] != second:
+        _NOW[0], _NOW[1] = second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return cast(str, _NOW[1])
+
+
+_NOW: list[Any] = [0, ""]
+
+
+def _bound(
+    entry: _Entry, node_name: str, annotations: Mapping[str, str] | None, resource_version: str, now: str
+) -> tuple[Wire, Pod]:
+    """The pod of ``entry`` bound to ``node_name``, as pods/binding writes it (nodeName, the
+    Binding's annotations, the PodScheduled condition), as a wire dict and its model.
+
+    A bind changes three fields of an object that was validated when it was written, so the new
+    version is built from the stored one rather than copied and validated whole: new dicts and
+    models along the changed paths, the rest shared (every stored version is immutable)."""
+    old_wire: Wire = entry.wire
+    old = cast(Pod, entry.obj)
+    scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+    meta_wire = {**old_wire.get("metadata", {}), "resourceVersion": resource_version}
+    meta_update: dict[str, Any] = {"resource_version": resource_version}
+    if annotations:  # the API server copies the Binding's annotations onto the pod
+        meta_wire["annotations"] = {**(meta_wire.get("annotations") or {}), **annotations}
+        meta_update["annotations"] = dict(meta_wire["annotations"])
+    status_wire = strategic_merge_patch(old_wire.get("status") or {}, {"conditions": [scheduled]})
+    wire = {
+        **old_wire,
+        "metadata": meta_wire,
+        "spec": {**old_wire.get("spec", {}), "nodeName": node_name},
+        "status": status_wire,
+    }
+    conditions = [PodCondition.model_validate(c) for c in status_wire["conditions"]]
+    obj = old.model_copy(
+        update={
+            "metadata": old.metadata.model_copy(update=meta_update),
+            "spec": old.spec.model_copy(update={"node_name": node_name}),
+            "status": old.status.model_copy(update={"conditions": conditions}),
+        }
+    )
+    return wire, obj
 
 
 def _negative_quantities(obj: BaseModel) -> list[str]:

@@ -314,12 +314,34 @@ class Cache:
         if assumed is not None and assumed.node != pod.node_name:
             log.warning("pod %s was assumed on %s but is bound to %s", pod.key, assumed.node, pod.node_name)
         old = self._pods.get(pod.uid)
+        if old is not None and self._confirm_in_place(old, pod):
+            return
         if old is not None:
             self._unaccount(old)
         if pod.node_name and not pod.is_terminal():
             self._account(pod, pod.node_name)
         else:
             self._pods.pop(pod.uid, None)
+
+    def _confirm_in_place(self, old: PodInfo, pod: PodInfo) -> bool:
+        """A new version of a pod counted on the same node that occupies the same there (the
+        binding of an assumed pod, a status update): the PodInfo is swapped and the observers
+        told, as releasing and taking again would, without writing the node table twice over to
+        the same sums. False (nothing done) for any other change."""
+        node = self._pod_node.get(pod.uid)
+        if node is None or node != pod.node_name or pod.is_terminal():
+            return False
+        info = self.nodes.get(node)
+        if info is None or info.node is None or info.pods.get(pod.uid) is not old:
+            return False
+        if old.requests != pod.requests or old.non_zero != pod.non_zero or old.host_ports != pod.host_ports:
+            return False
+        info.pods[pod.uid] = pod
+        self._pods[pod.uid] = pod
+        self.version += 1
+        self.notify_removed(old, info.row)
+        self.notify_added(pod, info.row)
+        return True
 
     def remove_pod(self, uid: str) -> None:
         self.clear_nomination(uid)

@@ -46,6 +46,14 @@ PointObserver = Callable[[str, str, str, float], None]
 (``scheduler_framework_extension_point_duration_seconds``)."""
 
 
+# The extension points' label values, looked up once: the loops below run every cycle.
+PRE_FILTER = ExtensionPoint.PRE_FILTER.value
+FILTER = ExtensionPoint.FILTER.value
+PRE_SCORE = ExtensionPoint.PRE_SCORE.value
+SCORE = ExtensionPoint.SCORE.value
+RESERVE = ExtensionPoint.RESERVE.value
+
+
 def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
@@ -310,17 +318,19 @@ class Framework:
         record = state.record_plugin_metrics
         allowed: frozenset[str] | None = None
         for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(ExtensionPoint.PRE_FILTER, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.pre_filter(state, pod, snapshot)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
-            status = self._timed(record, ExtensionPoint.PRE_FILTER, plugin, result.status, started)
-            if status.code == Code.SKIP:
+            code = result.status.code
+            if record:
+                self._observe(PRE_FILTER, plugin.name, code.name, time.perf_counter() - started)
+            if code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
-            if not status.ok:
-                return status, None
+            if code is not Code.SUCCESS:
+                return result.status.with_plugin(plugin.name), None
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
         return Status.success(), allowed
@@ -356,10 +366,11 @@ class Framework:
     ) -> tuple[IntArray, Status]:
         """The rows every Filter accepts; rejections are counted into ``diagnosis``."""
         record = state.record_plugin_metrics
+        skipped = state.skip_filter
         for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
-            if plugin.name in state.skip_filter or rows.size == 0:
+            if plugin.name in skipped or rows.size == 0:
                 continue
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.filter(state, pod, snapshot, rows)
             except Exception as exc:
@@ -369,14 +380,12 @@ class Framework:
                     record, ExtensionPoint.FILTER, plugin, Status.error(result.error), started
                 )
                 return rows[:0], status
-            rejected = ~result.feasible
-            code = Code.SUCCESS if not rejected.any() else Code.UNSCHEDULABLE
+            code = Code.SUCCESS if result.feasible.all() else Code.UNSCHEDULABLE
             if record:
-                self._observe(
-                    ExtensionPoint.FILTER.value, plugin.name, code.name, time.perf_counter() - started
-                )
-            if code == Code.SUCCESS:
+                self._observe(FILTER, plugin.name, code.name, time.perf_counter() - started)
+            if code is Code.SUCCESS:
                 continue
+            rejected = ~result.feasible
             diagnosis.rejecting_plugins.add(plugin.name)
             for reason, mask in result.rejections:
                 count = int(np.count_nonzero(mask & rejected))
@@ -422,16 +431,17 @@ class Framework:
     def run_pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.pre_score(state, pod, snapshot, rows)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
-            status = self._timed(record, ExtensionPoint.PRE_SCORE, plugin, status, started)
-            if status.code == Code.SKIP:
+            if record:
+                self._observe(PRE_SCORE, plugin.name, status.code.name, time.perf_counter() - started)
+            if status.code is Code.SKIP:
                 state.skip_score.add(plugin.name)
-            elif not status.ok:
-                return status
+            elif status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
         return Status.success()
 
     @_point(ExtensionPoint.SCORE)
@@ -442,10 +452,11 @@ class Framework:
         record = state.record_plugin_metrics
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
+        skipped = state.skip_score
         for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
-            if plugin.name in state.skip_score:
+            if plugin.name in skipped:
                 continue
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 scores = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
                 normalize = getattr(plugin, "normalize_scores", None)
@@ -454,9 +465,7 @@ class Framework:
             except Exception as exc:
                 return total, per_plugin, self._fault(ExtensionPoint.SCORE, plugin, exc)
             if record:
-                self._observe(
-                    ExtensionPoint.SCORE.value, plugin.name, "SUCCESS", time.perf_counter() - started
-                )
+                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
             per_plugin[plugin.name] = scores
             total += scores * self.score_weights.get(plugin.name, 1)
         return total, per_plugin, Status.success()
@@ -467,14 +476,15 @@ class Framework:
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.reserve(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
-            status = self._timed(record, ExtensionPoint.RESERVE, plugin, status, started)
-            if not status.ok:
-                return status
+            if record:
+                self._observe(RESERVE, plugin.name, status.code.name, time.perf_counter() - started)
+            if status.code is not Code.SUCCESS:
+                return status.with_plugin(plugin.name)
         return Status.success()
 
     @_point(ExtensionPoint.RESERVE)

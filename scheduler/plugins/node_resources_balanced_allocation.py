@@ -119,7 +119,20 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
 
 
 def _deviation(fractions: FloatArray, used: npt.NDArray[np.bool_]) -> FloatArray:
-    """``balancedResourceScorer``'s deviation per row, accumulating resource by resource in Go's order."""
+    """``balancedResourceScorer``'s deviation per row. Most clusters balance two resources (cpu
+    and memory) that every node has: then it is ``|f0 - f1| / 2`` on every row, the same
+    operations ``_deviation_per_row`` does for such a row, without its passes over the columns."""
+    counted = used.any(axis=0)
+    if np.count_nonzero(counted) == 2 and used[:, counted].all():
+        first, second = np.flatnonzero(counted).tolist()
+        two: FloatArray = np.abs((fractions[:, first] - fractions[:, second]) / 2.0)
+        return two
+    return _deviation_per_row(fractions, used)
+
+
+def _deviation_per_row(fractions: FloatArray, used: npt.NDArray[np.bool_]) -> FloatArray:
+    """The deviation of each row over the resources it uses, accumulating resource by resource
+    in Go's order."""
     count = used.sum(axis=1)
     rows = fractions.shape[0]
     total = np.zeros(rows, dtype=np.float64)

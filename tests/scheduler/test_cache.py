@@ -103,6 +103,41 @@ def test_watch_confirms_an_assumed_pod_without_double_counting() -> None:
     assert cache.expire_assumed(now=1e9) == []
 
 
+class Recorder:
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str, int]] = []
+
+    def pod_added(self, pod: PodInfo, row: int) -> None:
+        self.seen.append(("added", pod.pod.spec.node_name or "", row))
+
+    def pod_removed(self, pod: PodInfo, row: int) -> None:
+        self.seen.append(("removed", pod.pod.spec.node_name or "", row))
+
+
+def test_a_new_version_occupying_the_same_swaps_the_pod_and_tells_observers_as_a_release_and_take() -> None:
+    """Confirming an assumed pod (or a status update of a bound one) takes the short way: the node's
+    sums stay, the cache holds the new PodInfo, and observers see the old version removed and the
+    new one added, as they did when the pod was released and taken again."""
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    recorder = Recorder()
+    cache.observe(recorder)
+    cache.assume(pod("p1", "3"), "n1")
+    version = cache.version
+    bound = pod("p1", "3", "n1")
+    cache.upsert_pod(bound)
+    row = cache.table.row["n1"]
+    assert recorder.seen == [("added", "", row), ("removed", "", row), ("added", "n1", row)]
+    assert cache.pod("p1") is bound
+    assert cache.version > version
+    assert requested(cache, "n1", "cpu") == 3000
+    # A version that occupies something else still releases and takes.
+    cache.upsert_pod(pod("p1", "2", "n1"))
+    assert requested(cache, "n1", "cpu") == 2000
+    cache.upsert_pod(pod("p1", "2", "n1", phase="Succeeded"))
+    assert requested(cache, "n1", "cpu") == 0
+
+
 def test_unconfirmed_assumption_expires() -> None:
     cache = Cache(assumed_ttl=30)
     cache.upsert_node(node("n1"))

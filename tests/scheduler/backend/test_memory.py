@@ -149,6 +149,39 @@ async def test_bind_sets_node_name_and_condition_and_refuses_a_second_bind() -> 
     await backend.close()
 
 
+async def test_a_bound_pod_is_what_validating_its_stored_wire_gives() -> None:
+    """bind builds the new version from the stored one instead of validating the whole pod again:
+    the model handed out must equal the one its wire decodes to, annotations, an earlier condition
+    and the resourceVersion included, and the version before it must be left as it was."""
+    backend = MemoryBackend()
+    written = pod("p", app="web")
+    written["metadata"]["annotations"] = {"keep": "1"}
+    written["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "1Gi"}}
+    written["status"] = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
+    created = backend.apply(PODS, written)
+    before = created.model_dump(by_alias=True, mode="json")
+
+    await backend.bind(created, "n1", annotations={"bound-by": "test"})
+
+    stored = backend.get(PODS, "default", "p")
+    assert stored is not None
+    decoded = Pod.model_validate(stored.to_wire())
+    assert stored == decoded
+    assert stored.to_wire() == decoded.to_wire()
+    assert stored.metadata.resource_version == backend.resource_version
+    assert stored.metadata.annotations == {"keep": "1", "bound-by": "test"}
+    assert [(c.type, c.status) for c in stored.status.conditions or []] == [
+        ("Ready", "False"),
+        ("PodScheduled", "True"),
+    ]
+    assert created.model_dump(by_alias=True, mode="json") == before
+    assert created.spec.node_name is None
+    # The stored wire (what field selectors read) moved on with the model.
+    on_node = await next_event(backend.watch(PODS, field_selector="spec.nodeName=n1"))
+    assert [p.metadata.name for p in on_node.objects] == ["p"]
+    await backend.close()
+
+
 async def test_bind_errors_for_missing_and_recreated_pods() -> None:
     backend = MemoryBackend()
     with pytest.raises(NotFound):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -208,3 +209,26 @@ def test_vectorized_matches_the_go_scorer(
     snapshot = make_snapshot(built, assigned)
     pod = make_pod("p").req({GPU: str(request[2])}, cpu=f"{request[0]}m", memory=str(request[1])).info()
     assert scores(plugin(WITH_GPU), pod, snapshot) == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.floats(min_value=0.0, max_value=1.0), min_size=4, max_size=4), min_size=1, max_size=30
+    ),
+    st.sampled_from([(0, 1), (0, 3), (1, 2), (2, 3)]),
+    st.booleans(),
+)
+def test_the_two_resource_shortcut_gives_the_per_row_deviation_bit_for_bit(
+    table: list[list[float]], pair: tuple[int, int], one_row_short: bool
+) -> None:
+    """Every row balancing the same two resources takes the shortcut; a row lacking one of them
+    (allocatable 0) sends the whole batch the per-row way. Both give exactly the per-row figures."""
+    fractions = np.array(table, dtype=np.float64)
+    used = np.zeros(fractions.shape, dtype=np.bool_)
+    used[:, list(pair)] = True
+    if one_row_short:
+        used[0, pair[1]] = False
+    got = ba._deviation(fractions, used)
+    want = ba._deviation_per_row(fractions, used)
+    assert got.tobytes() == want.tobytes()
