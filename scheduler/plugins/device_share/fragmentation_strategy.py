@@ -20,6 +20,8 @@ from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, 
 from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
+    BoolArray,
+    Cards,
     FloatArray,
     Int64Array,
     cards_of,
@@ -106,15 +108,32 @@ class FragmentationStrategy:
         share of its node (``host_share.stranded_delta``), added to the increase in fragmentation
         (both count cards): the mix's mean cpu per shape misses a node that keeps that mean free
         for one card while its other cards have none."""
-        scores = np.zeros(len(nodes), dtype=np.int64)
         if not nodes:
-            return scores
+            return np.zeros(0, dtype=np.int64)
         cards = cards_of(nodes)
-        shapes = shapes_of(self.mix.weights(request), self.mix.hosts(request, host_take))
-        take = np.asarray(host_take, dtype=np.int64)
         fixed, fixed_ok = moves_of(cards, chosen)
         free_choice = np.asarray(any_card, dtype=np.bool_)
-        best = np.full(len(nodes), np.inf)
+        return self.scores_of(request, cards, fixed, fixed_ok, free_choice, host_free, host_take, stranded)
+
+    def scores_of(
+        self,
+        request: GPURequest,
+        cards: Cards,
+        fixed: Int64Array,
+        fixed_ok: BoolArray,
+        free_choice: BoolArray,
+        host_free: Int64Array | None = None,
+        host_take: tuple[int, int] = (0, 0),
+        stranded: FloatArray | None = None,
+    ) -> IntArray:
+        """``scores`` of nodes given as arrays: ``cards`` (``cards_of``), the placements chosen
+        (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``."""
+        count = cards.capacity.shape[0]
+        if not count:
+            return np.zeros(0, dtype=np.int64)
+        shapes = shapes_of(self.mix.weights(request), self.mix.hosts(request, host_take))
+        take = np.asarray(host_take, dtype=np.int64)
+        best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
             deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
@@ -139,11 +158,21 @@ class FragmentationStrategy:
         """0..100 per node for a pod that asks for no GPU but for ``host_take`` cpu and memory:
         100 where taking them strands the fewest cards of the mix (FGD rates CPU-only tasks the
         same way), 0 where the most; ``stranded`` as in ``scores``."""
-        if not nodes or (stranded is None and not self.mix.weights_seen()):
-            return np.zeros(len(nodes), dtype=np.int64)
-        deltas = np.zeros(len(nodes), dtype=np.float64)
+        return self.host_scores_of(cards_of(nodes), host_free, host_take, stranded)
+
+    def host_scores_of(
+        self,
+        cards: Cards,
+        host_free: Int64Array,
+        host_take: tuple[int, int],
+        stranded: FloatArray | None = None,
+    ) -> IntArray:
+        """``host_scores`` of nodes given as arrays (``cards_of``)."""
+        count = cards.capacity.shape[0]
+        if not count or (stranded is None and not self.mix.weights_seen()):
+            return np.zeros(count, dtype=np.int64)
+        deltas = np.zeros(count, dtype=np.float64)
         if self.mix.weights_seen():
-            cards = cards_of(nodes)
             shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
             deltas = host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64))
         if stranded is not None:
