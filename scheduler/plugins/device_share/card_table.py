@@ -135,6 +135,10 @@ class CardTable:
             self.minors[rows, :width],
         )
 
+    def cards_at_width(self, rows: IntArray) -> Cards:
+        """The cards of card ``rows``, padded to the table's width."""
+        return Cards(self.capacity[rows], self.used[rows], self.valid[rows], self.minors[rows])
+
     def position(self, row: int, minor: int) -> int | None:
         """The column of card ``minor`` in ``row``."""
         found = np.flatnonzero(self.minors[row] == minor)

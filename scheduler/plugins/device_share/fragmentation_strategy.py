@@ -29,10 +29,12 @@ from scheduler.plugins.device_share.fragmentation import (
     moves_of,
     placement_deltas,
     shapes_of,
+    single_card_combine,
     single_card_deltas,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
+from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 
 __all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 
@@ -42,7 +44,9 @@ _SEEN = 4096
 
 
 class FragmentationStrategy:
-    def __init__(self, args: FragmentationArgs) -> None:
+    def __init__(self, args: FragmentationArgs, memo: SingleCardMemo | None = None) -> None:
+        self.memo = memo
+        """One-card requests' parts kept per node (``single_card_memo``), for ``scores_of``."""
         self.cluster: ClusterMix | None = None
         """The cluster's pods (``mix: Cluster``), fed by the pod informer (handlers/mix.py)."""
         self.mix: RequestMix | ClusterMix
@@ -125,18 +129,27 @@ class FragmentationStrategy:
         host_free: Int64Array | None = None,
         host_take: tuple[int, int] = (0, 0),
         stranded: FloatArray | None = None,
+        card_rows: IntArray | None = None,
     ) -> IntArray:
         """``scores`` of nodes given as arrays: ``cards`` (``cards_of``), the placements chosen
-        (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``."""
+        (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``;
+        ``card_rows``: the nodes' rows in the store's card table when ``cards`` are those rows'
+        cards as the store holds them (the one-card parts are then taken from ``memo``)."""
         count = cards.capacity.shape[0]
         if not count:
             return np.zeros(0, dtype=np.int64)
-        shapes = shapes_of(self.mix.weights(request), self.mix.hosts(request, host_take))
+        weights = self.mix.weights(request)
+        shapes = shapes_of(weights, self.mix.hosts(request, host_take))
         take = np.asarray(host_take, dtype=np.int64)
         best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
-            deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
+            if self.memo is not None and card_rows is not None and shapes.weight.size:
+                kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+                parts = self.memo.parts(request, kinds, card_rows[free_choice], cards.capacity.shape[1])
+                deltas = single_card_combine(parts, shapes, host, take)
+            else:
+                deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
             best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
         if (~free_choice).any():
             host = None if host_free is None else host_free[~free_choice]

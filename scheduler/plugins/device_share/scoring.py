@@ -112,8 +112,9 @@ class NodeScorer:
         fragmentation, allocator = self.allocator.fragmentation, self.allocator
         assert fragmentation is not None
         assert cycle.request is not None
+        card_rows: IntArray | None = None
         if memoizable(cycle):
-            at = self.card_rows(snapshot, rows)
+            at = card_rows = self.card_rows(snapshot, rows)
             cards = self.store.cards().cards(at)
             free_choice = self._any_card(cycle, snapshot, rows, at)
             if free_choice.all():
@@ -143,6 +144,7 @@ class NodeScorer:
             host_free(snapshot, rows),
             host_take(pod),
             self._stranded(cycle.request, pod, snapshot, rows),
+            card_rows,
         )
 
     def _any_card(self, cycle: Cycle, snapshot: Snapshot, rows: IntArray, at: IntArray) -> BoolArray:

@@ -1,13 +1,13 @@
-"""DeviceShare's Score over the card table's arrays (``card_table``, ``placements``, the per-shape
-score columns) must rate every node exactly as walking each node's cards does: the reference
-below asks each node in Python with the pure functions (``fragmentation.cards_of``,
-``host_share.card_shares``, ``allocator.node_score``, the allocator per node). Random clusters
-(nodes without a Device, with none healthy, 1 to 8 cards of mixed memory, NUMA/PCIe topology,
-HGX partition tables honored or not), random card usage and free cpu, random candidate rows in a
-random node-table order (a ``gpu_spec`` node affinity leaves a subset), every request shape
-(shared by ratio or by bytes, whole cards one or several, ``gpu.shared``, a hint's selector, no
-GPU at all), and changes between the probes (placements, releases, Devices replaced) that the
-arrays must follow."""
+"""DeviceShare's PreFilter, Filter and Score over the card table's arrays (``card_table``,
+``placements``, ``single_card_memo``, the per-shape score columns and refusal masks) must answer
+for every node exactly as walking each node's cards does: the reference below asks each node in
+Python with the pure functions (``fragmentation.cards_of``, ``host_share.card_shares``,
+``allocator.node_score``, the allocator per node). Random clusters (nodes without a Device, with
+none healthy, 1 to 8 cards of mixed memory, NUMA/PCIe topology, HGX partition tables honored or
+not), random card usage and free cpu, random candidate rows in a random node-table order (a
+``gpu_spec`` node affinity leaves a subset), every request shape (shared by ratio or by bytes,
+whole cards one or several, ``gpu.shared``, a hint's selector, no GPU at all), and changes
+between the probes (placements, releases, Devices replaced) that the arrays must follow."""
 
 from __future__ import annotations
 
@@ -35,6 +35,8 @@ from scheduler.plugins.device_share.allocator import Allocation, GPUUsage, node_
 from scheduler.plugins.device_share.cycle import CYCLE, Cycle, host_capacity, host_free, host_take
 from scheduler.plugins.device_share.fragmentation_strategy import scaled
 from scheduler.plugins.device_share.host_share import card_shares, stranded_delta
+from scheduler.plugins.device_share.plugin import ERR_INSUFFICIENT_GPU
+from scheduler.plugins.device_share.rdma import Refusal
 from tests.examples import examples
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import gpu
@@ -183,9 +185,25 @@ def probe(p: DeviceShare, rng: random.Random, snap: Snapshot, i: int) -> None:
     expected = reference_scores(p, cycle, pod, snap, rows)
     assert got.tolist() == expected.tolist(), (shape, p.args.scoring_strategy.type)
     if cycle is not None and cycle.request is not None:
-        assert cycle.fitting == frozenset(n for n in p.store.has_device if p._refusal(n, cycle) is None), (
-            shape
-        )
+        # PreFilter's refusals (kept per shape, asked without choosing the cards) and Filter's
+        # masks over the card rows against the allocator asked on every node.
+        holds = {n for n in p.store.has_device if not isinstance(p.allocator.allocate_all(n, cycle), Refusal)}
+        assert cycle.fitting == frozenset(holds), shape
+        every = snap.candidate_rows()
+        result = p.filter(state, pod, snap, every)
+        names = [snap.table.names[r] for r in every.tolist()]
+        with_device = [n in p.store.has_device for n in names]
+        expected_feasible = [n in holds or not d for n, d in zip(names, with_device, strict=True)]
+        assert result.feasible.tolist() == expected_feasible, shape
+        refused = [
+            (reason, mask.tolist()) for reason, mask in result.rejections if reason == ERR_INSUFFICIENT_GPU
+        ]
+        someone_refused = any(n not in holds for n in p.store.has_device)
+        assert refused == (
+            [(ERR_INSUFFICIENT_GPU, [d and n not in holds for n, d in zip(names, with_device, strict=True)])]
+            if someone_refused
+            else []
+        ), shape
 
 
 @settings(max_examples=examples(20, full=200), deadline=None)
