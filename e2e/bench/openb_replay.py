@@ -92,6 +92,7 @@ class StrategyFigures(BaseModel):
     cpu_pods: int
     pods_per_second: float
     seconds: float
+    cpu_ms_per_pod: float = 0.0
     audited_pods: int
 
 
@@ -126,6 +127,7 @@ def _figures(run: StrategyRun) -> StrategyFigures:
         cpu_pods=run.cpu_pods,
         pods_per_second=round(run.pods_per_second, 2),
         seconds=round(run.seconds, 1),
+        cpu_ms_per_pod=round(run.cpu_ms_per_pod, 2),
         audited_pods=run.audit.pods if run.audit else 0,
     )
 
@@ -208,7 +210,7 @@ def render(report: OpenBReport) -> str:
         title += ", DeviceShare the only score plugin"
     lines = [title]
     header = ("strategy", *(f"alloc@{m}%" for m in MARKS), "end: arrived / alloc", "failed GPU pods")
-    header += ("failed CPU-only pods", "pods", "seconds", "pods/s")
+    header += ("failed CPU-only pods", "pods", "seconds", "pods/s", "CPU ms/pod")
     rows = [header]
     for f in report.figures:
         rows.append(
@@ -221,6 +223,7 @@ def render(report: OpenBReport) -> str:
                 str(f.gpu_pods + f.cpu_pods),
                 f"{f.seconds:.1f}",
                 f"{f.pods_per_second:.1f}",
+                f"{f.cpu_ms_per_pod:.1f}",
             )
         )
     lines += _table(rows)

@@ -117,6 +117,9 @@ class StrategyRun(BaseModel):
     complete: bool = False
     """Every pod of the submission order was replayed (no ``--limit`` cut it short)."""
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    """The process's CPU time over the replay (scheduler and replay driver; on a loaded machine
+    ``seconds`` counts the waits for a core too)."""
     audit: Audit | None = None
 
     @property
@@ -130,6 +133,10 @@ class StrategyRun(BaseModel):
     @property
     def pods_per_second(self) -> float:
         return self.pods / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_ms_per_pod(self) -> float:
+        return 1000 * self.cpu_seconds / self.pods if self.pods else 0.0
 
     def allocation_at(self, percent: int) -> float | None:
         """The allocation % once the arrived request reached ``percent`` % of capacity; a complete
@@ -187,7 +194,7 @@ async def replay(
     )
     gpu_models = {s.pod_name: s.task.gpu_models for s in submissions if s.task.gpu_models}
     async with in_memory_scheduler(scheduler_config(strategy, profile), cluster) as sched:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         for submission in submissions:
             task = submission.task
             run.pods += 1
@@ -229,6 +236,7 @@ async def replay(
                     f"failed {run.failed_gpu_pods} GPU + {run.failed_cpu_pods} CPU-only"
                 )
         run.seconds = time.perf_counter() - started
+        run.cpu_seconds = time.process_time() - cpu_started
         run.complete = len(submissions) == len(order)
         run.audit = audit(sched.backend, gpu_models)
     if run.audit.violation_count:

@@ -50,6 +50,8 @@ class NodeTable:
         self._exact: dict[tuple[int, int], int] = {}
         """(row, column) -> the exact requested sum, for the cells saturated at REQUESTED_CAP."""
         self._exact_non_zero: dict[tuple[int, int], int] = {}
+        self.layout = 0
+        """Changes whenever a row gets or loses its node (``names`` changes)."""
 
     # ---- shape -------------------------------------------------------------------------------
 
@@ -101,6 +103,7 @@ class NodeTable:
             self._rows_used += 1
             self.names.append(name)
         self.row[name] = row
+        self.layout += 1
         self.active[row] = True
         self.allocatable[row] = 0
         self._clear_requested(row)
@@ -114,6 +117,7 @@ class NodeTable:
         self.allocatable[row] = 0
         self._clear_requested(row)
         self.names[row] = ""
+        self.layout += 1
         self._free_rows.append(row)
 
     def _clear_requested(self, row: int) -> None:

@@ -20,6 +20,7 @@ def _run(complete: bool) -> StrategyRun:
         ],
         complete=complete,
         seconds=2.0,
+        cpu_seconds=0.5,
     )
 
 
@@ -29,6 +30,7 @@ def test_a_mark_the_curve_reached_is_its_point() -> None:
     assert run.allocation_at(100) == 90.0
     assert run.allocation_at(0) == 1.0
     assert (run.arrived_percent, run.allocated_percent, run.pods_per_second) == (129.5, 91.0, 2.0)
+    assert run.cpu_ms_per_pod == 125.0
 
 
 def test_a_complete_replay_ends_at_its_target() -> None:

@@ -18,7 +18,7 @@ from apis.extension.device import (
     get_gpu_partition_spec,
 )
 from apis.extension.reservation import is_reservation_ignored
-from scheduler.cache.node_table import IntArray
+from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import StateKey
@@ -75,6 +75,12 @@ class Cycle:
     """``<vendor>-<model>`` -> the shared-resource templates the request equals (None: not enforced)."""
     no_template: frozenset[str] = frozenset()
     """Nodes with a Device whose model has no matching template."""
+    fitting_rows: BoolArray | None = None
+    """``fitting`` as a mask over the store's card rows (``card_table``), as of ``card_layout``
+    (None: not kept, Filter asks by name)."""
+    refused_rows: BoolArray | None = None
+    """The nodes of ``refusals`` as a mask over the card rows (all refused for want of cards)."""
+    card_layout: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +171,7 @@ def cycle_of(
         partition_spec,
         frozenset(names[row] for row in honor_rows),
         frozenset(),
-        frozenset(store.has_device),
+        store.device_names(),
     )
     if request is not None:
         per_card = per_card_resources(request)

@@ -147,6 +147,22 @@ class CycleAllocator:
             self.weights,
         )
 
+    def holds(self, node: str, cycle: Cycle) -> bool:
+        """Whether ``allocate`` finds the pod's cards on ``node``, without choosing them where the
+        answer does not depend on the choice: with no hint and no partition to take, enough
+        fitting cards are enough (one card is any fitting card; several, with no scope required,
+        fit the node's scope at least)."""
+        request = cycle.request
+        assert request is not None
+        if node in cycle.no_template:
+            return False
+        if cycle.hint is not None or cycle.partition_spec is not None or self.partitioned(node, cycle):
+            return self.allocate(node, cycle) is not None
+        usage = self.gpu_usage(node, cycle)
+        idle = GPUUsage()
+        fitting = sum(1 for g in self.store.gpus(node) if fits(g, usage.get(g.minor, idle), request))
+        return fitting >= request.count
+
     def _partition(
         self, node: str, cycle: Cycle, gpus: list[GPU], usage: Mapping[int, GPUUsage]
     ) -> list[Allocation] | None:

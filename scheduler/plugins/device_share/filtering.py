@@ -3,19 +3,32 @@ kept per request shape across cycles (``node_memo``), and the nodes that refuse 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
 from apis.extension.device import LABEL_GPU_ISOLATION_PROVIDER, LABEL_GPU_MODEL, LABEL_GPU_VENDOR
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.args import DeviceShareArgs
 from scheduler.plugins.device_share.cycle import Cycle, memoizable
-from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
+from scheduler.plugins.device_share.cycle_allocator import ERR_INSUFFICIENT_GPU, CycleAllocator
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.rdma import Refusal
 
-__all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals"]
+__all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals", "RefusalTable"]
 
 ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
+
+
+@dataclass(slots=True)
+class RefusalTable(NodeAnswers[Refusal]):
+    """``NodeAnswers`` of PreFilter's refusals, with the refused nodes as a mask over the store's
+    card rows (``card_table``) as of ``layout``."""
+
+    refused: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    layout: int = -1
 
 
 class NodeRefusals:
@@ -23,7 +36,7 @@ class NodeRefusals:
         self.allocator = allocator
         self.store = allocator.store
         self.args = args
-        self._fits: ShapeCache[NodeAnswers[Refusal]] = ShapeCache(NodeAnswers)
+        self._fits: ShapeCache[RefusalTable] = ShapeCache(RefusalTable)
         """PreFilter's refusals per request shape (``node_memo``)."""
 
     def of_cycle(self, cycle: Cycle) -> dict[str, Refusal]:
@@ -37,16 +50,22 @@ class NodeRefusals:
                 refusals[node] = refusal
         return refusals
 
-    def table(self, cycle: Cycle) -> NodeAnswers[Refusal]:
+    def table(self, cycle: Cycle) -> RefusalTable:
         """The refusals of every node with a Device for the cycle's request shape, asking again
         only the nodes changed since the shape was last asked (``node_memo``)."""
         table = self._fits.of((cycle.request, cycle.honor_partitions, cycle.no_template))
+        cards = self.store.cards()
+        if table.layout != cards.layout:
+            table.refused = np.zeros(cards.count.shape, dtype=np.bool_)
+            table.layout, table.synced = cards.layout, -1
         changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
         if changed is None:
             table.by_node.clear()
+            table.refused[:] = False
             changed = set(self.store.has_device)
         for node in changed:
             refusal = self.refusal(node, cycle) if node in self.store.has_device else None
+            table.refused[cards.row[node]] = refusal is not None
             if refusal is None:
                 table.by_node.pop(node, None)
             else:
@@ -55,6 +74,9 @@ class NodeRefusals:
         return table
 
     def refusal(self, node: str, cycle: Cycle) -> Refusal | None:
+        if memoizable(cycle):
+            # No NICs asked: the cards alone answer, and only whether they fit matters here.
+            return None if self.allocator.holds(node, cycle) else Refusal(ERR_INSUFFICIENT_GPU)
         got = self.allocator.allocate_all(node, cycle)
         return got if isinstance(got, Refusal) else None
 

@@ -27,6 +27,7 @@ from scheduler.plugins.device_share.request import GPURequest
 __all__ = [
     "Cards",
     "Shapes",
+    "SingleCardParts",
     "cards_of",
     "fragmentation",
     "host_deltas",
@@ -34,7 +35,9 @@ __all__ = [
     "moves_of",
     "placement_deltas",
     "shapes_of",
+    "single_card_combine",
     "single_card_deltas",
+    "single_card_parts",
 ]
 
 Int64Array = npt.NDArray[np.int64]
@@ -157,16 +160,38 @@ def _free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> Flo
     return share
 
 
+SharedWant = tuple[Int64Array, Int64Array]
+"""(..., C, K) gpu-memory-ratio and gpu-memory each shared shape takes on each card (its gpu-core
+is the shape's own)."""
+
+
+def _shared_want(capacity: Int64Array, shapes: Shapes) -> SharedWant:
+    """``_want`` of the shared shapes, in the two dimensions that depend on the card."""
+    card_memory = capacity[..., None, _MEMORY]  # (..., C, 1)
+    safe_memory = np.maximum(card_memory, 1)
+    ratio_from_bytes = -(-np.maximum(shapes.memory, 0) * 100 // safe_memory)
+    ratio = np.where(shapes.ratio >= 0, shapes.ratio, np.where(card_memory > 0, ratio_from_bytes, 100))
+    memory = np.where(shapes.memory >= 0, shapes.memory, np.maximum(shapes.ratio, 0) * card_memory // 100)
+    return ratio, memory
+
+
 def _fits(
-    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes, want: Int64Array | None = None
+    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes, want: SharedWant | None = None
 ) -> BoolArray:
-    """(..., C, K): whether each card can give each shape its per-card share (``want``: ``_want``
-    of the same capacity, when the caller has it)."""
-    if want is None:
-        want = _want(capacity, shapes)  # (..., C, K, 3)
-    idle = np.all(used <= 0, axis=-1)[..., None]  # (..., C, 1)
-    shared_fit = np.all(used[..., None, :] + want <= capacity[..., None, :], axis=-1)
-    fit: BoolArray = np.where(shapes.whole, idle, shared_fit) & valid[..., None]
+    """(..., C, K): whether each card can give each shape its per-card share (``want``:
+    ``_shared_want`` of the same capacity, when the caller has it). Compared per dimension with
+    what is free on the card (integers: the same answer as ``used + want <= capacity``) so that no
+    (..., C, K, 3) array is made: on a thousand nodes with a mix of 30 shapes that array dominated
+    the cost of scoring a pod."""
+    ratio, memory = _shared_want(capacity, shapes) if want is None else want
+    free = capacity - used
+    idle = (used[..., _CORE] <= 0) & (used[..., _RATIO] <= 0) & (used[..., _MEMORY] <= 0)
+    shared_fit = (
+        (shapes.core <= free[..., _CORE, None])
+        & (ratio <= free[..., _RATIO, None])
+        & (memory <= free[..., _MEMORY, None])
+    )
+    fit: BoolArray = np.where(shapes.whole, idle[..., None], shared_fit) & valid[..., None]
     return fit
 
 
@@ -212,6 +237,69 @@ def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, Bo
     return want, fits & cards.valid
 
 
+@dataclass(frozen=True, slots=True)
+class SingleCardParts:
+    """What ``single_card_deltas`` computes from the nodes' cards, the request and the shapes'
+    card-side needs alone (neither the shapes' weights nor the nodes' cpu and memory): per node n,
+    card c and shape k. Each shape's entries depend on that shape only, each node's on that node
+    only, so parts computed for some nodes or shapes can be kept and put together again."""
+
+    ok: BoolArray
+    """(N, C): the request fits card c."""
+    free: FloatArray
+    """(N, C): each card's free share now."""
+    free_after: FloatArray
+    """(N, C): card c's free share with the request on it."""
+    fitting: Int64Array
+    """(N, K): the cards that fit each shape now."""
+    stranded: FloatArray
+    """(N, K): the free share of the cards that do not fit each shape now."""
+    fitting_c: Int64Array
+    """(N, C, K): ``fitting`` with the request on card c."""
+    stranded_c: FloatArray
+    """(N, C, K): ``stranded`` with the request on card c."""
+
+
+def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+    want, ok = _single_card_want(cards, request)
+    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
+    shape_want = _shared_want(cards.capacity, shapes)
+    fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
+    used_after = cards.used + want
+    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
+    fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
+    fitting_c = fitting[:, None, :] - fit + fit_after
+    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
+    return SingleCardParts(ok, free, free_after, fitting, stranded, fitting_c, stranded_c)
+
+
+def single_card_combine(
+    parts: SingleCardParts,
+    shapes: Shapes,
+    host_free: Int64Array | None = None,
+    host_take: Int64Array | None = None,
+) -> FloatArray:
+    """``single_card_deltas`` from its parts: the shapes' weights and the nodes' cpu and memory
+    brought in."""
+    # The sum over the cards of a node is taken here, not kept in the parts: numpy's sum along a
+    # row depends on the row's length (the padding to the most cards among the nodes scored).
+    total = parts.free.sum(axis=-1)  # (N,)
+    before = _combine(parts.fitting, parts.stranded, total, shapes, host_fits(host_free, shapes))
+    total_c = total[:, None] - parts.free + parts.free_after
+    left = None if host_free is None else host_free - (0 if host_take is None else host_take)
+    host_after = host_fits(left, shapes)
+    after = _combine(
+        parts.fitting_c,
+        parts.stranded_c,
+        total_c,
+        shapes,
+        None if host_after is None else host_after[:, None, :],
+    )
+    deltas: FloatArray = np.where(parts.ok, after - before[:, None], np.inf)
+    return deltas
+
+
 def single_card_deltas(
     cards: Cards,
     request: GPURequest,
@@ -223,28 +311,10 @@ def single_card_deltas(
     (inf where it does not fit). Only card c changes, so the node's per-shape sums are updated
     for it alone: O(N C K) instead of recomputing every card for every candidate. With
     ``host_free`` ((N, 2) free cpu and memory) the pod's own ``host_take`` (2,) leaves the node."""
-    want, ok = _single_card_want(cards, request)
-    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
     if shapes.weight.size == 0:
+        _, ok = _single_card_want(cards, request)
         return np.where(ok, 0.0, np.inf)
-    shape_want = _want(cards.capacity, shapes)
-    fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
-    total = free.sum(axis=-1)  # (N,)
-    before = _combine(fitting, stranded, total, shapes, host_fits(host_free, shapes))
-    used_after = cards.used + want
-    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
-    fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting_c = fitting[:, None, :] - fit + fit_after
-    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
-    total_c = total[:, None] - free + free_after
-    left = None if host_free is None else host_free - (0 if host_take is None else host_take)
-    host_after = host_fits(left, shapes)
-    after = _combine(
-        fitting_c, stranded_c, total_c, shapes, None if host_after is None else host_after[:, None, :]
-    )
-    deltas: FloatArray = np.where(ok, after - before[:, None], np.inf)
-    return deltas
+    return single_card_combine(single_card_parts(cards, request, shapes), shapes, host_free, host_take)
 
 
 def moves_of(

@@ -20,6 +20,8 @@ from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage, 
 from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
+    BoolArray,
+    Cards,
     FloatArray,
     Int64Array,
     cards_of,
@@ -27,10 +29,12 @@ from scheduler.plugins.device_share.fragmentation import (
     moves_of,
     placement_deltas,
     shapes_of,
+    single_card_combine,
     single_card_deltas,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
+from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 
 __all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 
@@ -40,7 +44,9 @@ _SEEN = 4096
 
 
 class FragmentationStrategy:
-    def __init__(self, args: FragmentationArgs) -> None:
+    def __init__(self, args: FragmentationArgs, memo: SingleCardMemo | None = None) -> None:
+        self.memo = memo
+        """One-card requests' parts kept per node (``single_card_memo``), for ``scores_of``."""
         self.cluster: ClusterMix | None = None
         """The cluster's pods (``mix: Cluster``), fed by the pod informer (handlers/mix.py)."""
         self.mix: RequestMix | ClusterMix
@@ -106,18 +112,44 @@ class FragmentationStrategy:
         share of its node (``host_share.stranded_delta``), added to the increase in fragmentation
         (both count cards): the mix's mean cpu per shape misses a node that keeps that mean free
         for one card while its other cards have none."""
-        scores = np.zeros(len(nodes), dtype=np.int64)
         if not nodes:
-            return scores
+            return np.zeros(0, dtype=np.int64)
         cards = cards_of(nodes)
-        shapes = shapes_of(self.mix.weights(request), self.mix.hosts(request, host_take))
-        take = np.asarray(host_take, dtype=np.int64)
         fixed, fixed_ok = moves_of(cards, chosen)
         free_choice = np.asarray(any_card, dtype=np.bool_)
-        best = np.full(len(nodes), np.inf)
+        return self.scores_of(request, cards, fixed, fixed_ok, free_choice, host_free, host_take, stranded)
+
+    def scores_of(
+        self,
+        request: GPURequest,
+        cards: Cards,
+        fixed: Int64Array,
+        fixed_ok: BoolArray,
+        free_choice: BoolArray,
+        host_free: Int64Array | None = None,
+        host_take: tuple[int, int] = (0, 0),
+        stranded: FloatArray | None = None,
+        card_rows: IntArray | None = None,
+    ) -> IntArray:
+        """``scores`` of nodes given as arrays: ``cards`` (``cards_of``), the placements chosen
+        (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``;
+        ``card_rows``: the nodes' rows in the store's card table when ``cards`` are those rows'
+        cards as the store holds them (the one-card parts are then taken from ``memo``)."""
+        count = cards.capacity.shape[0]
+        if not count:
+            return np.zeros(0, dtype=np.int64)
+        weights = self.mix.weights(request)
+        shapes = shapes_of(weights, self.mix.hosts(request, host_take))
+        take = np.asarray(host_take, dtype=np.int64)
+        best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
-            deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
+            if self.memo is not None and card_rows is not None and shapes.weight.size:
+                kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+                parts = self.memo.parts(request, kinds, card_rows[free_choice], cards.capacity.shape[1])
+                deltas = single_card_combine(parts, shapes, host, take)
+            else:
+                deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
             best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
         if (~free_choice).any():
             host = None if host_free is None else host_free[~free_choice]
@@ -139,11 +171,21 @@ class FragmentationStrategy:
         """0..100 per node for a pod that asks for no GPU but for ``host_take`` cpu and memory:
         100 where taking them strands the fewest cards of the mix (FGD rates CPU-only tasks the
         same way), 0 where the most; ``stranded`` as in ``scores``."""
-        if not nodes or (stranded is None and not self.mix.weights_seen()):
-            return np.zeros(len(nodes), dtype=np.int64)
-        deltas = np.zeros(len(nodes), dtype=np.float64)
+        return self.host_scores_of(cards_of(nodes), host_free, host_take, stranded)
+
+    def host_scores_of(
+        self,
+        cards: Cards,
+        host_free: Int64Array,
+        host_take: tuple[int, int],
+        stranded: FloatArray | None = None,
+    ) -> IntArray:
+        """``host_scores`` of nodes given as arrays (``cards_of``)."""
+        count = cards.capacity.shape[0]
+        if not count or (stranded is None and not self.mix.weights_seen()):
+            return np.zeros(count, dtype=np.int64)
+        deltas = np.zeros(count, dtype=np.float64)
         if self.mix.weights_seen():
-            cards = cards_of(nodes)
             shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
             deltas = host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64))
         if stranded is not None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from functools import partial
 
+import numpy as np
+
 from apis.client.backend import DEVICES, NODES, PODS, RESERVATIONS
 from apis.client.rbac import PolicyRule
 from apis.extension.device import RESOURCE_GPU_MEMORY, RESOURCE_GPU_MEMORY_RATIO, RESOURCE_RDMA
@@ -64,6 +66,7 @@ from scheduler.plugins.device_share.rdma import Refusal
 from scheduler.plugins.device_share.reserved import ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.scoring import NodeScorer
+from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 from scheduler.plugins.device_share.store import DeviceStore
 from scheduler.plugins.device_share.templates import CONFIGMAPS, ERR_NO_MATCHED_TEMPLATE, TemplateCache
 from scheduler.plugins.device_share.topology_hint import numa_hints
@@ -102,7 +105,9 @@ class DeviceShare:
         self.card_order: ScoringType = "MostAllocated"
         """How the allocator ranks cards (Fragmentation bin-packs those it does not pick itself)."""
         if strategy.type == "Fragmentation":
-            self.fragmentation = FragmentationStrategy(strategy.fragmentation or FragmentationArgs())
+            self.fragmentation = FragmentationStrategy(
+                strategy.fragmentation or FragmentationArgs(), SingleCardMemo(self.store)
+            )
         else:
             self.card_order = strategy.type
         self.allocator = CycleAllocator(
@@ -140,8 +145,15 @@ class DeviceShare:
         cycle = self._cycle_of(pod, snapshot)
         if not isinstance(cycle, Cycle):
             return PreFilterResult(cycle)
-        cycle.refusals = self.refusals.of_cycle(cycle)
+        refused_rows = None
+        if memoizable(cycle):
+            table = self.refusals.table(cycle)
+            cycle.refusals = dict(table.by_node)
+            refused_rows = table.refused.copy()
+        else:
+            cycle.refusals = self.refusals.of_cycle(cycle)
         fitting = set(self.store.has_device - cycle.refusals.keys())
+        from_reservations = []
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
             if node not in self.store.has_device or cycle.request is None:
                 continue  # a reservation holds cards only
@@ -150,7 +162,14 @@ class DeviceShare:
                 cycle.from_reservation[(node, view.uid)] = fits_there
                 if fits_there:
                     fitting.add(node)
+                    from_reservations.append(node)
         cycle.fitting = frozenset(fitting)
+        if refused_rows is not None:
+            cards = self.store.cards()
+            cycle.refused_rows = refused_rows
+            cycle.fitting_rows = cards.device & ~refused_rows
+            cycle.fitting_rows[[cards.row[node] for node in from_reservations]] = True
+            cycle.card_layout = cards.layout
         state.write(CYCLE, cycle)
         if self.fragmentation is not None and cycle.request is not None:
             self.fragmentation.observe(pod.uid, cycle.request, host_take(pod))
@@ -176,21 +195,41 @@ class DeviceShare:
             return FilterResult.all_feasible(rows.size)
         # A node without a Device passes, as in Koordinator: its GPUs are only counted (by
         # NodeResourcesFit), as kube-scheduler would, and no card is named for the pod there.
-        without_device = ~snapshot.rows_named(rows, cycle.with_device)
         fitting = self.refusals.fitting(cycle, snapshot)
-        no_template = snapshot.rows_named(rows, cycle.no_template)
-        insufficient = ~snapshot.rows_named(rows, fitting) & ~without_device & ~no_template
-        by_refusal: dict[Refusal, set[str]] = {}
-        for node, refusal in cycle.refusals.items():
-            if node not in fitting:
-                by_refusal.setdefault(refusal, set()).add(node)
+        no_template = (
+            snapshot.rows_named(rows, cycle.no_template)
+            if cycle.no_template
+            else np.zeros(rows.size, dtype=np.bool_)
+        )
         rejections: list[tuple[str, BoolArray]] = [(ERR_NO_MATCHED_TEMPLATE, no_template)]
         unresolvable = no_template.copy()
-        for refusal, nodes in sorted(by_refusal.items()):
-            mask = snapshot.rows_named(rows, frozenset(nodes)) & insufficient
-            rejections.append((refusal.reason, mask))
-            if refusal.unresolvable:
-                unresolvable |= mask
+        cards = self.store.cards()
+        if (
+            cycle.fitting_rows is not None
+            and cycle.refused_rows is not None
+            and fitting is cycle.fitting
+            and cycle.card_layout == cards.layout
+            and cycle.with_device is self.store.device_names()
+        ):
+            # PreFilter's answers as masks over the card rows: no name looked up per node.
+            at = self.scorer.card_rows(snapshot, rows)
+            without_device = ~cards.device[at]
+            insufficient = ~cycle.fitting_rows[at] & ~without_device & ~no_template
+            refused = cycle.refused_rows & ~cycle.fitting_rows
+            if refused.any():  # every refusal of a memoizable cycle is for want of cards
+                rejections.append((ERR_INSUFFICIENT_GPU, refused[at] & insufficient))
+        else:
+            without_device = ~snapshot.rows_named(rows, cycle.with_device)
+            insufficient = ~snapshot.rows_named(rows, fitting) & ~without_device & ~no_template
+            by_refusal: dict[Refusal, set[str]] = {}
+            for node, refusal in cycle.refusals.items():
+                if node not in fitting:
+                    by_refusal.setdefault(refusal, set()).add(node)
+            for refusal, nodes in sorted(by_refusal.items()):
+                mask = snapshot.rows_named(rows, frozenset(nodes)) & insufficient
+                rejections.append((refusal.reason, mask))
+                if refusal.unresolvable:
+                    unresolvable |= mask
         if cycle.request is not None and not cycle.request.whole:
             for reason, mask in self.refusals.of_sharing(pod, snapshot, rows):
                 rejections.append((reason, mask))

@@ -3,31 +3,47 @@ strategy plus the NICs', or the Fragmentation strategy's 0..100 ratings across t
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from scheduler.cache.node_table import IntArray
+from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.allocator import node_score
 from scheduler.plugins.device_share.cycle import Cycle, host_capacity, host_free, host_take, memoizable
 from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
+from scheduler.plugins.device_share.fragmentation import cards_of, moves_of
 from scheduler.plugins.device_share.fragmentation_strategy import scaled
-from scheduler.plugins.device_share.host_share import CardShares, FloatArray, card_shares, stranded_delta
+from scheduler.plugins.device_share.host_share import CardShares, FloatArray, stranded_delta
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
+from scheduler.plugins.device_share.placements import Placements
 from scheduler.plugins.device_share.rdma import Refusal, rdma_node_score, wanted
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["NodeScorer"]
 
 
+@dataclass(slots=True)
+class _ScoreColumn:
+    by_row: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Card row -> the card score."""
+    synced: int = -1
+    layout: int = -1
+
+
 class NodeScorer:
     def __init__(self, allocator: CycleAllocator) -> None:
         self.allocator = allocator
         self.store = allocator.store
-        self._scores: ShapeCache[NodeAnswers[int]] = ShapeCache(NodeAnswers)
-        """The card score per request shape and node (MostAllocated / LeastAllocated)."""
-        self._shares: NodeAnswers[tuple[int, float]] = NodeAnswers()
-        """Each node's card count and free cards (``host_share.card_shares``)."""
+        self._scores: ShapeCache[_ScoreColumn] = ShapeCache(_ScoreColumn)
+        """The card score per request shape and card row (MostAllocated / LeastAllocated)."""
+        self.placements = Placements(allocator)
+
+    def card_rows(self, snapshot: Snapshot, rows: IntArray) -> IntArray:
+        """The card-table row of each node-table row (``card_table.CardTable.index``)."""
+        table = snapshot.table
+        return self.store.cards().index(table.names, table.layout)[rows]
 
     def scores(self, cycle: Cycle | None, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         scores = np.zeros(rows.size, dtype=np.int64)
@@ -36,25 +52,25 @@ class NodeScorer:
         if cycle is None:
             if not any(host_take(pod)):
                 return scores
+            cards, at = self.store.cards(), self.card_rows(snapshot, rows)
+            if not cards.count[at].any():
+                # No card on any of the nodes: none is stranded, and the Fragmentation strategy
+                # rates every node alike.
+                return scores if fragmentation is None else scaled(np.zeros(rows.size, dtype=np.float64))
             # A pod without GPUs still takes the cpu and memory the GPUs' pods need: rated by
             # the cards it would strand (FGD's rating of CPU-only tasks), 0..100.
             take = np.asarray(host_take(pod), dtype=np.int64)
             free = host_free(snapshot, rows)
-            stranded = stranded_delta(
-                self.card_shares(snapshot, rows), host_capacity(snapshot, rows), free, take
-            )
+            stranded = stranded_delta(self._card_shares(at), host_capacity(snapshot, rows), free, take)
             if fragmentation is None:
                 # Nothing to tell the nodes apart (no GPU node, or none stranded): no score, as
                 # Koordinator gives pods without devices.
                 return scores if stranded.size == 0 or np.ptp(stranded) <= 1e-9 else scaled(stranded)
-            nodes = [names[row] for row in rows.tolist()]
-            cards = [(self.store.gpus(n), self.store.usage(n)) for n in nodes]
-            return fragmentation.host_scores(cards, free, host_take(pod), stranded)
+            return fragmentation.host_scores_of(cards.cards(at), free, host_take(pod), stranded)
         if fragmentation is not None and cycle.request is not None:
             return self._fragmentation_scores(cycle, pod, snapshot, rows)
         if memoizable(cycle):
-            kept = self.table(cycle).by_node
-            packed = np.fromiter((kept.get(names[row], 0) for row in rows.tolist()), np.int64, rows.size)
+            packed = self.score_column(cycle)[self.card_rows(snapshot, rows)]
             return self._less_stranding(packed, cycle, pod, snapshot, rows)
         allocator = self.allocator
         for i, row in enumerate(rows.tolist()):
@@ -96,62 +112,95 @@ class NodeScorer:
         fragmentation, allocator = self.allocator.fragmentation, self.allocator
         assert fragmentation is not None
         assert cycle.request is not None
-        names = snapshot.table.names
-        nodes = [names[row] for row in rows.tolist()]
-        any_card = [allocator.any_card(n, cycle) for n in nodes]
-        return fragmentation.scores(
+        card_rows: IntArray | None = None
+        if memoizable(cycle):
+            at = card_rows = self.card_rows(snapshot, rows)
+            cards = self.store.cards().cards(at)
+            free_choice = self._any_card(cycle, snapshot, rows, at)
+            if free_choice.all():
+                fixed = np.zeros((rows.size, 1, *cards.capacity.shape[1:]), dtype=np.int64)
+                fixed_ok = np.zeros((rows.size, 1), dtype=np.bool_)
+            else:
+                fixed, fixed_ok = self.placements.moves(cycle, at, cards.capacity.shape[1])
+        else:
+            names = snapshot.table.names
+            nodes = [names[row] for row in rows.tolist()]
+            any_card = [allocator.any_card(n, cycle) for n in nodes]
+            cards = cards_of([(allocator.gpus(n, cycle), allocator.gpu_usage(n, cycle)) for n in nodes])
+            fixed, fixed_ok = moves_of(
+                cards,
+                [
+                    None if free else allocator.allocate(n, cycle)
+                    for n, free in zip(nodes, any_card, strict=True)
+                ],
+            )
+            free_choice = np.asarray(any_card, dtype=np.bool_)
+        return fragmentation.scores_of(
             cycle.request,
-            [(allocator.gpus(n, cycle), allocator.gpu_usage(n, cycle)) for n in nodes],
-            [None if free else allocator.allocate(n, cycle) for n, free in zip(nodes, any_card, strict=True)],
-            any_card,
+            cards,
+            fixed,
+            fixed_ok,
+            free_choice,
             host_free(snapshot, rows),
             host_take(pod),
             self._stranded(cycle.request, pod, snapshot, rows),
+            card_rows,
         )
+
+    def _any_card(self, cycle: Cycle, snapshot: Snapshot, rows: IntArray, at: IntArray) -> BoolArray:
+        """``CycleAllocator.any_card`` of each row for a memoizable cycle (no hint, no partition
+        spec): one card, on a node that does not give the request a partition."""
+        request = cycle.request
+        assert request is not None
+        if request.count != 1:
+            return np.zeros(rows.size, dtype=np.bool_)
+        free_choice = np.ones(rows.size, dtype=np.bool_)
+        if request.whole:
+            names = snapshot.table.names
+            for i in np.flatnonzero(self.store.cards().partitions[at]).tolist():
+                free_choice[i] = not self.allocator.partitioned(names[int(rows[i])], cycle)
+        return free_choice
+
+    def _card_shares(self, at: IntArray) -> CardShares:
+        """Card rows' card counts and free cards (``host_share.card_shares``)."""
+        cards = self.store.cards()
+        return cards.count[at].astype(np.float64), cards.free_cards[at]
 
     def card_shares(self, snapshot: Snapshot, rows: IntArray) -> CardShares:
-        """The rows' card counts and free cards, asking again only the nodes changed since."""
-        table = self._shares
-        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
+        """The rows' card counts and free cards (``host_share.card_shares``)."""
+        return self._card_shares(self.card_rows(snapshot, rows))
+
+    def score_column(self, cycle: Cycle) -> IntArray:
+        """Every card row's card score for the cycle's request shape (the memoizable cycles': no
+        RDMA, nothing left out; 0 for a node without cards), scoring again only the nodes changed
+        since the shape was last scored."""
+        assert cycle.request is not None
+        allocator, store, cards = self.allocator, self.store, self.store.cards()
+        kept = self._scores.of(cycle.request)
+        if kept.layout != cards.layout:
+            kept.by_row = np.zeros(cards.count.shape, dtype=np.int64)
+            kept.layout, kept.synced = cards.layout, -1
+        changed = store.changed_since(kept.synced) if kept.synced >= 0 else None
         if changed is None:
-            table.by_node.clear()
-            changed = set(self.store.has_device)
+            kept.by_row[:] = 0
+            changed = set(store.has_device)
         for node in changed:
-            gpus = self.store.gpus(node)
-            if gpus:
-                cards, free = card_shares([(gpus, self.store.usage(node))])
-                table.by_node[node] = (int(cards[0]), float(free[0]))
-            else:
-                table.by_node.pop(node, None)
-        table.synced = self.store.changes
-        names, kept = snapshot.table.names, table.by_node
-        pairs = [kept.get(names[row], (0, 0.0)) for row in rows.tolist()]
-        return (
-            np.fromiter((c for c, _ in pairs), np.float64, len(pairs)),
-            np.fromiter((f for _, f in pairs), np.float64, len(pairs)),
-        )
+            gpus = store.gpus(node)
+            kept.by_row[cards.row[node]] = (
+                node_score(gpus, store.usage(node), cycle.request, allocator.card_order, allocator.weights)
+                if gpus
+                else 0
+            )
+        kept.synced = store.changes
+        return kept.by_row
 
     def table(self, cycle: Cycle) -> NodeAnswers[int]:
-        """Every node's card score for the cycle's request shape (the memoizable cycles': no RDMA,
-        nothing left out), scoring again only the nodes changed since the shape was last scored."""
-        assert cycle.request is not None
-        allocator = self.allocator
-        table = self._scores.of(cycle.request)
-        changed = self.store.changed_since(table.synced) if table.synced >= 0 else None
-        if changed is None:
-            table.by_node.clear()
-            changed = set(self.store.has_device)
-        for node in changed:
-            gpus = self.store.gpus(node)
-            if gpus:
-                usage = self.store.usage(node)
-                table.by_node[node] = node_score(
-                    gpus, usage, cycle.request, allocator.card_order, allocator.weights
-                )
-            else:
-                table.by_node.pop(node, None)
-        table.synced = self.store.changes
-        return table
+        """``score_column`` by node, for the nodes with cards."""
+        column, cards = self.score_column(cycle), self.store.cards()
+        return NodeAnswers(
+            {node: int(column[row]) for node, row in cards.row.items() if cards.count[row] > 0},
+            self.store.changes,
+        )
 
     def rdma_score(self, node: str, cycle: Cycle) -> int:
         """Koordinator adds each device type's node score."""

@@ -30,6 +30,7 @@ from apis.extension.gpu_partition_tables import builtin_partition_table
 from apis.resources import to_int_units
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.card_table import CardTable
 from scheduler.plugins.device_share.npu import npu_capacity
 from scheduler.plugins.device_share.rdma import RDMA, RDMAAllocation, RDMAUsage, rdmas_of
 
@@ -137,6 +138,10 @@ class DeviceStore:
         """The nodes changed, in order (``changed_since``); its first entry is change number
         ``_changes_start``."""
         self._changes_start = 0
+        self._cards = CardTable()
+        self._stale_rows: set[str] = set()
+        """Nodes changed since ``cards`` last rewrote their rows."""
+        self._device_names: frozenset[str] | None = None
 
     # ---- Devices ----
 
@@ -157,10 +162,12 @@ class DeviceStore:
         labels = device.metadata.labels or {}
         node.vendor, node.model = labels.get(LABEL_GPU_VENDOR), labels.get(LABEL_GPU_MODEL)
         self.has_device.add(name)
+        self._device_names = None
         self._touch(name)
 
     def remove_device(self, name: str) -> None:
         self.has_device.discard(name)
+        self._device_names = None
         node = self.nodes.get(name)
         if node is not None:
             node.gpus = []
@@ -244,6 +251,7 @@ class DeviceStore:
 
     def _touch(self, name: str) -> None:
         """``name``'s cards or what is held on them changed."""
+        self._stale_rows.add(name)
         self._changes.append(name)
         if len(self._changes) > _CHANGES_KEPT_PER_NODE * len(self.nodes) + _CHANGES_KEPT:
             dropped = len(self._changes) // 2
@@ -261,6 +269,27 @@ class DeviceStore:
         if position < self._changes_start:
             return None
         return set(self._changes[position - self._changes_start :])
+
+    def cards(self) -> CardTable:
+        """Every node's cards and usage as arrays (``card_table``), up to date."""
+        table = self._cards
+        for name in self._stale_rows:
+            entry = self.nodes.get(name) or NodeGPUs()
+            table.write(
+                name,
+                entry.gpus,
+                entry.usage,
+                device=name in self.has_device,
+                partitions=bool(entry.partitions),
+            )
+        self._stale_rows.clear()
+        return table
+
+    def device_names(self) -> frozenset[str]:
+        """``has_device`` frozen, kept until a Device comes or goes."""
+        if self._device_names is None:
+            self._device_names = frozenset(self.has_device)
+        return self._device_names
 
     def usage(self, node: str) -> Mapping[int, GPUUsage]:
         entry = self.nodes.get(node)

@@ -1,0 +1,147 @@
+"""The Fragmentation strategy's parts for a one-card request (``fragmentation.SingleCardParts``)
+on every node, kept per request shape and brought up to date for the nodes changed since.
+
+Scoring a one-card pod rates every card of every node against every shape of the mix: on a
+thousand nodes with thirty shapes that is (nodes x cards x shapes) work of ~10 ms, while a
+placement changes one node. What depends on the cards alone is kept here per request, for every
+card-table row and every shape seen with it (a shape's entries do not depend on the others, so a
+new shape adds its columns); only the mix's weights, its shapes' cpu and memory and the nodes'
+free cpu and memory are brought in per pod (``fragmentation.single_card_combine``). The kept
+arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped least recently used
+beyond ``BUDGET_BYTES``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler.cache.node_table import IntArray
+from scheduler.plugins.device_share.fragmentation import (
+    Shapes,
+    SingleCardParts,
+    shapes_of,
+    single_card_parts,
+)
+from scheduler.plugins.device_share.request import GPURequest
+from scheduler.plugins.device_share.store import DeviceStore
+
+__all__ = ["BUDGET_BYTES", "SingleCardMemo"]
+
+BUDGET_BYTES = 96 * 2**20
+"""Memory the kept parts may take, all requests together."""
+_MAX_SHAPES_KEPT = 96
+"""A request's kept shapes beyond this are dropped (with every column) and kept afresh."""
+
+
+@dataclass(slots=True)
+class _Kept:
+    shapes: list[GPURequest]
+    column: dict[GPURequest, int]
+    parts: SingleCardParts
+    """Over every card-table row, at the table's width, for ``shapes``."""
+    synced: int
+    layout: int
+
+    @property
+    def nbytes(self) -> int:
+        p = self.parts
+        return sum(
+            a.nbytes for a in (p.ok, p.free, p.free_after, p.fitting, p.stranded, p.fitting_c, p.stranded_c)
+        )
+
+
+def _shape_only(shapes: list[GPURequest]) -> Shapes:
+    """The card-side needs of ``shapes`` (weights and cpu do not enter the parts)."""
+    return shapes_of(dict.fromkeys(shapes, 1.0))
+
+
+class SingleCardMemo:
+    def __init__(self, store: DeviceStore, budget_bytes: int = BUDGET_BYTES) -> None:
+        self.store = store
+        self.budget_bytes = budget_bytes
+        self._kept: OrderedDict[GPURequest, _Kept] = OrderedDict()
+
+    def parts(
+        self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int
+    ) -> SingleCardParts:
+        """The parts of card ``rows`` for ``request`` and ``shapes`` (in this order), ``width``
+        cards wide: equal to ``single_card_parts`` of those rows' cards."""
+        kept = self._brought_up_to_date(request, shapes)
+        at = np.asarray([kept.column[s] for s in shapes], dtype=np.int64)
+        p = kept.parts
+        cards = np.arange(width)
+        return SingleCardParts(
+            p.ok[rows, :width],
+            p.free[rows, :width],
+            p.free_after[rows, :width],
+            p.fitting[np.ix_(rows, at)],
+            p.stranded[np.ix_(rows, at)],
+            p.fitting_c[np.ix_(rows, cards, at)],
+            p.stranded_c[np.ix_(rows, cards, at)],
+        )
+
+    def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
+        store, table = self.store, self.store.cards()
+        kept = self._kept.get(request)
+        if kept is not None and kept.layout != table.layout:
+            kept = None  # rows were added or the cards got wider: every row again
+        if kept is not None:
+            self._kept.move_to_end(request)
+            changed = store.changed_since(kept.synced)
+            if changed is None:
+                kept = None
+            else:
+                self._refresh(kept, request, sorted(table.row[n] for n in changed))
+        new = [s for s in dict.fromkeys(shapes) if kept is None or s not in kept.column]
+        if kept is None or len(kept.shapes) + len(new) > _MAX_SHAPES_KEPT:
+            kept = self._fresh(request, list(dict.fromkeys(shapes)))
+        elif new:
+            self._add_shapes(kept, request, new)
+        kept.synced = store.changes
+        self._within_budget()
+        return kept
+
+    def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
+        table = self.store.cards()
+        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        parts = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
+        kept = _Kept(shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout)
+        self._kept[request] = kept
+        self._kept.move_to_end(request)
+        return kept
+
+    def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
+        if not rows:
+            return
+        at = np.asarray(rows, dtype=np.int64)
+        fresh = single_card_parts(self.store.cards().cards_at_width(at), request, _shape_only(kept.shapes))
+        p = kept.parts
+        for name in SingleCardParts.__slots__:
+            getattr(p, name)[at] = getattr(fresh, name)
+
+    def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
+        table = self.store.cards()
+        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        more = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
+        p = kept.parts
+        kept.parts = SingleCardParts(
+            p.ok,
+            p.free,
+            p.free_after,
+            np.concatenate([p.fitting, more.fitting], axis=-1),
+            np.concatenate([p.stranded, more.stranded], axis=-1),
+            np.concatenate([p.fitting_c, more.fitting_c], axis=-1),
+            np.concatenate([p.stranded_c, more.stranded_c], axis=-1),
+        )
+        for s in shapes:
+            kept.column[s] = len(kept.shapes)
+            kept.shapes.append(s)
+
+    def _within_budget(self) -> None:
+        total = sum(k.nbytes for k in self._kept.values())
+        while total > self.budget_bytes and len(self._kept) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            total -= dropped.nbytes
