@@ -62,6 +62,19 @@ class Probe:
 
 
 def build(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
+    return _problem(ctx, job, filtered=True)
+
+
+def free_room(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
+    """The job's placement problem over every node, with no Filter, plugin room or spread asked:
+    each node's free room as ``build`` sees it, and its topology path, to count what can fit at
+    most (``largest.gpu_bound``)."""
+    return _problem(ctx, job, filtered=False)
+
+
+def _problem(ctx: WhatIfContext, job: Job, *, filtered: bool) -> PlacementProblem | str:
+    """``filtered``: the members' Filters, scores, plugin rooms and spread, as the cycle's
+    planner asks them; otherwise every candidate node with its free room alone."""
     fwk = ctx.framework
     members = list(job.members)
     missing = _missing_topology(ctx, job)
@@ -73,35 +86,19 @@ def build(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
                 job.id,
                 members,
                 snapshot,
-                lambda member: fwk.feasible_rows(member, snapshot),
+                (lambda member: fwk.feasible_rows(member, snapshot))
+                if filtered
+                else (lambda _: snapshot.candidate_rows()),
                 topology=ctx.setting.topology if job.spec is not None else None,
                 spec=job.spec,
                 options=ctx.options,
-                score_rows=lambda member, rows: fwk.score_rows(member, snapshot, rows),
-                spread=fwk.gang_spread(members, snapshot),
-                member_rooms=lambda member, nodes, limit: fwk.member_room(member, snapshot, nodes, limit),
-            )
-    except TopologyError as exc:
-        return f"gang {job.id}: {exc}"
-
-
-def free_room(ctx: WhatIfContext, job: Job) -> PlacementProblem | str:
-    """The job's placement problem over every node, with no Filter, plugin room or spread asked:
-    each node's free room as ``build`` sees it, and its topology path, to count what can fit at
-    most (``largest.gpu_bound``)."""
-    missing = _missing_topology(ctx, job)
-    if missing is not None:
-        return missing
-    try:
-        with _planning(ctx, job) as snapshot:
-            return build_problem(
-                job.id,
-                list(job.members),
-                snapshot,
-                lambda _: snapshot.candidate_rows(),
-                topology=ctx.setting.topology if job.spec is not None else None,
-                spec=job.spec,
-                options=ctx.options,
+                score_rows=(lambda member, rows: fwk.score_rows(member, snapshot, rows))
+                if filtered
+                else None,
+                spread=fwk.gang_spread(members, snapshot) if filtered else (),
+                member_rooms=(lambda member, nodes, limit: fwk.member_room(member, snapshot, nodes, limit))
+                if filtered
+                else None,
             )
     except TopologyError as exc:
         return f"gang {job.id}: {exc}"
