@@ -2,7 +2,7 @@
 
     python -m e2e.bench.openb_replay [--strategies Fragmentation MostAllocated LeastAllocated]
                                      [--seed 42] [--limit N] [--nodes N] [--profile default]
-                                     [--data DIR] [--out DIR]
+                                     [--workload default] [--data DIR] [--out DIR]
 
 The Alibaba openb trace (cluster-trace-gpu-v2023: 1,213 GPU nodes, 8,152 tasks; ``--data``) is
 replayed as the paper's artifact does (``openb_trace.py``): the tasks sorted by name, shuffled with
@@ -11,7 +11,9 @@ cluster's GPUs, submitted one at a time to the real scheduler in process, never 
 that fits nowhere failed and not retried (``openb_run.py``). ``--limit N`` replays only the first N
 pods; ``--nodes N`` takes N nodes spread over the list (and inflates to 130% of theirs). The
 scheduler runs koord-scheduler's default profile; ``--profile deviceshare-only`` leaves DeviceShare
-the only score plugin.
+the only score plugin. ``--workload gpushare40`` (``multigpu50``, ``cpu250``, ``gpuspec33``, ...)
+replays ``openb_pod_list_<workload>.csv`` of ``--data``, one of the paper's variants of the trace,
+beside the paper's figures for it when ``--data`` holds them (``openb_paper.paper_file``).
 
 Printed per DeviceShare ``scoringStrategy.type``: the GPU allocation ratio (allocated GPU milli over
 the cluster's) once 100% and 130% of the GPU capacity has arrived, the failed GPU and CPU-only
@@ -36,15 +38,15 @@ from pydantic import BaseModel, Field
 from e2e.bench.harness import log_progress
 from e2e.bench.openb_audit import OverAllocationError
 from e2e.bench.openb_cluster import cluster_description
-from e2e.bench.openb_paper import PAPER_FILE, PaperPolicy, load_paper
+from e2e.bench.openb_paper import PaperPolicy, load_paper, paper_file
 from e2e.bench.openb_plot import write_plot
 from e2e.bench.openb_run import PROFILES, STRATEGIES, Profile, StrategyRun, replay
 from e2e.bench.openb_trace import (
     NODE_FILE,
-    POD_FILE,
     gpu_capacity_milli,
     load_nodes,
     load_tasks,
+    pod_file,
     sample_nodes,
     submission_order,
 )
@@ -76,6 +78,8 @@ class OpenBOptions(BaseModel, frozen=True):
     """Replay on N nodes spread over the node list instead of all of them."""
     profile: Profile = "default"
     """``deviceshare-only``: DeviceShare the only score plugin."""
+    workload: str = Field(default="default", pattern=r"^[a-z0-9]+$")
+    """The pod list ``openb_pod_list_<workload>.csv`` (``openb_trace.WORKLOADS``)."""
     out: Path = Path("bench-results/openb")
 
 
@@ -138,12 +142,13 @@ async def run_benchmark(
     """Every strategy of ``opts`` replayed on the same submission order; OverAllocationError from
     the first run whose audit fails."""
     nodes = load_nodes(opts.data / NODE_FILE)
-    tasks = load_tasks(opts.data / POD_FILE)
+    tasks = load_tasks(opts.data / pod_file(opts.workload))
     if opts.nodes is not None:
         nodes = sample_nodes(nodes, opts.nodes)
     capacity = gpu_capacity_milli(nodes)
     order = submission_order(tasks, opts.seed, capacity, TARGET_PERCENT / 100)
     cluster = cluster_description(nodes)
+    paper = paper_file(opts.data, opts.workload)
     report = OpenBReport(
         options=opts,
         started_at=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -151,7 +156,7 @@ async def run_benchmark(
         gpus=capacity // 1000,
         tasks=len(tasks),
         submissions=len(order),
-        paper=load_paper(opts.data / PAPER_FILE),
+        paper=load_paper(paper, opts.workload) if paper is not None else [],
     )
     for strategy in opts.strategies:
         if progress is not None:
@@ -177,6 +182,8 @@ def write_outputs(report: OpenBReport, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     o = report.options
     title = f"openb replay, {report.nodes} nodes, seed {o.seed}"
+    if o.workload != "default":
+        title += f", workload {o.workload}"
     if o.limit:
         title += f", first {o.limit} pods"
     if o.profile != "default":
@@ -204,6 +211,8 @@ def render(report: OpenBReport) -> str:
         f"{report.submissions} pods (GPU request inflated to {TARGET_PERCENT:.0f}% of capacity), "
         f"seed {o.seed}"
     )
+    if o.workload != "default":
+        title += f", workload {o.workload}"
     if o.limit:
         title += f", first {o.limit} pods replayed"
     if o.profile == "deviceshare-only":
@@ -228,10 +237,14 @@ def render(report: OpenBReport) -> str:
         )
     lines += _table(rows)
     lines.append("")
-    lines.append("paper (FGD, ATC'23; mean over its seeds, all 1,213 nodes):")
-    paper_rows = [("policy", *(f"alloc@{m}%" for m in MARKS), "seeds")]
-    paper_rows += [(p.name, *(_pct(p.at(m)) for m in MARKS), str(p.seeds)) for p in reversed(report.paper)]
-    lines += _table(paper_rows)
+    if report.paper:
+        lines.append(f"paper (FGD, ATC'23; workload {o.workload}, mean over its seeds, all 1,213 nodes):")
+        paper_rows = [("policy", *(f"alloc@{m}%" for m in MARKS), "seeds")]
+        for p in reversed(report.paper):
+            paper_rows.append((p.name, *(_pct(p.at(m)) for m in MARKS), str(p.seeds)))
+        lines += _table(paper_rows)
+    else:
+        lines.append(f"paper: no figures for workload {o.workload} in {o.data}")
     if report.nodes != 1213:
         lines.append(f"(ours ran on {report.nodes} nodes: the paper's figures are for the whole cluster)")
     audited = ", ".join(f"{f.strategy} {f.audited_pods} pods" for f in report.figures)
@@ -250,6 +263,9 @@ def _parse(argv: list[str] | None) -> OpenBOptions:
     parser.add_argument(
         "--profile", choices=PROFILES, default="default", help="deviceshare-only: no other score plugin"
     )
+    parser.add_argument(
+        "--workload", default="default", help="openb_pod_list_WORKLOAD.csv (gpushare40, multigpu50, ...)"
+    )
     parser.add_argument("--data", type=Path, default=None, help="the CSVs' directory")
     parser.add_argument("--out", type=Path, default=OpenBOptions().out)
     args = parser.parse_args(argv)
@@ -259,6 +275,7 @@ def _parse(argv: list[str] | None) -> OpenBOptions:
         "limit": args.limit,
         "nodes": args.nodes,
         "profile": args.profile,
+        "workload": args.workload,
         "out": args.out,
     }
     if args.data is not None:

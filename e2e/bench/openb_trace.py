@@ -27,18 +27,38 @@ __all__ = [
     "FULL_GPU_MILLI",
     "NODE_FILE",
     "POD_FILE",
+    "WORKLOADS",
     "Submission",
     "TraceNode",
     "TraceTask",
     "gpu_capacity_milli",
     "load_nodes",
     "load_tasks",
+    "pod_file",
     "sample_nodes",
     "submission_order",
 ]
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
-POD_FILE = "openb_pod_list_default.csv"
+WORKLOADS = (
+    "default",
+    *(f"cpu{p}" for p in ("0", "037", "050", "072", "100", "200", "235", "250", "300")),
+    *(f"gpushare{p}" for p in (20, 40, 60, 80, 100)),
+    *(f"gpuspec{p}" for p in ("05", 10, 20, 25, 33)),
+    *(f"multigpu{p}" for p in (20, 30, 40, 50)),
+)
+"""The trace's workloads: ``openb_pod_list_<workload>.csv``. Beside the production tasks
+(``default``), the paper's variants: more CPU-only tasks (``cpuNNN``), more GPU-sharing tasks
+(``gpushareNN``), more tasks restricted to a GPU model (``gpuspecNN``), more multi-GPU tasks
+(``multigpuNN``)."""
+
+
+def pod_file(workload: str) -> str:
+    """The pod list of ``workload`` (one of ``WORKLOADS`` or another of the same form)."""
+    return f"openb_pod_list_{workload}.csv"
+
+
+POD_FILE = pod_file("default")
 FULL_GPU_MILLI = 1000
 """One whole GPU in the trace's unit."""
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.bench.openb_paper import ARTIFACT_FILE
 from e2e.bench.openb_replay import (
     MARKS,
     OpenBOptions,
@@ -25,7 +26,7 @@ from e2e.bench.openb_replay import (
     write_outputs,
 )
 from e2e.bench.openb_run import STRATEGIES
-from e2e.bench.openb_trace import NODE_FILE
+from e2e.bench.openb_trace import NODE_FILE, pod_file
 from e2e.bench.suite import parse_args, run_suite, write_results
 from e2e.bench.suite_model import SuiteResults
 
@@ -110,3 +111,36 @@ def test_the_suite_runs_openb_with_only_and_sets_each_strategy_beside_its_paper_
     assert sorted(decoded.plots) == ["openb.png", "openb/openb.png"]
     assert (tmp_path / "openb" / "openb.png").read_bytes().startswith(b"\x89PNG")
     assert decoded.details["openb"]["nodes"] == NODES
+
+
+def test_another_workload_is_replayed_from_its_own_pod_list_beside_its_paper_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    shared = OpenBOptions().data
+    (data / NODE_FILE).write_bytes((shared / NODE_FILE).read_bytes())
+    pods = (shared / pod_file("default")).read_text(encoding="utf-8").splitlines()
+    # The variant: the default trace's header and its first GPU-sharing tasks only.
+    header = pods[0].split(",")
+    num_gpu, gpu_milli = header.index("num_gpu"), header.index("gpu_milli")
+    rows = [r.split(",") for r in pods[1:]]
+    sharing = [",".join(r) for r in rows if r[num_gpu] == "1" and int(r[gpu_milli]) < 1000][:200]
+    (data / pod_file("gpushare99")).write_text("\n".join([pods[0], *sharing]) + "\n", encoding="utf-8")
+    artifact = ["workload,sc_policy,tune,seed,total_gpus," + ",".join(str(i) for i in range(131))]
+    for workload, value in (("default", "10.0"), ("gpushare99", "77.5")):
+        artifact.append(f"openb_pod_list_{workload},06-FGD,1.3,42,6212," + ",".join([value] * 131))
+    (data / ARTIFACT_FILE).write_text("\n".join(artifact) + "\n", encoding="utf-8")
+    argv = ["--workload", "gpushare99", "--nodes", str(NODES), "--strategies", "MostAllocated"]
+
+    assert main([*argv, "--data", str(data), "--out", str(tmp_path / "out")]) == 0
+
+    out = capsys.readouterr().out
+    assert "200 tasks" in out
+    assert "workload gpushare99" in out
+    assert "77.50%" in out
+    assert "10.00%" not in out
+    decoded = json.loads((tmp_path / "out" / "openb.json").read_text())
+    assert decoded["figures"][0]["failed_cpu_pods"] == decoded["figures"][0]["cpu_pods"] == 0
+    assert main(["--workload", "multigpu99", "--data", str(data), "--out", str(tmp_path / "x")]) == 2
+    assert "openb_pod_list_multigpu99.csv" in capsys.readouterr().err

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.bench.openb_paper import closest_policy, load_paper
+from e2e.bench.openb_paper import ARTIFACT_FILE, closest_policy, load_paper, paper_file
 
 HEADER = "workload,sc_policy,tune,seed,total_gpus,0,1,2"
 
@@ -45,3 +45,25 @@ def test_every_strategy_has_a_paper_policy_beside_it() -> None:
     assert closest_policy("MostAllocated") == "GpuPacking"
     assert closest_policy("LeastAllocated") == "Random"
     assert closest_policy("Other") is None
+
+
+def test_the_artifacts_whole_file_gives_the_rows_of_the_workload_asked_for(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path,
+        "openb_pod_list_default,06-FGD,1.3,42,6212,0.5,1.0,2.0",
+        "openb_pod_list_gpushare40,06-FGD,1.3,42,6212,0.25,0.5,1.0",
+        "openb_pod_list_gpushare40,06-FGD,1.3,43,6212,0.75,1.5,3.0",
+    )
+
+    (fgd,) = load_paper(path, "gpushare40")
+
+    assert (fgd.seeds, fgd.allocation) == (2, (0.5, 1.0, 2.0))
+    assert load_paper(path, "multigpu50") == []
+
+
+def test_a_workloads_own_file_comes_before_the_artifacts_whole_file(tmp_path: Path) -> None:
+    assert paper_file(tmp_path, "cpu250") is None
+    (tmp_path / ARTIFACT_FILE).write_text(HEADER + "\n", encoding="utf-8")
+    assert paper_file(tmp_path, "cpu250") == tmp_path / ARTIFACT_FILE
+    (tmp_path / "fgd_paper_allocation_cpu250.csv").write_text(HEADER + "\n", encoding="utf-8")
+    assert paper_file(tmp_path, "cpu250") == tmp_path / "fgd_paper_allocation_cpu250.csv"
