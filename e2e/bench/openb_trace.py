@@ -63,7 +63,8 @@ FULL_GPU_MILLI = 1000
 """One whole GPU in the trace's unit."""
 
 _NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
-_POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec")
+_POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+"""Required; ``gpu_spec`` is read where the file has it (the ``multigpu`` workloads do not)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -56,6 +56,8 @@ def test_openb_replay_reaches_both_marks_with_every_strategy_and_audits_every_bo
             assert 0 < value <= 100
         assert math.isfinite(figures.pods_per_second)
         assert figures.pods_per_second > 0
+        assert figures.ceiling is not None
+        assert figures.allocated_percent <= figures.ceiling.max_allocated_percent + 0.001
         assert run.audit is not None
         assert run.audit.violations == []
         bound = report.submissions - figures.failed_gpu_pods - figures.failed_cpu_pods
@@ -68,7 +70,7 @@ def test_openb_replay_reaches_both_marks_with_every_strategy_and_audits_every_bo
     decoded = OpenBReport.model_validate(json.loads((tmp_path / "openb.json").read_text()))
     assert decoded.figures == report.figures
     table = render(report)
-    for name in (*STRATEGIES, "FGD", "GpuPacking", "audit: nothing over-allocated"):
+    for name in (*STRATEGIES, "FGD", "GpuPacking", "ceiling", "audit: nothing over-allocated"):
         assert name in table
 
 

@@ -73,6 +73,13 @@ def test_tasks_are_read_with_shares_whole_gpus_cpu_only_and_gpu_spec(tmp_path: P
     assert not pinned.shares_a_gpu
 
 
+def test_a_pod_list_without_gpu_spec_has_no_model_bound_tasks(tmp_path: Path) -> None:
+    """The paper's ``multigpu`` workloads have only the first five columns."""
+    path = _csv(tmp_path, "pods.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli", "p,12000,16384,2,1000")
+
+    assert load_tasks(path) == [TraceTask("p", 12000, 16384, 2, 1000)]
+
+
 @pytest.mark.parametrize(
     ("row", "message"),
     [
