@@ -1,4 +1,4 @@
-"""The benchmark suite at tiny sizes, so that CI keeps it working (about 50 s).
+"""The benchmark suite at tiny sizes, so that CI keeps it working (about 45 s).
 
 The solver benches run in process; throughput (and the RSS taken from its run), the identical-pods
 throughput, the startup latency bench and the start-up bench run on their own clusters
@@ -29,7 +29,7 @@ from e2e.tier import sized
 # RSS benches, two more runs of it on clusters of their own, are in `make test-full`.
 # The start-up bench (a cluster of its own, both schedulers started on a backlog: about 50 s here)
 # is in `make test-full` too. The identical-pods workload has no other smoke: `make test` runs it
-# here (a cluster of its own, about 20 s).
+# here (a cluster of its own, about 15 s).
 BENCHES = sized(
     ("identical", "latency", "gang", "victims"),
     ("throughput", "identical", "rss", "latency", "startup", "gang", "victims"),
