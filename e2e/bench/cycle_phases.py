@@ -1,13 +1,14 @@
 """Where each pod's CPU goes in ``koordctl simulate``: per phase of the cycle and per plugin.
 
-``python -m e2e.bench.cycle_phases --nodes 1000 --pods 3000`` runs the throughput bench's workload
-in process (as ``scheduler_throughput``'s simulate row does) with the scheduler's phases wrapped in
-CPU-time counters (``time.thread_time``: the machine's other load counts far less than in wall
-time), and prints, per pod, the process's CPU and each phase's and each plugin call's. Phases
-nest (``_select`` holds PreScore and Score; a plugin's figure is inside its extension point's), so
-the lines do not add up to the total; what is outside every line is the harness's submission,
-the queue, the binder's awaits and the event loop. The wrappers cost a little each: compare the
-figures of one run with each other, not with a run without them.
+``python -m e2e.bench.cycle_phases --nodes 1000 --pods 3000 [--workload mixed|identical]`` runs
+the throughput bench's workload (``mixed`` requests, or ``identical``: the replicas of one
+Deployment) in process (as ``scheduler_throughput``'s simulate row does) with the scheduler's
+phases wrapped in CPU-time counters (``time.thread_time``: the machine's other load counts far
+less than in wall time), and prints, per pod, the process's CPU and each phase's and each plugin
+call's. Phases nest (``_select`` holds PreScore and Score; a plugin's figure is inside its
+extension point's), so the lines do not add up to the total; what is outside every line is the
+harness's submission, the queue, the binder's awaits and the event loop. The wrappers cost a
+little each: compare the figures of one run with each other, not with a run without them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from apis.core import Pod
 from e2e.bench.processes import KOORD
 from e2e.bench.scheduler_throughput import parse_args
-from e2e.bench.throughput_model import KOORD_NAMESPACE
+from e2e.bench.throughput_model import KOORD_NAMESPACE, WORKLOADS, WorkloadKind
 from e2e.bench.throughput_workload import bench_description, scheduler_config, workload
 from scheduler import loop
 from scheduler.backend.memory import MemoryBackend
@@ -124,10 +125,10 @@ class PhaseClock:
         return lines
 
 
-async def measure(nodes: int, pods: int) -> list[str]:
-    opts, _ = parse_args(["--nodes", str(nodes), "--pods", str(pods)])
+async def measure(nodes: int, pods: int, kind: WorkloadKind = "mixed") -> list[str]:
+    opts, _ = parse_args(["--nodes", str(nodes), "--pods", str(pods), "--workload", kind])
     description = bench_description(opts)
-    models = [Pod.model_validate(p) for p in workload(KOORD_NAMESPACE, KOORD, opts.pods)]
+    models = [Pod.model_validate(p) for p in workload(KOORD_NAMESPACE, KOORD, opts.pods, kind=kind)]
     config_text = scheduler_config(opts, Path("kubeconfig-unused"), KOORD)
     clock = PhaseClock()
     clock.install()
@@ -139,7 +140,7 @@ async def measure(nodes: int, pods: int) -> list[str]:
         clock.uninstall()
     bound = len(result.scheduled)
     rate = f"{result.seconds:.1f} s ({result.pods_per_second:.0f} pods/s)"
-    header = f"{bound}/{pods} pods bound on {nodes} nodes in {rate}"
+    header = f"{bound}/{pods} {kind} pods bound on {nodes} nodes in {rate}"
     return [header, *clock.report(max(bound, 1), cpu)]
 
 
@@ -147,8 +148,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=3000)
+    parser.add_argument("--workload", choices=WORKLOADS, default="mixed")
     args = parser.parse_args(argv)
-    print("\n".join(asyncio.run(measure(args.nodes, args.pods))))
+    print("\n".join(asyncio.run(measure(args.nodes, args.pods, args.workload))))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Scheduler throughput: koord-scheduler against the upstream kube-scheduler, same cluster, same run.
 
-    python -m e2e.bench.scheduler_throughput [--nodes 1000] [--pods 10000] [--qps 1000 --burst 2000]
+    python -m e2e.bench.scheduler_throughput [--nodes 1000] [--pods 10000] [--workload mixed|identical]
+                                             [--qps 1000 --burst 2000]
                                              [--load-aware] [--reservations N [--owner-share 0.5]]
                                              [--skip-upstream] [--skip-simulate] [-o table|json]
 
@@ -22,6 +23,13 @@ Method
    creation never overlaps a measurement. Creation uses one kubernetes_asyncio client with
    ``--concurrency`` (32) requests in flight; progress goes to stderr. The nodes are sized for both
    workloads (the run refuses a size where they would not fit comfortably).
+   ``--workload identical`` makes every pod a replica of one Deployment instead: the same requests
+   (cpu 500m, memory 512Mi), labels ``app=identical`` and ``pod-template-hash``, and an
+   ownerReference to one ReplicaSet (``controller: true``, a fixed uid), as a Deployment's pods
+   carry (issue 32: pods of one template sharing one Filter/Score pass). The ReplicaSet itself is
+   not created: the only thing either scheduler reads it for is the selector of the default
+   spread constraints (PodTopologySpread's ``System`` defaults), which without it is empty, so
+   neither spreads these pods.
 3. **koord-scheduler** runs as a real process (``e2e.components.koord_scheduler``, log in
    ``.cluster/bench/koord-scheduler.log``) with a KubeSchedulerConfiguration v1: no leader
    election, ``clientConnection.qps/burst`` from the flags, one profile ``koord-scheduler``. The
@@ -77,7 +85,7 @@ import sys
 
 from e2e.bench.harness import BenchError
 from e2e.bench.processes import KOORD, KUBE
-from e2e.bench.throughput_model import SIMULATE, Options, Report, RunResult
+from e2e.bench.throughput_model import SIMULATE, WORKLOADS, Options, Report, RunResult
 from e2e.bench.throughput_runs import run_benchmark
 from e2e.bench.throughput_table import render
 from e2e.bench.throughput_workload import bench_description, workload
@@ -104,6 +112,12 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
     )
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--pods", type=int, default=10000, help="pods per scheduler")
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="mixed",
+        help="mixed requests, or identical: every pod a replica of one Deployment",
+    )
     parser.add_argument("--qps", type=float, default=1000.0, help="clientConnection.qps of both schedulers")
     parser.add_argument("--burst", type=int, default=2000, help="clientConnection.burst of both schedulers")
     parser.add_argument(
@@ -142,6 +156,8 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
         parser.error("--reservations must not be negative")
     if not 0.0 <= args.owner_share <= 1.0 or (args.owner_share and not args.reservations):
         parser.error("--owner-share must be within 0..1, with --reservations")
+    if args.owner_share and args.workload == "identical":
+        parser.error("--owner-share relabels pods: the identical workload's are all alike")
     return Options(
         nodes=args.nodes,
         pods=args.pods,
@@ -157,6 +173,7 @@ def parse_args(argv: list[str] | None) -> tuple[Options, str]:
         load_aware=args.load_aware,
         reservations=args.reservations,
         owner_share=args.owner_share,
+        workload=args.workload,
     ), args.output
 
 

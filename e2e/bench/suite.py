@@ -1,11 +1,14 @@
 """The benchmark suite: every bench at a size that fits a 2-core machine, or issue 20's with --full.
 
     python -m e2e.bench.suite [--full] [--only throughput,latency,...] [--nodes 200,1000] [--pods 2000]
+                              [--identical-nodes 200 --identical-pods 2000]
                               [--startup-nodes 200 --startup-pending 2000 --startup-bound 2000]
                               [--out DIR] [--cluster-prefix bench-suite]
 
 Benches (``--only``, in this order): ``throughput`` (koord-scheduler against kube-scheduler on the
-same KWOK cluster, ``scheduler_throughput``), ``perf-harness`` (the same at Koordinator's
+same KWOK cluster, ``scheduler_throughput``), ``identical`` (the same on the identical-pods
+workload, every pod a replica of one Deployment, with ``koordctl simulate``'s rate in process
+beside kube-scheduler's too; issue 32), ``perf-harness`` (the same at Koordinator's
 perf-harness shape: 100 nodes, 1,000 pods, client capped at 100 QPS), ``rss`` (both schedulers'
 peak RSS in a throughput run), ``latency`` (create -> bound p50/p99 under a steady arrival rate,
 ``startup_latency``), ``startup`` (process start to ready and peak RSS with a backlog of pending
@@ -64,6 +67,8 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
     parser.add_argument("--cluster-prefix", help="clusters are <prefix>-<bench> (default bench-suite)")
     parser.add_argument("--nodes", type=_ints, help="throughput: cluster sizes, comma-separated")
     parser.add_argument("--pods", type=int, help="throughput: pods per scheduler")
+    parser.add_argument("--identical-nodes", type=int)
+    parser.add_argument("--identical-pods", type=int, help="identical: pods per scheduler")
     parser.add_argument("--rss-nodes", type=int)
     parser.add_argument("--rss-pods", type=int)
     parser.add_argument("--latency-nodes", type=int)
@@ -89,6 +94,8 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
         "cluster_prefix": args.cluster_prefix,
         "throughput_nodes": args.nodes,
         "throughput_pods": args.pods,
+        "identical_nodes": args.identical_nodes,
+        "identical_pods": args.identical_pods,
         "rss_nodes": args.rss_nodes,
         "rss_pods": args.rss_pods,
         "latency_nodes": args.latency_nodes,

@@ -23,6 +23,7 @@ Better = Literal["higher", "lower"]
 
 BENCHES = (
     "throughput",
+    "identical",
     "perf-harness",
     "rss",
     "latency",
@@ -47,6 +48,9 @@ class SuiteOptions(BaseModel, frozen=True):
     throughput_nodes: tuple[int, ...] = (200,)
     throughput_pods: int = 2000
     """Pods per scheduler in each throughput run."""
+    identical_nodes: int = 200
+    identical_pods: int = 2000
+    """The identical-pods workload (every pod a replica of one Deployment): pods per scheduler."""
     rss_nodes: int = 200
     rss_pods: int = 2000
     """RSS comes from a throughput run at this size (the throughput bench's own when it ran it)."""
@@ -86,6 +90,8 @@ def default_options(full: bool) -> dict[str, Any]:
         "only": BENCHES,
         "throughput_nodes": (1000, 5000),
         "throughput_pods": 10000,
+        "identical_nodes": 1000,
+        "identical_pods": 20000,
         "rss_nodes": 5000,
         "rss_pods": 50000,
         "latency_nodes": 1000,

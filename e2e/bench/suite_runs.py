@@ -18,6 +18,7 @@ from e2e.bench.harness import log_progress
 from e2e.bench.openb_paper import closest_policy
 from e2e.bench.processes import KOORD, KUBE
 from e2e.bench.suite_model import Better, Figure, SuiteOptions, SuiteResults
+from e2e.bench.throughput_model import SIMULATE
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_model import Report as ThroughputReport
 from e2e.bench.throughput_runs import run_benchmark as run_throughput
@@ -103,6 +104,34 @@ async def throughput(opts: SuiteOptions, results: SuiteResults) -> None:
             results.figures.extend(
                 _throughput_figures("throughput", report, _size(nodes, opts.throughput_pods))
             )
+
+
+async def identical(opts: SuiteOptions, results: SuiteResults) -> None:
+    """Pods/s on the identical-pods workload (issue 32: every pod a replica of one Deployment), of
+    koord-scheduler and of ``koordctl simulate`` in process, each beside kube-scheduler's from the
+    same run."""
+    nodes, pods = opts.identical_nodes, opts.identical_pods
+    run_opts = ThroughputOptions(
+        nodes=nodes, pods=pods, workload="identical", cluster_name=f"{opts.cluster_prefix}-identical"
+    )
+    report = await _throughput_run(results, "identical", run_opts)
+    if report is None:
+        return
+    size = _size(nodes, pods)
+    results.figures.extend(_throughput_figures("identical", report, size))
+    simulate, kube = report.result(SIMULATE), report.result(KUBE)
+    results.figures.append(
+        Figure(
+            bench="identical",
+            metric="pods/s in process",
+            size=size,
+            unit="pods/s",
+            better="higher",
+            ours=None if simulate is None else simulate.pods_per_second,
+            baseline=None if kube is None else kube.pods_per_second,
+            ours_label=SIMULATE,
+        )
+    )
 
 
 async def perf_harness(opts: SuiteOptions, results: SuiteResults) -> None:
@@ -402,6 +431,7 @@ async def openb(opts: SuiteOptions, results: SuiteResults) -> None:
 
 RUNS = {
     "throughput": throughput,
+    "identical": identical,
     "perf-harness": perf_harness,
     "rss": rss,
     "latency": latency,

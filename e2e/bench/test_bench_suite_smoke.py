@@ -1,11 +1,13 @@
-"""The benchmark suite at tiny sizes, so that CI keeps it working (about 30 s).
+"""The benchmark suite at tiny sizes, so that CI keeps it working (about 45 s).
 
-The solver benches run in process; throughput (and the RSS taken from its run), the startup
-latency bench and the start-up bench run on their own clusters (``bench-suite-smoke-<pid>-*``).
-Only that the files and every figure exist and are finite is asserted; timings are never checked.
-The preemption and perf-harness benches are left out: their harnesses have smoke tests of their own
-(``test_bench_preemption_smoke.py``, ``test_bench_smoke.py``). `make test` runs the latency,
-gang and victims benches; `make test-full` adds throughput, RSS and start-up (``BENCHES``).
+The solver benches run in process; throughput (and the RSS taken from its run), the identical-pods
+throughput, the startup latency bench and the start-up bench run on their own clusters
+(``bench-suite-smoke-<pid>-*``). Only that the files and every figure exist and are finite, and
+that every identical pod was bound by both schedulers and by simulate, is asserted; timings are
+never checked. The preemption and perf-harness benches are left out: their harnesses have smoke
+tests of their own (``test_bench_preemption_smoke.py``, ``test_bench_smoke.py``). `make test` runs
+the identical, latency, gang and victims benches; `make test-full` adds throughput, RSS and
+start-up (``BENCHES``).
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ from pathlib import Path
 
 from e2e.bench.suite import parse_args, render, run_suite, write_results
 from e2e.bench.suite_model import SuiteOptions, SuiteResults
+from e2e.bench.throughput_model import SIMULATE
 from e2e.cluster.controlplane import ControlPlane
 from e2e.tier import sized
 
 # `make test` runs the throughput harness once (test_bench_smoke.py); the suite's throughput and
 # RSS benches, two more runs of it on clusters of their own, are in `make test-full`.
 # The start-up bench (a cluster of its own, both schedulers started on a backlog: about 50 s here)
-# is in `make test-full` too.
+# is in `make test-full` too. The identical-pods workload has no other smoke: `make test` runs it
+# here (a cluster of its own, about 15 s).
 BENCHES = sized(
-    ("latency", "gang", "victims"), ("throughput", "rss", "latency", "startup", "gang", "victims")
+    ("identical", "latency", "gang", "victims"),
+    ("throughput", "identical", "rss", "latency", "startup", "gang", "victims"),
 )
+IDENTICAL_PODS = 40
 
 
 def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_finite_baseline(
@@ -41,6 +47,8 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         cluster_prefix=prefix,
         throughput_nodes=(8,),
         throughput_pods=40,
+        identical_nodes=8,
+        identical_pods=IDENTICAL_PODS,
         rss_nodes=8,
         rss_pods=40,
         latency_nodes=8,
@@ -60,7 +68,7 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         results = asyncio.run(run_suite(opts, "smoke"))
         write_results(results, tmp_path)
     finally:
-        for bench in ("throughput", "latency", "startup"):
+        for bench in ("throughput", "identical", "latency", "startup"):
             shutil.rmtree(ControlPlane(name=f"{prefix}-{bench}").state_dir, ignore_errors=True)
 
     assert results.errors == []
@@ -71,6 +79,13 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         if figure.metric != "proven optimal":  # the greedy planner proves nothing
             assert figure.baseline is not None, figure
             assert math.isfinite(figure.baseline), figure
+    bound = {r["scheduler"]: r["bound"] for r in results.details["identical"]["results"]}
+    assert bound == {
+        "koord-scheduler": IDENTICAL_PODS,
+        "kube-scheduler": IDENTICAL_PODS,
+        SIMULATE: IDENTICAL_PODS,
+    }
+    assert results.details["identical"]["workload"] == "identical"
     assert set(results.latency_ms) == {"koord-scheduler", "kube-scheduler"}
     assert all(len(v) == 30 for v in results.latency_ms.values())
     for bench in BENCHES:
@@ -89,6 +104,9 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
 def test_full_flag_selects_the_issue_sizes_and_per_bench_flags_override_them() -> None:
     small, full = parse_args([]), parse_args(["--full"])
     assert full.throughput_nodes == (1000, 5000)
+    assert (full.identical_nodes, full.identical_pods) == (1000, 20000)  # issue 32's size
+    assert "identical" in small.only
+    assert (small.identical_nodes, small.identical_pods) == (small.throughput_nodes[0], small.throughput_pods)
     assert (full.rss_nodes, full.rss_pods) == (5000, 50000)
     assert "5000x256" in full.victim_sizes
     assert small.throughput_nodes != full.throughput_nodes

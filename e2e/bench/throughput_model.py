@@ -4,7 +4,7 @@ its ratio and targets (rendered by ``throughput_table``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from e2e.bench.processes import KOORD, KUBE
 
@@ -15,10 +15,12 @@ __all__ = [
     "TARGET_NODES",
     "TARGET_RATIO",
     "TARGET_SUSTAINED",
+    "WORKLOADS",
     "Options",
     "PlacementResult",
     "Report",
     "RunResult",
+    "WorkloadKind",
 ]
 
 SIMULATE = "koordctl simulate"
@@ -27,6 +29,9 @@ KUBE_NAMESPACE = "bench-kube"
 TARGET_RATIO = 1.0
 TARGET_SUSTAINED = 300.0
 TARGET_NODES = 5000
+
+WorkloadKind = Literal["mixed", "identical"]
+WORKLOADS: tuple[WorkloadKind, ...] = ("mixed", "identical")
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ class Options:
     """Reservations placed by koord-scheduler before the pods are created (``throughput_reservations``)."""
     owner_share: float = 0.0
     """Share of the measured pods that are owners of one of the reservations."""
+    workload: WorkloadKind = "mixed"
+    """``mixed`` requests, or ``identical``: the replicas of one Deployment (``throughput_workload``)."""
 
 
 @dataclass
@@ -104,6 +111,7 @@ class Report:
     qps: float
     burst: int
     parallelism: int | None = None
+    workload: WorkloadKind = "mixed"
     load_aware: bool = False
     """Every node had a fresh NodeMetric during koord-scheduler's run (``--load-aware``)."""
     reservations: int = 0
@@ -151,6 +159,7 @@ class Report:
             "qps": self.qps,
             "burst": self.burst,
             "parallelism": self.parallelism,
+            "workload": self.workload,
             "loadAware": self.load_aware,
             "reservations": self.reservations,
             "ownerShare": self.owner_share,

@@ -39,7 +39,14 @@ from e2e.bench.throughput_reservations import (
     placed_reservations,
     reservations,
 )
-from e2e.bench.throughput_workload import bench_description, check_fits, pods_path, scheduler_config, workload
+from e2e.bench.throughput_workload import (
+    bench_description,
+    check_fits,
+    controller_manager_args,
+    pods_path,
+    scheduler_config,
+    workload,
+)
 from e2e.cluster.controlplane import ControlPlane
 from e2e.components import LocalComponent, koord_scheduler
 from e2e.scheduler_process import free_port
@@ -147,7 +154,12 @@ async def measure_simulate(
 
 def _workload(namespace: str, scheduler_name: str, opts: Options) -> list[dict[str, Any]]:
     return workload(
-        namespace, scheduler_name, opts.pods, reservations=opts.reservations, owner_share=opts.owner_share
+        namespace,
+        scheduler_name,
+        opts.pods,
+        kind=opts.workload,
+        reservations=opts.reservations,
+        owner_share=opts.owner_share,
     )
 
 
@@ -167,6 +179,7 @@ async def run_benchmark(opts: Options) -> Report:
         qps=opts.qps,
         burst=opts.burst,
         parallelism=opts.parallelism,
+        workload=opts.workload,
         load_aware=opts.load_aware,
         reservations=opts.reservations,
         owner_share=opts.owner_share,
@@ -174,7 +187,7 @@ async def run_benchmark(opts: Options) -> Report:
     check_fits(opts, 1 if opts.skip_upstream else 2)
     description = bench_description(opts)
     koord_pods = _workload(KOORD_NAMESPACE, KOORD, opts)
-    cp = ControlPlane(name=opts.cluster_name)
+    cp = ControlPlane(name=opts.cluster_name, controller_manager_args=controller_manager_args(opts))
     config_text = scheduler_config(opts, cp.kubeconfig, KOORD)
     api: Api | None = None
 

@@ -5,9 +5,19 @@ from __future__ import annotations
 import json
 
 from e2e.bench.processes import KOORD
-from e2e.bench.throughput_model import TARGET_NODES, TARGET_RATIO, TARGET_SUSTAINED, Report
+from e2e.bench.throughput_model import TARGET_NODES, TARGET_RATIO, TARGET_SUSTAINED, Report, WorkloadKind
+from e2e.bench.throughput_workload import IDENTICAL_CPU, IDENTICAL_MEMORY, IDENTICAL_OWNER
 
 __all__ = ["render"]
+
+
+WORKLOAD_LINES: dict[WorkloadKind, str] = {
+    "mixed": "mixed (cpu and memory requests cycling over the pods)",
+    "identical": (
+        f"identical (every pod a replica of ReplicaSet {IDENTICAL_OWNER['name']}: "
+        f"{IDENTICAL_CPU} cpu, {IDENTICAL_MEMORY})"
+    ),
+}
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -70,6 +80,7 @@ def render(report: Report, output: str = "table") -> str:
     ]
     lines.append("")
     parallelism = "default" if report.parallelism is None else str(report.parallelism)
+    lines.append(f"workload: {WORKLOAD_LINES[report.workload]}")
     lines.append(f"client qps/burst: {report.qps:g}/{report.burst}, parallelism: {parallelism}")
     if report.load_aware:
         lines.append(

@@ -134,6 +134,8 @@ class ControlPlane:
     addresses and advertises the host's primary one (pods reach it through the ``kubernetes``
     Service), routes to webhook Services through their endpoints, and authenticates to kubelets with
     the admin certificate; kwok manages only the nodes annotated ``kwok.x-k8s.io/node: fake``."""
+    controller_manager_args: tuple[tuple[str, str], ...] = ()
+    """More kube-controller-manager flags, ``(name, value)`` without the dashes."""
 
     @property
     def bin_dir(self) -> Path:
@@ -351,7 +353,11 @@ class ControlPlane:
             "  - key: kube-api-qps\n"
             '    value: "500"\n'
             "  - key: kube-api-burst\n"
-            '    value: "1000"\n' + (self._real_node_patches() if self.real_node else "")
+            '    value: "1000"\n'
+            + "".join(
+                f'  - key: {key}\n    value: "{value}"\n' for key, value in self.controller_manager_args
+            )
+            + (self._real_node_patches() if self.real_node else "")
         )
         return config
 
