@@ -79,7 +79,8 @@ class OpenBOptions(BaseModel, frozen=True):
     nodes: int | None = Field(default=None, gt=0)
     """Replay on N nodes spread over the node list instead of all of them."""
     profile: Profile = "default"
-    """``deviceshare-only``: DeviceShare the only score plugin."""
+    """``deviceshare-only``: DeviceShare the only score plugin; ``gpu-cluster``: NodeResourcesFit
+    packs cpu and memory (``MostAllocated``)."""
     workload: str = Field(default="default", pattern=r"^[a-z0-9]+$")
     """The pod list ``openb_pod_list_<workload>.csv`` (``openb_trace.WORKLOADS``)."""
     out: Path = Path("bench-results/openb")
@@ -229,6 +230,8 @@ def render(report: OpenBReport) -> str:
         title += f", first {o.limit} pods replayed"
     if o.profile == "deviceshare-only":
         title += ", DeviceShare the only score plugin"
+    elif o.profile == "gpu-cluster":
+        title += ", NodeResourcesFit packing cpu and memory (MostAllocated)"
     lines = [title]
     header = ("strategy", *(f"alloc@{m}%" for m in MARKS), "ceiling", "end: arrived / alloc")
     header += ("failed GPU pods",)
@@ -279,7 +282,10 @@ def _parse(argv: list[str] | None) -> OpenBOptions:
     parser.add_argument("--limit", type=int, help="replay only the first N pods")
     parser.add_argument("--nodes", type=int, help="N nodes spread over the node list, not all")
     parser.add_argument(
-        "--profile", choices=PROFILES, default="default", help="deviceshare-only: no other score plugin"
+        "--profile",
+        choices=PROFILES,
+        default="default",
+        help="deviceshare-only: no other score plugin; gpu-cluster: NodeResourcesFit MostAllocated",
     )
     parser.add_argument(
         "--workload", default="default", help="openb_pod_list_WORKLOAD.csv (gpushare40, multigpu50, ...)"

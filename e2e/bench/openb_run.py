@@ -41,8 +41,8 @@ __all__ = [
 
 STRATEGIES = ("Fragmentation", "MostAllocated", "LeastAllocated")
 
-PROFILES = ("default", "deviceshare-only")
-Profile = Literal["default", "deviceshare-only"]
+PROFILES = ("default", "deviceshare-only", "gpu-cluster")
+Profile = Literal["default", "deviceshare-only", "gpu-cluster"]
 
 _CONFIG = """\
 apiVersion: kubescheduler.config.k8s.io/v1
@@ -55,6 +55,13 @@ profiles:
     args:
       scoringStrategy: {{type: {strategy}}}
 """
+_PACKED_HOSTS = """\
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources: [{name: cpu, weight: 1}, {name: memory, weight: 1}]
+"""
 _DEVICESHARE_ONLY = """\
   plugins:
     score:
@@ -66,10 +73,14 @@ _DEVICESHARE_ONLY = """\
 def scheduler_config(strategy: str, profile: Profile = "default") -> str:
     """The default profile with DeviceShare's strategy set; ``deviceshare-only`` also leaves
     DeviceShare the only score plugin (NodeResourcesFit no longer spreads CPU and memory; a pod
-    without GPUs then scores the same everywhere and lands on a node drawn at random)."""
-    return _CONFIG.format(
+    without GPUs then scores the same everywhere and lands on a node drawn at random);
+    ``gpu-cluster`` is the default profile with NodeResourcesFit packing cpu and memory
+    (``scoringStrategy.type: MostAllocated``) instead of spreading them, as docs/devices.md
+    recommends for GPU clusters."""
+    config = _CONFIG.format(
         strategy=strategy, plugins=_DEVICESHARE_ONLY if profile == "deviceshare-only" else ""
     )
+    return config + (_PACKED_HOSTS if profile == "gpu-cluster" else "")
 
 
 _GPU_CORE_TO_MILLI = FULL_GPU_MILLI // 100
