@@ -3,7 +3,10 @@ point, the end of a complete replay for the target it stopped just short of, not
 
 from __future__ import annotations
 
-from e2e.bench.openb_run import CurvePoint, StrategyRun
+from e2e.bench.openb_run import CurvePoint, Profile, StrategyRun, scheduler_config
+from scheduler.config import load_config
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.plugins.node_resources_fit import NodeResourcesFitArgs
 
 
 def _run(complete: bool) -> StrategyRun:
@@ -41,3 +44,17 @@ def test_a_complete_replay_ends_at_its_target() -> None:
 def test_a_replay_cut_short_has_nothing_past_its_curve() -> None:
     assert _run(complete=False).allocation_at(130) is None
     assert _run(complete=False).allocation_at(100) == 90.0
+
+
+def test_the_gpu_cluster_profile_packs_cpu_and_memory_and_the_default_spreads_them() -> None:
+    def node_fit(profile: Profile) -> NodeResourcesFitArgs:
+        (resolved,) = load_config(
+            scheduler_config("Fragmentation", profile), DEFAULT_PLUGINS, DEFAULT_REGISTRY
+        ).profiles
+        return NodeResourcesFitArgs.model_validate(resolved.plugin_args.get("NodeResourcesFit", {}))
+
+    packed, spread = node_fit("gpu-cluster"), node_fit("default")
+
+    assert packed.scoring_strategy.type == "MostAllocated"
+    assert [(r.name, r.weight) for r in packed.scoring_strategy.resources] == [("cpu", 1), ("memory", 1)]
+    assert spread.scoring_strategy.type == "LeastAllocated"
