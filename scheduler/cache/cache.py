@@ -30,6 +30,7 @@ requests are already clamped in its ``PodInfo``, so it is accounted like any oth
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
@@ -111,6 +112,8 @@ class Cache:
         self._named_observers: dict[str, PodObserver] = {}
         self._withdrawn: set[str] = set()
         """Pods a snapshot's ``simulate_removal`` took out for the moment (still in their node)."""
+        self._priorities: Counter[int] = Counter()
+        """How many pods of each priority the nodes' ``pods`` hold (withdrawn ones included)."""
         self.pod_selector_counts = PodSelectorCounts()
         self.observe(self.pod_selector_counts)
 
@@ -337,6 +340,8 @@ class Cache:
         if old.requests != pod.requests or old.non_zero != pod.non_zero or old.host_ports != pod.host_ports:
             return False
         info.pods[pod.uid] = pod
+        self._count_priority(old, -1)
+        self._count_priority(pod, 1)
         self._pods[pod.uid] = pod
         self.version += 1
         self.notify_removed(old, info.row)
@@ -352,7 +357,11 @@ class Cache:
 
     def _account(self, pod: PodInfo, node: str) -> None:
         info = self._node_info(node)
+        replaced = info.pods.get(pod.uid)
+        if replaced is not None:
+            self._count_priority(replaced, -1)
         info.pods[pod.uid] = pod
+        self._count_priority(pod, 1)
         self.version += 1
         self._occupy(pod, info.row, sign=1)
         self._pods[pod.uid] = pod
@@ -370,11 +379,24 @@ class Cache:
         counted = info.pods.pop(pod.uid, None)
         self.version += 1
         if counted is not None:
+            self._count_priority(counted, -1)
             self._occupy(counted, info.row, sign=-1)
             self.notify_removed(counted, info.row)
         if info.node is None and not info.pods:
             self.table.remove_node(node)
             del self.nodes[node]
+
+    def _count_priority(self, pod: PodInfo, sign: int) -> None:
+        left = self._priorities[pod.priority] + sign
+        if left:
+            self._priorities[pod.priority] = left
+        else:
+            del self._priorities[pod.priority]
+
+    def has_pod_below(self, priority: int) -> bool:
+        """Whether any node holds a pod of lower priority than ``priority`` (withdrawn pods
+        included): preemption has no possible victim anywhere otherwise."""
+        return any(p < priority for p in self._priorities)
 
     # ---- assume / forget ---------------------------------------------------------------------
 

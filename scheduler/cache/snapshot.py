@@ -88,6 +88,10 @@ class Snapshot:
         info = self._cache.nodes.get(node)
         return info.pods.values() if info is not None else ()
 
+    def has_pod_below(self, priority: int) -> bool:
+        """Whether any node holds a pod (withdrawn for the moment or not) of lower priority."""
+        return self._cache.has_pod_below(priority)
+
     def simulate_removal(self, pods: Iterable[PodInfo]) -> Callable[[], None]:
         """Release ``pods``' requests on their nodes; the returned callable puts them back."""
         removed: list[tuple[PodInfo, int]] = []

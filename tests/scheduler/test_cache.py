@@ -528,3 +528,38 @@ def test_images_are_indexed_by_name_with_the_first_reported_size() -> None:
     cache.remove_node("b")
     assert held(snapshot, "nginx:latest") == set()
     assert held(snapshot, "redis:7") == {rows["a"]}
+
+
+def prioritised(name: str, priority: int, node_name: str | None = None) -> PodInfo:
+    info = pod(name, "1", node_name)
+    info.priority = priority
+    return info
+
+
+def test_the_cache_knows_whether_any_node_holds_a_pod_below_a_priority() -> None:
+    """What preemption asks before dry-running nodes: kept as pods are bound, assumed, swapped,
+    forgotten and removed; a pod withdrawn by a simulated removal still counts (it is still on
+    its node, where preemption's walk would find it)."""
+    cache = Cache()
+    cache.upsert_node(node("n1"))
+    assert not cache.has_pod_below(0)
+    low = prioritised("low", 5, "n1")
+    cache.upsert_pod(low)
+    cache.assume(prioritised("high", 10), "n1")
+    assert cache.has_pod_below(6)
+    assert not cache.has_pod_below(5)
+    undo = Snapshot(cache).simulate_removal([low])
+    assert cache.has_pod_below(6)
+    undo()
+    cache.remove_pod("low")
+    assert not cache.has_pod_below(10)
+    assert cache.has_pod_below(11)
+    cache.upsert_pod(prioritised("high", 3, "n1"))  # confirmed in place, as a new version
+    assert cache.has_pod_below(4)
+    assert not cache.has_pod_below(3)
+    cache.upsert_pod(pod("high", "1", "n1", phase="Succeeded"))
+    assert not cache.has_pod_below(1_000_000)
+    cache.assume(prioritised("assumed", -7), "n1")
+    assert cache.has_pod_below(0)
+    cache.forget("assumed")
+    assert not cache.has_pod_below(1_000_000)

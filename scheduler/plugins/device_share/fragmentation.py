@@ -129,7 +129,10 @@ def host_fits(host_free: Int64Array | None, shapes: Shapes) -> BoolArray | None:
     each shape; None when the nodes' cpu and memory are not looked at."""
     if host_free is None:
         return None
-    fit: BoolArray = np.all(host_free[..., None, :] >= shapes.host, axis=-1)
+    # cpu and memory compared apart: ``np.all`` over an axis of two costs ~10x more.
+    fit: BoolArray = (host_free[..., 0, None] >= shapes.host[:, 0]) & (
+        host_free[..., 1, None] >= shapes.host[:, 1]
+    )
     return fit
 
 

@@ -38,6 +38,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from apis.client.backend import PDBS, WatchEvent
 from apis.client.eviction import EvictionRequest
 from apis.core import PodDisruptionBudget
@@ -80,7 +82,7 @@ class VictimRules(Protocol):
     """What one kind of preemption decides for itself (kube-scheduler's ``Interface`` of the Evaluator)."""
 
     def can_preempt(self, preemptor: PodInfo, victim: PodInfo) -> bool:
-        """``victim`` (running, not terminating) may be evicted for ``preemptor``."""
+        """``victim`` (running, not terminating, of lower priority) may be evicted for ``preemptor``."""
         ...
 
     def fits(self, preemptor: PodInfo, snapshot: Snapshot, node: str, victims: Sequence[PodInfo]) -> bool:
@@ -204,11 +206,22 @@ class Evaluator:
 
     def _best(self, pod: PodInfo, snapshot: Snapshot, diagnosis: Diagnosis) -> Candidate | str:
         all_rows = snapshot.candidate_rows()
-        rows = [int(r) for r in all_rows if int(r) not in diagnosis.unresolvable_rows]
         reasons: Counter[str] = Counter()
-        if len(rows) < all_rows.size:
-            reasons[NOT_HELPFUL] = all_rows.size - len(rows)
-        candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows], reasons)
+        if not snapshot.has_pod_below(pod.priority):
+            # Every node's dry run would find no victim (a victim is of lower priority): count
+            # them so without walking every node's pods (a cluster of one priority, full).
+            unresolvable = np.fromiter(diagnosis.unresolvable_rows, dtype=np.int64)
+            helpful = all_rows.size - int(np.count_nonzero(np.isin(all_rows, unresolvable)))
+            if helpful < all_rows.size:
+                reasons[NOT_HELPFUL] = all_rows.size - helpful
+            if helpful:
+                reasons[NO_VICTIMS] = helpful
+            candidates: list[Candidate] = []
+        else:
+            rows = [int(r) for r in all_rows if int(r) not in diagnosis.unresolvable_rows]
+            if len(rows) < all_rows.size:
+                reasons[NOT_HELPFUL] = all_rows.size - len(rows)
+            candidates = self._candidates(pod, snapshot, [snapshot.table.names[r] for r in rows], reasons)
         best = pick_one_node(candidates)
         if best is None:
             detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
@@ -231,13 +244,17 @@ class Evaluator:
         return None
 
     def _victim_rule(self, pod: PodInfo, other: PodInfo) -> bool:
-        if other.uid == pod.uid or is_reserve_pod(other.annotations):
+        if other.priority >= pod.priority or other.uid == pod.uid:
+            return False  # kube-scheduler's SelectVictimsOnNode: only a pod of lower priority
+        if is_reserve_pod(other.annotations):
             return False  # a placed reservation is never preempted (as in Koordinator)
         return self.rules.can_preempt(pod, other)
 
     def _potential_victims(self, pod: PodInfo, snapshot: Snapshot, node: str) -> list[PodInfo]:
         out = []
         for other in snapshot.pods_on(node):
+            if other.priority >= pod.priority:
+                continue  # no victim (``_victim_rule``'s first test, the cheapest, made first)
             if other.pod.metadata.deletion_timestamp is not None or other.is_terminal():
                 continue  # already going
             if snapshot.is_assumed(other.uid) and self.handle.waiting_pods.get(other.uid) is None:

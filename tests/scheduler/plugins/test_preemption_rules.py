@@ -3,6 +3,7 @@ which pods violate a PodDisruptionBudget, and which candidate node is chosen."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -14,7 +15,11 @@ from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.handle import Handle
+from scheduler.framework.interfaces import Diagnosis
+from scheduler.plugins.default_preemption import DefaultPreemption, DefaultPreemptionArgs
 from scheduler.plugins.helper.preemption import Candidate, PdbIndex, num_candidates, pick_one_node
+from tests.scheduler.test_cache import node
+from tests.scheduler.test_cache import pod as cache_pod
 
 
 def victim(name: str, priority: int, created: float = 0.0, labels: dict[str, str] | None = None) -> PodInfo:
@@ -120,3 +125,53 @@ def test_pods_beyond_a_budgets_allowed_disruptions_violate_it_in_order() -> None
     violating, other = index.split_violating(pods)
     assert [p.name for p in violating] == ["p1", "p2"]
     assert [p.name for p in other] == ["p0", "other"]  # an empty selector protects nothing
+
+
+def no_victim_cluster() -> tuple[Cache, Handle]:
+    """Four nodes: two with pods of priority 0 and 5, one empty, one unresolvable for the pod."""
+    cache = Cache()
+    for name in ("n1", "n2", "n3", "n4"):
+        cache.upsert_node(node(name))
+    for name, priority, on in (("a", 0, "n1"), ("b", 5, "n1"), ("c", 0, "n2")):
+        placed = cache_pod(name, "1", on)
+        placed.priority = priority
+        cache.upsert_pod(placed)
+    return cache, Handle(backend=MemoryBackend(), snapshot=lambda: Snapshot(cache))
+
+
+def test_a_pod_no_pod_anywhere_is_below_finds_no_victim_without_walking_the_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Preemption for a pod of the lowest priority in the cluster (every pod of a full cluster of
+    one priority): the same answer as dry-running every node, without reading a node's pods."""
+    cache, handle = no_victim_cluster()
+    evaluator = DefaultPreemption(DefaultPreemptionArgs(), handle).evaluator
+    preemptor = cache_pod("p", "1")
+
+    def answer() -> Candidate | str:
+        snapshot = Snapshot(cache)
+        diagnosis = Diagnosis(node_count=4, unresolvable_rows={cache.table.row["n4"]})
+        return evaluator.choose(preemptor, snapshot, diagnosis)
+
+    walks: list[str] = []
+    pods_on = Snapshot.pods_on
+
+    def counted(self: Snapshot, name: str) -> Iterable[PodInfo]:
+        walks.append(name)
+        return pods_on(self, name)
+
+    monkeypatch.setattr(Snapshot, "pods_on", counted)
+    fast = answer()
+    assert fast == "0/4 nodes are available: 3 No preemption victims found for incoming pod, " + (
+        "1 Preemption is not helpful for scheduling."
+    )
+    assert walks == []
+    monkeypatch.setattr(Snapshot, "has_pod_below", lambda self, priority: True)
+    assert answer() == fast
+    assert sorted(walks) == ["n1", "n2", "n3"]
+    monkeypatch.undo()
+    preemptor.priority = 1  # "a" and "c" are below it now: the nodes are walked
+    monkeypatch.setattr(Snapshot, "pods_on", counted)
+    walks.clear()
+    answer()
+    assert sorted(walks) == ["n1", "n2", "n3"]

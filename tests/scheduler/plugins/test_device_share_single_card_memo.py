@@ -1,0 +1,47 @@
+"""The Fragmentation strategy's kept one-card parts (``single_card_memo``) answer any subset of
+the shapes kept, in any order, exactly as computing them afresh does, however often the order
+changes between asks (the kept columns are reordered to the order asked)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.plugins.device_share.fragmentation import SingleCardParts, shapes_of, single_card_parts
+from scheduler.plugins.device_share.request import GPURequest
+from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
+from tests.examples import examples
+from tests.scheduler.plugins.test_device_share import plugin
+from tests.scheduler.plugins.test_device_share_vectorised import NODES, fill, node_device
+
+SHAPES = [
+    GPURequest(1, core, ratio, None)
+    for core, ratio in ((10, 10), (25, 25), (30, 20), (50, 50), (60, 40), (100, 100))
+] + [GPURequest(count, 100, 100, None) for count in (2, 4, 8)]
+
+
+@settings(max_examples=examples(20, full=200), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_any_subset_of_the_kept_shapes_in_any_order_equals_the_parts_afresh(seed: int) -> None:
+    rng = random.Random(seed)
+    p, _ = plugin(*(d for d in (node_device(rng, n) for n in NODES) if d is not None))
+    fill(p, rng, rng.randint(0, 40))
+    memo = SingleCardMemo(p.store)
+    request = rng.choice(SHAPES[:6])
+    for _ in range(6):
+        shapes = rng.sample(SHAPES, rng.randint(1, len(SHAPES)))
+        table = p.store.cards()
+        every = np.arange(table.capacity.shape[0], dtype=np.int64)
+        rows = every[np.asarray([rng.random() < 0.7 for _ in every], dtype=np.bool_)]
+        width = table.capacity.shape[1]
+        got = memo.parts(request, shapes, rows, width)
+        expected = single_card_parts(
+            table.cards_at_width(rows), request, shapes_of(dict.fromkeys(shapes, 1.0))
+        )
+        for name in SingleCardParts.__slots__:
+            assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+            assert getattr(got, name).flags.c_contiguous, name
+        fill(p, rng, rng.randint(0, 3))
