@@ -139,11 +139,7 @@ def host_fits(host_free: Int64Array | None, shapes: Shapes) -> BoolArray | None:
 def _want(capacity: Int64Array, shapes: Shapes) -> Int64Array:
     """(..., C, K, 3): what each shape takes on each card (``take`` of the allocator, vectorised)."""
     cap = capacity[..., None, :]  # (..., C, 1, 3)
-    card_memory = cap[..., _MEMORY]
-    safe_memory = np.maximum(card_memory, 1)
-    ratio_from_bytes = -(-np.maximum(shapes.memory, 0) * 100 // safe_memory)
-    ratio = np.where(shapes.ratio >= 0, shapes.ratio, np.where(card_memory > 0, ratio_from_bytes, 100))
-    memory = np.where(shapes.memory >= 0, shapes.memory, np.maximum(shapes.ratio, 0) * card_memory // 100)
+    ratio, memory = _shared_want(capacity, shapes)
     core = np.broadcast_to(shapes.core, ratio.shape)
     shared = np.stack([core, ratio, memory], axis=-1)
     whole = np.broadcast_to(cap, shared.shape)
