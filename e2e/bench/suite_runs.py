@@ -77,9 +77,7 @@ def _throughput_figures(bench: str, report: ThroughputReport, size: str) -> list
     return figures
 
 
-async def _throughput_run(
-    results: SuiteResults, key: str, opts: ThroughputOptions
-) -> ThroughputReport | None:
+async def _throughput_run(results: SuiteResults, key: str, opts: ThroughputOptions) -> ThroughputReport:
     report = await run_throughput(opts)
     results.details[key] = report.to_json()
     results.errors.extend(f"{key}: {e}" for e in report.errors)
@@ -100,10 +98,7 @@ async def throughput(opts: SuiteOptions, results: SuiteResults) -> None:
             cluster_name=f"{opts.cluster_prefix}-throughput",
         )
         report = await _throughput_run(results, f"throughput {nodes}", run_opts)
-        if report is not None:
-            results.figures.extend(
-                _throughput_figures("throughput", report, _size(nodes, opts.throughput_pods))
-            )
+        results.figures.extend(_throughput_figures("throughput", report, _size(nodes, opts.throughput_pods)))
 
 
 async def identical(opts: SuiteOptions, results: SuiteResults) -> None:
@@ -115,8 +110,6 @@ async def identical(opts: SuiteOptions, results: SuiteResults) -> None:
         nodes=nodes, pods=pods, workload="identical", cluster_name=f"{opts.cluster_prefix}-identical"
     )
     report = await _throughput_run(results, "identical", run_opts)
-    if report is None:
-        return
     size = _size(nodes, pods)
     results.figures.extend(_throughput_figures("identical", report, size))
     simulate, kube = report.result(SIMULATE), report.result(KUBE)
@@ -146,9 +139,8 @@ async def perf_harness(opts: SuiteOptions, results: SuiteResults) -> None:
         cluster_name=f"{opts.cluster_prefix}-perf",
     )
     report = await _throughput_run(results, "perf-harness", run_opts)
-    if report is not None:
-        size = f"{_size(opts.perf_nodes, opts.perf_pods)}, {qps:g} QPS"
-        results.figures.extend(_throughput_figures("perf-harness", report, size))
+    size = f"{_size(opts.perf_nodes, opts.perf_pods)}, {qps:g} QPS"
+    results.figures.extend(_throughput_figures("perf-harness", report, size))
 
 
 async def rss(opts: SuiteOptions, results: SuiteResults) -> None:
@@ -164,7 +156,7 @@ async def rss(opts: SuiteOptions, results: SuiteResults) -> None:
         )
         key = "rss"
         report = await _throughput_run(results, key, run_opts)
-        details = None if report is None else report.to_json()
+        details = report.to_json()
     else:
         log_progress(f"rss: from the throughput run at {opts.rss_nodes} nodes")
     peaks = {r["scheduler"]: r["peak_rss_mib"] for r in (details or {}).get("results", [])}
