@@ -172,11 +172,12 @@ def node_overcommit(cp: ControlPlane) -> list[str]:
     return problems
 
 
-def failed_scheduling(cp: ControlPlane, namespace: str, name: str) -> list[str]:
-    """The messages of the FailedScheduling events of pod ``name``, oldest first."""
+def failed_scheduling(cp: ControlPlane, namespace: str, *names: str) -> list[str]:
+    """The messages of the FailedScheduling events of the pods ``names``, oldest first (one list
+    of the namespace's events)."""
     events = cp.get_json(f"/api/v1/namespaces/{namespace}/events")["items"]
     return [
         str(e.get("message") or e.get("note") or "")
         for e in events
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] == name
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["name"] in names
     ]

@@ -340,8 +340,7 @@ def test_a_pending_gangs_smallest_change_is_its_pod_groups_condition(
         current = schedulable()
         if current is None:
             return None
-        members = (f"train-{i}" for i in range(9))
-        said = [m for name in members for m in failed_scheduling(cp, ns, name)]
+        said = failed_scheduling(cp, ns, *(f"train-{i}" for i in range(9)))
         return [m for m in said if m.endswith(current["message"])] or None
 
     assert wait_for(told, timeout=30, what="a member's FailedScheduling with the PodGroup's smallest change")
