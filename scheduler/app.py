@@ -27,6 +27,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags
 from scheduler.events import EventHandlers
 from scheduler.explain import ExplanationStore
+from scheduler.framework.equivalence import EquivalenceClasses
 from scheduler.framework.handle import Handle, Informers
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.profile import ResolvedProfile
@@ -60,6 +61,9 @@ class AppSettings:
     assumed_pod_ttl_seconds: float = 30.0
     feature_gates: FeatureGates = field(default_factory=FeatureGates)
     """Koordinator's feature gates (``--feature-gates``), handed to every plugin."""
+    equivalence_classes: bool = True
+    """Pods of one template share their row-local Filter and Score work (``framework.equivalence``);
+    off: every pod is filtered and scored alone (the same placements, at the plain cost)."""
     whatif_advice_seconds: float = 0.0
     """Every this many seconds, each unschedulable gang's smallest change (``whatif.advisor``); 0: off."""
     freeze_synced_objects: bool = False
@@ -155,6 +159,7 @@ class SchedulerApp:
             percentage_of_nodes_to_score=self.settings.percentage_of_nodes_to_score,
             debug_flags=self.debug_flags,
             reporter=reporter,
+            classes=EquivalenceClasses() if self.settings.equivalence_classes else None,
         )
         self.whatif = WhatIfService(
             self.cache, self.frameworks, lambda: (qp.pod for qp in self.queue.pending())

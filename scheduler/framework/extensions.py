@@ -43,6 +43,7 @@ __all__ = [
     "ReservationView",
     "ReservedRoom",
     "Room",
+    "RowLocal",
 ]
 
 
@@ -61,6 +62,26 @@ class PreferNodesPlugin(Protocol):
         """The nodes to try first, in order, among ``allowed`` (the PreFilter result; None: every
         node); empty: none."""
         ...
+
+
+@runtime_checkable
+class RowLocal(Protocol):
+    """A Filter or Score plugin whose answer for a node reads only the pod and that node (beyond
+    Koordinator: the equivalence classes of ``scheduler.framework.equivalence``).
+
+    ``rows_are_local(pod)`` true promises that, for ``pod``, the plugin's Filter verdict and raw
+    Score (before NormalizeScore) on a row depend on nothing but the pod's scheduling fields, the
+    row's Node object (any change of a node bumps ``Cache.generation``) and the sums the cache
+    accounts on that row (requests, non-zero requests, host ports: ``NodeTable.versions``): not on
+    the pods themselves (a binding's confirmation swaps one without a new stamp), not on the other
+    rows asked, not on anything outside the cache, and that its
+    PreScore and Score leave nothing in the CycleState that a later point reads. Pods of one class
+    then reuse the plugin's answer for a row until that row changes."""
+
+    @property
+    def name(self) -> str: ...
+
+    def rows_are_local(self, pod: PodInfo) -> bool: ...
 
 
 @runtime_checkable

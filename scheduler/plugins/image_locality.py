@@ -55,6 +55,10 @@ class ImageLocality(ScorePlugin):
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and its node's images and the count of nodes."""
+        return True
+
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         spec = pod.pod.spec
         containers = [*(spec.init_containers or ()), *spec.containers]

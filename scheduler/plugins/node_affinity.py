@@ -159,6 +159,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the node's labels."""
+        return True
+
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE
 

@@ -28,6 +28,10 @@ class NodeName(FilterPlugin):
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the node's name."""
+        return True
+
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD
 

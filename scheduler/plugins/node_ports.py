@@ -42,6 +42,10 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the host ports taken on the node."""
+        return True
+
     def events_to_register(self) -> ClusterEvent:
         # Container ports are immutable, so only a pod going away (or a new node) frees a port.
         return ClusterEvent.NODE_ADD | ClusterEvent.POD_DELETE

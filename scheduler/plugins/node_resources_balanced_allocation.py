@@ -77,6 +77,10 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the node's allocatable and requested amounts."""
+        return True
+
     def _pod_requests(self, pod: PodInfo) -> IntArray:
         return np.asarray([pod.requests.get(name, 0) for name in self._names], dtype=np.int64)
 

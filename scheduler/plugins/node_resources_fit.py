@@ -201,6 +201,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the node's allocatable and requested amounts."""
+        return True
+
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE | ClusterEvent.POD_DELETE
 

@@ -105,6 +105,10 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
     def name(self) -> str:
         return NAME
 
+    def rows_are_local(self, pod: PodInfo) -> bool:
+        """Always (``RowLocal``): it reads the pod and the node's taints."""
+        return True
+
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE
 

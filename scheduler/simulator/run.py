@@ -123,6 +123,7 @@ def memory_app(
     registry: Registry = DEFAULT_REGISTRY,
     *,
     backoff_seconds: tuple[float, float] = (0.01, 0.05),
+    equivalence_classes: bool = True,
 ) -> SchedulerApp:
     """koord-scheduler with the KubeSchedulerConfiguration ``config_text`` on ``backend`` (not
     started). Backoff (initial, max) only spaces retries in time and changes no placement, so the
@@ -134,6 +135,7 @@ def memory_app(
         pod_initial_backoff_seconds=backoff_seconds[0],
         pod_max_backoff_seconds=backoff_seconds[1],
         percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
+        equivalence_classes=equivalence_classes,
     )
     return SchedulerApp(settings, backend, registry, SchedulerMetrics())
 
@@ -146,10 +148,11 @@ async def simulate(
     registry: Registry = DEFAULT_REGISTRY,
     settle_seconds: float = 0.05,
     custom_resources: Iterable[tuple[ResourceType[Any], Any]] = (),
+    equivalence_classes: bool = True,
 ) -> SimulationResult:
     config_text = config_text or DEFAULT_CONFIG_YAML
     backend = cluster_backend(cluster, custom_resources)
-    app = memory_app(config_text, backend, registry)
+    app = memory_app(config_text, backend, registry, equivalence_classes=equivalence_classes)
     default_scheduler = app.settings.profiles[0].scheduler_name
     stop = asyncio.Event()
     runner = asyncio.create_task(app.run(stop))
