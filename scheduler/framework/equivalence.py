@@ -106,14 +106,18 @@ class ClassView:
         return entry.raw
 
 
+_Key = tuple[Framework, bytes, frozenset[str]]
+"""The profile, the pod's ``class_key`` and the plugins PreFilter skipped."""
+
+
 @dataclass
 class EquivalenceClasses:
     capacity: int = 64
     """Classes with an entry (least recently used dropped first)."""
     hits: int = 0
     """Cycles served from an entry."""
-    _entries: OrderedDict[tuple[str, bytes, frozenset[str]], _Entry] = field(default_factory=OrderedDict)
-    _seen: OrderedDict[tuple[str, bytes, frozenset[str]], None] = field(default_factory=OrderedDict)
+    _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict)
+    _seen: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
 
     def view(
         self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
@@ -121,7 +125,8 @@ class EquivalenceClasses:
         """The entry of ``pod``'s class brought up to date on ``rows`` (after PreFilter, in the
         pod's CycleState), or None: the pod's first of its class, or a plugin failed (the cycle
         then runs pod by pod)."""
-        key = (fwk.scheduler_name, class_key(pod), frozenset(state.skip_filter))
+        # The Framework itself, not its name: a reloaded profile's plugins may score differently.
+        key = (fwk, class_key(pod), frozenset(state.skip_filter))
         entry = self._entry(key, fwk, pod, snapshot)
         if entry is None:
             return None
@@ -141,9 +146,7 @@ class EquivalenceClasses:
         passed = rows[entry.feasible[rows]]
         return ClassView(entry.filters, entry.scorers, passed, entry, fwk, state, pod, snapshot)
 
-    def _entry(
-        self, key: tuple[str, bytes, frozenset[str]], fwk: Framework, pod: PodInfo, snapshot: Snapshot
-    ) -> _Entry | None:
+    def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
         table = snapshot.table
         entry = self._entries.get(key)
         if entry is not None:
