@@ -5,13 +5,15 @@ reuses a ranking only while each node takes one pod).
 A class is the pods whose scheduling fields are equal (``class_key``: everything of the spec but
 its volumes, with the namespace, labels and annotations): the replicas of a Deployment or a Job.
 For each class the entry keeps, per node row, what the ``RowLocal`` plugins answered (their
-Filter verdict and raw Score) and the row's stamp then (``NodeTable.versions``). The next pod of
-the class asks those plugins again only about the rows whose stamp moved since, in practice the
-nodes the last placements took; every other plugin (spread, inter-pod affinity, volumes, quota,
-devices, reservations: what reads beyond one node or outside the cache) runs for every pod as
-before, on the same rows in the same order. Scores are normalized over each pod's own sample of
-nodes, so the pick is the one a pod-by-pod cycle makes: the same rows, the same totals, the same
-random tie-break.
+Filter verdict and raw Score). Those that read only the Node object (``RowInputs.NODE``: node
+affinity, taints, images) answer once per row for the entry's life; those that read what is
+accounted on the row too (``RowInputs.ACCOUNTING``: resources, host ports) are asked again only
+about the rows whose stamp (``NodeTable.versions``) moved since, in practice the node the last
+replica took, and scored only when such a row is in a pod's sample. Every other plugin
+(spread, inter-pod affinity, volumes, quota, devices, reservations: what reads beyond one node
+or outside the cache) runs for every pod as before, on the same rows in the same order. Scores
+are normalized over each pod's own sample of nodes, so the pick is the one a pod-by-pod cycle
+makes: the same rows, the same totals, the same random tie-break.
 
 An entry is dropped when any node changes (``Cache.generation``) or rows are reused
 (``NodeTable.layout``), and a class gets one on its second pod, so a stream of distinct pods pays
@@ -31,7 +33,7 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.extensions import RowLocal
+from scheduler.framework.extensions import RowInputs, RowLocal
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.profile import ExtensionPoint
 from scheduler.framework.runtime import Framework
@@ -51,18 +53,41 @@ def class_key(pod: PodInfo) -> bytes:
 
 
 @dataclass
+class _Group:
+    """The row-local plugins of one kind of input at one extension point, and what they answered."""
+
+    plugins: frozenset[str]
+    stamps: IntArray
+    """Per row, the stamp it was answered at (0: never; for ``RowInputs.NODE``, 1: answered)."""
+
+
+@dataclass
 class _Entry:
     generation: int
     layout: int
-    filters: frozenset[str]
-    scorers: frozenset[str]
-    versions: IntArray
-    """Per row, its stamp when the row-local Filters last ran there (0: never)."""
-    feasible: BoolArray
-    scored: IntArray
-    """Per row, its stamp when the row-local Scores last ran there (0: never)."""
+    filters: dict[RowInputs, _Group]
+    scorers: dict[RowInputs, _Group]
+    feasible: dict[RowInputs, BoolArray]
+    """Per kind of input, whether that group's Filters accept each row answered."""
     raw: dict[str, IntArray] = field(default_factory=dict)
     score_skipped: frozenset[str] = frozenset()
+
+    def local_filters(self) -> frozenset[str]:
+        return frozenset().union(*(g.plugins for g in self.filters.values()))
+
+    def local_scores(self) -> frozenset[str]:
+        return frozenset().union(*(g.plugins for g in self.scorers.values()))
+
+
+def _due(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> IntArray:
+    """The rows of ``rows`` whose answer from ``group`` is missing or out of date."""
+    stale = group.stamps[rows] == 0 if inputs is RowInputs.NODE else group.stamps[rows] != versions[rows]
+    due: IntArray = rows[stale]
+    return due
+
+
+def _answered(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> None:
+    group.stamps[rows] = 1 if inputs is RowInputs.NODE else versions[rows]
 
 
 @dataclass
@@ -83,26 +108,26 @@ class ClassView:
     def raw_scores(self, rows: IntArray) -> dict[str, IntArray] | None:
         """Row-local Score plugin -> raw scores, row-count long, current on ``rows`` (the pod's
         sample of the feasible rows: only those are brought up to date); None: a plugin failed."""
-        entry = self._entry
+        entry, state = self._entry, self._state
         versions = self._snapshot.table.versions
-        stale = rows[entry.scored[rows] != versions[rows]]
-        if stale.size:
-            fwk, state, pod, snapshot = self._fwk, self._state, self._pod, self._snapshot
-            if not fwk.pre_score_rows(state, pod, snapshot, stale, only=entry.scorers).ok:
+        for inputs, group in entry.scorers.items():
+            due = _due(group, inputs, rows, versions)
+            if not due.size:
+                continue
+            fwk, pod, snapshot = self._fwk, self._pod, self._snapshot
+            if not fwk.pre_score_rows(state, pod, snapshot, due, only=group.plugins).ok:
                 return None
-            entry.score_skipped = frozenset(entry.scorers & state.skip_score)
-            raw, status = fwk.raw_scores(state, pod, snapshot, stale, only=entry.scorers)
+            entry.score_skipped = (entry.score_skipped - group.plugins) | (group.plugins & state.skip_score)
+            raw, status = fwk.raw_scores(state, pod, snapshot, due, only=group.plugins)
             if not status.ok:
                 return None
-            size = entry.versions.shape[0]
             for name, scores in raw.items():
                 into = entry.raw.get(name)
                 if into is None:
-                    into = entry.raw[name] = np.zeros(size, dtype=np.int64)
-                into[stale] = scores
-            entry.scored[stale] = versions[stale]
-        else:
-            self._state.skip_score.update(entry.score_skipped)
+                    into = entry.raw[name] = np.zeros(group.stamps.shape[0], dtype=np.int64)
+                into[due] = scores
+            _answered(group, inputs, due, versions)
+        state.skip_score.update(entry.score_skipped)
         return entry.raw
 
 
@@ -131,20 +156,23 @@ class EquivalenceClasses:
         if entry is None:
             return None
         versions = snapshot.table.versions
-        stale = rows[entry.versions[rows] != versions[rows]]
-        if stale.size:
-            passed = stale
-            if entry.filters:
-                passed, status = fwk.filter_rows(state, pod, snapshot, stale, Diagnosis(), only=entry.filters)
+        passed = rows
+        for inputs, group in entry.filters.items():
+            due = _due(group, inputs, rows, versions)
+            if due.size:
+                accepted, status = fwk.filter_rows(state, pod, snapshot, due, Diagnosis(), only=group.plugins)
                 if not status.ok:
                     self._entries.pop(key, None)
                     return None
-            entry.feasible[stale] = False
-            entry.feasible[passed] = True
-            entry.versions[stale] = versions[stale]
+                feasible = entry.feasible[inputs]
+                feasible[due] = False
+                feasible[accepted] = True
+                _answered(group, inputs, due, versions)
+            passed = passed[entry.feasible[inputs][passed]]
         self.hits += 1
-        passed = rows[entry.feasible[rows]]
-        return ClassView(entry.filters, entry.scorers, passed, entry, fwk, state, pod, snapshot)
+        return ClassView(
+            entry.local_filters(), entry.local_scores(), passed, entry, fwk, state, pod, snapshot
+        )
 
     def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
         table = snapshot.table
@@ -160,14 +188,13 @@ class EquivalenceClasses:
                 self._seen.popitem(last=False)
             return None
         size = table.versions.shape[0]
+        filters = _local(fwk, ExtensionPoint.FILTER, pod, size)
         entry = _Entry(
             generation=snapshot.generation,
             layout=table.layout,
-            filters=_local(fwk, ExtensionPoint.FILTER, pod),
-            scorers=_local(fwk, ExtensionPoint.SCORE, pod),
-            versions=np.zeros(size, dtype=np.int64),
-            feasible=np.zeros(size, dtype=np.bool_),
-            scored=np.zeros(size, dtype=np.int64),
+            filters=filters,
+            scorers=_local(fwk, ExtensionPoint.SCORE, pod, size),
+            feasible={inputs: np.zeros(size, dtype=np.bool_) for inputs in filters},
         )
         self._entries[key] = entry
         if len(self._entries) > self.capacity:
@@ -175,9 +202,13 @@ class EquivalenceClasses:
         return entry
 
 
-def _local(fwk: Framework, point: ExtensionPoint, pod: PodInfo) -> frozenset[str]:
-    return frozenset(
-        plugin.name
-        for plugin in fwk.runs_at(point)
-        if isinstance(plugin, RowLocal) and plugin.rows_are_local(pod)
-    )
+def _local(fwk: Framework, point: ExtensionPoint, pod: PodInfo, size: int) -> dict[RowInputs, _Group]:
+    """The profile's row-local plugins at ``point`` for ``pod``, grouped by what they read."""
+    found: dict[RowInputs, set[str]] = {}
+    for plugin in fwk.runs_at(point):
+        inputs = plugin.row_inputs(pod) if isinstance(plugin, RowLocal) else None
+        if inputs is not None:
+            found.setdefault(inputs, set()).add(plugin.name)
+    return {
+        inputs: _Group(frozenset(names), np.zeros(size, dtype=np.int64)) for inputs, names in found.items()
+    }
