@@ -130,11 +130,6 @@ class Cache:
     def upsert_node(self, node: Node) -> NodeInfo:
         name = node.metadata.name or ""
         info = self._node_info(name)
-        if info.node is not None and _same_for_scheduling(info.node, node):
-            # A status heartbeat: nothing a plugin reads changed, so the caches keyed by the
-            # generation (label masks, taint index, equivalence classes ...) stay valid.
-            info.node = node
-            return info
         self._unindex_labels(info)
         if info.node is None:
             self._node_objects += 1
@@ -487,16 +482,3 @@ class Cache:
     def node_count(self) -> int:
         return self._node_objects
 
-
-def _same_for_scheduling(old: Node, new: Node) -> bool:
-    """Whether two versions of a node differ only in what no plugin reads (its resourceVersion and
-    its conditions, whose heartbeat times change on every status report)."""
-    return (
-        old.metadata.labels == new.metadata.labels
-        and old.metadata.annotations == new.metadata.annotations
-        and old.metadata.deletion_timestamp == new.metadata.deletion_timestamp
-        and old.spec == new.spec
-        and old.status.allocatable == new.status.allocatable
-        and old.status.capacity == new.status.capacity
-        and old.status.images == new.status.images
-    )

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from apis.core import ContainerImage, Node, NodeCondition, Pod
+from apis.core import ContainerImage, Node, Pod
 from apis.resources import from_int_units
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import NodeTable
@@ -169,22 +169,6 @@ def test_label_masks_follow_label_changes() -> None:
     cache.upsert_node(node("b", zone="z1"))
     assert cache.label_mask("zone", frozenset({"z1"}))[rows["b"]]
     assert np.count_nonzero(cache.label_mask("zone", None)) == 2
-
-
-def test_a_status_heartbeat_keeps_the_generation_and_a_real_change_bumps_it() -> None:
-    cache = Cache()
-    cache.upsert_node(node("a", zone="z1"))
-    generation, stamp = cache.generation, int(cache.table.versions[cache.table.row["a"]])
-    beat = node("a", zone="z1").model_copy()
-    beat.metadata.resource_version = "2"
-    ready = {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-12-06T10:00:00Z"}
-    beat.status.conditions = [NodeCondition.model_validate(ready)]
-    assert cache.upsert_node(beat).node is beat
-    assert (cache.generation, int(cache.table.versions[cache.table.row["a"]])) == (generation, stamp)
-    for changed in (node("a", zone="z2"), node("a", cpu="8", zone="z1")):
-        cache.upsert_node(changed)
-        assert cache.generation > generation
-        generation = cache.generation
 
 
 def test_simulate_removal_returns_an_undo() -> None:
