@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import resource
@@ -37,7 +39,7 @@ from typing import Any
 from apis.client.backend import NODES, PODS, EventType, ResourceType, WatchEvent
 from apis.client.kubernetes import KubernetesBackend
 from apis.core import Node, Pod
-from apis.gcpause import gc_paused
+from apis.gcpause import freezing_lists, list_paused
 from e2e.bench.startup_time import BOUND_NAMESPACE, PENDING_NAMESPACE, PROFILE, compile_bytecode
 from e2e.bench.throughput_model import Options
 from e2e.bench.throughput_workload import bench_description, scheduler_config, workload
@@ -171,7 +173,8 @@ async def measure(nodes: int, pending: int, bound: int) -> dict[str, float]:
     when the app did not end synced with every pending pod queued and every bound pod cached."""
     opts, node_pages, pod_pages = backlog(nodes, pending, bound)
     config = load_config(scheduler_config(opts, Path("unused"), PROFILE), DEFAULT_PLUGINS, DEFAULT_REGISTRY)
-    app = SchedulerApp(settings_of(config), MemoryBackend(), DEFAULT_REGISTRY, SchedulerMetrics())
+    settings = settings_of(config)
+    app = SchedulerApp(settings, MemoryBackend(), DEFAULT_REGISTRY, SchedulerMetrics())
     seconds: dict[str, float] = {}
     decoder = KubernetesBackend.__new__(KubernetesBackend)  # only its page decoding is used
     decoder._transforms = {PODS: decode_ahead}
@@ -180,22 +183,31 @@ async def measure(nodes: int, pending: int, bound: int) -> dict[str, float]:
         began = time.process_time()
         objects: list[Any] = []
         for page in pages:
-            with gc_paused():
+            with list_paused():
                 objects.extend(decoder._decode_page(kind, page, f"list {kind.plural}")[0])
         seconds[f"decode {kind.plural}"] = time.process_time() - began
         return objects
 
-    listed_nodes: list[Node] = decode(NODES, node_pages)
-    listed_pods: list[Pod] = decode(PODS, pod_pages)
-    listener_seconds: dict[str, float] = {}
-    listeners = app.handlers.pod_listeners
-    listeners[:] = [_cpu_timed(listener_seconds, f"  of it {_listener_label(f)}", f) for f in listeners]
-    began = time.process_time()
-    app.handlers.handle_node_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_nodes)))
-    seconds["handle the node list"] = time.process_time() - began
-    began = time.process_time()
-    app.handlers.handle_pod_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_pods)))
-    seconds["handle the pod list"] = time.process_time() - began
+    # As SchedulerApp.run until synced: each list bulk frozen as it ends (for no test's app).
+    freezing = freezing_lists() if settings.freeze_synced_objects else contextlib.nullcontext()
+    try:
+        with freezing:
+            listed_nodes: list[Node] = decode(NODES, node_pages)
+            listed_pods: list[Pod] = decode(PODS, pod_pages)
+            listener_seconds: dict[str, float] = {}
+            listeners = app.handlers.pod_listeners
+            listeners[:] = [
+                _cpu_timed(listener_seconds, f"  of it {_listener_label(f)}", f) for f in listeners
+            ]
+            began = time.process_time()
+            app.handlers.handle_node_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_nodes)))
+            seconds["handle the node list"] = time.process_time() - began
+            began = time.process_time()
+            app.handlers.handle_pod_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_pods)))
+            seconds["handle the pod list"] = time.process_time() - began
+    finally:
+        if settings.freeze_synced_objects:
+            gc.unfreeze()
     seconds.update(listener_seconds)
     seconds["  of it the rest: pod infos, cache and queue"] = seconds["handle the pod list"] - sum(
         listener_seconds.values()
