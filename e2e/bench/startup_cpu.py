@@ -16,6 +16,9 @@ than in wall time):
 - **handle**: the app's handling of the first node list and of the first pod list (the plugins'
   pod informers each, then the cache and the queue).
 
+Both with the collector as koord-scheduler has it until synced: paused over each bulk, which is
+frozen as it ends (``apis.gcpause.freezing_lists``).
+
 The list's HTTP and the API server's own CPU are not here: ``startup_time`` measures those.
 """
 
