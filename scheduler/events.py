@@ -58,8 +58,14 @@ DEVICE_PLUGIN_NODE_LOCKS = (ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOC
 
 
 def _listener_name(listener: Callable[..., None]) -> str:
+    """The listener's class, after its plugin's package: three plugins' pod informers are a
+    ``PodHandler`` (ElasticQuota's, DeviceShare's, Reservation's)."""
     owner = getattr(listener, "__self__", None)
-    return type(owner).__name__ if owner is not None else getattr(listener, "__qualname__", repr(listener))
+    if owner is None:
+        return str(getattr(listener, "__qualname__", repr(listener)))
+    module = type(owner).__module__.split(".")
+    plugin = module[2] if module[:2] == ["scheduler", "plugins"] and len(module) > 2 else None
+    return f"{plugin}.{type(owner).__name__}" if plugin else type(owner).__name__
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
