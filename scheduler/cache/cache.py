@@ -481,4 +481,3 @@ class Cache:
 
     def node_count(self) -> int:
         return self._node_objects
-
