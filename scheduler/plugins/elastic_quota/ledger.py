@@ -114,7 +114,10 @@ class Ledger:
     # ---- bookkeeping -------------------------------------------------------------------------
 
     def _book(self, charge: Charge, sign: int) -> None:
-        _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign, self.requests_of)
+        sums = self._sums.get(charge.quota)
+        if sums is None:  # not setdefault: a _Sums is four dicts, made for nothing once the quota has one
+            sums = self._sums[charge.quota] = _Sums()
+        _apply(sums, charge, sign, self.requests_of)
         self._changed.add(charge.quota)
         self.version += 1
 
