@@ -55,20 +55,17 @@ class PodHandler:
         node = pod.spec.node_name
         if not node:
             return  # not bound: only Reserve (an assumed pod) holds cards for it
-        regarding = ObjectRef(
-            kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name or "", uid=uid
-        )
         try:
             allocated = get_device_allocations(pod.metadata.annotations)
         except InvalidAnnotation as exc:
-            self._warnings.warn(regarding, f"devices not counted: {exc}")
+            self._warnings.warn(_regarding(pod), f"devices not counted: {exc}")
             return
         if allocated is None:
             return
         if unknown := unknown_device_types(allocated):
             # Koordinator accepts and ignores them: so do we, saying so.
             self._warnings.warn(
-                regarding,
+                _regarding(pod),
                 f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(unknown)} ignored "
                 f"(known: {', '.join(DEVICE_TYPES)})",
             )
@@ -87,3 +84,9 @@ class PodHandler:
             self.reserved.remove_owner(uid)
         else:
             self.reserved.set_owner(uid, reservation.uid, allocations)
+
+
+def _regarding(pod: Pod) -> ObjectRef:
+    """The pod a warning is about (made only for a warning: most bound pods hold no devices)."""
+    meta = pod.metadata
+    return ObjectRef(kind="Pod", namespace=meta.namespace, name=meta.name or "", uid=meta.uid or "")
