@@ -12,10 +12,12 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.card_table import CardTable
 from scheduler.plugins.device_share.cycle import Cycle, memoizable
 from scheduler.plugins.device_share.cycle_allocator import ERR_INSUFFICIENT_GPU, CycleAllocator
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.rdma import Refusal
+from scheduler.plugins.device_share.row_answers import fitting_cards
 
 __all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals", "RefusalTable"]
 
@@ -63,8 +65,7 @@ class NodeRefusals:
             table.by_node.clear()
             table.refused[:] = False
             changed = set(self.store.has_device)
-        for node in changed:
-            refusal = self.refusal(node, cycle) if node in self.store.has_device else None
+        for node, refusal in self._refusals(changed, cycle).items():
             table.refused[cards.row[node]] = refusal is not None
             if refusal is None:
                 table.by_node.pop(node, None)
@@ -72,6 +73,37 @@ class NodeRefusals:
                 table.by_node[node] = refusal
         table.synced = self.store.changes
         return table
+
+    def _refusals(self, nodes: set[str], cycle: Cycle) -> dict[str, Refusal | None]:
+        """``refusal`` of each of ``nodes`` (None without a Device), those whose cards the
+        table's arrays hold as the allocator sees them asked together (``row_answers``)."""
+        store, cards, request = self.store, self.store.cards(), cycle.request
+        answers: dict[str, Refusal | None] = {}
+        together: list[str] = []
+        for node in nodes:
+            if node not in store.has_device:
+                answers[node] = None
+            elif self._by_rows(node, cycle, cards):
+                together.append(node)
+            else:
+                answers[node] = self.refusal(node, cycle)
+        if together:
+            assert request is not None
+            rows = np.fromiter((cards.row[node] for node in together), np.int64, len(together))
+            holds = (fitting_cards(cards, rows, request) >= request.count).tolist()
+            for node, held in zip(together, holds, strict=True):
+                answers[node] = None if held else Refusal(ERR_INSUFFICIENT_GPU)
+        return answers
+
+    @staticmethod
+    def _by_rows(node: str, cycle: Cycle, cards: CardTable) -> bool:
+        """Whether ``row_answers`` answers for ``node``: a memoizable cycle without NPU amounts, on
+        a node with a template for it, no NPU amounts and no partition a whole-card request may take."""
+        request = cycle.request
+        if request is None or not memoizable(cycle) or any(request.npu) or node in cycle.no_template:
+            return False
+        row = cards.row[node]
+        return not cards.npu[row] and not (request.whole and cards.partitions[row])
 
     def refusal(self, node: str, cycle: Cycle) -> Refusal | None:
         if memoizable(cycle):

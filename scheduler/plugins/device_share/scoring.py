@@ -20,6 +20,7 @@ from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.placements import Placements
 from scheduler.plugins.device_share.rdma import Refusal, rdma_node_score, wanted
 from scheduler.plugins.device_share.request import GPURequest
+from scheduler.plugins.device_share.row_answers import node_scores
 
 __all__ = ["NodeScorer"]
 
@@ -184,13 +185,10 @@ class NodeScorer:
         if changed is None:
             kept.by_row[:] = 0
             changed = set(store.has_device)
-        for node in changed:
-            gpus = store.gpus(node)
-            kept.by_row[cards.row[node]] = (
-                node_score(gpus, store.usage(node), cycle.request, allocator.card_order, allocator.weights)
-                if gpus
-                else 0
-            )
+        if changed:
+            rows = np.fromiter((cards.row[node] for node in changed), np.int64, len(changed))
+            request, order = cycle.request, allocator.card_order
+            kept.by_row[rows] = node_scores(cards, rows, request, order, allocator.weights)
         kept.synced = store.changes
         return kept.by_row
 
