@@ -218,12 +218,20 @@ def fragmentation(
 ) -> FloatArray:
     """(...): each node's expected unallocatable free share (in cards) for the shapes' mix
     (``host_free``: (..., 2), the nodes' free cpu and memory)."""
-    free = _free_share(capacity, used, valid)  # (..., C)
     if shapes.weight.size == 0:
-        return np.zeros(free.shape[:-1], dtype=np.float64)
+        return np.zeros(valid.shape[:-1], dtype=np.float64)
+    return _combine(*_shape_sums(capacity, used, valid, shapes), shapes, host_fits(host_free, shapes))
+
+
+def _shape_sums(
+    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes
+) -> tuple[Int64Array, FloatArray, FloatArray]:
+    """(..., K) the cards that fit each shape, (..., K) the free share of those that do not, and
+    (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
+    free = _free_share(capacity, used, valid)  # (..., C)
     fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
     stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
-    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes, host_fits(host_free, shapes))
+    return fit.sum(axis=-2), stranded, free.sum(axis=-1)
 
 
 def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
@@ -358,7 +366,11 @@ def host_deltas(cards: Cards, shapes: Shapes, host_free: Int64Array, host_take: 
     """(N,): the increase in each node's fragmentation were a pod that asks for no card but for
     ``host_take`` (2,) cpu and memory put there: the cards it strands (FGD's rating of CPU-only
     tasks)."""
-    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free)
-    after = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free - host_take)
+    if shapes.weight.size == 0:
+        return np.zeros(cards.valid.shape[:-1], dtype=np.float64)
+    # The cards are the same before and after: only the nodes' cpu and memory differ.
+    sums = _shape_sums(cards.capacity, cards.used, cards.valid, shapes)
+    before = _combine(*sums, shapes, host_fits(host_free, shapes))
+    after = _combine(*sums, shapes, host_fits(host_free - host_take, shapes))
     deltas: FloatArray = after - before
     return deltas
