@@ -75,16 +75,28 @@ class FragmentationStrategy:
         self.mix.observe(request, host)
 
     def choose(
-        self, gpus: Sequence[GPU], usage: Mapping[int, GPUUsage], request: GPURequest
+        self,
+        gpus: Sequence[GPU],
+        usage: Mapping[int, GPUUsage],
+        request: GPURequest,
+        card_row: int | None = None,
     ) -> list[Allocation] | None:
         """The card of a one-card request that raises the node's fragmentation least (then the
-        fullest card, then the lowest minor), or None when no card fits."""
+        fullest card, then the lowest minor), or None when no card fits. ``card_row``: the node's
+        row in the store's card table when ``gpus`` and ``usage`` are its cards as the store holds
+        them (the one-card parts are then taken from ``memo``, as Score took them)."""
         free = [g for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
         if not free:
             return None
-        cards = cards_of([(gpus, usage)])
-        deltas = single_card_deltas(cards, request, shapes_of(self.mix.weights(request)))[0]
-        delta = {int(m): float(d) for m, d in zip(cards.minors[0].tolist(), deltas.tolist(), strict=True)}
+        weights = self.mix.weights(request)
+        shapes = shapes_of(weights)
+        if self.memo is not None and card_row is not None and shapes.weight.size:
+            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+            rows = np.array([card_row], dtype=np.int64)
+            deltas = single_card_combine(self.memo.parts(request, kinds, rows, len(gpus)), shapes)[0]
+        else:
+            deltas = single_card_deltas(cards_of([(gpus, usage)]), request, shapes)[0]
+        delta = {g.minor: float(d) for g, d in zip(gpus, deltas.tolist(), strict=True)}
 
         def key(g: GPU) -> tuple[float, int, int]:
             packed = device_score(g, usage.get(g.minor, GPUUsage()), request, "MostAllocated")
