@@ -30,10 +30,12 @@ __all__ = [
     "SingleCardParts",
     "cards_of",
     "fragmentation",
+    "free_share",
     "host_deltas",
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "shape_sums",
     "shapes_of",
     "single_card_combine",
     "single_card_deltas",
@@ -147,7 +149,7 @@ def _want(capacity: Int64Array, shapes: Shapes) -> Int64Array:
     return result
 
 
-def _free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> FloatArray:
+def free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> FloatArray:
     """(..., C): the free share of each card's scarcest dimension, 0..1."""
     free = np.divide(
         (capacity - used).astype(np.float64),
@@ -220,15 +222,15 @@ def fragmentation(
     (``host_free``: (..., 2), the nodes' free cpu and memory)."""
     if shapes.weight.size == 0:
         return np.zeros(valid.shape[:-1], dtype=np.float64)
-    return _combine(*_shape_sums(capacity, used, valid, shapes), shapes, host_fits(host_free, shapes))
+    return _combine(*shape_sums(capacity, used, valid, shapes), shapes, host_fits(host_free, shapes))
 
 
-def _shape_sums(
+def shape_sums(
     capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes
 ) -> tuple[Int64Array, FloatArray, FloatArray]:
     """(..., K) the cards that fit each shape, (..., K) the free share of those that do not, and
     (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
-    free = _free_share(capacity, used, valid)  # (..., C)
+    free = free_share(capacity, used, valid)  # (..., C)
     fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
     stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
     return fit.sum(axis=-2), stranded, free.sum(axis=-1)
@@ -269,12 +271,12 @@ class SingleCardParts:
 
 def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
     want, ok = _single_card_want(cards, request)
-    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
+    free = free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
     shape_want = _shared_want(cards.capacity, shapes)
     fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
     fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
     used_after = cards.used + want
-    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
+    free_after = free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
     fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
     fitting_c = fitting[:, None, :] - fit + fit_after
     stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
@@ -362,14 +364,21 @@ def placement_deltas(
     return deltas
 
 
-def host_deltas(cards: Cards, shapes: Shapes, host_free: Int64Array, host_take: Int64Array) -> FloatArray:
+def host_deltas(
+    cards: Cards,
+    shapes: Shapes,
+    host_free: Int64Array,
+    host_take: Int64Array,
+    sums: tuple[Int64Array, FloatArray, FloatArray] | None = None,
+) -> FloatArray:
     """(N,): the increase in each node's fragmentation were a pod that asks for no card but for
     ``host_take`` (2,) cpu and memory put there: the cards it strands (FGD's rating of CPU-only
-    tasks)."""
+    tasks). ``sums``: ``shape_sums`` of the cards, when the caller has them."""
     if shapes.weight.size == 0:
         return np.zeros(cards.valid.shape[:-1], dtype=np.float64)
     # The cards are the same before and after: only the nodes' cpu and memory differ.
-    sums = _shape_sums(cards.capacity, cards.used, cards.valid, shapes)
+    if sums is None:
+        sums = shape_sums(cards.capacity, cards.used, cards.valid, shapes)
     before = _combine(*sums, shapes, host_fits(host_free, shapes))
     after = _combine(*sums, shapes, host_fits(host_free - host_take, shapes))
     deltas: FloatArray = after - before

@@ -66,6 +66,7 @@ from scheduler.plugins.device_share.rdma import Refusal
 from scheduler.plugins.device_share.reserved import ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.scoring import NodeScorer
+from scheduler.plugins.device_share.shape_sums_memo import ShapeSumsMemo
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 from scheduler.plugins.device_share.store import DeviceStore
 from scheduler.plugins.device_share.templates import CONFIGMAPS, ERR_NO_MATCHED_TEMPLATE, TemplateCache
@@ -106,7 +107,9 @@ class DeviceShare:
         """How the allocator ranks cards (Fragmentation bin-packs those it does not pick itself)."""
         if strategy.type == "Fragmentation":
             self.fragmentation = FragmentationStrategy(
-                strategy.fragmentation or FragmentationArgs(), SingleCardMemo(self.store)
+                strategy.fragmentation or FragmentationArgs(),
+                SingleCardMemo(self.store),
+                ShapeSumsMemo(self.store),
             )
         else:
             self.card_order = strategy.type
