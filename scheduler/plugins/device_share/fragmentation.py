@@ -196,6 +196,19 @@ def _fits(
     return fit
 
 
+def _over_cards(values: FloatArray) -> FloatArray:
+    """(..., K): ``values`` (..., C, K) summed over the cards, in card order. numpy's own sum
+    adds in that order for two shapes or more but pairwise for one, so the sums of a shape would
+    round differently depending on the shapes computed beside it (the kept parts add a new shape's
+    columns alone) and on the padding."""
+    if values.shape[-2] == 0:
+        return np.zeros(values.shape[:-2] + values.shape[-1:], dtype=np.float64)
+    total: FloatArray = values[..., 0, :].copy()
+    for card in range(1, values.shape[-2]):
+        total += values[..., card, :]
+    return total
+
+
 def _combine(
     fitting: Int64Array,
     stranded: FloatArray,
@@ -232,8 +245,7 @@ def shape_sums(
     (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
     free = free_share(capacity, used, valid)  # (..., C)
     fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
-    stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
-    return fit.sum(axis=-2), stranded, free.sum(axis=-1)
+    return fit.sum(axis=-2), _over_cards(free[..., None] * ~fit), free.sum(axis=-1)
 
 
 def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
@@ -274,7 +286,7 @@ def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> Sing
     free = free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
     shape_want = _shared_want(cards.capacity, shapes)
     fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
+    fitting, stranded = fit.sum(axis=-2), _over_cards(free[..., None] * ~fit)  # (N, K)
     used_after = cards.used + want
     free_after = free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
     fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
