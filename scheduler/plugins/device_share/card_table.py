@@ -54,6 +54,12 @@ class CardTable:
     def width(self) -> int:
         return int(self.capacity.shape[1])
 
+    @property
+    def rows_in_use(self) -> int:
+        """Rows 0 to this one (excluded) are row 0 and the nodes' rows; the rest is room to grow,
+        and changes with ``layout`` only."""
+        return self._rows_used
+
     def write(
         self,
         name: str,

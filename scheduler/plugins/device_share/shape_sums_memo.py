@@ -73,7 +73,7 @@ class ShapeSumsMemo:
 
     def _fresh(self, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        cards = table.cards_at_width(np.arange(table.capacity.shape[0], dtype=np.int64))
+        cards = table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))
         self._shapes, self._column = shapes, {s: k for k, s in enumerate(shapes)}
         self._fitting, self._stranded, _ = shape_sums(
             cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(shapes, 1.0))

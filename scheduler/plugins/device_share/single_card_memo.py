@@ -131,17 +131,19 @@ class SingleCardMemo:
             else:
                 self._refresh(kept, request, sorted(table.row[n] for n in changed))
         new = [s for s in dict.fromkeys(shapes) if kept is None or s not in kept.column]
+        grown = kept is None or bool(new)
         if kept is None or len(kept.shapes) + len(new) > _MAX_SHAPES_KEPT:
             kept = self._fresh(request, list(dict.fromkeys(shapes)))
         elif new:
             self._add_shapes(kept, request, new)
         kept.synced = store.changes
-        self._within_budget()
+        if grown:
+            self._within_budget()
         return kept
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        rows = np.arange(table.rows_in_use, dtype=np.int64)
         parts = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
         kept = _Kept(shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout)
         self._kept[request] = kept
@@ -159,7 +161,7 @@ class SingleCardMemo:
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        rows = np.arange(table.rows_in_use, dtype=np.int64)
         more = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
         p = kept.parts
         kept.parts = SingleCardParts(

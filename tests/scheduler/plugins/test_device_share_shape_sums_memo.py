@@ -40,7 +40,7 @@ def test_any_rows_and_shapes_equal_the_sums_afresh(seed: int) -> None:
     for step in range(8):
         shapes = rng.sample(SHAPES, rng.randint(2, len(SHAPES)))
         table = p.store.cards()
-        every = np.arange(table.capacity.shape[0], dtype=np.int64)
+        every = np.arange(table.rows_in_use, dtype=np.int64)
         rows = every[np.asarray([rng.random() < 0.7 for _ in every], dtype=np.bool_)]
         rng.shuffle(rows)
         cards = table.cards(rows)
