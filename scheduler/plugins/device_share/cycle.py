@@ -3,6 +3,7 @@ they fit, read at PreFilter and kept in the CycleState for the later extension p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,7 +67,7 @@ class Cycle:
     """(node, reservation uid) -> the reservation's cards (with the node's free ones unless it is
     Restricted) hold the request, for the reservations the pod may use."""
     rdma: RDMAAsk | None = None
-    refusals: dict[str, Refusal] = field(default_factory=dict)
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
     """Why each node outside ``fitting`` cannot hold the pod's devices."""
     ignore_reserved: bool = False
     """A ``reservation-ignored`` pod: the cards reservations hold for owners to come are free to

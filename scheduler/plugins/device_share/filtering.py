@@ -3,6 +3,7 @@ kept per request shape across cycles (``node_memo``), and the nodes that refuse 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,17 @@ class RefusalTable(NodeAnswers[Refusal]):
 
     refused: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     layout: int = -1
+    _frozen: tuple[frozenset[str], Mapping[str, Refusal], frozenset[str]] | None = None
+    """``frozen``'s answer and the Device names it was for; None once an answer changed."""
+
+    def frozen(self, with_device: frozenset[str]) -> tuple[Mapping[str, Refusal], frozenset[str]]:
+        """A copy of ``by_node`` and the nodes of ``with_device`` outside it (those that hold the
+        shape), kept while no node's answer changes: most nodes a placement changes answer as
+        before (a refused node stays refused), so the copies are made far less often than asked."""
+        if self._frozen is None or self._frozen[0] is not with_device:
+            refusals = dict(self.by_node)
+            self._frozen = (with_device, refusals, with_device - refusals.keys())
+        return self._frozen[1], self._frozen[2]
 
 
 class NodeRefusals:
@@ -64,9 +76,12 @@ class NodeRefusals:
         if changed is None:
             table.by_node.clear()
             table.refused[:] = False
+            table._frozen = None
             changed = set(self.store.has_device)
         for node, refusal in self._refusals(changed, cycle).items():
             table.refused[cards.row[node]] = refusal is not None
+            if table.by_node.get(node) != refusal:
+                table._frozen = None
             if refusal is None:
                 table.by_node.pop(node, None)
             else:

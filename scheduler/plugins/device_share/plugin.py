@@ -151,11 +151,12 @@ class DeviceShare:
         refused_rows = None
         if memoizable(cycle):
             table = self.refusals.table(cycle)
-            cycle.refusals = dict(table.by_node)
+            cycle.refusals, holding = table.frozen(self.store.device_names())
             refused_rows = table.refused.copy()
         else:
             cycle.refusals = self.refusals.of_cycle(cycle)
-        fitting = set(self.store.has_device - cycle.refusals.keys())
+            holding = frozenset(self.store.has_device - cycle.refusals.keys())
+        fitting = set[str]()
         from_reservations = []
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
             if node not in self.store.has_device or cycle.request is None:
@@ -166,7 +167,7 @@ class DeviceShare:
                 if fits_there:
                     fitting.add(node)
                     from_reservations.append(node)
-        cycle.fitting = frozenset(fitting)
+        cycle.fitting = holding | fitting if fitting else holding
         if refused_rows is not None:
             cards = self.store.cards()
             cycle.refused_rows = refused_rows
