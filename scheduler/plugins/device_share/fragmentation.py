@@ -210,15 +210,16 @@ def _over_cards(values: FloatArray) -> FloatArray:
 
 
 def _combine(
-    fitting: Int64Array,
+    holds: BoolArray,
     stranded: FloatArray,
     total: FloatArray,
     shapes: Shapes,
     host_ok: BoolArray | None = None,
 ) -> FloatArray:
-    """Per-shape fragmentation (all the free share where the node cannot hold the shape: too few
-    fitting cards, or, with ``host_ok``, too little cpu or memory), mixed."""
-    holds = fitting >= shapes.count if host_ok is None else (fitting >= shapes.count) & host_ok
+    """Per-shape fragmentation (all the free share where the node cannot hold the shape: not
+    ``holds``, enough cards fitting it, or, with ``host_ok``, too little cpu or memory), mixed."""
+    if host_ok is not None:
+        holds = holds & host_ok
     per_shape = np.where(holds, stranded, total[..., None])
     result: FloatArray = per_shape @ shapes.weight
     return result
@@ -235,7 +236,8 @@ def fragmentation(
     (``host_free``: (..., 2), the nodes' free cpu and memory)."""
     if shapes.weight.size == 0:
         return np.zeros(valid.shape[:-1], dtype=np.float64)
-    return _combine(*shape_sums(capacity, used, valid, shapes), shapes, host_fits(host_free, shapes))
+    fitting, stranded, total = shape_sums(capacity, used, valid, shapes)
+    return _combine(fitting >= shapes.count, stranded, total, shapes, host_fits(host_free, shapes))
 
 
 def shape_sums(
@@ -271,12 +273,12 @@ class SingleCardParts:
     """(N, C): each card's free share now."""
     free_after: FloatArray
     """(N, C): card c's free share with the request on it."""
-    fitting: Int64Array
-    """(N, K): the cards that fit each shape now."""
+    holds: BoolArray
+    """(N, K): enough cards fit each shape now (as many as it asks for)."""
     stranded: FloatArray
     """(N, K): the free share of the cards that do not fit each shape now."""
-    fitting_c: Int64Array
-    """(N, C, K): ``fitting`` with the request on card c."""
+    holds_c: BoolArray
+    """(N, C, K): ``holds`` with the request on card c."""
     stranded_c: FloatArray
     """(N, C, K): ``stranded`` with the request on card c."""
 
@@ -290,9 +292,9 @@ def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> Sing
     used_after = cards.used + want
     free_after = free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
     fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting_c = fitting[:, None, :] - fit + fit_after
+    holds_c = fitting[:, None, :] - fit + fit_after >= shapes.count
     stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
-    return SingleCardParts(ok, free, free_after, fitting, stranded, fitting_c, stranded_c)
+    return SingleCardParts(ok, free, free_after, fitting >= shapes.count, stranded, holds_c, stranded_c)
 
 
 def single_card_combine(
@@ -306,12 +308,12 @@ def single_card_combine(
     # The sum over the cards of a node is taken here, not kept in the parts: numpy's sum along a
     # row depends on the row's length (the padding to the most cards among the nodes scored).
     total = parts.free.sum(axis=-1)  # (N,)
-    before = _combine(parts.fitting, parts.stranded, total, shapes, host_fits(host_free, shapes))
+    before = _combine(parts.holds, parts.stranded, total, shapes, host_fits(host_free, shapes))
     total_c = total[:, None] - parts.free + parts.free_after
     left = None if host_free is None else host_free - (0 if host_take is None else host_take)
     host_after = host_fits(left, shapes)
     after = _combine(
-        parts.fitting_c,
+        parts.holds_c,
         parts.stranded_c,
         total_c,
         shapes,
@@ -389,9 +391,11 @@ def host_deltas(
     if shapes.weight.size == 0:
         return np.zeros(cards.valid.shape[:-1], dtype=np.float64)
     # The cards are the same before and after: only the nodes' cpu and memory differ.
-    if sums is None:
-        sums = shape_sums(cards.capacity, cards.used, cards.valid, shapes)
-    before = _combine(*sums, shapes, host_fits(host_free, shapes))
-    after = _combine(*sums, shapes, host_fits(host_free - host_take, shapes))
+    fitting, stranded, total = (
+        shape_sums(cards.capacity, cards.used, cards.valid, shapes) if sums is None else sums
+    )
+    holds = fitting >= shapes.count
+    before = _combine(holds, stranded, total, shapes, host_fits(host_free, shapes))
+    after = _combine(holds, stranded, total, shapes, host_fits(host_free - host_take, shapes))
     deltas: FloatArray = after - before
     return deltas

@@ -21,8 +21,8 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.fragmentation import (
+    BoolArray,
     FloatArray,
-    Int64Array,
     Shapes,
     SingleCardParts,
     shapes_of,
@@ -52,11 +52,11 @@ class _Kept:
     def nbytes(self) -> int:
         p = self.parts
         return sum(
-            a.nbytes for a in (p.ok, p.free, p.free_after, p.fitting, p.stranded, p.fitting_c, p.stranded_c)
+            a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
         )
 
 
-_A = TypeVar("_A", Int64Array, FloatArray)
+_A = TypeVar("_A", BoolArray, FloatArray)
 
 
 def _c_ordered(picked: _A) -> _A:
@@ -75,9 +75,9 @@ def _put_first(kept: _Kept, at: IntArray) -> None:
         p.ok,
         p.free,
         p.free_after,
-        np.ascontiguousarray(p.fitting[:, order]),
+        np.ascontiguousarray(p.holds[:, order]),
         np.ascontiguousarray(p.stranded[:, order]),
-        np.ascontiguousarray(p.fitting_c[..., order]),
+        np.ascontiguousarray(p.holds_c[..., order]),
         np.ascontiguousarray(p.stranded_c[..., order]),
     )
     kept.shapes = [kept.shapes[i] for i in order.tolist()]
@@ -112,9 +112,9 @@ class SingleCardMemo:
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            _c_ordered(p.fitting[rows][:, :k]),
+            _c_ordered(p.holds[rows][:, :k]),
             _c_ordered(p.stranded[rows][:, :k]),
-            _c_ordered(p.fitting_c[rows, :width, :k]),
+            _c_ordered(p.holds_c[rows, :width, :k]),
             _c_ordered(p.stranded_c[rows, :width, :k]),
         )
 
@@ -168,9 +168,9 @@ class SingleCardMemo:
             p.ok,
             p.free,
             p.free_after,
-            np.concatenate([p.fitting, more.fitting], axis=-1),
+            np.concatenate([p.holds, more.holds], axis=-1),
             np.concatenate([p.stranded, more.stranded], axis=-1),
-            np.concatenate([p.fitting_c, more.fitting_c], axis=-1),
+            np.concatenate([p.holds_c, more.holds_c], axis=-1),
             np.concatenate([p.stranded_c, more.stranded_c], axis=-1),
         )
         for s in shapes:
