@@ -83,14 +83,22 @@ class NodeScorer:
             scores[i] += self.rdma_score(node, cycle)
         return self._less_stranding(scores, cycle, pod, snapshot, rows)
 
-    def _stranded(self, request: GPURequest, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> FloatArray:
+    def _stranded(
+        self,
+        request: GPURequest,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        free: IntArray | None = None,
+    ) -> FloatArray:
         """(rows,) the cards the GPU pod's cpu and memory strand on each node beyond its cards'
-        share (negative: the stranded cards it takes up), ``host_share.stranded_delta``."""
+        share (negative: the stranded cards it takes up), ``host_share.stranded_delta``; ``free``:
+        ``host_free`` of the rows, when the caller has it."""
         taken = request.count * (1.0 if request.whole else min(request.core, 100) / 100)
         return stranded_delta(
             self.card_shares(snapshot, rows),
             host_capacity(snapshot, rows),
-            host_free(snapshot, rows),
+            host_free(snapshot, rows) if free is None else free,
             np.asarray(host_take(pod), dtype=np.int64),
             taken,
         )
@@ -136,15 +144,16 @@ class NodeScorer:
                 ],
             )
             free_choice = np.asarray(any_card, dtype=np.bool_)
+        free = host_free(snapshot, rows)
         return fragmentation.scores_of(
             cycle.request,
             cards,
             fixed,
             fixed_ok,
             free_choice,
-            host_free(snapshot, rows),
+            free,
             host_take(pod),
-            self._stranded(cycle.request, pod, snapshot, rows),
+            self._stranded(cycle.request, pod, snapshot, rows, free),
             card_rows,
         )
 
