@@ -10,7 +10,8 @@ Conventions that ``apis.crdgen`` relies on:
 - an optional field defaults to ``None`` unless Koordinator's CRD schema itself defaults it, in
   which case the Python default equals the schema default and is emitted into the CRD;
 - a field without a default is required in the CRD schema;
-- a field's docstring becomes its ``description`` (``kubectl explain`` shows it).
+- a field's docstring becomes its ``description`` (``kubectl explain`` shows it): ``apis.crdgen``
+  reads it from the source (``apis.fielddocs``), the models do not when they are imported.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ class KoordModel(BaseModel):
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
-        use_attribute_docstrings=True,
         extra="ignore",
         validate_assignment=False,
     )

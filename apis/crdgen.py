@@ -25,8 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
-from apis.base import CRDInfo
+from apis.base import CRDInfo, KoordModel
+from apis.fielddocs import field_docstrings
 from apis.meta import KoordResource
 from apis.types import INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN
 
@@ -59,9 +63,27 @@ class SchemaError(ValueError):
     """A model uses a construct that has no structural OpenAPI equivalent."""
 
 
+class _DocumentedFields(GenerateJsonSchema):
+    """pydantic's JSON schema with each field's docstring as its ``description`` where the field has
+    none of its own (the models do not read their docstrings when imported: ``apis.fielddocs``)."""
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        json_schema = super().model_schema(schema)
+        cls: type[BaseModel] = schema["cls"]
+        if not issubclass(cls, KoordModel):
+            return json_schema
+        docs = field_docstrings(cls, KoordModel)
+        properties: dict[str, Any] = json_schema.get("properties", {})
+        for name, info in cls.model_fields.items():
+            key = info.validation_alias if isinstance(info.validation_alias, str) else info.alias or name
+            if info.description is None and name in docs and key in properties:
+                properties[key].setdefault("description", docs[name])
+        return json_schema
+
+
 def openapi_schema(model: type[KoordResource]) -> dict[str, Any]:
     """The structural ``openAPIV3Schema`` of a root kind."""
-    raw = model.model_json_schema(by_alias=True, mode="validation")
+    raw = model.model_json_schema(by_alias=True, mode="validation", schema_generator=_DocumentedFields)
     defs: Mapping[str, Any] = raw.get("$defs", {})
     schema = _structural(raw, defs, path=model.__name__)
     properties = schema.setdefault("properties", {})

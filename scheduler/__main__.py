@@ -16,7 +16,16 @@ doubled. An invalid configuration is reported (every problem, each with its fiel
 anything starts, and exits 2.
 """
 
+# ruff: noqa: E402 (the collector is paused before the imports)
+
 from __future__ import annotations
+
+import gc
+
+# The imports make about 200,000 objects, nearly all alive until the process ends; the cyclic
+# collector's full runs over them while they were made cost about a tenth of the imports' CPU.
+_COLLECTING = gc.isenabled()
+gc.disable()
 
 import argparse
 import asyncio
@@ -42,6 +51,9 @@ from scheduler.logging_setup import configure_logging
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.startup_spans import seconds_since_process_start
+
+if _COLLECTING:
+    gc.enable()
 
 log = logging.getLogger("koord-scheduler")
 

@@ -30,7 +30,7 @@ from apis.core import Node, Pod
 from apis.extension.device import ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOCK
 from apis.extension.loadaware import ANNOTATION_CUSTOM_USAGE_THRESHOLDS
 from apis.extension.reservation import is_reserve_pod
-from apis.gcpause import gc_paused
+from apis.gcpause import list_paused
 from scheduler.cache.cache import Cache
 from scheduler.cache.decode_ahead import take_decoded
 from scheduler.cache.pod_info import PodInfo, decoding_once
@@ -58,8 +58,14 @@ DEVICE_PLUGIN_NODE_LOCKS = (ANNOTATION_CAMBRICON_DSMLU_LOCK, ANNOTATION_HAMI_LOC
 
 
 def _listener_name(listener: Callable[..., None]) -> str:
+    """The listener's class, after its plugin's package: three plugins' pod informers are a
+    ``PodHandler`` (ElasticQuota's, DeviceShare's, Reservation's)."""
     owner = getattr(listener, "__self__", None)
-    return type(owner).__name__ if owner is not None else getattr(listener, "__qualname__", repr(listener))
+    if owner is None:
+        return str(getattr(listener, "__qualname__", repr(listener)))
+    module = type(owner).__module__.split(".")
+    plugin = module[2] if module[:2] == ["scheduler", "plugins"] and len(module) > 2 else None
+    return f"{plugin}.{type(owner).__name__}" if plugin else type(owner).__name__
 
 
 def _node_signature(node: Node) -> tuple[object, ...]:
@@ -117,7 +123,7 @@ class EventHandlers:
     def handle_node_event(self, event: WatchEvent[Node]) -> None:
         if event.type is EventType.REPLACED:
             first = not self.synced_nodes.is_set()
-            with self.startup.span("node cache") if first else contextlib.nullcontext(), gc_paused():
+            with self.startup.span("node cache") if first else contextlib.nullcontext(), list_paused():
                 self._replace_nodes(event.objects)
             return
         assert event.obj is not None
@@ -172,7 +178,7 @@ class EventHandlers:
             ahead = take_decoded((event.obj,) if event.obj is not None else ())
         with decoding_once(ahead):
             if event.type is EventType.REPLACED:
-                with gc_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
+                with list_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
                     self._replace_pods(event, self.startup if not self.synced_pods.is_set() else None)
                 self.synced_pods.set()
                 return

@@ -37,6 +37,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags, log_top_scores
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.equivalence import ClassView, EquivalenceClasses
 from scheduler.framework.extensions import SCORE_ALWAYS
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.runtime import Framework
@@ -75,6 +76,8 @@ class SchedulingLoop:
     explanations: ExplanationStore
     percentage_of_nodes_to_score: int | None = None
     rng: random.Random = field(default_factory=lambda: random.Random(0))
+    classes: EquivalenceClasses | None = field(default_factory=EquivalenceClasses)
+    """Pods of one template share their row-local Filter and Score work; None: every pod alone."""
     debug_flags: DebugFlags = field(default_factory=DebugFlags)
     """Read each cycle: ``top_n_scores`` > 0 logs the best-scored nodes of every scored pod."""
     reporter: InitVar[Reporter | None] = None
@@ -154,7 +157,19 @@ class SchedulingLoop:
                 diagnosis.unresolvable_rows.update(rows[~keep].tolist())
             rows = rows[keep]
 
-        feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
+        view = (
+            self.classes.view(fwk, state, pod, snapshot, rows)
+            if self.classes is not None and preferred is None
+            else None
+        )
+        if view is not None:
+            feasible, status = fwk.run_filter(
+                state, pod, snapshot, view.passed, Diagnosis(), skip=view.local_filters
+            )
+            if not status.ok or feasible.size == 0:
+                view = None  # run pod by pod: the failure's diagnosis counts every plugin's rejections
+        if view is None:
+            feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
         if not status.ok:
             await self._fail(fwk, qp, status, diagnosis, started, notes=state.notes)
             return
@@ -170,7 +185,7 @@ class SchedulingLoop:
             )
             return
 
-        row = self._select(fwk, state, pod, snapshot, feasible)
+        row = self._select(fwk, state, pod, snapshot, feasible, view)
         if row is None:
             await self._fail(fwk, qp, Status.error("scoring failed"), diagnosis, started)
             return
@@ -203,7 +218,13 @@ class SchedulingLoop:
         self.binder.submit(fwk, state, qp, node)
 
     def _select(
-        self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, feasible: IntArray
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        feasible: IntArray,
+        view: ClassView | None = None,
     ) -> int | None:
         count = num_feasible_nodes_to_find(feasible.size, self.percentage_of_nodes_to_score or None)
         if count < feasible.size:
@@ -220,9 +241,16 @@ class SchedulingLoop:
                 rows = np.concatenate((rows, missing))
         if rows.size == 1:
             return int(rows[0])
-        if not fwk.run_pre_score(state, pod, snapshot, rows).ok:
+        skip: frozenset[str] = frozenset()
+        raw = None
+        if view is not None:
+            raw = view.raw_scores(rows)
+            if raw is None:
+                return None
+            skip = view.local_scores
+        if not fwk.run_pre_score(state, pod, snapshot, rows, skip=skip).ok:
             return None
-        total, per_plugin, status = fwk.run_score(state, pod, snapshot, rows)
+        total, per_plugin, status = fwk.run_score(state, pod, snapshot, rows, raw=raw)
         if not status.ok:
             return None
         top_n = self.debug_flags.top_n_scores

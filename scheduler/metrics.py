@@ -69,6 +69,7 @@ class SchedulerMetrics:
         self._plugin_children: dict[tuple[str, str, str], Any] = {}
         self._unschedulable_keys: set[tuple[str, str]] = set()
         self._point_children: dict[tuple[str, str, str], Any] = {}
+        self._children: dict[tuple[object, ...], Any] = {}
 
         # ---- scheduling attempts ----------------------------------------------------------
         self.schedule_attempts = Counter(
@@ -219,13 +220,22 @@ class SchedulerMetrics:
 
     def attempt(self, result: AttemptResult, profile: str, seconds: float) -> None:
         """One scheduling attempt of one pod (a gang counts one attempt per member)."""
-        self.schedule_attempts.labels(result=result, profile=profile).inc()
-        self.scheduling_attempt_duration.labels(result=result, profile=profile).observe(seconds)
+        self._child(self.schedule_attempts, result, profile).inc()
+        self._child(self.scheduling_attempt_duration, result, profile).observe(seconds)
 
     def pod_scheduled(self, attempts: int, seconds_since_first_enqueue: float) -> None:
         """A pod was bound after ``attempts`` attempts, this long after it first entered the queue."""
-        self.pod_scheduling_sli_duration.labels(attempts=str(attempts)).observe(seconds_since_first_enqueue)
+        self._child(self.pod_scheduling_sli_duration, attempts).observe(seconds_since_first_enqueue)
         self.pod_scheduling_attempts.observe(attempts)
+
+    def _child(self, metric: Any, *values: object) -> Any:
+        """``metric.labels(*values)`` (values in the order of its label names), looked up once per
+        label set: the per-pod metrics are recorded several times per pod."""
+        key = (id(metric), *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*(str(v) for v in values))
+        return child
 
     def observe_plugin(self, point: str, plugin: str, status: str, seconds: float) -> None:
         """The framework runtime's ``Observer``: one plugin call at one extension point.
@@ -253,10 +263,10 @@ class SchedulerMetrics:
         child.observe(seconds)
 
     def permit_wait(self, result: str, seconds: float) -> None:
-        self.permit_wait_duration.labels(result=result).observe(seconds)
+        self._child(self.permit_wait_duration, result).observe(seconds)
 
     def binding(self, result: str, seconds: float) -> None:
-        self.binding_duration.labels(result=result).observe(seconds)
+        self._child(self.binding_duration, result).observe(seconds)
 
     def set_pending(self, active: int, backoff: int, unschedulable: int, gated: int) -> None:
         self.pending_pods.labels(queue="active").set(active)
@@ -266,7 +276,7 @@ class SchedulerMetrics:
 
     def queue_incoming(self, queue: str, event: str) -> None:
         """A pod entered ``queue`` (active, backoff, unschedulable, gated) because of ``event``."""
-        self.queue_incoming_pods.labels(queue=queue, event=event).inc()
+        self._child(self.queue_incoming_pods, queue, event).inc()
 
     def set_unschedulable_pods(self, counts: Mapping[tuple[str, str], int]) -> None:
         """(profile, plugin) -> unschedulable pods now; a pair no longer rejecting anyone reads 0."""

@@ -61,7 +61,7 @@ from apis.client.listhead import list_metadata_ahead_of_items
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
 from apis.core import Pod
-from apis.gcpause import gc_paused
+from apis.gcpause import list_paused
 from apis.podkey import pod_namespace_name
 
 __all__ = [
@@ -447,7 +447,7 @@ class KubernetesBackend:
                         page = asyncio.ensure_future(fetch(str(ahead["continue"])))
                         await asyncio.sleep(0)  # let the request go out before decoding blocks
                     decode_began = time.perf_counter()
-                    with gc_paused():
+                    with list_paused():
                         page_items, meta = self._decode_page(resource, data, what)
                     decode_seconds += time.perf_counter() - decode_began
                 except BackendError as exc:

@@ -29,7 +29,7 @@ Method
 5. **Breakdown.** koord-scheduler's own start-up lines (``scheduler.startup_spans``): seconds from
    the process start to ``main`` (interpreter and imports), each list (and how much of it was
    decoding the objects), and each step of handling the first pod list (``pod info``: decoding
-   the requests; ``plugin handlers: <plugin>``; ``cache and queue``).
+   the requests; ``plugin handlers: <plugin>.<class>``; ``cache and queue``).
 
 Figures are printed, never asserted; the load average at the start is printed with them (other
 work on the machine moves every figure). The exit code is 0 unless something failed to run.

@@ -18,7 +18,7 @@ from e2e.bench.harness import log_progress
 from e2e.bench.openb_paper import closest_policy
 from e2e.bench.processes import KOORD, KUBE
 from e2e.bench.suite_model import Better, Figure, SuiteOptions, SuiteResults
-from e2e.bench.throughput_model import SIMULATE
+from e2e.bench.throughput_model import SIMULATE, SIMULATE_ALONE
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_model import Report as ThroughputReport
 from e2e.bench.throughput_runs import run_benchmark as run_throughput
@@ -123,6 +123,20 @@ async def identical(opts: SuiteOptions, results: SuiteResults) -> None:
             ours=None if simulate is None else simulate.pods_per_second,
             baseline=None if kube is None else kube.pods_per_second,
             ours_label=SIMULATE,
+        )
+    )
+    alone = report.result(SIMULATE_ALONE)
+    results.figures.append(
+        Figure(
+            bench="identical",
+            metric="pods/s in process, classes against pod by pod",
+            size=size,
+            unit="pods/s",
+            better="higher",
+            ours=None if simulate is None else simulate.pods_per_second,
+            baseline=None if alone is None else alone.pods_per_second,
+            ours_label=SIMULATE,
+            baseline_label=SIMULATE_ALONE,
         )
     )
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from e2e.bench.suite import parse_args, render, run_suite, write_results
 from e2e.bench.suite_model import SuiteOptions, SuiteResults
-from e2e.bench.throughput_model import SIMULATE
+from e2e.bench.throughput_model import SIMULATE, SIMULATE_ALONE
 from e2e.cluster.controlplane import ControlPlane
 from e2e.tier import sized
 
@@ -84,6 +84,7 @@ def test_suite_writes_results_and_a_plot_per_bench_with_every_figure_beside_a_fi
         "koord-scheduler": IDENTICAL_PODS,
         "kube-scheduler": IDENTICAL_PODS,
         SIMULATE: IDENTICAL_PODS,
+        SIMULATE_ALONE: IDENTICAL_PODS,
     }
     assert results.details["identical"]["workload"] == "identical"
     assert set(results.latency_ms) == {"koord-scheduler", "kube-scheduler"}

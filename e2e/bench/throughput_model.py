@@ -12,6 +12,7 @@ __all__ = [
     "KOORD_NAMESPACE",
     "KUBE_NAMESPACE",
     "SIMULATE",
+    "SIMULATE_ALONE",
     "TARGET_NODES",
     "TARGET_RATIO",
     "TARGET_SUSTAINED",
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 SIMULATE = "koordctl simulate"
+SIMULATE_ALONE = "koordctl simulate, pod by pod"
+"""The same in-process run with the equivalence classes off: every pod filtered and scored alone."""
 KOORD_NAMESPACE = "bench-koord"
 KUBE_NAMESPACE = "bench-kube"
 TARGET_RATIO = 1.0

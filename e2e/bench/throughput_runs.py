@@ -31,7 +31,15 @@ from e2e.bench.processes import (
     save_metrics,
     wait_ready,
 )
-from e2e.bench.throughput_model import KOORD_NAMESPACE, KUBE_NAMESPACE, SIMULATE, Options, Report, RunResult
+from e2e.bench.throughput_model import (
+    KOORD_NAMESPACE,
+    KUBE_NAMESPACE,
+    SIMULATE,
+    SIMULATE_ALONE,
+    Options,
+    Report,
+    RunResult,
+)
 from e2e.bench.throughput_reservations import (
     RESERVATIONS_PATH,
     count_allocated,
@@ -125,7 +133,12 @@ async def measure_scheduler(
 
 
 async def measure_simulate(
-    description: ClusterDescription, pods: Sequence[dict[str, Any]], config_text: str, opts: Options
+    description: ClusterDescription,
+    pods: Sequence[dict[str, Any]],
+    config_text: str,
+    opts: Options,
+    *,
+    classes: bool = True,
 ) -> RunResult:
     models = [Pod.model_validate(p) for p in pods]
     nodes = [node["metadata"]["name"] for node in description.nodes()]
@@ -135,9 +148,12 @@ async def measure_simulate(
     ]
     meter = CpuMeter({"harness (simulate)": os.getpid()})
     meter.start()
-    simulated = await simulate(description, models, config_text=config_text, custom_resources=placed)
+    simulated = await simulate(
+        description, models, config_text=config_text, custom_resources=placed, equivalence_classes=classes
+    )
+    name = SIMULATE if classes else SIMULATE_ALONE
     result = RunResult(
-        scheduler=SIMULATE,
+        scheduler=name,
         nodes=simulated.nodes,
         pods=opts.pods,
         bound=len(simulated.scheduled),
@@ -148,7 +164,7 @@ async def measure_simulate(
     )
     if result.bound < opts.pods:
         result.error = f"{opts.pods - result.bound} pods left pending"
-    log_progress(f"{SIMULATE}: {result.bound}/{opts.pods} bound in {result.seconds:.1f}s")
+    log_progress(f"{name}: {result.bound}/{opts.pods} bound in {result.seconds:.1f}s")
     return result
 
 
@@ -261,6 +277,10 @@ async def run_benchmark(opts: Options) -> Report:
         with phase(report.phases, "simulate"):
             try:
                 report.results.append(await measure_simulate(description, koord_pods, config_text, opts))
+                if opts.workload == "identical":  # the baseline of the equivalence classes
+                    report.results.append(
+                        await measure_simulate(description, koord_pods, config_text, opts, classes=False)
+                    )
             except Exception as exc:
                 report.errors.append(f"simulate: {type(exc).__name__}: {exc}")
     report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)

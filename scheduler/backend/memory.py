@@ -518,14 +518,31 @@ def _bound(
     if annotations:  # the API server copies the Binding's annotations onto the pod
         meta_wire["annotations"] = {**(meta_wire.get("annotations") or {}), **annotations}
         meta_update["annotations"] = dict(meta_wire["annotations"])
-    status_wire = strategic_merge_patch(old_wire.get("status") or {}, {"conditions": [scheduled]})
+    old_status: Wire = old_wire.get("status") or {}
+    old_conditions = old_status.get("conditions")
+    if not isinstance(old_conditions, list):
+        old_conditions = []
+    # As strategic merge patch merges {"conditions": [scheduled]} (by type), but with only the
+    # merged condition new: the others are shared, as wires and as models.
+    at = next((i for i, c in enumerate(old_conditions) if c.get("type") == "PodScheduled"), None)
+    conditions_wire = list(old_conditions)
+    if at is None:
+        at = len(conditions_wire)
+        conditions_wire.append(scheduled)
+    else:
+        conditions_wire[at] = {**old_conditions[at], **scheduled}
+    status_wire = {**old_status, "conditions": conditions_wire}
     wire = {
         **old_wire,
         "metadata": meta_wire,
         "spec": {**old_wire.get("spec", {}), "nodeName": node_name},
         "status": status_wire,
     }
-    conditions = [PodCondition.model_validate(c) for c in status_wire["conditions"]]
+    conditions = list(old.status.conditions or ())
+    if len(conditions) != len(old_conditions):  # not the models of these wires: validate them all
+        conditions = [PodCondition.model_validate(c) for c in conditions_wire]
+    else:
+        conditions[at : at + 1] = [PodCondition.model_validate(conditions_wire[at])]
     obj = old.model_copy(
         update={
             "metadata": old.metadata.model_copy(update=meta_update),

@@ -9,6 +9,10 @@ No amount written here can wrap (see ``quantity_range``): allocatable and reques
 clamped into ``[0, MAX_UNITS]``, and a node's requested amount saturates at ``REQUESTED_CAP``
 while its exact sum is kept in ``_exact``, so removing the pods again restores it exactly.
 
+``versions`` stamps each row whenever anything this table or the cache accounts on it changes
+(requests, non-zero requests, allocatable, the row's node): a result computed from a row stays
+true while its stamp does (``scheduler.framework.equivalence``).
+
 ``non_zero`` holds, per row, kube-scheduler's ``NodeInfo.NonZeroRequested``: the cpu and memory of
 the pods assigned to the node as the resource scorers count them (``PodInfo.non_zero``, defaults for
 containers without requests). It counts assigned pods only, not nominations: kube-scheduler adds
@@ -52,6 +56,9 @@ class NodeTable:
         self._exact_non_zero: dict[tuple[int, int], int] = {}
         self.layout = 0
         """Changes whenever a row gets or loses its node (``names`` changes)."""
+        self.versions: IntArray = np.zeros(node_capacity, dtype=np.int64)
+        """Per row, the stamp of its last change (``touch``); stamps only grow."""
+        self._stamp = 0
 
     # ---- shape -------------------------------------------------------------------------------
 
@@ -87,6 +94,14 @@ class NodeTable:
             non_zero = np.zeros((new_rows, 2), dtype=np.int64)
             non_zero[: self.non_zero.shape[0]] = self.non_zero
             self.non_zero = non_zero
+            versions = np.zeros(new_rows, dtype=np.int64)
+            versions[: self.versions.shape[0]] = self.versions
+            self.versions = versions
+
+    def touch(self, rows: int | list[int] | IntArray) -> None:
+        """Stamp ``rows`` as changed (what is accounted on them, or their node)."""
+        self._stamp += 1
+        self.versions[rows] = self._stamp
 
     # ---- nodes -------------------------------------------------------------------------------
 
@@ -104,6 +119,7 @@ class NodeTable:
             self.names.append(name)
         self.row[name] = row
         self.layout += 1
+        self.touch(row)
         self.active[row] = True
         self.allocatable[row] = 0
         self._clear_requested(row)
@@ -118,6 +134,7 @@ class NodeTable:
         self._clear_requested(row)
         self.names[row] = ""
         self.layout += 1
+        self.touch(row)
         self._free_rows.append(row)
 
     def _clear_requested(self, row: int) -> None:
@@ -129,16 +146,19 @@ class NodeTable:
 
     def set_allocatable(self, row: int, allocatable: Mapping[str, int]) -> None:
         cols = [self.column_of(name) for name in allocatable]
+        self.touch(row)
         self.allocatable[row] = 0
         self.allocatable[row, cols] = [clamp(amount) for amount in allocatable.values()]
 
     def add_requests(self, row: int, requests: Mapping[str, int], sign: int = 1) -> None:
         """Add (``sign`` 1) or take away (-1) a pod's requests; each amount is clamped into range."""
+        self.touch(row)
         for name, amount in requests.items():
             _saturating_add(self.requested, self._exact, row, self.column_of(name), sign * clamp(amount))
 
     def add_non_zero(self, row: int, non_zero: tuple[int, int], sign: int = 1) -> None:
         """Add (``sign`` 1) or take away (-1) a pod's non-zero cpu and memory (``PodInfo.non_zero``)."""
+        self.touch(row)
         for col, amount in enumerate(non_zero):
             _saturating_add(self.non_zero, self._exact_non_zero, row, col, sign * clamp(amount))
 
@@ -148,6 +168,7 @@ class NodeTable:
         the exact path otherwise."""
         if not rows:
             return
+        self.touch(rows)
         # Flattened with C-level iteration (a preemption takes out thousands of pods at once).
         names = list(itertools.chain.from_iterable(requests))
         for name in dict.fromkeys(names):  # new columns in the order one by one adds them
@@ -173,6 +194,7 @@ class NodeTable:
         put back): one vectorised update while no cell is saturated; the exact path otherwise."""
         if not rows:
             return
+        self.touch(rows)
         touched = sorted(set(rows))
         if self._exact_non_zero and any((r, c) in self._exact_non_zero for r in touched for c in (0, 1)):
             for row, amounts in zip(rows, non_zero, strict=True):
@@ -213,6 +235,9 @@ class NodeTable:
 
     def free(self, rows: IntArray, cols: IntArray) -> IntArray:
         """allocatable - requested for those rows and columns (a rows x cols array)."""
+        if rows.size * 8 < self._rows_used:  # a few rows (an equivalence class's changed ones)
+            few: IntArray = self.allocatable[rows][:, cols] - self.requested[rows][:, cols]
+            return few
         # Column slices first (contiguous copies of a few columns), then the rows: cheaper than np.ix_.
         result: IntArray = (self.allocatable[:, cols] - self.requested[:, cols])[rows]
         return result

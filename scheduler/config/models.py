@@ -84,7 +84,6 @@ class _Strict(BaseModel):
         extra="forbid",
         strict=True,
         frozen=True,
-        use_attribute_docstrings=True,
     )
 
 

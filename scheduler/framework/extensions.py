@@ -7,6 +7,7 @@ The Framework finds the plugins implementing each protocol among a profile's plu
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ __all__ = [
     "ReservationView",
     "ReservedRoom",
     "Room",
+    "RowInputs",
+    "RowLocal",
 ]
 
 
@@ -61,6 +64,36 @@ class PreferNodesPlugin(Protocol):
         """The nodes to try first, in order, among ``allowed`` (the PreFilter result; None: every
         node); empty: none."""
         ...
+
+
+class RowInputs(enum.Enum):
+    """What a ``RowLocal`` plugin's answer for a node reads besides the pod."""
+
+    NODE = "node"
+    """The row's Node object only (labels, taints, images, unschedulable, name): it changes only
+    with the node, and every change of a node bumps ``Cache.generation``."""
+    ACCOUNTING = "accounting"
+    """The Node object and the sums the cache accounts on the row (requests, non-zero requests,
+    host ports): they change with the pods placed there, stamped in ``NodeTable.versions``."""
+
+
+@runtime_checkable
+class RowLocal(Protocol):
+    """A Filter or Score plugin whose answer for a node reads only the pod and that node (beyond
+    Koordinator: the equivalence classes of ``scheduler.framework.equivalence``).
+
+    ``row_inputs(pod)`` not None promises that, for ``pod``, the plugin's Filter verdict and raw
+    Score (before NormalizeScore) on a row depend on nothing but the pod's scheduling fields and
+    the row's inputs it names (``RowInputs``): not on the pods themselves (a binding's
+    confirmation swaps one without a new stamp), not on the other rows asked, not on anything
+    outside the cache; and that its PreScore and Score leave nothing in the CycleState that a
+    later point reads. Pods of one class then reuse the plugin's answer for a row until those
+    inputs change. None: the plugin runs for every pod."""
+
+    @property
+    def name(self) -> str: ...
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs | None: ...
 
 
 @runtime_checkable

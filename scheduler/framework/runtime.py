@@ -17,7 +17,7 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -362,13 +362,36 @@ class Framework:
 
     @_point(ExtensionPoint.FILTER)
     def run_filter(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray, diagnosis: fw.Diagnosis
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        diagnosis: fw.Diagnosis,
+        *,
+        skip: frozenset[str] = frozenset(),
     ) -> tuple[IntArray, Status]:
-        """The rows every Filter accepts; rejections are counted into ``diagnosis``."""
+        """The rows every Filter accepts; rejections are counted into ``diagnosis``. ``skip``: the
+        plugins whose verdicts an equivalence class holds."""
+        return self.filter_rows(state, pod, snapshot, rows, diagnosis, skip=skip)
+
+    def filter_rows(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        diagnosis: fw.Diagnosis,
+        *,
+        only: frozenset[str] | None = None,
+        skip: frozenset[str] = frozenset(),
+    ) -> tuple[IntArray, Status]:
+        """``run_filter``, narrowed to ``only``, without timing the extension point: work a cycle
+        does beside its one Filter pass (an equivalence class asking about the rows that changed)."""
         record = state.record_plugin_metrics
-        skipped = state.skip_filter
+        skipped = state.skip_filter | skip if skip else state.skip_filter
         for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
-            if plugin.name in skipped or rows.size == 0:
+            if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -428,9 +451,33 @@ class Framework:
     # ---- scoring -----------------------------------------------------------------------------
 
     @_point(ExtensionPoint.PRE_SCORE)
-    def run_pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> Status:
+    def run_pre_score(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        *,
+        skip: frozenset[str] = frozenset(),
+    ) -> Status:
+        return self.pre_score_rows(state, pod, snapshot, rows, skip=skip)
+
+    def pre_score_rows(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        *,
+        only: frozenset[str] | None = None,
+        skip: frozenset[str] = frozenset(),
+    ) -> Status:
+        """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
+        ``filter_rows``)."""
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
+            if plugin.name in skip or (only is not None and plugin.name not in only):
+                continue
             started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.pre_score(state, pod, snapshot, rows)
@@ -446,9 +493,17 @@ class Framework:
 
     @_point(ExtensionPoint.SCORE)
     def run_score(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        *,
+        raw: Mapping[str, IntArray] | None = None,
     ) -> tuple[IntArray, dict[str, IntArray], Status]:
-        """Weighted sum of every Score plugin's (normalized) scores, plus each plugin's scores."""
+        """Weighted sum of every Score plugin's (normalized) scores, plus each plugin's scores.
+        ``raw``: plugin -> its raw scores already known, row-count long (an equivalence class's),
+        read instead of asking the plugin; normalized over ``rows`` as the plugin's own would be."""
         record = state.record_plugin_metrics
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
@@ -457,8 +512,13 @@ class Framework:
             if plugin.name in skipped:
                 continue
             started = time.perf_counter() if record else 0.0
+            known = raw.get(plugin.name) if raw is not None else None
             try:
-                scores = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+                scores = (
+                    np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+                    if known is None
+                    else known[rows]
+                )
                 normalize = getattr(plugin, "normalize_scores", None)
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
@@ -469,6 +529,24 @@ class Framework:
             per_plugin[plugin.name] = scores
             total += scores * self.score_weights.get(plugin.name, 1)
         return total, per_plugin, Status.success()
+
+    def raw_scores(
+        self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray, *, only: frozenset[str]
+    ) -> tuple[dict[str, IntArray], Status]:
+        """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
+        record = state.record_plugin_metrics
+        found: dict[str, IntArray] = {}
+        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
+            if plugin.name not in only or plugin.name in state.skip_score:
+                continue
+            started = time.perf_counter() if record else 0.0
+            try:
+                found[plugin.name] = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+            except Exception as exc:
+                return found, self._fault(ExtensionPoint.SCORE, plugin, exc)
+            if record:
+                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
+        return found, Status.success()
 
     # ---- reserve / permit / bind -------------------------------------------------------------
 

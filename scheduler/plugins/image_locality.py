@@ -20,6 +20,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ScorePlugin
 from scheduler.framework.registry import PluginSpec
@@ -54,6 +55,10 @@ class ImageLocality(ScorePlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and its node's images and the count of nodes."""
+        return RowInputs.NODE
 
     def score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> IntArray:
         spec = pod.pod.spec

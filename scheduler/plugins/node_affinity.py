@@ -39,6 +39,7 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -158,6 +159,10 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the node's labels."""
+        return RowInputs.NODE
 
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE

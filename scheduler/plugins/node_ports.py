@@ -19,6 +19,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -41,6 +42,10 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the host ports taken on the node."""
+        return RowInputs.ACCOUNTING
 
     def events_to_register(self) -> ClusterEvent:
         # Container ports are immutable, so only a pod going away (or a new node) frees a port.

@@ -24,6 +24,7 @@ from scheduler.cache.node_table import IntArray, NodeTable
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, PreScorePlugin, ScorePlugin
 from scheduler.framework.registry import PluginSpec
@@ -76,6 +77,10 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the node's allocatable and requested amounts."""
+        return RowInputs.ACCOUNTING
 
     def _pod_requests(self, pod: PodInfo) -> IntArray:
         return np.asarray([pod.requests.get(name, 0) for name in self._names], dtype=np.int64)

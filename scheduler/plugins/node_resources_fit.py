@@ -35,6 +35,7 @@ from scheduler.cache.node_table import NON_ZERO_CPU, NON_ZERO_MEMORY, BoolArray,
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -200,6 +201,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the node's allocatable and requested amounts."""
+        return RowInputs.ACCOUNTING
 
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE | ClusterEvent.POD_DELETE

@@ -13,6 +13,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterPlugin, FilterResult
 from scheduler.framework.registry import PluginSpec
@@ -31,6 +32,10 @@ class NodeUnschedulable(FilterPlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the node's spec.unschedulable and taints."""
+        return RowInputs.NODE
 
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE

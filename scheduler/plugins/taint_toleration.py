@@ -39,6 +39,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import RowInputs
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -104,6 +105,10 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, ScoreExtensions
     @property
     def name(self) -> str:
         return NAME
+
+    def row_inputs(self, pod: PodInfo) -> RowInputs:
+        """``RowLocal``: it reads the pod and the node's taints."""
+        return RowInputs.NODE
 
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.NODE_ADD | ClusterEvent.NODE_UPDATE

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from apis.client.backend import NODES, ResourceType, WatchEvent
+from apis.client.backend import NODES, EventType, ResourceType, WatchEvent
 from apis.core import Node
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.memory import MemoryBackend
@@ -144,3 +144,16 @@ async def test_a_vendors_node_lock_reaches_the_cache() -> None:
     assert not info.metadata.annotations
     await backend.close()
     await task
+
+
+async def test_the_first_pod_lists_steps_name_each_plugins_informer_apart() -> None:
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    app = SchedulerApp(
+        AppSettings(profiles=tuple(config.profiles)), MemoryBackend(), DEFAULT_REGISTRY, SchedulerMetrics()
+    )
+    app.handlers.handle_pod_event(WatchEvent(EventType.REPLACED, objects=()))
+    steps = set(app.handlers.startup.seconds)
+    # Three plugins' pod informers are a class named PodHandler: each step says whose.
+    handlers = {"elastic_quota.PodHandler", "device_share.PodHandler", "reservation.PodHandler"}
+    assert {f"plugin handlers: {name}" for name in handlers} <= steps
+    assert "plugin handlers: coscheduling.Coscheduling" in steps

@@ -7,6 +7,7 @@ import asyncio
 import gc
 
 from apis.client.backend import NODES, PODS
+from apis.gcpause import list_paused
 from scheduler.__main__ import parse_args, settings_of
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.memory import MemoryBackend
@@ -60,3 +61,33 @@ async def test_an_app_of_a_test_freezes_nothing() -> None:
     assert gc.get_freeze_count() == 0
     stop.set()
     await task
+
+
+async def test_the_first_lists_are_frozen_as_handled_and_later_ones_are_not() -> None:
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    backend = MemoryBackend()
+    backend.apply(NODES, {"metadata": {"name": "n0"}, "status": {"allocatable": {"cpu": "4", "pods": "110"}}})
+    settings = AppSettings(profiles=tuple(config.profiles), freeze_synced_objects=True)
+    gc.unfreeze()
+    app = SchedulerApp(settings, backend, DEFAULT_REGISTRY, SchedulerMetrics())
+    stop = asyncio.Event()
+    task = asyncio.create_task(app.run(stop))
+    try:
+        await app.handlers.synced_nodes.wait()
+        # The node list's handling ended frozen, before the sync's own freeze.
+        generations = [gc.get_objects(g) for g in range(3)]
+        assert not any(o is app.cache for gen in generations for o in gen)
+        await app.handlers.synced_pods.wait()
+        for _ in range(200):
+            if app.ready:
+                break
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # past the sync
+        with list_paused():  # a relist's bulk, after the sync
+            relisted = SchedulerMetrics()
+        generations = [gc.get_objects(g) for g in range(3)]
+        assert any(o is relisted for gen in generations for o in gen)
+    finally:
+        stop.set()
+        await task
+        gc.unfreeze()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from apis.core import Pod
 from scheduler import koordctl
 from scheduler.simulator.description import ClusterDescription
 from scheduler.simulator.run import load_workload, simulate
@@ -147,3 +148,49 @@ async def test_volumes_are_simulated_with_the_pv_controllers_part(tmp_path: Path
     assert placed == {"uses-static": "n-2", "uses-dynamic": "n-1", "uses-nothing": None}
     reason = next(p.reason for p in result.placements if p.name == "uses-nothing")
     assert "4 node(s) didn't find available persistent volumes to bind" in reason
+
+
+async def test_the_run_freezes_the_workload_and_unfreezes_only_what_it_froze(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Full collections stop walking the cluster and the workload while the pods are scheduled;
+    afterwards the collector is as the caller left it, objects frozen by someone else included."""
+    import gc
+
+    from scheduler.simulator import run
+
+    cluster = ClusterDescription.model_validate({"nodePools": [{"name": "n", "count": 2, "cpu": "4"}]})
+    pods = [
+        Pod.model_validate(
+            {
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}]
+                },
+            }
+        )
+    ]
+    frozen_while_settling: list[int] = []
+    settle = run._settle
+
+    async def watched(*args: object) -> float:
+        frozen_while_settling.append(gc.get_freeze_count())
+        return await settle(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(run, "_settle", watched)
+    gc.unfreeze()
+    try:
+        result = await simulate(cluster, pods)
+        assert len(result.scheduled) == 1
+        assert frozen_while_settling[-1] > 0
+        assert gc.get_freeze_count() == 0
+
+        gc.freeze()  # someone else's: the run neither adds to it nor unfreezes it
+        before = gc.get_freeze_count()
+        result = await simulate(cluster, pods)
+        assert len(result.scheduled) == 1
+        # (frozen objects that die leave the count)
+        assert 0 < frozen_while_settling[-1] <= before
+        assert 0 < gc.get_freeze_count() <= before
+    finally:
+        gc.unfreeze()

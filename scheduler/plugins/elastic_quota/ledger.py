@@ -45,14 +45,13 @@ class Charge:
     """On a node (bound, or reserved by this scheduler)."""
     reserved: bool = False
     """Assigned by our Reserve, not yet seen bound."""
+    non_preemptible: bool = field(init=False)
+    gang: str | None = field(init=False)
+    """Both read from the pod's labels once: a pod is booked and unbooked several times per cycle."""
 
-    @property
-    def non_preemptible(self) -> bool:
-        return not quota_ext.is_preemptible(self.pod.labels)
-
-    @property
-    def gang(self) -> str | None:
-        return gang_key(self.pod)
+    def __post_init__(self) -> None:
+        self.non_preemptible = not quota_ext.is_preemptible(self.pod.labels)
+        self.gang = gang_key(self.pod)
 
 
 @dataclass
@@ -115,7 +114,10 @@ class Ledger:
     # ---- bookkeeping -------------------------------------------------------------------------
 
     def _book(self, charge: Charge, sign: int) -> None:
-        _apply(self._sums.setdefault(charge.quota, _Sums()), charge, sign, self.requests_of)
+        sums = self._sums.get(charge.quota)
+        if sums is None:  # not setdefault: a _Sums is four dicts, made for nothing once the quota has one
+            sums = self._sums[charge.quota] = _Sums()
+        _apply(sums, charge, sign, self.requests_of)
         self._changed.add(charge.quota)
         self.version += 1
 

@@ -6,6 +6,7 @@ and the wire shape of every write. The same backend runs against a real API serv
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -34,6 +35,7 @@ from apis.client.backend import (
 )
 from apis.client.kubernetes import KubernetesBackend, resource_path
 from apis.core import Pod
+from apis.gcpause import freezing_lists
 from apis.quantity import Quantity
 from scheduler.cache.pod_info import PodInfo
 
@@ -234,6 +236,33 @@ async def test_transforms_apply_to_every_listed_and_watched_object(
     assert added.obj.metadata.labels == {"transformed": "yes"}
     assert [(p.api_version, p.kind) for p in listed.objects] == [("v1", "Pod")] * 3
     await backend.close()
+
+
+async def test_a_list_frozen_page_by_page_holds_no_garbage_cycle_out_of_reach(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    """Each page is frozen as it is decoded (``freezing_lists``, koord-scheduler until synced):
+    what a list leaves alive then (the next page's request in flight, its response) must not end
+    in cycles, which nothing would collect until the next term unfreezes."""
+    fake, backend = server
+    fake.lists = [
+        (200, page([raw_pod(f"p{i}", i), raw_pod(f"q{i}", i)], 10, cont=f"page-{i + 1}")) for i in range(5)
+    ]
+    fake.lists.append((200, page([raw_pod("last", 9)], 10)))
+    gc.collect()
+    gc.unfreeze()
+    try:
+        with freezing_lists():
+            stream = backend.watch(PODS)
+            (listed,) = await take(stream, 1)
+            assert len(listed.objects) == 11
+            del listed
+            await stream.aclose()  # type: ignore[attr-defined]
+        gc.collect()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+    assert gc.collect() == 0
 
 
 async def test_http_410_on_the_watch_request_relists(server: tuple[FakeApiServer, KubernetesBackend]) -> None:

@@ -182,6 +182,35 @@ async def test_a_bound_pod_is_what_validating_its_stored_wire_gives() -> None:
     await backend.close()
 
 
+async def test_bind_merges_podscheduled_into_the_condition_already_there() -> None:
+    """An unschedulable pod carries PodScheduled=False: binding merges into that condition (by
+    type, as a strategic merge patch does, its reason and message kept), the others untouched."""
+    backend = MemoryBackend()
+    written = pod("p")
+    unschedulable = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "m"}
+    ready = {"type": "Ready", "status": "False"}
+    written["status"] = {"phase": "Pending", "conditions": [unschedulable, ready]}
+    created = backend.apply(PODS, written)
+    before = created.model_dump(by_alias=True, mode="json")
+
+    await backend.bind(created, "n1")
+
+    stored = backend.get(PODS, "default", "p")
+    assert stored is not None
+    assert stored == Pod.model_validate(stored.to_wire())
+    conditions = stored.to_wire()["status"]["conditions"]
+    scheduled = {
+        "type": "PodScheduled",
+        "status": "True",
+        "lastTransitionTime": conditions[0]["lastTransitionTime"],
+    }
+    expected = strategic_merge_patch(created.to_wire()["status"], {"conditions": [scheduled]})["conditions"]
+    assert conditions == expected
+    assert conditions[1] == ready
+    assert conditions[0]["reason"] == "Unschedulable"
+    assert created.model_dump(by_alias=True, mode="json") == before
+
+
 async def test_bind_errors_for_missing_and_recreated_pods() -> None:
     backend = MemoryBackend()
     with pytest.raises(NotFound):

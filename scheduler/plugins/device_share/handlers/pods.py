@@ -70,21 +70,18 @@ class PodHandler:
         node = pod.spec.node_name
         if not node:
             return  # not bound: only Reserve (an assumed pod) holds cards for it
-        regarding = ObjectRef(
-            kind="Pod", namespace=pod.metadata.namespace, name=pod.metadata.name or "", uid=uid
-        )
         raw = (pod.metadata.annotations or {}).get(ANNOTATION_DEVICE_ALLOCATED)
         if raw is None:
             return
         try:
             read = self._read(raw)
         except InvalidAnnotation as exc:
-            self._warnings.warn(regarding, f"devices not counted: {exc}")
+            self._warnings.warn(_regarding(pod), f"devices not counted: {exc}")
             return
         if read.unknown:
             # Koordinator accepts and ignores them: so do we, saying so.
             self._warnings.warn(
-                regarding,
+                _regarding(pod),
                 f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(read.unknown)} ignored "
                 f"(known: {', '.join(DEVICE_TYPES)})",
             )
@@ -119,3 +116,9 @@ class PodHandler:
             self.reserved.remove_owner(uid)
         else:
             self.reserved.set_owner(uid, reservation.uid, allocations)
+
+
+def _regarding(pod: Pod) -> ObjectRef:
+    """The pod a warning is about (made only for a warning: most bound pods hold no devices)."""
+    meta = pod.metadata
+    return ObjectRef(kind="Pod", namespace=meta.namespace, name=meta.name or "", uid=meta.uid or "")

@@ -1,0 +1,247 @@
+"""Where koord-scheduler's start-up CPU goes, without a cluster: its imports and its first lists.
+
+``python -m e2e.bench.startup_cpu --nodes 5000 --pending 25000 --bound 25000 [--imports 5]``
+
+The start-up bench's backlog (``startup_time``: the throughput bench's nodes, ``--bound`` pods on
+them round-robin, ``--pending`` pods of its one profile) written as an API server lists it (pages
+of 500, the fields the API server defaults, no ``apiVersion``/``kind`` on the items), then, in
+process and in CPU seconds (``time.process_time``, so the machine's other load counts far less
+than in wall time):
+
+- **imports**: ``--imports`` fresh interpreters each importing ``scheduler.__main__`` (what the
+  process does before ``main``), their mean CPU, interpreter included, the bytecode compiled first
+  as the image has it (``startup_time.compile_bytecode``);
+- **decode**: each page validated as ``KubernetesBackend`` does, with the scheduler's transform
+  (each pod's PodInfo made as its page is decoded, ``scheduler.cache.decode_ahead``);
+- **handle**: the app's handling of the first node list and of the first pod list (the plugins'
+  pod informers each, then the cache and the queue).
+
+Both with the collector as koord-scheduler has it until synced: paused over each bulk, which is
+frozen as it ends (``apis.gcpause.freezing_lists``).
+
+The list's HTTP and the API server's own CPU are not here: ``startup_time`` measures those.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from apis.client.backend import NODES, PODS, EventType, ResourceType, WatchEvent
+from apis.client.kubernetes import KubernetesBackend
+from apis.core import Node, Pod
+from apis.gcpause import freezing_lists, list_paused
+from e2e.bench.startup_time import BOUND_NAMESPACE, PENDING_NAMESPACE, PROFILE, compile_bytecode
+from e2e.bench.throughput_model import Options
+from e2e.bench.throughput_workload import bench_description, scheduler_config, workload
+from e2e.cluster.controlplane import repo_root
+from scheduler.__main__ import settings_of
+from scheduler.app import SchedulerApp
+from scheduler.backend.memory import MemoryBackend
+from scheduler.cache.decode_ahead import decode_ahead
+from scheduler.config import load_config
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+
+__all__ = ["backlog", "import_cpu_seconds", "listed_pages", "main", "measure"]
+
+PAGE_SIZE = 500
+_SERVER_TOLERATIONS = [
+    {
+        "key": f"node.kubernetes.io/{taint}",
+        "operator": "Exists",
+        "effect": "NoExecute",
+        "tolerationSeconds": 300,
+    }
+    for taint in ("not-ready", "unreachable")
+]
+
+
+def _versions() -> Iterator[int]:
+    version = 1000
+    while True:
+        version += 1
+        yield version
+
+
+def _as_listed(obj: dict[str, Any], version: int) -> dict[str, Any]:
+    """``obj`` as the API server lists it: uid, resourceVersion, the defaulted pod fields."""
+    obj.pop("apiVersion", None)
+    obj.pop("kind", None)
+    obj["metadata"].update(
+        uid=str(uuid.UUID(int=version)),
+        resourceVersion=str(version),
+        creationTimestamp="2026-12-06T10:00:00Z",
+    )
+    spec = obj.get("spec") or {}
+    if "containers" in spec:
+        for container in spec["containers"]:
+            container.update(
+                terminationMessagePath="/dev/termination-log",
+                terminationMessagePolicy="File",
+                imagePullPolicy="IfNotPresent",
+            )
+        spec.update(
+            restartPolicy="Always",
+            terminationGracePeriodSeconds=30,
+            dnsPolicy="ClusterFirst",
+            serviceAccountName="default",
+            serviceAccount="default",
+            securityContext={},
+            priority=0,
+            enableServiceLinks=True,
+            preemptionPolicy="PreemptLowerPriority",
+            tolerations=_SERVER_TOLERATIONS,
+        )
+        obj["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+    return obj
+
+
+def listed_pages(items: list[dict[str, Any]], resource_version: int) -> list[bytes]:
+    """``items`` as the bodies of a paginated list."""
+    pages = []
+    for start in range(0, len(items), PAGE_SIZE):
+        metadata: dict[str, Any] = {"resourceVersion": str(resource_version)}
+        if start + PAGE_SIZE < len(items):
+            metadata["continue"] = f"page-{start + PAGE_SIZE}"
+        body = {
+            "kind": "List",
+            "apiVersion": "v1",
+            "metadata": metadata,
+            "items": items[start : start + PAGE_SIZE],
+        }
+        pages.append(json.dumps(body).encode())
+    return pages
+
+
+def import_cpu_seconds(runs: int) -> float:
+    """Mean CPU seconds of a fresh interpreter importing ``scheduler.__main__``."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for _ in range(runs):
+        subprocess.run([sys.executable, "-c", "import scheduler.__main__"], check=True, env=os.environ.copy())
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / runs
+
+
+def _cpu_timed(
+    seconds: dict[str, float], name: str, listener: Callable[[Any], None]
+) -> Callable[[Any], None]:
+    def timed(event: Any) -> None:
+        began = time.process_time()
+        try:
+            listener(event)
+        finally:
+            seconds[name] = seconds.get(name, 0.0) + time.process_time() - began
+
+    return timed
+
+
+def _listener_label(listener: Callable[..., Any]) -> str:
+    owner = getattr(listener, "__self__", None)
+    if owner is None:
+        return getattr(listener, "__qualname__", repr(listener))
+    return f"{type(owner).__module__.removeprefix('scheduler.plugins.')}.{type(owner).__name__}"
+
+
+def backlog(nodes: int, pending: int, bound: int) -> tuple[Options, list[bytes], list[bytes]]:
+    """The throughput options of the cluster, and its node and pod lists' pages."""
+    opts = Options(nodes=nodes, pods=max(pending, 1), cluster_name="startup-cpu")
+    versions = _versions()
+    node_items = [_as_listed(n, next(versions)) for n in bench_description(opts).nodes()]
+    names = [n["metadata"]["name"] for n in node_items]
+    on_nodes = workload(BOUND_NAMESPACE, PROFILE, bound)
+    for i, pod in enumerate(on_nodes):
+        pod["spec"]["nodeName"] = names[i % len(names)]
+    pod_items = [
+        _as_listed(p, next(versions)) for p in on_nodes + workload(PENDING_NAMESPACE, PROFILE, pending)
+    ]
+    last = next(versions)
+    return opts, listed_pages(node_items, last), listed_pages(pod_items, last)
+
+
+async def measure(nodes: int, pending: int, bound: int) -> dict[str, float]:
+    """CPU seconds per step of decoding and handling the first lists (module docstring); raises
+    when the app did not end synced with every pending pod queued and every bound pod cached."""
+    opts, node_pages, pod_pages = backlog(nodes, pending, bound)
+    config = load_config(scheduler_config(opts, Path("unused"), PROFILE), DEFAULT_PLUGINS, DEFAULT_REGISTRY)
+    settings = settings_of(config)
+    app = SchedulerApp(settings, MemoryBackend(), DEFAULT_REGISTRY, SchedulerMetrics())
+    seconds: dict[str, float] = {}
+    decoder = KubernetesBackend.__new__(KubernetesBackend)  # only its page decoding is used
+    decoder._transforms = {PODS: decode_ahead}
+
+    def decode(kind: ResourceType[Any], pages: list[bytes]) -> list[Any]:
+        began = time.process_time()
+        objects: list[Any] = []
+        for page in pages:
+            with list_paused():
+                objects.extend(decoder._decode_page(kind, page, f"list {kind.plural}")[0])
+        seconds[f"decode {kind.plural}"] = time.process_time() - began
+        return objects
+
+    # As SchedulerApp.run until synced: each list bulk frozen as it ends (for no test's app).
+    freezing = freezing_lists() if settings.freeze_synced_objects else contextlib.nullcontext()
+    try:
+        with freezing:
+            listed_nodes: list[Node] = decode(NODES, node_pages)
+            listed_pods: list[Pod] = decode(PODS, pod_pages)
+            listener_seconds: dict[str, float] = {}
+            listeners = app.handlers.pod_listeners
+            listeners[:] = [
+                _cpu_timed(listener_seconds, f"  of it {_listener_label(f)}", f) for f in listeners
+            ]
+            began = time.process_time()
+            app.handlers.handle_node_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_nodes)))
+            seconds["handle the node list"] = time.process_time() - began
+            began = time.process_time()
+            app.handlers.handle_pod_event(WatchEvent(EventType.REPLACED, objects=tuple(listed_pods)))
+            seconds["handle the pod list"] = time.process_time() - began
+    finally:
+        if settings.freeze_synced_objects:
+            gc.unfreeze()
+    seconds.update(listener_seconds)
+    seconds["  of it the rest: pod infos, cache and queue"] = seconds["handle the pod list"] - sum(
+        listener_seconds.values()
+    )
+    queued = sum(1 for _ in app.queue.pending())
+    cached = sum(1 for _ in app.cache.assigned_pods())
+    if not app.handlers.synced or (queued, cached, len(app.cache.nodes)) != (pending, bound, nodes):
+        raise RuntimeError(
+            f"handled {queued} pending pods, {cached} bound pods, {len(app.cache.nodes)} nodes"
+        )
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--pending", type=int, default=25000)
+    parser.add_argument("--bound", type=int, default=25000)
+    parser.add_argument("--imports", type=int, default=5, help="interpreters timed importing; 0: none")
+    args = parser.parse_args(argv)
+    print(f"load average at start {os.getloadavg()[0]:.2f}")
+    seconds: dict[str, float] = {}
+    if args.imports:
+        compile_bytecode(repo_root())
+        seconds[f"imports (mean of {args.imports})"] = import_cpu_seconds(args.imports)
+    seconds.update(asyncio.run(measure(args.nodes, args.pending, args.bound)))
+    print(f"{args.nodes} nodes, {args.pending} pending + {args.bound} bound pods; CPU seconds")
+    for name, value in seconds.items():
+        print(f"{name:58s} {value:7.3f}")
+    print(f"load average at end {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

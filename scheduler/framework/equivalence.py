@@ -1,0 +1,214 @@
+"""Equivalence classes: pods of one template share their Filter and Score pass (beyond Koordinator,
+whose batch-scheduling change is still open; kube-scheduler's opportunistic batching, KEP-5598,
+reuses a ranking only while each node takes one pod).
+
+A class is the pods whose scheduling fields are equal (``class_key``: everything of the spec but
+its volumes, with the namespace, labels and annotations): the replicas of a Deployment or a Job.
+For each class the entry keeps, per node row, what the ``RowLocal`` plugins answered (their
+Filter verdict and raw Score). Those that read only the Node object (``RowInputs.NODE``: node
+affinity, taints, images) answer once per row for the entry's life; those that read what is
+accounted on the row too (``RowInputs.ACCOUNTING``: resources, host ports) are asked again only
+about the rows whose stamp (``NodeTable.versions``) moved since, in practice the node the last
+replica took, and scored only when such a row is in a pod's sample. Every other plugin
+(spread, inter-pod affinity, volumes, quota, devices, reservations: what reads beyond one node
+or outside the cache) runs for every pod as before, on the same rows in the same order. Scores
+are normalized over each pod's own sample of nodes, so the pick is the one a pod-by-pod cycle
+makes: the same rows, the same totals, the same random tie-break.
+
+An entry is dropped when any node changes (``Cache.generation``) or rows are reused
+(``NodeTable.layout``), and a class gets one on its second pod, so a stream of distinct pods pays
+only for its keys. A cycle that finds no feasible node this way is run again pod by pod, so the
+pod's diagnosis, PostFilter and event are exactly those of the plain cycle.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic_core import to_json
+
+from scheduler.cache.node_table import BoolArray, IntArray
+from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.snapshot import Snapshot
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import RowInputs, RowLocal
+from scheduler.framework.interfaces import Diagnosis
+from scheduler.framework.profile import ExtensionPoint
+from scheduler.framework.runtime import Framework
+
+__all__ = ["ClassView", "EquivalenceClasses", "class_key"]
+
+_NOT_IN_KEY = {"volumes"}
+"""Per-pod (a service account token volume has a random name) and read only by the volume
+plugins, which are never row-local."""
+
+
+def class_key(pod: PodInfo) -> bytes:
+    """What makes two pods one class: equal for the replicas of one template, different whenever
+    any field a plugin reads differs."""
+    head = to_json((pod.namespace, pod.labels, pod.annotations))
+    return head + pod.pod.spec.model_dump_json(exclude=_NOT_IN_KEY).encode()
+
+
+@dataclass
+class _Group:
+    """The row-local plugins of one kind of input at one extension point, and what they answered."""
+
+    plugins: frozenset[str]
+    stamps: IntArray
+    """Per row, the stamp it was answered at (0: never; for ``RowInputs.NODE``, 1: answered)."""
+
+
+@dataclass
+class _Entry:
+    generation: int
+    layout: int
+    filters: dict[RowInputs, _Group]
+    scorers: dict[RowInputs, _Group]
+    feasible: dict[RowInputs, BoolArray]
+    """Per kind of input, whether that group's Filters accept each row answered."""
+    raw: dict[str, IntArray] = field(default_factory=dict)
+    score_skipped: frozenset[str] = frozenset()
+
+    def local_filters(self) -> frozenset[str]:
+        return frozenset().union(*(g.plugins for g in self.filters.values()))
+
+    def local_scores(self) -> frozenset[str]:
+        return frozenset().union(*(g.plugins for g in self.scorers.values()))
+
+
+def _due(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> IntArray:
+    """The rows of ``rows`` whose answer from ``group`` is missing or out of date."""
+    stale = group.stamps[rows] == 0 if inputs is RowInputs.NODE else group.stamps[rows] != versions[rows]
+    due: IntArray = rows[stale]
+    return due
+
+
+def _answered(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> None:
+    group.stamps[rows] = 1 if inputs is RowInputs.NODE else versions[rows]
+
+
+@dataclass
+class ClassView:
+    """One cycle's share of its class's entry."""
+
+    local_filters: frozenset[str]
+    """The row-local Filter plugins whose verdict the entry holds (they run on the rest no more)."""
+    local_scores: frozenset[str]
+    passed: IntArray
+    """The rows asked that every row-local Filter accepts."""
+    _entry: _Entry
+    _fwk: Framework
+    _state: CycleState
+    _pod: PodInfo
+    _snapshot: Snapshot
+
+    def raw_scores(self, rows: IntArray) -> dict[str, IntArray] | None:
+        """Row-local Score plugin -> raw scores, row-count long, current on ``rows`` (the pod's
+        sample of the feasible rows: only those are brought up to date); None: a plugin failed."""
+        entry, state = self._entry, self._state
+        versions = self._snapshot.table.versions
+        for inputs, group in entry.scorers.items():
+            due = _due(group, inputs, rows, versions)
+            if not due.size:
+                continue
+            fwk, pod, snapshot = self._fwk, self._pod, self._snapshot
+            if not fwk.pre_score_rows(state, pod, snapshot, due, only=group.plugins).ok:
+                return None
+            entry.score_skipped = (entry.score_skipped - group.plugins) | (group.plugins & state.skip_score)
+            raw, status = fwk.raw_scores(state, pod, snapshot, due, only=group.plugins)
+            if not status.ok:
+                return None
+            for name, scores in raw.items():
+                into = entry.raw.get(name)
+                if into is None:
+                    into = entry.raw[name] = np.zeros(group.stamps.shape[0], dtype=np.int64)
+                into[due] = scores
+            _answered(group, inputs, due, versions)
+        state.skip_score.update(entry.score_skipped)
+        return entry.raw
+
+
+_Key = tuple[Framework, bytes, frozenset[str]]
+"""The profile, the pod's ``class_key`` and the plugins PreFilter skipped."""
+
+
+@dataclass
+class EquivalenceClasses:
+    capacity: int = 64
+    """Classes with an entry (least recently used dropped first)."""
+    hits: int = 0
+    """Cycles served from an entry."""
+    _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict)
+    _seen: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
+
+    def view(
+        self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+    ) -> ClassView | None:
+        """The entry of ``pod``'s class brought up to date on ``rows`` (after PreFilter, in the
+        pod's CycleState), or None: the pod's first of its class, or a plugin failed (the cycle
+        then runs pod by pod)."""
+        # The Framework itself, not its name: a reloaded profile's plugins may score differently.
+        key = (fwk, class_key(pod), frozenset(state.skip_filter))
+        entry = self._entry(key, fwk, pod, snapshot)
+        if entry is None:
+            return None
+        versions = snapshot.table.versions
+        passed = rows
+        for inputs, group in entry.filters.items():
+            due = _due(group, inputs, rows, versions)
+            if due.size:
+                accepted, status = fwk.filter_rows(state, pod, snapshot, due, Diagnosis(), only=group.plugins)
+                if not status.ok:
+                    self._entries.pop(key, None)
+                    return None
+                feasible = entry.feasible[inputs]
+                feasible[due] = False
+                feasible[accepted] = True
+                _answered(group, inputs, due, versions)
+            passed = passed[entry.feasible[inputs][passed]]
+        self.hits += 1
+        return ClassView(
+            entry.local_filters(), entry.local_scores(), passed, entry, fwk, state, pod, snapshot
+        )
+
+    def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
+        table = snapshot.table
+        entry = self._entries.get(key)
+        if entry is not None:
+            if entry.generation == snapshot.generation and entry.layout == table.layout:
+                self._entries.move_to_end(key)
+                return entry
+            del self._entries[key]
+        elif key not in self._seen:  # a class's first pod: remember it, cache nothing yet
+            self._seen[key] = None
+            if len(self._seen) > self.capacity * 4:
+                self._seen.popitem(last=False)
+            return None
+        size = table.versions.shape[0]
+        filters = _local(fwk, ExtensionPoint.FILTER, pod, size)
+        entry = _Entry(
+            generation=snapshot.generation,
+            layout=table.layout,
+            filters=filters,
+            scorers=_local(fwk, ExtensionPoint.SCORE, pod, size),
+            feasible={inputs: np.zeros(size, dtype=np.bool_) for inputs in filters},
+        )
+        self._entries[key] = entry
+        if len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+        return entry
+
+
+def _local(fwk: Framework, point: ExtensionPoint, pod: PodInfo, size: int) -> dict[RowInputs, _Group]:
+    """The profile's row-local plugins at ``point`` for ``pod``, grouped by what they read."""
+    found: dict[RowInputs, set[str]] = {}
+    for plugin in fwk.runs_at(point):
+        inputs = plugin.row_inputs(pod) if isinstance(plugin, RowLocal) else None
+        if inputs is not None:
+            found.setdefault(inputs, set()).add(plugin.name)
+    return {
+        inputs: _Group(frozenset(names), np.zeros(size, dtype=np.int64)) for inputs, names in found.items()
+    }

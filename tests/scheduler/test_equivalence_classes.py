@@ -1,0 +1,250 @@
+"""Pods of one template share their row-local Filter and Score work (``scheduler.framework.equivalence``)
+and are placed exactly as pod-by-pod cycles place them: a differential property over random
+clusters and workloads (replicas of a few templates, with spread, anti-affinity, host ports, node
+affinity and taints, nodes relabelled and pods deleted between them), the same cycles driven in
+order on two schedulers, one with the classes and one without."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from apis.client.backend import PODS
+from apis.core import Node, Pod
+from scheduler.app import AppSettings, SchedulerApp
+from scheduler.backend.memory import MemoryBackend
+from scheduler.cache.pod_info import PodInfo
+from scheduler.config import DEFAULT_CONFIG_YAML, load_config
+from scheduler.framework.equivalence import class_key
+from scheduler.metrics import SchedulerMetrics
+from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from tests.scheduler.builders import NodeBuilder, PodBuilder, expr
+
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+ZONES = ("a", "b", "c")
+
+
+@dataclass(frozen=True)
+class Template:
+    cpu: int
+    """milli-cpu"""
+    app: str
+    host_port: bool
+    zone: str | None
+    """Required node affinity to this zone."""
+    preferred_zone: str | None
+    tolerates: bool
+    anti_affinity: bool
+    """Required anti-affinity to its own app, per node."""
+    spread: str | None
+    """A zone spread constraint over its own app: DoNotSchedule or ScheduleAnyway."""
+    image: str
+
+
+@dataclass(frozen=True)
+class Place:
+    template: int
+
+
+@dataclass(frozen=True)
+class Delete:
+    index: int
+    """Of the pods placed so far (modulo their count)."""
+
+
+@dataclass(frozen=True)
+class Relabel:
+    node: int
+    zone: str
+
+
+@dataclass(frozen=True)
+class Pull:
+    """The node reports an image now: ImageLocality's score of every node with it changes."""
+
+    node: int
+
+
+Step = Place | Delete | Relabel | Pull
+
+
+def node(i: int, cpu: int, zone: str, tainted: bool, image: bool) -> Node:
+    builder = NodeBuilder(f"n{i}").alloc(cpu=str(cpu), memory="64Gi", pods=110)
+    builder.label(ZONE, zone).label(HOSTNAME, f"n{i}")
+    if tainted:
+        builder.taint("dedicated", "x", effect="PreferNoSchedule" if i % 2 else "NoSchedule")
+    if image:
+        builder.images((["img-1:latest"], 500 * 1024 * 1024))
+    return builder.obj()
+
+
+def pod(name: str, t: Template) -> Pod:
+    builder = PodBuilder(name).label("app", t.app).req(cpu=f"{t.cpu}m", memory="1Gi")
+    if t.host_port:
+        builder.host_port(8080)
+    if t.zone is not None:
+        builder.required_term(expr(ZONE, "In", t.zone))
+    if t.preferred_zone is not None:
+        builder.preferred_term(10, expr(ZONE, "In", t.preferred_zone))
+    if t.tolerates:
+        builder.toleration("dedicated", operator="Exists")
+    if t.anti_affinity:
+        own = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": t.app}}}
+        builder.pod_affinity(own, anti=True)
+    body: dict[str, Any] = builder.obj().model_dump(by_alias=True, exclude_none=True)
+    body["spec"]["schedulerName"] = "koord-scheduler"
+    body["spec"]["containers"][0]["image"] = t.image
+    if t.spread is not None:
+        body["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE,
+                "whenUnsatisfiable": t.spread,
+                "labelSelector": {"matchLabels": {"app": t.app}},
+            }
+        ]
+    return Pod.model_validate(body)
+
+
+templates = st.builds(
+    Template,
+    cpu=st.sampled_from([250, 500, 1000, 2000, 3000]),
+    app=st.sampled_from(["web", "db"]),
+    host_port=st.sampled_from([False, False, False, True]),
+    zone=st.none() | st.sampled_from(ZONES),
+    preferred_zone=st.none() | st.sampled_from(ZONES),
+    tolerates=st.booleans(),
+    anti_affinity=st.sampled_from([False, False, True]),
+    spread=st.none() | st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
+    image=st.sampled_from(["img-1", "img-2"]),
+)
+nodes = st.lists(
+    st.tuples(st.sampled_from([4, 8, 16]), st.sampled_from(ZONES), st.booleans(), st.booleans()),
+    min_size=2,
+    max_size=8,
+)
+
+
+@st.composite
+def workloads(draw: st.DrawFn) -> tuple[list[Node], list[Template], list[Step], int | None]:
+    shapes = draw(nodes)
+    # Sometimes past 100 nodes, where each pod scores a rotating sample of the feasible ones.
+    copies = draw(st.sampled_from([1, 1, 1, 16]))
+    cluster = [node(i, *shapes[i % len(shapes)]) for i in range(len(shapes) * copies)]
+    kinds = draw(st.lists(templates, min_size=1, max_size=3))
+    place = st.builds(Place, st.integers(0, len(kinds) - 1))
+    other = st.one_of(
+        st.builds(Delete, st.integers(0, 1000)),
+        st.builds(Relabel, st.integers(0, len(cluster) - 1), st.sampled_from(ZONES)),
+        st.builds(Pull, st.integers(0, len(cluster) - 1)),
+    )
+    steps = draw(st.lists(st.one_of(place, place, place, place, place, other), min_size=10, max_size=60))
+    percentage = draw(st.none() | st.sampled_from([5, 30]))
+    return cluster, kinds, steps, percentage
+
+
+Outcome = tuple[list[tuple[str, str | None, str | None]], list[tuple[list[int], list[int]]]]
+
+
+async def drive(
+    cluster: list[Node], kinds: list[Template], steps: list[Step], percentage: int | None, *, classes: bool
+) -> tuple[Outcome, int]:
+    """Each step in order on a fresh scheduler: per pod, where it went or why not, and every
+    Score total of its cycle on the rows scored; and how many cycles an equivalence class served."""
+    config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
+    backend = MemoryBackend()
+    app = SchedulerApp(
+        AppSettings(profiles=tuple(config.profiles), percentage_of_nodes_to_score=percentage),
+        backend,
+        DEFAULT_REGISTRY,
+        SchedulerMetrics(),
+    )
+    if not classes:
+        app.loop.classes = None
+    scored: list[tuple[list[int], list[int]]] = []
+    fwk = app.frameworks["koord-scheduler"]
+    run_score = fwk.run_score
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        total, per_plugin, status = run_score(*args, **kwargs)
+        scored.append((args[3].tolist(), total.tolist()))
+        return total, per_plugin, status
+
+    fwk.run_score = recorded  # type: ignore[method-assign]
+    for n in cluster:
+        app.cache.upsert_node(n)
+    outcomes: list[tuple[str, str | None, str | None]] = []
+    placed: list[str] = []
+    pulled = node(0, 8, "a", False, True)
+    for i, step in enumerate(steps):
+        if isinstance(step, Place):
+            obj = backend.apply(PODS, pod(f"p{i}", kinds[step.template]))
+            app.queue.add(PodInfo.of(obj))
+            await app.loop.schedule_one(await app.queue.pop())
+            where = app.cache.node_of(f"p{i}")
+            explained = app.explanations.get("default", f"p{i}")
+            why = None
+            if where is None and explained is not None:
+                why = f"{explained.message} {explained.reasons}"
+            outcomes.append((f"p{i}", where, why))
+            if where is not None:
+                placed.append(f"p{i}")
+        elif isinstance(step, Delete) and placed:
+            app.cache.remove_pod(placed.pop(step.index % len(placed)))
+        elif isinstance(step, Relabel):
+            old = cluster[step.node]
+            labels = {**(old.metadata.labels or {}), ZONE: step.zone}
+            metadata = old.metadata.model_copy(update={"labels": labels})
+            app.cache.upsert_node(old.model_copy(update={"metadata": metadata}))
+        elif isinstance(step, Pull):
+            old = cluster[step.node]
+            status = old.status.model_copy(update={"images": pulled.status.images})
+            app.cache.upsert_node(old.model_copy(update={"status": status}))
+    await app.binder.drain(grace_seconds=5.0)
+    return (outcomes, scored), app.loop.classes.hits if app.loop.classes is not None else 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_classes_place_every_pod_where_pod_by_pod_cycles_do(
+    workload: tuple[list[Node], list[Template], list[Step], int | None],
+) -> None:
+    alone, _ = asyncio.run(drive(*workload, classes=False))
+    shared, _ = asyncio.run(drive(*workload, classes=True))
+    assert shared == alone
+
+
+def test_replicas_are_served_by_their_class_after_the_first() -> None:
+    web = Template(500, "web", False, None, None, False, False, None, "img-1")
+    cluster = [node(i, 8, ZONES[i % 3], False, i % 2 == 0) for i in range(120)]
+    steps: list[Step] = [Place(0)] * 30
+    alone, none = asyncio.run(drive(cluster, [web], steps, None, classes=False))
+    shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
+    assert shared == alone
+    assert all(where is not None for _, where, _ in shared[0])
+    assert (none, hits) == (0, 29)  # every replica but the first
+
+
+def test_a_class_is_the_template_not_the_pod() -> None:
+    web = Template(500, "web", True, "a", None, False, True, None, "img-1")
+    first, second = PodInfo.of(pod("web-1", web)), PodInfo.of(pod("web-2", web))
+    other = PodInfo.of(pod("web-3", Template(500, "web", True, "b", None, False, True, None, "img-1")))
+    assert class_key(first) == class_key(second)
+    assert class_key(first) != class_key(other)
+
+
+def test_an_image_pulled_on_one_node_rescores_every_node_that_has_it() -> None:
+    # ImageLocality scales an image's score by the share of nodes that have it: n1 pulling img-1
+    # changes n0's and n2's scores too, though nothing on their rows changed.
+    web = Template(500, "web", False, None, None, False, False, None, "img-1")
+    cluster = [node(i, 8, "a", False, i in (0, 2)) for i in range(4)]
+    steps: list[Step] = [Place(0), Place(0), Pull(1), Place(0), Place(0), Place(0)]
+    alone, _ = asyncio.run(drive(cluster, [web], steps, None, classes=False))
+    shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
+    assert shared == alone
+    assert hits == 4
