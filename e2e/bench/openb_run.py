@@ -13,6 +13,7 @@ the audit (``openb_audit.py``) checks that nothing is over-allocated and fails t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -21,7 +22,8 @@ from pydantic import BaseModel, Field
 
 from apis.client.backend import PODS
 from apis.core import Pod
-from apis.extension.device import RESOURCE_GPU_CORE, get_device_allocations
+from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED, RESOURCE_GPU_CORE
+from apis.quantity import Quantity
 from e2e.bench.in_memory import in_memory_scheduler
 from e2e.bench.openb_audit import Audit, OverAllocationError, audit
 from e2e.bench.openb_cluster import NAMESPACE, pod_manifest
@@ -162,11 +164,13 @@ class StrategyRun(BaseModel):
 
 
 def _granted_milli(pod: Pod) -> int:
-    allocated = get_device_allocations(pod.metadata.annotations) or {}
+    # The scheduler wrote the annotation: read as plain JSON, not validated (a pydantic parse per
+    # pod was a measurable part of the replay's CPU per pod).
+    raw = (pod.metadata.annotations or {}).get(ANNOTATION_DEVICE_ALLOCATED)
     core = 0
-    for entry in allocated.get("gpu", ()):
-        quantity = entry.resources.get(RESOURCE_GPU_CORE)
-        core += quantity.value() if quantity is not None else 0
+    for entry in json.loads(raw).get("gpu", ()) if raw else ():
+        quantity = entry.get("resources", {}).get(RESOURCE_GPU_CORE)
+        core += Quantity.parse(quantity).value() if quantity is not None else 0
     return core * _GPU_CORE_TO_MILLI
 
 

@@ -41,6 +41,8 @@ class CardTable:
         """The node's Device object exists."""
         self.partitions: BoolArray = np.zeros(row_capacity, dtype=np.bool_)
         """The node's Device has a GPU partition table (whole-card requests may take a partition)."""
+        self.npu: BoolArray = np.zeros(row_capacity, dtype=np.bool_)
+        """A card of the node has NPU amounts, or pods hold some (the arrays leave them out)."""
         self._rows_used = 1
         self.layout = 0
         """Changes when a node gets a row or the cards get wider (the arrays are reallocated)."""
@@ -51,6 +53,12 @@ class CardTable:
     @property
     def width(self) -> int:
         return int(self.capacity.shape[1])
+
+    @property
+    def rows_in_use(self) -> int:
+        """Rows 0 to this one (excluded) are row 0 and the nodes' rows; the rest is room to grow,
+        and changes with ``layout`` only."""
+        return self._rows_used
 
     def write(
         self,
@@ -82,6 +90,7 @@ class CardTable:
         self.free_cards[row] = float(card_shares([(gpus, usage)])[1][0]) if gpus else 0.0
         self.device[row] = device
         self.partitions[row] = partitions
+        self.npu[row] = any(any(g.npu) for g in gpus) or any(any(u.npu) for u in usage.values())
 
     def _new_row(self, name: str) -> int:
         row = self._rows_used
@@ -106,7 +115,7 @@ class CardTable:
         self.used = grown(self.used, (new_rows, new_cards, 3), 0)
         self.valid = grown(self.valid, (new_rows, new_cards), False)
         self.minors = grown(self.minors, (new_rows, new_cards), -1)
-        for attr in ("count", "free_cards", "device", "partitions"):
+        for attr in ("count", "free_cards", "device", "partitions", "npu"):
             old: np.ndarray = getattr(self, attr)
             setattr(self, attr, grown(old, (new_rows,), old.dtype.type(0)))
         if (new_rows, new_cards) != (old_rows, old_cards):

@@ -3,6 +3,7 @@ they fit, read at PreFilter and kept in the CycleState for the later extension p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,7 +67,7 @@ class Cycle:
     """(node, reservation uid) -> the reservation's cards (with the node's free ones unless it is
     Restricted) hold the request, for the reservations the pod may use."""
     rdma: RDMAAsk | None = None
-    refusals: dict[str, Refusal] = field(default_factory=dict)
+    refusals: Mapping[str, Refusal] = field(default_factory=dict)
     """Why each node outside ``fitting`` cannot hold the pod's devices."""
     ignore_reserved: bool = False
     """A ``reservation-ignored`` pod: the cards reservations hold for owners to come are free to
@@ -111,10 +112,10 @@ def host_free(snapshot: Snapshot, rows: IntArray) -> IntArray:
     not report the resource."""
     table = snapshot.table
     free = np.full((rows.size, 2), UNBOUNDED, dtype=np.int64)
-    for i, name in enumerate(("cpu", "memory")):
-        col = table.column.get(name)
-        if col is not None:
-            free[:, i] = table.free(rows, np.array([col], dtype=np.int64))[:, 0]
+    at = [(i, col) for i, col in enumerate(map(table.column.get, ("cpu", "memory"))) if col is not None]
+    if at:
+        # One read of the table for both columns: each reads every node's row.
+        free[:, [i for i, _ in at]] = table.free(rows, np.array([col for _, col in at], dtype=np.int64))
     return free
 
 

@@ -18,7 +18,7 @@ from scheduler.plugins.device_share.allocator import (
     fits,
     take,
 )
-from scheduler.plugins.device_share.cycle import Cycle
+from scheduler.plugins.device_share.cycle import Cycle, memoizable
 from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.joint import allocate_rdma_jointly
 from scheduler.plugins.device_share.partition import choose_partition
@@ -130,6 +130,8 @@ class CycleAllocator:
             gpus = [g for g in gpus if g.minor in only]
         hint, request = cycle.hint, cycle.request
         assert request is not None
+        # The node's cards and usage as the store holds them (its card-table row's).
+        as_stored = usage is None and only is None and memoizable(cycle)
         if usage is None:
             usage = self.gpu_usage(node, cycle)
         if self.partitioned(node, cycle):
@@ -137,7 +139,8 @@ class CycleAllocator:
             if partition is not None or self._partition_required(node, cycle):
                 return partition
         if choosing and self.fragmentation is not None and self.any_card(node, cycle):
-            return self.fragmentation.choose(gpus, usage, request)
+            row = self.store.cards().row.get(node) if as_stored else None
+            return self.fragmentation.choose(gpus, usage, request, row)
         return allocate(
             gpus,
             usage,

@@ -3,6 +3,7 @@ kept per request shape across cycles (``node_memo``), and the nodes that refuse 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -12,10 +13,12 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.args import DeviceShareArgs
+from scheduler.plugins.device_share.card_table import CardTable
 from scheduler.plugins.device_share.cycle import Cycle, memoizable
 from scheduler.plugins.device_share.cycle_allocator import ERR_INSUFFICIENT_GPU, CycleAllocator
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.rdma import Refusal
+from scheduler.plugins.device_share.row_answers import fitting_cards
 
 __all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals", "RefusalTable"]
 
@@ -29,6 +32,17 @@ class RefusalTable(NodeAnswers[Refusal]):
 
     refused: BoolArray = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
     layout: int = -1
+    _frozen: tuple[frozenset[str], Mapping[str, Refusal], frozenset[str]] | None = None
+    """``frozen``'s answer and the Device names it was for; None once an answer changed."""
+
+    def frozen(self, with_device: frozenset[str]) -> tuple[Mapping[str, Refusal], frozenset[str]]:
+        """A copy of ``by_node`` and the nodes of ``with_device`` outside it (those that hold the
+        shape), kept while no node's answer changes: most nodes a placement changes answer as
+        before (a refused node stays refused), so the copies are made far less often than asked."""
+        if self._frozen is None or self._frozen[0] is not with_device:
+            refusals = dict(self.by_node)
+            self._frozen = (with_device, refusals, with_device - refusals.keys())
+        return self._frozen[1], self._frozen[2]
 
 
 class NodeRefusals:
@@ -62,16 +76,49 @@ class NodeRefusals:
         if changed is None:
             table.by_node.clear()
             table.refused[:] = False
+            table._frozen = None
             changed = set(self.store.has_device)
-        for node in changed:
-            refusal = self.refusal(node, cycle) if node in self.store.has_device else None
+        for node, refusal in self._refusals(changed, cycle).items():
             table.refused[cards.row[node]] = refusal is not None
+            if table.by_node.get(node) != refusal:
+                table._frozen = None
             if refusal is None:
                 table.by_node.pop(node, None)
             else:
                 table.by_node[node] = refusal
         table.synced = self.store.changes
         return table
+
+    def _refusals(self, nodes: set[str], cycle: Cycle) -> dict[str, Refusal | None]:
+        """``refusal`` of each of ``nodes`` (None without a Device), those whose cards the
+        table's arrays hold as the allocator sees them asked together (``row_answers``)."""
+        store, cards, request = self.store, self.store.cards(), cycle.request
+        answers: dict[str, Refusal | None] = {}
+        together: list[str] = []
+        for node in nodes:
+            if node not in store.has_device:
+                answers[node] = None
+            elif self._by_rows(node, cycle, cards):
+                together.append(node)
+            else:
+                answers[node] = self.refusal(node, cycle)
+        if together:
+            assert request is not None
+            rows = np.fromiter((cards.row[node] for node in together), np.int64, len(together))
+            holds = (fitting_cards(cards, rows, request) >= request.count).tolist()
+            for node, held in zip(together, holds, strict=True):
+                answers[node] = None if held else Refusal(ERR_INSUFFICIENT_GPU)
+        return answers
+
+    @staticmethod
+    def _by_rows(node: str, cycle: Cycle, cards: CardTable) -> bool:
+        """Whether ``row_answers`` answers for ``node``: a memoizable cycle without NPU amounts, on
+        a node with a template for it, no NPU amounts and no partition a whole-card request may take."""
+        request = cycle.request
+        if request is None or not memoizable(cycle) or any(request.npu) or node in cycle.no_template:
+            return False
+        row = cards.row[node]
+        return not cards.npu[row] and not (request.whole and cards.partitions[row])
 
     def refusal(self, node: str, cycle: Cycle) -> Refusal | None:
         if memoizable(cycle):

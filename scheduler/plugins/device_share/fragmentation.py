@@ -30,10 +30,12 @@ __all__ = [
     "SingleCardParts",
     "cards_of",
     "fragmentation",
+    "free_share",
     "host_deltas",
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "shape_sums",
     "shapes_of",
     "single_card_combine",
     "single_card_deltas",
@@ -147,7 +149,7 @@ def _want(capacity: Int64Array, shapes: Shapes) -> Int64Array:
     return result
 
 
-def _free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> FloatArray:
+def free_share(capacity: Int64Array, used: Int64Array, valid: BoolArray) -> FloatArray:
     """(..., C): the free share of each card's scarcest dimension, 0..1."""
     free = np.divide(
         (capacity - used).astype(np.float64),
@@ -194,16 +196,30 @@ def _fits(
     return fit
 
 
+def _over_cards(values: FloatArray) -> FloatArray:
+    """(..., K): ``values`` (..., C, K) summed over the cards, in card order. numpy's own sum
+    adds in that order for two shapes or more but pairwise for one, so the sums of a shape would
+    round differently depending on the shapes computed beside it (the kept parts add a new shape's
+    columns alone) and on the padding."""
+    if values.shape[-2] == 0:
+        return np.zeros(values.shape[:-2] + values.shape[-1:], dtype=np.float64)
+    total: FloatArray = values[..., 0, :].copy()
+    for card in range(1, values.shape[-2]):
+        total += values[..., card, :]
+    return total
+
+
 def _combine(
-    fitting: Int64Array,
+    holds: BoolArray,
     stranded: FloatArray,
     total: FloatArray,
     shapes: Shapes,
     host_ok: BoolArray | None = None,
 ) -> FloatArray:
-    """Per-shape fragmentation (all the free share where the node cannot hold the shape: too few
-    fitting cards, or, with ``host_ok``, too little cpu or memory), mixed."""
-    holds = fitting >= shapes.count if host_ok is None else (fitting >= shapes.count) & host_ok
+    """Per-shape fragmentation (all the free share where the node cannot hold the shape: not
+    ``holds``, enough cards fitting it, or, with ``host_ok``, too little cpu or memory), mixed."""
+    if host_ok is not None:
+        holds = holds & host_ok
     per_shape = np.where(holds, stranded, total[..., None])
     result: FloatArray = per_shape @ shapes.weight
     return result
@@ -218,12 +234,20 @@ def fragmentation(
 ) -> FloatArray:
     """(...): each node's expected unallocatable free share (in cards) for the shapes' mix
     (``host_free``: (..., 2), the nodes' free cpu and memory)."""
-    free = _free_share(capacity, used, valid)  # (..., C)
     if shapes.weight.size == 0:
-        return np.zeros(free.shape[:-1], dtype=np.float64)
+        return np.zeros(valid.shape[:-1], dtype=np.float64)
+    fitting, stranded, total = shape_sums(capacity, used, valid, shapes)
+    return _combine(fitting >= shapes.count, stranded, total, shapes, host_fits(host_free, shapes))
+
+
+def shape_sums(
+    capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes
+) -> tuple[Int64Array, FloatArray, FloatArray]:
+    """(..., K) the cards that fit each shape, (..., K) the free share of those that do not, and
+    (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
+    free = free_share(capacity, used, valid)  # (..., C)
     fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
-    stranded = (free[..., None] * ~fit).sum(axis=-2)  # (..., K)
-    return _combine(fit.sum(axis=-2), stranded, free.sum(axis=-1), shapes, host_fits(host_free, shapes))
+    return fit.sum(axis=-2), _over_cards(free[..., None] * ~fit), free.sum(axis=-1)
 
 
 def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
@@ -249,28 +273,28 @@ class SingleCardParts:
     """(N, C): each card's free share now."""
     free_after: FloatArray
     """(N, C): card c's free share with the request on it."""
-    fitting: Int64Array
-    """(N, K): the cards that fit each shape now."""
+    holds: BoolArray
+    """(N, K): enough cards fit each shape now (as many as it asks for)."""
     stranded: FloatArray
     """(N, K): the free share of the cards that do not fit each shape now."""
-    fitting_c: Int64Array
-    """(N, C, K): ``fitting`` with the request on card c."""
+    holds_c: BoolArray
+    """(N, C, K): ``holds`` with the request on card c."""
     stranded_c: FloatArray
     """(N, C, K): ``stranded`` with the request on card c."""
 
 
 def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
     want, ok = _single_card_want(cards, request)
-    free = _free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
+    free = free_share(cards.capacity, cards.used, cards.valid)  # (N, C)
     shape_want = _shared_want(cards.capacity, shapes)
     fit = _fits(cards.capacity, cards.used, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting, stranded = fit.sum(axis=-2), (free[..., None] * ~fit).sum(axis=-2)  # (N, K)
+    fitting, stranded = fit.sum(axis=-2), _over_cards(free[..., None] * ~fit)  # (N, K)
     used_after = cards.used + want
-    free_after = _free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
+    free_after = free_share(cards.capacity, used_after, cards.valid)  # (N, C): card c after the move
     fit_after = _fits(cards.capacity, used_after, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting_c = fitting[:, None, :] - fit + fit_after
+    holds_c = fitting[:, None, :] - fit + fit_after >= shapes.count
     stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
-    return SingleCardParts(ok, free, free_after, fitting, stranded, fitting_c, stranded_c)
+    return SingleCardParts(ok, free, free_after, fitting >= shapes.count, stranded, holds_c, stranded_c)
 
 
 def single_card_combine(
@@ -284,12 +308,12 @@ def single_card_combine(
     # The sum over the cards of a node is taken here, not kept in the parts: numpy's sum along a
     # row depends on the row's length (the padding to the most cards among the nodes scored).
     total = parts.free.sum(axis=-1)  # (N,)
-    before = _combine(parts.fitting, parts.stranded, total, shapes, host_fits(host_free, shapes))
+    before = _combine(parts.holds, parts.stranded, total, shapes, host_fits(host_free, shapes))
     total_c = total[:, None] - parts.free + parts.free_after
     left = None if host_free is None else host_free - (0 if host_take is None else host_take)
     host_after = host_fits(left, shapes)
     after = _combine(
-        parts.fitting_c,
+        parts.holds_c,
         parts.stranded_c,
         total_c,
         shapes,
@@ -354,11 +378,24 @@ def placement_deltas(
     return deltas
 
 
-def host_deltas(cards: Cards, shapes: Shapes, host_free: Int64Array, host_take: Int64Array) -> FloatArray:
+def host_deltas(
+    cards: Cards,
+    shapes: Shapes,
+    host_free: Int64Array,
+    host_take: Int64Array,
+    sums: tuple[Int64Array, FloatArray, FloatArray] | None = None,
+) -> FloatArray:
     """(N,): the increase in each node's fragmentation were a pod that asks for no card but for
     ``host_take`` (2,) cpu and memory put there: the cards it strands (FGD's rating of CPU-only
-    tasks)."""
-    before = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free)
-    after = fragmentation(cards.capacity, cards.used, cards.valid, shapes, host_free - host_take)
+    tasks). ``sums``: ``shape_sums`` of the cards, when the caller has them."""
+    if shapes.weight.size == 0:
+        return np.zeros(cards.valid.shape[:-1], dtype=np.float64)
+    # The cards are the same before and after: only the nodes' cpu and memory differ.
+    fitting, stranded, total = (
+        shape_sums(cards.capacity, cards.used, cards.valid, shapes) if sums is None else sums
+    )
+    holds = fitting >= shapes.count
+    before = _combine(holds, stranded, total, shapes, host_fits(host_free, shapes))
+    after = _combine(holds, stranded, total, shapes, host_fits(host_free - host_take, shapes))
     deltas: FloatArray = after - before
     return deltas

@@ -34,6 +34,7 @@ from scheduler.plugins.device_share.fragmentation import (
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.request_mix import RequestMix
+from scheduler.plugins.device_share.shape_sums_memo import ShapeSumsMemo
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 
 __all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
@@ -44,9 +45,16 @@ _SEEN = 4096
 
 
 class FragmentationStrategy:
-    def __init__(self, args: FragmentationArgs, memo: SingleCardMemo | None = None) -> None:
+    def __init__(
+        self,
+        args: FragmentationArgs,
+        memo: SingleCardMemo | None = None,
+        sums: ShapeSumsMemo | None = None,
+    ) -> None:
         self.memo = memo
         """One-card requests' parts kept per node (``single_card_memo``), for ``scores_of``."""
+        self.sums = sums
+        """The shapes' card sums kept per node (``shape_sums_memo``), for ``host_scores_of``."""
         self.cluster: ClusterMix | None = None
         """The cluster's pods (``mix: Cluster``), fed by the pod informer (handlers/mix.py)."""
         self.mix: RequestMix | ClusterMix
@@ -75,16 +83,28 @@ class FragmentationStrategy:
         self.mix.observe(request, host)
 
     def choose(
-        self, gpus: Sequence[GPU], usage: Mapping[int, GPUUsage], request: GPURequest
+        self,
+        gpus: Sequence[GPU],
+        usage: Mapping[int, GPUUsage],
+        request: GPURequest,
+        card_row: int | None = None,
     ) -> list[Allocation] | None:
         """The card of a one-card request that raises the node's fragmentation least (then the
-        fullest card, then the lowest minor), or None when no card fits."""
+        fullest card, then the lowest minor), or None when no card fits. ``card_row``: the node's
+        row in the store's card table when ``gpus`` and ``usage`` are its cards as the store holds
+        them (the one-card parts are then taken from ``memo``, as Score took them)."""
         free = [g for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
         if not free:
             return None
-        cards = cards_of([(gpus, usage)])
-        deltas = single_card_deltas(cards, request, shapes_of(self.mix.weights(request)))[0]
-        delta = {int(m): float(d) for m, d in zip(cards.minors[0].tolist(), deltas.tolist(), strict=True)}
+        weights = self.mix.weights(request)
+        shapes = shapes_of(weights)
+        if self.memo is not None and card_row is not None and shapes.weight.size:
+            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+            rows = np.array([card_row], dtype=np.int64)
+            deltas = single_card_combine(self.memo.parts(request, kinds, rows, len(gpus)), shapes)[0]
+        else:
+            deltas = single_card_deltas(cards_of([(gpus, usage)]), request, shapes)[0]
+        delta = {g.minor: float(d) for g, d in zip(gpus, deltas.tolist(), strict=True)}
 
         def key(g: GPU) -> tuple[float, int, int]:
             packed = device_score(g, usage.get(g.minor, GPUUsage()), request, "MostAllocated")
@@ -179,15 +199,23 @@ class FragmentationStrategy:
         host_free: Int64Array,
         host_take: tuple[int, int],
         stranded: FloatArray | None = None,
+        card_rows: IntArray | None = None,
     ) -> IntArray:
-        """``host_scores`` of nodes given as arrays (``cards_of``)."""
+        """``host_scores`` of nodes given as arrays (``cards_of``); ``card_rows`` as in
+        ``scores_of`` (the shapes' card sums are then taken from ``sums``)."""
         count = cards.capacity.shape[0]
-        if not count or (stranded is None and not self.mix.weights_seen()):
+        weights = self.mix.weights_seen()
+        if not count or (stranded is None and not weights):
             return np.zeros(count, dtype=np.int64)
         deltas = np.zeros(count, dtype=np.float64)
-        if self.mix.weights_seen():
-            shapes = shapes_of(self.mix.weights_seen(), self.mix.hosts_seen())
-            deltas = host_deltas(cards, shapes, host_free, np.asarray(host_take, dtype=np.int64))
+        if weights:
+            shapes = shapes_of(weights, self.mix.hosts_seen())
+            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+            sums = None
+            if self.sums is not None and card_rows is not None and len(kinds) >= 2:
+                sums = self.sums.sums(kinds, card_rows, cards.capacity.shape[1])
+            take = np.asarray(host_take, dtype=np.int64)
+            deltas = host_deltas(cards, shapes, host_free, take, sums)
         if stranded is not None:
             deltas = deltas + stranded
         return scaled(deltas)

@@ -51,11 +51,18 @@ def stranded(cards: FloatArray, free_cards: FloatArray, capacity: Int64Array, fr
     """(N,): the free cards whose share of the node's cpu or memory is gone. ``capacity`` and
     ``free``: (N, 2) the nodes' allocatable and free cpu and memory (``UNBOUNDED`` or 0 where the
     node does not report one: nothing is stranded for want of it)."""
-    share = capacity / np.maximum(cards, 1.0)[:, None]
-    reported = (cards[:, None] > 0) & (capacity > 0) & (capacity < UNBOUNDED)
-    covered = np.where(reported, np.maximum(free, 0) / np.where(reported, share, 1.0), np.inf)
-    short = np.clip(free_cards[:, None] - covered, 0.0, free_cards[:, None]).max(axis=1)
-    result: FloatArray = np.where(cards > 0, short, 0.0)
+    # cpu and memory taken apart: a reduction over an axis of two costs several times more.
+    per_card = np.maximum(cards, 1.0)
+    has_cards = cards > 0
+    short = np.zeros(cards.shape, dtype=np.float64)
+    for i in (0, 1):
+        column = capacity[:, i]
+        reported = has_cards & (column > 0) & (column < UNBOUNDED)
+        covered = np.divide(
+            np.maximum(free[:, i], 0), column / per_card, out=np.full(cards.shape, np.inf), where=reported
+        )
+        np.maximum(short, np.minimum(np.maximum(free_cards - covered, 0.0), free_cards), out=short)
+    result: FloatArray = np.where(has_cards, short, 0.0)
     return result
 
 

@@ -66,6 +66,7 @@ from scheduler.plugins.device_share.rdma import Refusal
 from scheduler.plugins.device_share.reserved import ReservedCards, ReservedDevices
 from scheduler.plugins.device_share.room import describe_shape, room
 from scheduler.plugins.device_share.scoring import NodeScorer
+from scheduler.plugins.device_share.shape_sums_memo import ShapeSumsMemo
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 from scheduler.plugins.device_share.store import DeviceStore
 from scheduler.plugins.device_share.templates import CONFIGMAPS, ERR_NO_MATCHED_TEMPLATE, TemplateCache
@@ -106,7 +107,9 @@ class DeviceShare:
         """How the allocator ranks cards (Fragmentation bin-packs those it does not pick itself)."""
         if strategy.type == "Fragmentation":
             self.fragmentation = FragmentationStrategy(
-                strategy.fragmentation or FragmentationArgs(), SingleCardMemo(self.store)
+                strategy.fragmentation or FragmentationArgs(),
+                SingleCardMemo(self.store),
+                ShapeSumsMemo(self.store),
             )
         else:
             self.card_order = strategy.type
@@ -148,11 +151,12 @@ class DeviceShare:
         refused_rows = None
         if memoizable(cycle):
             table = self.refusals.table(cycle)
-            cycle.refusals = dict(table.by_node)
+            cycle.refusals, holding = table.frozen(self.store.device_names())
             refused_rows = table.refused.copy()
         else:
             cycle.refusals = self.refusals.of_cycle(cycle)
-        fitting = set(self.store.has_device - cycle.refusals.keys())
+            holding = frozenset(self.store.has_device - cycle.refusals.keys())
+        fitting = set[str]()
         from_reservations = []
         for node, views in (state.get(RESERVATIONS_MATCHED) or {}).items():
             if node not in self.store.has_device or cycle.request is None:
@@ -163,7 +167,7 @@ class DeviceShare:
                 if fits_there:
                     fitting.add(node)
                     from_reservations.append(node)
-        cycle.fitting = frozenset(fitting)
+        cycle.fitting = holding | fitting if fitting else holding
         if refused_rows is not None:
             cards = self.store.cards()
             cycle.refused_rows = refused_rows

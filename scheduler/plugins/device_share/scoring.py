@@ -20,6 +20,7 @@ from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
 from scheduler.plugins.device_share.placements import Placements
 from scheduler.plugins.device_share.rdma import Refusal, rdma_node_score, wanted
 from scheduler.plugins.device_share.request import GPURequest
+from scheduler.plugins.device_share.row_answers import node_scores
 
 __all__ = ["NodeScorer"]
 
@@ -66,7 +67,7 @@ class NodeScorer:
                 # Nothing to tell the nodes apart (no GPU node, or none stranded): no score, as
                 # Koordinator gives pods without devices.
                 return scores if stranded.size == 0 or np.ptp(stranded) <= 1e-9 else scaled(stranded)
-            return fragmentation.host_scores_of(cards.cards(at), free, host_take(pod), stranded)
+            return fragmentation.host_scores_of(cards.cards(at), free, host_take(pod), stranded, at)
         if fragmentation is not None and cycle.request is not None:
             return self._fragmentation_scores(cycle, pod, snapshot, rows)
         if memoizable(cycle):
@@ -82,14 +83,22 @@ class NodeScorer:
             scores[i] += self.rdma_score(node, cycle)
         return self._less_stranding(scores, cycle, pod, snapshot, rows)
 
-    def _stranded(self, request: GPURequest, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> FloatArray:
+    def _stranded(
+        self,
+        request: GPURequest,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        free: IntArray | None = None,
+    ) -> FloatArray:
         """(rows,) the cards the GPU pod's cpu and memory strand on each node beyond its cards'
-        share (negative: the stranded cards it takes up), ``host_share.stranded_delta``."""
+        share (negative: the stranded cards it takes up), ``host_share.stranded_delta``; ``free``:
+        ``host_free`` of the rows, when the caller has it."""
         taken = request.count * (1.0 if request.whole else min(request.core, 100) / 100)
         return stranded_delta(
             self.card_shares(snapshot, rows),
             host_capacity(snapshot, rows),
-            host_free(snapshot, rows),
+            host_free(snapshot, rows) if free is None else free,
             np.asarray(host_take(pod), dtype=np.int64),
             taken,
         )
@@ -135,15 +144,16 @@ class NodeScorer:
                 ],
             )
             free_choice = np.asarray(any_card, dtype=np.bool_)
+        free = host_free(snapshot, rows)
         return fragmentation.scores_of(
             cycle.request,
             cards,
             fixed,
             fixed_ok,
             free_choice,
-            host_free(snapshot, rows),
+            free,
             host_take(pod),
-            self._stranded(cycle.request, pod, snapshot, rows),
+            self._stranded(cycle.request, pod, snapshot, rows, free),
             card_rows,
         )
 
@@ -184,13 +194,10 @@ class NodeScorer:
         if changed is None:
             kept.by_row[:] = 0
             changed = set(store.has_device)
-        for node in changed:
-            gpus = store.gpus(node)
-            kept.by_row[cards.row[node]] = (
-                node_score(gpus, store.usage(node), cycle.request, allocator.card_order, allocator.weights)
-                if gpus
-                else 0
-            )
+        if changed:
+            rows = np.fromiter((cards.row[node] for node in changed), np.int64, len(changed))
+            request, order = cycle.request, allocator.card_order
+            kept.by_row[rows] = node_scores(cards, rows, request, order, allocator.weights)
         kept.synced = store.changes
         return kept.by_row
 

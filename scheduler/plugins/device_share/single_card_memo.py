@@ -21,8 +21,8 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.fragmentation import (
+    BoolArray,
     FloatArray,
-    Int64Array,
     Shapes,
     SingleCardParts,
     shapes_of,
@@ -52,11 +52,11 @@ class _Kept:
     def nbytes(self) -> int:
         p = self.parts
         return sum(
-            a.nbytes for a in (p.ok, p.free, p.free_after, p.fitting, p.stranded, p.fitting_c, p.stranded_c)
+            a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
         )
 
 
-_A = TypeVar("_A", Int64Array, FloatArray)
+_A = TypeVar("_A", BoolArray, FloatArray)
 
 
 def _c_ordered(picked: _A) -> _A:
@@ -75,9 +75,9 @@ def _put_first(kept: _Kept, at: IntArray) -> None:
         p.ok,
         p.free,
         p.free_after,
-        np.ascontiguousarray(p.fitting[:, order]),
+        np.ascontiguousarray(p.holds[:, order]),
         np.ascontiguousarray(p.stranded[:, order]),
-        np.ascontiguousarray(p.fitting_c[..., order]),
+        np.ascontiguousarray(p.holds_c[..., order]),
         np.ascontiguousarray(p.stranded_c[..., order]),
     )
     kept.shapes = [kept.shapes[i] for i in order.tolist()]
@@ -112,9 +112,9 @@ class SingleCardMemo:
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            _c_ordered(p.fitting[rows][:, :k]),
+            _c_ordered(p.holds[rows][:, :k]),
             _c_ordered(p.stranded[rows][:, :k]),
-            _c_ordered(p.fitting_c[rows, :width, :k]),
+            _c_ordered(p.holds_c[rows, :width, :k]),
             _c_ordered(p.stranded_c[rows, :width, :k]),
         )
 
@@ -131,17 +131,19 @@ class SingleCardMemo:
             else:
                 self._refresh(kept, request, sorted(table.row[n] for n in changed))
         new = [s for s in dict.fromkeys(shapes) if kept is None or s not in kept.column]
+        grown = kept is None or bool(new)
         if kept is None or len(kept.shapes) + len(new) > _MAX_SHAPES_KEPT:
             kept = self._fresh(request, list(dict.fromkeys(shapes)))
         elif new:
             self._add_shapes(kept, request, new)
         kept.synced = store.changes
-        self._within_budget()
+        if grown:
+            self._within_budget()
         return kept
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        rows = np.arange(table.rows_in_use, dtype=np.int64)
         parts = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
         kept = _Kept(shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout)
         self._kept[request] = kept
@@ -159,16 +161,16 @@ class SingleCardMemo:
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        rows = np.arange(table.capacity.shape[0], dtype=np.int64)
+        rows = np.arange(table.rows_in_use, dtype=np.int64)
         more = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
         p = kept.parts
         kept.parts = SingleCardParts(
             p.ok,
             p.free,
             p.free_after,
-            np.concatenate([p.fitting, more.fitting], axis=-1),
+            np.concatenate([p.holds, more.holds], axis=-1),
             np.concatenate([p.stranded, more.stranded], axis=-1),
-            np.concatenate([p.fitting_c, more.fitting_c], axis=-1),
+            np.concatenate([p.holds_c, more.holds_c], axis=-1),
             np.concatenate([p.stranded_c, more.stranded_c], axis=-1),
         )
         for s in shapes:

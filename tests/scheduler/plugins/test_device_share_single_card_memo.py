@@ -1,6 +1,7 @@
 """The Fragmentation strategy's kept one-card parts (``single_card_memo``) answer any subset of
-the shapes kept, in any order, exactly as computing them afresh does, however often the order
-changes between asks (the kept columns are reordered to the order asked)."""
+the shapes kept, in any order, for any of the card table's rows in use, exactly as computing them
+afresh does, however often the order changes between asks (the kept columns are reordered to the
+order asked)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_any_subset_of_the_kept_shapes_in_any_order_equals_the_parts_afresh(seed
     for _ in range(6):
         shapes = rng.sample(SHAPES, rng.randint(1, len(SHAPES)))
         table = p.store.cards()
-        every = np.arange(table.capacity.shape[0], dtype=np.int64)
+        every = np.arange(table.rows_in_use, dtype=np.int64)
         rows = every[np.asarray([rng.random() < 0.7 for _ in every], dtype=np.bool_)]
         width = table.capacity.shape[1]
         got = memo.parts(request, shapes, rows, width)

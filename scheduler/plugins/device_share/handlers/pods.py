@@ -4,6 +4,7 @@ that a restart rebuilds them; a pod that ends gives them back."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from apis.client.backend import ObjectRef, WatchEvent, each
 from apis.core import Pod
@@ -11,12 +12,12 @@ from apis.errors import InvalidAnnotation, echo
 from apis.extension.device import (
     ANNOTATION_DEVICE_ALLOCATED,
     DEVICE_TYPES,
-    get_device_allocations,
+    parse_device_allocations,
     unknown_device_types,
 )
 from apis.extension.reservation import get_reservation_allocated, is_reserve_pod
 from scheduler.plugins.device_share.allocator import Allocation
-from scheduler.plugins.device_share.rdma import rdma_allocations_of
+from scheduler.plugins.device_share.rdma import RDMAAllocation, rdma_allocations_of
 from scheduler.plugins.device_share.reserved import ReservedDevices
 from scheduler.plugins.device_share.store import DeviceStore, allocations_of
 from scheduler.plugins.helper.warnings import ObjectWarnings
@@ -24,11 +25,25 @@ from scheduler.plugins.helper.warnings import ObjectWarnings
 __all__ = ["PodHandler"]
 
 
+_READ_KEPT = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    """What a ``device-allocated`` value reads as."""
+
+    unknown: list[str]
+    """Device types Koordinator does not know (``unknown_device_types``)."""
+    allocations: tuple[Allocation, ...]
+    rdma: tuple[RDMAAllocation, ...]
+
+
 class PodHandler:
     def __init__(self, store: DeviceStore, reserved: ReservedDevices, warnings: ObjectWarnings) -> None:
         self.store = store
         self.reserved = reserved
         self._warnings = warnings
+        self._parsed: dict[str, _Read] = {}
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
         event.dispatch(self._replace, self._upsert, self._delete)
@@ -55,23 +70,40 @@ class PodHandler:
         node = pod.spec.node_name
         if not node:
             return  # not bound: only Reserve (an assumed pod) holds cards for it
+        raw = (pod.metadata.annotations or {}).get(ANNOTATION_DEVICE_ALLOCATED)
+        if raw is None:
+            return
         try:
-            allocated = get_device_allocations(pod.metadata.annotations)
+            read = self._read(raw)
         except InvalidAnnotation as exc:
             self._warnings.warn(_regarding(pod), f"devices not counted: {exc}")
             return
-        if allocated is None:
-            return
-        if unknown := unknown_device_types(allocated):
+        if read.unknown:
             # Koordinator accepts and ignores them: so do we, saying so.
             self._warnings.warn(
                 _regarding(pod),
-                f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(unknown)} ignored "
+                f"{ANNOTATION_DEVICE_ALLOCATED}: unknown device type(s) {echo(read.unknown)} ignored "
                 f"(known: {', '.join(DEVICE_TYPES)})",
             )
-        allocations = allocations_of(allocated)
-        self.store.hold(uid, node, allocations, assumed=False, rdma=rdma_allocations_of(allocated))
-        self._follow_owner(pod, allocations)
+        self.store.hold(uid, node, read.allocations, assumed=False, rdma=read.rdma)
+        self._follow_owner(pod, read.allocations)
+
+    def _read(self, raw: str) -> _Read:
+        """The annotation's cards and NICs; raises InvalidAnnotation. Pods' annotations repeat
+        (a few shapes on a few minors, and each pod's again on its next event), so what a value
+        reads as is kept (the last ``_READ_KEPT`` distinct values)."""
+        read = self._parsed.get(raw)
+        if read is None:
+            allocated = parse_device_allocations(raw)
+            read = _Read(
+                unknown_device_types(allocated),
+                tuple(allocations_of(allocated)),
+                tuple(rdma_allocations_of(allocated)),
+            )
+            if len(self._parsed) >= _READ_KEPT:
+                self._parsed.clear()
+            self._parsed[raw] = read
+        return read
 
     def _follow_owner(self, pod: Pod, allocations: Sequence[Allocation]) -> None:
         """A bound pod allocated from a reservation takes its cards out of the reservation's."""
