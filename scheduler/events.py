@@ -33,6 +33,7 @@ from apis.extension.reservation import is_reserve_pod
 from apis.gcpause import list_paused
 from scheduler.cache.cache import Cache
 from scheduler.cache.decode_ahead import take_decoded
+from scheduler.cache.images import image_names
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.queue.scheduling_queue import SchedulingQueue
@@ -78,6 +79,8 @@ def _node_signature(node: Node) -> tuple[object, ...]:
         (node.metadata.annotations or {}).get(ANNOTATION_CUSTOM_USAGE_THRESHOLDS),
         # Vendors' node locks (DeviceShare's DevicePluginAdaption reads them at PreBind).
         tuple((node.metadata.annotations or {}).get(key) for key in DEVICE_PLUGIN_NODE_LOCKS),
+        # The images it reports (ImageLocality), as kube-scheduler's NodeInfo follows them.
+        tuple(sorted(image_names(node).items())),
     )
 
 

@@ -124,6 +124,24 @@ async def test_a_change_of_a_nodes_load_thresholds_reaches_the_cache_and_a_heart
     await task
 
 
+async def test_an_image_pulled_on_a_node_reaches_the_cache() -> None:
+    """ImageLocality scores by the images a node reports: a pull is no heartbeat."""
+    backend = MemoryBackend()
+    backend.apply(NODES, node("n"))
+    h = handlers(backend, Cache())
+    task = asyncio.create_task(h.run_nodes())
+    await asyncio.wait_for(h.synced_nodes.wait(), timeout=1)
+    pulled = {
+        **node("n"),
+        "status": {**node("n")["status"], "images": [{"names": ["app:1"], "sizeBytes": 10}]},
+    }
+    backend.apply(NODES, pulled)
+    await asyncio.sleep(0.02)
+    assert h.cache.images.rows("app:1").tolist() == [h.cache.table.row["n"]]
+    await backend.close()
+    await task
+
+
 async def test_a_vendors_node_lock_reaches_the_cache() -> None:
     """DeviceShare's DevicePluginAdaption reads the Cambricon lock from the node at PreBind."""
     backend = MemoryBackend()
