@@ -187,7 +187,7 @@ class EquivalenceClasses:
             if len(self._seen) > self.capacity * 4:
                 self._seen.popitem(last=False)
             return None
-        size = table.versions.shape[0]
+        size = table.row_count  # rows in use: a new row changes the layout, which drops the entry
         filters = _local(fwk, ExtensionPoint.FILTER, pod, size)
         entry = _Entry(
             generation=snapshot.generation,
