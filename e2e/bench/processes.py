@@ -27,6 +27,7 @@ __all__ = [
     "kube_scheduler",
     "peak_rss_mib",
     "save_metrics",
+    "settle",
     "wait_ready",
 ]
 
@@ -89,6 +90,23 @@ class CpuMeter:
             if after is not None:
                 usage[name] = round(100 * (after - before) / elapsed, 1)
         return usage
+
+
+async def settle(
+    pids: dict[str, int], *, below: float = 15.0, window: float = 2.0, within: float = 180.0
+) -> float:
+    """Wait until ``pids`` together use less than ``below`` percent of one core over ``window``
+    seconds (an API server still busy with a mass creation slows whatever lists from it next),
+    for at most ``within`` seconds; the last window's share."""
+    deadline = time.monotonic() + within
+    while True:
+        meter = CpuMeter(pids)
+        meter.start()
+        await asyncio.sleep(window)
+        share = sum(meter.stop().values())
+        if share < below or time.monotonic() >= deadline:
+            return share
+        log_progress(f"waiting for the cluster to settle: {share:.0f}% of a core")
 
 
 async def _http_ok(session: aiohttp.ClientSession, url: str) -> bool:

@@ -53,7 +53,7 @@ from pydantic import BaseModel, Field
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
 from e2e.bench.kwok_cluster import start_cluster, stop_cluster
-from e2e.bench.processes import KOORD, KUBE, kube_scheduler, peak_rss_mib, wait_ready
+from e2e.bench.processes import KOORD, KUBE, cluster_pids, kube_scheduler, peak_rss_mib, settle, wait_ready
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_workload import bench_description, pods_path, scheduler_config, workload
 from e2e.cluster.controlplane import ControlPlane, repo_root
@@ -235,6 +235,9 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
         config_text = scheduler_config(opts.throughput(), cp.kubeconfig, PROFILE)
         with phase(report.phases, "compile bytecode"):
             compile_bytecode(repo_root())
+        with phase(report.phases, f"settle before {KOORD}"):
+            # Each scheduler lists from an API server done with the creation and the other's list.
+            await settle(cluster_pids(cp))
         with phase(report.phases, KOORD):
             config = cp.state_dir / "koord-scheduler-startup.yaml"
             config.write_text(config_text)
@@ -246,6 +249,8 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
             koord.breakdown = koord_breakdown(_lines(component.log_file))
             report.results.append(koord)
         if not opts.skip_upstream:
+            with phase(report.phases, f"settle before {KUBE}"):
+                await settle(cluster_pids(cp))
             with phase(report.phases, KUBE):
                 config = cp.state_dir / "kube-scheduler-startup.yaml"
                 config.write_text(config_text)
