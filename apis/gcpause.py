@@ -42,15 +42,13 @@ def gc_paused() -> Iterator[None]:
 def list_paused() -> Iterator[None]:
     """``gc_paused`` over a list's bulk (a page's decoding, a list's handling); within
     ``freezing_lists`` the outermost block ends by freezing everything alive then."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            if _list_freezers:
+    outermost = gc.isenabled()
+    with gc_paused():
+        try:
+            yield
+        finally:
+            if outermost and _list_freezers:
                 gc.freeze()
-            gc.enable()
 
 
 @contextmanager

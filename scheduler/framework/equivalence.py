@@ -71,12 +71,13 @@ class _Entry:
     """Per kind of input, whether that group's Filters accept each row answered."""
     raw: dict[str, IntArray] = field(default_factory=dict)
     score_skipped: frozenset[str] = frozenset()
+    local_filters: frozenset[str] = field(init=False)
+    local_scores: frozenset[str] = field(init=False)
 
-    def local_filters(self) -> frozenset[str]:
-        return frozenset().union(*(g.plugins for g in self.filters.values()))
-
-    def local_scores(self) -> frozenset[str]:
-        return frozenset().union(*(g.plugins for g in self.scorers.values()))
+    def __post_init__(self) -> None:
+        # Every cycle of the class hands these to the Framework: made once, not per pod.
+        self.local_filters = frozenset().union(*(g.plugins for g in self.filters.values()))
+        self.local_scores = frozenset().union(*(g.plugins for g in self.scorers.values()))
 
 
 def _due(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> IntArray:
@@ -170,9 +171,7 @@ class EquivalenceClasses:
                 _answered(group, inputs, due, versions)
             passed = passed[entry.feasible[inputs][passed]]
         self.hits += 1
-        return ClassView(
-            entry.local_filters(), entry.local_scores(), passed, entry, fwk, state, pod, snapshot
-        )
+        return ClassView(entry.local_filters, entry.local_scores, passed, entry, fwk, state, pod, snapshot)
 
     def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
         table = snapshot.table
