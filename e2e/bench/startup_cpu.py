@@ -3,10 +3,11 @@
 ``python -m e2e.bench.startup_cpu --nodes 5000 --pending 25000 --bound 25000 [--imports 5]``
 
 The start-up bench's backlog (``startup_time``: the throughput bench's nodes, ``--bound`` pods on
-them round-robin, ``--pending`` pods of its one profile) written as an API server lists it (pages
-of 500, the fields the API server defaults, no ``apiVersion``/``kind`` on the items), then, in
-process and in CPU seconds (``time.process_time``, so the machine's other load counts far less
-than in wall time):
+them round-robin, ``--pending`` pods of its one profile) written as the bench's KWOK API server
+lists it (pages of 500, no ``apiVersion``/``kind`` on the items; the fields the API server
+defaults, its service-account token volume and ``managedFields``; on the bound pods, the status
+KWOK writes), then, in process and in CPU seconds (``time.process_time``, so the machine's other
+load counts far less than in wall time):
 
 - **imports**: ``--imports`` fresh interpreters each importing ``scheduler.__main__`` (what the
   process does before ``main``), their mean CPU, interpreter included, the bytecode compiled first
@@ -105,8 +106,93 @@ def _as_listed(obj: dict[str, Any], version: int) -> dict[str, Any]:
             preemptionPolicy="PreemptLowerPriority",
             tolerations=_SERVER_TOLERATIONS,
         )
-        obj["status"] = {"phase": "Pending", "qosClass": "Burstable"}
+        _mount_service_account_token(spec, version)
+        bound = bool(spec.get("nodeName"))
+        obj["status"] = _kwok_status(version) if bound else {"phase": "Pending", "qosClass": "Burstable"}
+        obj["metadata"]["managedFields"] = _managed_fields(obj, bound)
     return obj
+
+
+_TIME = "2026-12-06T10:00:00Z"
+_ROOT_CA = {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}}
+
+
+def _mount_service_account_token(spec: dict[str, Any], version: int) -> None:
+    """The ``kube-api-access-*`` volume and mounts the ServiceAccount admission plugin adds."""
+    name = f"kube-api-access-{version:05x}"[-21:]
+    spec["volumes"] = [
+        *spec.get("volumes", ()),
+        {
+            "name": name,
+            "projected": {
+                "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    _ROOT_CA,
+                    {
+                        "downwardAPI": {
+                            "items": [
+                                {
+                                    "path": "namespace",
+                                    "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                                }
+                            ]
+                        }
+                    },
+                ],
+                "defaultMode": 420,
+            },
+        },
+    ]
+    mount = {"name": name, "readOnly": True, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+    for container in spec["containers"]:
+        container["volumeMounts"] = [*container.get("volumeMounts", ()), mount]
+
+
+def _kwok_status(version: int) -> dict[str, Any]:
+    """A running pod's status as KWOK's pod stages write it."""
+    ip = f"10.{version >> 16 & 255}.{version >> 8 & 255}.{version & 255}"
+    condition = {"status": "True", "lastProbeTime": None, "lastTransitionTime": _TIME}
+    return {
+        "phase": "Running",
+        "conditions": [{"type": t, **condition} for t in ("Initialized", "Ready", "ContainersReady")],
+        "podIP": ip,
+        "podIPs": [{"ip": ip}],
+        "startTime": _TIME,
+        "containerStatuses": [
+            {
+                "name": "main",
+                "state": {"running": {"startedAt": _TIME}},
+                "lastState": {},
+                "ready": True,
+                "restartCount": 0,
+                "image": "registry.k8s.io/pause:3.10",
+                "imageID": "",
+            }
+        ],
+        "qosClass": "Burstable",
+    }
+
+
+def _fields_v1(value: Any) -> Any:
+    """``value``'s keys as server-side apply's ``fieldsV1`` names them (lists by their names)."""
+    if isinstance(value, dict):
+        return {f"f:{k}": _fields_v1(v) for k, v in value.items()} | ({".": {}} if value else {})
+    if isinstance(value, list) and value and all(isinstance(v, dict) and "name" in v for v in value):
+        return {f'k:{{"name":"{v["name"]}"}}': _fields_v1(v) for v in value}
+    return {}
+
+
+def _managed_fields(obj: dict[str, Any], bound: bool) -> list[dict[str, Any]]:
+    """The creator's ``managedFields`` entry and, on a bound pod, KWOK's for the status."""
+    entry = {"operation": "Update", "apiVersion": "v1", "time": _TIME, "fieldsType": "FieldsV1"}
+    spec = {k: v for k, v in obj["spec"].items() if k not in ("volumes", "tolerations", "priority")}
+    created = {"f:metadata": {"f:labels": _fields_v1(obj["metadata"].get("labels", {}))}}
+    created |= {"f:spec": _fields_v1(spec)}
+    managed = [{"manager": "koordinator-py-bench", **entry, "fieldsV1": created}]
+    if bound:
+        status = {"f:status": _fields_v1(obj["status"])}
+        managed.append({"manager": "kwok-controller", **entry, "fieldsV1": status, "subresource": "status"})
+    return managed
 
 
 def listed_pages(items: list[dict[str, Any]], resource_version: int) -> list[bytes]:

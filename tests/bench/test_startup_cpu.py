@@ -22,6 +22,24 @@ def test_the_backlog_is_listed_in_pages_with_continue_tokens_and_server_fields()
     assert len(set(uids)) == len(uids)
 
 
+def test_the_pods_carry_what_the_api_server_and_kwok_add() -> None:
+    """The parts of a listed pod that decoding pays for though the scheduler ignores some of them."""
+    _, _, pod_pages = backlog(nodes=2, pending=1, bound=1)
+    on_node, pending = json.loads(pod_pages[0])["items"]
+    for pod in (on_node, pending):
+        (volume,) = pod["spec"]["volumes"]
+        assert volume["name"].startswith("kube-api-access-")
+        assert pod["spec"]["containers"][0]["volumeMounts"][0]["name"] == volume["name"]
+    assert [m["manager"] for m in on_node["metadata"]["managedFields"]] == [
+        "koordinator-py-bench",
+        "kwok-controller",
+    ]
+    assert on_node["status"]["phase"] == "Running"
+    assert on_node["status"]["containerStatuses"][0]["ready"] is True
+    assert pending["status"] == {"phase": "Pending", "qosClass": "Burstable"}
+    assert len(pending["metadata"]["managedFields"]) == 1
+
+
 async def test_every_step_is_timed_and_every_object_handled() -> None:
     seconds = await measure(nodes=4, pending=12, bound=8)
     assert {"decode nodes", "decode pods", "handle the node list", "handle the pod list"} <= set(seconds)
