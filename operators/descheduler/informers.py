@@ -228,7 +228,8 @@ class Store:
                 return self._deployment(deployment, namespace)
         obj = self._find(group, ref.kind, namespace, ref.name, ref.uid)
         replicas = obj.spec.replicas if obj is not None else self.scales.get(ref.uid, 0)
-        return Workload(ref.uid, ref.kind, namespace, ref.name, replicas, self._owned(ref.uid))
+        cached = obj is not None or not _cached_kind(group, ref.kind)
+        return Workload(ref.uid, ref.kind, namespace, ref.name, replicas, self._owned(ref.uid), cached)
 
     def _deployment(self, deployment: ScaledObject, namespace: str) -> Workload:
         uid = deployment.metadata.uid or ""
@@ -256,7 +257,11 @@ class Store:
         if ref is None or ref.uid in self.scales:
             return False
         group = ref.api_version.split("/")[0] if "/" in ref.api_version else ""
-        return not any(k.group == group and k.kind == ref.kind for k in WORKLOAD_KINDS)
+        return not _cached_kind(group, ref.kind)
+
+
+def _cached_kind(group: str, kind: str) -> bool:
+    return any(k.group == group and k.kind == kind for k in WORKLOAD_KINDS)
 
 
 def _controller(meta: ObjectMeta) -> Any:

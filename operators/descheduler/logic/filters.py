@@ -98,8 +98,8 @@ def workload_limits(workload: Workload, args: MigrationControllerArgs) -> tuple[
 
 
 def expected_replicas(workload: Workload | None, args: MigrationControllerArgs) -> str | None:
-    if workload is None or args.skip_check_expected_replicas:
-        return None
+    if workload is None or not workload.cached or args.skip_check_expected_replicas:
+        return None  # not cached yet: the job waits (``retryable``) and is judged once it is
     max_migrating, max_unavailable = workload_limits(workload, args)
     if workload.replicas in (1, max_migrating, max_unavailable):
         return (
@@ -169,6 +169,8 @@ def _workload_caps(
     workload = view.workload_of(pod)
     if workload is None:
         return None
+    if not workload.cached:
+        return f"the pod's controller {workload.kind} {workload.name} is not in the caches yet"
     max_migrating, max_unavailable = workload_limits(workload, args)
     # Every pod of the workload counts, those of a Deployment's other ReplicaSets included.
     migrating = {p.metadata.uid for p in workload.pods if any(job_targets(job, p) for job in others)}

@@ -63,6 +63,9 @@ class Workload:
     name: str
     replicas: int
     pods: tuple[Pod, ...]
+    cached: bool = True
+    """False for a kind the caches hold whose object they do not hold (yet): a pod's watch event
+    can come before its new ReplicaSet's, so its replicas are unknown rather than 0."""
 
 
 class ClusterView(Protocol):

@@ -51,7 +51,9 @@ def test_owners_are_resolved_by_uid_and_unknown_kinds_have_no_replicas() -> None
     store.upsert_workload(KINDS[("apps", "StatefulSet")], workload_body("StatefulSet", "db", "db-uid", 5))
     assert store.workload_of(_pod(store, "s")).replicas == 5  # type: ignore[union-attr]
     assert store.workload_of(_pod(store, "stale")).replicas == 0  # type: ignore[union-attr]
+    assert not store.workload_of(_pod(store, "stale")).cached  # type: ignore[union-attr]
     assert store.workload_of(_pod(store, "job")).replicas == 0  # type: ignore[union-attr]
+    assert store.workload_of(_pod(store, "job")).cached  # type: ignore[union-attr]
     assert store.needs_scale(_pod(store, "job"))
     store.scales["j-uid"] = 3  # what /scale answered
     assert store.workload_of(_pod(store, "job")).replicas == 3  # type: ignore[union-attr]
@@ -128,6 +130,27 @@ def test_non_retryable_filters(body: dict[str, Any], args: dict[str, Any], reaso
 def test_expected_replicas(replicas: int, args: dict[str, Any], refused: bool) -> None:
     store = store_with(pod_body("p"), replica_sets={"rs": replicas})
     assert (filters.non_retryable(_pod(store, "p"), _args(**args), store) is not None) == refused
+
+
+def test_a_job_waits_for_its_pods_replica_set_to_reach_the_cache_then_is_judged() -> None:
+    """A pod's watch event can come before its new ReplicaSet's: the job waits instead of failing
+    for good on replicas read as 0, and the expected-replicas check runs once the ReplicaSet is in."""
+    store = Store()
+    store.upsert_pod(pod_body("p", owner=("ReplicaSet", "rs", "rs-uid")))
+    waiting = [job("j", "p")]
+    store.upsert_job(waiting[0])
+    verdict = arbitrate(waiting, _args(), store)
+    assert not verdict.failed
+    assert [(j.metadata.name, r) for j, r in verdict.waiting] == [
+        ("j", "the pod's controller ReplicaSet rs is not in the caches yet")
+    ]
+    store.upsert_workload(KINDS[("apps", "ReplicaSet")], workload_body("ReplicaSet", "rs", "rs-uid", 1))
+    verdict = arbitrate(waiting, _args(), store)
+    assert [(j.metadata.name, "has 1 replicas" in r) for j, r in verdict.failed] == [("j", True)]
+    store.upsert_workload(KINDS[("apps", "ReplicaSet")], workload_body("ReplicaSet", "rs", "rs-uid", 3))
+    for name in ("q", "r"):
+        store.upsert_pod(pod_body(name, owner=("ReplicaSet", "rs", "rs-uid")))
+    assert [j.metadata.name for j in arbitrate(waiting, _args(), store).admitted] == ["j"]
 
 
 # ---------------------------------------------------------------------- retryable filters
