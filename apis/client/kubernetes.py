@@ -4,10 +4,10 @@ Why it looks the way it does:
 
 - **Raw JSON, decoded once.** kubernetes_asyncio's generated API methods deserialize every object
   into its own model classes (slow, and a second copy of what our pydantic models already say).
-  Every request here goes through ``ApiClient.call_api(..., _preload_content=False)``, which keeps
-  the client's configuration, authentication (token refresh included) and connection pool but
-  returns the raw aiohttp response; list pages are validated from their bytes into
-  ``resource.model`` in one go, watch streams ``json.loads``-ed per line and then validated.
+  Every request goes straight to the ApiClient's aiohttp session (``apis.client.transport``:
+  the client's configuration, authentication, token refresh included, and connection pool, without
+  ``call_api``'s per-call work) and returns the raw response; list pages are validated from their
+  bytes into ``resource.model`` in one go, watch streams line by line.
 - **The reflector's loop.** ``watch`` lists (paginated), emits ``REPLACED``, then watches from the
   list's resourceVersion with bookmarks on, tracking the last resourceVersion seen. A dropped
   connection, a timeout or a 5xx resumes from that resourceVersion after a capped, jittered
@@ -59,7 +59,16 @@ from apis.client.backend import (
 from apis.client.connection import client_configuration
 from apis.client.listhead import list_metadata_ahead_of_items
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
-from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
+from apis.client.transport import JSON, send
+from apis.client.watch import (
+    Backoff,
+    Gone,
+    WatchFailed,
+    WatchStats,
+    event_lines,
+    read_event,
+    watch_query,
+)
 from apis.core import Pod
 from apis.gcpause import list_paused
 from apis.podkey import pod_namespace_name
@@ -83,7 +92,7 @@ DEFAULT_WATCH_CONNECTIONS: Final = 16
 EVENT_CONCURRENCY: Final = 8
 """Event writes in flight at once, apart from the other writes."""
 
-_JSON: Final = "application/json"
+_JSON: Final = JSON
 _MERGE_PATCH: Final = "application/merge-patch+json"
 _STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 _EVENT_NOTE_MAX_BYTES: Final = 1024  # events.k8s.io/v1 validation limit on `note`
@@ -106,34 +115,6 @@ def resource_path(
     if subresource is not None:
         parts.append(subresource)
     return "/".join(parts)
-
-
-async def _send(
-    api: k8s_client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    query: Sequence[tuple[str, str]] = (),
-    body: Any = None,
-    content_type: str = _JSON,
-    client_timeout: aiohttp.ClientTimeout,
-) -> aiohttp.ClientResponse:
-    """One request through kubernetes_asyncio's ApiClient, returning the raw (unread) aiohttp response.
-
-    ``_preload_content=False`` skips the client's model deserialization and its status check: the
-    caller reads the body itself and must look at ``status``.
-    """
-    response: aiohttp.ClientResponse = await api.call_api(
-        path,
-        method,
-        query_params=list(query),
-        header_params={"Accept": _JSON, "Content-Type": content_type},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=client_timeout,
-    )
-    return response
 
 
 async def _error_from(response: aiohttp.ClientResponse, what: str) -> BackendError:
@@ -165,7 +146,7 @@ async def request_bytes(
     """The body of a request, raising NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``)."""
     try:
-        response = await _send(
+        response = await send(
             api,
             method,
             path,
@@ -517,7 +498,7 @@ class KubernetesBackend:
             total=None, connect=self._request_timeout, sock_read=self._watch_timeout + 60
         )
         try:
-            response = await _send(
+            response = await send(
                 self._api, "GET", resource_path(resource), query=query, client_timeout=timeout
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
