@@ -67,6 +67,7 @@ from apis.client.watch import (
     WatchStats,
     event_lines,
     read_event,
+    typed_event,
     watch_query,
 )
 from apis.core import Pod
@@ -520,6 +521,16 @@ class KubernetesBackend:
     def _event(
         self, resource: ResourceType[T], line: bytes, rv: str
     ) -> tuple[EventType | None, T | None, str]:
+        typed = typed_event(resource.model, line)
+        if typed is not None and typed.type in _OBJECT_EVENTS:
+            new_rv = _resource_version(typed.object) or rv
+            if typed.type == "BOOKMARK":
+                return None, None, new_rv
+            transform = self._transforms.get(resource)
+            obj = typed.object if transform is None else transform(typed.object)
+            return EventType(typed.type), obj, new_rv
+        # Errors, unknown types and objects that need a closer look (huge quantities stood in,
+        # the invalid dropped and logged).
         event = read_event(line)
         new_rv = event.resource_version or rv
         if event.type == "BOOKMARK":
@@ -740,6 +751,15 @@ def _skip_environment_lookups(api: k8s_client.ApiClient) -> None:
     session: Any = getattr(api.rest_client, "pool_manager", None)
     if not configured and not os.path.exists(netrc) and hasattr(session, "_trust_env"):
         session._trust_env = False
+
+
+_OBJECT_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+def _resource_version(obj: BaseModel) -> str | None:
+    """The object's ``metadata.resourceVersion`` (every watched kind has an ObjectMeta)."""
+    rv = getattr(getattr(obj, "metadata", None), "resource_version", None)
+    return str(rv) if rv else None
 
 
 def _pod_path(namespace: str, name: str, subresource: str | None = None) -> str:
