@@ -3,7 +3,7 @@
 ``ApiClient.call_api`` does on every call what a raw JSON client does not need: it sanitizes the
 headers, the query and the body (a recursive copy of the body), matches the content type with a
 regular expression and has aiohttp parse and requote the URL string it built. On the scheduler's
-hot path (one binding and one event per pod) that was a quarter of each request's CPU. ``send``
+hot path (one binding and one event per pod) that was about a tenth of each request's CPU. ``send``
 puts the same request on the wire (URL, headers, body bytes, timeout, proxy and TLS server name of
 the client's REST client) straight through the client's session:
 

@@ -162,9 +162,10 @@ def typed_event(model: type[T], line: bytes) -> TypedEvent[T] | None:
     """``line`` validated straight from its bytes, the object as ``model``: one pass of pydantic-core
     over the JSON, which builds nothing for what the model leaves out (a pod's managedFields, most
     of its status), where ``json.loads`` builds all of it first and validation then reads the dicts
-    (a third of the CPU). None when the line does not validate so: an ``ERROR`` event, a bookmark
-    whose object is too thin for ``model``, an object with something wrong in it, a line that is
-    not JSON; the caller reads it with ``read_event``, which says what is wrong."""
+    (twice the CPU). None when the line does not validate so: the Status of an ``ERROR`` event, a
+    bookmark whose object is too thin for ``model``, an object with something wrong in it, a line
+    that is not JSON; the caller reads those with ``read_event``, which says what is wrong (and
+    reads an event of a type it does not know so too)."""
     event_model = _TYPED.get(model)
     if event_model is None:
         event_model = _TYPED[model] = TypedEvent[model]  # type: ignore[valid-type]
