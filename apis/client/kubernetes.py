@@ -4,10 +4,10 @@ Why it looks the way it does:
 
 - **Raw JSON, decoded once.** kubernetes_asyncio's generated API methods deserialize every object
   into its own model classes (slow, and a second copy of what our pydantic models already say).
-  Every request here goes through ``ApiClient.call_api(..., _preload_content=False)``, which keeps
-  the client's configuration, authentication (token refresh included) and connection pool but
-  returns the raw aiohttp response; list pages are validated from their bytes into
-  ``resource.model`` in one go, watch streams ``json.loads``-ed per line and then validated.
+  Every request goes straight to the ApiClient's aiohttp session (``apis.client.transport``:
+  the client's configuration, authentication, token refresh included, and connection pool, without
+  ``call_api``'s per-call work) and returns the raw response; list pages are validated from their
+  bytes into ``resource.model`` in one go, watch streams line by line.
 - **The reflector's loop.** ``watch`` lists (paginated), emits ``REPLACED``, then watches from the
   list's resourceVersion with bookmarks on, tracking the last resourceVersion seen. A dropped
   connection, a timeout or a 5xx resumes from that resourceVersion after a capped, jittered
@@ -59,7 +59,17 @@ from apis.client.backend import (
 from apis.client.connection import client_configuration
 from apis.client.listhead import list_metadata_ahead_of_items
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
-from apis.client.watch import Backoff, Gone, WatchFailed, WatchStats, event_lines, read_event, watch_query
+from apis.client.transport import JSON, send
+from apis.client.watch import (
+    Backoff,
+    Gone,
+    WatchFailed,
+    WatchStats,
+    event_lines,
+    read_event,
+    typed_event,
+    watch_query,
+)
 from apis.core import Pod
 from apis.gcpause import list_paused
 from apis.podkey import pod_namespace_name
@@ -83,7 +93,7 @@ DEFAULT_WATCH_CONNECTIONS: Final = 16
 EVENT_CONCURRENCY: Final = 8
 """Event writes in flight at once, apart from the other writes."""
 
-_JSON: Final = "application/json"
+_JSON: Final = JSON
 _MERGE_PATCH: Final = "application/merge-patch+json"
 _STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 _EVENT_NOTE_MAX_BYTES: Final = 1024  # events.k8s.io/v1 validation limit on `note`
@@ -106,34 +116,6 @@ def resource_path(
     if subresource is not None:
         parts.append(subresource)
     return "/".join(parts)
-
-
-async def _send(
-    api: k8s_client.ApiClient,
-    method: str,
-    path: str,
-    *,
-    query: Sequence[tuple[str, str]] = (),
-    body: Any = None,
-    content_type: str = _JSON,
-    client_timeout: aiohttp.ClientTimeout,
-) -> aiohttp.ClientResponse:
-    """One request through kubernetes_asyncio's ApiClient, returning the raw (unread) aiohttp response.
-
-    ``_preload_content=False`` skips the client's model deserialization and its status check: the
-    caller reads the body itself and must look at ``status``.
-    """
-    response: aiohttp.ClientResponse = await api.call_api(
-        path,
-        method,
-        query_params=list(query),
-        header_params={"Accept": _JSON, "Content-Type": content_type},
-        body=body,
-        auth_settings=["BearerToken"],
-        _preload_content=False,
-        _request_timeout=client_timeout,
-    )
-    return response
 
 
 async def _error_from(response: aiohttp.ClientResponse, what: str) -> BackendError:
@@ -165,7 +147,7 @@ async def request_bytes(
     """The body of a request, raising NotFound (404), Conflict (409) or BackendError (anything else,
     network failures and timeouts with ``status=None``)."""
     try:
-        response = await _send(
+        response = await send(
             api,
             method,
             path,
@@ -517,7 +499,7 @@ class KubernetesBackend:
             total=None, connect=self._request_timeout, sock_read=self._watch_timeout + 60
         )
         try:
-            response = await _send(
+            response = await send(
                 self._api, "GET", resource_path(resource), query=query, client_timeout=timeout
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -539,6 +521,16 @@ class KubernetesBackend:
     def _event(
         self, resource: ResourceType[T], line: bytes, rv: str
     ) -> tuple[EventType | None, T | None, str]:
+        typed = typed_event(resource.model, line)
+        if typed is not None and typed.type in _OBJECT_EVENTS:
+            new_rv = _resource_version(typed.object) or rv
+            if typed.type == "BOOKMARK":
+                return None, None, new_rv
+            transform = self._transforms.get(resource)
+            obj = typed.object if transform is None else transform(typed.object)
+            return EventType(typed.type), obj, new_rv
+        # Errors, unknown types and objects that need a closer look (huge quantities stood in,
+        # the invalid dropped and logged).
         event = read_event(line)
         new_rv = event.resource_version or rv
         if event.type == "BOOKMARK":
@@ -759,6 +751,15 @@ def _skip_environment_lookups(api: k8s_client.ApiClient) -> None:
     session: Any = getattr(api.rest_client, "pool_manager", None)
     if not configured and not os.path.exists(netrc) and hasattr(session, "_trust_env"):
         session._trust_env = False
+
+
+_OBJECT_EVENTS: Final = frozenset({"ADDED", "MODIFIED", "DELETED", "BOOKMARK"})
+
+
+def _resource_version(obj: BaseModel) -> str | None:
+    """The object's ``metadata.resourceVersion`` (every watched kind has an ObjectMeta)."""
+    rv = getattr(getattr(obj, "metadata", None), "resource_version", None)
+    return str(rv) if rv else None
 
 
 def _pod_path(namespace: str, name: str, subresource: str | None = None) -> str:

@@ -34,6 +34,7 @@ from apis.client.backend import (
     WatchEvent,
 )
 from apis.client.kubernetes import KubernetesBackend, resource_path
+from apis.client.watch import typed_event
 from apis.core import Pod
 from apis.gcpause import freezing_lists
 from apis.quantity import Quantity
@@ -377,6 +378,61 @@ async def test_a_quantity_too_large_to_parse_decodes_as_1e999_so_the_range_check
         "spec.containers[0].resources.requests.cpu",
         "spec.containers[0].resources.requests.memory",
     ]
+
+
+def kwok_pod() -> dict[str, Any]:
+    """A pod as a watch brings it once it runs: managedFields, defaults, status."""
+    return {
+        **raw_pod("busy", 40, nodeName="n1", priority=0, tolerations=[{"key": "k", "operator": "Exists"}]),
+        "metadata": {
+            "name": "busy",
+            "namespace": "default",
+            "uid": "uid-busy",
+            "resourceVersion": "40",
+            "creationTimestamp": "2026-12-06T18:30:35Z",
+            "labels": {"app": "identical"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u"}],
+            "managedFields": [{"manager": "kwok", "operation": "Update", "fieldsV1": {"f:status": {}}}],
+        },
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": None}],
+            "podIP": "10.0.1.44",
+            "containerStatuses": [{"name": "main", "ready": True, "state": {"running": {}}}],
+        },
+    }
+
+
+def test_a_typed_event_is_the_object_the_plain_json_path_decodes() -> None:
+    raw = kwok_pod()
+    raw["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "500m", "memory": "512Mi"}}
+    typed = typed_event(Pod, line("MODIFIED", raw))
+    assert typed is not None
+    assert typed.type == "MODIFIED"
+    assert typed.object == Pod.model_validate(raw)
+    for undecided in (gone(), line("ADDED", {"spec": {"containers": 1}}), b"{not json"):
+        assert typed_event(Pod, undecided) is None
+
+
+async def test_errors_and_unknown_event_types_still_take_the_plain_path(
+    server: tuple[FakeApiServer, KubernetesBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    fake, backend = server
+    fake.lists = [(200, page([], 10))]
+    failure = line("ERROR", {"kind": "Status", "status": "Failure", "code": 500, "message": "etcd"})
+    fake.watches = [
+        Watch([line("SURPRISE", raw_pod("p1", 11)), line("ADDED", kwok_pod()), failure]),
+        Watch([line("DELETED", kwok_pod())], end="hang"),
+    ]
+    events = await take(backend.watch(PODS), 3)
+    assert [(e.type, names(e)) for e in events] == [
+        (EventType.REPLACED, []),
+        (EventType.ADDED, ["busy"]),
+        (EventType.DELETED, ["busy"]),
+    ]
+    assert "unknown type 'SURPRISE'" in caplog.text
+    assert backend.stats.reconnects == 1
+    assert [q["resourceVersion"] for q in fake.watch_queries] == ["10", "40"]
 
 
 async def test_close_ends_a_hanging_watch(server: tuple[FakeApiServer, KubernetesBackend]) -> None:
