@@ -93,6 +93,8 @@ __all__ = [
 NAME = "NodeResourcesFit"
 
 _NON_ZERO_COLUMN = {CPU: NON_ZERO_CPU, MEMORY: NON_ZERO_MEMORY}
+_FITS_CAPACITY = 4096
+"""Distinct requests whose ``FitState`` is kept (all forgotten at once past it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,8 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self._names = tuple(spec.name for spec in strategy.resources)
         self._weights = np.asarray([spec.weight for spec in strategy.resources], dtype=np.int64)
         ratio = strategy.requested_to_capacity_ratio
+        self._fits: dict[tuple[tuple[str, int], ...], FitState] = {}
+        self._fits_table: NodeTable | None = None
         self._shape = tuple(
             (p.utilization, p.score * (MAX_NODE_SCORE // 10)) for p in (ratio.shape if ratio else ())
         )
@@ -221,12 +225,26 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     # ---- PreFilter / Filter ----
 
     def fit_state(self, pod: PodInfo, table: NodeTable) -> FitState:
+        """The pod's ``FitState``, made once per distinct requests (the table's columns only grow)."""
+        if table is not self._fits_table:
+            self._fits.clear()
+            self._fits_table = table
+        key = tuple(pod.requests.items())
+        fit = self._fits.get(key)
+        if fit is None:
+            if len(self._fits) >= _FITS_CAPACITY:
+                self._fits.clear()
+            fit = self._fits[key] = self._fit_state(pod.requests, table)
+        return fit
+
+    def _fit_state(self, requests: dict[str, int], table: NodeTable) -> FitState:
         order = {PODS: 0, CPU: 1, MEMORY: 2, EPHEMERAL_STORAGE: 3}
         names = sorted(
-            (n for n, amount in pod.requests.items() if amount > 0 and self._checked(n)),
+            (n for n, amount in requests.items() if amount > 0 and self._checked(n)),
             key=lambda n: (order.get(n, 4), n),
         )
-        cols, amounts = table.request_vector({n: pod.requests[n] for n in names})
+        cols, amounts = table.request_vector({n: requests[n] for n in names})
+        cols.flags.writeable = amounts.flags.writeable = False  # shared by the pods of these requests
         return FitState(cols=cols, amounts=amounts, reasons=tuple(insufficient_reason(n) for n in names))
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
