@@ -1,8 +1,9 @@
 """Prometheus metrics with kube-scheduler's names, plus koord-scheduler's solver metrics.
 
-A leaf module: it imports nothing of ours but its histogram (``scheduler.lean_histogram``). Each ``SchedulerMetrics`` owns its own
-``CollectorRegistry`` (never prometheus-client's global one), so a process creates one and
-tests create as many fresh ones as they like. ``scheduler.http`` serves ``exposition()``.
+A leaf module: it imports nothing of ours but its histogram (``scheduler.lean_histogram``). Each
+``SchedulerMetrics`` owns its own ``CollectorRegistry`` (never prometheus-client's global one), so
+a process creates one and tests create as many fresh ones as they like. ``scheduler.http``
+serves ``exposition()``.
 
 Label values follow kube-scheduler's: extension points are PascalCase (``PreFilter``) and
 statuses are the code names kube prints (``Success``, ``UnschedulableAndUnresolvable``); the

@@ -43,7 +43,8 @@ def test_created_sample_is_kept() -> None:
     registry = CollectorRegistry()
     LeanHistogram("h_seconds", "help", ["point"], buckets=BOUNDS, registry=registry).labels("x").observe(1.0)
     created = registry.get_sample_value("h_seconds_created", {"point": "x"})
-    assert created is not None and created > 0
+    assert created is not None
+    assert created > 0
 
 
 def test_nan_counts_in_no_bucket() -> None:
@@ -54,5 +55,5 @@ def test_nan_counts_in_no_bucket() -> None:
 
 def test_parent_of_labelled_children_refuses_observations() -> None:
     histogram = LeanHistogram("h_seconds", "help", ["point"], buckets=BOUNDS, registry=CollectorRegistry())
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="No label names were set"):
         histogram.observe(1.0)

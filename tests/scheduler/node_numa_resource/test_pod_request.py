@@ -30,18 +30,23 @@ def test_replicas_share_one_answer() -> None:
         requests.of(_info("a", qos="LSR", spec=FULL_PCPUS)),
         requests.of(_info("b", qos="LSR", spec=FULL_PCPUS)),
     )
-    assert isinstance(first, PodRequest) and first is second
-    assert first.cpu.bind and first.cpu.bind_policy == "FullPCPUs"
+    assert isinstance(first, PodRequest)
+    assert first is second
+    assert first.cpu.bind
+    assert first.cpu.bind_policy == "FullPCPUs"
 
 
 def test_each_field_read_tells_pods_apart() -> None:
     requests = PodRequests("None")
     bound = requests.of(_info("a", qos="LSR", spec=FULL_PCPUS))
-    assert isinstance(bound, PodRequest) and bound.cpu.bind
+    assert isinstance(bound, PodRequest)
+    assert bound.cpu.bind
     no_qos = requests.of(_info("b", spec=FULL_PCPUS))
-    assert isinstance(no_qos, PodRequest) and not no_qos.cpu.bind
+    assert isinstance(no_qos, PodRequest)
+    assert not no_qos.cpu.bind
     no_spec = requests.of(_info("c", qos="LSR"))
-    assert isinstance(no_spec, PodRequest) and not no_spec.cpu.bind
+    assert isinstance(no_spec, PodRequest)
+    assert not no_spec.cpu.bind
     fraction = requests.of(_info("d", cpu="1500m", qos="LSR", spec=FULL_PCPUS))
     assert isinstance(fraction, str)  # a bound pod needs whole CPUs
     assert isinstance(requests.of(_info("e", qos="LSR", spec="{not json")), str)
@@ -49,4 +54,6 @@ def test_each_field_read_tells_pods_apart() -> None:
 
 def test_default_bind_policy_applies_to_pods_without_one() -> None:
     answer = PodRequests("FullPCPUs").of(_info("a", qos="LSR"))
-    assert isinstance(answer, PodRequest) and answer.cpu.bind and answer.cpu.implicit_spec
+    assert isinstance(answer, PodRequest)
+    assert answer.cpu.bind
+    assert answer.cpu.implicit_spec
