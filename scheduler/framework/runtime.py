@@ -58,17 +58,21 @@ def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
+_CODE_NAMES = {code: code.name for code in Code}
+"""Each code's name, looked up in a dict: ``Code.name`` goes through the enum's descriptor."""
+
+
 def _status_of(result: Any) -> str:
     """The status code name in whatever an extension point's runner returns."""
     if isinstance(result, Status):
-        return result.code.name
-    if isinstance(result, fw.PostFilterResult):
-        return result.status.code.name
+        return _CODE_NAMES[result.code]
     if isinstance(result, tuple):
-        found = next((r for r in result if isinstance(r, Status)), None)
-        if found is not None:
-            return found.code.name
-    return Code.SUCCESS.name
+        for part in result:
+            if isinstance(part, Status):
+                return _CODE_NAMES[part.code]
+    elif isinstance(result, fw.PostFilterResult):
+        return _CODE_NAMES[result.status.code]
+    return _CODE_NAMES[Code.SUCCESS]
 
 
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -280,7 +284,7 @@ class Framework:
         self, record: bool, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float
     ) -> Status:
         if record:
-            self._observe(point.value, plugin.name, status.code.name, time.perf_counter() - started)
+            self._observe(point.value, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
         return status.with_plugin(plugin.name) if not status.ok else status
 
     def _fault(self, point: ExtensionPoint, plugin: fw.Plugin, exc: BaseException) -> Status:
@@ -325,7 +329,7 @@ class Framework:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
             code = result.status.code
             if record:
-                self._observe(PRE_FILTER, plugin.name, code.name, time.perf_counter() - started)
+                self._observe(PRE_FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is Code.SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
@@ -405,7 +409,7 @@ class Framework:
                 return rows[:0], status
             code = Code.SUCCESS if result.feasible.all() else Code.UNSCHEDULABLE
             if record:
-                self._observe(FILTER, plugin.name, code.name, time.perf_counter() - started)
+                self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is Code.SUCCESS:
                 continue
             rejected = ~result.feasible
@@ -484,7 +488,7 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
             if record:
-                self._observe(PRE_SCORE, plugin.name, status.code.name, time.perf_counter() - started)
+                self._observe(PRE_SCORE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is Code.SKIP:
                 state.skip_score.add(plugin.name)
             elif status.code is not Code.SUCCESS:
@@ -560,7 +564,7 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
             if record:
-                self._observe(RESERVE, plugin.name, status.code.name, time.perf_counter() - started)
+                self._observe(RESERVE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is not Code.SUCCESS:
                 return status.with_plugin(plugin.name)
         return Status.success()
