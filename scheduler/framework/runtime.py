@@ -52,6 +52,12 @@ FILTER = ExtensionPoint.FILTER.value
 PRE_SCORE = ExtensionPoint.PRE_SCORE.value
 SCORE = ExtensionPoint.SCORE.value
 RESERVE = ExtensionPoint.RESERVE.value
+PRE_ENQUEUE = ExtensionPoint.PRE_ENQUEUE.value
+POST_FILTER = ExtensionPoint.POST_FILTER.value
+PERMIT = ExtensionPoint.PERMIT.value
+PRE_BIND = ExtensionPoint.PRE_BIND.value
+BIND = ExtensionPoint.BIND.value
+POST_BIND = ExtensionPoint.POST_BIND.value
 
 
 def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
@@ -105,6 +111,8 @@ _R = TypeVar("_R")
 def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """Time all plugins of ``point`` for one pod (extension_point_duration_seconds)."""
 
+    label = point.value  # an enum's value is a descriptor read: read once, not per call
+
     def wrap(run: Callable[..., _R]) -> Callable[..., _R]:
         if inspect.iscoroutinefunction(run):
 
@@ -113,7 +121,7 @@ def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[...,
                 started = time.perf_counter()
                 result = await run(self, *args, **kwargs)
                 self._observe_point(
-                    point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
+                    label, _status_of(result), self.scheduler_name, time.perf_counter() - started
                 )
                 return result
 
@@ -123,9 +131,7 @@ def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[...,
         def timed(self: Framework, *args: Any, **kwargs: Any) -> _R:
             started = time.perf_counter()
             result = run(self, *args, **kwargs)
-            self._observe_point(
-                point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
-            )
+            self._observe_point(label, _status_of(result), self.scheduler_name, time.perf_counter() - started)
             return result
 
         return timed
@@ -166,7 +172,8 @@ class Framework:
                     raw_args = profile.plugin_args.get(ref.name, {})
                     args = spec.args_model.model_validate(raw_args) if spec.args_model else None
                     self.plugins[ref.name] = spec.factory(args, self.handle)
-        self._points: dict[ExtensionPoint, list[Any]] = {}
+        self._points: dict[str, list[Any]] = {}
+        """By the point's label (``point.value``): an enum member hashes in Python, a str does not."""
         self.score_weights: dict[str, int] = {}
         for point, refs in profile.plugins.items():
             plugins = []
@@ -182,7 +189,7 @@ class Framework:
                 plugins.append(plugin)
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
-            self._points[point] = plugins
+            self._points[point.value] = plugins
         self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
@@ -201,7 +208,7 @@ class Framework:
             p for p in self.plugins.values() if isinstance(p, ext.NUMAHintProvider)
         )
         self._queue_precedence = tuple(p for p in self.plugins.values() if isinstance(p, ext.QueuePrecedence))
-        sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
+        sorts = self._points.get(ExtensionPoint.QUEUE_SORT.value, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
         self._queue_sort: fw.QueueSortPlugin = sorts[0]
@@ -269,14 +276,14 @@ class Framework:
     # ---- lookup ------------------------------------------------------------------------------
 
     def has(self, point: ExtensionPoint) -> bool:
-        return bool(self._points.get(point))
+        return bool(self._points.get(point.value))
 
     def plugin(self, name: str) -> Any | None:
         return self.plugins.get(name)
 
     def runs_at(self, point: ExtensionPoint) -> Sequence[fw.Plugin]:
         """The plugins enabled at ``point``, in their order."""
-        return tuple(self._points.get(point, ()))
+        return tuple(self._points.get(point.value, ()))
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -302,7 +309,7 @@ class Framework:
     @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         record = self._pre_enqueue_sample.take()
-        for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(ExtensionPoint.PRE_ENQUEUE, [])):
+        for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(PRE_ENQUEUE, [])):
             started = time.perf_counter()
             try:
                 status = plugin.pre_enqueue(pod)
@@ -321,7 +328,7 @@ class Framework:
     ) -> tuple[Status, frozenset[str] | None]:
         record = state.record_plugin_metrics
         allowed: frozenset[str] | None = None
-        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(ExtensionPoint.PRE_FILTER, [])):
+        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(PRE_FILTER, [])):
             started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.pre_filter(state, pod, snapshot)
@@ -394,7 +401,7 @@ class Framework:
         does beside its one Filter pass (an equivalence class asking about the rows that changed)."""
         record = state.record_plugin_metrics
         skipped = state.skip_filter | skip if skip else state.skip_filter
-        for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
+        for plugin in cast("list[fw.FilterPlugin]", self._points.get(FILTER, [])):
             if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
@@ -432,7 +439,7 @@ class Framework:
         # Each plugin that could not help says why; the pod's message keeps every reason, joined as
         # kube-scheduler joins its PostFilter plugins' reasons.
         reasons: list[str] = []
-        for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(ExtensionPoint.POST_FILTER, [])):
+        for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(POST_FILTER, [])):
             diagnosis.post_filter_message = None
             started = time.perf_counter()
             try:
@@ -479,7 +486,7 @@ class Framework:
         """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
         ``filter_rows``)."""
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
+        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(PRE_SCORE, [])):
             if plugin.name in skip or (only is not None and plugin.name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
@@ -512,7 +519,7 @@ class Framework:
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         skipped = state.skip_score
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
+        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
             if plugin.name in skipped:
                 continue
             started = time.perf_counter() if record else 0.0
@@ -540,7 +547,7 @@ class Framework:
         """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
         record = state.record_plugin_metrics
         found: dict[str, IntArray] = {}
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
+        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
             if plugin.name not in only or plugin.name in state.skip_score:
                 continue
             started = time.perf_counter() if record else 0.0
@@ -557,7 +564,7 @@ class Framework:
     @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
+        for plugin in cast("list[fw.ReservePlugin]", self._points.get(RESERVE, [])):
             started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.reserve(state, pod, node)
@@ -571,7 +578,7 @@ class Framework:
 
     @_point(ExtensionPoint.RESERVE)
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, []))):
+        for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(RESERVE, []))):
             try:
                 plugin.unreserve(state, pod, node)
             except Exception:
@@ -582,7 +589,7 @@ class Framework:
         """SUCCESS, a rejection, or WAIT (the pod is registered in ``handle.waiting_pods``)."""
         record = state.record_plugin_metrics
         waits: dict[str, float] = {}
-        for plugin in cast("list[fw.PermitPlugin]", self._points.get(ExtensionPoint.PERMIT, [])):
+        for plugin in cast("list[fw.PermitPlugin]", self._points.get(PERMIT, [])):
             started = time.perf_counter()
             try:
                 status, timeout = plugin.permit(state, pod, node)
@@ -610,7 +617,7 @@ class Framework:
     @_point(ExtensionPoint.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreBindPlugin]", self._points.get(ExtensionPoint.PRE_BIND, [])):
+        for plugin in cast("list[fw.PreBindPlugin]", self._points.get(PRE_BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.pre_bind(state, pod, node)
@@ -624,7 +631,7 @@ class Framework:
     @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.BindPlugin]", self._points.get(ExtensionPoint.BIND, [])):
+        for plugin in cast("list[fw.BindPlugin]", self._points.get(BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.bind(state, pod, node)
@@ -637,7 +644,7 @@ class Framework:
 
     @_point(ExtensionPoint.POST_BIND)
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in cast("list[fw.PostBindPlugin]", self._points.get(ExtensionPoint.POST_BIND, [])):
+        for plugin in cast("list[fw.PostBindPlugin]", self._points.get(POST_BIND, [])):
             try:
                 plugin.post_bind(state, pod, node)
             except Exception:
