@@ -111,7 +111,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
     def _few_scores(self, table: NodeTable, rows: IntArray, requests: IntArray) -> IntArray:
         """``score`` on a few rows (an equivalence class's changed ones) in Python floats: the same
         float64 operations in the same order as the arrays' (``_fractions``, ``_deviation_per_row``),
-        without numpy's cost per call, which is most of a call on one row."""
+        without numpy's cost per call, which is most of a call on a few rows."""
         parts = []
         for i, name in enumerate(self._names):
             col = table.column.get(name)

@@ -93,8 +93,11 @@ __all__ = [
 NAME = "NodeResourcesFit"
 
 _NON_ZERO_COLUMN = {CPU: NON_ZERO_CPU, MEMORY: NON_ZERO_MEMORY}
-FEW_ROWS = 4
-"""Score at most this many rows in Python ints rather than arrays (``_few_scores``)."""
+FEW_ROWS = 16
+"""Score at most this many rows in Python numbers rather than arrays (``_few_scores``): about where
+numpy's cost per call (some twenty calls per Score) stops outweighing Python's per row."""
+FEW_FILTER_ROWS = 4
+"""Filter at most this many rows in Python ints (``_few_filter``, which makes arrays per reason)."""
 _FITS_CAPACITY = 4096
 """Distinct requests whose ``FitState`` is kept (all forgotten at once past it)."""
 
@@ -260,7 +263,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             state.write(PRE_FILTER_KEY, fit)
         if fit.cols.size == 0:
             return FilterResult.all_feasible(rows.size)
-        if rows.size <= FEW_ROWS:
+        if rows.size <= FEW_FILTER_ROWS:
             return _few_filter(fit, snapshot.table, rows)
         short: BoolArray = fit.amounts > snapshot.table.free(rows, fit.cols)  # rows x requested resources
         feasible: BoolArray = np.logical_not(short.any(axis=1))
@@ -324,7 +327,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
     def _few_scores(self, table: NodeTable, rows: IntArray, pod_requests: IntArray) -> IntArray:
         """``score`` of LeastAllocated or MostAllocated on a few rows (an equivalence class's changed
         ones), in Python ints: the arrays' integer arithmetic without numpy's cost per call, which
-        is most of a call on one row."""
+        is most of a call on a few rows."""
         parts = []
         for i, name in enumerate(self._names):
             col = table.column.get(name)
