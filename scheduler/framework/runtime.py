@@ -190,6 +190,17 @@ class Framework:
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
             self._points[point.value] = plugins
+        self._scorers = tuple(
+            (
+                plugin,
+                plugin.name,
+                getattr(plugin, "normalize_scores", None),
+                self.score_weights.get(plugin.name, 1),
+            )
+            for plugin in self._points.get(SCORE, [])
+        )
+        """Per Score plugin, what ``run_score`` reads of it every cycle: its name, its normalization
+        (None: none) and its weight."""
         self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
@@ -519,26 +530,25 @@ class Framework:
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         skipped = state.skip_score
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
-            if plugin.name in skipped:
+        for plugin, name, normalize, weight in self._scorers:
+            if name in skipped:
                 continue
             started = time.perf_counter() if record else 0.0
-            known = raw.get(plugin.name) if raw is not None else None
+            known = raw.get(name) if raw is not None else None
             try:
                 scores = (
                     np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
                     if known is None
                     else known[rows]
                 )
-                normalize = getattr(plugin, "normalize_scores", None)
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
             except Exception as exc:
                 return total, per_plugin, self._fault(ExtensionPoint.SCORE, plugin, exc)
             if record:
-                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
-            per_plugin[plugin.name] = scores
-            total += scores * self.score_weights.get(plugin.name, 1)
+                self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
+            per_plugin[name] = scores
+            total += scores * weight
         return total, per_plugin, Status.success()
 
     def raw_scores(
