@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import cast
 
 from prometheus_client import Histogram
 from prometheus_client import metrics as prometheus_metrics
@@ -21,6 +22,9 @@ from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 __all__ = ["LeanHistogram"]
+
+_go_string = cast("Callable[[float], str]", floatToGoString)
+"""A bucket bound as prometheus-client writes it (``+Inf``, ``0.005``)."""
 
 
 class LeanHistogram(Histogram):
@@ -38,7 +42,7 @@ class LeanHistogram(Histogram):
         if exemplar is not None:
             raise ValueError("LeanHistogram keeps no exemplars")
         if self._labelnames and not self._labelvalues:  # the parent of labelled children
-            self._raise_if_not_observable()
+            raise ValueError(f"{self._type} metric is missing label values")
         self._total += amount
         at = bisect_left(self._bounds, amount)
         if at < len(self._counts) and amount <= self._bounds[at]:  # NaN falls in no bucket
@@ -49,7 +53,7 @@ class LeanHistogram(Histogram):
         acc = 0.0
         for bound, count in zip(self._bounds, list(self._counts), strict=True):
             acc += count
-            samples.append(Sample("_bucket", {"le": floatToGoString(bound)}, acc, None, None))
+            samples.append(Sample("_bucket", {"le": _go_string(bound)}, acc, None, None))
         samples.append(Sample("_count", {}, acc, None, None))
         if self._bounds[0] >= 0:
             samples.append(Sample("_sum", {}, self._total, None, None))

@@ -32,12 +32,12 @@ from scheduler.framework.interfaces import MAX_NODE_SCORE, PreScorePlugin, Score
 from scheduler.framework.registry import PluginSpec
 from scheduler.framework.status import Status
 from scheduler.plugins.helper.resources import (
+    FEW_ROWS,
     ResourceSpec,
     default_resources,
     is_accounted,
     is_scalar_resource,
 )
-from scheduler.plugins.node_resources_fit import FEW_ROWS
 
 __all__ = ["NAME", "PLUGIN", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs", "new"]
 

@@ -54,6 +54,7 @@ from scheduler.plugins.helper.resources import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
     EPHEMERAL_STORAGE,
+    FEW_ROWS,
     MEMORY,
     PODS,
     ResourceSpec,
@@ -93,9 +94,6 @@ __all__ = [
 NAME = "NodeResourcesFit"
 
 _NON_ZERO_COLUMN = {CPU: NON_ZERO_CPU, MEMORY: NON_ZERO_MEMORY}
-FEW_ROWS = 16
-"""Score at most this many rows in Python numbers rather than arrays (``_few_scores``): about where
-numpy's cost per call (some twenty calls per Score) stops outweighing Python's per row."""
 FEW_FILTER_ROWS = 4
 """Filter at most this many rows in Python ints (``_few_filter``, which makes arrays per reason)."""
 _FITS_CAPACITY = 4096

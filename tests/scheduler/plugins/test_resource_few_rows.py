@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins import node_resources_balanced_allocation as balanced
 from scheduler.plugins import node_resources_fit as fit
-from scheduler.plugins.node_resources_fit import FEW_ROWS
+from scheduler.plugins.helper.resources import FEW_ROWS
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 
 GPU = "nvidia.com/gpu"
