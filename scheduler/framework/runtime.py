@@ -64,6 +64,8 @@ def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
+_SUCCESS, _SKIP, _UNSCHEDULABLE = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE
+"""The codes the loops below compare with, read once: a member read off ``Code`` is a descriptor call."""
 _CODE_NAMES = {code: code.name for code in Code}
 """Each code's name, looked up in a dict: ``Code.name`` goes through the enum's descriptor."""
 
@@ -78,7 +80,7 @@ def _status_of(result: Any) -> str:
                 return _CODE_NAMES[part.code]
     elif isinstance(result, fw.PostFilterResult):
         return _CODE_NAMES[result.status.code]
-    return _CODE_NAMES[Code.SUCCESS]
+    return _CODE_NAMES[_SUCCESS]
 
 
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -348,10 +350,10 @@ class Framework:
             code = result.status.code
             if record:
                 self._observe(PRE_FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
-            if code is Code.SKIP:
+            if code is _SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
-            if code is not Code.SUCCESS:
+            if code is not _SUCCESS:
                 return result.status.with_plugin(plugin.name), None
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
@@ -425,10 +427,10 @@ class Framework:
                     record, ExtensionPoint.FILTER, plugin, Status.error(result.error), started
                 )
                 return rows[:0], status
-            code = Code.SUCCESS if result.feasible.all() else Code.UNSCHEDULABLE
+            code = _SUCCESS if result.feasible.all() else _UNSCHEDULABLE
             if record:
                 self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
-            if code is Code.SUCCESS:
+            if code is _SUCCESS:
                 continue
             rejected = ~result.feasible
             diagnosis.rejecting_plugins.add(plugin.name)
@@ -507,9 +509,9 @@ class Framework:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
             if record:
                 self._observe(PRE_SCORE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
-            if status.code is Code.SKIP:
+            if status.code is _SKIP:
                 state.skip_score.add(plugin.name)
-            elif status.code is not Code.SUCCESS:
+            elif status.code is not _SUCCESS:
                 return status.with_plugin(plugin.name)
         return Status.success()
 
@@ -582,7 +584,7 @@ class Framework:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
             if record:
                 self._observe(RESERVE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
-            if status.code is not Code.SUCCESS:
+            if status.code is not _SUCCESS:
                 return status.with_plugin(plugin.name)
         return Status.success()
 
@@ -648,7 +650,7 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.BIND, plugin, exc)
             status = self._timed(record, ExtensionPoint.BIND, plugin, status, started)
-            if status.code != Code.SKIP:
+            if status.code != _SKIP:
                 return status
         return Status.error("no bind plugin bound the pod")
 
