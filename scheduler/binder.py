@@ -113,7 +113,7 @@ class Binder:
         if self._on_bound is not None:
             self._on_bound(qp, node)
         await self._backend.record_event(
-            EventRecord(
+            EventRecord.model_construct(  # unvalidated: str fields we made, once per bound pod
                 regarding=regarding(pod),
                 reason="Scheduled",
                 message=f"Successfully assigned {pod.key} to {node}",

@@ -229,7 +229,12 @@ class SchedulingLoop:
         count = num_feasible_nodes_to_find(feasible.size, self.percentage_of_nodes_to_score or None)
         if count < feasible.size:
             start = self._next_start % feasible.size
-            rows = np.roll(feasible, -start)[:count]
+            end = start + count  # the ``count`` rows from ``start`` on, wrapping around
+            rows = (
+                feasible[start:end]
+                if end <= feasible.size
+                else np.concatenate((feasible[start:], feasible[: end - feasible.size]))
+            )
             self._next_start = (start + count) % max(1, feasible.size)
         else:
             rows = feasible

@@ -1,8 +1,9 @@
 """Prometheus metrics with kube-scheduler's names, plus koord-scheduler's solver metrics.
 
-A leaf module: it imports nothing of ours. Each ``SchedulerMetrics`` owns its own
-``CollectorRegistry`` (never prometheus-client's global one), so a process creates one and
-tests create as many fresh ones as they like. ``scheduler.http`` serves ``exposition()``.
+A leaf module: it imports nothing of ours but its histogram (``scheduler.lean_histogram``). Each
+``SchedulerMetrics`` owns its own ``CollectorRegistry`` (never prometheus-client's global one), so
+a process creates one and tests create as many fresh ones as they like. ``scheduler.http``
+serves ``exposition()``.
 
 Label values follow kube-scheduler's: extension points are PascalCase (``PreFilter``) and
 statuses are the code names kube prints (``Success``, ``UnschedulableAndUnresolvable``); the
@@ -14,8 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from scheduler.lean_histogram import LeanHistogram
 
 __all__ = [
     "CONTENT_TYPE",
@@ -79,14 +82,14 @@ class SchedulerMetrics:
             ["result", "profile"],
             registry=r,
         )
-        self.scheduling_attempt_duration = Histogram(
+        self.scheduling_attempt_duration = LeanHistogram(
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding hand-off).",
             ["result", "profile"],
             buckets=_ATTEMPT_BUCKETS,
             registry=r,
         )
-        self.pod_scheduling_sli_duration = Histogram(
+        self.pod_scheduling_sli_duration = LeanHistogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
             "E2e latency for a pod being scheduled, from the time the pod enters the scheduling queue, "
             "which may include multiple scheduling attempts.",
@@ -94,7 +97,7 @@ class SchedulerMetrics:
             buckets=_SLI_BUCKETS,
             registry=r,
         )
-        self.pod_scheduling_attempts = Histogram(
+        self.pod_scheduling_attempts = LeanHistogram(
             "scheduler_pod_scheduling_attempts",
             "Number of attempts to successfully schedule a pod.",
             buckets=_POD_ATTEMPTS_BUCKETS,
@@ -102,28 +105,28 @@ class SchedulerMetrics:
         )
 
         # ---- framework ---------------------------------------------------------------------
-        self.extension_point_duration = Histogram(
+        self.extension_point_duration = LeanHistogram(
             "scheduler_framework_extension_point_duration_seconds",
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=_EXTENSION_POINT_BUCKETS,
             registry=r,
         )
-        self.plugin_execution_duration = Histogram(
+        self.plugin_execution_duration = LeanHistogram(
             "scheduler_plugin_execution_duration_seconds",
             "Duration for running a plugin at a specific extension point.",
             ["plugin", "extension_point", "status"],
             buckets=_PLUGIN_BUCKETS,
             registry=r,
         )
-        self.permit_wait_duration = Histogram(
+        self.permit_wait_duration = LeanHistogram(
             "scheduler_permit_wait_duration_seconds",
             "Duration of waiting on permit (a gang waits here for its members).",
             ["result"],
             buckets=_ATTEMPT_BUCKETS,
             registry=r,
         )
-        self.binding_duration = Histogram(
+        self.binding_duration = LeanHistogram(
             "scheduler_binding_duration_seconds",
             "Binding latency in seconds (PreBind + Bind), by result.",
             ["result"],
@@ -165,7 +168,7 @@ class SchedulerMetrics:
             "Total preemption attempts in the cluster till now.",
             registry=r,
         )
-        self.preemption_victims = Histogram(
+        self.preemption_victims = LeanHistogram(
             "scheduler_preemption_victims",
             "Number of selected preemption victims.",
             buckets=_VICTIM_BUCKETS,
@@ -173,7 +176,7 @@ class SchedulerMetrics:
         )
 
         # ---- solver (koordinator-py's own) -------------------------------------------------
-        self.solver_duration = Histogram(
+        self.solver_duration = LeanHistogram(
             "koord_scheduler_solver_duration_seconds",
             "Wall time of one solver call (CP-SAT or greedy), by solver and outcome status.",
             ["solver", "status"],
@@ -186,7 +189,7 @@ class SchedulerMetrics:
             ["solver", "reason"],
             registry=r,
         )
-        self.solver_gap = Histogram(
+        self.solver_gap = LeanHistogram(
             "koord_scheduler_solver_gap_ratio",
             "Proven relative gap of a CP-SAT answer to the best possible one (0: optimal), by solver.",
             ["solver"],

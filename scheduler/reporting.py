@@ -48,15 +48,16 @@ def is_malformed_input(status: Status) -> bool:
 
 def regarding(pod: PodInfo) -> ObjectRef:
     """The object events about ``pod`` are written on: the pod, or the Reservation a reserve pod
-    stands in for."""
+    stands in for. Built unvalidated: every field is a str of the validated pod, and every bound
+    pod gets one."""
     if is_reserve_pod(pod.annotations):
-        return ObjectRef(
+        return ObjectRef.model_construct(
             api_version=RESERVATIONS.api_version,
             kind=RESERVATIONS.kind,
             name=pod.annotations.get(ANNOTATION_RESERVATION_NAME, pod.name),
             uid=pod.uid,
         )
-    return ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+    return ObjectRef.model_construct(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
 
 
 def _now() -> str:

@@ -199,6 +199,31 @@ def _requests_and_non_zero(pod: Pod) -> tuple[dict[str, int], tuple[str, ...], t
     return requests, problems, pair
 
 
+_Parts = tuple[object, object, object, dict[str, int], tuple[int, int], tuple[HostPort, ...]]
+_BY_PARTS: dict[int, _Parts] = {}
+"""By the identity of a pod's containers: those containers, its init containers and overhead (the
+objects), and what ``_requests_and_non_zero`` and ``host_ports`` made of them. The replicas of a
+workload share these objects (``share``) and so does each later version of a pod (a binding
+changes none of them), so most pods are decoded without reading their containers at all (decoded
+pods are never mutated). Only results without problems are kept."""
+
+
+def _computed(pod: Pod) -> tuple[dict[str, int], tuple[str, ...], tuple[int, int], tuple[HostPort, ...]]:
+    """Requests, their problems, non-zero cpu/memory and host ports of ``pod``."""
+    spec = pod.spec
+    containers, inits, overhead = spec.containers, spec.init_containers, spec.overhead
+    known = _BY_PARTS.get(id(containers))
+    if known is not None and known[0] is containers and known[1] is inits and known[2] is overhead:
+        return dict(known[3]), (), known[4], known[5]
+    requests, problems, non_zero = _requests_and_non_zero(pod)
+    ports = host_ports(pod)
+    if not problems:
+        if len(_BY_PARTS) >= _COMPUTED_CAPACITY:
+            _BY_PARTS.clear()
+        _BY_PARTS[id(containers)] = (containers, inits, overhead, dict(requests), non_zero, ports)
+    return requests, problems, non_zero, ports
+
+
 _DECODED: ContextVar[dict[int, PodInfo] | None] = ContextVar("decoded_pods", default=None)
 
 
@@ -258,7 +283,7 @@ class PodInfo:
             sub_priority = priority_ext.get_pod_sub_priority(labels)
         except ValueError:  # a malformed label orders the pod as if it had none
             sub_priority = 0
-        requests, problems, non_zero = _requests_and_non_zero(pod)
+        requests, problems, non_zero, ports = _computed(pod)
         return cls(
             pod=pod,
             key=namespaced_key(meta.namespace, meta.name),
@@ -271,7 +296,7 @@ class PodInfo:
             annotations=meta.annotations or {},
             problems=problems,
             non_zero=non_zero,
-            host_ports=host_ports(pod),
+            host_ports=ports,
         )
 
     @property

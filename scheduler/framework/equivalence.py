@@ -59,6 +59,9 @@ class _Group:
     plugins: frozenset[str]
     stamps: IntArray
     """Per row, the stamp it was answered at (0: never; for ``RowInputs.NODE``, 1: answered)."""
+    complete: bool = False
+    """``RowInputs.NODE`` only: every active row is answered, so none is ever due again (a row that
+    becomes active is a node change, which drops the entry)."""
 
 
 @dataclass
@@ -82,13 +85,21 @@ class _Entry:
 
 def _due(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> IntArray:
     """The rows of ``rows`` whose answer from ``group`` is missing or out of date."""
+    if group.complete:
+        return rows[:0]
     stale = group.stamps[rows] == 0 if inputs is RowInputs.NODE else group.stamps[rows] != versions[rows]
     due: IntArray = rows[stale]
     return due
 
 
-def _answered(group: _Group, inputs: RowInputs, rows: IntArray, versions: IntArray) -> None:
-    group.stamps[rows] = 1 if inputs is RowInputs.NODE else versions[rows]
+def _answered(group: _Group, inputs: RowInputs, rows: IntArray, snapshot: Snapshot) -> None:
+    table = snapshot.table
+    if inputs is RowInputs.NODE:
+        group.stamps[rows] = 1
+        size = group.stamps.shape[0]
+        group.complete = bool(group.stamps[table.active[:size]].all())
+    else:
+        group.stamps[rows] = table.versions[rows]
 
 
 @dataclass
@@ -127,7 +138,7 @@ class ClassView:
                 if into is None:
                     into = entry.raw[name] = np.zeros(group.stamps.shape[0], dtype=np.int64)
                 into[due] = scores
-            _answered(group, inputs, due, versions)
+            _answered(group, inputs, due, self._snapshot)
         state.skip_score.update(entry.score_skipped)
         return entry.raw
 
@@ -168,7 +179,7 @@ class EquivalenceClasses:
                 feasible = entry.feasible[inputs]
                 feasible[due] = False
                 feasible[accepted] = True
-                _answered(group, inputs, due, versions)
+                _answered(group, inputs, due, snapshot)
             passed = passed[entry.feasible[inputs][passed]]
         self.hits += 1
         return ClassView(entry.local_filters, entry.local_scores, passed, entry, fwk, state, pod, snapshot)

@@ -52,23 +52,35 @@ FILTER = ExtensionPoint.FILTER.value
 PRE_SCORE = ExtensionPoint.PRE_SCORE.value
 SCORE = ExtensionPoint.SCORE.value
 RESERVE = ExtensionPoint.RESERVE.value
+PRE_ENQUEUE = ExtensionPoint.PRE_ENQUEUE.value
+POST_FILTER = ExtensionPoint.POST_FILTER.value
+PERMIT = ExtensionPoint.PERMIT.value
+PRE_BIND = ExtensionPoint.PRE_BIND.value
+BIND = ExtensionPoint.BIND.value
+POST_BIND = ExtensionPoint.POST_BIND.value
 
 
 def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
+_SUCCESS, _SKIP, _UNSCHEDULABLE = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE
+"""The codes the loops below compare with, read once: a member read off ``Code`` is a descriptor call."""
+_CODE_NAMES = {code: code.name for code in Code}
+"""Each code's name, looked up in a dict: ``Code.name`` goes through the enum's descriptor."""
+
+
 def _status_of(result: Any) -> str:
     """The status code name in whatever an extension point's runner returns."""
     if isinstance(result, Status):
-        return result.code.name
-    if isinstance(result, fw.PostFilterResult):
-        return result.status.code.name
+        return _CODE_NAMES[result.code]
     if isinstance(result, tuple):
-        found = next((r for r in result if isinstance(r, Status)), None)
-        if found is not None:
-            return found.code.name
-    return Code.SUCCESS.name
+        for part in result:
+            if isinstance(part, Status):
+                return _CODE_NAMES[part.code]
+    elif isinstance(result, fw.PostFilterResult):
+        return _CODE_NAMES[result.status.code]
+    return _CODE_NAMES[_SUCCESS]
 
 
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
@@ -101,6 +113,8 @@ _R = TypeVar("_R")
 def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[..., _R]]:
     """Time all plugins of ``point`` for one pod (extension_point_duration_seconds)."""
 
+    label = point.value  # an enum's value is a descriptor read: read once, not per call
+
     def wrap(run: Callable[..., _R]) -> Callable[..., _R]:
         if inspect.iscoroutinefunction(run):
 
@@ -109,7 +123,7 @@ def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[...,
                 started = time.perf_counter()
                 result = await run(self, *args, **kwargs)
                 self._observe_point(
-                    point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
+                    label, _status_of(result), self.scheduler_name, time.perf_counter() - started
                 )
                 return result
 
@@ -119,9 +133,7 @@ def _point(point: ExtensionPoint) -> Callable[[Callable[..., _R]], Callable[...,
         def timed(self: Framework, *args: Any, **kwargs: Any) -> _R:
             started = time.perf_counter()
             result = run(self, *args, **kwargs)
-            self._observe_point(
-                point.value, _status_of(result), self.scheduler_name, time.perf_counter() - started
-            )
+            self._observe_point(label, _status_of(result), self.scheduler_name, time.perf_counter() - started)
             return result
 
         return timed
@@ -162,7 +174,8 @@ class Framework:
                     raw_args = profile.plugin_args.get(ref.name, {})
                     args = spec.args_model.model_validate(raw_args) if spec.args_model else None
                     self.plugins[ref.name] = spec.factory(args, self.handle)
-        self._points: dict[ExtensionPoint, list[Any]] = {}
+        self._points: dict[str, list[Any]] = {}
+        """By the point's label (``point.value``): an enum member hashes in Python, a str does not."""
         self.score_weights: dict[str, int] = {}
         for point, refs in profile.plugins.items():
             plugins = []
@@ -178,7 +191,18 @@ class Framework:
                 plugins.append(plugin)
                 if point is ExtensionPoint.SCORE:
                     self.score_weights[ref.name] = ref.weight
-            self._points[point] = plugins
+            self._points[point.value] = plugins
+        self._scorers = tuple(
+            (
+                plugin,
+                plugin.name,
+                getattr(plugin, "normalize_scores", None),
+                self.score_weights.get(plugin.name, 1),
+            )
+            for plugin in self._points.get(SCORE, [])
+        )
+        """Per Score plugin, what ``run_score`` reads of it every cycle: its name, its normalization
+        (None: none) and its weight."""
         self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
@@ -197,7 +221,7 @@ class Framework:
             p for p in self.plugins.values() if isinstance(p, ext.NUMAHintProvider)
         )
         self._queue_precedence = tuple(p for p in self.plugins.values() if isinstance(p, ext.QueuePrecedence))
-        sorts = self._points.get(ExtensionPoint.QUEUE_SORT, [])
+        sorts = self._points.get(ExtensionPoint.QUEUE_SORT.value, [])
         if len(sorts) != 1:
             raise ValueError(f"profile {self.scheduler_name}: exactly one queueSort plugin must be enabled")
         self._queue_sort: fw.QueueSortPlugin = sorts[0]
@@ -265,14 +289,14 @@ class Framework:
     # ---- lookup ------------------------------------------------------------------------------
 
     def has(self, point: ExtensionPoint) -> bool:
-        return bool(self._points.get(point))
+        return bool(self._points.get(point.value))
 
     def plugin(self, name: str) -> Any | None:
         return self.plugins.get(name)
 
     def runs_at(self, point: ExtensionPoint) -> Sequence[fw.Plugin]:
         """The plugins enabled at ``point``, in their order."""
-        return tuple(self._points.get(point, ()))
+        return tuple(self._points.get(point.value, ()))
 
     # ---- helpers -----------------------------------------------------------------------------
 
@@ -280,7 +304,7 @@ class Framework:
         self, record: bool, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float
     ) -> Status:
         if record:
-            self._observe(point.value, plugin.name, status.code.name, time.perf_counter() - started)
+            self._observe(point.value, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
         return status.with_plugin(plugin.name) if not status.ok else status
 
     def _fault(self, point: ExtensionPoint, plugin: fw.Plugin, exc: BaseException) -> Status:
@@ -298,7 +322,7 @@ class Framework:
     @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:
         record = self._pre_enqueue_sample.take()
-        for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(ExtensionPoint.PRE_ENQUEUE, [])):
+        for plugin in cast("list[fw.PreEnqueuePlugin]", self._points.get(PRE_ENQUEUE, [])):
             started = time.perf_counter()
             try:
                 status = plugin.pre_enqueue(pod)
@@ -317,7 +341,7 @@ class Framework:
     ) -> tuple[Status, frozenset[str] | None]:
         record = state.record_plugin_metrics
         allowed: frozenset[str] | None = None
-        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(ExtensionPoint.PRE_FILTER, [])):
+        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(PRE_FILTER, [])):
             started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.pre_filter(state, pod, snapshot)
@@ -325,11 +349,11 @@ class Framework:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
             code = result.status.code
             if record:
-                self._observe(PRE_FILTER, plugin.name, code.name, time.perf_counter() - started)
-            if code is Code.SKIP:
+                self._observe(PRE_FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+            if code is _SKIP:
                 state.skip_filter.add(plugin.name)
                 continue
-            if code is not Code.SUCCESS:
+            if code is not _SUCCESS:
                 return result.status.with_plugin(plugin.name), None
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
@@ -390,7 +414,7 @@ class Framework:
         does beside its one Filter pass (an equivalence class asking about the rows that changed)."""
         record = state.record_plugin_metrics
         skipped = state.skip_filter | skip if skip else state.skip_filter
-        for plugin in cast("list[fw.FilterPlugin]", self._points.get(ExtensionPoint.FILTER, [])):
+        for plugin in cast("list[fw.FilterPlugin]", self._points.get(FILTER, [])):
             if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
@@ -403,10 +427,10 @@ class Framework:
                     record, ExtensionPoint.FILTER, plugin, Status.error(result.error), started
                 )
                 return rows[:0], status
-            code = Code.SUCCESS if result.feasible.all() else Code.UNSCHEDULABLE
+            code = _SUCCESS if result.feasible.all() else _UNSCHEDULABLE
             if record:
-                self._observe(FILTER, plugin.name, code.name, time.perf_counter() - started)
-            if code is Code.SUCCESS:
+                self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+            if code is _SUCCESS:
                 continue
             rejected = ~result.feasible
             diagnosis.rejecting_plugins.add(plugin.name)
@@ -428,7 +452,7 @@ class Framework:
         # Each plugin that could not help says why; the pod's message keeps every reason, joined as
         # kube-scheduler joins its PostFilter plugins' reasons.
         reasons: list[str] = []
-        for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(ExtensionPoint.POST_FILTER, [])):
+        for plugin in cast("list[fw.PostFilterPlugin]", self._points.get(POST_FILTER, [])):
             diagnosis.post_filter_message = None
             started = time.perf_counter()
             try:
@@ -475,7 +499,7 @@ class Framework:
         """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
         ``filter_rows``)."""
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(ExtensionPoint.PRE_SCORE, [])):
+        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(PRE_SCORE, [])):
             if plugin.name in skip or (only is not None and plugin.name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
@@ -484,10 +508,10 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
             if record:
-                self._observe(PRE_SCORE, plugin.name, status.code.name, time.perf_counter() - started)
-            if status.code is Code.SKIP:
+                self._observe(PRE_SCORE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+            if status.code is _SKIP:
                 state.skip_score.add(plugin.name)
-            elif status.code is not Code.SUCCESS:
+            elif status.code is not _SUCCESS:
                 return status.with_plugin(plugin.name)
         return Status.success()
 
@@ -508,26 +532,25 @@ class Framework:
         total = np.zeros(rows.size, dtype=np.int64)
         per_plugin: dict[str, IntArray] = {}
         skipped = state.skip_score
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
-            if plugin.name in skipped:
+        for plugin, name, normalize, weight in self._scorers:
+            if name in skipped:
                 continue
             started = time.perf_counter() if record else 0.0
-            known = raw.get(plugin.name) if raw is not None else None
+            known = raw.get(name) if raw is not None else None
             try:
                 scores = (
                     np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
                     if known is None
                     else known[rows]
                 )
-                normalize = getattr(plugin, "normalize_scores", None)
                 if normalize is not None:
                     scores = np.asarray(normalize(state, pod, scores), dtype=np.int64)
             except Exception as exc:
                 return total, per_plugin, self._fault(ExtensionPoint.SCORE, plugin, exc)
             if record:
-                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
-            per_plugin[plugin.name] = scores
-            total += scores * self.score_weights.get(plugin.name, 1)
+                self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
+            per_plugin[name] = scores
+            total += scores * weight
         return total, per_plugin, Status.success()
 
     def raw_scores(
@@ -536,7 +559,7 @@ class Framework:
         """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
         record = state.record_plugin_metrics
         found: dict[str, IntArray] = {}
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(ExtensionPoint.SCORE, [])):
+        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
             if plugin.name not in only or plugin.name in state.skip_score:
                 continue
             started = time.perf_counter() if record else 0.0
@@ -553,21 +576,21 @@ class Framework:
     @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, [])):
+        for plugin in cast("list[fw.ReservePlugin]", self._points.get(RESERVE, [])):
             started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.reserve(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
             if record:
-                self._observe(RESERVE, plugin.name, status.code.name, time.perf_counter() - started)
-            if status.code is not Code.SUCCESS:
+                self._observe(RESERVE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+            if status.code is not _SUCCESS:
                 return status.with_plugin(plugin.name)
         return Status.success()
 
     @_point(ExtensionPoint.RESERVE)
     def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(ExtensionPoint.RESERVE, []))):
+        for plugin in reversed(cast("list[fw.ReservePlugin]", self._points.get(RESERVE, []))):
             try:
                 plugin.unreserve(state, pod, node)
             except Exception:
@@ -578,7 +601,7 @@ class Framework:
         """SUCCESS, a rejection, or WAIT (the pod is registered in ``handle.waiting_pods``)."""
         record = state.record_plugin_metrics
         waits: dict[str, float] = {}
-        for plugin in cast("list[fw.PermitPlugin]", self._points.get(ExtensionPoint.PERMIT, [])):
+        for plugin in cast("list[fw.PermitPlugin]", self._points.get(PERMIT, [])):
             started = time.perf_counter()
             try:
                 status, timeout = plugin.permit(state, pod, node)
@@ -606,7 +629,7 @@ class Framework:
     @_point(ExtensionPoint.PRE_BIND)
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreBindPlugin]", self._points.get(ExtensionPoint.PRE_BIND, [])):
+        for plugin in cast("list[fw.PreBindPlugin]", self._points.get(PRE_BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.pre_bind(state, pod, node)
@@ -620,20 +643,20 @@ class Framework:
     @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.BindPlugin]", self._points.get(ExtensionPoint.BIND, [])):
+        for plugin in cast("list[fw.BindPlugin]", self._points.get(BIND, [])):
             started = time.perf_counter()
             try:
                 status = await plugin.bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.BIND, plugin, exc)
             status = self._timed(record, ExtensionPoint.BIND, plugin, status, started)
-            if status.code != Code.SKIP:
+            if status.code != _SKIP:
                 return status
         return Status.error("no bind plugin bound the pod")
 
     @_point(ExtensionPoint.POST_BIND)
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        for plugin in cast("list[fw.PostBindPlugin]", self._points.get(ExtensionPoint.POST_BIND, [])):
+        for plugin in cast("list[fw.PostBindPlugin]", self._points.get(POST_BIND, [])):
             try:
                 plugin.post_bind(state, pod, node)
             except Exception:

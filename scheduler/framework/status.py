@@ -35,6 +35,12 @@ class Code(IntEnum):
     PENDING = 6
 
 
+_CODE_SUCCESS = Code.SUCCESS
+"""Read once: a member read off ``Code`` is a descriptor call, and ``ok`` is asked dozens of times
+per pod."""
+_REJECTED = frozenset({Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE})
+
+
 @dataclass(frozen=True, slots=True)
 class Status:
     code: Code = Code.SUCCESS
@@ -71,11 +77,11 @@ class Status:
 
     @property
     def ok(self) -> bool:
-        return self.code is Code.SUCCESS
+        return self.code is _CODE_SUCCESS
 
     @property
     def rejected(self) -> bool:
-        return self.code in (Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        return self.code in _REJECTED
 
     def with_plugin(self, plugin: str) -> Status:
         # Built directly: dataclasses.replace costs ten times as much, on every SKIP of every cycle.

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from apis.core import ContainerImage, Node, Pod
+from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.cache import Cache
 from scheduler.cache.node_table import NodeTable
@@ -563,3 +564,29 @@ def test_the_cache_knows_whether_any_node_holds_a_pod_below_a_priority() -> None
     assert cache.has_pod_below(0)
     cache.forget("assumed")
     assert not cache.has_pod_below(1_000_000)
+
+
+def test_a_pod_sharing_containers_gets_their_figures_and_its_own_overhead_counted() -> None:
+    # Figures are kept by the identity of the containers, init containers and overhead: a later
+    # version of a pod (bound: the same container objects) reads them, each in a dict of its own,
+    # and a pod that shares only the containers has its overhead counted.
+    spec = {
+        "containers": [
+            {
+                "name": "c",
+                "resources": {"requests": {"cpu": "1"}},
+                "ports": [{"containerPort": 80, "hostPort": 8080}],
+            }
+        ]
+    }
+    first = PodInfo.of(Pod.model_validate({"metadata": {"name": "a"}, "spec": spec}))
+    bound = first.pod.model_copy(update={"spec": first.pod.spec.model_copy(update={"node_name": "n1"})})
+    again = PodInfo.of(bound)
+    assert again.requests == first.requests == {"cpu": 1000, "pods": 1}
+    assert again.requests is not first.requests
+    assert again.host_ports == first.host_ports == (("0.0.0.0", "TCP", 8080),)
+    assert again.non_zero == first.non_zero
+    with_overhead = first.pod.model_copy(
+        update={"spec": first.pod.spec.model_copy(update={"overhead": {"cpu": Quantity.parse("500m")}})}
+    )
+    assert PodInfo.of(with_overhead).requests == {"cpu": 1500, "pods": 1}

@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "EPHEMERAL_STORAGE",
+    "FEW_ROWS",
     "MEMORY",
     "PODS",
     "ResourceSpec",
@@ -82,6 +83,11 @@ def scored_request(pod: PodInfo, names: Sequence[str]) -> IntArray:
     values = [non_zero[n] if n in non_zero else pod.requests.get(n, 0) for n in names]
     return np.asarray(values, dtype=np.int64)
 
+
+FEW_ROWS = 16
+"""The resource plugins score at most this many rows in Python numbers rather than arrays (an
+equivalence class's changed rows): about where numpy's cost per call (some twenty calls per Score)
+stops outweighing Python's per row."""
 
 # ---- per-resource scores (vectorized, integer arithmetic as in Go) ------------------------------
 

@@ -24,14 +24,11 @@ import numpy as np
 from apis.client.backend import PODS, RESERVATIONS, BackendError, WatchEvent
 from apis.client.rbac import PolicyRule
 from apis.core import Pod
-from apis.errors import InvalidAnnotation
 from apis.extension.numa import (
     ANNOTATION_RESOURCE_SPEC,
     ANNOTATION_RESOURCE_STATUS,
     LABEL_NODE_CPU_BIND_POLICY,
     LABEL_NUMA_TOPOLOGY_POLICY,
-    get_numa_topology_spec,
-    get_resource_spec,
 )
 from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.node_table import BoolArray, IntArray
@@ -52,7 +49,7 @@ from scheduler.plugins.node_numa_resource.node_ratios import NodeRatios
 from scheduler.plugins.node_numa_resource.node_room import room_on
 from scheduler.plugins.node_numa_resource.node_scoring import placed_score
 from scheduler.plugins.node_numa_resource.placement import Placer
-from scheduler.plugins.node_numa_resource.policy import cpu_request
+from scheduler.plugins.node_numa_resource.pod_request import PodRequests
 from scheduler.plugins.node_numa_resource.resource_status import resource_status_annotation
 from scheduler.plugins.node_numa_resource.room import describe_shape
 from scheduler.plugins.node_numa_resource.store import NUMAStore, Record
@@ -78,6 +75,7 @@ class NodeNUMAResource:
         events = WarningEvents(handle)
         self.ratios = NodeRatios(events)
         self.placer = Placer(args, handle, self.store, self.ratios)
+        self._requests = PodRequests(args.default_cpu_bind_policy)
         self._pods = PodHandler(self.store, events)
         self._upsert_pod = self._pods.upsert
         self._delete_pod = self._pods.delete
@@ -108,25 +106,12 @@ class NodeNUMAResource:
     # ---- PreFilter / Filter ----
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
-        resources = {name: amount for name, amount in pod.requests.items() if amount > 0}
-        if not resources:
+        request = self._requests.of(pod)
+        if request is None:
             return PreFilterResult(Status.skip())
-        try:
-            spec = get_resource_spec(pod.annotations)
-            numa_spec = get_numa_topology_spec(pod.annotations)
-        except InvalidAnnotation as exc:
-            return PreFilterResult(Status.unresolvable(str(exc)))
-        cpu = cpu_request(
-            milli_cpu=resources.get("cpu", 0),
-            labels=pod.labels,
-            priority=pod.pod.spec.priority,
-            spec=spec,
-            numa_spec=numa_spec,
-            default_bind_policy=self.args.default_cpu_bind_policy,
-        )
-        if isinstance(cpu, str):
-            return PreFilterResult(Status.unresolvable(cpu))
-        state.write(CYCLE, Cycle(resources, cpu, spec, numa_spec))
+        if isinstance(request, str):
+            return PreFilterResult(Status.unresolvable(request))
+        state.write(CYCLE, Cycle(dict(request.resources), request.cpu, request.spec, request.numa_spec))
         return PreFilterResult()
 
     def filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray) -> FilterResult:

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from scheduler.cache.node_table import NodeTable
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import ClusterEvent
@@ -408,3 +409,20 @@ def test_pods_without_requests_on_a_node_count_as_100m_and_200mi_when_scoring() 
     }
     # Filter still sees the real requests: the best-effort pods take no cpu.
     assert filter_reasons(plugin(), make_pod("big").req(cpu="4").info(), snapshot) == {"busy": [], "idle": []}
+
+
+def test_fit_state_is_kept_per_requests_and_per_table() -> None:
+    """Pods of equal requests share one FitState; another node table (its columns in another
+    order) gets its own."""
+    p = plugin()
+    gpu_first, cpu_first = NodeTable(), NodeTable()
+    for table, names in ((gpu_first, (GPU, "pods", "cpu")), (cpu_first, ("pods", "cpu", GPU))):
+        for name in names:
+            table.column_of(name)
+    pods = [make_pod(name).req({GPU: "1"}, cpu="1").info() for name in ("p", "q")]
+    first = p.fit_state(pods[0], gpu_first)
+    assert p.fit_state(pods[1], gpu_first) is first
+    assert first.cols.tolist() == [1, 2, 0]
+    assert p.fit_state(pods[1], cpu_first).cols.tolist() == [0, 1, 2]
+    assert p.fit_state(pods[0], gpu_first).cols.tolist() == [1, 2, 0]
+    assert not first.amounts.flags.writeable
