@@ -24,6 +24,7 @@ from scheduler.plugins.device_share.fragmentation import (
     Cards,
     FloatArray,
     Int64Array,
+    Shapes,
     cards_of,
     host_deltas,
     moves_of,
@@ -42,6 +43,10 @@ __all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
 _SEEN = 4096
+_SHAPES_KEPT = 64
+
+_MixShapes = tuple[dict[GPURequest, float], Shapes, list[GPURequest]]
+"""A mix's weights, ``shapes_of`` them, and the shapes of positive weight in order."""
 
 
 class FragmentationStrategy:
@@ -63,6 +68,8 @@ class FragmentationStrategy:
         else:
             self.mix = RequestMix(args.half_life_pods, args.max_shapes)
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._shapes: dict[tuple[GPURequest | None, tuple[int, int] | None], _MixShapes] = {}
+        self._shapes_version = -1
 
     def observe(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """A pod asks for ``request``: counted once however often it is retried (the last
@@ -96,10 +103,8 @@ class FragmentationStrategy:
         free = [g for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
         if not free:
             return None
-        weights = self.mix.weights(request)
-        shapes = shapes_of(weights)
+        _, shapes, kinds = self._mix_shapes(request, None)
         if self.memo is not None and card_row is not None and shapes.weight.size:
-            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
             rows = np.array([card_row], dtype=np.int64)
             deltas = single_card_combine(self.memo.parts(request, kinds, rows, len(gpus)), shapes)[0]
         else:
@@ -158,14 +163,12 @@ class FragmentationStrategy:
         count = cards.capacity.shape[0]
         if not count:
             return np.zeros(0, dtype=np.int64)
-        weights = self.mix.weights(request)
-        shapes = shapes_of(weights, self.mix.hosts(request, host_take))
+        _, shapes, kinds = self._mix_shapes(request, host_take)
         take = np.asarray(host_take, dtype=np.int64)
         best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
             if self.memo is not None and card_rows is not None and shapes.weight.size:
-                kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
                 parts = self.memo.parts(request, kinds, card_rows[free_choice], cards.capacity.shape[1])
                 deltas = single_card_combine(parts, shapes, host, take)
             else:
@@ -204,13 +207,11 @@ class FragmentationStrategy:
         """``host_scores`` of nodes given as arrays (``cards_of``); ``card_rows`` as in
         ``scores_of`` (the shapes' card sums are then taken from ``sums``)."""
         count = cards.capacity.shape[0]
-        weights = self.mix.weights_seen()
+        weights, shapes, kinds = self._mix_shapes(None, None)
         if not count or (stranded is None and not weights):
             return np.zeros(count, dtype=np.int64)
         deltas = np.zeros(count, dtype=np.float64)
         if weights:
-            shapes = shapes_of(weights, self.mix.hosts_seen())
-            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
             sums = None
             if self.sums is not None and card_rows is not None and len(kinds) >= 2:
                 sums = self.sums.sums(kinds, card_rows, cards.capacity.shape[1])
@@ -219,6 +220,25 @@ class FragmentationStrategy:
         if stranded is not None:
             deltas = deltas + stranded
         return scaled(deltas)
+
+    def _mix_shapes(self, request: GPURequest | None, host_take: tuple[int, int] | None) -> _MixShapes:
+        """The mix to score ``request`` against (None: the shapes seen, for a pod without GPUs,
+        with their cpu and memory), with the shapes' cpu and memory unless ``host_take`` is None;
+        kept while the mix is unchanged: a pod asks two or three times, and each answer sorts the
+        mix and builds the shapes' arrays."""
+        if self._shapes_version != self.mix.version or len(self._shapes) >= _SHAPES_KEPT:
+            self._shapes.clear()
+            self._shapes_version = self.mix.version
+        kept = self._shapes.get((request, host_take))
+        if kept is None:
+            if request is None:
+                weights, hosts = self.mix.weights_seen(), self.mix.hosts_seen()
+            else:
+                weights = self.mix.weights(request)
+                hosts = None if host_take is None else self.mix.hosts(request, host_take)
+            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
+            kept = self._shapes[(request, host_take)] = (weights, shapes_of(weights, hosts), kinds)
+        return kept
 
 
 def scaled(best: FloatArray) -> IntArray:
