@@ -21,6 +21,7 @@ from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
+    CardRows,
     Cards,
     FloatArray,
     Int64Array,
@@ -147,7 +148,7 @@ class FragmentationStrategy:
     def scores_of(
         self,
         request: GPURequest,
-        cards: Cards,
+        cards: CardRows,
         fixed: Int64Array,
         fixed_ok: BoolArray,
         free_choice: BoolArray,
@@ -160,7 +161,7 @@ class FragmentationStrategy:
         (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``;
         ``card_rows``: the nodes' rows in the store's card table when ``cards`` are those rows'
         cards as the store holds them (the one-card parts are then taken from ``memo``)."""
-        count = cards.capacity.shape[0]
+        count, width = cards.shape
         if not count:
             return np.zeros(0, dtype=np.int64)
         _, shapes, kinds = self._mix_shapes(request, host_take)
@@ -169,7 +170,7 @@ class FragmentationStrategy:
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
             if self.memo is not None and card_rows is not None and shapes.weight.size:
-                parts = self.memo.parts(request, kinds, card_rows[free_choice], cards.capacity.shape[1])
+                parts = self.memo.parts(request, kinds, card_rows[free_choice], width)
                 deltas = single_card_combine(parts, shapes, host, take)
             else:
                 deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
@@ -231,6 +232,7 @@ class FragmentationStrategy:
             self._shapes_version = self.mix.version
         kept = self._shapes.get((request, host_take))
         if kept is None:
+            hosts: Mapping[GPURequest, tuple[int, int]] | None
             if request is None:
                 weights, hosts = self.mix.weights_seen(), self.mix.hosts_seen()
             else:
