@@ -38,6 +38,7 @@ __all__ = [
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "shape_hosts",
     "shape_sums",
     "shapes_of",
     "single_card_combine",
@@ -144,8 +145,16 @@ def shapes_of(
         memory=np.array([-1 if r.memory is None else r.memory for r, _ in items], dtype=np.int64),
         whole=np.array([r.whole for r, _ in items], dtype=np.bool_),
         weight=np.array([w / total for _, w in items], dtype=np.float64),
-        host=np.array([needs.get(r, (0, 0)) for r, _ in items], dtype=np.int64).reshape(len(items), 2),
+        host=shape_hosts([r for r, _ in items], needs),
     )
+
+
+def shape_hosts(shapes: Sequence[GPURequest], host: Mapping[GPURequest, tuple[int, int]]) -> Int64Array:
+    """``Shapes.host`` of ``shapes`` (in order) from the cpu and memory a pod of each asks."""
+    hosts: Int64Array = np.array([host.get(r, (0, 0)) for r in shapes], dtype=np.int64).reshape(
+        len(shapes), 2
+    )
+    return hosts
 
 
 def host_fits(host_free: Int64Array | None, shapes: Shapes) -> BoolArray | None:

@@ -9,6 +9,7 @@ is fed by the pods that ask DeviceShare for GPUs, each once (``request_mix.py``)
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -30,6 +31,7 @@ from scheduler.plugins.device_share.fragmentation import (
     host_deltas,
     moves_of,
     placement_deltas,
+    shape_hosts,
     shapes_of,
     single_card_combine,
     single_card_deltas,
@@ -232,15 +234,25 @@ class FragmentationStrategy:
             self._shapes_version = self.mix.version
         kept = self._shapes.get((request, host_take))
         if kept is None:
-            hosts: Mapping[GPURequest, tuple[int, int]] | None
             if request is None:
-                weights, hosts = self.mix.weights_seen(), self.mix.hosts_seen()
-            else:
+                weights = self.mix.weights_seen()
+                kept = (weights, shapes_of(weights, self.mix.hosts_seen()), _positive(weights))
+            elif host_take is None:
                 weights = self.mix.weights(request)
-                hosts = None if host_take is None else self.mix.hosts(request, host_take)
-            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
-            kept = self._shapes[(request, host_take)] = (weights, shapes_of(weights, hosts), kinds)
+                kept = (weights, shapes_of(weights), _positive(weights))
+            else:
+                # Score asks with the pod's cpu and memory, Reserve without: the same shapes, but
+                # for the cpu and memory of each.
+                weights, shapes, kinds = self._mix_shapes(request, None)
+                hosts = shape_hosts(kinds, self.mix.hosts(request, host_take))
+                kept = (weights, dataclasses.replace(shapes, host=hosts), kinds)
+            self._shapes[(request, host_take)] = kept
         return kept
+
+
+def _positive(weights: Mapping[GPURequest, float]) -> list[GPURequest]:
+    """The shapes of ``weights`` that ``shapes_of`` keeps, in its order."""
+    return [shape for shape, weight in weights.items() if weight > 0]
 
 
 def scaled(best: FloatArray) -> IntArray:
