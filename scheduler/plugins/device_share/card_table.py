@@ -19,7 +19,7 @@ from scheduler.plugins.device_share.allocator import GPU, GPUUsage
 from scheduler.plugins.device_share.fragmentation import Cards
 from scheduler.plugins.device_share.host_share import FloatArray, card_shares
 
-__all__ = ["CardTable"]
+__all__ = ["CardTable", "TableRows"]
 
 _EMPTY_ROW = 0
 
@@ -133,10 +133,14 @@ class CardTable:
             self._index_names, self._index_key = names, key
         return self._index
 
-    def cards(self, rows: IntArray) -> Cards:
+    def widest(self, rows: IntArray) -> int:
+        """The most cards among card ``rows``."""
+        return int(self.count[rows].max()) if rows.size else 0
+
+    def cards(self, rows: IntArray, width: int | None = None) -> Cards:
         """The cards of card ``rows`` as ``fragmentation.cards_of`` lays them out: padded to the
-        most cards among these rows."""
-        width = int(self.count[rows].max()) if rows.size else 0
+        most cards among these rows (or to ``width``, at least as many)."""
+        width = self.widest(rows) if width is None else width
         return Cards(
             self.capacity[rows, :width],
             self.used[rows, :width],
@@ -152,3 +156,20 @@ class CardTable:
         """The column of card ``minor`` in ``row``."""
         found = np.flatnonzero(self.minors[row] == minor)
         return int(found[0]) if found.size else None
+
+
+class TableRows:
+    """Card ``rows`` of a table as ``fragmentation.CardRows``: their arrays are gathered only for
+    the rows read (the Fragmentation strategy reads none where every node may take any card)."""
+
+    def __init__(self, table: CardTable, rows: IntArray) -> None:
+        self.table = table
+        self.at = rows
+        self.width = table.widest(rows)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return int(self.at.size), self.width
+
+    def rows(self, mask: BoolArray) -> Cards:
+        return self.table.cards(self.at[mask], self.width)

@@ -33,6 +33,8 @@ class ClusterMix:
         """Pods deleted while pending, still counted (``leave``), oldest first."""
         self._host: dict[GPURequest, tuple[int, int]] = {}
         """Summed cpu (milli) and memory (bytes) the shape's pods ask of their node."""
+        self.version = 0
+        """Changes whenever the weights or the hosts change."""
 
     def uids(self) -> list[str]:
         """The pods counted that are still in the cluster."""
@@ -44,6 +46,7 @@ class ClusterMix:
         if self._pods.get(uid) == (request, host):
             return
         self.remove(uid)
+        self.version += 1
         self._pods[uid] = (request, host)
         self._count[request] = self._count.get(request, 0) + 1
         cpu, memory = self._host.get(request, (0, 0))
@@ -67,6 +70,7 @@ class ClusterMix:
         entry = self._pods.pop(uid, None)
         if entry is None:
             return
+        self.version += 1
         request, host = entry
         left = self._count[request] - 1
         if left:

@@ -15,8 +15,10 @@ the dimensions (core, ratio, memory), and a ``(..., C)`` mask of the real cards.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +27,7 @@ from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = [
+    "CardRows",
     "Cards",
     "Shapes",
     "SingleCardParts",
@@ -35,6 +38,7 @@ __all__ = [
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "shape_hosts",
     "shape_sums",
     "shapes_of",
     "single_card_combine",
@@ -62,9 +66,28 @@ class Cards:
     minors: Int64Array
     """(N, C): the card's minor (-1 for padding)."""
 
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(N, C)."""
+        return int(self.valid.shape[0]), int(self.valid.shape[1])
+
     def rows(self, mask: BoolArray) -> Cards:
         """The nodes where ``mask`` (N,) is set."""
         return Cards(self.capacity[mask], self.used[mask], self.valid[mask], self.minors[mask])
+
+
+class CardRows(Protocol):
+    """The cards of N nodes, padded to C cards, that may be gathered only when read: ``Cards``,
+    or the card table's rows (``card_table.TableRows``)."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(N, C)."""
+        ...
+
+    def rows(self, mask: BoolArray) -> Cards:
+        """The nodes where ``mask`` (N,) is set, padded to C cards."""
+        ...
 
 
 def cards_of(nodes: Sequence[tuple[Sequence[GPU], Mapping[int, GPUUsage]]]) -> Cards:
@@ -122,8 +145,16 @@ def shapes_of(
         memory=np.array([-1 if r.memory is None else r.memory for r, _ in items], dtype=np.int64),
         whole=np.array([r.whole for r, _ in items], dtype=np.bool_),
         weight=np.array([w / total for _, w in items], dtype=np.float64),
-        host=np.array([needs.get(r, (0, 0)) for r, _ in items], dtype=np.int64).reshape(len(items), 2),
+        host=shape_hosts([r for r, _ in items], needs),
     )
+
+
+def shape_hosts(shapes: Sequence[GPURequest], host: Mapping[GPURequest, tuple[int, int]]) -> Int64Array:
+    """``Shapes.host`` of ``shapes`` (in order) from the cpu and memory a pod of each asks."""
+    hosts: Int64Array = np.array([host.get(r, (0, 0)) for r in shapes], dtype=np.int64).reshape(
+        len(shapes), 2
+    )
+    return hosts
 
 
 def host_fits(host_free: Int64Array | None, shapes: Shapes) -> BoolArray | None:
@@ -250,9 +281,16 @@ def shape_sums(
     return fit.sum(axis=-2), _over_cards(free[..., None] * ~fit), free.sum(axis=-1)
 
 
+@functools.lru_cache(maxsize=256)
+def _alone(request: GPURequest) -> Shapes:
+    """``shapes_of`` the request alone, kept: the kept one-card parts of a few nodes are brought
+    up to date for every pod, and building the arrays cost as much as the rest for a node or two."""
+    return shapes_of({request: 1.0})
+
+
 def _single_card_want(cards: Cards, request: GPURequest) -> tuple[Int64Array, BoolArray]:
     """(N, C, 3) what the request takes on each card, and (N, C) whether that card fits it."""
-    want = _want(cards.capacity, shapes_of({request: 1.0}))[..., 0, :]
+    want = _want(cards.capacity, _alone(request))[..., 0, :]
     if request.whole:
         fits = np.all(cards.used <= 0, axis=-1)
     else:

@@ -9,6 +9,7 @@ is fed by the pods that ask DeviceShare for GPUs, each once (``request_mix.py``)
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 
@@ -21,13 +22,16 @@ from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
+    CardRows,
     Cards,
     FloatArray,
     Int64Array,
+    Shapes,
     cards_of,
     host_deltas,
     moves_of,
     placement_deltas,
+    shape_hosts,
     shapes_of,
     single_card_combine,
     single_card_deltas,
@@ -42,6 +46,10 @@ __all__ = ["FragmentationStrategy", "NodeCards", "scaled"]
 NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
 _SEEN = 4096
+_SHAPES_KEPT = 64
+
+_MixShapes = tuple[dict[GPURequest, float], Shapes, list[GPURequest]]
+"""A mix's weights, ``shapes_of`` them, and the shapes of positive weight in order."""
 
 
 class FragmentationStrategy:
@@ -63,6 +71,8 @@ class FragmentationStrategy:
         else:
             self.mix = RequestMix(args.half_life_pods, args.max_shapes)
         self._seen: OrderedDict[str, None] = OrderedDict()
+        self._shapes: dict[tuple[GPURequest | None, tuple[int, int] | None], _MixShapes] = {}
+        self._shapes_version = -1
 
     def observe(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """A pod asks for ``request``: counted once however often it is retried (the last
@@ -96,10 +106,8 @@ class FragmentationStrategy:
         free = [g for g in gpus if fits(g, usage.get(g.minor, GPUUsage()), request)]
         if not free:
             return None
-        weights = self.mix.weights(request)
-        shapes = shapes_of(weights)
+        _, shapes, kinds = self._mix_shapes(request, None)
         if self.memo is not None and card_row is not None and shapes.weight.size:
-            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
             rows = np.array([card_row], dtype=np.int64)
             deltas = single_card_combine(self.memo.parts(request, kinds, rows, len(gpus)), shapes)[0]
         else:
@@ -142,7 +150,7 @@ class FragmentationStrategy:
     def scores_of(
         self,
         request: GPURequest,
-        cards: Cards,
+        cards: CardRows,
         fixed: Int64Array,
         fixed_ok: BoolArray,
         free_choice: BoolArray,
@@ -155,18 +163,16 @@ class FragmentationStrategy:
         (``fixed``, ``fixed_ok``: ``moves_of``) and ``free_choice`` (N,), ``any_card``;
         ``card_rows``: the nodes' rows in the store's card table when ``cards`` are those rows'
         cards as the store holds them (the one-card parts are then taken from ``memo``)."""
-        count = cards.capacity.shape[0]
+        count, width = cards.shape
         if not count:
             return np.zeros(0, dtype=np.int64)
-        weights = self.mix.weights(request)
-        shapes = shapes_of(weights, self.mix.hosts(request, host_take))
+        _, shapes, kinds = self._mix_shapes(request, host_take)
         take = np.asarray(host_take, dtype=np.int64)
         best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
             if self.memo is not None and card_rows is not None and shapes.weight.size:
-                kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
-                parts = self.memo.parts(request, kinds, card_rows[free_choice], cards.capacity.shape[1])
+                parts = self.memo.parts(request, kinds, card_rows[free_choice], width)
                 deltas = single_card_combine(parts, shapes, host, take)
             else:
                 deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
@@ -204,13 +210,11 @@ class FragmentationStrategy:
         """``host_scores`` of nodes given as arrays (``cards_of``); ``card_rows`` as in
         ``scores_of`` (the shapes' card sums are then taken from ``sums``)."""
         count = cards.capacity.shape[0]
-        weights = self.mix.weights_seen()
+        weights, shapes, kinds = self._mix_shapes(None, None)
         if not count or (stranded is None and not weights):
             return np.zeros(count, dtype=np.int64)
         deltas = np.zeros(count, dtype=np.float64)
         if weights:
-            shapes = shapes_of(weights, self.mix.hosts_seen())
-            kinds = [shape for shape, weight in weights.items() if weight > 0]  # as shapes_of
             sums = None
             if self.sums is not None and card_rows is not None and len(kinds) >= 2:
                 sums = self.sums.sums(kinds, card_rows, cards.capacity.shape[1])
@@ -219,6 +223,36 @@ class FragmentationStrategy:
         if stranded is not None:
             deltas = deltas + stranded
         return scaled(deltas)
+
+    def _mix_shapes(self, request: GPURequest | None, host_take: tuple[int, int] | None) -> _MixShapes:
+        """The mix to score ``request`` against (None: the shapes seen, for a pod without GPUs,
+        with their cpu and memory), with the shapes' cpu and memory unless ``host_take`` is None;
+        kept while the mix is unchanged: a pod asks two or three times, and each answer sorts the
+        mix and builds the shapes' arrays."""
+        if self._shapes_version != self.mix.version or len(self._shapes) >= _SHAPES_KEPT:
+            self._shapes.clear()
+            self._shapes_version = self.mix.version
+        kept = self._shapes.get((request, host_take))
+        if kept is None:
+            if request is None:
+                weights = self.mix.weights_seen()
+                kept = (weights, shapes_of(weights, self.mix.hosts_seen()), _positive(weights))
+            elif host_take is None:
+                weights = self.mix.weights(request)
+                kept = (weights, shapes_of(weights), _positive(weights))
+            else:
+                # Score asks with the pod's cpu and memory, Reserve without: the same shapes, but
+                # for the cpu and memory of each.
+                weights, shapes, kinds = self._mix_shapes(request, None)
+                hosts = shape_hosts(kinds, self.mix.hosts(request, host_take))
+                kept = (weights, dataclasses.replace(shapes, host=hosts), kinds)
+            self._shapes[(request, host_take)] = kept
+        return kept
+
+
+def _positive(weights: Mapping[GPURequest, float]) -> list[GPURequest]:
+    """The shapes of ``weights`` that ``shapes_of`` keeps, in its order."""
+    return [shape for shape, weight in weights.items() if weight > 0]
 
 
 def scaled(best: FloatArray) -> IntArray:

@@ -98,8 +98,32 @@ def _percent_count(value: int, name: str) -> int:
     return 1
 
 
+_READ_KEPT = 4096
+_read: dict[tuple[tuple[str, int], ...], GPURequest | str | None] = {}
+"""What pods' requests read as (the reason where they are refused), up to ``_READ_KEPT`` distinct
+ones (then forgotten all at once): every cycle and every pod event of a GPU pod asks, while a
+cluster's pods come in a few shapes."""
+
+
 def gpu_request(requests: Mapping[str, int]) -> GPURequest | None:
     """The pod's GPU request (None: it asks for no GPU), from its summed container requests."""
+    key = tuple(requests.items())
+    if key in _read:
+        read = _read[key]
+    else:
+        try:
+            read = _gpu_request(requests)
+        except InvalidGPURequest as exc:
+            read = str(exc)
+        if len(_read) >= _READ_KEPT:
+            _read.clear()
+        _read[key] = read
+    if isinstance(read, str):
+        raise InvalidGPURequest(read)
+    return read
+
+
+def _gpu_request(requests: Mapping[str, int]) -> GPURequest | None:
     asked: dict[str, int] = {}
     for name, value in requests.items():
         canonical = canonical_device_resource(name)

@@ -28,6 +28,8 @@ class RequestMix:
         self._weights: dict[GPURequest, float] = {}
         self._hosts: dict[GPURequest, tuple[float, float]] = {}
         """Weighted sums of the cpu (milli) and memory (bytes) the shape's pods asked of their node."""
+        self.version = 0
+        """Changes whenever the weights or the hosts change."""
 
     def observe(self, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         weights = {shape: w * self._decay for shape, w in self._weights.items() if w * self._decay >= _FORGET}
@@ -43,6 +45,7 @@ class RequestMix:
         cpu, memory = hosts.get(request, (0.0, 0.0))
         hosts[request] = (cpu + host[0], memory + host[1])
         self._weights, self._hosts = weights, hosts
+        self.version += 1
 
     def weights(self, current: GPURequest) -> dict[GPURequest, float]:
         """The mix to score ``current`` against: the recent shapes, ``current`` among them (as FGD

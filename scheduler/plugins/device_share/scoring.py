@@ -11,9 +11,10 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.allocator import node_score
+from scheduler.plugins.device_share.card_table import TableRows
 from scheduler.plugins.device_share.cycle import Cycle, host_capacity, host_free, host_take, memoizable
 from scheduler.plugins.device_share.cycle_allocator import CycleAllocator
-from scheduler.plugins.device_share.fragmentation import cards_of, moves_of
+from scheduler.plugins.device_share.fragmentation import CardRows, cards_of, moves_of
 from scheduler.plugins.device_share.fragmentation_strategy import scaled
 from scheduler.plugins.device_share.host_share import CardShares, FloatArray, stranded_delta
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
@@ -122,15 +123,16 @@ class NodeScorer:
         assert fragmentation is not None
         assert cycle.request is not None
         card_rows: IntArray | None = None
+        cards: CardRows
         if memoizable(cycle):
             at = card_rows = self.card_rows(snapshot, rows)
-            cards = self.store.cards().cards(at)
+            cards = TableRows(self.store.cards(), at)  # where every card is a choice, none is read
             free_choice = self._any_card(cycle, snapshot, rows, at)
             if free_choice.all():
-                fixed = np.zeros((rows.size, 1, *cards.capacity.shape[1:]), dtype=np.int64)
+                fixed = np.zeros((rows.size, 1, cards.width, 3), dtype=np.int64)
                 fixed_ok = np.zeros((rows.size, 1), dtype=np.bool_)
             else:
-                fixed, fixed_ok = self.placements.moves(cycle, at, cards.capacity.shape[1])
+                fixed, fixed_ok = self.placements.moves(cycle, at, cards.width)
         else:
             names = snapshot.table.names
             nodes = [names[row] for row in rows.tolist()]

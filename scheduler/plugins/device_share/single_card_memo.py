@@ -47,6 +47,8 @@ class _Kept:
     """Over every card-table row, at the table's width, for ``shapes``."""
     synced: int
     layout: int
+    card_side: Shapes
+    """``_shape_only(shapes)``, for the rows brought up to date."""
 
     @property
     def nbytes(self) -> int:
@@ -82,6 +84,7 @@ def _put_first(kept: _Kept, at: IntArray) -> None:
     )
     kept.shapes = [kept.shapes[i] for i in order.tolist()]
     kept.column = {s: k for k, s in enumerate(kept.shapes)}
+    kept.card_side = _shape_only(kept.shapes)
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -144,8 +147,11 @@ class SingleCardMemo:
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
         rows = np.arange(table.rows_in_use, dtype=np.int64)
-        parts = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
-        kept = _Kept(shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout)
+        card_side = _shape_only(shapes)
+        parts = single_card_parts(table.cards_at_width(rows), request, card_side)
+        kept = _Kept(
+            shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout, card_side
+        )
         self._kept[request] = kept
         self._kept.move_to_end(request)
         return kept
@@ -154,7 +160,7 @@ class SingleCardMemo:
         if not rows:
             return
         at = np.asarray(rows, dtype=np.int64)
-        fresh = single_card_parts(self.store.cards().cards_at_width(at), request, _shape_only(kept.shapes))
+        fresh = single_card_parts(self.store.cards().cards_at_width(at), request, kept.card_side)
         p = kept.parts
         for name in SingleCardParts.__slots__:
             getattr(p, name)[at] = getattr(fresh, name)
@@ -176,6 +182,7 @@ class SingleCardMemo:
         for s in shapes:
             kept.column[s] = len(kept.shapes)
             kept.shapes.append(s)
+        kept.card_side = _shape_only(kept.shapes)
 
     def _within_budget(self) -> None:
         total = sum(k.nbytes for k in self._kept.values())

@@ -7,12 +7,16 @@ card's share of its node, as MostAllocated does (host_share.py)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from apis.client.backend import PODS, EventType, WatchEvent
 from apis.core import Pod
 from scheduler.plugins.device_share import DeviceShareArgs
+from scheduler.plugins.device_share.allocator import GPU, GPUUsage
+from scheduler.plugins.device_share.args import FragmentationArgs
 from scheduler.plugins.device_share.cluster_mix import UNSERVED_KEPT, ClusterMix
+from scheduler.plugins.device_share.fragmentation_strategy import FragmentationStrategy
 from scheduler.plugins.device_share.plugin import DeviceShare
 from scheduler.plugins.device_share.request import GPURequest
 from tests.scheduler.builders import make_pod
@@ -157,3 +161,40 @@ def test_fragmentation_keeps_a_cpu_heavy_gpu_pod_off_the_node_whose_other_cards_
     )
     scores = scores_of(p, snap, heavy, skipped=False)
     assert scores == {"dense": 0, "rich": 100}
+
+
+def test_the_strategy_rates_against_the_mix_as_it_is_at_each_ask() -> None:
+    """The strategy keeps the mix's shapes between asks (a pod asks two or three times): a pod that
+    joins or leaves the mix is counted at the next ask, as a strategy made afresh counts it."""
+    cluster: list[tuple[list[GPU], dict[int, GPUUsage]]] = [
+        ([GPU(0, 80 * GIB), GPU(1, 80 * GIB)], {0: GPUUsage(50, 50, 40 * GIB)}),
+        ([GPU(m, 80 * GIB) for m in range(8)], {}),
+        ([GPU(0, 80 * GIB)], {0: GPUUsage(25, 25, 20 * GIB)}),
+    ]
+    free = np.array([[12_000, 64 * GIB], [40_000, 256 * GIB], [6_000, 32 * GIB]])
+
+    def ratings(strategy: FragmentationStrategy) -> list[list[int]]:
+        asked = [
+            strategy.scores(request, cluster, [None] * 3, [True] * 3, free, (2_000, GIB)).tolist()
+            for request in (HALF, ONE)
+        ]
+        return [*asked, strategy.host_scores(cluster, free, (6_000, GIB)).tolist()]
+
+    kept = FragmentationStrategy(FragmentationArgs())
+    pods: dict[str, tuple[GPURequest, tuple[int, int]]] = {}
+    seen = set()
+    for uid, shape, cpu in [("a", HALF, 4_000), ("b", ONE, 8_000), ("c", EIGHT, 32_000), ("a", None, 0)]:
+        if shape is None:
+            del pods[uid]
+            assert kept.cluster is not None
+            kept.cluster.remove(uid)
+        else:
+            pods[uid] = (shape, (cpu, GIB))
+            kept.observe(uid, shape, pods[uid][1])
+        fresh = FragmentationStrategy(FragmentationArgs())
+        for other, (request, host) in pods.items():
+            fresh.observe(other, request, host)
+        assert ratings(kept) == ratings(fresh)
+        assert kept.choose(*cluster[0], HALF) == fresh.choose(*cluster[0], HALF)
+        seen.add(str(ratings(kept)))
+    assert len(seen) > 2  # the mix changes the ratings

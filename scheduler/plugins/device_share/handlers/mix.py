@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from apis.client.backend import WatchEvent, each
 from apis.core import Pod
 from apis.extension.reservation import is_reserve_pod
-from scheduler.cache.pod_info import pod_requests
+from scheduler.cache.pod_info import PodInfo
 from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.request import InvalidGPURequest, gpu_request
 
@@ -40,7 +40,8 @@ class MixHandler:
         if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
             self._delete(pod)
             return
-        requests = pod_requests(pod)
+        # The PodInfo the cache and the other informers share for this event: decoded once.
+        requests = PodInfo.of(pod).requests
         try:
             request = gpu_request(requests)
         except InvalidGPURequest:
