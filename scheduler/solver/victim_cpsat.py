@@ -390,18 +390,26 @@ def _prune(
         keep.update(greedy.assignment.values())
         chosen = set(greedy.victims)
         keep.update(v.node for v in problem.victims if v.uid in chosen)
+    # a member's node whose blockers live elsewhere (pod anti-affinity over a wider domain) is
+    # usable only with their nodes kept too
+    by_uid = problem.victim_by_uid
+    keep.update(by_uid[uid].node for (_, n), uids in problem.blockers.items() if n in keep for uid in uids)
     if len(keep) >= len(placement.nodes):
         return problem
     victims = tuple(v for v in problem.victims if v.node in keep)
     kept = {v.uid for v in victims}
-    # a (group, node) whose blockers were pruned away cannot be used
+    # a (group, node) whose blockers were pruned away cannot be used; a group that every node
+    # passed (no feasible_nodes entry) gets an entry then, or the pair would be usable unblocked
     unusable = {key for key, uids in problem.blockers.items() if not uids <= kept}
+    every = frozenset(n.name for n in placement.nodes)
+    feasible = dict(placement.feasible_nodes)
+    for group, _ in unusable:
+        feasible.setdefault(group, every)
     smaller = dataclasses.replace(
         placement,
         nodes=tuple(n for n in placement.nodes if n.name in keep),
         feasible_nodes={
-            g: frozenset(n for n in ns & keep if (g, n) not in unusable)
-            for g, ns in placement.feasible_nodes.items()
+            g: frozenset(n for n in ns & keep if (g, n) not in unusable) for g, ns in feasible.items()
         },
         node_scores={n: s for n, s in placement.node_scores.items() if n in keep},
     )

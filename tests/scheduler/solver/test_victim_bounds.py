@@ -209,6 +209,40 @@ def test_a_domain_too_small_for_the_gang_has_no_floor_and_no_candidate_node() ->
     assert selection.status == "OPTIMAL"
 
 
+def test_a_blocker_in_a_domain_left_out_is_kept_with_its_node() -> None:
+    """The member of 3000m fits on a0 only once v-a0 goes, and only once v-c0 in block b1 goes
+    too (pod anti-affinity over the spine). b1 cannot hold the gang, so its node is no candidate;
+    the model once dropped v-c0 with it and with it the blocker, and placed the member on a0
+    keeping v-c0 (found by hypothesis). Now c0 is kept for its blocker."""
+    nodes = (
+        NodeSpec("a0", ResourceVector((0, 0)), ("s0", "b0")),
+        NodeSpec("a1", ResourceVector((0, 0)), ("s0", "b0")),
+        NodeSpec("c0", ResourceVector((0, 0)), ("s0", "b1")),
+    )
+    victims = (
+        VictimSpec("v-a0", "default/v-a0", "a0", ResourceVector((3000, 0)), 100, "g1"),
+        VictimSpec("v-a1", "default/v-a1", "a1", ResourceVector((1000, 0)), 100, "g1"),
+        VictimSpec("v-c0", "default/v-c0", "c0", ResourceVector((1000, 0)), 100, "g1"),
+    )
+    placement = PlacementProblem(
+        gang="default/hp",
+        resources=("cpu", "gpu"),
+        pod_groups=(
+            PodGroupSpec("small", ResourceVector((1000, 0)), ("m0",)),
+            PodGroupSpec("big", ResourceVector((3000, 0)), ("m1",)),
+        ),
+        nodes=nodes,
+        layers=(TopologyLayer("SpineLayer"), TopologyLayer("BlockLayer", "MustGather")),
+    )
+    problem = PreemptionProblem(placement, victims, blockers={("big", "a0"): frozenset({"v-c0"})})
+    assert domain_floors(problem)[("s0", "b1")] is None
+    selection = select_victims(problem)
+    assert selection is not None
+    assert violations(problem, selection.victims, selection.assignment) == []
+    assert sorted(selection.victims) == ["v-a0", "v-a1", "v-c0"]
+    assert dict(selection.assignment) == {"m0": "a1", "m1": "a0"}
+
+
 def test_a_domain_whose_floor_is_above_the_greedy_answer_is_not_weighed() -> None:
     """b0 needs one eviction, b1 at least two: b1 is neither weighed nor modelled."""
     nodes = (
