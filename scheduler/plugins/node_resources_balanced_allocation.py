@@ -35,8 +35,7 @@ from scheduler.plugins.helper.resources import (
     FEW_ROWS,
     ResourceSpec,
     default_resources,
-    is_accounted,
-    is_scalar_resource,
+    scored_columns,
 )
 
 __all__ = ["NAME", "PLUGIN", "NodeResourcesBalancedAllocation", "NodeResourcesBalancedAllocationArgs", "new"]
@@ -112,15 +111,7 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         """``score`` on a few rows (an equivalence class's changed ones) in Python floats: the same
         float64 operations in the same order as the arrays' (``_fractions``, ``_deviation_per_row``),
         without numpy's cost per call, which is most of a call on a few rows."""
-        parts = []
-        for i, name in enumerate(self._names):
-            col = table.column.get(name)
-            if col is None or not is_accounted(name):
-                continue
-            request = int(requests[i])
-            if request == 0 and is_scalar_resource(name):
-                continue
-            parts.append((col, request))
+        parts = [(col, request) for _, _, col, request in scored_columns(table, self._names, requests)]
         scores = []
         for row in rows.tolist():
             fractions = []
@@ -138,14 +129,9 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
         """rows x resources: ``min(requested / allocatable, 1)``, and where it counts (allocatable > 0)."""
         fractions = np.zeros((rows.size, len(self._names)), dtype=np.float64)
         used = np.zeros(fractions.shape, dtype=np.bool_)
-        for i, name in enumerate(self._names):
-            col = table.column.get(name)
-            if col is None or not is_accounted(name):
-                continue
-            if requests[i] == 0 and is_scalar_resource(name):
-                continue  # an extended resource the pod does not request is not balanced
+        for i, _, col, request in scored_columns(table, self._names, requests):
             allocatable = table.allocatable[rows, col]
-            requested = table.requested[rows, col] + requests[i]
+            requested = table.requested[rows, col] + request
             used[:, i] = allocatable > 0
             safe = np.where(used[:, i], allocatable, 1).astype(np.float64)
             fractions[:, i] = np.minimum(requested.astype(np.float64) / safe, 1.0)

@@ -68,6 +68,7 @@ from scheduler.plugins.helper.resources import (
     most_requested_score,
     mul_div,
     non_zero_requests,
+    scored_columns,
     scored_request,
 )
 
@@ -310,31 +311,21 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         and memory on the node side)."""
         allocatable = np.zeros((rows.size, len(self._names)), dtype=np.int64)
         requested = np.zeros_like(allocatable)
-        for i, name in enumerate(self._names):
-            col = table.column.get(name)
-            if col is None or not is_accounted(name):
-                continue
-            if pod_requests[i] == 0 and is_scalar_resource(name):
-                continue  # an extended resource the pod does not request is not scored
+        for i, name, col, request in scored_columns(table, self._names, pod_requests):
             allocatable[:, i] = table.allocatable[rows, col]
             non_zero_col = _NON_ZERO_COLUMN.get(name)
             held = table.requested[rows, col] if non_zero_col is None else table.non_zero[rows, non_zero_col]
-            requested[:, i] = held + pod_requests[i]
+            requested[:, i] = held + request
         return allocatable, requested
 
     def _few_scores(self, table: NodeTable, rows: IntArray, pod_requests: IntArray) -> IntArray:
         """``score`` of LeastAllocated or MostAllocated on a few rows (an equivalence class's changed
         ones), in Python ints: the arrays' integer arithmetic without numpy's cost per call, which
         is most of a call on a few rows."""
-        parts = []
-        for i, name in enumerate(self._names):
-            col = table.column.get(name)
-            if col is None or not is_accounted(name):
-                continue
-            request = int(pod_requests[i])
-            if request == 0 and is_scalar_resource(name):
-                continue
-            parts.append((col, _NON_ZERO_COLUMN.get(name), request, int(self._weights[i])))
+        parts = [
+            (col, _NON_ZERO_COLUMN.get(name), request, int(self._weights[i]))
+            for i, name, col, request in scored_columns(table, self._names, pod_requests)
+        ]
         least = self._strategy == "LeastAllocated"
         scores = []
         for row in rows.tolist():

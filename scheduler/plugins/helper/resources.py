@@ -5,12 +5,13 @@ NodeResourcesFit, NodeResourcesFitPlus and ScarceResourceAvoidance."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from pydantic import ConfigDict
 
 from apis.base import KoordModel
-from scheduler.cache.node_table import IntArray
+from scheduler.cache.node_table import IntArray, NodeTable
 from scheduler.cache.pod_info import (
     DEFAULT_MEMORY_REQUEST,
     DEFAULT_MILLI_CPU_REQUEST,
@@ -30,6 +31,7 @@ __all__ = [
     "MEMORY",
     "PODS",
     "ResourceSpec",
+    "ScoredColumn",
     "broken_linear",
     "default_resources",
     "insufficient_reason",
@@ -40,6 +42,7 @@ __all__ = [
     "most_requested_score",
     "mul_div",
     "non_zero_requests",
+    "scored_columns",
     "scored_request",
 ]
 
@@ -82,6 +85,31 @@ def scored_request(pod: PodInfo, names: Sequence[str]) -> IntArray:
     non_zero = {CPU: pod.non_zero[0], MEMORY: pod.non_zero[1]}
     values = [non_zero[n] if n in non_zero else pod.requests.get(n, 0) for n in names]
     return np.asarray(values, dtype=np.int64)
+
+
+class ScoredColumn(NamedTuple):
+    """One resource a resource plugin scores for a pod: its index among the plugin's names, its
+    name, its node table column and the pod's request of it."""
+
+    position: int
+    name: str
+    column: int
+    request: int
+
+
+def scored_columns(table: NodeTable, names: Sequence[str], requests: IntArray) -> list[ScoredColumn]:
+    """The resources of ``names`` a Score counts for the pod requesting ``requests`` (by index):
+    those the table accounts, less the extended resources the pod does not request."""
+    scored = []
+    for i, name in enumerate(names):
+        column = table.column.get(name)
+        if column is None or not is_accounted(name):
+            continue
+        request = int(requests[i])
+        if request == 0 and is_scalar_resource(name):
+            continue  # an extended resource the pod does not request is not scored
+        scored.append(ScoredColumn(i, name, column, request))
+    return scored
 
 
 FEW_ROWS = 16
