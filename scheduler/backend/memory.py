@@ -542,15 +542,47 @@ def _bound(
     if len(conditions) != len(old_conditions):  # not the models of these wires: validate them all
         conditions = [PodCondition.model_validate(c) for c in conditions_wire]
     else:
-        conditions[at : at + 1] = [PodCondition.model_validate(conditions_wire[at])]
-    obj = old.model_copy(
-        update={
-            "metadata": old.metadata.model_copy(update=meta_update),
-            "spec": old.spec.model_copy(update={"node_name": node_name}),
-            "status": old.status.model_copy(update={"conditions": conditions}),
-        }
+        conditions[at : at + 1] = [_condition(conditions_wire[at])]
+    obj = _updated(
+        old,
+        {
+            "metadata": _updated(old.metadata, meta_update),
+            "spec": _updated(old.spec, {"node_name": node_name}),
+            "status": _updated(old.status, {"conditions": conditions}),
+        },
     )
     return wire, obj
+
+
+_set = object.__setattr__
+
+
+def _updated(model: T, changes: dict[str, Any]) -> T:
+    """``model.model_copy(update=changes)`` for fields the model has: the same shallow copy with
+    the same fields set, without pydantic's generic copy (four per bind, 2.5 times its cost) where
+    the model keeps no extra or private attributes (ours ignore extra fields)."""
+    if model.__pydantic_extra__ is not None or model.__pydantic_private__ is not None:
+        return model.model_copy(update=changes)
+    cls = type(model)
+    copied = cls.__new__(cls)
+    _set(copied, "__dict__", {**model.__dict__, **changes})
+    _set(copied, "__pydantic_extra__", None)
+    _set(copied, "__pydantic_fields_set__", model.__pydantic_fields_set__ | changes.keys())
+    _set(copied, "__pydantic_private__", None)
+    return copied
+
+
+def _condition(wire: Wire) -> PodCondition:
+    """The PodScheduled condition's model, validated once per distinct wire: every pod bound
+    within the same second without an earlier PodScheduled condition gets the same three fields
+    (models are never mutated, so one instance serves them all)."""
+    key = tuple(wire.items())
+    if _CONDITION[0] != key:
+        _CONDITION[0], _CONDITION[1] = key, PodCondition.model_validate(wire)
+    return cast(PodCondition, _CONDITION[1])
+
+
+_CONDITION: list[Any] = [None, None]
 
 
 def _negative_quantities(obj: BaseModel) -> list[str]:

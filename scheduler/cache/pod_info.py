@@ -23,6 +23,8 @@ from apis.podkey import namespaced_key
 from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
+from scheduler.cache.sharing import META_PARTS as _META_PARTS
+from scheduler.cache.sharing import SPEC_PARTS as _SPEC_PARTS
 from scheduler.cache.sharing import share
 
 __all__ = [
@@ -297,6 +299,39 @@ class PodInfo:
             problems=problems,
             non_zero=non_zero,
             host_ports=ports,
+        )
+
+    def successor(self, pod: Pod) -> PodInfo | None:
+        """The PodInfo of ``pod``, a later version of this one's pod, made from this one without
+        decoding it again, or None where that is not known to give what ``_decode`` gives.
+
+        A binding changes a pod's node, resourceVersion, conditions and maybe annotations; the
+        in-memory backend shares every other part with the version before, so the parts a PodInfo
+        is computed from are the same objects: ``share`` would leave them as they are and the
+        requests, host ports and sub-priority would come out the same. Only the cheap fields are
+        read again from ``pod``."""
+        meta, spec = pod.metadata, pod.spec
+        old_meta, old_spec = self.pod.metadata, self.pod.spec
+        if (
+            any(getattr(spec, name) is not getattr(old_spec, name) for name in _SPEC_PARTS)
+            or any(getattr(meta, name) is not getattr(old_meta, name) for name in _META_PARTS)
+            or (meta.namespace, meta.name, meta.uid, meta.creation_timestamp)
+            != (old_meta.namespace, old_meta.name, old_meta.uid, old_meta.creation_timestamp)
+        ):
+            return None
+        return PodInfo(
+            pod=pod,
+            key=self.key,
+            uid=self.uid,
+            requests=dict(self.requests),
+            priority=spec.priority or 0,
+            sub_priority=self.sub_priority,
+            created=self.created,
+            labels=self.labels,
+            annotations=meta.annotations or {},
+            problems=self.problems,
+            non_zero=self.non_zero,
+            host_ports=self.host_ports,
         )
 
     @property
