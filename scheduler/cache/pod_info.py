@@ -10,9 +10,8 @@ Besides its requests, a PodInfo carries what kube-scheduler's ``NodeInfo`` accum
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 from apis.core import Container, Pod
@@ -229,18 +228,29 @@ def _computed(pod: Pod) -> tuple[dict[str, int], tuple[str, ...], tuple[int, int
 _DECODED: ContextVar[dict[int, PodInfo] | None] = ContextVar("decoded_pods", default=None)
 
 
-@contextmanager
-def decoding_once(decoded: Mapping[int, PodInfo] | None = None) -> Iterator[None]:
+class decoding_once:
     """Within the block, ``PodInfo.of`` decodes each Pod object once and hands every later caller
     the same PodInfo: one watch event reaches several informers (the cache's, Coscheduling's,
     ElasticQuota's, ...), and each used to decode the pod again. The PodInfos are forgotten when
     the block ends, so nothing outlives the event. ``decoded``: PodInfos already made, by their
-    pod's identity (``scheduler.cache.decode_ahead``)."""
-    token = _DECODED.set(dict(decoded) if decoded else {})
-    try:
-        yield
-    finally:
-        _DECODED.reset(token)
+    pod's identity (``scheduler.cache.decode_ahead``).
+
+    A class, not a ``contextmanager`` generator: it is entered for every watch event, and the
+    generator's three extra calls per event were most of its cost."""
+
+    __slots__ = ("_decoded", "_token")
+
+    def __init__(self, decoded: Mapping[int, PodInfo] | None = None) -> None:
+        self._decoded = dict(decoded) if decoded else {}
+        self._token: Token[dict[int, PodInfo] | None] | None = None
+
+    def __enter__(self) -> None:
+        self._token = _DECODED.set(self._decoded)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._token is not None:
+            _DECODED.reset(self._token)
+            self._token = None
 
 
 @dataclass(slots=True, eq=False)

@@ -1,7 +1,7 @@
 """The bound version of a pod the scheduler placed is not decoded again: its PodInfo is made from
 the assumed one (``PodInfo.successor``) where the parts a PodInfo reads are the same objects, and
 it must equal what decoding it gives. The in-memory backend's bind copies the models it changes
-without pydantic's generic copy (``memory._updated``), which must equal ``model_copy``."""
+without pydantic's generic copy (``scheduler.model_update.updated``), which must equal ``model_copy``."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from hypothesis import strategies as st
 
 from apis.client.backend import PODS, BackendError, EventType, WatchEvent
 from apis.core import Node, Pod
-from scheduler.backend import memory
 from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo
 from scheduler.events import EventHandlers
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.status import Status
+from scheduler.model_update import updated
 from scheduler.queue.scheduling_queue import SchedulingQueue
 
 _FIELDS = (
@@ -201,7 +201,7 @@ def test_a_bind_copies_models_as_model_copy_does(part: str, picked: st.DataObjec
     fields = picked.draw(st.lists(st.sampled_from(sorted(type(model).model_fields)), unique=True, max_size=4))
     changes = {name: getattr(other, name) for name in fields}
 
-    fast, generic = memory._updated(model, changes), model.model_copy(update=changes)
+    fast, generic = updated(model, changes), model.model_copy(update=changes)
 
     assert type(fast) is type(generic)
     assert fast.__dict__ == generic.__dict__
