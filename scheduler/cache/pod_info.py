@@ -22,8 +22,6 @@ from apis.podkey import namespaced_key
 from apis.quantity import Quantity
 from apis.resources import from_int_units
 from scheduler.cache.quantity_range import MAX_UNITS, check_list, out_of_range
-from scheduler.cache.sharing import META_PARTS as _META_PARTS
-from scheduler.cache.sharing import SPEC_PARTS as _SPEC_PARTS
 from scheduler.cache.sharing import share
 
 __all__ = [
@@ -316,17 +314,21 @@ class PodInfo:
         decoding it again, or None where that is not known to give what ``_decode`` gives.
 
         A binding changes a pod's node, resourceVersion, conditions and maybe annotations; the
-        in-memory backend shares every other part with the version before, so the parts a PodInfo
-        is computed from are the same objects: ``share`` would leave them as they are and the
-        requests, host ports and sub-priority would come out the same. Only the cheap fields are
-        read again from ``pod``."""
+        in-memory backend shares every other part with the version before. Where the parts the
+        requests, host ports and sub-priority are computed from are the same objects (decoded
+        pods are never mutated), so are those figures; the cheap fields are read from ``pod``.
+        ``share`` is skipped: the parts it would share are the earlier version's, shared already."""
         meta, spec = pod.metadata, pod.spec
         old_meta, old_spec = self.pod.metadata, self.pod.spec
-        if (
-            any(getattr(spec, name) is not getattr(old_spec, name) for name in _SPEC_PARTS)
-            or any(getattr(meta, name) is not getattr(old_meta, name) for name in _META_PARTS)
-            or (meta.namespace, meta.name, meta.uid, meta.creation_timestamp)
-            != (old_meta.namespace, old_meta.name, old_meta.uid, old_meta.creation_timestamp)
+        if not (
+            spec.containers is old_spec.containers
+            and spec.init_containers is old_spec.init_containers
+            and spec.overhead is old_spec.overhead
+            and meta.labels is old_meta.labels
+            and meta.uid == old_meta.uid
+            and meta.name == old_meta.name
+            and meta.namespace == old_meta.namespace
+            and meta.creation_timestamp == old_meta.creation_timestamp
         ):
             return None
         return PodInfo(

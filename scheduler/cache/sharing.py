@@ -17,9 +17,9 @@ from pydantic_core import to_json
 
 from apis.core import Pod
 
-__all__ = ["META_PARTS", "SPEC_PARTS", "PartSharing", "share"]
+__all__ = ["PartSharing", "share"]
 
-SPEC_PARTS = (
+_SPEC_PARTS = (
     "containers",
     "init_containers",
     "affinity",
@@ -28,7 +28,7 @@ SPEC_PARTS = (
     "node_selector",
     "overhead",
 )
-META_PARTS = ("labels", "owner_references")
+_META_PARTS = ("labels", "owner_references")
 
 
 class PartSharing:
@@ -41,7 +41,7 @@ class PartSharing:
 
     def share(self, pod: Pod) -> Pod:
         """``pod`` with its parts replaced by equal ones already seen (in place); returns it."""
-        for owner, names in ((pod.spec, SPEC_PARTS), (pod.metadata, META_PARTS)):
+        for owner, names in ((pod.spec, _SPEC_PARTS), (pod.metadata, _META_PARTS)):
             for name in names:
                 value = getattr(owner, name)
                 if value:
