@@ -179,6 +179,8 @@ class EventHandlers:
             ahead = take_decoded(event.objects, forget_the_rest=True)
         else:
             ahead = take_decoded((event.obj,) if event.obj is not None else ())
+            if not ahead and event.type is EventType.MODIFIED and event.obj is not None:
+                ahead = self._successor(event.obj)
         with decoding_once(ahead):
             if event.type is EventType.REPLACED:
                 with list_paused():  # a (re)list: tens of thousands of pods, no garbage cycles
@@ -191,6 +193,15 @@ class EventHandlers:
                 self._guarded(lambda pod: self._delete_pod(PodInfo.of(pod)), event.obj)
             else:
                 self._guarded(lambda pod: self._upsert_pod(PodInfo.of(pod)), event.obj)
+
+    def _successor(self, pod: Pod) -> dict[int, PodInfo]:
+        """The PodInfo of a new version of a pod held here (assumed, bound or pending), made from
+        the one held where their parts are the same (``PodInfo.successor``): the bound version of
+        every pod this scheduler placed comes back so, a moment after its PodInfo was assumed."""
+        uid = pod.metadata.uid
+        known = (self.cache.pod(uid) or self._pending.get(uid)) if uid else None
+        info = known.successor(pod) if known is not None else None
+        return {id(pod): info} if info is not None else {}
 
     def _tell_listeners(self, event: WatchEvent[Pod], spans: StartupSpans | None) -> None:
         for listener in self.pod_listeners:

@@ -30,6 +30,7 @@ from scheduler.background import BackgroundTasks
 from scheduler.cache.pod_info import PodInfo
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.status import Status
+from scheduler.model_update import updated
 from scheduler.queue.scheduling_queue import QueuedPodInfo
 
 __all__ = ["EVENT_REPEAT_SECONDS", "Reporter", "is_malformed_input", "regarding"]
@@ -57,7 +58,11 @@ def regarding(pod: PodInfo) -> ObjectRef:
             name=pod.annotations.get(ANNOTATION_RESERVATION_NAME, pod.name),
             uid=pod.uid,
         )
-    return ObjectRef.model_construct(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid)
+    return updated(_POD_REF, {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid})
+
+
+_POD_REF = ObjectRef.model_construct(kind="Pod", namespace="", name="", uid="")
+"""What ``regarding`` copies with a pod's names: ``model_construct`` per pod cost twice as much."""
 
 
 def _now() -> str:

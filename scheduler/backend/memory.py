@@ -28,6 +28,7 @@ import logging
 import secrets
 import time
 import uuid
+from collections import deque
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,6 +51,7 @@ from apis.core import Node, Pod, PodCondition, PodDisruptionBudget
 from apis.meta import selects
 from apis.podkey import pod_namespace_name
 from apis.quantity import Quantity
+from scheduler.model_update import updated
 
 __all__ = ["FieldSelector", "MemoryBackend", "json_merge_patch", "strategic_merge_patch"]
 
@@ -175,8 +177,30 @@ class FieldSelector:
 
 @dataclass(eq=False)
 class _Watcher:
+    """One watch stream's events in write order (None: the stream ends), for its one reader.
+
+    A deque and the reader's waiting future rather than an ``asyncio.Queue``, whose bookkeeping for
+    many readers and writers (putters, unfinished tasks, its ``join`` event) cost more than the
+    rest of handing over an event, and every bound pod is two events."""
+
     selector: FieldSelector
-    queue: asyncio.Queue[WatchEvent[Any] | None] = field(default_factory=asyncio.Queue)
+    events: deque[WatchEvent[Any] | None] = field(default_factory=deque)
+    waiter: asyncio.Future[None] | None = None
+
+    def put(self, event: WatchEvent[Any] | None) -> None:
+        self.events.append(event)
+        waiter = self.waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> WatchEvent[Any] | None:
+        while not self.events:
+            self.waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self.waiter
+            finally:
+                self.waiter = None
+        return self.events.popleft()
 
 
 @dataclass
@@ -257,7 +281,7 @@ class MemoryBackend:
     def force_relist(self, resource: ResourceType[Any]) -> None:
         """Send every watcher of ``resource`` a REPLACED, as a relist after 410 Gone would."""
         for watcher in self._watchers.get(resource, ()):
-            watcher.queue.put_nowait(self._replaced(resource, watcher.selector))
+            watcher.put(self._replaced(resource, watcher.selector))
 
     # ------------------------------------------------------------------ ClusterBackend
 
@@ -279,7 +303,7 @@ class MemoryBackend:
         try:
             yield self._replaced(resource, selector)
             while True:
-                event = await watcher.queue.get()
+                event = await watcher.get()
                 if event is None:
                     return
                 yield event
@@ -415,7 +439,7 @@ class MemoryBackend:
         self._closed = True
         for watchers in self._watchers.values():
             for watcher in watchers:
-                watcher.queue.put_nowait(None)
+                watcher.put(None)
 
     # ------------------------------------------------------------------ internals
 
@@ -480,7 +504,7 @@ class MemoryBackend:
                 kind = EventType.DELETED
             else:
                 continue
-            watcher.queue.put_nowait(WatchEvent(kind, obj=obj))
+            watcher.put(WatchEvent(kind, obj=obj))
 
     def _replaced(self, resource: ResourceType[T], selector: FieldSelector) -> WatchEvent[T]:
         objects = tuple(
@@ -542,15 +566,29 @@ def _bound(
     if len(conditions) != len(old_conditions):  # not the models of these wires: validate them all
         conditions = [PodCondition.model_validate(c) for c in conditions_wire]
     else:
-        conditions[at : at + 1] = [PodCondition.model_validate(conditions_wire[at])]
-    obj = old.model_copy(
-        update={
-            "metadata": old.metadata.model_copy(update=meta_update),
-            "spec": old.spec.model_copy(update={"node_name": node_name}),
-            "status": old.status.model_copy(update={"conditions": conditions}),
-        }
+        conditions[at : at + 1] = [_condition(conditions_wire[at])]
+    obj = updated(
+        old,
+        {
+            "metadata": updated(old.metadata, meta_update),
+            "spec": updated(old.spec, {"node_name": node_name}),
+            "status": updated(old.status, {"conditions": conditions}),
+        },
     )
     return wire, obj
+
+
+def _condition(wire: Wire) -> PodCondition:
+    """The PodScheduled condition's model, validated once per distinct wire: every pod bound
+    within the same second without an earlier PodScheduled condition gets the same three fields
+    (models are never mutated, so one instance serves them all)."""
+    key = tuple(wire.items())
+    if _CONDITION[0] != key:
+        _CONDITION[0], _CONDITION[1] = key, PodCondition.model_validate(wire)
+    return cast(PodCondition, _CONDITION[1])
+
+
+_CONDITION: list[Any] = [None, None]
 
 
 def _negative_quantities(obj: BaseModel) -> list[str]:

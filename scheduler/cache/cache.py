@@ -109,6 +109,8 @@ class Cache:
         self._mask_cache: dict[tuple[int, str, frozenset[str] | None], BoolArray] = {}
         self._domain_cache: dict[tuple[int, str], tuple[IntArray, tuple[str, ...]]] = {}
         self._observers: list[PodObserver] = []
+        self._replacing: list[tuple[PodObserver, Callable[[PodInfo, PodInfo, int], None] | None]] = []
+        """Each observer with its ``pod_replaced``, if it has one."""
         self._named_observers: dict[str, PodObserver] = {}
         self._withdrawn: set[str] = set()
         """Pods a snapshot's ``simulate_removal`` took out for the moment (still in their node)."""
@@ -228,8 +230,11 @@ class Cache:
     # ---- pod observers -----------------------------------------------------------------------
 
     def observe(self, observer: PodObserver) -> None:
-        """Tell ``observer`` of every pod accounted on a node from now on, and of those already."""
+        """Tell ``observer`` of every pod accounted on a node from now on, and of those already.
+        An observer with ``pod_replaced(old, new, row)`` is told so of a new version of a pod on
+        the same row (removed and added otherwise)."""
         self._observers.append(observer)
+        self._replacing.append((observer, getattr(observer, "pod_replaced", None)))
         for pod, row in self.assigned_rows():
             observer.pod_added(pod, row)
 
@@ -344,8 +349,12 @@ class Cache:
         self._count_priority(pod, 1)
         self._pods[pod.uid] = pod
         self.version += 1
-        self.notify_removed(old, info.row)
-        self.notify_added(pod, info.row)
+        for observer, replaced in self._replacing:
+            if replaced is not None:
+                replaced(old, pod, info.row)
+            else:
+                observer.pod_removed(old, info.row)
+                observer.pod_added(pod, info.row)
         return True
 
     def remove_pod(self, uid: str) -> None:

@@ -195,6 +195,25 @@ class PodSelectorCounts:
                     del self._by_label[label]
         self._change(pod, row, -1)
 
+    def pod_replaced(self, old: PodInfo, pod: PodInfo, row: int) -> None:
+        """``pod``, a new version of ``old`` on the same row, replaces it (a binding confirmed):
+        where nothing a matcher reads changed, every count stays and only the entries are swapped,
+        instead of matching the pod twice against its label's matchers."""
+        if (
+            old.uid != pod.uid
+            or old.labels != pod.labels
+            or old.namespace != pod.namespace
+            or (old.pod.metadata.deletion_timestamp is None) != (pod.pod.metadata.deletion_timestamp is None)
+            or self._pods.get(old.uid) != (old, row)
+        ):
+            self.pod_removed(old, row)
+            self.pod_added(pod, row)
+            return
+        entry = (pod, row)
+        self._pods[pod.uid] = entry
+        for label in pod.labels.items():
+            self._by_label[label][pod.uid] = entry
+
     def _change(self, pod: PodInfo, row: int, delta: int) -> None:
         concerned = set(self._unanchored)
         for label in pod.labels.items():

@@ -126,7 +126,9 @@ def test_label_domains_number_each_value_and_mark_nodes_without_the_label() -> N
 
 _labels = st.dictionaries(st.sampled_from(["app", "tier"]), st.sampled_from(["web", "db", "1"]), max_size=2)
 _op = st.tuples(
-    st.sampled_from(["bind", "assume", "forget", "delete", "relabel", "remove_node", "add_node", "simulate"]),
+    st.sampled_from(
+        ["bind", "assume", "confirm", "forget", "delete", "relabel", "remove_node", "add_node", "simulate"]
+    ),
     st.integers(0, 7),
     st.sampled_from(NODES),
     st.sampled_from(["default", "other"]),
@@ -161,6 +163,11 @@ def test_counts_equal_a_recount_after_any_sequence_of_changes(
             cache.forget(uid)
         elif action == "delete":
             cache.remove_pod(uid)
+        elif action == "confirm" and (held := cache.pod(uid)) is not None:
+            # A new version that changes nothing a matcher reads (a binding confirmed): the
+            # counts keep the entries swapped (``PodSelectorCounts.pod_replaced``).
+            gone = held.pod.metadata.deletion_timestamp is not None
+            cache.upsert_pod(pod(name, ns, dict(held.labels), cache.node_of(uid), gone))
         elif action == "relabel" and cache.node_of(uid) is not None:
             cache.upsert_pod(pod(name, ns, labels, cache.node_of(uid), terminating))
         elif action == "remove_node":
@@ -180,3 +187,29 @@ def test_counts_equal_a_recount_after_any_sequence_of_changes(
         counts = snap.matching_pod_counts(matcher)
         assert counts.size == cache.table.row_count
         assert np.array_equal(counts, np.array(recount(cache, matcher), dtype=np.int64))
+
+
+def test_a_new_version_on_the_same_node_is_counted_by_what_it_carries() -> None:
+    """A confirmed binding swaps the entries (``pod_replaced``); a version whose labels,
+    namespace or termination changed is counted again."""
+    cache = Cache()
+    for name in NODES:
+        cache.upsert_node(node(name))
+    snap = Snapshot(cache)
+    row = cache.table.row["n0"]
+    cache.assume(pod("a", "default", {"app": "web", "tier": "1"}, None), "n0")
+    assert snap.matching_pod_counts(APP_WEB)[row] == 1
+    confirmed = pod("a", "default", {"app": "web", "tier": "1"}, "n0")
+    cache.upsert_pod(confirmed)
+    assert snap.matching_pod_counts(APP_WEB)[row] == 1
+    assert snap.matching_pod_counts(ANY_TIER)[row] == 1
+    cache.upsert_pod(pod("a", "default", {"app": "db", "tier": "1"}, "n0"))
+    assert snap.matching_pod_counts(APP_WEB)[row] == 0
+    assert snap.matching_pod_counts(WEB_OR_DB_TIER_1)[row] == 1
+    cache.upsert_pod(pod("a", "default", {"app": "db", "tier": "1"}, "n0", terminating=True))
+    assert snap.matching_pod_counts(ANY_TIER)[row] == 0
+    cache.remove_pod("default/a")
+    assert [int(snap.matching_pod_counts(m)[row]) for m in MATCHERS] == [0, 0, 0, 0]
+    fresh = PodSelectorCounts()  # rebuilt from the kept entries: none left behind
+    cache.observe(fresh)
+    assert not fresh.counts(NOT_DB, cache.table.row_count).any()

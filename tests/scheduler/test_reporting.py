@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from apis.client.backend import NODES, PODS, ObjectRef
+from apis.client.backend import NODES, PODS, EventRecord, ObjectRef
 from apis.core import Pod
 from scheduler.app import AppSettings, SchedulerApp
 from scheduler.backend.memory import MemoryBackend
@@ -190,3 +190,30 @@ async def test_hostile_objects_are_refused_with_a_reason_and_healthy_pods_still_
     assert "status.allocatable.memory: 10E" in node_warnings[0]
     assert all(len(warnings(backend, f"bound-{x}")) == 1 for x in "ab")
     assert app.cache.table.requested_exact(app.cache.table.row["n0"], "memory") >= 2**50
+
+
+async def test_a_bound_pod_gets_the_scheduled_event_kube_scheduler_writes(
+    cluster: tuple[MemoryBackend, SchedulerApp],
+) -> None:
+    """The event is copied from a template (``binder._SCHEDULED``, ``reporting.regarding``): it
+    must be the record built field by field, down to which fields count as set."""
+    backend, _ = cluster
+    created = backend.apply(PODS, pod("placed"))
+    for _ in range(200):
+        if any(e.reason == "Scheduled" for e in backend.events):
+            break
+        await asyncio.sleep(0.01)
+    [event] = [e for e in backend.events if e.reason == "Scheduled"]
+    expected = EventRecord.model_construct(
+        regarding=ObjectRef.model_construct(
+            kind="Pod", namespace="default", name="placed", uid=created.metadata.uid
+        ),
+        reason="Scheduled",
+        message="Successfully assigned default/placed to n0",
+        action="Binding",
+    )
+    assert event == expected
+    assert event.regarding == expected.regarding
+    assert event.model_fields_set == expected.model_fields_set
+    assert event.regarding.model_fields_set == expected.regarding.model_fields_set
+    assert event.to_wire() == expected.to_wire()

@@ -408,3 +408,26 @@ def test_negative_quantities_are_refused_as_the_api_server_does() -> None:
     assert backend.list(PODS) == []
     assert backend.list(NODES) == []
     assert backend.resource_version == "0"
+
+
+async def test_a_watch_hands_over_its_events_in_write_order_to_a_reader_that_waits() -> None:
+    """Events written while the reader waits, and before it asks, come in write order; closing
+    ends the stream."""
+    backend = MemoryBackend()
+    stream = backend.watch(PODS)
+    assert (await next_event(stream)).type is EventType.REPLACED
+    waiting = asyncio.ensure_future(next_event(stream))
+    await asyncio.sleep(0)
+    backend.apply(PODS, pod("a"))
+    backend.apply(PODS, pod("b"))
+    first = await waiting
+    assert first.obj is not None
+    assert first.obj.metadata.name == "a"
+    second = await next_event(stream)
+    assert second.obj is not None
+    assert second.obj.metadata.name == "b"
+    closed = asyncio.ensure_future(next_event(stream))
+    await asyncio.sleep(0)
+    await backend.close()
+    with pytest.raises(StopAsyncIteration):
+        await closed
