@@ -35,6 +35,7 @@ __all__ = [
     "MemberRoom",
     "NUMAHint",
     "NUMAHintProvider",
+    "OffCycleWork",
     "PreemptionExtension",
     "Preemptor",
     "PreferNodesPlugin",
@@ -310,6 +311,21 @@ Reserve plugin that runs before Reservation's (DeviceShare) allocates from that 
 
 RESERVATION_TAKEN = StateKey[tuple[str, Mapping[str, int]]]("ReservationTaken")
 """Written at Reserve by Reservation: (the reservation's uid, what the pod takes from it)."""
+
+
+@runtime_checkable
+class OffCycleWork(Protocol):
+    """A plugin that works for pods off the scheduling cycle (a gang's placement solved in a
+    thread, a job's victims being evicted) and activates them when done: the pods it answered
+    PENDING for wait, unschedulable, on that work. ``koordctl simulate`` calls its cluster settled
+    only when no such work is in flight (``Framework.off_cycle_tasks``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    def off_cycle_tasks(self) -> int:
+        """How many of those tasks are in flight now."""
+        ...
 
 
 @runtime_checkable

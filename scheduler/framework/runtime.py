@@ -217,6 +217,7 @@ class Framework:
             p for p in self.plugins.values() if isinstance(p, ext.ReservationFilterPlugin)
         )
         self._member_rooms = [p for p in self.plugins.values() if isinstance(p, ext.MemberRoom)]
+        self._off_cycle = tuple(p for p in self.plugins.values() if isinstance(p, ext.OffCycleWork))
         self._numa_hint_providers = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.NUMAHintProvider)
         )
@@ -260,6 +261,10 @@ class Framework:
         for resolver in self._job_resolvers:
             return resolver.job_of(pod)
         return pod.uid
+
+    def off_cycle_tasks(self) -> int:
+        """The plugins' work for pods in flight off the cycle (``ext.OffCycleWork``)."""
+        return sum(plugin.off_cycle_tasks() for plugin in self._off_cycle)
 
     def preemption_extensions(self) -> Sequence[ext.PreemptionExtension]:
         return self._preemption_extensions

@@ -299,6 +299,10 @@ class SchedulingQueue:
 
     # ---- reads -------------------------------------------------------------------------------
 
+    def in_flight(self) -> int:
+        """Pods popped whose cycle (or binding) has not ended."""
+        return len(self._in_flight)
+
     def counts(self) -> QueueCounts:
         gated = sum(1 for qp in self._unschedulable.values() if qp.gated_by is not None)
         return QueueCounts(

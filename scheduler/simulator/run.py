@@ -234,8 +234,16 @@ async def _settle(
 
 
 def _quiet(app: SchedulerApp) -> bool:
+    """Nothing left to try: no pod waits its turn or is in a cycle or a binding, and no plugin works
+    for pods off the cycle (a gang's placement being solved, victims being evicted)."""
     counts = app.queue.counts()
-    return counts.active == 0 and counts.backoff == 0 and app.binder.in_flight == 0
+    return (
+        counts.active == 0
+        and counts.backoff == 0
+        and app.queue.in_flight() == 0
+        and app.binder.in_flight == 0
+        and all(fwk.off_cycle_tasks() == 0 for fwk in app.frameworks.values())
+    )
 
 
 def _utilisation(app: SchedulerApp) -> dict[str, dict[str, str | float]]:

@@ -77,6 +77,36 @@ async def test_a_topology_gang_is_simulated_in_one_block() -> None:
     assert {p.node for p in result.scheduled} == {f"gpu-{i}" for i in range(8)}
 
 
+async def test_the_run_waits_for_a_gang_placement_solved_longer_than_a_settle_check(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A gang's placement is solved off the cycle while its members wait, unschedulable, for the
+    plan: a solve longer than ``settle_seconds`` (a big gang, a loaded machine) is work in flight,
+    not a settled cluster, and its members are placed before the run ends."""
+    import time
+
+    from scheduler.plugins.coscheduling import group_placement
+    from scheduler.simulator.description import load as load_cluster
+    from scheduler.simulator.run import load_custom_resources
+
+    solve = group_placement._solve
+
+    def slow_solve(problem: group_placement.PlacementProblem) -> group_placement._Solved:
+        time.sleep(0.5)  # in the solver's thread, as a slow CP-SAT run
+        return solve(problem)
+
+    monkeypatch.setattr(group_placement, "_solve", slow_solve)
+    workload = EXAMPLES / "gang-workload.yaml"
+    result = await simulate(
+        load_cluster(EXAMPLES / "gang-cluster.yaml"),
+        load_workload(workload),
+        config_text=(EXAMPLES / "topology-config.yaml").read_text(),
+        custom_resources=load_custom_resources(workload),
+        settle_seconds=0.05,
+    )
+    assert (len(result.scheduled), len(result.pending)) == (16, 0)
+
+
 VOLUME_WORKLOAD = """
 apiVersion: storage.k8s.io/v1
 kind: StorageClass

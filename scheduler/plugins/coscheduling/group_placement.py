@@ -148,6 +148,10 @@ class GroupPlanner:
         self._background.spawn(self._solve_off_cycle(gang, group, members, problem))
         return Status.pending(f"gang group {group.id}: its placement is being computed")
 
+    def solves_in_flight(self) -> int:
+        """Placements being solved off the cycle now."""
+        return len(self._background)
+
     async def _solve_off_cycle(
         self, gang: Gang, group: GangGroup, members: Sequence[PodInfo], problem: PlacementProblem
     ) -> None:

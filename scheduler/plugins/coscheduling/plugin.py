@@ -61,6 +61,7 @@ from scheduler.framework.extensions import (
     GANG_PLAN,
     HOLD_ROOM,
     JobResolver,
+    OffCycleWork,
     PreemptionExtension,
     QuotaRelease,
 )
@@ -119,6 +120,7 @@ class Coscheduling(
     EnqueueExtensions,
     JobResolver,
     JobDryRun,
+    OffCycleWork,
 ):
     def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
         self.args = args
@@ -158,6 +160,11 @@ class Coscheduling(
     @property
     def name(self) -> str:
         return NAME
+
+    def off_cycle_tasks(self) -> int:
+        """Gang placements being solved and job victims being evicted (``ext.OffCycleWork``)."""
+        engines = (self.preemption, self._preemption_on_request)
+        return self.planner.solves_in_flight() + sum(e.evicting() for e in engines if e is not None)
 
     def events_to_register(self) -> ClusterEvent:
         return (

@@ -441,5 +441,9 @@ class JobPreemption:
             )
         )
 
+    def evicting(self) -> int:
+        """Evictions of chosen victims in flight."""
+        return len(self._background)
+
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         self._background.spawn(coro)
