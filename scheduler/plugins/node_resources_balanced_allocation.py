@@ -34,6 +34,7 @@ from scheduler.framework.status import Status
 from scheduler.plugins.helper.resources import (
     FEW_ROWS,
     ResourceSpec,
+    ScoredColumn,
     default_resources,
     scored_columns,
 )
@@ -102,6 +103,11 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             return np.zeros(rows.size, dtype=np.int64)
         if rows.size <= FEW_ROWS:
             return self._few_scores(snapshot.table, rows, requests)
+        parts = scored_columns(snapshot.table, self._names, requests)
+        if len(parts) == 2:
+            two = _two_scores(snapshot.table, rows, parts[0], parts[1])
+            if two is not None:
+                return two
         fractions, used = self._fractions(snapshot.table, rows, requests)
         std = _deviation(fractions, used)
         result: IntArray = ((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)  # truncates as Go's int64()
@@ -136,6 +142,29 @@ class NodeResourcesBalancedAllocation(PreScorePlugin, ScorePlugin):
             safe = np.where(used[:, i], allocatable, 1).astype(np.float64)
             fractions[:, i] = np.minimum(requested.astype(np.float64) / safe, 1.0)
         return fractions, used
+
+
+def _two_scores(
+    table: NodeTable, rows: IntArray, first: ScoredColumn, second: ScoredColumn
+) -> IntArray | None:
+    """``score`` of a pod scored on two resources that every row has (cpu and memory, mostly): the
+    arrays' float64 operations (``_fractions``, ``_deviation``'s two-resource case) without the
+    rows x resources arrays and their masks. None when some row lacks one of them."""
+    first_allocatable = table.allocatable[rows, first.column]
+    second_allocatable = table.allocatable[rows, second.column]
+    if not ((first_allocatable > 0).all() and (second_allocatable > 0).all()):
+        return None
+    first_requested = table.requested[rows, first.column] + first.request
+    second_requested = table.requested[rows, second.column] + second.request
+    first_fraction = np.minimum(
+        first_requested.astype(np.float64) / first_allocatable.astype(np.float64), 1.0
+    )
+    second_fraction = np.minimum(
+        second_requested.astype(np.float64) / second_allocatable.astype(np.float64), 1.0
+    )
+    std = np.abs((first_fraction - second_fraction) / 2.0)
+    result: IntArray = ((1.0 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+    return result
 
 
 def _deviation_of(fractions: list[float]) -> float:

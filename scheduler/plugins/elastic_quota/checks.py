@@ -4,7 +4,7 @@ ancestor below the root with ``enableCheckParentQuota``; None when they pass, th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from apis.extension import gang as gang_ext
 from apis.extension import quota as quota_ext
@@ -14,9 +14,9 @@ from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
 from scheduler.plugins.elastic_quota.forest import OUTSIDE, Forest
 from scheduler.plugins.elastic_quota.ledger import Ledger, RequestsOf, gang_key
 from scheduler.plugins.elastic_quota.quotas import QuotaIndex
-from scheduler.quota import Figures, Resources
+from scheduler.quota import Figures, QuotaSpec, Resources, Usage
 
-__all__ = ["QuotaChecks", "masked_sum", "outside_figures"]
+__all__ = ["QuotaChecks", "masked_sum", "outside_figures", "outside_spec", "spec_figures"]
 
 
 def masked_sum(pods: Iterable[PodInfo], names: Iterable[str], requests_of: RequestsOf) -> dict[str, int]:
@@ -29,14 +29,25 @@ def masked_sum(pods: Iterable[PodInfo], names: Iterable[str], requests_of: Reque
     return total
 
 
-def outside_figures(index: QuotaIndex, ledger: Ledger, quota: str) -> Figures | None:
-    """The figures of the system or default quota under the default root, which stay outside
-    the sharing (their runtime is their max): read from the ledger alone, so that the pods of
-    clusters without quotas of their own never wait for a tree computation."""
+def outside_spec(index: QuotaIndex, quota: str) -> QuotaSpec | None:
+    """The spec of ``quota`` when it is the system or default quota under the default root, which
+    stays outside the sharing (its runtime is its max); None for any other quota."""
     info = index.quotas.get(quota)
     if quota not in OUTSIDE or info is None or info.spec.parent != quota_ext.ROOT_QUOTA_NAME:
         return None
-    spec, usage = info.spec, ledger.usage_of(quota)
+    return info.spec
+
+
+def outside_figures(index: QuotaIndex, ledger: Ledger, quota: str) -> Figures | None:
+    """The figures of the system or default quota under the default root (``outside_spec``): read
+    from the ledger alone, so that the pods of clusters without quotas of their own never wait
+    for a tree computation."""
+    spec = outside_spec(index, quota)
+    return None if spec is None else spec_figures(spec, ledger.usage_of(quota))
+
+
+def spec_figures(spec: QuotaSpec, usage: Usage) -> Figures:
+    """The figures of a quota outside the sharing (``outside_spec``) from its sums."""
     keys = list(spec.max)
     return Figures(
         name=spec.name,
@@ -52,6 +63,11 @@ def outside_figures(index: QuotaIndex, ledger: Ledger, quota: str) -> Figures | 
         non_preemptible_used={k: usage.non_preemptible_used.get(k, 0) for k in keys},
         runtime=dict(spec.max),
     )
+
+
+def _within(used: Mapping[str, int], request: Mapping[str, int], limits: Mapping[str, int]) -> bool:
+    """``used + request <= limits`` on every resource of ``limits`` (``messages``' test)."""
+    return all(used.get(name, 0) + request.get(name, 0) <= limit for name, limit in limits.items())
 
 
 def _job_words(pods: Sequence[PodInfo]) -> str:
@@ -87,6 +103,22 @@ class QuotaChecks:
         if self.args.enable_runtime_quota:
             return figures.runtime, "runtime"
         return figures.max, "max"
+
+    def fits_outside(self, quota: str, spec: QuotaSpec, pods: Sequence[PodInfo]) -> bool:
+        """Whether ``check_figures`` passes ``pods`` on ``outside_figures(quota)``, read from the
+        ledger's sums in place: every pod of a cluster without quotas of its own asks this, and
+        the figures (eleven dicts) are only needed to word a rejection."""
+        usage = self.ledger.usage_of(quota)
+        requests_of = self.ledger.requests_of
+        if not _within(usage.used, masked_sum(pods, spec.max, requests_of), spec.max):
+            return False  # the runtime of a quota outside the sharing is its max
+        keep_out = [p for p in pods if not quota_ext.is_preemptible(p.labels)]
+        if not keep_out:
+            return True
+        # The figures hold only the names of max: a name of min alone reads as nothing used.
+        held = usage.non_preemptible_used
+        used = {name: held.get(name, 0) for name in spec.min if name in spec.max}
+        return _within(used, masked_sum(keep_out, spec.min, requests_of), spec.min)
 
     def check_figures(
         self, figures: Figures, pods: Sequence[PodInfo], *, parents: Sequence[Figures]

@@ -127,6 +127,10 @@ class Ledger:
         return changed
 
     def _put(self, charge: Charge) -> None:
+        old = self._charges.get(charge.pod.uid)
+        if old is not None and self._same_sums(old, charge):
+            self._swap(old, charge)
+            return
         self.remove(charge.pod.uid)
         self._charges[charge.pod.uid] = charge
         self._by_quota.setdefault(charge.quota, {})[charge.pod.uid] = charge
@@ -134,6 +138,34 @@ class Ledger:
         if gang is not None:
             self._by_gang.setdefault((charge.quota, gang), {})[charge.pod.uid] = charge
         self._book(charge, +1)
+
+    def _same_sums(self, old: Charge, new: Charge) -> bool:
+        """Whether ``new`` counts in the same sums as ``old`` but perhaps ``used``: the same
+        quota, gang, preemptibility and requests (a pod reserved, bound, or seen again)."""
+        return (
+            old.quota == new.quota
+            and old.gang == new.gang
+            and old.non_preemptible == new.non_preemptible
+            and self.requests_of(old.pod) == self.requests_of(new.pod)
+        )
+
+    def _swap(self, old: Charge, new: Charge) -> None:
+        """``remove(old)`` then ``_put(new)`` for charges of ``_same_sums``: only ``used`` (and
+        the non-preemptible used) moves, when the pod went on or off a node."""
+        uid = new.pod.uid
+        self._charges[uid] = new
+        self._by_quota[new.quota][uid] = new
+        if new.gang is not None:
+            self._by_gang[(new.quota, new.gang)][uid] = new
+        if old.assigned != new.assigned:
+            sums = self._sums[new.quota]
+            requests = self.requests_of(new.pod)
+            sign = 1 if new.assigned else -1
+            _add(sums.used, requests, sign)
+            if new.non_preemptible:
+                _add(sums.np_used, requests, sign)
+        self._changed.add(new.quota)
+        self.version += 1
 
     def remove(self, uid: str) -> Charge | None:
         charge = self._charges.pop(uid, None)

@@ -62,7 +62,13 @@ from scheduler.framework.status import Status
 from scheduler.plugins.elastic_quota import hooks
 from scheduler.plugins.elastic_quota.admission import admitted_with
 from scheduler.plugins.elastic_quota.args import ElasticQuotaArgs
-from scheduler.plugins.elastic_quota.checks import QuotaChecks, masked_sum, outside_figures
+from scheduler.plugins.elastic_quota.checks import (
+    QuotaChecks,
+    masked_sum,
+    outside_figures,
+    outside_spec,
+    spec_figures,
+)
 from scheduler.plugins.elastic_quota.figures import FiguresCache, payloads
 from scheduler.plugins.elastic_quota.forest import OUTSIDE, Forest, ForestState
 from scheduler.plugins.elastic_quota.handlers.pods import PodHandler
@@ -220,11 +226,13 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
             forest = self.figures.current(snapshot)
             return PreFilterResult(node_names=forest.tree_nodes.get(forest.tree_of.get(quota, "")))
         pod = credited(pod, state.get(RESERVATION_CREDIT))
-        outside = outside_figures(self.index, self.ledger, quota)
-        if outside is not None:
-            problem = self.checks.check_figures(
-                outside, admitted_with(self.handle, self.ledger, pod, quota), parents=()
-            )
+        spec = outside_spec(self.index, quota)
+        if spec is not None:
+            pods = admitted_with(self.handle, self.ledger, pod, quota)
+            problem = None
+            if not self.checks.fits_outside(quota, spec, pods):
+                figures = spec_figures(spec, self.ledger.usage_of(quota))
+                problem = self.checks.check_figures(figures, pods, parents=())
             if problem is None:
                 problem = self.hooks.check_pod(quota, pod)
             return PreFilterResult(Status.unschedulable(problem) if problem else Status.success())

@@ -81,6 +81,10 @@ class ExistingTerms:
             if not rows:  # nobody carries it any more: the cycle stops looking at it
                 del by_term[carried]
 
+    def carries(self, kind: Kind) -> bool:
+        """Whether some assigned pod carries a term of ``kind``."""
+        return bool(self._rows[kind])
+
     def matching(
         self, kind: Kind, selects: Callable[[CarriedTerm], bool], size: int
     ) -> Iterator[tuple[CarriedTerm, IntArray]]:

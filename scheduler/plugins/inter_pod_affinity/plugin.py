@@ -27,7 +27,7 @@ term, whatever the number of pods.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -247,6 +247,10 @@ class InterPodAffinity(
         )
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
+        if _pod_affinity(pod) is None and not self.existing_terms(snapshot).carries(
+            Kind.REQUIRED_ANTI_AFFINITY
+        ):
+            return PreFilterResult(Status.skip())  # what _filter_state would find, without its arrays
         fs = self._filter_state(pod, snapshot)
         if not fs.affinity and not fs.anti_affinity and fs.forbidden_by_existing is None:
             return PreFilterResult(Status.skip())
@@ -301,8 +305,25 @@ class InterPodAffinity(
         affinity = _pod_affinity(pod)
         preferred = weighted_terms(affinity.pod_affinity if affinity else None, pod)
         preferred_anti = weighted_terms(affinity.pod_anti_affinity if affinity else None, pod)
-        if self.args.ignore_preferred_terms_of_existing_pods and not preferred and not preferred_anti:
-            return None
+        if not preferred and not preferred_anti:
+            if self.args.ignore_preferred_terms_of_existing_pods:
+                return None
+            index = self.existing_terms(snapshot)
+            hard = self.args.hard_pod_affinity_weight > 0 and index.carries(Kind.REQUIRED_AFFINITY)
+            if not (
+                hard or index.carries(Kind.PREFERRED_AFFINITY) or index.carries(Kind.PREFERRED_ANTI_AFFINITY)
+            ):
+                return None  # no term counts anywhere, known without the per-domain arrays
+        return self._counted_scores(pod, snapshot, preferred, preferred_anti)
+
+    def _counted_scores(
+        self,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        preferred: Sequence[WeightedTerm],
+        preferred_anti: Sequence[WeightedTerm],
+    ) -> FloatArray | None:
+        """``_scores`` from the terms that select ``pod`` (its own preferred ones given)."""
         domains = _Domains(snapshot)
         size = domains.size
         per_key: dict[str, FloatArray] = {}

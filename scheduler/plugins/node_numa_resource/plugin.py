@@ -118,12 +118,14 @@ class NodeNUMAResource:
         cycle = state.get(CYCLE)
         if cycle is None:
             return FilterResult.all_feasible(rows.size)
+        interesting = self._interesting(cycle, snapshot, rows)
+        if not interesting.any():  # a plain pod on nodes without NUMA topology or policy labels
+            return FilterResult.all_feasible(rows.size)
         feasible = np.ones(rows.size, dtype=np.bool_)
         unresolvable = np.zeros(rows.size, dtype=np.bool_)
         reasons: dict[str, BoolArray] = {}
         affinity = state.get(NUMA_AFFINITY) or {}
         names = snapshot.table.names
-        interesting = self._interesting(cycle, snapshot, rows)
         # Pods a preemption is weighing count as gone (their CPUs free) in its what-if.
         withdrawn = frozenset(uid for uid in snapshot.withdrawn() if uid in self.store.records)
         for i in np.flatnonzero(interesting).tolist():
@@ -150,12 +152,23 @@ class NodeNUMAResource:
         """The rows the plugin has something to say about; the others pass untouched."""
         if cycle.cpu.bind or cycle.numa_spec.numa_topology_policy:
             return np.ones(rows.size, dtype=np.bool_)
-        with_nrt = snapshot.rows_named(rows, frozenset(self.store.options))
         labelled = snapshot.label_mask(LABEL_NUMA_TOPOLOGY_POLICY) | snapshot.label_mask(
             LABEL_NODE_CPU_BIND_POLICY
         )
-        mask: BoolArray = with_nrt | labelled[rows]
+        mask: BoolArray = labelled[rows]
+        if self.store.options:  # no node has a topology without koordlet: nothing to look up
+            mask |= snapshot.rows_named(rows, frozenset(self.store.options))
         return mask
+
+    def _interesting_node(self, cycle: Cycle, node: str, labels: dict[str, str]) -> bool:
+        """``_interesting`` of one node."""
+        return bool(
+            cycle.cpu.bind
+            or cycle.numa_spec.numa_topology_policy
+            or node in self.store.options
+            or LABEL_NUMA_TOPOLOGY_POLICY in labels
+            or LABEL_NODE_CPU_BIND_POLICY in labels
+        )
 
     # ---- room for gangs and preemption ----
 
@@ -226,6 +239,8 @@ class NodeNUMAResource:
         info = self.handle.snapshot().node(node)
         labels = info.labels if info is not None else {}
         if placed is None:
+            if not self._interesting_node(cycle, node, labels):
+                return Status.success()  # Filter let it pass untouched: nothing to allocate
             got = self.placer.place(state, pod, cycle, node, labels)
             if isinstance(got, Status):
                 return got

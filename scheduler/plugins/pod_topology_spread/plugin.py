@@ -55,6 +55,7 @@ from scheduler.plugins.pod_topology_spread.constraints import (
     compile_constraints,
 )
 from scheduler.plugins.pod_topology_spread.counting import DomainCounts, NodeMasks, domain_counts
+from scheduler.plugins.pod_topology_spread.defaults_memo import DefaultsMemo
 from scheduler.plugins.pod_topology_spread.workloads import WORKLOADS_RBAC, Workloads
 from scheduler.solver.problem import SpreadConstraint
 
@@ -111,6 +112,7 @@ class PodTopologySpread(
         self._defaults = args.defaults()
         self._system_defaulted = args.defaulting_type == "System"
         self._workloads = Workloads()
+        self._kept_defaults = DefaultsMemo(self._default_constraints, lambda: self._workloads.version)
         if self._defaults:  # only default constraints need the owners' selectors
             for resource in self._workloads.resources():
                 handle.subscribe(resource, self._workloads.listener(resource))
@@ -137,6 +139,10 @@ class PodTopologySpread(
             return compile_constraints(own, pod, action)
         if not any(c.when_unsatisfiable == action for c in self._defaults):
             return ()
+        return self._kept_defaults.constraints(pod, action)
+
+    def _default_constraints(self, pod: PodInfo, action: str) -> tuple[Constraint, ...]:
+        """The defaults with the pod's default selector (none when that selector is empty)."""
         selector = self._workloads.default_selector(pod)
         if not selector.requirements:
             return ()

@@ -53,6 +53,8 @@ class Workloads:
             REPLICASETS: {},
             STATEFULSETS: {},
         }
+        self.version = 0
+        """Counts the events taken: a selector read at one version holds until the next."""
 
     def listener(self, resource: ResourceType[T]) -> Callable[[WatchEvent[T]], None]:
         store = self._stores[resource]
@@ -60,13 +62,16 @@ class Workloads:
         def upsert(obj: T) -> None:
             namespace, name = namespaced_ref(obj.metadata.namespace, obj.metadata.name)
             store.setdefault(namespace, {})[name] = obj
+            self.version += 1
 
         def delete(obj: T) -> None:
             namespace, name = namespaced_ref(obj.metadata.namespace, obj.metadata.name)
             store.get(namespace, {}).pop(name, None)
+            self.version += 1
 
         def replace(objects: Sequence[T]) -> None:
             store.clear()
+            self.version += 1
             for obj in objects:
                 upsert(obj)
 

@@ -18,6 +18,7 @@ from scheduler.plugins.helper.resources import FEW_ROWS
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 
 GPU = "nvidia.com/gpu"
+MOST_FEW_ROWS = max(FEW_ROWS, fit.FEW_SCORE_ROWS)
 STORAGE = "ephemeral-storage"
 
 amounts = st.one_of(st.just(0), st.integers(1, 64), st.integers(10**9, 10**13))
@@ -56,11 +57,18 @@ def _same_answers(plugin: Any, snapshot: Any, pod: Any, rows: np.ndarray[Any, An
     if hasattr(plugin, "pre_filter"):
         plugin.pre_filter(state, pod, snapshot)
     plugin.pre_score(state, pod, snapshot, rows)
-    many = np.tile(rows, FEW_ROWS + 1)  # past FEW_ROWS: the arrays' answer on the same rows
+    many = np.tile(rows, MOST_FEW_ROWS + 1)  # past every few-row path: the arrays' answer on the same rows
     assert (
         plugin.score(state, pod, snapshot, rows).tolist()
         == plugin.score(state, pod, snapshot, many)[: rows.size].tolist()
     )
+    if isinstance(plugin, balanced.NodeResourcesBalancedAllocation):
+        # The two-resource shortcut of the arrays answers as their general rows x resources path.
+        requests = plugin._pod_requests(pod)
+        fractions, used = plugin._fractions(snapshot.table, many, requests)
+        general = ((1.0 - balanced._deviation(fractions, used)) * 100.0).astype(np.int64)
+        answered = plugin.score(state, pod, snapshot, many) if requests.any() else general
+        assert answered.tolist() == general.tolist()
     if hasattr(plugin, "filter"):
         few, all_ = plugin.filter(state, pod, snapshot, rows), plugin.filter(state, pod, snapshot, many)
         assert few.feasible.tolist() == all_.feasible[: rows.size].tolist()
@@ -90,7 +98,7 @@ def test_few_rows_answer_as_the_arrays_do(
     pod = make_pod("p").req({k: str(v) for k, v in request.items()}).info()
     rows = np.asarray(
         data.draw(
-            st.lists(st.sampled_from(sorted(snapshot.table.row.values())), min_size=1, max_size=FEW_ROWS)
+            st.lists(st.sampled_from(sorted(snapshot.table.row.values())), min_size=1, max_size=MOST_FEW_ROWS)
         ),
         dtype=np.int64,
     )
