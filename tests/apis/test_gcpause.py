@@ -1,5 +1,5 @@
-"""apis.gcpause: the collector paused over a bulk, and a list's bulk frozen only while a process
-freezes its lists."""
+"""apis.gcpause: the collector paused over a bulk, a list's bulk frozen only while a process
+freezes its lists, and the survivors of full collections frozen until the next thaw."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from apis.gcpause import freezing_lists, gc_paused, list_paused
+from apis.gcpause import SurvivorFreezer, freezing_lists, gc_paused, list_paused
 
 
 class _Node:
@@ -85,3 +85,67 @@ def test_a_frozen_garbage_cycle_is_collected_once_unfrozen() -> None:
     gc.unfreeze()
     gc.collect()
     assert gone() is None
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> _Clock:
+    return _Clock()
+
+
+@pytest.fixture
+def freezer(clock: _Clock) -> Iterator[SurvivorFreezer]:
+    freezer = SurvivorFreezer(60.0, clock)
+    freezer.install()
+    yield freezer
+    freezer.uninstall()
+
+
+def test_what_survives_a_full_collection_is_frozen_and_a_young_one_freezes_nothing(
+    freezer: SurvivorFreezer,
+) -> None:
+    kept = _Node()
+    gc.collect(0)
+    assert not _frozen(kept)
+    gc.collect()
+    assert _frozen(kept)
+    later = _Node()
+    assert not _frozen(later)
+
+
+def test_a_cycle_among_frozen_objects_is_freed_after_the_thaw(
+    freezer: SurvivorFreezer, clock: _Clock
+) -> None:
+    node = _Node()
+    node.peer = node
+    gone = weakref.ref(node)
+    gc.collect()
+    del node
+    gc.collect()
+    assert gone() is not None  # frozen: no collection looks at it
+    clock.now = 61.0
+    gc.collect()  # its end thaws everything
+    assert gc.get_freeze_count() == 0
+    gc.collect()
+    assert gone() is None
+    kept = _Node()
+    gc.collect()
+    assert _frozen(kept)  # frozen again until the next thaw
+
+
+def test_uninstalled_it_freezes_nothing(clock: _Clock) -> None:
+    freezer = SurvivorFreezer(60.0, clock)
+    freezer.install()
+    freezer.install()
+    freezer.uninstall()
+    kept = _Node()
+    gc.collect()
+    assert not _frozen(kept)
+    assert gc.get_freeze_count() == 0

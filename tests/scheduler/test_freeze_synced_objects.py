@@ -42,8 +42,20 @@ async def test_each_terms_synced_caches_are_frozen() -> None:
             assert app.cache.node_count() == 1
             # Frozen: the cache's objects are in no generation the collector walks.
             assert all(not any(o is app.cache for o in gen) for gen in (gc.get_objects(g) for g in range(3)))
+            # And what is made since, once a full collection has seen it alive (the pods bound).
+            for _ in range(200):
+                if app.ready:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # past the sync
+            since = SchedulerMetrics()
+            gc.collect()
+            assert all(not any(o is since for o in gen) for gen in (gc.get_objects(g) for g in range(3)))
             stop.set()
             await task
+            after = SchedulerMetrics()
+            gc.collect()  # the term is over: its freezer is gone
+            assert any(o is after for o in gc.get_objects(2))
     finally:
         gc.unfreeze()
 
