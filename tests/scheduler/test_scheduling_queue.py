@@ -308,7 +308,9 @@ async def test_an_unschedulable_pod_whose_status_alone_changed_waits_for_an_even
     )
     q.update(failed)
     assert q.counts().unschedulable == 1
-    assert q.get("a") is not None and q.get("a").pod is failed  # the newest version is kept
+    kept = q.get("a")
+    assert kept is not None
+    assert kept.pod is failed  # the newest version is kept
     q.update(with_changes(failed, metadata={"labels": {"team": "b"}}))
     assert q.counts().unschedulable == 0
     assert q.counts().backoff == 1
