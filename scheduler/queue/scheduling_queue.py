@@ -13,7 +13,9 @@ As kube-scheduler's PriorityQueue:
    that raced with the cycle is not lost.
 4. A cluster event moves the unschedulable pods whose rejecting plugins registered for it to
    backoff (if their backoff has not elapsed) or straight to active; a pod stuck unschedulable
-   longer than ``max_unschedulable_seconds`` is retried anyway.
+   longer than ``max_unschedulable_seconds`` is retried anyway. An update of an unschedulable pod
+   moves it only when more than its status changed (kube-scheduler's ``isPodUpdated``): the
+   scheduler's own PodScheduled=False write after a failed cycle is no reason to try again.
    A plugin that knows a pod can go on now (a gang's placement solved, a preemptor's last victim
    gone) *activates* it: straight to active whatever its backoff; a pod activated during its own
    cycle goes to active when that cycle fails, instead of waiting for another event.
@@ -36,6 +38,21 @@ from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.status import Status
 
 __all__ = ["QueueCounts", "QueuedPodInfo", "SchedulingQueue", "event_label"]
+
+_UNREAD_METADATA = {"resource_version": None, "generation": None, "finalizers": None}
+"""What kube-scheduler's ``isPodUpdated`` strips from an update's metadata besides the status."""
+
+
+def _updated_for_scheduling(old: PodInfo, new: PodInfo) -> bool:
+    """Whether anything but the pod's status, resourceVersion, generation and finalizers changed."""
+    before, after = old.pod, new.pod
+    if before is after:
+        return False
+    if before.spec != after.spec:
+        return True
+    return before.metadata.model_copy(update=_UNREAD_METADATA) != after.metadata.model_copy(
+        update=_UNREAD_METADATA
+    )
 
 
 def event_label(event: ClusterEvent) -> str:
@@ -160,10 +177,13 @@ class SchedulingQueue:
                 if where is self._in_active:  # its sort key may have changed
                     heapq.heappush(self._active, (self._sort_key(pod), next(self._seq), uid))
                 return
-        qp = self._unschedulable.pop(uid, None)
+        qp = self._unschedulable.get(uid)
         if qp is not None:
+            updated = _updated_for_scheduling(qp.pod, pod)
             qp.pod = pod
-            self._requeue(qp, "PodUpdate")
+            if updated:
+                del self._unschedulable[uid]
+                self._requeue(qp, "PodUpdate")
 
     def delete(self, uid: str) -> None:
         self._in_active.pop(uid, None)  # its heap entry is skipped when popped

@@ -282,3 +282,45 @@ async def test_every_entry_into_a_queue_is_reported_with_its_queue_and_event() -
     clock.now += 60  # past its backoff: the event sends it straight to active
     queue.on_event(ClusterEvent.NODE_ADD)
     assert ("active", "NodeAdd") in seen
+
+
+def with_changes(p: PodInfo, **changes: Any) -> PodInfo:
+    """A later version of ``p``: its wire form with ``changes`` merged into metadata, spec or status."""
+    wire = p.pod.model_dump(by_alias=True, exclude_none=True)
+    for part, values in changes.items():
+        wire.setdefault(part, {}).update(values)
+    return PodInfo.of(Pod.model_validate(wire))
+
+
+async def test_an_unschedulable_pod_whose_status_alone_changed_waits_for_an_event() -> None:
+    """The scheduler writes PodScheduled=False (and a nominated node) after a failed cycle, which
+    comes back as an update of the pod: as kube-scheduler's isPodUpdated, an update of the status,
+    resourceVersion, generation or finalizers only does not move the pod (each failed pod was tried
+    twice); a change of its labels or spec does."""
+    q = make_queue(FakeClock())
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    failed = with_changes(
+        qp.pod,
+        metadata={"resourceVersion": "7", "generation": 2, "finalizers": ["x"]},
+        status={"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]},
+    )
+    q.update(failed)
+    assert q.counts().unschedulable == 1
+    kept = q.get("a")
+    assert kept is not None
+    assert kept.pod is failed  # the newest version is kept
+    q.update(with_changes(failed, metadata={"labels": {"team": "b"}}))
+    assert q.counts().unschedulable == 0
+    assert q.counts().backoff == 1
+
+
+async def test_an_unschedulable_pod_whose_spec_changed_is_tried_again() -> None:
+    q = make_queue(FakeClock())
+    q.add(pod("a"))
+    qp = await q.pop()
+    q.add_unschedulable(qp, {"NodeResourcesFit"})
+    q.update(with_changes(qp.pod, spec={"priority": 5}))
+    assert q.counts().unschedulable == 0
+    assert q.counts().backoff == 1

@@ -13,7 +13,6 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.plugins.device_share.args import DeviceShareArgs
-from scheduler.plugins.device_share.card_table import CardTable
 from scheduler.plugins.device_share.cycle import Cycle, memoizable
 from scheduler.plugins.device_share.cycle_allocator import ERR_INSUFFICIENT_GPU, CycleAllocator
 from scheduler.plugins.device_share.node_memo import NodeAnswers, ShapeCache
@@ -23,6 +22,9 @@ from scheduler.plugins.device_share.row_answers import fitting_cards
 __all__ = ["ERR_ISOLATION_PROVIDER", "NodeRefusals", "RefusalTable"]
 
 ERR_ISOLATION_PROVIDER = "GPUIsolationProviderHAMICore not found on the node"
+
+_INSUFFICIENT = Refusal(ERR_INSUFFICIENT_GPU)
+"""A node whose cards cannot hold the request: one value shared by every such answer."""
 
 
 @dataclass(slots=True)
@@ -95,30 +97,30 @@ class NodeRefusals:
         store, cards, request = self.store, self.store.cards(), cycle.request
         answers: dict[str, Refusal | None] = {}
         together: list[str] = []
+        rows: list[int] = []
+        # The arrays answer for a memoizable cycle without NPU amounts on a node with a template
+        # for it, no NPU amounts and no partition a whole-card request may take; the cycle's part
+        # of that is asked once, not per node.
+        by_rows = request is not None and memoizable(cycle) and not any(request.npu)
+        whole = request is not None and request.whole
+        has_device, no_template, row_of = store.has_device, cycle.no_template, cards.row
+        npu, partitions = cards.npu, cards.partitions
         for node in nodes:
-            if node not in store.has_device:
+            if node not in has_device:
                 answers[node] = None
-            elif self._by_rows(node, cycle, cards):
+                continue
+            row = row_of[node]
+            if by_rows and node not in no_template and not npu[row] and not (whole and partitions[row]):
                 together.append(node)
+                rows.append(row)
             else:
                 answers[node] = self.refusal(node, cycle)
         if together:
             assert request is not None
-            rows = np.fromiter((cards.row[node] for node in together), np.int64, len(together))
-            holds = (fitting_cards(cards, rows, request) >= request.count).tolist()
-            for node, held in zip(together, holds, strict=True):
-                answers[node] = None if held else Refusal(ERR_INSUFFICIENT_GPU)
+            held = fitting_cards(cards, np.asarray(rows, dtype=np.int64), request) >= request.count
+            for node, holds in zip(together, held.tolist(), strict=True):
+                answers[node] = None if holds else _INSUFFICIENT
         return answers
-
-    @staticmethod
-    def _by_rows(node: str, cycle: Cycle, cards: CardTable) -> bool:
-        """Whether ``row_answers`` answers for ``node``: a memoizable cycle without NPU amounts, on
-        a node with a template for it, no NPU amounts and no partition a whole-card request may take."""
-        request = cycle.request
-        if request is None or not memoizable(cycle) or any(request.npu) or node in cycle.no_template:
-            return False
-        row = cards.row[node]
-        return not cards.npu[row] and not (request.whole and cards.partitions[row])
 
     def refusal(self, node: str, cycle: Cycle) -> Refusal | None:
         if memoizable(cycle):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.device_share import DeviceShareArgs
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
+from scheduler.plugins.device_share.cycle import host_free
 from scheduler.plugins.device_share.host_share import card_shares, stranded, stranded_delta
 from scheduler.plugins.device_share.plugin import DeviceShare
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
@@ -130,3 +133,28 @@ def test_a_pod_without_gpus_gets_no_score_where_no_node_would_strand_a_card() ->
         p.store.hold(f"on-{node}", node, [Allocation(0, taken), Allocation(1, taken)], assumed=False)
     batch = make_pod("batch").uid("batch").req({"cpu": "16", "memory": "1Gi"}).info()
     assert scores_of(p, snap, batch) == {"full": 0, "also-full": 0}
+
+
+@given(seed=st.integers(0, 2**32 - 1))
+@settings(max_examples=50, deadline=None)
+def test_host_free_is_the_node_tables_free_cpu_and_memory(seed: int) -> None:
+    """``host_free`` gathers the cpu and memory columns one at a time: the node table's own
+    ``free`` of the same rows, for nodes with pods on them, in any order, with repeats."""
+    rng = np.random.default_rng(seed)
+    names = [f"n{i}" for i in range(int(rng.integers(1, 12)))]
+    nodes = [
+        make_node(n).alloc(cpu=str(int(rng.integers(1, 200))), memory=f"{int(rng.integers(1, 900))}Gi").obj()
+        for n in names
+    ]
+    bound = [
+        make_pod(f"p{i}")
+        .on(str(rng.choice(names)))
+        .req({"cpu": f"{int(rng.integers(0, 9000))}m", "memory": f"{int(rng.integers(0, 90))}Gi"})
+        .obj()
+        for i in range(int(rng.integers(0, 30)))
+    ]
+    snapshot = make_snapshot(nodes, bound)
+    table = snapshot.table
+    rows = rng.choice(snapshot.candidate_rows(), size=int(rng.integers(0, 20))).astype(np.int64)
+    cols = np.array([table.column["cpu"], table.column["memory"]], dtype=np.int64)
+    assert host_free(snapshot, rows).tolist() == table.free(rows, cols).tolist()
