@@ -10,7 +10,7 @@ import pytest
 from apis.core import Pod
 from scheduler import koordctl
 from scheduler.simulator.description import ClusterDescription
-from scheduler.simulator.run import load_workload, simulate
+from scheduler.simulator.run import SimulationResult, load_workload, simulate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "simulate"
 
@@ -61,17 +61,23 @@ def test_unknown_kind_is_a_clear_error(tmp_path: Path) -> None:
         load_workload(workload)
 
 
-async def test_a_topology_gang_is_simulated_in_one_block() -> None:
+async def _simulate_the_gang_example(**options: float) -> SimulationResult:
+    """docs/examples/simulate's 16-member topology gang on its 8-node blocks."""
     from scheduler.simulator.description import load as load_cluster
     from scheduler.simulator.run import load_custom_resources
 
     workload = EXAMPLES / "gang-workload.yaml"
-    result = await simulate(
+    return await simulate(
         load_cluster(EXAMPLES / "gang-cluster.yaml"),
         load_workload(workload),
         config_text=(EXAMPLES / "topology-config.yaml").read_text(),
         custom_resources=load_custom_resources(workload),
+        **options,
     )
+
+
+async def test_a_topology_gang_is_simulated_in_one_block() -> None:
+    result = await _simulate_the_gang_example()
     assert (len(result.scheduled), len(result.pending)) == (16, 0)
     # 16 members x 4 GPUs fill exactly the 8 nodes of one block (gpu-0 ... gpu-7 are block b0).
     assert {p.node for p in result.scheduled} == {f"gpu-{i}" for i in range(8)}
@@ -86,8 +92,6 @@ async def test_the_run_waits_for_a_gang_placement_solved_longer_than_a_settle_ch
     import time
 
     from scheduler.plugins.coscheduling import group_placement
-    from scheduler.simulator.description import load as load_cluster
-    from scheduler.simulator.run import load_custom_resources
 
     solve = group_placement._solve
 
@@ -96,14 +100,7 @@ async def test_the_run_waits_for_a_gang_placement_solved_longer_than_a_settle_ch
         return solve(problem)
 
     monkeypatch.setattr(group_placement, "_solve", slow_solve)
-    workload = EXAMPLES / "gang-workload.yaml"
-    result = await simulate(
-        load_cluster(EXAMPLES / "gang-cluster.yaml"),
-        load_workload(workload),
-        config_text=(EXAMPLES / "topology-config.yaml").read_text(),
-        custom_resources=load_custom_resources(workload),
-        settle_seconds=0.05,
-    )
+    result = await _simulate_the_gang_example(settle_seconds=0.05)
     assert (len(result.scheduled), len(result.pending)) == (16, 0)
 
 
