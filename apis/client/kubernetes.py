@@ -36,8 +36,9 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -225,6 +226,15 @@ class _ListFailed(Exception):
     """The list failed in a way that retrying (after a backoff) may fix."""
 
 
+@dataclass
+class _Listed(Generic[T]):
+    """What ``KubernetesBackend._list`` read so far."""
+
+    items: list[T] = field(default_factory=list)
+    resource_version: str = ""
+    decode_seconds: float = 0.0
+
+
 class KubernetesBackend:
     """The ClusterBackend over one kubernetes_asyncio ``ApiClient``, which ``close`` closes.
 
@@ -246,6 +256,7 @@ class KubernetesBackend:
         qps: float = 0.0,
         burst: int = 1,
         transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
+        paged_lists: Collection[ResourceType[Any]] = (),
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -265,6 +276,10 @@ class KubernetesBackend:
         """Applied to every object of a resource as soon as it is decoded (client-go's informer
         transform): the scheduler shares equal parts of pods page by page, before the next page
         is read, so a long list never holds every pod unshared."""
+        self._paged_lists = frozenset(paged_lists)
+        """Resources whose lists' pages are also emitted as LISTED events as they are decoded
+        (``apis.client.backend``): the scheduler handles the first pod list's pages while the API
+        server serializes the next ones, instead of all of it after the last."""
         self._request_timeout = request_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -288,6 +303,7 @@ class KubernetesBackend:
         qps: float = 0.0,
         burst: int = 1,
         transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
+        paged_lists: Collection[ResourceType[Any]] = (),
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
@@ -305,6 +321,7 @@ class KubernetesBackend:
             qps=qps,
             burst=burst,
             transforms=transforms,
+            paged_lists=paged_lists,
         )
 
     @property
@@ -337,8 +354,12 @@ class KubernetesBackend:
         while not self.closed:
             if rv is None:
                 began = time.monotonic()
+                listed: _Listed[T] = _Listed()
                 try:
-                    objects, rv, decode_seconds = await self._list(resource, field_selector)
+                    async with aclosing(self._list(resource, field_selector, listed)) as pages:
+                        async for page in pages:
+                            if resource in self._paged_lists:
+                                yield WatchEvent(EventType.LISTED, objects=tuple(page))
                 except _ListFailed as exc:
                     if self.closed:
                         return
@@ -346,20 +367,21 @@ class KubernetesBackend:
                     log.warning("list %s failed: %s; retrying in %.2fs", what, exc, delay)
                     await self._sleep(delay)
                     continue
+                objects, rv, decode_seconds = listed.items, listed.resource_version, listed.decode_seconds
                 self.stats.lists += 1
-                listed = time.monotonic() - began
+                listed_seconds = time.monotonic() - began
                 log.info(
                     "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding)",
                     what,
                     len(objects),
                     rv,
-                    listed,
+                    listed_seconds,
                     decode_seconds,
                     extra={
                         "list": {
                             "resource": resource.plural,
                             "objects": len(objects),
-                            "seconds": round(listed, 3),
+                            "seconds": round(listed_seconds, 3),
                             "decode_seconds": round(decode_seconds, 3),
                         }
                     },
@@ -399,11 +421,13 @@ class KubernetesBackend:
                 await self._closed.wait()
 
     async def _list(
-        self, resource: ResourceType[T], field_selector: str | None
-    ) -> tuple[list[T], str, float]:
-        """All objects, the list's resourceVersion and the seconds spent validating the objects,
-        page by page (``limit`` / ``continue``). Each next page is asked for before the last one is
-        decoded, so the API server serializes it meanwhile (``apis.client.listhead``)."""
+        self, resource: ResourceType[T], field_selector: str | None, listed: _Listed[T]
+    ) -> AsyncGenerator[list[T], None]:
+        """Every object into ``listed``, page by page (``limit`` / ``continue``), each page yielded
+        as it is decoded; ``listed`` ends with the list's resourceVersion and the seconds spent
+        validating. A list that starts over (its continue token expired) empties ``listed`` and
+        yields its pages again. Each next page is asked for before the last one is decoded, so the
+        API server serializes it meanwhile (``apis.client.listhead``)."""
         path = resource_path(resource)
         what = f"list {resource.plural}"
 
@@ -416,8 +440,6 @@ class KubernetesBackend:
             await self._limiter.acquire()
             return await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
 
-        items: list[T] = []
-        decode_seconds = 0.0
         cont: str | None = None
         page = asyncio.ensure_future(fetch(None))
         try:
@@ -431,19 +453,22 @@ class KubernetesBackend:
                     decode_began = time.perf_counter()
                     with list_paused():
                         page_items, meta = self._decode_page(resource, data, what)
-                    decode_seconds += time.perf_counter() - decode_began
+                    listed.decode_seconds += time.perf_counter() - decode_began
                 except BackendError as exc:
                     if exc.status == 410 and cont:
                         # The continue token expired between pages: start over from a fresh snapshot.
                         log.info("list %s: continue token expired; restarting the list", resource.plural)
-                        items, cont = [], None
+                        listed.items, cont = [], None
                         page = asyncio.ensure_future(fetch(None))
                         continue
                     raise _ListFailed(str(exc)) from exc
-                items.extend(page_items)
+                listed.items.extend(page_items)
                 cont = meta.get("continue") or None
                 if not cont:
-                    return items, str(meta.get("resourceVersion") or ""), decode_seconds
+                    listed.resource_version = str(meta.get("resourceVersion") or "")
+                yield page_items
+                if not cont:
+                    return
                 if ahead is None or ahead.get("continue") != cont:
                     _abandon(page)
                     page = asyncio.ensure_future(fetch(cont))

@@ -623,3 +623,29 @@ async def test_the_next_page_is_asked_for_before_the_last_one_is_decoded(
         [None, "page-2", "page-3"],
     ]
     assert [q.get("continue") for q in fake.list_queries] == [None, "page-2", "page-3"]
+
+
+async def test_paged_lists_emit_each_page_before_the_replaced_that_carries_the_same_objects(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, plain = server
+    backend = KubernetesBackend(plain.api_client, page_size=2, backoff_initial=0.01, paged_lists=(PODS,))
+    fake.lists = [
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="c")),
+        (410, {"kind": "Status", "code": 410, "reason": "Expired"}),  # the list starts over
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 12, cont="d")),
+        (200, page([raw_pod("p3", 11)], 12)),
+    ]
+    fake.watches = [Watch([line("ADDED", raw_pod("p4", 13))], end="hang")]
+    events = await take(backend.watch(PODS), 5)
+    assert [(e.type, [p.metadata.name for p in e.objects]) for e in events[:4]] == [
+        (EventType.LISTED, ["p1", "p2"]),  # of the list that started over
+        (EventType.LISTED, ["p1", "p2"]),
+        (EventType.LISTED, ["p3"]),
+        (EventType.REPLACED, ["p1", "p2", "p3"]),
+    ]
+    replaced = events[3].objects
+    assert all(a is b for a, b in zip([*events[1].objects, *events[2].objects], replaced, strict=True))
+    assert not any(a is b for a, b in zip(events[0].objects, replaced, strict=False))
+    assert events[4].type is EventType.ADDED
+    await backend.close()
