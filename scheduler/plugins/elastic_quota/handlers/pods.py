@@ -34,11 +34,14 @@ class PodHandler:
         """Called first on every event (starts the revoke controller)."""
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.LISTED:
+            # A page of the first list, charged as its REPLACED would; the revoke controller and
+            # the figures' writer start with that REPLACED, as without pages.
+            self._charge([PodInfo.of(p) for p in event.objects])
+            return
         self._on_any()
         if event.type is EventType.REPLACED:
             self._replace([PodInfo.of(p) for p in event.objects], event.told)
-        elif event.type is EventType.LISTED:  # a page of the first list, charged as its REPLACED would
-            self._charge([PodInfo.of(p) for p in event.objects])
         elif event.obj is not None:
             if is_reserve_pod(event.obj.metadata.annotations):
                 return  # a reservation's stand-in: charged by the reservation watch
