@@ -13,12 +13,12 @@ Watch semantics (the informer contract the cache relies on):
 - whenever the backend had to relist (410 Gone, a dropped connection it could not resume), it
   emits ``REPLACED`` again with the complete list, so the consumer can drop objects deleted
   during the gap: no event is ever lost silently;
-- a backend told to (``KubernetesBackend``'s ``paged_lists``) may also emit each page of a list
-  as a ``LISTED`` event as it is decoded, before that list's ``REPLACED``; the ``REPLACED`` still
-  carries every object (the pages' very objects, in their order). A list that starts over (a
-  continue token that expired, a failed page) emits its pages again, so a consumer that handled
-  pages ahead must still reconcile against the ``REPLACED``; consumers that ignore ``LISTED`` see
-  the plain contract;
+- a backend told to (``KubernetesBackend``'s ``paged_lists``) may also emit pages of a list as
+  ``LISTED`` events as they are decoded, in order, before that list's ``REPLACED`` (any number
+  of its first pages, none to all); the ``REPLACED`` still carries every object (the pages' very
+  objects, in their order). A list that starts over (a continue token that expired, a failed
+  page) emits its pages again, so a consumer that handled pages ahead must still reconcile
+  against the ``REPLACED``; consumers that ignore ``LISTED`` see the plain contract;
 - the stream ends only when the backend is closed.
 """
 

@@ -36,6 +36,7 @@ import socket
 import time
 import uuid
 import weakref
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
@@ -257,6 +258,7 @@ class KubernetesBackend:
         burst: int = 1,
         transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
         paged_lists: Collection[ResourceType[Any]] = (),
+        page_wait_seconds: float = 0.005,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -278,8 +280,11 @@ class KubernetesBackend:
         is read, so a long list never holds every pod unshared."""
         self._paged_lists = frozenset(paged_lists)
         """Resources whose lists' pages are also emitted as LISTED events as they are decoded
-        (``apis.client.backend``): the scheduler handles the first pod list's pages while the API
-        server serializes the next ones, instead of all of it after the last."""
+        (``apis.client.backend``), where the API server keeps the list waiting (``_list``): the
+        scheduler handles the first pod list's pages in those waits, instead of all of it after
+        the last page."""
+        self._page_wait = page_wait_seconds
+        """A paged list hands its pages out only after a page kept it waiting this long (``_list``)."""
         self._request_timeout = request_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -356,10 +361,10 @@ class KubernetesBackend:
                 began = time.monotonic()
                 listed: _Listed[T] = _Listed()
                 try:
-                    async with aclosing(self._list(resource, field_selector, listed)) as pages:
+                    paged = resource in self._paged_lists
+                    async with aclosing(self._list(resource, field_selector, listed, paged)) as pages:
                         async for page in pages:
-                            if resource in self._paged_lists:
-                                yield WatchEvent(EventType.LISTED, objects=tuple(page))
+                            yield WatchEvent(EventType.LISTED, objects=tuple(page))
                 except _ListFailed as exc:
                     if self.closed:
                         return
@@ -421,13 +426,20 @@ class KubernetesBackend:
                 await self._closed.wait()
 
     async def _list(
-        self, resource: ResourceType[T], field_selector: str | None, listed: _Listed[T]
+        self, resource: ResourceType[T], field_selector: str | None, listed: _Listed[T], paged: bool
     ) -> AsyncGenerator[list[T], None]:
-        """Every object into ``listed``, page by page (``limit`` / ``continue``), each page yielded
-        as it is decoded; ``listed`` ends with the list's resourceVersion and the seconds spent
-        validating. A list that starts over (its continue token expired) empties ``listed`` and
-        yields its pages again. Each next page is asked for before the last one is decoded, so the
-        API server serializes it meanwhile (``apis.client.listhead``)."""
+        """Every object into ``listed``, page by page (``limit`` / ``continue``); ``listed`` ends
+        with the list's resourceVersion and the seconds spent validating. Each next page is asked
+        for before the last one is decoded, so the API server serializes it meanwhile
+        (``apis.client.listhead``).
+
+        ``paged``: decoded pages are also yielded, in order, for the consumer to handle ahead of
+        the whole list, but only where that fills a wait: when the page just decoded had kept
+        the list waiting at least ``page_wait_seconds``, it and any pages held back are yielded
+        before the next page is awaited; when the API server keeps ahead, pages are held back and
+        left to the whole list (handling them in between would only lengthen the list). The last
+        page is never yielded. A list that starts over (its continue token expired) empties
+        ``listed``, drops what it held back and yields its pages again."""
         path = resource_path(resource)
         what = f"list {resource.plural}"
 
@@ -441,11 +453,14 @@ class KubernetesBackend:
             return await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
 
         cont: str | None = None
+        held: deque[list[T]] = deque()
         page = asyncio.ensure_future(fetch(None))
         try:
             while True:
                 try:
+                    wait_began = time.perf_counter()
                     data = await page
+                    waited = time.perf_counter() - wait_began
                     ahead = list_metadata_ahead_of_items(data)
                     if ahead is not None and ahead.get("continue"):
                         page = asyncio.ensure_future(fetch(str(ahead["continue"])))
@@ -459,6 +474,7 @@ class KubernetesBackend:
                         # The continue token expired between pages: start over from a fresh snapshot.
                         log.info("list %s: continue token expired; restarting the list", resource.plural)
                         listed.items, cont = [], None
+                        held.clear()
                         page = asyncio.ensure_future(fetch(None))
                         continue
                     raise _ListFailed(str(exc)) from exc
@@ -466,12 +482,15 @@ class KubernetesBackend:
                 cont = meta.get("continue") or None
                 if not cont:
                     listed.resource_version = str(meta.get("resourceVersion") or "")
-                yield page_items
-                if not cont:
                     return
                 if ahead is None or ahead.get("continue") != cont:
                     _abandon(page)
                     page = asyncio.ensure_future(fetch(cont))
+                if paged:
+                    held.append(page_items)
+                    if waited >= self._page_wait:
+                        while held:
+                            yield held.popleft()
         finally:
             _abandon(page)
 
