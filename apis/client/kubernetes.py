@@ -234,6 +234,8 @@ class _Listed(Generic[T]):
     items: list[T] = field(default_factory=list)
     resource_version: str = ""
     decode_seconds: float = 0.0
+    pages_ahead: int = 0
+    """Pages handed out before the list's end (``paged``)."""
 
 
 class KubernetesBackend:
@@ -376,18 +378,21 @@ class KubernetesBackend:
                 self.stats.lists += 1
                 listed_seconds = time.monotonic() - began
                 log.info(
-                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding)",
+                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding; %d "
+                    "pages handed out ahead)",
                     what,
                     len(objects),
                     rv,
                     listed_seconds,
                     decode_seconds,
+                    listed.pages_ahead,
                     extra={
                         "list": {
                             "resource": resource.plural,
                             "objects": len(objects),
                             "seconds": round(listed_seconds, 3),
                             "decode_seconds": round(decode_seconds, 3),
+                            "pages_ahead": listed.pages_ahead,
                         }
                     },
                 )
@@ -473,7 +478,7 @@ class KubernetesBackend:
                     if exc.status == 410 and cont:
                         # The continue token expired between pages: start over from a fresh snapshot.
                         log.info("list %s: continue token expired; restarting the list", resource.plural)
-                        listed.items, cont = [], None
+                        listed.items, cont, listed.pages_ahead = [], None, 0
                         held.clear()
                         page = asyncio.ensure_future(fetch(None))
                         continue
@@ -490,6 +495,7 @@ class KubernetesBackend:
                     held.append(page_items)
                     if waited >= self._page_wait:
                         while held:
+                            listed.pages_ahead += 1
                             yield held.popleft()
         finally:
             _abandon(page)

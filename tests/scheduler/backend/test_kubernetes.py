@@ -626,8 +626,9 @@ async def test_the_next_page_is_asked_for_before_the_last_one_is_decoded(
 
 
 async def test_paged_lists_emit_their_pages_before_the_replaced_that_carries_the_same_objects(
-    server: tuple[FakeApiServer, KubernetesBackend],
+    server: tuple[FakeApiServer, KubernetesBackend], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="apis.client.kubernetes")
     fake, plain = server
     backend = KubernetesBackend(
         plain.api_client, page_size=2, backoff_initial=0.01, paged_lists=(PODS,), page_wait_seconds=0.0
@@ -651,6 +652,8 @@ async def test_paged_lists_emit_their_pages_before_the_replaced_that_carries_the
     assert all(a is b for a, b in zip([*events[1].objects, *events[2].objects], replaced, strict=False))
     assert not any(a is b for a, b in zip(events[0].objects, replaced, strict=False))
     assert events[4].type is EventType.ADDED
+    assert "listed pods: 5 objects" in caplog.text
+    assert "2 pages handed out ahead" in caplog.text  # of the list that completed
     await backend.close()
 
 
