@@ -186,6 +186,8 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         burst=connection.burst,
         # Each page's pods shared (peak memory) and their PodInfos made while the next page comes.
         transforms={PODS: decode_ahead},
+        # The first pod list handled page by page, while the API server serializes the next page.
+        paged_lists=(PODS,),
     )
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)

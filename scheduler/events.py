@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -102,6 +102,11 @@ class EventHandlers:
     _node_signatures: dict[str, tuple[object, ...]] = field(default_factory=dict)
     _pending: dict[str, PodInfo] = field(default_factory=dict)
     """Pending pods we queued, by uid (to reconcile a relist)."""
+    _listed: dict[int, PodInfo] = field(default_factory=dict)
+    """The first list's pods handled as LISTED pages so far, by the pod's identity."""
+    _listed_events: dict[str, ClusterEvent | None] = field(default_factory=dict)
+    """The queue event each of those accounted in the cache made, by uid: posted at the REPLACED,
+    in the list's order among the pending pods' adds, as the whole-list path posts them."""
 
     @property
     def synced(self) -> bool:
@@ -175,8 +180,15 @@ class EventHandlers:
     def handle_pod_event(self, event: WatchEvent[Pod]) -> None:
         # Every informer below shares one PodInfo per pod, most of them made as the pods were
         # decoded (the backend's transform, scheduler.cache.decode_ahead).
+        if event.type is EventType.LISTED:
+            if not self.synced_pods.is_set():  # a relist's pages wait for its REPLACED
+                with list_paused():
+                    self._listed_page(event.objects)
+            return
         if event.type is EventType.REPLACED:
             ahead = take_decoded(event.objects, forget_the_rest=True)
+            if self._listed:
+                ahead.update(self._listed)
         else:
             ahead = take_decoded((event.obj,) if event.obj is not None else ())
             if not ahead and event.type is EventType.MODIFIED and event.obj is not None:
@@ -214,14 +226,50 @@ class EventHandlers:
             except Exception:
                 log.exception("a pod listener failed")
 
+    def _listed_page(self, pods: Sequence[Pod]) -> None:
+        """A page of the first pod list, handled as it comes (while the API server serializes the
+        next): the listeners are told it (LISTED) and its bound pods are accounted in the cache.
+        The queue waits for the REPLACED, as today: PreEnqueue (a gang's members, a quota) reads
+        what the listeners hold of the whole list. Kept by identity (``_listed``) so that the
+        REPLACED skips what was done here for these very objects."""
+        with decoding_once(take_decoded(pods)):
+            infos: list[PodInfo] = []
+            for pod in pods:
+                self._guarded(lambda p: infos.append(PodInfo.of(p)), pod)
+            self._tell_listeners(WatchEvent(EventType.LISTED, objects=pods), self.startup)
+        with self.startup.span("cache ahead"):
+            for info in infos:
+                self._listed[id(info.pod)] = info
+                if info.node_name:
+                    self._guarded(self._assigned_ahead, info)
+
+    def _assigned_ahead(self, info: PodInfo) -> None:
+        self._listed_events[info.uid] = self._account_assigned(info)
+
+    def _told(self, pods: Sequence[Pod]) -> int:
+        """How many of a list's first pods were handled as LISTED pages, as these very objects (a
+        list that started over handled pages that its REPLACED does not carry)."""
+        told = 0
+        for pod in pods:
+            info = self._listed.get(id(pod))
+            if info is None or info.pod is not pod:
+                break
+            told += 1
+        return told
+
     def _replace_pods(self, event: WatchEvent[Pod], spans: StartupSpans | None) -> None:
-        """A (re)list, told to the listeners too; ``spans``: time its steps (the first list)."""
+        """A (re)list, told to the listeners too; ``spans``: time its steps (the first list). The
+        first ``told`` pods were handled page by page already (``_listed_page``): the listeners
+        are told so, and only their queue events are left to post, in the list's order."""
+        told = self._told(event.objects) if self._listed else 0
+        accounted, self._listed_events = self._listed_events, {}
+        self._listed = {}
         timed = spans.span if spans is not None else lambda _: contextlib.nullcontext()
         infos: list[PodInfo] = []
         with timed("pod info"):  # decoded before the listeners (who share them), to time it apart
             for pod in event.objects:
                 self._guarded(lambda p: infos.append(PodInfo.of(p)), pod)
-        self._tell_listeners(event, spans)
+        self._tell_listeners(WatchEvent(EventType.REPLACED, objects=event.objects, told=told), spans)
         with timed("cache and queue"):
             present = {p.uid for p in infos}
             for uid in [uid for uid in self._pending if uid not in present]:
@@ -230,8 +278,13 @@ class EventHandlers:
                 # Reservations' stand-ins are no pods: their own informer keeps them.
                 if not self.cache.is_assumed(assigned.uid) and not is_reserve_pod(assigned.annotations):
                     self._delete_pod(assigned)
-            for info in infos:
-                self._guarded(self._relisted_pod, info)
+            for index, info in enumerate(infos):
+                if index < told and info.node_name and info.uid in accounted:
+                    posted = accounted[info.uid]
+                    if posted is not None:
+                        self.queue.on_event(posted)
+                else:
+                    self._guarded(self._relisted_pod, info)
 
     def _relisted_pod(self, info: PodInfo) -> None:
         self._upsert_pod(info)
@@ -250,20 +303,9 @@ class EventHandlers:
 
     def _upsert_pod(self, pod: PodInfo) -> None:
         if pod.node_name:
-            if pod.uid in self._pending:
-                del self._pending[pod.uid]
-                self.queue.delete(pod.uid)
-            was_counted = self.cache.pod(pod.uid) is not None
-            self.cache.upsert_pod(pod)
-            if pod.problems and not pod.is_terminal():
-                message = "koord-scheduler accounts this pod's requests clamped: " + "; ".join(pod.problems)
-                self._refused(
-                    ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid), message
-                )
-            if pod.is_terminal() and was_counted:
-                self.queue.on_event(ClusterEvent.POD_DELETE)
-            elif not was_counted:
-                self.queue.on_event(ClusterEvent.POD_ADD)
+            event = self._account_assigned(pod)
+            if event is not None:
+                self.queue.on_event(event)
             return
         if not self._responsible(pod) or pod.is_terminal() or pod.pod.metadata.deletion_timestamp:
             if pod.uid in self._pending:
@@ -273,6 +315,20 @@ class EventHandlers:
             return  # our own binding is in flight; this is an older version of the pod
         self._pending[pod.uid] = pod
         self.queue.add(pod)
+
+    def _account_assigned(self, pod: PodInfo) -> ClusterEvent | None:
+        """A pod on a node into the cache; the queue event it makes, for the caller to post."""
+        if pod.uid in self._pending:
+            del self._pending[pod.uid]
+            self.queue.delete(pod.uid)
+        was_counted = self.cache.pod(pod.uid) is not None
+        self.cache.upsert_pod(pod)
+        if pod.problems and not pod.is_terminal():
+            message = "koord-scheduler accounts this pod's requests clamped: " + "; ".join(pod.problems)
+            self._refused(ObjectRef(kind="Pod", namespace=pod.namespace, name=pod.name, uid=pod.uid), message)
+        if pod.is_terminal() and was_counted:
+            return ClusterEvent.POD_DELETE
+        return None if was_counted else ClusterEvent.POD_ADD
 
     def _delete_pod(self, pod: PodInfo) -> None:
         self.cache.clear_nomination(pod.uid)

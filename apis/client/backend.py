@@ -13,6 +13,12 @@ Watch semantics (the informer contract the cache relies on):
 - whenever the backend had to relist (410 Gone, a dropped connection it could not resume), it
   emits ``REPLACED`` again with the complete list, so the consumer can drop objects deleted
   during the gap: no event is ever lost silently;
+- a backend told to (``KubernetesBackend``'s ``paged_lists``) may also emit pages of a list as
+  ``LISTED`` events as they are decoded, in order, before that list's ``REPLACED`` (any number
+  of its first pages, none to all); the ``REPLACED`` still carries every object (the pages' very
+  objects, in their order). A list that starts over (a continue token that expired, a failed
+  page) emits its pages again, so a consumer that handled pages ahead must still reconcile
+  against the ``REPLACED``; consumers that ignore ``LISTED`` see the plain contract;
 - the stream ends only when the backend is closed.
 """
 
@@ -105,6 +111,8 @@ class EventType(StrEnum):
     DELETED = "DELETED"
     REPLACED = "REPLACED"
     """The complete current list (first event of a watch, and after every relist)."""
+    LISTED = "LISTED"
+    """One page of a list still being read (module docstring); its ``REPLACED`` follows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +121,17 @@ class WatchEvent(Generic[T]):
     obj: T | None = None
     """The object for ADDED / MODIFIED / DELETED."""
     objects: Sequence[T] = field(default_factory=tuple)
-    """Every object, for REPLACED."""
+    """Every object, for REPLACED; the page's, for LISTED."""
+    told: int = 0
+    """For REPLACED: how many of the first ``objects`` the consumer was already told, as these very
+    objects, in LISTED events. A listener may skip upserting them again; it must still drop what
+    it holds that is not in ``objects``. Set by whoever forwards the events (``EventHandlers``),
+    never by a backend."""
+
+    @property
+    def untold(self) -> Sequence[T]:
+        """The objects a listener has not upserted yet: a LISTED page's, the rest of a REPLACED's."""
+        return self.objects[self.told :] if self.told else self.objects
 
     def dispatch(
         self,
@@ -121,7 +139,8 @@ class WatchEvent(Generic[T]):
         upserted: Callable[[T], object],
         deleted: Callable[[T], object],
     ) -> None:
-        """Hand the event to the informer callback for its type (ADDED and MODIFIED: ``upserted``)."""
+        """Hand the event to the informer callback for its type (ADDED and MODIFIED: ``upserted``;
+        LISTED: none, as its REPLACED carries its objects again)."""
         if self.type is EventType.REPLACED:
             replaced(self.objects)
         elif self.obj is not None:

@@ -36,8 +36,10 @@ import socket
 import time
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
@@ -225,6 +227,17 @@ class _ListFailed(Exception):
     """The list failed in a way that retrying (after a backoff) may fix."""
 
 
+@dataclass
+class _Listed(Generic[T]):
+    """What ``KubernetesBackend._list`` read so far."""
+
+    items: list[T] = field(default_factory=list)
+    resource_version: str = ""
+    decode_seconds: float = 0.0
+    pages_ahead: int = 0
+    """Pages handed out before the list's end (``paged``)."""
+
+
 class KubernetesBackend:
     """The ClusterBackend over one kubernetes_asyncio ``ApiClient``, which ``close`` closes.
 
@@ -246,6 +259,8 @@ class KubernetesBackend:
         qps: float = 0.0,
         burst: int = 1,
         transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
+        paged_lists: Collection[ResourceType[Any]] = (),
+        page_wait_seconds: float = 0.005,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -265,6 +280,13 @@ class KubernetesBackend:
         """Applied to every object of a resource as soon as it is decoded (client-go's informer
         transform): the scheduler shares equal parts of pods page by page, before the next page
         is read, so a long list never holds every pod unshared."""
+        self._paged_lists = frozenset(paged_lists)
+        """Resources whose lists' pages are also emitted as LISTED events as they are decoded
+        (``apis.client.backend``), where the API server keeps the list waiting (``_list``): the
+        scheduler handles the first pod list's pages in those waits, instead of all of it after
+        the last page."""
+        self._page_wait = page_wait_seconds
+        """A paged list hands its pages out only after a page kept it waiting this long (``_list``)."""
         self._request_timeout = request_timeout
         self._backoff_initial = backoff_initial
         self._backoff_max = backoff_max
@@ -288,6 +310,7 @@ class KubernetesBackend:
         qps: float = 0.0,
         burst: int = 1,
         transforms: Mapping[ResourceType[Any], Callable[[Any], Any]] | None = None,
+        paged_lists: Collection[ResourceType[Any]] = (),
     ) -> KubernetesBackend:
         """Load ``kubeconfig`` (or the in-cluster service account when None) into a fresh Configuration
         whose connection pool holds ``max_concurrency`` writers plus ``watch_connections`` watches."""
@@ -305,6 +328,7 @@ class KubernetesBackend:
             qps=qps,
             burst=burst,
             transforms=transforms,
+            paged_lists=paged_lists,
         )
 
     @property
@@ -337,8 +361,12 @@ class KubernetesBackend:
         while not self.closed:
             if rv is None:
                 began = time.monotonic()
+                listed: _Listed[T] = _Listed()
                 try:
-                    objects, rv, decode_seconds = await self._list(resource, field_selector)
+                    paged = resource in self._paged_lists
+                    async with aclosing(self._list(resource, field_selector, listed, paged)) as pages:
+                        async for page in pages:
+                            yield WatchEvent(EventType.LISTED, objects=tuple(page))
                 except _ListFailed as exc:
                     if self.closed:
                         return
@@ -346,21 +374,25 @@ class KubernetesBackend:
                     log.warning("list %s failed: %s; retrying in %.2fs", what, exc, delay)
                     await self._sleep(delay)
                     continue
+                objects, rv, decode_seconds = listed.items, listed.resource_version, listed.decode_seconds
                 self.stats.lists += 1
-                listed = time.monotonic() - began
+                listed_seconds = time.monotonic() - began
                 log.info(
-                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding)",
+                    "listed %s: %d objects at resourceVersion %s in %.2fs (%.2fs of it decoding; %d "
+                    "pages handed out ahead)",
                     what,
                     len(objects),
                     rv,
-                    listed,
+                    listed_seconds,
                     decode_seconds,
+                    listed.pages_ahead,
                     extra={
                         "list": {
                             "resource": resource.plural,
                             "objects": len(objects),
-                            "seconds": round(listed, 3),
+                            "seconds": round(listed_seconds, 3),
                             "decode_seconds": round(decode_seconds, 3),
+                            "pages_ahead": listed.pages_ahead,
                         }
                     },
                 )
@@ -399,11 +431,20 @@ class KubernetesBackend:
                 await self._closed.wait()
 
     async def _list(
-        self, resource: ResourceType[T], field_selector: str | None
-    ) -> tuple[list[T], str, float]:
-        """All objects, the list's resourceVersion and the seconds spent validating the objects,
-        page by page (``limit`` / ``continue``). Each next page is asked for before the last one is
-        decoded, so the API server serializes it meanwhile (``apis.client.listhead``)."""
+        self, resource: ResourceType[T], field_selector: str | None, listed: _Listed[T], paged: bool
+    ) -> AsyncGenerator[list[T], None]:
+        """Every object into ``listed``, page by page (``limit`` / ``continue``); ``listed`` ends
+        with the list's resourceVersion and the seconds spent validating. Each next page is asked
+        for before the last one is decoded, so the API server serializes it meanwhile
+        (``apis.client.listhead``).
+
+        ``paged``: decoded pages are also yielded, in order, for the consumer to handle ahead of
+        the whole list, but only where that fills a wait: when the page just decoded had kept
+        the list waiting at least ``page_wait_seconds``, it and any pages held back are yielded
+        before the next page is awaited; when the API server keeps ahead, pages are held back and
+        left to the whole list (handling them in between would only lengthen the list). The last
+        page is never yielded. A list that starts over (its continue token expired) empties
+        ``listed``, drops what it held back and yields its pages again."""
         path = resource_path(resource)
         what = f"list {resource.plural}"
 
@@ -416,14 +457,15 @@ class KubernetesBackend:
             await self._limiter.acquire()
             return await request_bytes(self._api, "GET", path, what=what, query=query, seconds=120.0)
 
-        items: list[T] = []
-        decode_seconds = 0.0
         cont: str | None = None
+        held: deque[list[T]] = deque()
         page = asyncio.ensure_future(fetch(None))
         try:
             while True:
                 try:
+                    wait_began = time.perf_counter()
                     data = await page
+                    waited = time.perf_counter() - wait_began
                     ahead = list_metadata_ahead_of_items(data)
                     if ahead is not None and ahead.get("continue"):
                         page = asyncio.ensure_future(fetch(str(ahead["continue"])))
@@ -431,22 +473,30 @@ class KubernetesBackend:
                     decode_began = time.perf_counter()
                     with list_paused():
                         page_items, meta = self._decode_page(resource, data, what)
-                    decode_seconds += time.perf_counter() - decode_began
+                    listed.decode_seconds += time.perf_counter() - decode_began
                 except BackendError as exc:
                     if exc.status == 410 and cont:
                         # The continue token expired between pages: start over from a fresh snapshot.
                         log.info("list %s: continue token expired; restarting the list", resource.plural)
-                        items, cont = [], None
+                        listed.items, cont, listed.pages_ahead = [], None, 0
+                        held.clear()
                         page = asyncio.ensure_future(fetch(None))
                         continue
                     raise _ListFailed(str(exc)) from exc
-                items.extend(page_items)
+                listed.items.extend(page_items)
                 cont = meta.get("continue") or None
                 if not cont:
-                    return items, str(meta.get("resourceVersion") or ""), decode_seconds
+                    listed.resource_version = str(meta.get("resourceVersion") or "")
+                    return
                 if ahead is None or ahead.get("continue") != cont:
                     _abandon(page)
                     page = asyncio.ensure_future(fetch(cont))
+                if paged:
+                    held.append(page_items)
+                    if waited >= self._page_wait:
+                        while held:
+                            listed.pages_ahead += 1
+                            yield held.popleft()
         finally:
             _abandon(page)
 

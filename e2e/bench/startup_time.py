@@ -152,6 +152,8 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
         if isinstance(listed, dict) and listed["objects"] and f"list {listed['resource']}" not in steps:
             steps[f"list {listed['resource']}"] = listed["seconds"]
             steps[f"decode {listed['resource']}"] = listed["decode_seconds"]
+            if listed.get("pages_ahead"):  # a count, not seconds: pages handled before the list ended
+                steps[f"pages of {listed['resource']} handled ahead"] = listed["pages_ahead"]
         startup = record.get("startup")
         if not isinstance(startup, dict):
             continue

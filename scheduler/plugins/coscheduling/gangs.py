@@ -189,13 +189,15 @@ class Gangs:
         self.recount(gang)
         return gang
 
-    def replace_pods(self, pods: Iterable[PodInfo]) -> None:
-        """A (re)list: every pod as it is now. A member not listed was deleted while the watch was
-        down (no DELETED event will come for it): it leaves its gang."""
+    def replace_pods(self, pods: Iterable[PodInfo], *, told: int = 0) -> None:
+        """A (re)list: every pod as it is now; the first ``told`` were handled already (``on_pod``
+        page by page). A member not listed was deleted while the watch was down (no DELETED event
+        will come for it): it leaves its gang."""
         present: set[str] = set()
-        for pod in pods:
+        for index, pod in enumerate(pods):
             present.add(pod.uid)
-            self.on_pod(pod)
+            if index >= told:
+                self.on_pod(pod)
         for uid in [uid for uid in self._pod_gang if uid not in present]:
             self._forget(uid)
 

@@ -177,8 +177,12 @@ class Coscheduling(
     # ---- informers ---------------------------------------------------------------------------
 
     def _on_pod_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.LISTED:  # a page of the first list: no wake-ups until its REPLACED
+            for obj in event.objects:
+                self.gangs.on_pod(PodInfo.of(obj))
+            return
         if event.type is EventType.REPLACED:
-            self.gangs.replace_pods(PodInfo.of(obj) for obj in event.objects)
+            self.gangs.replace_pods((PodInfo.of(obj) for obj in event.objects), told=event.told)
             return
         assert event.obj is not None
         info = PodInfo.of(event.obj)

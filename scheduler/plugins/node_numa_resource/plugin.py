@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from apis.client.backend import PODS, RESERVATIONS, BackendError, WatchEvent
+from apis.client.backend import PODS, RESERVATIONS, BackendError, EventType, WatchEvent, each
 from apis.client.rbac import PolicyRule
 from apis.core import Pod
 from apis.extension.numa import (
@@ -99,8 +99,13 @@ class NodeNUMAResource:
 
     def _on_pod(self, event: WatchEvent[Pod]) -> None:
         # Through the plugin's attributes, so that one replaced (a test breaking a pod) counts on relists too.
+        if event.type is EventType.LISTED:  # a page of the first list; its REPLACED skips it
+            each(event.objects, self._upsert_pod)
+            return
         event.dispatch(
-            lambda pods: self._pods.replace(pods, self._upsert_pod), self._upsert_pod, self._delete_pod
+            lambda pods: self._pods.replace(pods, self._upsert_pod, untold=event.untold),
+            self._upsert_pod,
+            self._delete_pod,
         )
 
     # ---- PreFilter / Filter ----

@@ -623,3 +623,53 @@ async def test_the_next_page_is_asked_for_before_the_last_one_is_decoded(
         [None, "page-2", "page-3"],
     ]
     assert [q.get("continue") for q in fake.list_queries] == [None, "page-2", "page-3"]
+
+
+async def test_paged_lists_emit_their_pages_before_the_replaced_that_carries_the_same_objects(
+    server: tuple[FakeApiServer, KubernetesBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="apis.client.kubernetes")
+    fake, plain = server
+    backend = KubernetesBackend(
+        plain.api_client, page_size=2, backoff_initial=0.01, paged_lists=(PODS,), page_wait_seconds=0.0
+    )
+    fake.lists = [
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="c")),
+        (410, {"kind": "Status", "code": 410, "reason": "Expired"}),  # the list starts over
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 12, cont="d")),
+        (200, page([raw_pod("p3", 11), raw_pod("p4", 11)], 12, cont="e")),
+        (200, page([raw_pod("p5", 11)], 12)),
+    ]
+    fake.watches = [Watch([line("ADDED", raw_pod("p6", 13))], end="hang")]
+    events = await take(backend.watch(PODS), 5)
+    assert [(e.type, [p.metadata.name for p in e.objects]) for e in events[:4]] == [
+        (EventType.LISTED, ["p1", "p2"]),  # of the list that started over
+        (EventType.LISTED, ["p1", "p2"]),
+        (EventType.LISTED, ["p3", "p4"]),  # the last page comes with the REPLACED alone
+        (EventType.REPLACED, ["p1", "p2", "p3", "p4", "p5"]),
+    ]
+    replaced = events[3].objects
+    assert all(a is b for a, b in zip([*events[1].objects, *events[2].objects], replaced, strict=False))
+    assert not any(a is b for a, b in zip(events[0].objects, replaced, strict=False))
+    assert events[4].type is EventType.ADDED
+    assert "listed pods: 5 objects" in caplog.text
+    assert "2 pages handed out ahead" in caplog.text  # of the list that completed
+    await backend.close()
+
+
+async def test_a_paged_list_the_api_server_keeps_ahead_of_holds_its_pages_for_the_replaced(
+    server: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, plain = server
+    backend = KubernetesBackend(plain.api_client, page_size=2, paged_lists=(PODS,), page_wait_seconds=3600)
+    fake.lists = [
+        (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="c")),
+        (200, page([raw_pod("p3", 5)], 10)),
+    ]
+    fake.watches = [Watch([line("ADDED", raw_pod("p4", 11))], end="hang")]
+    events = await take(backend.watch(PODS), 2)
+    assert [(e.type, names(e)) for e in events] == [
+        (EventType.REPLACED, ["p1", "p2", "p3"]),
+        (EventType.ADDED, ["p4"]),
+    ]
+    await backend.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from apis.client.backend import WatchEvent, each
+from apis.client.backend import EventType, WatchEvent, each
 from apis.core import Pod
 from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.pod_info import PodInfo
@@ -20,17 +20,21 @@ class MixHandler:
         self.mix = mix
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
-        event.dispatch(self._replace, self._upsert, self._delete)
+        if event.type is EventType.LISTED:  # a page of the first list; its REPLACED skips it
+            each(event.objects, self._upsert)
+            return
+        event.dispatch(lambda pods: self._replace(pods, event.untold), self._upsert, self._delete)
 
     def _delete(self, pod: Pod) -> None:
         self.mix.leave(pod.metadata.uid or "", served=bool(pod.spec.node_name))
 
-    def _replace(self, pods: Sequence[Pod]) -> None:
+    def _replace(self, pods: Sequence[Pod], untold: Sequence[Pod]) -> None:
+        """The relisted ``pods``, of which ``untold`` are not upserted yet."""
         present = {pod.metadata.uid or "" for pod in pods}
         for uid in self.mix.uids():
             if uid not in present:
                 self.mix.remove(uid)
-        each(pods, self._upsert)
+        each(untold, self._upsert)
 
     def _upsert(self, pod: Pod) -> None:
         uid = pod.metadata.uid or ""

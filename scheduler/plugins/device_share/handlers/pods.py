@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from apis.client.backend import ObjectRef, WatchEvent, each
+from apis.client.backend import EventType, ObjectRef, WatchEvent, each
 from apis.core import Pod
 from apis.errors import InvalidAnnotation, echo
 from apis.extension.device import (
@@ -46,15 +46,19 @@ class PodHandler:
         self._parsed: dict[str, _Read] = {}
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
-        event.dispatch(self._replace, self._upsert, self._delete)
+        if event.type is EventType.LISTED:  # a page of the first list; its REPLACED skips it
+            each(event.objects, self._upsert)
+            return
+        event.dispatch(lambda pods: self._replace(pods, event.untold), self._upsert, self._delete)
 
     def _delete(self, pod: Pod) -> None:
         self.store.release(pod.metadata.uid or "")
         self.reserved.remove_owner(pod.metadata.uid or "")
 
-    def _replace(self, pods: Sequence[Pod]) -> None:
+    def _replace(self, pods: Sequence[Pod], untold: Sequence[Pod]) -> None:
+        """The relisted ``pods``, of which ``untold`` are not upserted yet."""
         present = {pod.metadata.uid or "" for pod in pods}
-        each(pods, self._upsert)
+        each(untold, self._upsert)
         for uid in self.store.holders():
             if uid not in present and not self.store.is_assumed(uid) and not self.reserved.knows(uid):
                 self.store.release(uid)

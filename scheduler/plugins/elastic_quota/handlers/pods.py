@@ -34,9 +34,14 @@ class PodHandler:
         """Called first on every event (starts the revoke controller)."""
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
+        if event.type is EventType.LISTED:
+            # A page of the first list, charged as its REPLACED would; the revoke controller and
+            # the figures' writer start with that REPLACED, as without pages.
+            self._charge([PodInfo.of(p) for p in event.objects])
+            return
         self._on_any()
         if event.type is EventType.REPLACED:
-            self._replace([PodInfo.of(p) for p in event.objects])
+            self._replace([PodInfo.of(p) for p in event.objects], event.told)
         elif event.obj is not None:
             if is_reserve_pod(event.obj.metadata.annotations):
                 return  # a reservation's stand-in: charged by the reservation watch
@@ -49,7 +54,8 @@ class PodHandler:
             self._pod_hooks(old, self.ledger.charge(info.uid))
         self.writer.changed()
 
-    def _replace(self, infos: list[PodInfo]) -> None:
+    def _replace(self, infos: list[PodInfo], told: int) -> None:
+        """The relisted pods; the first ``told`` were charged already (LISTED pages)."""
         present = {p.uid for p in infos}
         for uid in self.ledger.uids():
             charge = self.ledger.charge(uid)
@@ -58,6 +64,9 @@ class PodHandler:
             if uid not in present and not charge.reserved:
                 self.ledger.remove(uid)
                 self._pod_hooks(charge, None)
+        self._charge(infos[told:] if told else infos)
+
+    def _charge(self, infos: list[PodInfo]) -> None:
         for info in infos:
             old = self.ledger.charge(info.uid)
             self.ledger.on_pod(info, self._quota_name(info))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from apis.client.backend import ObjectRef, WatchEvent, each
+from apis.client.backend import EventType, ObjectRef, WatchEvent, each
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.numa import ANNOTATION_RESOURCE_STATUS, get_resource_spec
@@ -27,15 +27,25 @@ class PodHandler:
         """Pod uid -> the resource-status problem last reported on it."""
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
-        event.dispatch(self.replace, self.upsert, self.delete)
+        if event.type is EventType.LISTED:  # a page of the first list; its REPLACED skips it
+            each(event.objects, self.upsert)
+            return
+        event.dispatch(lambda pods: self.replace(pods, untold=event.untold), self.upsert, self.delete)
 
-    def replace(self, pods: Sequence[Pod], upsert: Callable[[Pod], None] | None = None) -> None:
-        """The relisted pods; ``upsert``: what handles each (``upsert`` unless told)."""
+    def replace(
+        self,
+        pods: Sequence[Pod],
+        upsert: Callable[[Pod], None] | None = None,
+        *,
+        untold: Sequence[Pod] | None = None,
+    ) -> None:
+        """The relisted pods; ``upsert``: what handles each (``upsert`` unless told); ``untold``:
+        those not handled yet (all unless told: the others came in LISTED pages)."""
         present = {pod.metadata.uid or "" for pod in pods}
         for uid, record in list(self.store.records.items()):
             if uid not in present and not record.assumed and not record.reservation:
                 self.store.release(uid)
-        each(pods, upsert or self.upsert)
+        each(pods if untold is None else untold, upsert or self.upsert)
 
     def delete(self, pod: Pod) -> None:
         self.store.release(pod.metadata.uid or "")

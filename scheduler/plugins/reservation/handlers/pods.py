@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from apis.client.backend import WatchEvent
+from apis.client.backend import EventType, WatchEvent
 from apis.core import Pod
 from apis.errors import InvalidAnnotation
 from apis.extension.reservation import ANNOTATION_RESERVATION_ALLOCATED, get_reservation_allocated
@@ -26,18 +26,24 @@ class PodHandler:
         self.store = store
 
     def on_event(self, event: WatchEvent[Pod]) -> None:
-        event.dispatch(self._replace, self._upsert, self._delete)
+        if event.type is EventType.LISTED:  # a page of the first list; its REPLACED skips it
+            self._upsert_each(event.objects)
+            return
+        event.dispatch(lambda pods: self._replace(pods, event.untold), self._upsert, self._delete)
 
-    def _replace(self, pods: Sequence[Pod]) -> None:
-        present = set()
+    def _replace(self, pods: Sequence[Pod], untold: Sequence[Pod]) -> None:
+        """The relisted ``pods``, of which ``untold`` are not upserted yet."""
+        present = {pod.metadata.uid or "" for pod in pods}
+        self._upsert_each(untold)
+        for uid in [uid for uid in self.store.owner_of if uid not in present]:
+            rehold(self.handle, self.store, self.store.remove_owner(uid))
+
+    def _upsert_each(self, pods: Sequence[Pod]) -> None:
         for pod in pods:
-            present.add(pod.metadata.uid or "")
             try:
                 self._upsert(pod)
             except Exception:
                 log.exception("pod %s/%s could not be handled", pod.metadata.namespace, pod.metadata.name)
-        for uid in [uid for uid in self.store.owner_of if uid not in present]:
-            rehold(self.handle, self.store, self.store.remove_owner(uid))
 
     def _upsert(self, pod: Pod) -> None:
         annotations = pod.metadata.annotations
