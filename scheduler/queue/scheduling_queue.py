@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import heapq
 import itertools
+import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from typing import Any
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.interfaces import ClusterEvent
 from scheduler.framework.status import Status
+from scheduler.model_update import updated
 
 __all__ = ["QueueCounts", "QueuedPodInfo", "SchedulingQueue", "event_label"]
 
@@ -50,9 +52,7 @@ def _updated_for_scheduling(old: PodInfo, new: PodInfo) -> bool:
         return False
     if before.spec != after.spec:
         return True
-    return before.metadata.model_copy(update=_UNREAD_METADATA) != after.metadata.model_copy(
-        update=_UNREAD_METADATA
-    )
+    return updated(before.metadata, _UNREAD_METADATA) != updated(after.metadata, _UNREAD_METADATA)
 
 
 def event_label(event: ClusterEvent) -> str:
@@ -112,6 +112,12 @@ class SchedulingQueue:
         self._in_active: dict[str, QueuedPodInfo] = {}
         self._backoff: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
+        # Lower bounds kept as pods enter: ``flush`` runs on every pop and walks a set only when
+        # one of its pods may be due (thousands of failed pods waiting made every pop walk them).
+        self._earliest_backoff = math.inf
+        """No pod in backoff has its backoff end before this."""
+        self._oldest_unschedulable = math.inf
+        """No pod in the unschedulable set was queued before this."""
         self._in_flight: dict[str, int] = {}
         """Pods popped and being scheduled -> the move-request counter when they were popped."""
         self._move_requests = 0
@@ -150,7 +156,7 @@ class SchedulingQueue:
         if not status.ok:
             previous = qp.gated_by
             qp.gated_by = f"{status.plugin}: {status.message()}" if status.plugin else status.message()
-            self._unschedulable[qp.pod.uid] = qp
+            self._into_unschedulable(qp)
             self._incoming("gated", event)
             if self._on_gated is not None and qp.gated_by != previous:
                 self._on_gated(qp, status)
@@ -226,14 +232,30 @@ class SchedulingQueue:
     def flush(self) -> None:
         """Backoff that elapsed -> active; pods unschedulable for too long -> retried."""
         now = self._clock()
-        for uid, qp in list(self._backoff.items()):
-            if qp.backoff_until <= now:
-                del self._backoff[uid]
-                self._enqueue(qp, "BackoffComplete")
-        for uid, qp in list(self._unschedulable.items()):
-            if now - qp.queued_at >= self.max_unschedulable_seconds:
-                del self._unschedulable[uid]
-                self._requeue(qp, "UnschedulableTimeout")
+        if self._earliest_backoff <= now:
+            self._earliest_backoff = math.inf  # made exact again below from the pods that stay
+            for uid, qp in list(self._backoff.items()):
+                if qp.backoff_until <= now:
+                    del self._backoff[uid]
+                    self._enqueue(qp, "BackoffComplete")
+                else:
+                    self._earliest_backoff = min(self._earliest_backoff, qp.backoff_until)
+        if now - self._oldest_unschedulable >= self.max_unschedulable_seconds:
+            self._oldest_unschedulable = math.inf
+            for uid, qp in list(self._unschedulable.items()):
+                if now - qp.queued_at >= self.max_unschedulable_seconds:
+                    del self._unschedulable[uid]
+                    self._requeue(qp, "UnschedulableTimeout")
+                else:
+                    self._oldest_unschedulable = min(self._oldest_unschedulable, qp.queued_at)
+
+    def _into_backoff(self, qp: QueuedPodInfo) -> None:
+        self._backoff[qp.pod.uid] = qp
+        self._earliest_backoff = min(self._earliest_backoff, qp.backoff_until)
+
+    def _into_unschedulable(self, qp: QueuedPodInfo) -> None:
+        self._unschedulable[qp.pod.uid] = qp
+        self._oldest_unschedulable = min(self._oldest_unschedulable, qp.queued_at)
 
     # ---- after a cycle -----------------------------------------------------------------------
 
@@ -255,7 +277,7 @@ class SchedulingQueue:
         elif popped_at is not None and self._move_requests > popped_at:
             self._to_backoff(qp, "ScheduleAttemptFailure")
         else:
-            self._unschedulable[qp.pod.uid] = qp
+            self._into_unschedulable(qp)
             self._incoming("unschedulable", "ScheduleAttemptFailure")
 
     def add_backoff(self, qp: QueuedPodInfo) -> None:
@@ -268,7 +290,7 @@ class SchedulingQueue:
 
     def _to_backoff(self, qp: QueuedPodInfo, event: str) -> None:
         qp.backoff_until = self._clock() + self.backoff_duration(qp.attempts)
-        self._backoff[qp.pod.uid] = qp
+        self._into_backoff(qp)
         self._incoming("backoff", event)
         self._wakeup.set()
 
@@ -279,7 +301,7 @@ class SchedulingQueue:
         if qp.attempts and qp.backoff_until == 0.0:
             qp.backoff_until = qp.queued_at + self.backoff_duration(qp.attempts)
         if qp.attempts and qp.backoff_until > self._clock():
-            self._backoff[qp.pod.uid] = qp
+            self._into_backoff(qp)
             self._incoming("backoff", event)
             self._wakeup.set()
         else:

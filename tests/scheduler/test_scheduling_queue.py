@@ -6,6 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from apis.core import Pod
 from scheduler.cache.pod_info import PodInfo
@@ -179,6 +181,26 @@ async def test_long_unschedulable_pods_are_retried_anyway() -> None:
     assert q.counts().active == 1
 
 
+async def test_each_long_unschedulable_pod_is_retried_when_its_own_time_is_up() -> None:
+    clock = FakeClock()
+    q = make_queue(clock)
+    q.add(pod("a"))
+    q.add(pod("b"))
+    q.add_unschedulable(await q.pop(), {"TaintToleration"})
+    clock.now += 100
+    q.add_unschedulable(await q.pop(), {"TaintToleration"})
+    clock.now += 200
+    q.flush()
+    assert [p.pod.name for p in q.pending()] == ["a", "b"]
+    assert q.counts().active == 1  # a, 300 s after it failed
+    clock.now += 99
+    q.flush()
+    assert q.counts().active == 1
+    clock.now += 1
+    q.flush()
+    assert q.counts().active == 2
+
+
 async def test_error_goes_to_backoff_then_active() -> None:
     clock = FakeClock()
     q = make_queue(clock)
@@ -324,3 +346,99 @@ async def test_an_unschedulable_pod_whose_spec_changed_is_tried_again() -> None:
     q.update(with_changes(qp.pod, spec={"priority": 5}))
     assert q.counts().unschedulable == 0
     assert q.counts().backoff == 1
+
+
+class FullScanQueue(SchedulingQueue):
+    """The queue whose ``flush`` walks both sets on every call, as before the lower bounds."""
+
+    def flush(self) -> None:
+        now = self._clock()
+        for uid, qp in list(self._backoff.items()):
+            if qp.backoff_until <= now:
+                del self._backoff[uid]
+                self._enqueue(qp, "BackoffComplete")
+        for uid, qp in list(self._unschedulable.items()):
+            if now - qp.queued_at >= self.max_unschedulable_seconds:
+                del self._unschedulable[uid]
+                self._requeue(qp, "UnschedulableTimeout")
+
+
+_STEPS = st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 5)),
+    st.tuples(st.just("fail"), st.sampled_from(["NodeResourcesFit", "TaintToleration", ""])),
+    st.tuples(st.just("error"), st.just("")),
+    st.tuples(st.just("bound"), st.just("")),
+    st.tuples(st.just("tick"), st.sampled_from([0.5, 1.0, 3.0, 7.0])),
+    st.tuples(st.just("event"), st.sampled_from(["NODE_ADD", "NODE_UPDATE", "POD_ADD"])),
+    st.tuples(st.just("activate"), st.integers(0, 5)),
+    st.tuples(st.just("delete"), st.integers(0, 5)),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_STEPS, max_size=60))
+def test_flush_moves_the_pods_a_full_walk_of_both_sets_moves(steps: list[tuple[str, Any]]) -> None:
+    """``flush`` walks the backoff and unschedulable sets only when a pod in them may be due (it
+    runs on every pop); the pods it moves, and when, are those of walking both every time."""
+    clock = FakeClock()
+    gate = {"p5"}
+    queues = [make_queue(clock, gate), FullScanQueue(**_queue_args(clock, gate))]
+    for q in queues:
+        q.max_unschedulable_seconds = 4.0
+    in_flight: list[list[Any]] = [[], []]
+    for step, arg in steps:
+        if step == "tick":
+            clock.now += arg
+            continue
+        for q, flying in zip(queues, in_flight, strict=True):
+            _apply(q, flying, step, arg)
+        popped = [_pop_now(q, flying) for q, flying in zip(queues, in_flight, strict=True)]
+        assert popped[0] == popped[1]
+        assert queues[0].counts() == queues[1].counts()
+        assert [p.pod.uid for p in queues[0].pending()] == [p.pod.uid for p in queues[1].pending()]
+
+
+def _pop_now(q: SchedulingQueue, flying: list[Any]) -> str | None:
+    """``pop`` when it does not wait: the uid popped (kept in ``flying``), or None."""
+    q.flush()
+    if not q.counts().active:
+        return None
+    coro = q.pop()
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        flying.append(done.value)
+        return str(done.value.pod.uid)
+    coro.close()
+    raise AssertionError("pop waited with a pod active")
+
+
+def _queue_args(clock: FakeClock, gate: set[str]) -> dict[str, Any]:
+    def pre_enqueue(p: PodInfo) -> Status:
+        return Status.pending("short").with_plugin("Coscheduling") if p.name in gate else Status()
+
+    return {
+        "sort_key": sort_key,
+        "pre_enqueue": pre_enqueue,
+        "plugin_events": lambda name: EVENTS.get(name, ClusterEvent.ALL),
+        "clock": clock,
+    }
+
+
+def _apply(q: SchedulingQueue, flying: list[Any], step: str, arg: Any) -> None:
+    if step == "add":
+        q.add(pod(f"p{arg}"))
+    elif step in ("fail", "error", "bound") and flying:
+        qp = flying.pop(0)
+        if step == "fail":
+            q.add_unschedulable(qp, {arg} - {""})
+        elif step == "error":
+            q.add_backoff(qp)
+        else:
+            q.done(qp.pod.uid)
+    elif step == "event":
+        q.on_event(ClusterEvent[arg])
+    elif step == "activate":
+        q.activate({f"p{arg}"})
+    elif step == "delete":
+        q.delete(f"p{arg}")
