@@ -301,8 +301,11 @@ def render(report: StartupReport, output: str = "table") -> str:
             f"peak RSS ratio koord/kube: {koord.peak_rss_mib / kube.peak_rss_mib:.2f} (target <= 1.0)"
         )
     if koord and koord.breakdown:
-        lines.append("\nkoord-scheduler's start-up, by its own log (s):")
-        lines.extend(f"  {name:<40}{seconds:>8.2f}" for name, seconds in koord.breakdown.items())
+        lines.append("\nkoord-scheduler's start-up, by its own log (s; pages handled ahead: a count):")
+        lines.extend(
+            f"  {name:<40}{value:>8.0f}" if name.startswith("pages ") else f"  {name:<40}{value:>8.2f}"
+            for name, value in koord.breakdown.items()
+        )
     lines.extend(f"ERROR: {e}" for e in report.errors)
     return "\n".join(lines)
 
