@@ -22,6 +22,8 @@ import numpy as np
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
+    CardPicks,
+    Cards,
     FloatArray,
     Shapes,
     SingleCardParts,
@@ -49,11 +51,14 @@ class _Kept:
     layout: int
     card_side: Shapes
     """``_shape_only(shapes)``, for the rows brought up to date."""
+    first: BoolArray
+    """(rows, C): the request fits the card and no card before it in the row is the same card in
+    the same state (capacity and use): a card's parts are those of any card like it."""
 
     @property
     def nbytes(self) -> int:
         p = self.parts
-        return sum(
+        return self.first.nbytes + sum(
             a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
         )
 
@@ -87,6 +92,15 @@ def _put_first(kept: _Kept, at: IntArray) -> None:
     kept.card_side = _shape_only(kept.shapes)
 
 
+def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
+    """``_Kept.first`` of ``cards`` where the request fits ``ok``."""
+    state = np.concatenate([cards.capacity, cards.used], axis=-1)  # (N, C, 6)
+    same = (state[:, :, None, :] == state[:, None, :, :]).all(axis=-1)  # (N, C, C)
+    like_an_earlier = np.tril(same, k=-1).any(axis=-1)
+    first: BoolArray = ok & ~like_an_earlier
+    return first
+
+
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
     """The card-side needs of ``shapes`` (weights and cpu do not enter the parts)."""
     return shapes_of(dict.fromkeys(shapes, 1.0))
@@ -104,9 +118,7 @@ class SingleCardMemo:
         """The parts of card ``rows`` for ``request`` and ``shapes`` (distinct, in this order), ``width``
         cards wide: equal to ``single_card_parts`` of those rows' cards."""
         kept = self._brought_up_to_date(request, shapes)
-        at = np.asarray([kept.column[s] for s in shapes], dtype=np.int64)
-        if not np.array_equal(at, np.arange(at.size)):
-            _put_first(kept, at)
+        self._in_order(kept, shapes)
         p = kept.parts
         # ``shapes`` are the first kept columns, in order: the rows' blocks are gathered, then
         # the columns sliced (a 3-D fancy index of rows x cards x shapes costs ~20x more).
@@ -120,6 +132,39 @@ class SingleCardMemo:
             _c_ordered(p.holds_c[rows, :width, :k]),
             _c_ordered(p.stranded_c[rows, :width, :k]),
         )
+
+    def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
+        """``parts`` of card ``rows`` with the card-side parts of each row's first card of each
+        kind that fits the request only (``_Kept.first``); ``width``: C, the rows' blocks (a
+        multiple of four), of which the cards picked are made a multiple by repeating the last."""
+        kept = self._brought_up_to_date(request, shapes)
+        self._in_order(kept, shapes)
+        p, k = kept.parts, len(shapes)
+        node, card = np.nonzero(kept.first[rows])
+        short = -node.size % width if node.size else 0
+        if short:
+            node = np.concatenate([node, np.full(short, node[-1])])
+            card = np.concatenate([card, np.full(short, card[-1])])
+        at = rows[node]
+        holds_c = p.holds_c[at, card]  # (M, kept shapes): each card's block, then the columns
+        stranded_c = p.stranded_c[at, card]
+        return CardPicks(
+            node,
+            width,
+            p.free[at, card],
+            p.free_after[at, card],
+            _c_ordered(holds_c[:, :k]),
+            _c_ordered(stranded_c[:, :k]),
+            p.free[rows, :width],
+            _c_ordered(p.holds[rows][:, :k]),
+            _c_ordered(p.stranded[rows][:, :k]),
+        )
+
+    def _in_order(self, kept: _Kept, shapes: list[GPURequest]) -> None:
+        """``shapes`` the first of ``kept``'s columns, in order."""
+        at = np.asarray([kept.column[s] for s in shapes], dtype=np.int64)
+        if not np.array_equal(at, np.arange(at.size)):
+            _put_first(kept, at)
 
     def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         store, table = self.store, self.store.cards()
@@ -148,9 +193,16 @@ class SingleCardMemo:
         table = self.store.cards()
         rows = np.arange(table.rows_in_use, dtype=np.int64)
         card_side = _shape_only(shapes)
-        parts = single_card_parts(table.cards_at_width(rows), request, card_side)
+        cards = table.cards_at_width(rows)
+        parts = single_card_parts(cards, request, card_side)
         kept = _Kept(
-            shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout, card_side
+            shapes,
+            {s: k for k, s in enumerate(shapes)},
+            parts,
+            self.store.changes,
+            table.layout,
+            card_side,
+            _first_of_kind(cards, parts.ok),
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
@@ -160,10 +212,12 @@ class SingleCardMemo:
         if not rows:
             return
         at = np.asarray(rows, dtype=np.int64)
-        fresh = single_card_parts(self.store.cards().cards_at_width(at), request, kept.card_side)
+        cards = self.store.cards().cards_at_width(at)
+        fresh = single_card_parts(cards, request, kept.card_side)
         p = kept.parts
         for name in SingleCardParts.__slots__:
             getattr(p, name)[at] = getattr(fresh, name)
+        kept.first[at] = _first_of_kind(cards, fresh.ok)
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
