@@ -52,8 +52,10 @@ class _Kept:
     card_side: Shapes
     """``_shape_only(shapes)``, for the rows brought up to date."""
     first: BoolArray
-    """(rows, C): the request fits the card and no card before it in the row is the same card in
-    the same state (capacity and use): a card's parts are those of any card like it."""
+    """(rows, C): the request fits the card and the card before it in the row is not the same
+    card in the same state (capacity and use): a card's parts are those of any card like it, and
+    a node's cards are mostly taken in minor order, so that alike cards are neighbours (alike
+    cards apart are both rated, which changes no node's best)."""
 
     @property
     def nbytes(self) -> int:
@@ -66,39 +68,29 @@ class _Kept:
 _A = TypeVar("_A", BoolArray, FloatArray)
 
 
-def _c_ordered(picked: _A) -> _A:
-    """A C-ordered copy where ``picked`` is a strided view, as the fancy index it stands for
-    gives (the later sums over cards then round as they did)."""
-    return np.ascontiguousarray(picked)
-
-
-def _put_first(kept: _Kept, at: IntArray) -> None:
-    """Reorder ``kept``'s shape columns so that columns ``at`` come first, in that order (the
-    mix's order, which later asks then find as it is); the other columns follow."""
-    rest = np.setdiff1d(np.arange(len(kept.shapes)), at)
-    order = np.concatenate([at, rest])
-    p = kept.parts
-    kept.parts = SingleCardParts(
-        p.ok,
-        p.free,
-        p.free_after,
-        np.ascontiguousarray(p.holds[:, order]),
-        np.ascontiguousarray(p.stranded[:, order]),
-        np.ascontiguousarray(p.holds_c[..., order]),
-        np.ascontiguousarray(p.stranded_c[..., order]),
-    )
-    kept.shapes = [kept.shapes[i] for i in order.tolist()]
-    kept.column = {s: k for k, s in enumerate(kept.shapes)}
-    kept.card_side = _shape_only(kept.shapes)
-
-
 def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
     """``_Kept.first`` of ``cards`` where the request fits ``ok``."""
-    state = np.concatenate([cards.capacity, cards.used], axis=-1)  # (N, C, 6)
-    same = (state[:, :, None, :] == state[:, None, :, :]).all(axis=-1)  # (N, C, C)
-    like_an_earlier = np.tril(same, k=-1).any(axis=-1)
-    first: BoolArray = ok & ~like_an_earlier
+    capacity, used = cards.capacity, cards.used
+    like_the_last = np.zeros(ok.shape, dtype=np.bool_)
+    like_the_last[:, 1:] = (
+        (capacity[:, 1:, 0] == capacity[:, :-1, 0])
+        & (capacity[:, 1:, 1] == capacity[:, :-1, 1])
+        & (capacity[:, 1:, 2] == capacity[:, :-1, 2])
+        & (used[:, 1:, 0] == used[:, :-1, 0])
+        & (used[:, 1:, 1] == used[:, :-1, 1])
+        & (used[:, 1:, 2] == used[:, :-1, 2])
+    )
+    first: BoolArray = ok & ~like_the_last
     return first
+
+
+def _columns(values: _A, at: IntArray) -> _A:
+    """``values``' last axis at ``at``, C-ordered: a slice while ``at`` is the first columns in
+    order (the common case: the mix's shapes in the order they were first kept)."""
+    if at.size and at[-1] == at.size - 1 and np.array_equal(at, np.arange(at.size)):
+        return np.ascontiguousarray(values[..., : at.size])
+    taken: _A = np.take(values, at, axis=-1)
+    return taken
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -118,19 +110,18 @@ class SingleCardMemo:
         """The parts of card ``rows`` for ``request`` and ``shapes`` (distinct, in this order), ``width``
         cards wide: equal to ``single_card_parts`` of those rows' cards."""
         kept = self._brought_up_to_date(request, shapes)
-        self._in_order(kept, shapes)
+        at = self._at(kept, shapes)
         p = kept.parts
-        # ``shapes`` are the first kept columns, in order: the rows' blocks are gathered, then
-        # the columns sliced (a 3-D fancy index of rows x cards x shapes costs ~20x more).
-        k = len(shapes)
+        # The rows' blocks are gathered, then the columns (a 3-D fancy index of rows x cards x
+        # shapes costs ~20x more).
         return SingleCardParts(
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            _c_ordered(p.holds[rows][:, :k]),
-            _c_ordered(p.stranded[rows][:, :k]),
-            _c_ordered(p.holds_c[rows, :width, :k]),
-            _c_ordered(p.stranded_c[rows, :width, :k]),
+            _columns(p.holds[rows], at),
+            _columns(p.stranded[rows], at),
+            _columns(p.holds_c[rows, :width], at),
+            _columns(p.stranded_c[rows, :width], at),
         )
 
     def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
@@ -138,33 +129,30 @@ class SingleCardMemo:
         kind that fits the request only (``_Kept.first``); ``width``: C, the rows' blocks (a
         multiple of four), of which the cards picked are made a multiple by repeating the last."""
         kept = self._brought_up_to_date(request, shapes)
-        self._in_order(kept, shapes)
-        p, k = kept.parts, len(shapes)
+        at = self._at(kept, shapes)
+        p = kept.parts
         node, card = np.nonzero(kept.first[rows])
         short = -node.size % width if node.size else 0
         if short:
             node = np.concatenate([node, np.full(short, node[-1])])
             card = np.concatenate([card, np.full(short, card[-1])])
-        at = rows[node]
-        holds_c = p.holds_c[at, card]  # (M, kept shapes): each card's block, then the columns
-        stranded_c = p.stranded_c[at, card]
+        picked = rows[node]
         return CardPicks(
             node,
             width,
-            p.free[at, card],
-            p.free_after[at, card],
-            _c_ordered(holds_c[:, :k]),
-            _c_ordered(stranded_c[:, :k]),
+            p.free[picked, card],
+            p.free_after[picked, card],
+            _columns(p.holds_c[picked, card], at),
+            _columns(p.stranded_c[picked, card], at),
             p.free[rows, :width],
-            _c_ordered(p.holds[rows][:, :k]),
-            _c_ordered(p.stranded[rows][:, :k]),
+            _columns(p.holds[rows], at),
+            _columns(p.stranded[rows], at),
         )
 
-    def _in_order(self, kept: _Kept, shapes: list[GPURequest]) -> None:
-        """``shapes`` the first of ``kept``'s columns, in order."""
-        at = np.asarray([kept.column[s] for s in shapes], dtype=np.int64)
-        if not np.array_equal(at, np.arange(at.size)):
-            _put_first(kept, at)
+    @staticmethod
+    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray:
+        """The kept columns of ``shapes``, in order."""
+        return np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes))
 
     def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         store, table = self.store, self.store.cards()

@@ -1,7 +1,7 @@
 """The Fragmentation strategy's kept one-card parts (``single_card_memo``) answer any subset of
 the shapes kept, in any order, for any of the card table's rows in use, exactly as computing them
-afresh does, however often the order changes between asks (the kept columns are reordered to the
-order asked)."""
+afresh does, however often the order changes between asks (the kept columns are taken in the
+order asked); the best card of each node among the cards picked is the best of every card."""
 
 from __future__ import annotations
 
