@@ -15,16 +15,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
+from scheduler.plugins.device_share.columns import columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardPicks,
     Cards,
-    FloatArray,
     Shapes,
     SingleCardParts,
     shapes_of,
@@ -65,9 +64,6 @@ class _Kept:
         )
 
 
-_A = TypeVar("_A", BoolArray, FloatArray)
-
-
 def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
     """``_Kept.first`` of ``cards`` where the request fits ``ok``."""
     capacity, used = cards.capacity, cards.used
@@ -82,15 +78,6 @@ def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
     )
     first: BoolArray = ok & ~like_the_last
     return first
-
-
-def _columns(values: _A, at: IntArray) -> _A:
-    """``values``' last axis at ``at``, C-ordered: a slice while ``at`` is the first columns in
-    order (the common case: the mix's shapes in the order they were first kept)."""
-    if at.size and at[-1] == at.size - 1 and np.array_equal(at, np.arange(at.size)):
-        return np.ascontiguousarray(values[..., : at.size])
-    taken: _A = np.take(values, at, axis=-1)
-    return taken
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -118,10 +105,10 @@ class SingleCardMemo:
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            _columns(p.holds[rows], at),
-            _columns(p.stranded[rows], at),
-            _columns(p.holds_c[rows, :width], at),
-            _columns(p.stranded_c[rows, :width], at),
+            columns(p.holds[rows], at),
+            columns(p.stranded[rows], at),
+            columns(p.holds_c[rows, :width], at),
+            columns(p.stranded_c[rows, :width], at),
         )
 
     def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
@@ -142,11 +129,11 @@ class SingleCardMemo:
             width,
             p.free[picked, card],
             p.free_after[picked, card],
-            _columns(p.holds_c[picked, card], at),
-            _columns(p.stranded_c[picked, card], at),
+            columns(p.holds_c[picked, card], at),
+            columns(p.stranded_c[picked, card], at),
             p.free[rows, :width],
-            _columns(p.holds[rows], at),
-            _columns(p.stranded[rows], at),
+            columns(p.holds[rows], at),
+            columns(p.stranded[rows], at),
         )
 
     @staticmethod
