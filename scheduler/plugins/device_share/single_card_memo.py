@@ -118,19 +118,24 @@ class SingleCardMemo:
         kept = self._brought_up_to_date(request, shapes)
         at = self._at(kept, shapes)
         p = kept.parts
-        node, card = np.nonzero(kept.first[rows])
+        table_width = p.ok.shape[1]
+        flat = np.flatnonzero(kept.first[rows])
+        node, card = flat // table_width, flat % table_width
         short = -node.size % width if node.size else 0
         if short:
             node = np.concatenate([node, np.full(short, node[-1])])
             card = np.concatenate([card, np.full(short, card[-1])])
-        picked = rows[node]
+        # Each card's row of every kept array flattened to (rows x cards, ...): taking whole rows
+        # by one index costs about half the 2-D fancy index.
+        picked = rows[node] * table_width + card
+        shapes_kept = p.holds.shape[1]
         return CardPicks(
             node,
             width,
-            p.free[picked, card],
-            p.free_after[picked, card],
-            columns(p.holds_c[picked, card], at),
-            columns(p.stranded_c[picked, card], at),
+            np.take(p.free.reshape(-1), picked),
+            np.take(p.free_after.reshape(-1), picked),
+            columns(np.take(p.holds_c.reshape(-1, shapes_kept), picked, axis=0), at),
+            columns(np.take(p.stranded_c.reshape(-1, shapes_kept), picked, axis=0), at),
             p.free[rows, :width],
             columns(p.holds[rows], at),
             columns(p.stranded[rows], at),
