@@ -174,7 +174,9 @@ class FragmentationStrategy:
             host = None if host_free is None else host_free[free_choice]
             if self.memo is not None and card_rows is not None and shapes.weight.size and width % 4 == 0:
                 # Only each node's first card of each kind that fits is rated: a node's cards
-                # are mostly alike (idle, or holding the same), and alike cards rate alike.
+                # are mostly alike (idle, or holding the same), and alike cards rate alike. Where
+                # C is not a multiple of four, BLAS sums a node's last cards another way than the
+                # others (``fragmentation._mixed``), and every card is rated as before.
                 picks = self.memo.picks(request, kinds, card_rows[free_choice], width)
                 best[free_choice] = single_card_best(picks, shapes, host, take)
             else:
