@@ -33,6 +33,7 @@ from scheduler.plugins.device_share.fragmentation import (
     placement_deltas,
     shape_hosts,
     shapes_of,
+    single_card_best,
     single_card_combine,
     single_card_deltas,
 )
@@ -171,12 +172,20 @@ class FragmentationStrategy:
         best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
-            if self.memo is not None and card_rows is not None and shapes.weight.size:
-                parts = self.memo.parts(request, kinds, card_rows[free_choice], width)
-                deltas = single_card_combine(parts, shapes, host, take)
+            if self.memo is not None and card_rows is not None and shapes.weight.size and width % 4 == 0:
+                # Only each node's first card of each kind that fits is rated: a node's cards
+                # are mostly alike (idle, or holding the same), and alike cards rate alike. Where
+                # C is not a multiple of four, BLAS sums a node's last cards another way than the
+                # others (``fragmentation._mixed``), and every card is rated as before.
+                picks = self.memo.picks(request, kinds, card_rows[free_choice], width)
+                best[free_choice] = single_card_best(picks, shapes, host, take)
             else:
-                deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
-            best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
+                if self.memo is not None and card_rows is not None and shapes.weight.size:
+                    parts = self.memo.parts(request, kinds, card_rows[free_choice], width)
+                    deltas = single_card_combine(parts, shapes, host, take)
+                else:
+                    deltas = single_card_deltas(cards.rows(free_choice), request, shapes, host, take)
+                best[free_choice] = deltas.min(axis=1) if deltas.shape[1] else np.inf
         if (~free_choice).any():
             host = None if host_free is None else host_free[~free_choice]
             deltas = placement_deltas(

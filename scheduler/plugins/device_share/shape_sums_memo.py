@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
+from scheduler.plugins.device_share.columns import columns
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
     Int64Array,
@@ -56,9 +57,9 @@ class ShapeSumsMemo:
         assert len(shapes) >= 2, "one shape's sums round differently: computed afresh"
         self._brought_up_to_date(shapes)
         at = np.asarray([self._column[s] for s in shapes], dtype=np.int64)
-        picked = np.ix_(rows, at)
         total: FloatArray = self._free[rows, :width].sum(axis=-1)
-        return self._fitting[picked], self._stranded[picked], total
+        # Rows, then columns: a 2-D fancy index (np.ix_) costs about three times more.
+        return columns(self._fitting[rows], at), columns(self._stranded[rows], at), total
 
     def _brought_up_to_date(self, shapes: list[GPURequest]) -> None:
         store, table = self.store, self.store.cards()

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
+from scheduler.plugins.device_share.columns import columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
-    FloatArray,
+    CardPicks,
+    Cards,
     Shapes,
     SingleCardParts,
     shapes_of,
@@ -49,42 +50,34 @@ class _Kept:
     layout: int
     card_side: Shapes
     """``_shape_only(shapes)``, for the rows brought up to date."""
+    first: BoolArray
+    """(rows, C): the request fits the card and the card before it in the row is not the same
+    card in the same state (capacity and use): a card's parts are those of any card like it, and
+    a node's cards are mostly taken in minor order, so that alike cards are neighbours (alike
+    cards apart are both rated, which changes no node's best)."""
 
     @property
     def nbytes(self) -> int:
         p = self.parts
-        return sum(
+        return self.first.nbytes + sum(
             a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
         )
 
 
-_A = TypeVar("_A", BoolArray, FloatArray)
-
-
-def _c_ordered(picked: _A) -> _A:
-    """A C-ordered copy where ``picked`` is a strided view, as the fancy index it stands for
-    gives (the later sums over cards then round as they did)."""
-    return np.ascontiguousarray(picked)
-
-
-def _put_first(kept: _Kept, at: IntArray) -> None:
-    """Reorder ``kept``'s shape columns so that columns ``at`` come first, in that order (the
-    mix's order, which later asks then find as it is); the other columns follow."""
-    rest = np.setdiff1d(np.arange(len(kept.shapes)), at)
-    order = np.concatenate([at, rest])
-    p = kept.parts
-    kept.parts = SingleCardParts(
-        p.ok,
-        p.free,
-        p.free_after,
-        np.ascontiguousarray(p.holds[:, order]),
-        np.ascontiguousarray(p.stranded[:, order]),
-        np.ascontiguousarray(p.holds_c[..., order]),
-        np.ascontiguousarray(p.stranded_c[..., order]),
+def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
+    """``_Kept.first`` of ``cards`` where the request fits ``ok``."""
+    capacity, used = cards.capacity, cards.used
+    like_the_last = np.zeros(ok.shape, dtype=np.bool_)
+    like_the_last[:, 1:] = (
+        (capacity[:, 1:, 0] == capacity[:, :-1, 0])
+        & (capacity[:, 1:, 1] == capacity[:, :-1, 1])
+        & (capacity[:, 1:, 2] == capacity[:, :-1, 2])
+        & (used[:, 1:, 0] == used[:, :-1, 0])
+        & (used[:, 1:, 1] == used[:, :-1, 1])
+        & (used[:, 1:, 2] == used[:, :-1, 2])
     )
-    kept.shapes = [kept.shapes[i] for i in order.tolist()]
-    kept.column = {s: k for k, s in enumerate(kept.shapes)}
-    kept.card_side = _shape_only(kept.shapes)
+    first: BoolArray = ok & ~like_the_last
+    return first
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -104,22 +97,54 @@ class SingleCardMemo:
         """The parts of card ``rows`` for ``request`` and ``shapes`` (distinct, in this order), ``width``
         cards wide: equal to ``single_card_parts`` of those rows' cards."""
         kept = self._brought_up_to_date(request, shapes)
-        at = np.asarray([kept.column[s] for s in shapes], dtype=np.int64)
-        if not np.array_equal(at, np.arange(at.size)):
-            _put_first(kept, at)
+        at = self._at(kept, shapes)
         p = kept.parts
-        # ``shapes`` are the first kept columns, in order: the rows' blocks are gathered, then
-        # the columns sliced (a 3-D fancy index of rows x cards x shapes costs ~20x more).
-        k = len(shapes)
+        # The rows' blocks are gathered, then the columns (a 3-D fancy index of rows x cards x
+        # shapes costs ~20x more).
         return SingleCardParts(
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            _c_ordered(p.holds[rows][:, :k]),
-            _c_ordered(p.stranded[rows][:, :k]),
-            _c_ordered(p.holds_c[rows, :width, :k]),
-            _c_ordered(p.stranded_c[rows, :width, :k]),
+            columns(p.holds[rows], at),
+            columns(p.stranded[rows], at),
+            columns(p.holds_c[rows, :width], at),
+            columns(p.stranded_c[rows, :width], at),
         )
+
+    def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
+        """``parts`` of card ``rows`` with the card-side parts of each row's first card of each
+        kind that fits the request only (``_Kept.first``); ``width``: C, the rows' blocks (a
+        multiple of four), of which the cards picked are made a multiple by repeating the last."""
+        kept = self._brought_up_to_date(request, shapes)
+        at = self._at(kept, shapes)
+        p = kept.parts
+        table_width = p.ok.shape[1]
+        flat = np.flatnonzero(kept.first[rows])
+        node, card = flat // table_width, flat % table_width
+        short = -node.size % width if node.size else 0
+        if short:
+            node = np.concatenate([node, np.full(short, node[-1])])
+            card = np.concatenate([card, np.full(short, card[-1])])
+        # Each card's row of every kept array flattened to (rows x cards, ...): taking whole rows
+        # by one index costs about half the 2-D fancy index.
+        picked = rows[node] * table_width + card
+        shapes_kept = p.holds.shape[1]
+        return CardPicks(
+            node,
+            width,
+            np.take(p.free.reshape(-1), picked),
+            np.take(p.free_after.reshape(-1), picked),
+            columns(np.take(p.holds_c.reshape(-1, shapes_kept), picked, axis=0), at),
+            columns(np.take(p.stranded_c.reshape(-1, shapes_kept), picked, axis=0), at),
+            p.free[rows, :width],
+            columns(p.holds[rows], at),
+            columns(p.stranded[rows], at),
+        )
+
+    @staticmethod
+    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray:
+        """The kept columns of ``shapes``, in order."""
+        return np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes))
 
     def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         store, table = self.store, self.store.cards()
@@ -148,9 +173,16 @@ class SingleCardMemo:
         table = self.store.cards()
         rows = np.arange(table.rows_in_use, dtype=np.int64)
         card_side = _shape_only(shapes)
-        parts = single_card_parts(table.cards_at_width(rows), request, card_side)
+        cards = table.cards_at_width(rows)
+        parts = single_card_parts(cards, request, card_side)
         kept = _Kept(
-            shapes, {s: k for k, s in enumerate(shapes)}, parts, self.store.changes, table.layout, card_side
+            shapes,
+            {s: k for k, s in enumerate(shapes)},
+            parts,
+            self.store.changes,
+            table.layout,
+            card_side,
+            _first_of_kind(cards, parts.ok),
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
@@ -160,10 +192,12 @@ class SingleCardMemo:
         if not rows:
             return
         at = np.asarray(rows, dtype=np.int64)
-        fresh = single_card_parts(self.store.cards().cards_at_width(at), request, kept.card_side)
+        cards = self.store.cards().cards_at_width(at)
+        fresh = single_card_parts(cards, request, kept.card_side)
         p = kept.parts
         for name in SingleCardParts.__slots__:
             getattr(p, name)[at] = getattr(fresh, name)
+        kept.first[at] = _first_of_kind(cards, fresh.ok)
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
         table = self.store.cards()

@@ -1,17 +1,24 @@
 """The Fragmentation strategy's kept one-card parts (``single_card_memo``) answer any subset of
 the shapes kept, in any order, for any of the card table's rows in use, exactly as computing them
-afresh does, however often the order changes between asks (the kept columns are reordered to the
-order asked)."""
+afresh does, however often the order changes between asks (the kept columns are taken in the
+order asked); the best card of each node among the cards picked is the best of every card."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.plugins.device_share.fragmentation import SingleCardParts, shapes_of, single_card_parts
+from scheduler.plugins.device_share.fragmentation import (
+    SingleCardParts,
+    shapes_of,
+    single_card_best,
+    single_card_deltas,
+    single_card_parts,
+)
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 from tests.examples import examples
@@ -45,4 +52,40 @@ def test_any_subset_of_the_kept_shapes_in_any_order_equals_the_parts_afresh(seed
         for name in SingleCardParts.__slots__:
             assert np.array_equal(getattr(got, name), getattr(expected, name)), name
             assert getattr(got, name).flags.c_contiguous, name
+        fill(p, rng, rng.randint(0, 3))
+
+
+@settings(max_examples=examples(20, full=200), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_the_best_card_of_the_cards_picked_equals_the_best_of_every_card(seed: int) -> None:
+    """``picks`` rates each node's first card of each kind only: the least increase per node is
+    the one every card gives, to the bit, with and without the nodes' cpu and memory."""
+    rng = random.Random(seed)
+    p, _ = plugin(*(d for d in (node_device(rng, n) for n in NODES) if d is not None))
+    fill(p, rng, rng.randint(0, 40))
+    memo = SingleCardMemo(p.store)
+    for _ in range(6):
+        request = rng.choice(SHAPES[:6])
+        kinds = rng.sample(SHAPES, rng.randint(1, len(SHAPES)))
+        shapes = shapes_of({s: float(rng.randint(1, 50)) for s in kinds})
+        table = p.store.cards()
+        every = np.arange(table.rows_in_use, dtype=np.int64)
+        rows = every[np.asarray([rng.random() < 0.7 for _ in every], dtype=np.bool_)]
+        width = table.capacity.shape[1]
+        host = None
+        take = None
+        if rng.random() < 0.7:
+            host = np.asarray([[rng.randint(0, 64_000), rng.randint(0, 2**38)] for _ in rows], dtype=np.int64)
+            host = host.reshape(rows.size, 2)
+            take = np.asarray([rng.randint(0, 16_000), rng.randint(0, 2**36)], dtype=np.int64)
+            shapes = dataclasses.replace(
+                shapes,
+                host=np.asarray(
+                    [[rng.randint(0, 32_000), rng.randint(0, 2**37)] for _ in kinds], dtype=np.int64
+                ),
+            )
+        got = single_card_best(memo.picks(request, kinds, rows, width), shapes, host, take)
+        deltas = single_card_deltas(table.cards_at_width(rows), request, shapes, host, take)
+        expected = deltas.min(axis=1) if rows.size else np.zeros(0)
+        assert got.tobytes() == expected.tobytes()
         fill(p, rng, rng.randint(0, 3))
