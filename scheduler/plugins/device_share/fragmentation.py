@@ -16,7 +16,7 @@ the dimensions (core, ratio, memory), and a ``(..., C)`` mask of the real cards.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,10 +35,12 @@ __all__ = [
     "cards_of",
     "fragmentation",
     "free_share",
+    "gemv_rows_alike",
     "host_deltas",
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "rows_alike",
     "shape_hosts",
     "shape_sums",
     "shapes_of",
@@ -399,6 +401,34 @@ def _mixed(per_shape: FloatArray, weight: FloatArray, block: int) -> FloatArray:
     return mixed
 
 
+Matmul = Callable[[FloatArray, FloatArray], FloatArray]
+
+
+@functools.cache
+def gemv_rows_alike(block: int, shapes: int) -> bool:
+    """Whether this process's BLAS gives each row of a (``block``, ``shapes``) @ (``shapes``,)
+    product the same bits wherever the row sits in the block (what ``single_card_best`` needs to
+    equal ``single_card_combine``): OpenBLAS's gemv does when ``block`` is a multiple of four, and
+    sums rows past the last multiple of four another way. Checked once per size, so that another
+    BLAS or CPU kernel only loses the shortcut (``rows_alike``)."""
+    return rows_alike(block, shapes, np.matmul)
+
+
+def rows_alike(block: int, shapes: int, matmul: Matmul) -> bool:
+    """Whether ``matmul`` of stacked (``block``, ``shapes``) blocks by a vector gives each row the
+    same bits at every place in the block, on random values moved to every place (summing in
+    another order changes the last bit of nearly every such row)."""
+    rng = np.random.default_rng(block * 1_000 + shapes)
+    values = rng.random((4, block, shapes))
+    weight = rng.random(shapes)
+    mixed = matmul(values, weight)
+    for shift in range(1, block):
+        moved = matmul(np.roll(values, shift, axis=1), weight)
+        if moved.tobytes() != np.roll(mixed, shift, axis=1).tobytes():
+            return False
+    return True
+
+
 def single_card_best(
     picks: CardPicks,
     shapes: Shapes,
@@ -407,7 +437,7 @@ def single_card_best(
 ) -> FloatArray:
     """(N,): the least of ``single_card_deltas`` over each node's cards picked (inf for a node
     with none): ``single_card_combine``'s arithmetic on the picked cards only, to the same values
-    where C is a multiple of four (OpenBLAS then sums every row of a block alike)."""
+    where ``gemv_rows_alike`` (C, K)."""
     count = picks.node_free.shape[0]
     best = np.full(count, np.inf)
     total = picks.node_free.sum(axis=-1)  # (N,): as single_card_combine sums it

@@ -28,6 +28,7 @@ from scheduler.plugins.device_share.fragmentation import (
     Int64Array,
     Shapes,
     cards_of,
+    gemv_rows_alike,
     host_deltas,
     moves_of,
     placement_deltas,
@@ -172,11 +173,16 @@ class FragmentationStrategy:
         best = np.full(count, np.inf)
         if free_choice.any():
             host = None if host_free is None else host_free[free_choice]
-            if self.memo is not None and card_rows is not None and shapes.weight.size and width % 4 == 0:
+            if (
+                self.memo is not None
+                and card_rows is not None
+                and shapes.weight.size
+                and gemv_rows_alike(width, shapes.weight.size)
+            ):
                 # Only each node's first card of each kind that fits is rated: a node's cards
                 # are mostly alike (idle, or holding the same), and alike cards rate alike. Where
-                # C is not a multiple of four, BLAS sums a node's last cards another way than the
-                # others (``fragmentation._mixed``), and every card is rated as before.
+                # BLAS sums a row by where it sits in the block (OpenBLAS: C not a multiple of
+                # four), every card is rated as before.
                 picks = self.memo.picks(request, kinds, card_rows[free_choice], width)
                 best[free_choice] = single_card_best(picks, shapes, host, take)
             else:
