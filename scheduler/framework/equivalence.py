@@ -17,8 +17,10 @@ makes: the same rows, the same totals, the same random tie-break.
 
 An entry is dropped when any node changes (``Cache.generation``) or rows are reused
 (``NodeTable.layout``), and a class gets one on its second pod, so a stream of distinct pods pays
-only for its keys. A cycle that finds no feasible node this way is run again pod by pod, so the
-pod's diagnosis, PostFilter and event are exactly those of the plain cycle.
+only for its keys. A cycle that finds no feasible node this way counts its diagnosis in a second
+pass in the plain cycle's plugin order, where the row-local Filters' answers are read from what
+the entry recorded of them (``FilterRecord``) and the other plugins run again, so the pod's
+diagnosis, PostFilter and event are exactly those of the plain cycle.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.extensions import RowInputs, RowLocal
+from scheduler.framework.filter_record import FilterRecord
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.profile import ExtensionPoint
 from scheduler.framework.runtime import Framework
@@ -72,6 +75,8 @@ class _Entry:
     scorers: dict[RowInputs, _Group]
     feasible: dict[RowInputs, BoolArray]
     """Per kind of input, whether that group's Filters accept each row answered."""
+    records: dict[str, FilterRecord]
+    """Per row-local Filter plugin, its answers (for a failed cycle's diagnosis)."""
     raw: dict[str, IntArray] = field(default_factory=dict)
     score_skipped: frozenset[str] = frozenset()
     local_filters: frozenset[str] = field(init=False)
@@ -111,6 +116,8 @@ class ClassView:
     local_scores: frozenset[str]
     passed: IntArray
     """The rows asked that every row-local Filter accepts."""
+    records: dict[str, FilterRecord]
+    """The row-local Filters' answers, current on the rows asked."""
     _entry: _Entry
     _fwk: Framework
     _state: CycleState
@@ -172,7 +179,9 @@ class EquivalenceClasses:
         for inputs, group in entry.filters.items():
             due = _due(group, inputs, rows, versions)
             if due.size:
-                accepted, status = fwk.filter_rows(state, pod, snapshot, due, Diagnosis(), only=group.plugins)
+                accepted, status = fwk.filter_rows(
+                    state, pod, snapshot, due, Diagnosis(), only=group.plugins, into=entry.records
+                )
                 if not status.ok:
                     self._entries.pop(key, None)
                     return None
@@ -182,7 +191,9 @@ class EquivalenceClasses:
                 _answered(group, inputs, due, snapshot)
             passed = passed[entry.feasible[inputs][passed]]
         self.hits += 1
-        return ClassView(entry.local_filters, entry.local_scores, passed, entry, fwk, state, pod, snapshot)
+        return ClassView(
+            entry.local_filters, entry.local_scores, passed, entry.records, entry, fwk, state, pod, snapshot
+        )
 
     def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
         table = snapshot.table
@@ -205,6 +216,7 @@ class EquivalenceClasses:
             filters=filters,
             scorers=_local(fwk, ExtensionPoint.SCORE, pod, size),
             feasible={inputs: np.zeros(size, dtype=np.bool_) for inputs in filters},
+            records={name: FilterRecord.empty(size) for group in filters.values() for name in group.plugins},
         )
         self._entries[key] = entry
         if len(self._entries) > self.capacity:
