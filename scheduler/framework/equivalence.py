@@ -47,12 +47,36 @@ _NOT_IN_KEY = {"volumes"}
 """Per-pod (a service account token volume has a random name) and read only by the volume
 plugins, which are never row-local."""
 
+_SHARED_PARTS = (
+    "containers",
+    "init_containers",
+    "affinity",
+    "tolerations",
+    "topology_spread_constraints",
+    "node_selector",
+    "overhead",
+)
+"""The spec's parts ``PodInfo`` shares among equal pods (``scheduler.cache.sharing``): keyed by
+identity, not serialized (most of a spec's JSON is its containers)."""
+_NOT_SERIALIZED = {*_NOT_IN_KEY, *_SHARED_PARTS}
 
-def class_key(pod: PodInfo) -> bytes:
+ClassKey = tuple[bytes, tuple[int | bool, ...]]
+"""The serialized rest of the pod, and per shared part (labels first) its id, or whether it is
+None where it is empty."""
+
+
+def class_key(pod: PodInfo) -> tuple[ClassKey, tuple[object, ...]]:
     """What makes two pods one class: equal for the replicas of one template, different whenever
-    any field a plugin reads differs."""
-    head = to_json((pod.namespace, pod.labels, pod.annotations))
-    return head + pod.pod.spec.model_dump_json(exclude=_NOT_IN_KEY).encode()
+    any field a plugin reads differs; with the parts whose ids the key holds, which whoever
+    keeps the key keeps too (a part's id is not reused while it lives).
+
+    Equal parts that are not one object (not shared, or shared apart once the sharing table
+    forgot the first) give two keys for one template: two classes, each correct."""
+    spec = pod.pod.spec
+    parts = (pod.labels, *[getattr(spec, name) for name in _SHARED_PARTS])
+    ids = tuple(id(part) if part else part is None for part in parts)
+    rest = to_json((pod.namespace, pod.annotations)) + spec.model_dump_json(exclude=_NOT_SERIALIZED).encode()
+    return (rest, ids), parts
 
 
 @dataclass
@@ -77,6 +101,8 @@ class _Entry:
     """Per kind of input, whether that group's Filters accept each row answered."""
     records: dict[str, FilterRecord]
     """Per row-local Filter plugin, its answers (for a failed cycle's diagnosis)."""
+    parts: tuple[object, ...]
+    """What the entry's ``class_key`` holds the ids of."""
     raw: dict[str, IntArray] = field(default_factory=dict)
     score_skipped: frozenset[str] = frozenset()
     local_filters: frozenset[str] = field(init=False)
@@ -150,7 +176,7 @@ class ClassView:
         return entry.raw
 
 
-_Key = tuple[Framework, bytes, frozenset[str]]
+_Key = tuple[Framework, ClassKey, frozenset[str]]
 """The profile, the pod's ``class_key`` and the plugins PreFilter skipped."""
 
 
@@ -161,7 +187,8 @@ class EquivalenceClasses:
     hits: int = 0
     """Cycles served from an entry."""
     _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict)
-    _seen: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
+    _seen: OrderedDict[_Key, tuple[object, ...]] = field(default_factory=OrderedDict)
+    """Per key of a class's first pod, the parts the key holds the ids of."""
 
     def view(
         self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
@@ -170,8 +197,9 @@ class EquivalenceClasses:
         pod's CycleState), or None: the pod's first of its class, or a plugin failed (the cycle
         then runs pod by pod)."""
         # The Framework itself, not its name: a reloaded profile's plugins may score differently.
-        key = (fwk, class_key(pod), frozenset(state.skip_filter))
-        entry = self._entry(key, fwk, pod, snapshot)
+        pod_key, parts = class_key(pod)
+        key = (fwk, pod_key, frozenset(state.skip_filter))
+        entry = self._entry(key, parts, fwk, pod, snapshot)
         if entry is None:
             return None
         versions = snapshot.table.versions
@@ -195,7 +223,9 @@ class EquivalenceClasses:
             entry.local_filters, entry.local_scores, passed, entry.records, entry, fwk, state, pod, snapshot
         )
 
-    def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
+    def _entry(
+        self, key: _Key, parts: tuple[object, ...], fwk: Framework, pod: PodInfo, snapshot: Snapshot
+    ) -> _Entry | None:
         table = snapshot.table
         entry = self._entries.get(key)
         if entry is not None:
@@ -204,7 +234,7 @@ class EquivalenceClasses:
                 return entry
             del self._entries[key]
         elif key not in self._seen:  # a class's first pod: remember it, cache nothing yet
-            self._seen[key] = None
+            self._seen[key] = parts
             if len(self._seen) > self.capacity * 4:
                 self._seen.popitem(last=False)
             return None
@@ -217,6 +247,7 @@ class EquivalenceClasses:
             scorers=_local(fwk, ExtensionPoint.SCORE, pod, size),
             feasible={inputs: np.zeros(size, dtype=np.bool_) for inputs in filters},
             records={name: FilterRecord.empty(size) for group in filters.values() for name in group.plugins},
+            parts=parts,
         )
         self._entries[key] = entry
         if len(self._entries) > self.capacity:
