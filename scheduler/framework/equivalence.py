@@ -27,12 +27,15 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 from pydantic_core import to_json
 
+from apis.core import PodSpec
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.sharing import SHARED_SPEC_PARTS
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.extensions import RowInputs, RowLocal
@@ -47,22 +50,17 @@ _NOT_IN_KEY = {"volumes"}
 """Per-pod (a service account token volume has a random name) and read only by the volume
 plugins, which are never row-local."""
 
-_SHARED_PARTS = (
-    "containers",
-    "init_containers",
-    "affinity",
-    "tolerations",
-    "topology_spread_constraints",
-    "node_selector",
-    "overhead",
-)
+_SHARED_PARTS = SHARED_SPEC_PARTS
 """The spec's parts ``PodInfo`` shares among equal pods (``scheduler.cache.sharing``): keyed by
 identity, not serialized (most of a spec's JSON is its containers)."""
-_NOT_SERIALIZED = {*_NOT_IN_KEY, *_SHARED_PARTS}
+_REST = tuple(name for name in PodSpec.model_fields if name not in {*_NOT_IN_KEY, *_SHARED_PARTS})
+_PLAIN = (str, int, type(None))
+_parts_of = attrgetter(*_SHARED_PARTS)
+_rest_of = attrgetter(*_REST)
 
-ClassKey = tuple[bytes, tuple[int | bool, ...]]
-"""The serialized rest of the pod, and per shared part (labels first) its id, or whether it is
-None where it is empty."""
+ClassKey = tuple[object, ...]
+"""The pod's namespace and annotations, the rest of its spec (plain values as they are, the others
+serialized), and per shared part (labels first) its id, or whether it is None where it is empty."""
 
 
 def class_key(pod: PodInfo) -> tuple[ClassKey, tuple[object, ...]]:
@@ -73,10 +71,10 @@ def class_key(pod: PodInfo) -> tuple[ClassKey, tuple[object, ...]]:
     Equal parts that are not one object (not shared, or shared apart once the sharing table
     forgot the first) give two keys for one template: two classes, each correct."""
     spec = pod.pod.spec
-    parts = (pod.labels, *[getattr(spec, name) for name in _SHARED_PARTS])
+    parts = (pod.labels, *_parts_of(spec))
+    rest = tuple([value if type(value) in _PLAIN else to_json(value) for value in _rest_of(spec)])
     ids = tuple(id(part) if part else part is None for part in parts)
-    rest = to_json((pod.namespace, pod.annotations)) + spec.model_dump_json(exclude=_NOT_SERIALIZED).encode()
-    return (rest, ids), parts
+    return (pod.namespace, tuple(pod.annotations.items()), rest, ids), parts
 
 
 @dataclass

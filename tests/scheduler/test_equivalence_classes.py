@@ -263,9 +263,12 @@ def serialized(pod: PodInfo) -> bytes:
 
 
 @settings(max_examples=200, deadline=None)
-@given(templates, templates, st.booleans())
-def test_a_class_key_is_equal_where_the_serialized_pods_are(a: Template, b: Template, empty: bool) -> None:
+@given(templates, templates, st.booleans(), st.lists(st.none() | st.integers(0, 1), min_size=2, max_size=2))
+def test_a_class_key_is_equal_where_the_serialized_pods_are(
+    a: Template, b: Template, empty: bool, priorities: list[int | None]
+) -> None:
     first, second = pod("x-1", a), pod("x-2", b)
+    first.spec.priority, second.spec.priority = priorities
     if empty:  # empty parts are never shared: an empty list is keyed as one, not by its id
         for one in (first, second):
             one.spec.tolerations, one.spec.node_selector = [], {}
