@@ -166,8 +166,13 @@ class SchedulingLoop:
             feasible, status = fwk.run_filter(
                 state, pod, snapshot, view.passed, Diagnosis(), skip=view.local_filters
             )
-            if not status.ok or feasible.size == 0:
-                view = None  # run pod by pod: the failure's diagnosis counts every plugin's rejections
+            if not status.ok:
+                view = None  # run pod by pod: the error is the plain cycle's
+            elif feasible.size == 0:
+                # The diagnosis counts every plugin's rejections in plugin order; the row-local
+                # ones are read from the class's records, not asked again.
+                records = view.records
+                feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis, recorded=records)
         if view is None:
             feasible, status = fwk.run_filter(state, pod, snapshot, rows, diagnosis)
         if not status.ok:

@@ -17,9 +17,9 @@ from pydantic_core import to_json
 
 from apis.core import Pod
 
-__all__ = ["PartSharing", "share"]
+__all__ = ["SHARED_SPEC_PARTS", "PartSharing", "share"]
 
-_SPEC_PARTS = (
+SHARED_SPEC_PARTS = (
     "containers",
     "init_containers",
     "affinity",
@@ -41,7 +41,7 @@ class PartSharing:
 
     def share(self, pod: Pod) -> Pod:
         """``pod`` with its parts replaced by equal ones already seen (in place); returns it."""
-        for owner, names in ((pod.spec, _SPEC_PARTS), (pod.metadata, _META_PARTS)):
+        for owner, names in ((pod.spec, SHARED_SPEC_PARTS), (pod.metadata, _META_PARTS)):
             for name in names:
                 value = getattr(owner, name)
                 if value:

@@ -17,23 +17,29 @@ makes: the same rows, the same totals, the same random tie-break.
 
 An entry is dropped when any node changes (``Cache.generation``) or rows are reused
 (``NodeTable.layout``), and a class gets one on its second pod, so a stream of distinct pods pays
-only for its keys. A cycle that finds no feasible node this way is run again pod by pod, so the
-pod's diagnosis, PostFilter and event are exactly those of the plain cycle.
+only for its keys. A cycle that finds no feasible node this way counts its diagnosis in a second
+pass in the plain cycle's plugin order, where the row-local Filters' answers are read from what
+the entry recorded of them (``FilterRecord``) and the other plugins run again, so the pod's
+diagnosis, PostFilter and event are exactly those of the plain cycle.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 from pydantic_core import to_json
 
+from apis.core import PodSpec
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
+from scheduler.cache.sharing import SHARED_SPEC_PARTS
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.extensions import RowInputs, RowLocal
+from scheduler.framework.filter_record import FilterRecord
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.profile import ExtensionPoint
 from scheduler.framework.runtime import Framework
@@ -44,12 +50,31 @@ _NOT_IN_KEY = {"volumes"}
 """Per-pod (a service account token volume has a random name) and read only by the volume
 plugins, which are never row-local."""
 
+_SHARED_PARTS = SHARED_SPEC_PARTS
+"""The spec's parts ``PodInfo`` shares among equal pods (``scheduler.cache.sharing``): keyed by
+identity, not serialized (most of a spec's JSON is its containers)."""
+_REST = tuple(name for name in PodSpec.model_fields if name not in {*_NOT_IN_KEY, *_SHARED_PARTS})
+_PLAIN = (str, int, type(None))
+_parts_of = attrgetter(*_SHARED_PARTS)
+_rest_of = attrgetter(*_REST)
 
-def class_key(pod: PodInfo) -> bytes:
+ClassKey = tuple[object, ...]
+"""The pod's namespace and annotations, the rest of its spec (plain values as they are, the others
+serialized), and per shared part (labels first) its id, or whether it is None where it is empty."""
+
+
+def class_key(pod: PodInfo) -> tuple[ClassKey, tuple[object, ...]]:
     """What makes two pods one class: equal for the replicas of one template, different whenever
-    any field a plugin reads differs."""
-    head = to_json((pod.namespace, pod.labels, pod.annotations))
-    return head + pod.pod.spec.model_dump_json(exclude=_NOT_IN_KEY).encode()
+    any field a plugin reads differs; with the parts whose ids the key holds, which whoever
+    keeps the key keeps too (a part's id is not reused while it lives).
+
+    Equal parts that are not one object (not shared, or shared apart once the sharing table
+    forgot the first) give two keys for one template: two classes, each correct."""
+    spec = pod.pod.spec
+    parts = (pod.labels, *_parts_of(spec))
+    rest = tuple([value if type(value) in _PLAIN else to_json(value) for value in _rest_of(spec)])
+    ids = tuple(id(part) if part else part is None for part in parts)
+    return (pod.namespace, tuple(pod.annotations.items()), rest, ids), parts
 
 
 @dataclass
@@ -72,6 +97,10 @@ class _Entry:
     scorers: dict[RowInputs, _Group]
     feasible: dict[RowInputs, BoolArray]
     """Per kind of input, whether that group's Filters accept each row answered."""
+    records: dict[str, FilterRecord]
+    """Per row-local Filter plugin, its answers (for a failed cycle's diagnosis)."""
+    parts: tuple[object, ...]
+    """What the entry's ``class_key`` holds the ids of."""
     raw: dict[str, IntArray] = field(default_factory=dict)
     score_skipped: frozenset[str] = frozenset()
     local_filters: frozenset[str] = field(init=False)
@@ -111,6 +140,8 @@ class ClassView:
     local_scores: frozenset[str]
     passed: IntArray
     """The rows asked that every row-local Filter accepts."""
+    records: dict[str, FilterRecord]
+    """The row-local Filters' answers, current on the rows asked."""
     _entry: _Entry
     _fwk: Framework
     _state: CycleState
@@ -143,7 +174,7 @@ class ClassView:
         return entry.raw
 
 
-_Key = tuple[Framework, bytes, frozenset[str]]
+_Key = tuple[Framework, ClassKey, frozenset[str]]
 """The profile, the pod's ``class_key`` and the plugins PreFilter skipped."""
 
 
@@ -154,7 +185,8 @@ class EquivalenceClasses:
     hits: int = 0
     """Cycles served from an entry."""
     _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict)
-    _seen: OrderedDict[_Key, None] = field(default_factory=OrderedDict)
+    _seen: OrderedDict[_Key, tuple[object, ...]] = field(default_factory=OrderedDict)
+    """Per key of a class's first pod, the parts the key holds the ids of."""
 
     def view(
         self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
@@ -163,8 +195,9 @@ class EquivalenceClasses:
         pod's CycleState), or None: the pod's first of its class, or a plugin failed (the cycle
         then runs pod by pod)."""
         # The Framework itself, not its name: a reloaded profile's plugins may score differently.
-        key = (fwk, class_key(pod), frozenset(state.skip_filter))
-        entry = self._entry(key, fwk, pod, snapshot)
+        pod_key, parts = class_key(pod)
+        key = (fwk, pod_key, frozenset(state.skip_filter))
+        entry = self._entry(key, parts, fwk, pod, snapshot)
         if entry is None:
             return None
         versions = snapshot.table.versions
@@ -172,7 +205,9 @@ class EquivalenceClasses:
         for inputs, group in entry.filters.items():
             due = _due(group, inputs, rows, versions)
             if due.size:
-                accepted, status = fwk.filter_rows(state, pod, snapshot, due, Diagnosis(), only=group.plugins)
+                accepted, status = fwk.filter_rows(
+                    state, pod, snapshot, due, Diagnosis(), only=group.plugins, into=entry.records
+                )
                 if not status.ok:
                     self._entries.pop(key, None)
                     return None
@@ -182,9 +217,13 @@ class EquivalenceClasses:
                 _answered(group, inputs, due, snapshot)
             passed = passed[entry.feasible[inputs][passed]]
         self.hits += 1
-        return ClassView(entry.local_filters, entry.local_scores, passed, entry, fwk, state, pod, snapshot)
+        return ClassView(
+            entry.local_filters, entry.local_scores, passed, entry.records, entry, fwk, state, pod, snapshot
+        )
 
-    def _entry(self, key: _Key, fwk: Framework, pod: PodInfo, snapshot: Snapshot) -> _Entry | None:
+    def _entry(
+        self, key: _Key, parts: tuple[object, ...], fwk: Framework, pod: PodInfo, snapshot: Snapshot
+    ) -> _Entry | None:
         table = snapshot.table
         entry = self._entries.get(key)
         if entry is not None:
@@ -193,7 +232,7 @@ class EquivalenceClasses:
                 return entry
             del self._entries[key]
         elif key not in self._seen:  # a class's first pod: remember it, cache nothing yet
-            self._seen[key] = None
+            self._seen[key] = parts
             if len(self._seen) > self.capacity * 4:
                 self._seen.popitem(last=False)
             return None
@@ -205,6 +244,8 @@ class EquivalenceClasses:
             filters=filters,
             scorers=_local(fwk, ExtensionPoint.SCORE, pod, size),
             feasible={inputs: np.zeros(size, dtype=np.bool_) for inputs in filters},
+            records={name: FilterRecord.empty(size) for group in filters.values() for name in group.plugins},
+            parts=parts,
         )
         self._entries[key] = entry
         if len(self._entries) > self.capacity:

@@ -28,6 +28,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework import extensions as ext
 from scheduler.framework import interfaces as fw
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.filter_record import FilterRecord
 from scheduler.framework.handle import Handle
 from scheduler.framework.profile import EXTENSION_POINT_METHODS, ExtensionPoint, ResolvedProfile
 from scheduler.framework.registry import Registry
@@ -399,10 +400,12 @@ class Framework:
         diagnosis: fw.Diagnosis,
         *,
         skip: frozenset[str] = frozenset(),
+        recorded: Mapping[str, FilterRecord] | None = None,
     ) -> tuple[IntArray, Status]:
         """The rows every Filter accepts; rejections are counted into ``diagnosis``. ``skip``: the
-        plugins whose verdicts an equivalence class holds."""
-        return self.filter_rows(state, pod, snapshot, rows, diagnosis, skip=skip)
+        plugins whose verdicts an equivalence class holds; ``recorded``: plugins whose answers are
+        read from their records instead of asked (each record current on ``rows``)."""
+        return self.filter_rows(state, pod, snapshot, rows, diagnosis, skip=skip, recorded=recorded)
 
     def filter_rows(
         self,
@@ -414,13 +417,20 @@ class Framework:
         *,
         only: frozenset[str] | None = None,
         skip: frozenset[str] = frozenset(),
+        recorded: Mapping[str, FilterRecord] | None = None,
+        into: Mapping[str, FilterRecord] | None = None,
     ) -> tuple[IntArray, Status]:
         """``run_filter``, narrowed to ``only``, without timing the extension point: work a cycle
-        does beside its one Filter pass (an equivalence class asking about the rows that changed)."""
+        does beside its one Filter pass (an equivalence class asking about the rows that changed).
+        ``into``: the records each named plugin's answers are stored in."""
         record = state.record_plugin_metrics
         skipped = state.skip_filter | skip if skip else state.skip_filter
         for plugin in cast("list[fw.FilterPlugin]", self._points.get(FILTER, [])):
             if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
+                continue
+            kept = recorded.get(plugin.name) if recorded else None
+            if kept is not None:
+                rows = self._count_rejections(kept.replay(rows), plugin.name, rows, diagnosis)
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -432,21 +442,32 @@ class Framework:
                     record, ExtensionPoint.FILTER, plugin, Status.error(result.error), started
                 )
                 return rows[:0], status
+            if into is not None:
+                into[plugin.name].store(rows, result)
             code = _SUCCESS if result.feasible.all() else _UNSCHEDULABLE
             if record:
                 self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
-            if code is _SUCCESS:
-                continue
-            rejected = ~result.feasible
-            diagnosis.rejecting_plugins.add(plugin.name)
-            for reason, mask in result.rejections:
-                count = int(np.count_nonzero(mask & rejected))
-                if count:
-                    diagnosis.reason_counts[reason] = diagnosis.reason_counts.get(reason, 0) + count
-            if result.unresolvable is not None:
-                diagnosis.unresolvable_rows.update(int(r) for r in rows[result.unresolvable & rejected])
-            rows = rows[result.feasible]
+            if code is not _SUCCESS:
+                rows = self._count_rejections(result, plugin.name, rows, diagnosis)
         return rows, Status.success()
+
+    @staticmethod
+    def _count_rejections(
+        result: fw.FilterResult, plugin: str, rows: IntArray, diagnosis: fw.Diagnosis
+    ) -> IntArray:
+        """``rows`` less those ``plugin`` rejected, each counted into ``diagnosis`` per reason."""
+        if result.feasible.all():
+            return rows
+        rejected = ~result.feasible
+        diagnosis.rejecting_plugins.add(plugin)
+        for reason, mask in result.rejections:
+            count = int(np.count_nonzero(mask & rejected))
+            if count:
+                diagnosis.reason_counts[reason] = diagnosis.reason_counts.get(reason, 0) + count
+        if result.unresolvable is not None:
+            diagnosis.unresolvable_rows.update(int(r) for r in rows[result.unresolvable & rejected])
+        kept: IntArray = rows[result.feasible]
+        return kept
 
     @_point(ExtensionPoint.POST_FILTER)
     async def run_post_filter(

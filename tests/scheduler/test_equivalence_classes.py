@@ -10,8 +10,10 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic_core import to_json
 
 from apis.client.backend import PODS
 from apis.core import Node, Pod
@@ -20,8 +22,10 @@ from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.equivalence import class_key
+from scheduler.framework.interfaces import Diagnosis
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+from scheduler.plugins.node_resources_fit import NodeResourcesFit
 from tests.scheduler.builders import NodeBuilder, PodBuilder, expr
 
 ZONE = "topology.kubernetes.io/zone"
@@ -176,6 +180,20 @@ async def drive(
         return total, per_plugin, status
 
     fwk.run_score = recorded  # type: ignore[method-assign]
+    run_post_filter = fwk.run_post_filter
+    diagnosed: dict[str, tuple[Any, ...]] = {}
+
+    async def diagnosing(state: Any, pod: PodInfo, snapshot: Any, diagnosis: Diagnosis) -> Any:
+        # What PostFilter is given: the nodes' statuses as the Filter pass counted them.
+        diagnosed[pod.name] = (
+            diagnosis.node_count,
+            sorted(diagnosis.reason_counts.items()),
+            sorted(diagnosis.unresolvable_rows),
+            sorted(diagnosis.rejecting_plugins),
+        )
+        return await run_post_filter(state, pod, snapshot, diagnosis)
+
+    fwk.run_post_filter = diagnosing  # type: ignore[method-assign]
     for n in cluster:
         app.cache.upsert_node(n)
     outcomes: list[tuple[str, str | None, str | None]] = []
@@ -190,7 +208,7 @@ async def drive(
             explained = app.explanations.get("default", f"p{i}")
             why = None
             if where is None and explained is not None:
-                why = f"{explained.message} {explained.reasons}"
+                why = f"{explained.message} {explained.reasons} {diagnosed.get(f'p{i}')}"
             outcomes.append((f"p{i}", where, why))
             if where is not None:
                 placed.append(f"p{i}")
@@ -234,8 +252,28 @@ def test_a_class_is_the_template_not_the_pod() -> None:
     web = Template(500, "web", True, "a", None, False, True, None, "img-1")
     first, second = PodInfo.of(pod("web-1", web)), PodInfo.of(pod("web-2", web))
     other = PodInfo.of(pod("web-3", Template(500, "web", True, "b", None, False, True, None, "img-1")))
-    assert class_key(first) == class_key(second)
-    assert class_key(first) != class_key(other)
+    assert class_key(first)[0] == class_key(second)[0]
+    assert class_key(first)[0] != class_key(other)[0]
+
+
+def serialized(pod: PodInfo) -> bytes:
+    """The whole key serialized: what ``class_key`` shortcuts by the shared parts' identity."""
+    head = to_json((pod.namespace, pod.labels, pod.annotations))
+    return head + pod.pod.spec.model_dump_json(exclude={"volumes"}).encode()
+
+
+@settings(max_examples=200, deadline=None)
+@given(templates, templates, st.booleans(), st.lists(st.none() | st.integers(0, 1), min_size=2, max_size=2))
+def test_a_class_key_is_equal_where_the_serialized_pods_are(
+    a: Template, b: Template, empty: bool, priorities: list[int | None]
+) -> None:
+    first, second = pod("x-1", a), pod("x-2", b)
+    first.spec.priority, second.spec.priority = priorities
+    if empty:  # empty parts are never shared: an empty list is keyed as one, not by its id
+        for one in (first, second):
+            one.spec.tolerations, one.spec.node_selector = [], {}
+    one, two = PodInfo.of(first), PodInfo.of(second)
+    assert (class_key(one)[0] == class_key(two)[0]) == (serialized(one) == serialized(two))
 
 
 def test_an_image_pulled_on_one_node_rescores_every_node_that_has_it() -> None:
@@ -248,3 +286,35 @@ def test_an_image_pulled_on_one_node_rescores_every_node_that_has_it() -> None:
     shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
     assert shared == alone
     assert hits == 4
+
+
+def test_a_failed_replica_is_diagnosed_from_its_class_without_filtering_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Each untainted node takes one replica; past them the replicas fail on cpu and taints, and the
+    # failure's message and the statuses PostFilter is given are the pod-by-pod cycle's.
+    big = Template(3000, "web", False, None, None, False, False, None, "img-1")
+    cluster = [node(i, 4, ZONES[i % 3], i % 3 == 0, False) for i in range(6)]
+    steps: list[Step] = [Place(0)] * 10
+    asked: dict[str, int] = {}
+    fit = NodeResourcesFit.filter
+
+    def counted(self: NodeResourcesFit, state: Any, pod: PodInfo, snapshot: Any, rows: Any) -> Any:
+        asked[pod.name] = asked.get(pod.name, 0) + rows.size
+        return fit(self, state, pod, snapshot, rows)
+
+    monkeypatch.setattr(NodeResourcesFit, "filter", counted)
+    alone, _ = asyncio.run(drive(cluster, [big], steps, None, classes=False))
+    by_pod = dict(asked)
+    asked.clear()
+    shared, hits = asyncio.run(drive(cluster, [big], steps, None, classes=True))
+    assert shared == alone
+    failed = [name for name, where, _ in shared[0] if where is None]
+    assert failed == ["p5", "p6", "p7", "p8", "p9"]  # n0 is tainted NoSchedule
+    whys = [why or "" for _, where, why in shared[0] if where is None]
+    assert all("Insufficient cpu" in why and "untolerated taint" in why for why in whys)
+    assert hits == 9
+    # Pod by pod, every failure asks the plugin again; the class asks only about the row the
+    # last replica took, and nothing once no replica is placed.
+    assert all(by_pod[name] > 0 for name in failed)
+    assert [asked.get(name, 0) for name in failed] == [1, 0, 0, 0, 0]
