@@ -83,3 +83,27 @@ def test_a_mix_of_the_same_shapes_reuses_the_columns_with_new_weights() -> None:
     assert second.count is first.count  # the same shapes in the same order: columns shared
     assert second.weight.tolist() == [2 / 3, 1 / 3]
     assert np.array_equal(first.weight, [0.5, 0.5])
+
+
+_fields = st.tuples(
+    st.integers(1, 8),
+    st.integers(1, 100),
+    st.none() | st.integers(1, 100),
+    st.none() | st.integers(1, 2**36),
+    st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 4)),
+    st.lists(st.tuples(st.sampled_from(["npu-core", "npu-cpu"]), st.integers(1, 8)), max_size=2).map(tuple),
+)
+
+
+@given(fields=_fields, other=_fields)
+def test_a_request_hashes_as_its_fields_once_taken(
+    fields: tuple[int, int, int | None, int | None, tuple[int, int, int], tuple[tuple[str, int], ...]],
+    other: tuple[int, int, int | None, int | None, tuple[int, int, int], tuple[tuple[str, int], ...]],
+) -> None:
+    request = GPURequest(*fields)
+    assert hash(request) == hash(fields)  # as the dataclass hashed: sets of requests keep their order
+    rebuilt = dataclasses.replace(GPURequest(*other), count=fields[0], core=fields[1], ratio=fields[2])
+    rebuilt = dataclasses.replace(rebuilt, memory=fields[3], npu=fields[4], asked=fields[5])
+    assert rebuilt == request
+    assert hash(rebuilt) == hash(request)
+    assert (GPURequest(*other) == request) == (other == fields)
