@@ -13,6 +13,7 @@ burst of one shape. The mix keeps the ``max_shapes`` most common shapes.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 
 from scheduler.plugins.device_share.request import GPURequest
 
@@ -94,13 +95,29 @@ class ClusterMix:
 
     def hosts_seen(self) -> dict[GPURequest, tuple[int, int]]:
         """The mean cpu and memory a pod of each shape asks of its node."""
-        return {
-            shape: (round(cpu / self._count[shape]), round(memory / self._count[shape]))
-            for shape, (cpu, memory) in self._host.items()
-        }
+        return dict(zip(self._host, self.hosts_of(self._host), strict=True))
 
     def hosts(self, current: GPURequest, current_host: tuple[int, int]) -> dict[GPURequest, tuple[int, int]]:
         """``hosts_seen``, with ``current_host`` for ``current`` when no pod of its shape is there."""
         means = self.hosts_seen()
         means.setdefault(current, current_host)
+        return means
+
+    def hosts_of(
+        self,
+        shapes: Iterable[GPURequest],
+        current: GPURequest | None = None,
+        current_host: tuple[int, int] = (0, 0),
+    ) -> list[tuple[int, int]]:
+        """``hosts(current, current_host)`` (``hosts_seen`` where ``current`` is None) of ``shapes``
+        in order, (0, 0) for a shape of neither: the mix counts every shape, the Fragmentation
+        strategy asks for the ``max_shapes`` most common."""
+        means = []
+        for shape in shapes:
+            summed = self._host.get(shape)
+            if summed is None:
+                means.append(current_host if shape == current else (0, 0))
+            else:
+                count = self._count[shape]
+                means.append((round(summed[0] / count), round(summed[1] / count)))
         return means

@@ -15,6 +15,7 @@ the dimensions (core, ratio, memory), and a ``(..., C)`` mask of the real cards.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ __all__ = [
     "host_fits",
     "moves_of",
     "placement_deltas",
+    "reweighed",
     "rows_alike",
     "shape_hosts",
     "shape_sums",
@@ -151,6 +153,16 @@ def shapes_of(
         weight=np.array([w / total for _, w in items], dtype=np.float64),
         host=shape_hosts([r for r, _ in items], needs),
     )
+
+
+def reweighed(like: Shapes, mix: Mapping[GPURequest, float], host: Int64Array) -> Shapes:
+    """``shapes_of(mix)`` with ``host`` where ``like`` is ``shapes_of`` a mix of the same positive
+    shapes in the same order: its per-shape columns are shared, only the weights are new (the same
+    quotients: numpy divides as Python does, correctly rounded)."""
+    weights = [w for w in mix.values() if w > 0]
+    total = sum(weights) or 1.0
+    weight: FloatArray = np.array(weights, dtype=np.float64) / total
+    return dataclasses.replace(like, weight=weight, host=host)
 
 
 def shape_hosts(shapes: Sequence[GPURequest], host: Mapping[GPURequest, tuple[int, int]]) -> Int64Array:

@@ -32,7 +32,7 @@ from scheduler.plugins.device_share.fragmentation import (
     host_deltas,
     moves_of,
     placement_deltas,
-    shape_hosts,
+    reweighed,
     shapes_of,
     single_card_best,
     single_card_combine,
@@ -49,6 +49,7 @@ NodeCards = tuple[Sequence[GPU], Mapping[int, GPUUsage]]
 
 _SEEN = 4096
 _SHAPES_KEPT = 64
+_COLUMNS_KEPT = 4
 
 _MixShapes = tuple[dict[GPURequest, float], Shapes, list[GPURequest]]
 """A mix's weights, ``shapes_of`` them, and the shapes of positive weight in order."""
@@ -75,6 +76,8 @@ class FragmentationStrategy:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._shapes: dict[tuple[GPURequest | None, tuple[int, int] | None], _MixShapes] = {}
         self._shapes_version = -1
+        self._columns: list[tuple[list[GPURequest], Shapes]] = []
+        """The last few lists of shapes asked for and ``shapes_of`` a mix of them (``_reweighed``)."""
 
     def observe(self, uid: str, request: GPURequest, host: tuple[int, int] = (0, 0)) -> None:
         """A pod asks for ``request``: counted once however often it is retried (the last
@@ -251,18 +254,39 @@ class FragmentationStrategy:
         if kept is None:
             if request is None:
                 weights = self.mix.weights_seen()
-                kept = (weights, shapes_of(weights, self.mix.hosts_seen()), _positive(weights))
+                kinds = _positive(weights)
+                kept = (weights, self._reweighed(kinds, weights, _hosts(self.mix.hosts_of(kinds))), kinds)
             elif host_take is None:
                 weights = self.mix.weights(request)
-                kept = (weights, shapes_of(weights), _positive(weights))
+                kinds = _positive(weights)
+                kept = (weights, self._reweighed(kinds, weights, np.zeros((len(kinds), 2), np.int64)), kinds)
             else:
                 # Score asks with the pod's cpu and memory, Reserve without: the same shapes, but
                 # for the cpu and memory of each.
                 weights, shapes, kinds = self._mix_shapes(request, None)
-                hosts = shape_hosts(kinds, self.mix.hosts(request, host_take))
+                hosts = _hosts(self.mix.hosts_of(kinds, request, host_take))
                 kept = (weights, dataclasses.replace(shapes, host=hosts), kinds)
             self._shapes[(request, host_take)] = kept
         return kept
+
+    def _reweighed(
+        self, kinds: list[GPURequest], weights: Mapping[GPURequest, float], host: Int64Array
+    ) -> Shapes:
+        """``shapes_of(weights)`` with ``host``; the per-shape columns are kept for the last few
+        lists of shapes: each pod changes the mix's weights, rarely which shapes are the most
+        common or their order."""
+        for kept_kinds, like in self._columns:
+            if kept_kinds == kinds:
+                return reweighed(like, weights, host)
+        like = shapes_of(weights)
+        self._columns = [(kinds, like), *self._columns[: _COLUMNS_KEPT - 1]]
+        return dataclasses.replace(like, host=host)
+
+
+def _hosts(means: list[tuple[int, int]]) -> Int64Array:
+    """``Shapes.host`` of the shapes' means (``hosts_of``)."""
+    host: Int64Array = np.array(means, dtype=np.int64).reshape(len(means), 2)
+    return host
 
 
 def _positive(weights: Mapping[GPURequest, float]) -> list[GPURequest]:

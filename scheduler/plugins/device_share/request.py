@@ -7,7 +7,7 @@ per-card request and a card count; any other combination is rejected for every n
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apis.extension.device import (
     RESOURCE_AMD_GPU,
@@ -59,6 +59,18 @@ class GPURequest:
     asked: tuple[tuple[str, int], ...] = ()
     """The per-card NPU resources as Koordinator names them (NPU requests only; templates.py derives
     the same for other requests)."""
+    _hash: int = field(init=False, repr=False, compare=False)
+    """The fields' hash, taken once: requests key the mixes, the kept shapes and the kept one-card
+    parts, looked up many times per pod (the mix's shapes one by one), and a dataclass would hash
+    its fields each time."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "_hash", hash((self.count, self.core, self.ratio, self.memory, self.npu, self.asked))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
 
     @property
     def whole(self) -> bool:

@@ -12,6 +12,8 @@ shape's pods counts as fragmented for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["RequestMix"]
@@ -60,15 +62,30 @@ class RequestMix:
 
     def hosts_seen(self) -> dict[GPURequest, tuple[int, int]]:
         """The cpu and memory a pod of each recent shape asks of its node (weighted means)."""
-        return {
-            shape: (round(cpu / self._weights[shape]), round(memory / self._weights[shape]))
-            for shape, (cpu, memory) in self._hosts.items()
-            if self._weights.get(shape, 0.0) > 0
-        }
+        seen = [shape for shape in self._hosts if self._weights.get(shape, 0.0) > 0]
+        return dict(zip(seen, self.hosts_of(seen), strict=True))
 
     def hosts(self, current: GPURequest, current_host: tuple[int, int]) -> dict[GPURequest, tuple[int, int]]:
         """The cpu and memory a pod of each shape asks of its node: the shape's weighted mean
         (``current_host`` for ``current`` when the mix has not seen its shape)."""
         means = self.hosts_seen()
         means.setdefault(current, current_host)
+        return means
+
+    def hosts_of(
+        self,
+        shapes: Iterable[GPURequest],
+        current: GPURequest | None = None,
+        current_host: tuple[int, int] = (0, 0),
+    ) -> list[tuple[int, int]]:
+        """``hosts(current, current_host)`` (``hosts_seen`` where ``current`` is None) of ``shapes``
+        in order, (0, 0) for a shape of neither."""
+        means = []
+        for shape in shapes:
+            summed = self._hosts.get(shape)
+            weight = self._weights.get(shape, 0.0)
+            if summed is not None and weight > 0:
+                means.append((round(summed[0] / weight), round(summed[1] / weight)))
+            else:
+                means.append(current_host if shape == current else (0, 0))
         return means

@@ -17,7 +17,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.plugins.device_share import DeviceShareArgs
 from scheduler.plugins.device_share.allocator import GPU, Allocation, GPUUsage
 from scheduler.plugins.device_share.cycle import host_free
-from scheduler.plugins.device_share.host_share import card_shares, stranded, stranded_delta
+from scheduler.plugins.device_share.host_share import UNBOUNDED, card_shares, stranded, stranded_delta
 from scheduler.plugins.device_share.plugin import DeviceShare
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import GIB, device, gpu
@@ -158,3 +158,23 @@ def test_host_free_is_the_node_tables_free_cpu_and_memory(seed: int) -> None:
     rows = rng.choice(snapshot.candidate_rows(), size=int(rng.integers(0, 20))).astype(np.int64)
     cols = np.array([table.column["cpu"], table.column["memory"]], dtype=np.int64)
     assert host_free(snapshot, rows).tolist() == table.free(rows, cols).tolist()
+
+
+@given(seed=st.integers(0, 2**32 - 1), cards_taken=st.sampled_from([0.0, 0.25, 0.5, 1.0, 3.0]))
+@settings(max_examples=80, deadline=None)
+def test_stranded_delta_rates_before_and_after_as_apart(seed: int, cards_taken: float) -> None:
+    """``stranded_delta`` rates each node before and after the pod side by side: to the bit the
+    stranded cards after less those before, each rated alone, whatever the nodes report."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 40))
+    cards = rng.integers(0, 9, n).astype(np.float64)
+    free_cards = np.minimum(cards, rng.random(n) * 8)
+    capacity = np.stack([rng.integers(0, 128_000, n), rng.integers(0, 2**40, n)], axis=1)
+    capacity[rng.random((n, 2)) < 0.1] = UNBOUNDED
+    capacity[rng.random((n, 2)) < 0.1] = 0
+    free = (capacity * rng.uniform(-0.1, 1.0, (n, 2))).astype(np.int64)
+    take = np.array([int(rng.integers(0, 16_000)), int(rng.integers(0, 2**35))], dtype=np.int64)
+    after = stranded(cards, np.maximum(free_cards - cards_taken, 0.0), capacity, free - take)
+    expected = after - stranded(cards, free_cards, capacity, free)
+    got = stranded_delta((cards, free_cards), capacity, free, take, cards_taken)
+    assert got.tobytes() == expected.tobytes()
