@@ -54,6 +54,8 @@ class ParityOptions:
     step_limit_seconds: float = 20.0
     """A step not settled by then is left as it is (its pending pods count as not bound)."""
     ready_timeout: float = 120.0
+    claim_bind_seconds: float = 60.0
+    """How long a step's Immediate claims may take to be bound before its pods are created."""
     keep: bool = False
     schedulers: tuple[str, ...] = (KUBE, KOORD)
 
@@ -205,6 +207,38 @@ async def _volume_state(
     )
 
 
+def _immediate_claims(step: Sequence[dict[str, Any]], created: Sequence[dict[str, Any]]) -> set[str]:
+    """The step's claims of a class that binds at once (the PV controller's, not the scheduler's);
+    ``created``: every object of the workload so far, the step's included."""
+    waiting = {
+        o["metadata"]["name"]
+        for o in created
+        if o["kind"] == "StorageClass" and o.get("volumeBindingMode") == "WaitForFirstConsumer"
+    }
+    return {
+        o["metadata"]["name"]
+        for o in step
+        if o["kind"] == "PersistentVolumeClaim" and o.get("spec", {}).get("storageClassName") not in waiting
+    }
+
+
+async def _claims_bound(api: Api, namespace: str, names: set[str], within: float) -> None:
+    """Until the PV controller has bound every claim of ``names``. Its first try can miss a volume
+    its informer has not seen yet, and then it retries only at its next resync: pods created
+    before that would be unschedulable under either scheduler, by a race, not by a decision."""
+    deadline = time.monotonic() + within
+    while True:
+        claims, _ = await _volume_state(api, namespace)
+        unbound = names - {c.metadata.name for c in claims if c.spec.volume_name}
+        if not unbound:
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(
+                f"{namespace}: claims {sorted(unbound)} not bound {within:.0f}s after creating them"
+            )
+        await asyncio.sleep(0.2)
+
+
 async def _run_workload(
     api: Api, nodes: Sequence[Node], workload: Workload, scheduler: str, opts: ParityOptions
 ) -> Outcome:
@@ -218,6 +252,9 @@ async def _run_workload(
         for obj in step.manifests_of_objects(namespace):
             await api.create(_object_path(obj, namespace), obj)
             created.append(obj)
+        immediate = _immediate_claims(step.manifests_of_objects(namespace), created)
+        if immediate:
+            await _claims_bound(api, namespace, immediate, opts.claim_bind_seconds)
         manifests: list[dict[str, Any]] = [
             m for pod_set in step.pods for m in pod_set.manifests(namespace, SCHEDULER_NAMES[scheduler])
         ]
@@ -257,7 +294,8 @@ async def run_parity(
     """Every workload under every scheduler of ``opts``; errors land in ``report.errors`` and the
     cluster is stopped in any case (unless ``opts.keep``)."""
     report = ParityReport(workloads=[w for w in workloads if w.enabled()])
-    cp = ControlPlane(name=opts.cluster_name)
+    # The PV controller retries a claim it found no volume for at each resync (15 s by default).
+    cp = ControlPlane(name=opts.cluster_name, controller_manager_args=(("pvclaimbinder-sync-period", "2s"),))
     api: Api | None = None
     try:
         nodes_step = functools.partial(_create_nodes, cp=cp, description=description)

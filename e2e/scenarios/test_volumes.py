@@ -20,21 +20,25 @@ from e2e.workloads import apply, failed_scheduling, get_object, list_items, make
 
 NS = "volumes"
 CLASS = "koord-e2e-local"
+IMMEDIATE_CLASS = "koord-e2e-immediate"
+PRE_BOUND = "koord-e2e-pv-pre-bound"
 NODE = "cpu-3"
 RWOP_NODE = "cpu-4"
 
 
-def storage_class() -> dict[str, Any]:
+def storage_class(name: str = CLASS, mode: str = "WaitForFirstConsumer") -> dict[str, Any]:
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
-        "metadata": {"name": CLASS},
+        "metadata": {"name": name},
         "provisioner": "kubernetes.io/no-provisioner",
-        "volumeBindingMode": "WaitForFirstConsumer",
+        "volumeBindingMode": mode,
     }
 
 
-def local_volume(name: str, node: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce") -> dict[str, Any]:
+def local_volume(
+    name: str, node: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce", storage_class: str = CLASS
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",
@@ -43,7 +47,7 @@ def local_volume(name: str, node: str, *, size: str = "1Gi", mode: str = "ReadWr
             "capacity": {"storage": size},
             "accessModes": [mode],
             "persistentVolumeReclaimPolicy": "Retain",
-            "storageClassName": CLASS,
+            "storageClassName": storage_class,
             "local": {"path": f"/mnt/disks/{name}"},
             "nodeAffinity": {
                 "required": {
@@ -60,14 +64,16 @@ def local_volume(name: str, node: str, *, size: str = "1Gi", mode: str = "ReadWr
     }
 
 
-def claim(name: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce") -> dict[str, Any]:
+def claim(
+    name: str, *, size: str = "1Gi", mode: str = "ReadWriteOnce", storage_class: str = CLASS
+) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": {"name": name, "namespace": NS},
         "spec": {
             "accessModes": [mode],
-            "storageClassName": CLASS,
+            "storageClassName": storage_class,
             "resources": {"requests": {"storage": size}},
         },
     }
@@ -100,8 +106,8 @@ def volumes(
     )
     yield control_plane
     control_plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
-    control_plane.kubectl("delete", "pv", *volume_names, "--wait=false", check=False)
-    control_plane.kubectl("delete", "storageclass", CLASS, "--wait=false", check=False)
+    control_plane.kubectl("delete", "pv", *volume_names, PRE_BOUND, "--wait=false", check=False)
+    control_plane.kubectl("delete", "storageclass", CLASS, IMMEDIATE_CLASS, "--wait=false", check=False)
 
 
 def test_a_wait_for_first_consumer_claim_lands_on_its_volumes_node_and_binds(volumes: ControlPlane) -> None:
@@ -159,3 +165,33 @@ def test_a_read_write_once_pod_claim_in_use_keeps_the_second_pod_pending(volumes
         message
     ), message
     assert not next(p for p in pods(cp, NS) if p["metadata"]["name"] == "rwop-second")["spec"].get("nodeName")
+
+
+def test_a_pod_waiting_for_its_immediate_claim_is_bound_once_the_pv_controller_binds_it(
+    volumes: ControlPlane,
+) -> None:
+    """The pod is tried while its claim is unbound (kube-scheduler's reason), then the claim's
+    update is the cluster event that sends it back to the queue: without it, the pod would wait
+    for the unschedulable pods' five-minute flush."""
+    cp = volumes
+    apply(
+        cp,
+        [
+            storage_class(IMMEDIATE_CLASS, "Immediate"),
+            claim("later", storage_class=IMMEDIATE_CLASS),
+            pod_with("waits-for-claim", "later"),
+        ],
+    )
+    message = wait_for(lambda: first_failure(cp, "waits-for-claim"), timeout=60, what="FailedScheduling")
+    assert "pod has unbound immediate PersistentVolumeClaims" in message, message
+    # Pre-bound to the claim: the PV controller binds the claim as soon as it sees the volume.
+    volume = local_volume(PRE_BOUND, NODE, storage_class=IMMEDIATE_CLASS)
+    volume["spec"]["claimRef"] = {"namespace": NS, "name": "later"}
+    apply(cp, [volume])
+
+    def placed() -> str | None:
+        pod = next((p for p in pods(cp, NS) if p["metadata"]["name"] == "waits-for-claim"), None)
+        return pod["spec"].get("nodeName") if pod else None
+
+    assert wait_for(placed, timeout=60, what="the pod bound after its claim") == NODE
+    assert get_object(cp, "pvc", "later", namespace=NS)["spec"]["volumeName"] == PRE_BOUND
