@@ -226,6 +226,14 @@ def _abandon(task: asyncio.Future[Any]) -> None:
         task.exception()
 
 
+_UNCOMPRESSED: Final = {"Accept-Encoding": "identity"}
+"""The streamed list asks for its body as it is. The API server gzips a large response for a
+client that accepts it (aiohttp does by default); aiohttp inflates each read of the gzipped stream
+at once, so it hands out chunks of several MB (64 KiB reads inflate tenfold and more) and the
+list's peak RSS grew by a sixth at 10,000 pods, where the plain stream's chunks stay within its
+flow control's 128 KiB; and the API server no longer spends CPU compressing it."""
+
+
 class _NotJson(BackendError):
     """A list page (or a streamed list's page) that is not JSON."""
 
@@ -490,7 +498,12 @@ class KubernetesBackend:
         await self._limiter.acquire()
         try:
             response = await send(
-                self._api, "GET", resource_path(resource), query=query, client_timeout=timeout
+                self._api,
+                "GET",
+                resource_path(resource),
+                query=query,
+                client_timeout=timeout,
+                headers=_UNCOMPRESSED,
             )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc

@@ -89,6 +89,8 @@ class FakeApiServer:
     writes: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
     """path -> (status, body) answered to POST / PATCH / PUT."""
     list_queries: list[dict[str, str]] = field(default_factory=list)
+    list_encodings: list[str | None] = field(default_factory=list)
+    """The Accept-Encoding of each list request."""
     watch_queries: list[dict[str, str]] = field(default_factory=list)
     requests: list[tuple[str, str, str, Any]] = field(default_factory=list)
     """(method, path, content type, JSON body) of every write."""
@@ -101,6 +103,7 @@ class FakeApiServer:
             return web.json_response(answer, status=status)
         if request.query.get("watch") != "true":
             self.list_queries.append(dict(request.query))
+            self.list_encodings.append(request.headers.get("Accept-Encoding"))
             answer = self.lists.pop(0)
             if isinstance(answer, Body):
                 return await self.write(request, answer)

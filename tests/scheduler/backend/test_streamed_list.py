@@ -74,6 +74,7 @@ async def test_a_streamed_list_ends_in_the_objects_of_the_paginated_list(
     fake.watches = [Watch([line("ADDED", raw_pod("late", 201))], end="hang")]
     events = await until_watching(backend.watch(PODS))
     assert fake.list_queries == [{"resourceVersion": "0"}]  # one request, no limit
+    assert fake.list_encodings == ["identity"]  # not gzipped: inflated, it comes in chunks of MBs
     assert fake.watch_queries[0]["resourceVersion"] == "200"
     *pages, replaced, added = events
     assert pages
