@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any, Final
 
-__all__ = ["list_metadata_ahead_of_items"]
+__all__ = ["HEAD_BYTES", "list_items_offset", "list_metadata_ahead_of_items"]
 
 HEAD_BYTES: Final = 65536
 """How much of the page is looked at: a continue token is a few hundred bytes."""
@@ -26,7 +26,26 @@ _DECODER: Final = json.JSONDecoder()
 def list_metadata_ahead_of_items(page: bytes) -> dict[str, Any] | None:
     """The page's top-level ``metadata`` when it comes before ``items`` within the first
     ``HEAD_BYTES``; None otherwise (the caller then finds it by decoding the whole page)."""
+    head = _head(page)
+    return head[0] if head is not None and head[0] is not None else None
+
+
+def list_items_offset(page: bytes | bytearray) -> tuple[dict[str, Any], int] | None:
+    """The metadata ahead of the items (``{}`` where none comes first) and the offset of the first
+    byte after ``"items":[``, when that is within the first ``HEAD_BYTES`` and the head is ASCII
+    (so that the offset in the text is the offset in the bytes); None otherwise, also where the
+    head is not complete yet (``apis.client.liststream`` reads a list as it streams in)."""
+    head = _head(page, items=True)
+    if head is None or head[1] is None:
+        return None
+    return head[0] or {}, head[1]
+
+
+def _head(page: bytes | bytearray, *, items: bool = False) -> tuple[dict[str, Any] | None, int | None] | None:
+    """The metadata before the items and, with ``items``, the offset of the first byte after
+    ``"items":[``; None where the head is not in that shape."""
     text = page[:HEAD_BYTES].decode("utf-8", errors="replace")
+    metadata: dict[str, Any] | None = None
     try:
         pos = _skip(text, 0)
         if text[pos] != "{":
@@ -38,11 +57,20 @@ def list_metadata_ahead_of_items(page: bytes) -> dict[str, Any] | None:
                 return None
             key, pos = _DECODER.raw_decode(text, pos)
             pos = _skip(text, pos)
-            if text[pos] != ":" or key == "items":
+            if text[pos] != ":":
                 return None
-            value, pos = _DECODER.raw_decode(text, _skip(text, pos + 1))
+            pos = _skip(text, pos + 1)
+            if key == "items":
+                if not items or text[pos] != "[" or not text[: pos + 1].isascii():
+                    return None
+                return metadata, pos + 1
+            value, pos = _DECODER.raw_decode(text, pos)
             if key == "metadata":
-                return value if isinstance(value, dict) else None
+                if not isinstance(value, dict):
+                    return None
+                metadata = value
+                if not items:
+                    return metadata, None
             pos = _skip(text, pos)
             if text[pos] != ",":
                 return None

@@ -20,7 +20,7 @@ the client's REST client) straight through the client's session:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlencode
 
@@ -45,10 +45,12 @@ async def send(
     body: Any = None,
     content_type: str = JSON,
     client_timeout: aiohttp.ClientTimeout,
+    headers: Mapping[str, str] | None = None,
 ) -> aiohttp.ClientResponse:
-    """``method path`` with ``query`` and the JSON ``body``; the raw aiohttp response, unread: the
-    caller reads the body and must look at ``status`` (no status raises here)."""
-    headers = {"Accept": JSON, "Content-Type": content_type, **api.default_headers}
+    """``method path`` with ``query`` and the JSON ``body`` (and ``headers`` over the client's);
+    the raw aiohttp response, unread: the caller reads the body and must look at ``status`` (no
+    status raises here)."""
+    headers = {"Accept": JSON, "Content-Type": content_type, **api.default_headers, **(headers or {})}
     if api.cookie:
         headers["Cookie"] = api.cookie
     params = list(query)

@@ -13,7 +13,10 @@ load counts far less than in wall time):
   process does before ``main``), their mean CPU, interpreter included, the bytecode compiled first
   as the image has it (``startup_time.compile_bytecode``);
 - **decode**: each page validated as ``KubernetesBackend`` does, with the scheduler's transform
-  (each pod's PodInfo made as its page is decoded, ``scheduler.cache.decode_ahead``);
+  (each pod's PodInfo made as its page is decoded, ``scheduler.cache.decode_ahead``); with
+  ``--streamed``, the pod list as the one compact body a ``resourceVersion=0`` list is, fed in
+  chunks of 64 KiB and cut into pages as the backend's first pod list is
+  (``apis.client.liststream``), the cutting counted in;
 - **handle**: the app's handling of the first node list and of the first pod list: each pod page
   but the last as it is decoded (a LISTED event, as the backend's ``paged_lists`` emits them
   when the API server keeps the list waiting: the plugins' pod informers and the bound pods'
@@ -39,12 +42,13 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from apis.client.backend import NODES, PODS, EventType, ResourceType, WatchEvent
 from apis.client.kubernetes import KubernetesBackend
+from apis.client.liststream import ListCutter
 from apis.core import Node, Pod
 from apis.gcpause import freezing_lists, list_paused
 from e2e.bench.startup_time import BOUND_NAMESPACE, PENDING_NAMESPACE, PROFILE, compile_bytecode
@@ -215,6 +219,28 @@ def listed_pages(items: list[dict[str, Any]], resource_version: int) -> list[byt
     return pages
 
 
+def streamed_pages(items: list[dict[str, Any]], resource_version: int) -> Iterator[bytes]:
+    """``items`` as one compact list body (written here, before the clock runs) fed in chunks of
+    ``STREAM_CHUNK`` bytes, cut into pages as ``KubernetesBackend``'s streamed first list cuts it
+    (a page that does not parse is a bug here: the body is valid), the last being
+    ``ListCutter.end``'s: the cutting runs as the pages are asked for."""
+    listed = {"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": str(resource_version)}}
+    body = json.dumps({**listed, "items": items}, separators=(",", ":")).encode()
+
+    def cut() -> Iterator[bytes]:
+        cutter = ListCutter()
+        for start in range(0, len(body), STREAM_CHUNK):
+            cutter.feed(body[start : start + STREAM_CHUNK])
+            while (page := cutter.page()) is not None:
+                yield page
+        yield cutter.end()
+
+    return cut()
+
+
+STREAM_CHUNK = 1 << 16
+
+
 def import_cpu_seconds(runs: int) -> float:
     """Mean CPU seconds of a fresh interpreter importing ``scheduler.__main__``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -244,8 +270,11 @@ def _listener_label(listener: Callable[..., Any]) -> str:
     return f"{type(owner).__module__.removeprefix('scheduler.plugins.')}.{type(owner).__name__}"
 
 
-def backlog(nodes: int, pending: int, bound: int) -> tuple[Options, list[bytes], list[bytes]]:
-    """The throughput options of the cluster, and its node and pod lists' pages."""
+def backlog(
+    nodes: int, pending: int, bound: int, *, streamed: bool = False
+) -> tuple[Options, list[bytes], Iterable[bytes]]:
+    """The throughput options of the cluster, and its node and pod lists' pages (``streamed``: the
+    pods' cut as they come, ``streamed_pages``)."""
     opts = Options(nodes=nodes, pods=max(pending, 1), cluster_name="startup-cpu")
     versions = _versions()
     node_items = [_as_listed(n, next(versions)) for n in bench_description(opts).nodes()]
@@ -257,14 +286,15 @@ def backlog(nodes: int, pending: int, bound: int) -> tuple[Options, list[bytes],
         _as_listed(p, next(versions)) for p in on_nodes + workload(PENDING_NAMESPACE, PROFILE, pending)
     ]
     last = next(versions)
-    return opts, listed_pages(node_items, last), listed_pages(pod_items, last)
+    pod_pages = streamed_pages(pod_items, last) if streamed else listed_pages(pod_items, last)
+    return opts, listed_pages(node_items, last), pod_pages
 
 
-async def measure(nodes: int, pending: int, bound: int) -> dict[str, float]:
+async def measure(nodes: int, pending: int, bound: int, *, streamed: bool = False) -> dict[str, float]:
     """CPU seconds per step of decoding and handling the first lists (module docstring; the plugin
     informers' lines are parts of the two pod-handling lines, summed over both); raises
     when the app did not end synced with every pending pod queued and every bound pod cached."""
-    opts, node_pages, pod_pages = backlog(nodes, pending, bound)
+    opts, node_pages, pod_pages = backlog(nodes, pending, bound, streamed=streamed)
     config = load_config(scheduler_config(opts, Path("unused"), PROFILE), DEFAULT_PLUGINS, DEFAULT_REGISTRY)
     settings = settings_of(config)
     app = SchedulerApp(settings, MemoryBackend(), DEFAULT_REGISTRY, SchedulerMetrics())
@@ -273,20 +303,29 @@ async def measure(nodes: int, pending: int, bound: int) -> dict[str, float]:
     decoder._transforms = {PODS: decode_ahead}
 
     def decode(
-        kind: ResourceType[Any], pages: list[bytes], handle_page: Callable[[list[Any]], None] | None = None
+        kind: ResourceType[Any],
+        pages: Iterable[bytes],
+        handle_page: Callable[[list[Any]], None] | None = None,
     ) -> list[Any]:
         decoding = handling = 0.0
         objects: list[Any] = []
-        for index, page in enumerate(pages):
+        pending_page: list[Any] | None = None  # the last page comes with the list: handled one late
+        page_iter = iter(pages)
+        while True:
             began = time.process_time()
+            page = next(page_iter, None)
+            if page is None:
+                decoding += time.process_time() - began
+                break
             with list_paused():
                 items = decoder._decode_page(kind, page, f"list {kind.plural}")[0]
             objects.extend(items)
             decoding += time.process_time() - began
-            if handle_page is not None and index < len(pages) - 1:  # the last comes with the list
+            if handle_page is not None and pending_page is not None:
                 began = time.process_time()
-                handle_page(items)
+                handle_page(pending_page)
                 handling += time.process_time() - began
+            pending_page = items
         seconds[f"decode {kind.plural}"] = decoding
         if handle_page is not None:
             seconds[f"handle the {kind.kind.lower()} pages as they come"] = handling
@@ -332,14 +371,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pending", type=int, default=25000)
     parser.add_argument("--bound", type=int, default=25000)
     parser.add_argument("--imports", type=int, default=5, help="interpreters timed importing; 0: none")
+    parser.add_argument("--streamed", action="store_true", help="the pod list as one body, cut as it comes")
     args = parser.parse_args(argv)
     print(f"load average at start {os.getloadavg()[0]:.2f}")
     seconds: dict[str, float] = {}
     if args.imports:
         compile_bytecode(repo_root())
         seconds[f"imports (mean of {args.imports})"] = import_cpu_seconds(args.imports)
-    seconds.update(asyncio.run(measure(args.nodes, args.pending, args.bound)))
-    print(f"{args.nodes} nodes, {args.pending} pending + {args.bound} bound pods; CPU seconds")
+    seconds.update(asyncio.run(measure(args.nodes, args.pending, args.bound, streamed=args.streamed)))
+    shape = "one body, cut as it streams" if args.streamed else "pages of 500"
+    print(f"{args.nodes} nodes, {args.pending} pending + {args.bound} bound pods ({shape}); CPU seconds")
     for name, value in seconds.items():
         print(f"{name:58s} {value:7.3f}")
     print(f"load average at end {os.getloadavg()[0]:.2f}")

@@ -1,14 +1,18 @@
-"""The first pod list handled page by page (LISTED events, ``KubernetesBackend``'s ``paged_lists``)
-ends in exactly the state the whole list handled at once ends in: the cache, the queue (active,
-gated, nominations), Coscheduling's gangs and ElasticQuota's ledger; and a relist after it, which
-drops pods, replaces that state as it replaces the whole-list path's."""
+"""The first pod list handled page by page (LISTED events, ``KubernetesBackend``'s ``paged_lists``,
+paginated or streamed) ends in exactly the state the whole list handled at once ends in: the
+cache, the queue (active, gated, nominations), Coscheduling's gangs and ElasticQuota's ledger; and
+a relist after it, which drops pods, replaces that state as it replaces the whole-list path's."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from apis.client.backend import EventType, WatchEvent
+from apis.client.liststream import ListCutter
 from apis.core import Node, Pod
 from apis.extension.gang import gang_id
 from scheduler.app import AppSettings, SchedulerApp
@@ -189,4 +193,55 @@ def test_a_first_list_that_started_over_drops_what_only_its_abandoned_pages_had(
     got = app()
     got.handlers.handle_pod_event(WatchEvent(EventType.LISTED, objects=tuple(abandoned)))
     paged(got, pods, 4)
+    assert state(got) == state(expected)
+
+
+def streamed_pages(pods: Sequence[Pod], sizes: list[int], batch_bytes: int) -> list[list[Pod]]:
+    """``pods`` as the API server writes a list, fed in chunks of ``sizes`` (cycled) to the cutter of
+    the backend's streamed first list; its pages as decoded, the last (``end``'s) included."""
+    items = [p.model_dump(mode="json", by_alias=True, exclude_unset=True) for p in pods]
+    body = json.dumps(
+        {"kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": items}, separators=(",", ":")
+    )
+    cutter, data, pos, i = ListCutter(batch_bytes), body.encode(), 0, 0
+    pages: list[list[Pod]] = []
+    while pos < len(data):
+        cutter.feed(data[pos : pos + sizes[i % len(sizes)]])
+        pos, i = pos + sizes[i % len(sizes)], i + 1
+        while (page := cutter.page()) is not None:
+            pages.append([Pod.model_validate(raw) for raw in json.loads(page)["items"]])
+    pages.append([Pod.model_validate(raw) for raw in json.loads(cutter.end())["items"]])
+    return pages
+
+
+@pytest.mark.parametrize(
+    ("sizes", "batch_bytes"), [([1], 1), ([7, 300, 1], 200), ([5000], 900), ([64], 1 << 20)]
+)
+def test_a_streamed_first_list_ends_in_the_state_of_the_whole_list(
+    sizes: list[int], batch_bytes: int
+) -> None:
+    """The backend's streamed first list: pages of whatever items the chunks completed, each but
+    the last handed out as LISTED, the REPLACED carrying the very same objects."""
+    expected = app()
+    whole(expected, first_list())
+    pages = streamed_pages(first_list(), sizes, batch_bytes)
+    listed = [pod for page in pages for pod in page]
+    assert [p.metadata.name for p in listed] == [p.metadata.name for p in first_list()]
+    got = app()
+    for page in pages[:-1]:
+        got.handlers.handle_pod_event(WatchEvent(EventType.LISTED, objects=tuple(page)))
+    whole(got, listed)
+    assert state(got) == state(expected)
+
+
+def test_a_broken_stream_then_the_paginated_list_ends_in_the_state_of_the_whole_list() -> None:
+    """A stream that broke after some pages (the backend falls back to the paginated list): its
+    pages were handed out, then the paginated list's; the REPLACED of the latter decides."""
+    expected = app()
+    whole(expected, first_list())
+    got = app()
+    broken = streamed_pages(first_list()[:6], [3], 1)[:-1]  # the stream broke within the 6th pod
+    for page in broken:
+        got.handlers.handle_pod_event(WatchEvent(EventType.LISTED, objects=tuple(page)))
+    paged(got, first_list(), 4)
     assert state(got) == state(expected)

@@ -73,12 +73,24 @@ class Watch:
 
 
 @dataclass
+class Body:
+    """A list response written as these bytes in chunks of ``chunk`` bytes, each flushed, then
+    ``end``: ``close`` or ``drop`` (the connection dies before the body's end)."""
+
+    data: bytes
+    chunk: int = 1 << 16
+    end: str = "close"
+
+
+@dataclass
 class FakeApiServer:
-    lists: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    lists: list[tuple[int, dict[str, Any]] | Body] = field(default_factory=list)
     watches: list[Watch] = field(default_factory=list)
     writes: dict[str, tuple[int, dict[str, Any]]] = field(default_factory=dict)
     """path -> (status, body) answered to POST / PATCH / PUT."""
     list_queries: list[dict[str, str]] = field(default_factory=list)
+    list_encodings: list[str | None] = field(default_factory=list)
+    """The Accept-Encoding of each list request."""
     watch_queries: list[dict[str, str]] = field(default_factory=list)
     requests: list[tuple[str, str, str, Any]] = field(default_factory=list)
     """(method, path, content type, JSON body) of every write."""
@@ -91,7 +103,11 @@ class FakeApiServer:
             return web.json_response(answer, status=status)
         if request.query.get("watch") != "true":
             self.list_queries.append(dict(request.query))
-            status, page = self.lists.pop(0)
+            self.list_encodings.append(request.headers.get("Accept-Encoding"))
+            answer = self.lists.pop(0)
+            if isinstance(answer, Body):
+                return await self.write(request, answer)
+            status, page = answer
             return web.json_response(page, status=status)
         self.watch_queries.append(dict(request.query))
         script = self.watches.pop(0) if self.watches else Watch(end="hang")
@@ -108,6 +124,19 @@ class FakeApiServer:
             return response
         if script.end == "hang":
             await asyncio.sleep(3600)
+        await response.write_eof()
+        return response
+
+    async def write(self, request: web.Request, body: Body) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        for start in range(0, len(body.data), body.chunk):
+            await response.write(body.data[start : start + body.chunk])
+        if body.end == "drop":
+            assert request.transport is not None
+            request.transport.abort()
+            return response
         await response.write_eof()
         return response
 
@@ -141,6 +170,15 @@ def page(items: list[dict[str, Any]], rv: int, cont: str | None = None) -> dict[
     if cont:
         meta["continue"] = cont
     return {"kind": "PodList", "apiVersion": "v1", "metadata": meta, "items": listed}
+
+
+def wire(listed: dict[str, Any]) -> bytes:
+    """A list as the API server writes it: compact, metadata before the items."""
+    return json.dumps(listed, separators=(",", ":")).encode()
+
+
+REFUSED = (403, {"kind": "Status", "code": 403, "reason": "Forbidden"})
+"""The answer to a streamed first list that makes the backend list page by page."""
 
 
 async def take(stream: AsyncIterator[WatchEvent[Pod]], n: int) -> list[WatchEvent[Pod]]:
@@ -634,6 +672,7 @@ async def test_paged_lists_emit_their_pages_before_the_replaced_that_carries_the
         plain.api_client, page_size=2, backoff_initial=0.01, paged_lists=(PODS,), page_wait_seconds=0.0
     )
     fake.lists = [
+        REFUSED,
         (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="c")),
         (410, {"kind": "Status", "code": 410, "reason": "Expired"}),  # the list starts over
         (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 12, cont="d")),
@@ -663,6 +702,7 @@ async def test_a_paged_list_the_api_server_keeps_ahead_of_holds_its_pages_for_th
     fake, plain = server
     backend = KubernetesBackend(plain.api_client, page_size=2, paged_lists=(PODS,), page_wait_seconds=3600)
     fake.lists = [
+        REFUSED,
         (200, page([raw_pod("p1", 3), raw_pod("p2", 4)], 10, cont="c")),
         (200, page([raw_pod("p3", 5)], 10)),
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from apis.client.listhead import HEAD_BYTES, list_metadata_ahead_of_items
+from apis.client.listhead import HEAD_BYTES, list_items_offset, list_metadata_ahead_of_items
 
 
 def test_the_api_servers_order_gives_the_metadata_without_the_items() -> None:
@@ -42,3 +42,23 @@ def test_metadata_beyond_the_head_gives_none() -> None:
     padding = "x" * HEAD_BYTES
     page = json.dumps({"kind": padding, "metadata": {"continue": "c"}, "items": []}).encode()
     assert list_metadata_ahead_of_items(page) is None
+
+
+def test_the_items_offset_is_the_first_byte_of_the_first_item() -> None:
+    page = b'{"kind":"PodList","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"p'
+    found = list_items_offset(page)
+    assert found is not None
+    assert found[0] == {"resourceVersion": "5"}
+    assert page[found[1] :].startswith(b'{"metadata":')
+    spaced = b'{ "kind" : "PodList" , "items" : [ ]}'
+    assert list_items_offset(spaced) == ({}, spaced.index(b"[") + 1)
+
+
+def test_no_items_offset_where_the_head_is_incomplete_or_of_another_shape() -> None:
+    for page in (
+        b'{"kind":"PodList","metadata":{"resourceVersion":"5"},"ite',
+        b'{"kind":"PodList","items":null}',
+        '{"kind":"PodListé","items":[]}'.encode(),
+        b"[]",
+    ):
+        assert list_items_offset(page) is None, page
