@@ -65,7 +65,7 @@ def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
-_SUCCESS, _SKIP, _UNSCHEDULABLE = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE
+_SUCCESS, _SKIP, _UNSCHEDULABLE, _WAIT = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE, Code.WAIT
 """The codes the loops below compare with, read once: a member read off ``Code`` is a descriptor call."""
 _CODE_NAMES = {code: code.name for code in Code}
 """Each code's name, looked up in a dict: ``Code.name`` goes through the enum's descriptor."""
@@ -628,16 +628,20 @@ class Framework:
         record = state.record_plugin_metrics
         waits: dict[str, float] = {}
         for plugin in cast("list[fw.PermitPlugin]", self._points.get(PERMIT, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status, timeout = plugin.permit(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PERMIT, plugin, exc)
-            status = self._timed(record, ExtensionPoint.PERMIT, plugin, status, started)
-            if status.code == Code.WAIT:
+            code = status.code
+            if record:
+                self._observe(PERMIT, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+            if code is _SUCCESS:
+                continue
+            if code is _WAIT:
                 waits[plugin.name] = timeout
             elif not status.ok:
-                return status
+                return status.with_plugin(plugin.name)
         if waits:
             self.handle.waiting_pods.add(pod, node, waits)
             return Status.wait()
@@ -656,28 +660,30 @@ class Framework:
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreBindPlugin]", self._points.get(PRE_BIND, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = await plugin.pre_bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_BIND, plugin, exc)
-            status = self._timed(record, ExtensionPoint.PRE_BIND, plugin, status, started)
+            if record:
+                self._observe(PRE_BIND, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if not status.ok:
-                return status
+                return status.with_plugin(plugin.name)
         return Status.success()
 
     @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.BindPlugin]", self._points.get(BIND, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = await plugin.bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.BIND, plugin, exc)
-            status = self._timed(record, ExtensionPoint.BIND, plugin, status, started)
-            if status.code != _SKIP:
-                return status
+            if record:
+                self._observe(BIND, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+            if status.code is not _SKIP:
+                return status if status.ok else status.with_plugin(plugin.name)
         return Status.error("no bind plugin bound the pod")
 
     @_point(ExtensionPoint.POST_BIND)
