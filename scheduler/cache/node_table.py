@@ -239,7 +239,8 @@ class NodeTable:
         (every cycle asks; nodes come and go far less often)."""
         rows = self._active_rows
         if rows is None:
-            rows = self._active_rows = _read_only(np.flatnonzero(self._active[: self._rows_used]).astype(np.int64))
+            found = np.flatnonzero(self._active[: self._rows_used]).astype(np.int64)
+            rows = self._active_rows = _read_only(found)
         return rows
 
     def request_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray]:
