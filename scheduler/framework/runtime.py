@@ -204,6 +204,16 @@ class Framework:
         )
         """Per Score plugin, what ``run_score`` reads of it every cycle: its name, its normalization
         (None: none) and its weight."""
+        self._pre_filters: tuple[tuple[fw.PreFilterPlugin, str], ...] = tuple(
+            (plugin, plugin.name) for plugin in self._points.get(PRE_FILTER, [])
+        )
+        class_skips = {
+            plugin.name: plugin.pre_filter_skip_reads
+            for plugin in self._points.get(PRE_FILTER, [])
+            if isinstance(plugin, ext.SkipByClass)
+        }
+        self._skips_by_spec = frozenset(n for n, reads in class_skips.items() if reads is ext.SkipReads.SPEC)
+        self._skips_without_volumes = frozenset(class_skips)
         self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
@@ -341,13 +351,31 @@ class Framework:
 
     # ---- filtering ---------------------------------------------------------------------------
 
+    def class_skips(self, pod: PodInfo) -> frozenset[str]:
+        """The PreFilter plugins whose SKIP for ``pod`` holds for every pod of its class
+        (``ext.SkipByClass``): those that read the spec only, and, for a pod without volumes,
+        those that read its volumes too."""
+        return self._skips_by_spec if pod.pod.spec.volumes else self._skips_without_volumes
+
     @_point(ExtensionPoint.PRE_FILTER)
     def run_pre_filter(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        *,
+        known_skips: frozenset[str] = frozenset(),
     ) -> tuple[Status, frozenset[str] | None]:
+        """``known_skips``: plugins that skipped a pod of this pod's class (of ``class_skips``),
+        counted as SKIP without asking them, but in the cycles that time each plugin."""
         record = state.record_plugin_metrics
+        if record:
+            known_skips = frozenset()
         allowed: frozenset[str] | None = None
-        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(PRE_FILTER, [])):
+        for plugin, name in self._pre_filters:
+            if known_skips and name in known_skips:
+                state.skip_filter.add(name)
+                continue
             started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.pre_filter(state, pod, snapshot)
@@ -355,12 +383,12 @@ class Framework:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
             code = result.status.code
             if record:
-                self._observe(PRE_FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+                self._observe(PRE_FILTER, name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is _SKIP:
-                state.skip_filter.add(plugin.name)
+                state.skip_filter.add(name)
                 continue
             if code is not _SUCCESS:
-                return result.status.with_plugin(plugin.name), None
+                return result.status.with_plugin(name), None
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
         return Status.success(), allowed
