@@ -204,9 +204,13 @@ class Framework:
         )
         """Per Score plugin, what ``run_score`` reads of it every cycle: its name, its normalization
         (None: none) and its weight."""
-        self._pre_filters: tuple[tuple[fw.PreFilterPlugin, str], ...] = tuple(
-            (plugin, plugin.name) for plugin in self._points.get(PRE_FILTER, [])
-        )
+        self._named: dict[str, tuple[tuple[Any, str], ...]] = {
+            label: tuple((plugin, plugin.name) for plugin in plugins)
+            for label, plugins in self._points.items()
+        }
+        """Per point, each plugin with its name: the loops below read a plugin's name per cycle (a
+        property call each time)."""
+        self._pre_filters: tuple[tuple[fw.PreFilterPlugin, str], ...] = self._named.get(PRE_FILTER, ())
         class_skips = {
             plugin.name: plugin.pre_filter_skip_reads
             for plugin in self._points.get(PRE_FILTER, [])
@@ -453,12 +457,13 @@ class Framework:
         ``into``: the records each named plugin's answers are stored in."""
         record = state.record_plugin_metrics
         skipped = state.skip_filter | skip if skip else state.skip_filter
-        for plugin in cast("list[fw.FilterPlugin]", self._points.get(FILTER, [])):
-            if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
+        named = cast("tuple[tuple[fw.FilterPlugin, str], ...]", self._named.get(FILTER, ()))
+        for plugin, name in named:
+            if name in skipped or rows.size == 0 or (only is not None and name not in only):
                 continue
-            kept = recorded.get(plugin.name) if recorded else None
+            kept = recorded.get(name) if recorded else None
             if kept is not None:
-                rows = self._count_rejections(kept.replay(rows), plugin.name, rows, diagnosis)
+                rows = self._count_rejections(kept.replay(rows), name, rows, diagnosis)
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -471,12 +476,12 @@ class Framework:
                 )
                 return rows[:0], status
             if into is not None:
-                into[plugin.name].store(rows, result)
+                into[name].store(rows, result)
             code = _SUCCESS if result.feasible.all() else _UNSCHEDULABLE
             if record:
-                self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+                self._observe(FILTER, name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is not _SUCCESS:
-                rows = self._count_rejections(result, plugin.name, rows, diagnosis)
+                rows = self._count_rejections(result, name, rows, diagnosis)
         return rows, Status.success()
 
     @staticmethod
@@ -553,8 +558,8 @@ class Framework:
         """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
         ``filter_rows``)."""
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(PRE_SCORE, [])):
-            if plugin.name in skip or (only is not None and plugin.name not in only):
+        for plugin, name in cast("tuple[tuple[fw.PreScorePlugin, str], ...]", self._named.get(PRE_SCORE, ())):
+            if name in skip or (only is not None and name not in only):
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -562,11 +567,11 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
             if record:
-                self._observe(PRE_SCORE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+                self._observe(PRE_SCORE, name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is _SKIP:
-                state.skip_score.add(plugin.name)
+                state.skip_score.add(name)
             elif status.code is not _SUCCESS:
-                return status.with_plugin(plugin.name)
+                return status.with_plugin(name)
         return Status.success()
 
     @_point(ExtensionPoint.SCORE)
@@ -613,16 +618,16 @@ class Framework:
         """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
         record = state.record_plugin_metrics
         found: dict[str, IntArray] = {}
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
-            if plugin.name not in only or plugin.name in state.skip_score:
+        for plugin, name in cast("tuple[tuple[fw.ScorePlugin, str], ...]", self._named.get(SCORE, ())):
+            if name not in only or name in state.skip_score:
                 continue
             started = time.perf_counter() if record else 0.0
             try:
-                found[plugin.name] = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+                found[name] = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
             except Exception as exc:
                 return found, self._fault(ExtensionPoint.SCORE, plugin, exc)
             if record:
-                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
+                self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
         return found, Status.success()
 
     # ---- reserve / permit / bind -------------------------------------------------------------
@@ -630,16 +635,16 @@ class Framework:
     @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.ReservePlugin]", self._points.get(RESERVE, [])):
+        for plugin, name in cast("tuple[tuple[fw.ReservePlugin, str], ...]", self._named.get(RESERVE, ())):
             started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.reserve(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
             if record:
-                self._observe(RESERVE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+                self._observe(RESERVE, name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is not _SUCCESS:
-                return status.with_plugin(plugin.name)
+                return status.with_plugin(name)
         return Status.success()
 
     @_point(ExtensionPoint.RESERVE)
