@@ -609,7 +609,10 @@ class Framework:
             if record:
                 self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
             per_plugin[name] = scores
-            total += scores * weight
+            if weight == 1:  # most plugins: no temporary array of products
+                total += scores
+            else:
+                total += scores * weight
         return total, per_plugin, Status.success()
 
     def raw_scores(
