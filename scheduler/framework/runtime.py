@@ -211,6 +211,7 @@ class Framework:
         """Per point, each plugin with its name: the loops below read a plugin's name per cycle (a
         property call each time)."""
         self._pre_filters: tuple[tuple[fw.PreFilterPlugin, str], ...] = self._named.get(PRE_FILTER, ())
+        self._only: dict[tuple[str, frozenset[str]], tuple[tuple[Any, str], ...]] = {}
         class_skips = {
             plugin.name: plugin.pre_filter_skip_reads
             for plugin in self._points.get(PRE_FILTER, [])
@@ -319,6 +320,19 @@ class Framework:
         return tuple(self._points.get(point.value, ()))
 
     # ---- helpers -----------------------------------------------------------------------------
+
+    def _narrowed(self, point: str, only: frozenset[str] | None) -> tuple[tuple[Any, str], ...]:
+        """The plugins at ``point`` (a label) named in ``only`` (None: all), in their order, kept
+        per set asked: an equivalence class asks for the same few every cycle."""
+        if only is None:
+            return self._named.get(point, ())
+        key = (point, only)
+        found = self._only.get(key)
+        if found is None:
+            if len(self._only) >= 64:  # a handful of sets in practice; bounded all the same
+                self._only.clear()
+            found = self._only[key] = tuple(pair for pair in self._named.get(point, ()) if pair[1] in only)
+        return found
 
     def _timed(
         self, record: bool, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float
@@ -456,10 +470,10 @@ class Framework:
         does beside its one Filter pass (an equivalence class asking about the rows that changed).
         ``into``: the records each named plugin's answers are stored in."""
         record = state.record_plugin_metrics
-        skipped = state.skip_filter | skip if skip else state.skip_filter
-        named = cast("tuple[tuple[fw.FilterPlugin, str], ...]", self._named.get(FILTER, ()))
+        skipped = state.skip_filter
+        named = cast("tuple[tuple[fw.FilterPlugin, str], ...]", self._narrowed(FILTER, only))
         for plugin, name in named:
-            if name in skipped or rows.size == 0 or (only is not None and name not in only):
+            if name in skipped or (skip and name in skip) or rows.size == 0:
                 continue
             kept = recorded.get(name) if recorded else None
             if kept is not None:
@@ -558,8 +572,10 @@ class Framework:
         """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
         ``filter_rows``)."""
         record = state.record_plugin_metrics
-        for plugin, name in cast("tuple[tuple[fw.PreScorePlugin, str], ...]", self._named.get(PRE_SCORE, ())):
-            if name in skip or (only is not None and name not in only):
+        for plugin, name in cast(
+            "tuple[tuple[fw.PreScorePlugin, str], ...]", self._narrowed(PRE_SCORE, only)
+        ):
+            if skip and name in skip:
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -621,8 +637,8 @@ class Framework:
         """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
         record = state.record_plugin_metrics
         found: dict[str, IntArray] = {}
-        for plugin, name in cast("tuple[tuple[fw.ScorePlugin, str], ...]", self._named.get(SCORE, ())):
-            if name not in only or name in state.skip_score:
+        for plugin, name in cast("tuple[tuple[fw.ScorePlugin, str], ...]", self._narrowed(SCORE, only)):
+            if name in state.skip_score:
                 continue
             started = time.perf_counter() if record else 0.0
             try:
