@@ -117,7 +117,8 @@ class SkipByClass(Protocol):
 
     ``pre_filter_skip_reads`` promises that whether PreFilter returns SKIP for a pod depends on
     nothing but what it names (``SkipReads``), not on anything the cluster or the cycle holds, and
-    that a SKIP leaves nothing behind (no CycleState entry, no note, nothing in the plugin). The
+    that a SKIP leaves nothing behind (no CycleState entry, no note, nothing in the plugin); None
+    promises nothing (the plugin's arguments make its SKIP read the cluster). The
     pods of a class after one that skipped the plugin then skip it without asking it, but in the
     cycles that time each plugin (``CycleState.record_plugin_metrics``), which ask every plugin."""
 
@@ -125,7 +126,7 @@ class SkipByClass(Protocol):
     def name(self) -> str: ...
 
     @property
-    def pre_filter_skip_reads(self) -> SkipReads: ...
+    def pre_filter_skip_reads(self) -> SkipReads | None: ...
 
 
 @runtime_checkable

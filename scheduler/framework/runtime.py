@@ -215,7 +215,7 @@ class Framework:
         class_skips = {
             plugin.name: plugin.pre_filter_skip_reads
             for plugin in self._points.get(PRE_FILTER, [])
-            if isinstance(plugin, ext.SkipByClass)
+            if isinstance(plugin, ext.SkipByClass) and plugin.pre_filter_skip_reads is not None
         }
         self._skips_by_spec = frozenset(n for n, reads in class_skips.items() if reads is ext.SkipReads.SPEC)
         self._skips_without_volumes = frozenset(class_skips)

@@ -22,6 +22,7 @@ from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.equivalence import class_key
+from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
@@ -347,9 +348,11 @@ def test_a_failed_replica_is_diagnosed_from_its_class_without_filtering_again(
 def test_a_class_skips_the_prefilters_whose_skip_is_its_own_without_asking_them(
     monkeypatch: pytest.MonkeyPatch, volume: str | None
 ) -> None:
-    # After the first replica NodePorts (spec only) and VolumeBinding (volumes) are not asked but
+    # After the first replica NodePorts and PodTopologySpread (spec only: the default profile's
+    # spread defaults are ScheduleAnyway) and VolumeBinding (volumes) are not asked but
     # in the cycles that time each plugin (0, 10, 20); a pod with volumes asks VolumeBinding always.
     from scheduler.plugins.node_ports import NodePorts
+    from scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
     from scheduler.plugins.volume_binding.plugin import VolumeBinding
 
     web = Template(500, "web", False, None, None, False, False, None, "img-1", volume)
@@ -368,13 +371,14 @@ def test_a_class_skips_the_prefilters_whose_skip_is_its_own_without_asking_them(
 
     counting(NodePorts)
     counting(VolumeBinding)
+    counting(PodTopologySpread)
     alone, _ = asyncio.run(drive(cluster, [web], steps, None, classes=False))
-    assert asked == {"NodePorts": 30, "VolumeBinding": 30}
+    assert asked == {"NodePorts": 30, "VolumeBinding": 30, "PodTopologySpread": 30}
     asked.clear()
     shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
     assert shared == alone
     assert all("NodePorts" in skipped and "VolumeBinding" in skipped for *_, skipped in shared[2])
-    assert asked == {"NodePorts": 3, "VolumeBinding": 3 if volume is None else 30}
+    assert asked == {"NodePorts": 3, "VolumeBinding": 3 if volume is None else 30, "PodTopologySpread": 3}
     assert hits == 29
 
 
@@ -388,3 +392,18 @@ def test_a_skip_that_reads_the_cluster_is_asked_for_every_pod_of_the_class() -> 
     alone, _ = asyncio.run(drive(cluster, [plain, anti], steps, None, classes=False))
     shared, _ = asyncio.run(drive(cluster, [plain, anti], steps, None, classes=True))
     assert shared == alone
+
+
+def test_spread_defaults_that_must_hold_keep_its_prefilter_asked_for_every_pod() -> None:
+    # A DoNotSchedule default constraint's selector reads the pod's owners (Services, ReplicaSets):
+    # PodTopologySpread's SKIP is then not its class's.
+    from scheduler.framework.extensions import SkipReads
+    from scheduler.plugins.pod_topology_spread.args import PodTopologySpreadArgs
+    from scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
+
+    handle = Handle(backend=MemoryBackend(), snapshot=lambda: None)  # type: ignore[arg-type,return-value]
+    system = PodTopologySpread(PodTopologySpreadArgs(), handle)
+    hard = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+    listed = PodTopologySpreadArgs.model_validate({"defaultingType": "List", "defaultConstraints": [hard]})
+    assert system.pre_filter_skip_reads is SkipReads.SPEC
+    assert PodTopologySpread(listed, handle).pre_filter_skip_reads is None
