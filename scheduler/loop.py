@@ -37,7 +37,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.debug import DebugFlags, log_top_scores
 from scheduler.explain import Explanation, ExplanationStore
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.equivalence import ClassView, EquivalenceClasses
+from scheduler.framework.equivalence import ClassView, EquivalenceClasses, class_key
 from scheduler.framework.extensions import SCORE_ALWAYS
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.framework.runtime import Framework
@@ -124,7 +124,14 @@ class SchedulingLoop:
         state = fwk.cycle_state()
         diagnosis = Diagnosis(node_count=snapshot.node_count())
 
-        status, allowed = fwk.run_pre_filter(state, pod, snapshot)
+        classes = self.classes
+        keyed = class_key(pod) if classes is not None else None
+        if classes is not None and keyed is not None:
+            known_skips = classes.known_skips(fwk, pod, keyed[0])
+            status, allowed = fwk.run_pre_filter(state, pod, snapshot, known_skips=known_skips)
+            classes.learn_skips(fwk, state, pod, *keyed)
+        else:
+            status, allowed = fwk.run_pre_filter(state, pod, snapshot)
         if status.code == Code.PENDING:
             # A plugin is working on the pod off the cycle (a gang's placement being solved) and
             # activates it when done: wait quietly, nothing is wrong with the pod.
@@ -158,8 +165,8 @@ class SchedulingLoop:
             rows = rows[keep]
 
         view = (
-            self.classes.view(fwk, state, pod, snapshot, rows)
-            if self.classes is not None and preferred is None
+            classes.view(fwk, state, pod, snapshot, rows, keyed)
+            if classes is not None and preferred is None
             else None
         )
         if view is not None:

@@ -125,7 +125,7 @@ class Cache:
         info = self.nodes.get(name)
         if info is None:
             info = NodeInfo(name=name, row=self.table.add_node(name))
-            self.table.active[info.row] = False  # a node only pods know of is not a candidate
+            self.table.set_active(info.row, False)  # a node only pods know of is not a candidate
             self.nodes[name] = info
         return info
 
@@ -148,7 +148,7 @@ class Cache:
         checked = check_list(allocatable, "status.allocatable")
         info.problems = checked.problems
         self.table.set_allocatable(info.row, {} if checked.problems else checked.amounts)
-        self.table.active[info.row] = not checked.problems
+        self.table.set_active(info.row, not checked.problems)
         self._index_labels(info)
         self._bump()
         return info
@@ -169,7 +169,7 @@ class Cache:
             info.node = None
             info.labels, info.taints, info.problems = {}, (), ()
             self.table.set_allocatable(info.row, {})
-            self.table.active[info.row] = False
+            self.table.set_active(info.row, False)
         else:
             self.table.remove_node(name)
             del self.nodes[name]

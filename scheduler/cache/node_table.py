@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +34,7 @@ __all__ = ["NON_ZERO_CPU", "NON_ZERO_MEMORY", "NodeTable"]
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
+_A = TypeVar("_A", bound=npt.NDArray[Any])
 
 NON_ZERO_CPU, NON_ZERO_MEMORY = 0, 1
 """Columns of ``NodeTable.non_zero``."""
@@ -49,7 +51,11 @@ class NodeTable:
         self.requested: IntArray = np.zeros((node_capacity, resource_capacity), dtype=np.int64)
         self.non_zero: IntArray = np.zeros((node_capacity, 2), dtype=np.int64)
         """rows x (cpu, memory): the assigned pods' non-zero requests (``NON_ZERO_CPU``, ...)."""
-        self.active: BoolArray = np.zeros(node_capacity, dtype=np.bool_)
+        self._active: BoolArray = np.zeros(node_capacity, dtype=np.bool_)
+        self.active: BoolArray = _read_only(self._active)
+        """Per row, whether it is a candidate (a node that exists and is valid): written through
+        ``set_active``, which keeps ``active_rows`` current."""
+        self._active_rows: IntArray | None = None
         self._rows_used = 0
         self._exact: dict[tuple[int, int], int] = {}
         """(row, column) -> the exact requested sum, for the cells saturated at REQUESTED_CAP."""
@@ -88,8 +94,8 @@ class NodeTable:
             grown[: old.shape[0], : old.shape[1]] = old
             setattr(self, attr, grown)
         active = np.zeros(new_rows, dtype=np.bool_)
-        active[: self.active.shape[0]] = self.active
-        self.active = active
+        active[: self._active.shape[0]] = self._active
+        self._active, self.active = active, _read_only(active)
         if new_rows > self.non_zero.shape[0]:
             non_zero = np.zeros((new_rows, 2), dtype=np.int64)
             non_zero[: self.non_zero.shape[0]] = self.non_zero
@@ -120,7 +126,7 @@ class NodeTable:
         self.row[name] = row
         self.layout += 1
         self.touch(row)
-        self.active[row] = True
+        self.set_active(row, True)
         self.allocatable[row] = 0
         self._clear_requested(row)
         return row
@@ -129,7 +135,7 @@ class NodeTable:
         row = self.row.pop(name, None)
         if row is None:
             return
-        self.active[row] = False
+        self.set_active(row, False)
         self.allocatable[row] = 0
         self._clear_requested(row)
         self.names[row] = ""
@@ -224,8 +230,18 @@ class NodeTable:
 
     # ---- queries -----------------------------------------------------------------------------
 
+    def set_active(self, row: int, active: bool) -> None:
+        self._active[row] = active
+        self._active_rows = None
+
     def active_rows(self) -> IntArray:
-        return np.flatnonzero(self.active[: self._rows_used]).astype(np.int64)
+        """The candidate rows, ascending: one read-only array until a row's ``active`` changes
+        (every cycle asks; nodes come and go far less often)."""
+        rows = self._active_rows
+        if rows is None:
+            found = np.flatnonzero(self._active[: self._rows_used]).astype(np.int64)
+            rows = self._active_rows = _read_only(found)
+        return rows
 
     def request_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray]:
         """(columns, amounts) of a pod's requests; unknown resources get a column (all nodes: 0)."""
@@ -241,6 +257,13 @@ class NodeTable:
         # Column slices first (contiguous copies of a few columns), then the rows: cheaper than np.ix_.
         result: IntArray = (self.allocatable[:, cols] - self.requested[:, cols])[rows]
         return result
+
+
+def _read_only(array: _A) -> _A:
+    """A view of ``array`` that refuses writes (the array itself stays writable)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
 
 
 def _saturating_add(

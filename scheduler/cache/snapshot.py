@@ -31,6 +31,10 @@ __all__ = ["Snapshot"]
 _O = TypeVar("_O", bound=PodObserver)
 
 
+def _hold_nothing() -> None:
+    """What ``lift_nominations`` returns when it lifted nothing."""
+
+
 class Snapshot:
     __slots__ = ("_cache", "_lifted", "_lifted_reserved", "generation")
 
@@ -130,9 +134,12 @@ class Snapshot:
         pod's own; a plugin planning the pod's whole job lifts the rest). Additions commute, so a
         nomination that ends (or a pod that binds) while lifted leaves the accounting right once
         the lift is undone; a node that went away in between is skipped."""
+        nominations = self._cache.nominations()
+        if not nominations:  # most cycles: nothing to lift, nothing to hold again
+            return _hold_nothing
         lifted: list[tuple[str, int, PodInfo]] = []
         table = self._cache.table
-        for nomination in self._cache.nominations():
+        for nomination in nominations:
             uid = nomination.pod.uid
             if uid in self._lifted or not lift(nomination):
                 continue

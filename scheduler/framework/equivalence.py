@@ -177,6 +177,12 @@ class ClassView:
 _Key = tuple[Framework, ClassKey, frozenset[str]]
 """The profile, the pod's ``class_key`` and the plugins PreFilter skipped."""
 
+_SkipKey = tuple[Framework, ClassKey, frozenset[str]]
+"""The profile, the pod's ``class_key`` and the plugins whose SKIP its class shares
+(``Framework.class_skips``: which depends on whether the pod has volumes)."""
+
+_NONE: frozenset[str] = frozenset()
+
 
 @dataclass
 class EquivalenceClasses:
@@ -187,15 +193,49 @@ class EquivalenceClasses:
     _entries: OrderedDict[_Key, _Entry] = field(default_factory=OrderedDict)
     _seen: OrderedDict[_Key, tuple[object, ...]] = field(default_factory=OrderedDict)
     """Per key of a class's first pod, the parts the key holds the ids of."""
+    _skips: OrderedDict[_SkipKey, tuple[frozenset[str], tuple[object, ...]]] = field(
+        default_factory=OrderedDict
+    )
+    """Per class, the PreFilter plugins that skipped one of its pods and promise to skip them all
+    (``ext.SkipByClass``), with the parts the key holds the ids of."""
+
+    def known_skips(self, fwk: Framework, pod: PodInfo, key: ClassKey) -> frozenset[str]:
+        """The PreFilter plugins a pod of ``pod``'s class skipped that skip every pod of it
+        (``Framework.run_pre_filter``'s ``known_skips``)."""
+        known = self._skips.get((fwk, key, fwk.class_skips(pod)))
+        return known[0] if known is not None else _NONE
+
+    def learn_skips(
+        self, fwk: Framework, state: CycleState, pod: PodInfo, key: ClassKey, parts: tuple[object, ...]
+    ) -> None:
+        """Keep what ``pod``'s PreFilter (run in ``state``) skipped of the plugins whose SKIP is its
+        class's; a PreFilter that stopped early adds the rest at a later pod."""
+        eligible = fwk.class_skips(pod)
+        if not eligible:
+            return
+        skip_key = (fwk, key, eligible)
+        known = self._skips.get(skip_key)
+        found = eligible.intersection(state.skip_filter)
+        if known is not None and found <= known[0]:
+            return
+        self._skips[skip_key] = (found | known[0] if known is not None else found, parts)
+        if len(self._skips) > self.capacity * 4:
+            self._skips.popitem(last=False)
 
     def view(
-        self, fwk: Framework, state: CycleState, pod: PodInfo, snapshot: Snapshot, rows: IntArray
+        self,
+        fwk: Framework,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        rows: IntArray,
+        keyed: tuple[ClassKey, tuple[object, ...]] | None = None,
     ) -> ClassView | None:
         """The entry of ``pod``'s class brought up to date on ``rows`` (after PreFilter, in the
         pod's CycleState), or None: the pod's first of its class, or a plugin failed (the cycle
-        then runs pod by pod)."""
+        then runs pod by pod). ``keyed``: ``class_key(pod)``, when the caller has it."""
         # The Framework itself, not its name: a reloaded profile's plugins may score differently.
-        pod_key, parts = class_key(pod)
+        pod_key, parts = class_key(pod) if keyed is None else keyed
         key = (fwk, pod_key, frozenset(state.skip_filter))
         entry = self._entry(key, parts, fwk, pod, snapshot)
         if entry is None:

@@ -47,6 +47,8 @@ __all__ = [
     "Room",
     "RowInputs",
     "RowLocal",
+    "SkipByClass",
+    "SkipReads",
 ]
 
 
@@ -95,6 +97,36 @@ class RowLocal(Protocol):
     def name(self) -> str: ...
 
     def row_inputs(self, pod: PodInfo) -> RowInputs | None: ...
+
+
+class SkipReads(enum.Enum):
+    """What a ``SkipByClass`` plugin's PreFilter reads to decide on SKIP."""
+
+    SPEC = "spec"
+    """What ``class_key`` holds of the pod (its scheduling fields, namespace, labels and
+    annotations) and the plugin's own configuration."""
+    VOLUMES = "volumes"
+    """That and the pod's volumes, which ``class_key`` leaves out (a token volume's name is
+    random): shared only among pods without volumes."""
+
+
+@runtime_checkable
+class SkipByClass(Protocol):
+    """A PreFilter plugin whose SKIP is its pod's class's (beyond Koordinator: the equivalence
+    classes of ``scheduler.framework.equivalence``).
+
+    ``pre_filter_skip_reads`` promises that whether PreFilter returns SKIP for a pod depends on
+    nothing but what it names (``SkipReads``), not on anything the cluster or the cycle holds, and
+    that a SKIP leaves nothing behind (no CycleState entry, no note, nothing in the plugin); None
+    promises nothing (the plugin's arguments make its SKIP read the cluster). The
+    pods of a class after one that skipped the plugin then skip it without asking it, but in the
+    cycles that time each plugin (``CycleState.record_plugin_metrics``), which ask every plugin."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def pre_filter_skip_reads(self) -> SkipReads | None: ...
 
 
 @runtime_checkable

@@ -65,7 +65,7 @@ def _no_observer(point: str, plugin: str, code: str, seconds: float) -> None:
     return None
 
 
-_SUCCESS, _SKIP, _UNSCHEDULABLE = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE
+_SUCCESS, _SKIP, _UNSCHEDULABLE, _WAIT = Code.SUCCESS, Code.SKIP, Code.UNSCHEDULABLE, Code.WAIT
 """The codes the loops below compare with, read once: a member read off ``Code`` is a descriptor call."""
 _CODE_NAMES = {code: code.name for code in Code}
 """Each code's name, looked up in a dict: ``Code.name`` goes through the enum's descriptor."""
@@ -204,6 +204,21 @@ class Framework:
         )
         """Per Score plugin, what ``run_score`` reads of it every cycle: its name, its normalization
         (None: none) and its weight."""
+        self._named: dict[str, tuple[tuple[Any, str], ...]] = {
+            label: tuple((plugin, plugin.name) for plugin in plugins)
+            for label, plugins in self._points.items()
+        }
+        """Per point, each plugin with its name: the loops below read a plugin's name per cycle (a
+        property call each time)."""
+        self._pre_filters: tuple[tuple[fw.PreFilterPlugin, str], ...] = self._named.get(PRE_FILTER, ())
+        self._only: dict[tuple[str, frozenset[str]], tuple[tuple[Any, str], ...]] = {}
+        class_skips = {
+            plugin.name: plugin.pre_filter_skip_reads
+            for plugin in self._points.get(PRE_FILTER, [])
+            if isinstance(plugin, ext.SkipByClass) and plugin.pre_filter_skip_reads is not None
+        }
+        self._skips_by_spec = frozenset(n for n, reads in class_skips.items() if reads is ext.SkipReads.SPEC)
+        self._skips_without_volumes = frozenset(class_skips)
         self._job_resolvers = [p for p in self.plugins.values() if isinstance(p, ext.JobResolver)]
         self._preemption_extensions = tuple(
             p for p in self.plugins.values() if isinstance(p, ext.PreemptionExtension)
@@ -306,6 +321,19 @@ class Framework:
 
     # ---- helpers -----------------------------------------------------------------------------
 
+    def _narrowed(self, point: str, only: frozenset[str] | None) -> tuple[tuple[Any, str], ...]:
+        """The plugins at ``point`` (a label) named in ``only`` (None: all), in their order, kept
+        per set asked: an equivalence class asks for the same few every cycle."""
+        if only is None:
+            return self._named.get(point, ())
+        key = (point, only)
+        found = self._only.get(key)
+        if found is None:
+            if len(self._only) >= 64:  # a handful of sets in practice; bounded all the same
+                self._only.clear()
+            found = self._only[key] = tuple(pair for pair in self._named.get(point, ()) if pair[1] in only)
+        return found
+
     def _timed(
         self, record: bool, point: ExtensionPoint, plugin: fw.Plugin, status: Status, started: float
     ) -> Status:
@@ -341,13 +369,31 @@ class Framework:
 
     # ---- filtering ---------------------------------------------------------------------------
 
+    def class_skips(self, pod: PodInfo) -> frozenset[str]:
+        """The PreFilter plugins whose SKIP for ``pod`` holds for every pod of its class
+        (``ext.SkipByClass``): those that read the spec only, and, for a pod without volumes,
+        those that read its volumes too."""
+        return self._skips_by_spec if pod.pod.spec.volumes else self._skips_without_volumes
+
     @_point(ExtensionPoint.PRE_FILTER)
     def run_pre_filter(
-        self, state: CycleState, pod: PodInfo, snapshot: Snapshot
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        snapshot: Snapshot,
+        *,
+        known_skips: frozenset[str] = frozenset(),
     ) -> tuple[Status, frozenset[str] | None]:
+        """``known_skips``: plugins that skipped a pod of this pod's class (of ``class_skips``),
+        counted as SKIP without asking them, but in the cycles that time each plugin."""
         record = state.record_plugin_metrics
+        if record:
+            known_skips = frozenset()
         allowed: frozenset[str] | None = None
-        for plugin in cast("list[fw.PreFilterPlugin]", self._points.get(PRE_FILTER, [])):
+        for plugin, name in self._pre_filters:
+            if known_skips and name in known_skips:
+                state.skip_filter.add(name)
+                continue
             started = time.perf_counter() if record else 0.0
             try:
                 result = plugin.pre_filter(state, pod, snapshot)
@@ -355,12 +401,12 @@ class Framework:
                 return self._fault(ExtensionPoint.PRE_FILTER, plugin, exc), None
             code = result.status.code
             if record:
-                self._observe(PRE_FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+                self._observe(PRE_FILTER, name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is _SKIP:
-                state.skip_filter.add(plugin.name)
+                state.skip_filter.add(name)
                 continue
             if code is not _SUCCESS:
-                return result.status.with_plugin(plugin.name), None
+                return result.status.with_plugin(name), None
             if result.node_names is not None:
                 allowed = result.node_names if allowed is None else allowed & result.node_names
         return Status.success(), allowed
@@ -424,13 +470,14 @@ class Framework:
         does beside its one Filter pass (an equivalence class asking about the rows that changed).
         ``into``: the records each named plugin's answers are stored in."""
         record = state.record_plugin_metrics
-        skipped = state.skip_filter | skip if skip else state.skip_filter
-        for plugin in cast("list[fw.FilterPlugin]", self._points.get(FILTER, [])):
-            if plugin.name in skipped or rows.size == 0 or (only is not None and plugin.name not in only):
+        skipped = state.skip_filter
+        named = cast("tuple[tuple[fw.FilterPlugin, str], ...]", self._narrowed(FILTER, only))
+        for plugin, name in named:
+            if name in skipped or (skip and name in skip) or rows.size == 0:
                 continue
-            kept = recorded.get(plugin.name) if recorded else None
+            kept = recorded.get(name) if recorded else None
             if kept is not None:
-                rows = self._count_rejections(kept.replay(rows), plugin.name, rows, diagnosis)
+                rows = self._count_rejections(kept.replay(rows), name, rows, diagnosis)
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -443,12 +490,12 @@ class Framework:
                 )
                 return rows[:0], status
             if into is not None:
-                into[plugin.name].store(rows, result)
+                into[name].store(rows, result)
             code = _SUCCESS if result.feasible.all() else _UNSCHEDULABLE
             if record:
-                self._observe(FILTER, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+                self._observe(FILTER, name, _CODE_NAMES[code], time.perf_counter() - started)
             if code is not _SUCCESS:
-                rows = self._count_rejections(result, plugin.name, rows, diagnosis)
+                rows = self._count_rejections(result, name, rows, diagnosis)
         return rows, Status.success()
 
     @staticmethod
@@ -525,8 +572,10 @@ class Framework:
         """``run_pre_score``, narrowed to ``only``, without timing the extension point (as
         ``filter_rows``)."""
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.PreScorePlugin]", self._points.get(PRE_SCORE, [])):
-            if plugin.name in skip or (only is not None and plugin.name not in only):
+        for plugin, name in cast(
+            "tuple[tuple[fw.PreScorePlugin, str], ...]", self._narrowed(PRE_SCORE, only)
+        ):
+            if skip and name in skip:
                 continue
             started = time.perf_counter() if record else 0.0
             try:
@@ -534,11 +583,11 @@ class Framework:
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_SCORE, plugin, exc)
             if record:
-                self._observe(PRE_SCORE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+                self._observe(PRE_SCORE, name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is _SKIP:
-                state.skip_score.add(plugin.name)
+                state.skip_score.add(name)
             elif status.code is not _SUCCESS:
-                return status.with_plugin(plugin.name)
+                return status.with_plugin(name)
         return Status.success()
 
     @_point(ExtensionPoint.SCORE)
@@ -576,7 +625,10 @@ class Framework:
             if record:
                 self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
             per_plugin[name] = scores
-            total += scores * weight
+            if weight == 1:  # most plugins: no temporary array of products
+                total += scores
+            else:
+                total += scores * weight
         return total, per_plugin, Status.success()
 
     def raw_scores(
@@ -585,16 +637,16 @@ class Framework:
         """The raw (not normalized) scores of the Score plugins in ``only`` not skipped, on ``rows``."""
         record = state.record_plugin_metrics
         found: dict[str, IntArray] = {}
-        for plugin in cast("list[fw.ScorePlugin]", self._points.get(SCORE, [])):
-            if plugin.name not in only or plugin.name in state.skip_score:
+        for plugin, name in cast("tuple[tuple[fw.ScorePlugin, str], ...]", self._narrowed(SCORE, only)):
+            if name in state.skip_score:
                 continue
             started = time.perf_counter() if record else 0.0
             try:
-                found[plugin.name] = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
+                found[name] = np.asarray(plugin.score(state, pod, snapshot, rows), dtype=np.int64)
             except Exception as exc:
                 return found, self._fault(ExtensionPoint.SCORE, plugin, exc)
             if record:
-                self._observe(SCORE, plugin.name, "SUCCESS", time.perf_counter() - started)
+                self._observe(SCORE, name, "SUCCESS", time.perf_counter() - started)
         return found, Status.success()
 
     # ---- reserve / permit / bind -------------------------------------------------------------
@@ -602,16 +654,16 @@ class Framework:
     @_point(ExtensionPoint.RESERVE)
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
-        for plugin in cast("list[fw.ReservePlugin]", self._points.get(RESERVE, [])):
+        for plugin, name in cast("tuple[tuple[fw.ReservePlugin, str], ...]", self._named.get(RESERVE, ())):
             started = time.perf_counter() if record else 0.0
             try:
                 status = plugin.reserve(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.RESERVE, plugin, exc)
             if record:
-                self._observe(RESERVE, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+                self._observe(RESERVE, name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if status.code is not _SUCCESS:
-                return status.with_plugin(plugin.name)
+                return status.with_plugin(name)
         return Status.success()
 
     @_point(ExtensionPoint.RESERVE)
@@ -628,16 +680,20 @@ class Framework:
         record = state.record_plugin_metrics
         waits: dict[str, float] = {}
         for plugin in cast("list[fw.PermitPlugin]", self._points.get(PERMIT, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status, timeout = plugin.permit(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PERMIT, plugin, exc)
-            status = self._timed(record, ExtensionPoint.PERMIT, plugin, status, started)
-            if status.code == Code.WAIT:
+            code = status.code
+            if record:
+                self._observe(PERMIT, plugin.name, _CODE_NAMES[code], time.perf_counter() - started)
+            if code is _SUCCESS:
+                continue
+            if code is _WAIT:
                 waits[plugin.name] = timeout
             elif not status.ok:
-                return status
+                return status.with_plugin(plugin.name)
         if waits:
             self.handle.waiting_pods.add(pod, node, waits)
             return Status.wait()
@@ -656,28 +712,30 @@ class Framework:
     async def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.PreBindPlugin]", self._points.get(PRE_BIND, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = await plugin.pre_bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.PRE_BIND, plugin, exc)
-            status = self._timed(record, ExtensionPoint.PRE_BIND, plugin, status, started)
+            if record:
+                self._observe(PRE_BIND, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
             if not status.ok:
-                return status
+                return status.with_plugin(plugin.name)
         return Status.success()
 
     @_point(ExtensionPoint.BIND)
     async def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         record = state.record_plugin_metrics
         for plugin in cast("list[fw.BindPlugin]", self._points.get(BIND, [])):
-            started = time.perf_counter()
+            started = time.perf_counter() if record else 0.0
             try:
                 status = await plugin.bind(state, pod, node)
             except Exception as exc:
                 return self._fault(ExtensionPoint.BIND, plugin, exc)
-            status = self._timed(record, ExtensionPoint.BIND, plugin, status, started)
-            if status.code != _SKIP:
-                return status
+            if record:
+                self._observe(BIND, plugin.name, _CODE_NAMES[status.code], time.perf_counter() - started)
+            if status.code is not _SKIP:
+                return status if status.ok else status.with_plugin(plugin.name)
         return Status.error("no bind plugin bound the pod")
 
     @_point(ExtensionPoint.POST_BIND)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import SkipReads
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import PreFilterPlugin, PreFilterResult
 from scheduler.framework.registry import PluginSpec
@@ -33,6 +34,9 @@ class DynamicResources(PreFilterPlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    pre_filter_skip_reads = SkipReads.SPEC
+    """``SkipByClass``: PreFilter's SKIP reads only the pod's spec (its resource claims)."""
 
     def pre_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> PreFilterResult:
         claims = pod.pod.spec.resource_claims

@@ -39,7 +39,7 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.extensions import RowInputs
+from scheduler.framework.extensions import RowInputs, SkipReads
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -159,6 +159,9 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
     @property
     def name(self) -> str:
         return NAME
+
+    pre_filter_skip_reads = SkipReads.SPEC
+    """``SkipByClass``: PreFilter's SKIP reads only the pod's spec and the added affinity."""
 
     def row_inputs(self, pod: PodInfo) -> RowInputs:
         """``RowLocal``: it reads the pod and the node's labels."""

@@ -19,7 +19,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.extensions import RowInputs
+from scheduler.framework.extensions import RowInputs, SkipReads
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -42,6 +42,9 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    pre_filter_skip_reads = SkipReads.SPEC
+    """``SkipByClass``: PreFilter's SKIP reads only the pod's spec (its host ports)."""
 
     def row_inputs(self, pod: PodInfo) -> RowInputs:
         """``RowLocal``: it reads the pod and the host ports taken on the node."""

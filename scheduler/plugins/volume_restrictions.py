@@ -20,6 +20,7 @@ from scheduler.cache.node_table import IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.extensions import SkipReads
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -99,6 +100,9 @@ class VolumeRestrictions(PreFilterPlugin, FilterPlugin):
     @property
     def name(self) -> str:
         return NAME
+
+    pre_filter_skip_reads = SkipReads.VOLUMES
+    """``SkipByClass``: PreFilter's SKIP reads only the pod's volumes (none: SKIP)."""
 
     def events_to_register(self) -> ClusterEvent:
         return ClusterEvent.POD_DELETE | ClusterEvent.NODE_ADD | ClusterEvent.CUSTOM_RESOURCE

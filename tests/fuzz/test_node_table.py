@@ -154,3 +154,32 @@ def test_a_batch_of_non_zero_requests_is_accounted_as_one_by_one(
         for col in range(2):
             assert batched.non_zero_exact(row, col) == one_by_one.non_zero_exact(row, col)
     assert np.array_equal(batched.non_zero, one_by_one.non_zero)
+
+
+_NODE_OPS = st.lists(
+    st.tuples(st.sampled_from(["add", "remove", "active", "inactive"]), st.integers(0, 9)), max_size=60
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(ops=_NODE_OPS)
+def test_active_rows_kept_between_changes_are_the_active_rows(ops: list[tuple[str, int]]) -> None:
+    """``active_rows`` (kept until a row's ``active`` changes) is always what computing it from
+    ``active`` gives, through nodes added, removed, rows reused and the table grown; it and
+    ``active`` refuse writes, so no caller can change it behind the table's back."""
+    from scheduler.cache.node_table import NodeTable
+
+    table = NodeTable(node_capacity=2)
+    for op, index in ops:
+        name = f"n{index}"
+        if op == "add":
+            table.add_node(name)
+        elif op == "remove":
+            table.remove_node(name)
+        elif op in ("active", "inactive") and name in table.row:
+            table.set_active(table.row[name], op == "active")
+        rows = table.active_rows()
+        assert rows.tolist() == np.flatnonzero(table.active[: table.row_count]).tolist()
+        assert rows.dtype == np.int64
+        assert not rows.flags.writeable
+        assert not table.active.flags.writeable

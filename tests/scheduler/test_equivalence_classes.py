@@ -22,6 +22,7 @@ from scheduler.backend.memory import MemoryBackend
 from scheduler.cache.pod_info import PodInfo
 from scheduler.config import DEFAULT_CONFIG_YAML, load_config
 from scheduler.framework.equivalence import class_key
+from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import Diagnosis
 from scheduler.metrics import SchedulerMetrics
 from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
@@ -48,6 +49,9 @@ class Template:
     spread: str | None
     """A zone spread constraint over its own app: DoNotSchedule or ScheduleAnyway."""
     image: str
+    volume: str | None = None
+    """None; "scratch": an emptyDir (the volume plugins' SKIP is then not the class's); "claim": a
+    claim that does not exist (PreFilter rejects the pod)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,10 @@ def pod(name: str, t: Template) -> Pod:
     if t.anti_affinity:
         own = {"topologyKey": HOSTNAME, "labelSelector": {"matchLabels": {"app": t.app}}}
         builder.pod_affinity(own, anti=True)
+    if t.volume == "scratch":
+        builder.volume("scratch", emptyDir={})
+    elif t.volume == "claim":
+        builder.claim("missing")
     body: dict[str, Any] = builder.obj().model_dump(by_alias=True, exclude_none=True)
     body["spec"]["schedulerName"] = "koord-scheduler"
     body["spec"]["containers"][0]["image"] = t.image
@@ -126,6 +134,7 @@ templates = st.builds(
     anti_affinity=st.sampled_from([False, False, True]),
     spread=st.none() | st.sampled_from(["DoNotSchedule", "ScheduleAnyway"]),
     image=st.sampled_from(["img-1", "img-2"]),
+    volume=st.sampled_from([None, None, None, "scratch", "claim"]),
 )
 nodes = st.lists(
     st.tuples(st.sampled_from([4, 8, 16]), st.sampled_from(ZONES), st.booleans(), st.booleans()),
@@ -152,14 +161,19 @@ def workloads(draw: st.DrawFn) -> tuple[list[Node], list[Template], list[Step], 
     return cluster, kinds, steps, percentage
 
 
-Outcome = tuple[list[tuple[str, str | None, str | None]], list[tuple[list[int], list[int]]]]
+Outcome = tuple[
+    list[tuple[str, str | None, str | None]],
+    list[tuple[list[int], list[int]]],
+    list[tuple[str, str, list[str] | None, list[str]]],
+]
 
 
 async def drive(
     cluster: list[Node], kinds: list[Template], steps: list[Step], percentage: int | None, *, classes: bool
 ) -> tuple[Outcome, int]:
-    """Each step in order on a fresh scheduler: per pod, where it went or why not, and every
-    Score total of its cycle on the rows scored; and how many cycles an equivalence class served."""
+    """Each step in order on a fresh scheduler: per pod, where it went or why not, every Score
+    total of its cycle on the rows scored, and what its PreFilter returned and skipped; and how
+    many cycles an equivalence class served."""
     config = load_config(DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY.implements)
     backend = MemoryBackend()
     app = SchedulerApp(
@@ -180,6 +194,16 @@ async def drive(
         return total, per_plugin, status
 
     fwk.run_score = recorded  # type: ignore[method-assign]
+    run_pre_filter = fwk.run_pre_filter
+    pre_filtered: list[tuple[str, str, list[str] | None, list[str]]] = []
+
+    def pre_filter(state: Any, pod: PodInfo, *args: Any, **kwargs: Any) -> Any:
+        status, allowed = run_pre_filter(state, pod, *args, **kwargs)
+        names = sorted(allowed) if allowed is not None else None
+        pre_filtered.append((status.code.name, status.message(), names, sorted(state.skip_filter)))
+        return status, allowed
+
+    fwk.run_pre_filter = pre_filter  # type: ignore[method-assign]
     run_post_filter = fwk.run_post_filter
     diagnosed: dict[str, tuple[Any, ...]] = {}
 
@@ -224,7 +248,7 @@ async def drive(
             status = old.status.model_copy(update={"images": pulled.status.images})
             app.cache.upsert_node(old.model_copy(update={"status": status}))
     await app.binder.drain(grace_seconds=5.0)
-    return (outcomes, scored), app.loop.classes.hits if app.loop.classes is not None else 0
+    return (outcomes, scored, pre_filtered), app.loop.classes.hits if app.loop.classes is not None else 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -318,3 +342,68 @@ def test_a_failed_replica_is_diagnosed_from_its_class_without_filtering_again(
     # last replica took, and nothing once no replica is placed.
     assert all(by_pod[name] > 0 for name in failed)
     assert [asked.get(name, 0) for name in failed] == [1, 0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("volume", [None, "scratch"])
+def test_a_class_skips_the_prefilters_whose_skip_is_its_own_without_asking_them(
+    monkeypatch: pytest.MonkeyPatch, volume: str | None
+) -> None:
+    # After the first replica NodePorts and PodTopologySpread (spec only: the default profile's
+    # spread defaults are ScheduleAnyway) and VolumeBinding (volumes) are not asked but
+    # in the cycles that time each plugin (0, 10, 20); a pod with volumes asks VolumeBinding always.
+    from scheduler.plugins.node_ports import NodePorts
+    from scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
+    from scheduler.plugins.volume_binding.plugin import VolumeBinding
+
+    web = Template(500, "web", False, None, None, False, False, None, "img-1", volume)
+    cluster = [node(i, 8, ZONES[i % 3], False, False) for i in range(40)]
+    steps: list[Step] = [Place(0)] * 30
+    asked: dict[str, int] = {}
+
+    def counting(cls: type[Any]) -> None:
+        pre_filter = cls.pre_filter
+
+        def counted(self: Any, state: Any, pod: PodInfo, snapshot: Any) -> Any:
+            asked[cls.__name__] = asked.get(cls.__name__, 0) + 1
+            return pre_filter(self, state, pod, snapshot)
+
+        monkeypatch.setattr(cls, "pre_filter", counted)
+
+    counting(NodePorts)
+    counting(VolumeBinding)
+    counting(PodTopologySpread)
+    alone, _ = asyncio.run(drive(cluster, [web], steps, None, classes=False))
+    assert asked == {"NodePorts": 30, "VolumeBinding": 30, "PodTopologySpread": 30}
+    asked.clear()
+    shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
+    assert shared == alone
+    assert all("NodePorts" in skipped and "VolumeBinding" in skipped for *_, skipped in shared[2])
+    assert asked == {"NodePorts": 3, "VolumeBinding": 3 if volume is None else 30, "PodTopologySpread": 3}
+    assert hits == 29
+
+
+def test_a_skip_that_reads_the_cluster_is_asked_for_every_pod_of_the_class() -> None:
+    # InterPodAffinity skips a plain replica while no placed pod has a term about it; once a
+    # replica with anti-affinity to the app is placed, the next plain one must avoid its node.
+    plain = Template(500, "web", False, None, None, False, False, None, "img-1")
+    anti = Template(500, "web", False, None, None, False, True, None, "img-1")
+    cluster = [node(i, 8, ZONES[i % 3], False, False) for i in range(3)]
+    steps: list[Step] = [Place(0), Place(1), Place(0), Place(0), Place(0)]
+    alone, _ = asyncio.run(drive(cluster, [plain, anti], steps, None, classes=False))
+    shared, _ = asyncio.run(drive(cluster, [plain, anti], steps, None, classes=True))
+    assert shared == alone
+
+
+def test_spread_defaults_that_must_hold_keep_its_prefilter_asked_for_every_pod() -> None:
+    # A DoNotSchedule default constraint's selector reads the pod's owners (Services, ReplicaSets):
+    # PodTopologySpread's SKIP is then not its class's.
+    from scheduler.framework.extensions import SkipReads
+    from scheduler.plugins.pod_topology_spread.args import PodTopologySpreadArgs
+    from scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
+
+    handle = Handle(backend=MemoryBackend(), snapshot=lambda: None)  # type: ignore[arg-type,return-value]
+    system = PodTopologySpread(PodTopologySpreadArgs(), handle)
+    hard = {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}
+    listed = PodTopologySpreadArgs.model_validate({"defaultingType": "List", "defaultConstraints": [hard]})
+    assert system.pre_filter_skip_reads is SkipReads.SPEC
+    assert PodTopologySpread(listed, handle).pre_filter_skip_reads is None

@@ -29,7 +29,7 @@ from scheduler.cache.per_pod_version import PerPodVersion
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
-from scheduler.framework.extensions import GANG_PLAN, GangSpreadSource
+from scheduler.framework.extensions import GANG_PLAN, GangSpreadSource, SkipReads
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
@@ -120,6 +120,14 @@ class PodTopologySpread(
     @property
     def name(self) -> str:
         return NAME
+
+    @property
+    def pre_filter_skip_reads(self) -> SkipReads | None:
+        """``SkipByClass``: without DoNotSchedule defaults, PreFilter skips exactly the pods whose
+        spec has no spread constraints; a DoNotSchedule default's selector reads the pod's owners."""
+        if any(c.when_unsatisfiable == DO_NOT_SCHEDULE for c in self._defaults):
+            return None
+        return SkipReads.SPEC
 
     def events_to_register(self) -> ClusterEvent:
         return (
