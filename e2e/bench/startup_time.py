@@ -93,7 +93,8 @@ class StartupOptions(BaseModel, frozen=True):
     keep: bool = False
     reuse: bool = False
     """Measure on the cluster of that name left running (``keep``) by an earlier run: only what
-    it lacks is created. Runs of two versions of the scheduler then share one backlog."""
+    it lacks is created, and it is left running (it took minutes to fill). Runs of two versions
+    of the scheduler then share one backlog."""
 
     def throughput(self) -> ThroughputOptions:
         """The throughput benchmark's options for the same cluster shape and client settings."""
@@ -264,7 +265,7 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
     finally:
-        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep)
+        await stop_cluster(cp, api, phases=report.phases, keep=opts.keep or opts.reuse)
     report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)
     return report
 
@@ -324,7 +325,9 @@ def parse_args(argv: list[str] | None) -> tuple[StartupOptions, str]:
     parser.add_argument("--skip-upstream", action="store_true", help="do not run kube-scheduler")
     parser.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
     parser.add_argument(
-        "--reuse", action="store_true", help="measure on the running cluster --cluster-name (left by --keep)"
+        "--reuse",
+        action="store_true",
+        help="measure on the running cluster --cluster-name (left by --keep); it stays running",
     )
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
