@@ -9,6 +9,12 @@ new shape adds its columns); only the mix's weights, its shapes' cpu and memory 
 free cpu and memory are brought in per pod (``fragmentation.single_card_combine``). The kept
 arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped least recently used
 beyond ``BUDGET_BYTES``.
+
+A node's parts follow from its cards' capacity and use alone (row by row, element by element), and
+the nodes brought up to date are mostly in a state some node was already in (idle, or holding what
+the pods of the common shapes hold): such a row's parts are copied from a row kept in that state
+(``_Kept.rows_in``), and ``single_card_parts`` (whose cost on a few rows is mostly that of its
+numpy calls) runs only when some row is in a state new to the request.
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ class _Kept:
     card in the same state (capacity and use): a card's parts are those of any card like it, and
     a node's cards are mostly taken in minor order, so that alike cards are neighbours (alike
     cards apart are both rated, which changes no node's best)."""
+    state: list[bytes]
+    """Each row's cards' capacity and use as its parts were computed (``_states``)."""
+    rows_in: dict[bytes, set[int]]
+    """A state -> the rows kept in that state (whose parts are that state's)."""
 
     @property
     def nbytes(self) -> int:
@@ -78,6 +88,21 @@ def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
     )
     first: BoolArray = ok & ~like_the_last
     return first
+
+
+def _states(cards: Cards) -> list[bytes]:
+    """Each row's capacity, use and real cards, as bytes: rows alike in these have the same parts."""
+    count = cards.capacity.shape[0]
+    packed = np.concatenate(
+        [
+            cards.capacity.reshape(count, -1),
+            cards.used.reshape(count, -1),
+            cards.valid.reshape(count, -1).astype(np.int64),
+        ],
+        axis=1,
+    )
+    raw, size = packed.tobytes(), packed.shape[1] * packed.itemsize
+    return [raw[i : i + size] for i in range(0, count * size, size)]
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -157,7 +182,9 @@ class SingleCardMemo:
             if changed is None:
                 kept = None
             else:
-                self._refresh(kept, request, sorted(table.row[n] for n in changed))
+                rows = sorted(table.row[n] for n in changed)
+                if rows:
+                    self._refresh(kept, request, rows)
         new = [s for s in dict.fromkeys(shapes) if kept is None or s not in kept.column]
         grown = kept is None or bool(new)
         if kept is None or len(kept.shapes) + len(new) > _MAX_SHAPES_KEPT:
@@ -175,6 +202,7 @@ class SingleCardMemo:
         card_side = _shape_only(shapes)
         cards = table.cards_at_width(rows)
         parts = single_card_parts(cards, request, card_side)
+        state = _states(cards)
         kept = _Kept(
             shapes,
             {s: k for k, s in enumerate(shapes)},
@@ -183,21 +211,45 @@ class SingleCardMemo:
             table.layout,
             card_side,
             _first_of_kind(cards, parts.ok),
+            state,
+            {},
         )
+        for row, key in enumerate(state):
+            kept.rows_in.setdefault(key, set()).add(row)
         self._kept[request] = kept
         self._kept.move_to_end(request)
         return kept
 
     def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
-        if not rows:
-            return
-        at = np.asarray(rows, dtype=np.int64)
-        cards = self.store.cards().cards_at_width(at)
-        fresh = single_card_parts(cards, request, kept.card_side)
+        table = self.store.cards()
+        states = _states(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
+        moved = [(row, state) for row, state in zip(rows, states, strict=True) if kept.state[row] != state]
+        rows_in = kept.rows_in
+        for row, _ in moved:  # no longer in the state they were kept in
+            alike = rows_in[kept.state[row]]
+            alike.discard(row)
+            if not alike:
+                del rows_in[kept.state[row]]
+        new = [(row, state) for row, state in moved if state not in rows_in]
+        copied = [(row, next(iter(rows_in[state]))) for row, state in moved if state in rows_in]
         p = kept.parts
-        for name in SingleCardParts.__slots__:
-            getattr(p, name)[at] = getattr(fresh, name)
-        kept.first[at] = _first_of_kind(cards, fresh.ok)
+        if new:
+            at = np.asarray([row for row, _ in new], dtype=np.int64)
+            cards = table.cards_at_width(at)
+            fresh = single_card_parts(cards, request, kept.card_side)
+            for name in SingleCardParts.__slots__:
+                getattr(p, name)[at] = getattr(fresh, name)
+            kept.first[at] = _first_of_kind(cards, fresh.ok)
+        if copied:
+            to = np.asarray([row for row, _ in copied], dtype=np.int64)
+            of = np.asarray([source for _, source in copied], dtype=np.int64)
+            for name in SingleCardParts.__slots__:
+                values = getattr(p, name)
+                values[to] = values[of]
+            kept.first[to] = kept.first[of]
+        for row, state in moved:
+            kept.state[row] = state
+            rows_in.setdefault(state, set()).add(row)
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
