@@ -105,6 +105,15 @@ def _states(cards: Cards) -> list[bytes]:
     return [raw[i : i + size] for i in range(0, count * size, size)]
 
 
+def _one_of_each_state(rows_in: dict[bytes, set[int]], state: list[bytes]) -> tuple[IntArray, IntArray]:
+    """A row in each state of ``rows_in``, and the place among them of each row's state (``state``):
+    parts computed for the former, taken at the latter, are every row's."""
+    place = {key: k for k, key in enumerate(rows_in)}
+    one_of_each = np.fromiter((min(rows) for rows in rows_in.values()), np.int64, len(rows_in))
+    each = np.fromiter((place[key] for key in state), np.int64, len(state))
+    return one_of_each, each
+
+
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
     """The card-side needs of ``shapes`` (weights and cpu do not enter the parts)."""
     return shapes_of(dict.fromkeys(shapes, 1.0))
@@ -198,11 +207,15 @@ class SingleCardMemo:
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        rows = np.arange(table.rows_in_use, dtype=np.int64)
+        state = _states(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64)))
+        rows_in: dict[bytes, set[int]] = {}
+        for row, key in enumerate(state):
+            rows_in.setdefault(key, set()).add(row)
         card_side = _shape_only(shapes)
-        cards = table.cards_at_width(rows)
-        parts = single_card_parts(cards, request, card_side)
-        state = _states(cards)
+        one_of_each, each = _one_of_each_state(rows_in, state)
+        cards = table.cards_at_width(one_of_each)
+        alike = single_card_parts(cards, request, card_side)
+        parts = SingleCardParts(*(getattr(alike, name)[each] for name in SingleCardParts.__slots__))
         kept = _Kept(
             shapes,
             {s: k for k, s in enumerate(shapes)},
@@ -210,12 +223,10 @@ class SingleCardMemo:
             self.store.changes,
             table.layout,
             card_side,
-            _first_of_kind(cards, parts.ok),
+            _first_of_kind(cards, alike.ok)[each],
             state,
-            {},
+            rows_in,
         )
-        for row, key in enumerate(state):
-            kept.rows_in.setdefault(key, set()).add(row)
         self._kept[request] = kept
         self._kept.move_to_end(request)
         return kept
@@ -252,18 +263,17 @@ class SingleCardMemo:
             rows_in.setdefault(state, set()).add(row)
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
-        table = self.store.cards()
-        rows = np.arange(table.rows_in_use, dtype=np.int64)
-        more = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
+        one_of_each, each = _one_of_each_state(kept.rows_in, kept.state)
+        more = single_card_parts(self.store.cards().cards_at_width(one_of_each), request, _shape_only(shapes))
         p = kept.parts
         kept.parts = SingleCardParts(
             p.ok,
             p.free,
             p.free_after,
-            np.concatenate([p.holds, more.holds], axis=-1),
-            np.concatenate([p.stranded, more.stranded], axis=-1),
-            np.concatenate([p.holds_c, more.holds_c], axis=-1),
-            np.concatenate([p.stranded_c, more.stranded_c], axis=-1),
+            np.concatenate([p.holds, more.holds[each]], axis=-1),
+            np.concatenate([p.stranded, more.stranded[each]], axis=-1),
+            np.concatenate([p.holds_c, more.holds_c[each]], axis=-1),
+            np.concatenate([p.stranded_c, more.stranded_c[each]], axis=-1),
         )
         for s in shapes:
             kept.column[s] = len(kept.shapes)
