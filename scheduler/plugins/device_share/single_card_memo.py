@@ -10,11 +10,8 @@ free cpu and memory are brought in per pod (``fragmentation.single_card_combine`
 arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped least recently used
 beyond ``BUDGET_BYTES``.
 
-A node's parts follow from its cards' capacity and use alone (row by row, element by element), and
-the nodes brought up to date are mostly in a state some node was already in (idle, or holding what
-the pods of the common shapes hold): such a row's parts are copied from a row kept in that state
-(``_Kept.rows_in``), and ``single_card_parts`` (whose cost on a few rows is mostly that of its
-numpy calls) runs only when some row is in a state new to the request.
+A node's parts follow from the state of its cards alone (``card_states``): they are computed once
+per state, and a node brought up to date in a state another node is kept in is copied from it.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
+from scheduler.plugins.device_share.card_states import CardStates, states_of
 from scheduler.plugins.device_share.columns import columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
@@ -61,10 +59,8 @@ class _Kept:
     card in the same state (capacity and use): a card's parts are those of any card like it, and
     a node's cards are mostly taken in minor order, so that alike cards are neighbours (alike
     cards apart are both rated, which changes no node's best)."""
-    state: list[bytes]
-    """Each row's cards' capacity and use as its parts were computed (``_states``)."""
-    rows_in: dict[bytes, set[int]]
-    """A state -> the rows kept in that state (whose parts are that state's)."""
+    states: CardStates
+    """The rows' cards as their parts were computed."""
 
     @property
     def nbytes(self) -> int:
@@ -88,30 +84,6 @@ def _first_of_kind(cards: Cards, ok: BoolArray) -> BoolArray:
     )
     first: BoolArray = ok & ~like_the_last
     return first
-
-
-def _states(cards: Cards) -> list[bytes]:
-    """Each row's capacity, use and real cards, as bytes: rows alike in these have the same parts."""
-    count = cards.capacity.shape[0]
-    packed = np.concatenate(
-        [
-            cards.capacity.reshape(count, -1),
-            cards.used.reshape(count, -1),
-            cards.valid.reshape(count, -1).astype(np.int64),
-        ],
-        axis=1,
-    )
-    raw, size = packed.tobytes(), packed.shape[1] * packed.itemsize
-    return [raw[i : i + size] for i in range(0, count * size, size)]
-
-
-def _one_of_each_state(rows_in: dict[bytes, set[int]], state: list[bytes]) -> tuple[IntArray, IntArray]:
-    """A row in each state of ``rows_in``, and the place among them of each row's state (``state``):
-    parts computed for the former, taken at the latter, are every row's."""
-    place = {key: k for k, key in enumerate(rows_in)}
-    one_of_each = np.fromiter((min(rows) for rows in rows_in.values()), np.int64, len(rows_in))
-    each = np.fromiter((place[key] for key in state), np.int64, len(state))
-    return one_of_each, each
 
 
 def _shape_only(shapes: list[GPURequest]) -> Shapes:
@@ -207,25 +179,20 @@ class SingleCardMemo:
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        state = _states(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64)))
-        rows_in: dict[bytes, set[int]] = {}
-        for row, key in enumerate(state):
-            rows_in.setdefault(key, set()).add(row)
+        states = CardStates(states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))))
         card_side = _shape_only(shapes)
-        one_of_each, each = _one_of_each_state(rows_in, state)
+        one_of_each, each = states.one_of_each()
         cards = table.cards_at_width(one_of_each)
         alike = single_card_parts(cards, request, card_side)
-        parts = SingleCardParts(*(getattr(alike, name)[each] for name in SingleCardParts.__slots__))
         kept = _Kept(
             shapes,
             {s: k for k, s in enumerate(shapes)},
-            parts,
+            SingleCardParts(*(getattr(alike, name)[each] for name in SingleCardParts.__slots__)),
             self.store.changes,
             table.layout,
             card_side,
             _first_of_kind(cards, alike.ok)[each],
-            state,
-            rows_in,
+            states,
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
@@ -233,37 +200,25 @@ class SingleCardMemo:
 
     def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
         table = self.store.cards()
-        states = _states(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
-        moved = [(row, state) for row, state in zip(rows, states, strict=True) if kept.state[row] != state]
-        rows_in = kept.rows_in
-        for row, _ in moved:  # no longer in the state they were kept in
-            alike = rows_in[kept.state[row]]
-            alike.discard(row)
-            if not alike:
-                del rows_in[kept.state[row]]
-        new = [(row, state) for row, state in moved if state not in rows_in]
-        copied = [(row, next(iter(rows_in[state]))) for row, state in moved if state in rows_in]
+        new, to, of = kept.states.move(
+            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
+        )
         p = kept.parts
         if new:
-            at = np.asarray([row for row, _ in new], dtype=np.int64)
+            at = np.asarray(new, dtype=np.int64)
             cards = table.cards_at_width(at)
             fresh = single_card_parts(cards, request, kept.card_side)
             for name in SingleCardParts.__slots__:
                 getattr(p, name)[at] = getattr(fresh, name)
             kept.first[at] = _first_of_kind(cards, fresh.ok)
-        if copied:
-            to = np.asarray([row for row, _ in copied], dtype=np.int64)
-            of = np.asarray([source for _, source in copied], dtype=np.int64)
+        if to.size:
             for name in SingleCardParts.__slots__:
                 values = getattr(p, name)
                 values[to] = values[of]
             kept.first[to] = kept.first[of]
-        for row, state in moved:
-            kept.state[row] = state
-            rows_in.setdefault(state, set()).add(row)
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
-        one_of_each, each = _one_of_each_state(kept.rows_in, kept.state)
+        one_of_each, each = kept.states.one_of_each()
         more = single_card_parts(self.store.cards().cards_at_width(one_of_each), request, _shape_only(shapes))
         p = kept.parts
         kept.parts = SingleCardParts(
