@@ -39,12 +39,15 @@ class CardStates:
         """A state -> the rows kept in it."""
         for row, state in enumerate(states):
             self.rows_in.setdefault(state, set()).add(row)
+        self.one_in = {state: next(iter(rows)) for state, rows in self.rows_in.items()}
+        """A state -> one of its rows (the first of a set that rows left is found by walking the
+        slots they left: ~1,000 rows leave the idle state as a cluster fills)."""
 
     def one_of_each(self) -> tuple[IntArray, IntArray]:
         """A row in each state, and the place among them of each row's state: entries computed for
         the former, taken at the latter, are every row's."""
-        place = {state: k for k, state in enumerate(self.rows_in)}
-        one_of_each = np.fromiter((next(iter(rows)) for rows in self.rows_in.values()), np.int64, len(place))
+        place = {state: k for k, state in enumerate(self.one_in)}
+        one_of_each = np.fromiter(self.one_in.values(), np.int64, len(place))
         each = np.fromiter((place[state] for state in self.state), np.int64, len(self.state))
         return one_of_each, each
 
@@ -52,18 +55,24 @@ class CardStates:
         """``rows`` are now in ``states``: the rows in a state no other row is kept in (to be
         computed), and the rows in one that another row is kept in with that row (to be copied
         from it, ``to`` and ``of``). Rows whose state is unchanged are in neither."""
-        rows_in = self.rows_in
+        rows_in, one_in = self.rows_in, self.one_in
         moved = [(row, state) for row, state in zip(rows, states, strict=True) if self.state[row] != state]
         for row, _ in moved:
-            alike = rows_in[self.state[row]]
+            was = self.state[row]
+            alike = rows_in[was]
             alike.discard(row)
             if not alike:
-                del rows_in[self.state[row]]
+                del rows_in[was], one_in[was]
+            elif one_in[was] == row:
+                one_in[was] = next(iter(alike))
         new = [row for row, state in moved if state not in rows_in]
-        copied = [(row, next(iter(rows_in[state]))) for row, state in moved if state in rows_in]
+        copied = [(row, one_in[state]) for row, state in moved if state in rows_in]
         for row, state in moved:
             self.state[row] = state
-            rows_in.setdefault(state, set()).add(row)
+            if state in rows_in:
+                rows_in[state].add(row)
+            else:
+                rows_in[state], one_in[state] = {row}, row
         to = np.fromiter((row for row, _ in copied), np.int64, len(copied))
         of = np.fromiter((source for _, source in copied), np.int64, len(copied))
         return new, to, of
