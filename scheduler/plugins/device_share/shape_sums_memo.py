@@ -21,7 +21,7 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.card_states import CardStates, states_of
-from scheduler.plugins.device_share.columns import columns
+from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
     Int64Array,
@@ -60,7 +60,7 @@ class ShapeSumsMemo:
         (distinct, two at least, in this order): (rows, K), (rows, K) and (rows,)."""
         assert len(shapes) >= 2, "one shape's sums round differently: computed afresh"
         self._brought_up_to_date(shapes)
-        at = np.asarray([self._column[s] for s in shapes], dtype=np.int64)
+        at = column_index(np.asarray([self._column[s] for s in shapes], dtype=np.int64))
         total: FloatArray = self._free[rows, :width].sum(axis=-1)
         # Rows, then columns: a 2-D fancy index (np.ix_) costs about three times more.
         return columns(self._fitting[rows], at), columns(self._stranded[rows], at), total

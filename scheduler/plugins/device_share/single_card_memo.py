@@ -23,7 +23,7 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.card_states import CardStates, states_of
-from scheduler.plugins.device_share.columns import columns
+from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardPicks,
@@ -148,9 +148,9 @@ class SingleCardMemo:
         )
 
     @staticmethod
-    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray:
-        """The kept columns of ``shapes``, in order."""
-        return np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes))
+    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray | int:
+        """The kept columns of ``shapes``, in order (``columns.column_index``)."""
+        return column_index(np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes)))
 
     def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         store, table = self.store, self.store.cards()
