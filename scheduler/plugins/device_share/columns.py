@@ -10,16 +10,24 @@ import numpy.typing as npt
 
 from scheduler.cache.node_table import IntArray
 
-__all__ = ["columns"]
+__all__ = ["column_index", "columns"]
 
 _A = TypeVar("_A", npt.NDArray[np.bool_], npt.NDArray[np.float64], npt.NDArray[np.int64])
 
 
-def columns(values: _A, at: IntArray) -> _A:
-    """``values``' last axis at ``at``, C-ordered (BLAS then takes the mix's rows as they are, and
-    sums them as it did): a slice while ``at`` is the first columns in order (the common case: the
-    mix's shapes in the order they were first kept), a take otherwise."""
+def column_index(at: IntArray) -> IntArray | int:
+    """``at`` as ``columns`` takes it: how many columns, where they are the first in order (the
+    common case: the mix's shapes in the order they were first kept, sliced), else ``at`` itself
+    (taken). Found once per ask, for every array asked."""
     if at.size and at[-1] == at.size - 1 and np.array_equal(at, np.arange(at.size)):
-        return np.ascontiguousarray(values[..., : at.size])
-    taken: _A = np.take(values, at, axis=-1)
+        return int(at.size)
+    return at
+
+
+def columns(values: _A, at: IntArray | int) -> _A:
+    """``values``' last axis at ``at`` (``column_index``), C-ordered (BLAS then takes the mix's rows
+    as they are, and sums them as it did)."""
+    if isinstance(at, int):
+        return np.ascontiguousarray(values[..., :at])
+    taken: _A = values.take(at, axis=-1)
     return taken

@@ -38,6 +38,7 @@ __all__ = [
     "free_share",
     "gemv_rows_alike",
     "host_deltas",
+    "host_deltas_of_sums",
     "host_fits",
     "moves_of",
     "placement_deltas",
@@ -535,9 +536,19 @@ def host_deltas(
     if shapes.weight.size == 0:
         return np.zeros(cards.valid.shape[:-1], dtype=np.float64)
     # The cards are the same before and after: only the nodes' cpu and memory differ.
-    fitting, stranded, total = (
-        shape_sums(cards.capacity, cards.used, cards.valid, shapes) if sums is None else sums
-    )
+    if sums is None:
+        sums = shape_sums(cards.capacity, cards.used, cards.valid, shapes)
+    return host_deltas_of_sums(sums, shapes, host_free, host_take)
+
+
+def host_deltas_of_sums(
+    sums: tuple[Int64Array, FloatArray, FloatArray],
+    shapes: Shapes,
+    host_free: Int64Array,
+    host_take: Int64Array,
+) -> FloatArray:
+    """``host_deltas`` of nodes given by their ``shape_sums`` alone (K: one shape at least)."""
+    fitting, stranded, total = sums
     holds = fitting >= shapes.count
     before = _combine(holds, stranded, total, shapes, host_fits(host_free, shapes))
     after = _combine(holds, stranded, total, shapes, host_fits(host_free - host_take, shapes))

@@ -23,13 +23,13 @@ from scheduler.plugins.device_share.cluster_mix import ClusterMix
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardRows,
-    Cards,
     FloatArray,
     Int64Array,
     Shapes,
     cards_of,
     gemv_rows_alike,
     host_deltas,
+    host_deltas_of_sums,
     moves_of,
     placement_deltas,
     reweighed,
@@ -219,25 +219,27 @@ class FragmentationStrategy:
 
     def host_scores_of(
         self,
-        cards: Cards,
+        cards: CardRows,
         host_free: Int64Array,
         host_take: tuple[int, int],
         stranded: FloatArray | None = None,
         card_rows: IntArray | None = None,
     ) -> IntArray:
-        """``host_scores`` of nodes given as arrays (``cards_of``); ``card_rows`` as in
-        ``scores_of`` (the shapes' card sums are then taken from ``sums``)."""
-        count = cards.capacity.shape[0]
+        """``host_scores`` of nodes given as arrays (``cards_of``, or the card table's rows: read
+        only where the shapes' card sums are not kept); ``card_rows`` as in ``scores_of`` (the
+        shapes' card sums are then taken from ``sums``)."""
+        count, width = cards.shape
         weights, shapes, kinds = self._mix_shapes(None, None)
         if not count or (stranded is None and not weights):
             return np.zeros(count, dtype=np.int64)
         deltas = np.zeros(count, dtype=np.float64)
         if weights:
-            sums = None
-            if self.sums is not None and card_rows is not None and len(kinds) >= 2:
-                sums = self.sums.sums(kinds, card_rows, cards.capacity.shape[1])
             take = np.asarray(host_take, dtype=np.int64)
-            deltas = host_deltas(cards, shapes, host_free, take, sums)
+            if self.sums is not None and card_rows is not None and len(kinds) >= 2:
+                sums = self.sums.sums(kinds, card_rows, width)
+                deltas = host_deltas_of_sums(sums, shapes, host_free, take)
+            else:
+                deltas = host_deltas(cards.rows(np.ones(count, dtype=np.bool_)), shapes, host_free, take)
         if stranded is not None:
             deltas = deltas + stranded
         return scaled(deltas)

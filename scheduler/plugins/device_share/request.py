@@ -64,18 +64,18 @@ class GPURequest:
     parts, looked up many times per pod (the mix's shapes one by one), and a dataclass would hash
     its fields each time."""
 
+    whole: bool = field(init=False, repr=False, compare=False)
+    """Every card is taken whole: it must be entirely free (of the fields above, taken once: read
+    per card and per shape)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(
             self, "_hash", hash((self.count, self.core, self.ratio, self.memory, self.npu, self.asked))
         )
+        object.__setattr__(self, "whole", self.core >= 100 and self.ratio is not None and self.ratio >= 100)
 
     def __hash__(self) -> int:
         return self._hash
-
-    @property
-    def whole(self) -> bool:
-        """Every card is taken whole: it must be entirely free."""
-        return self.core >= 100 and self.ratio is not None and self.ratio >= 100
 
     def memory_on(self, total_memory: int) -> int:
         """Bytes this request takes on a card with ``total_memory`` (ratio converted)."""

@@ -68,7 +68,7 @@ class NodeScorer:
                 # Nothing to tell the nodes apart (no GPU node, or none stranded): no score, as
                 # Koordinator gives pods without devices.
                 return scores if stranded.size == 0 or np.ptp(stranded) <= 1e-9 else scaled(stranded)
-            return fragmentation.host_scores_of(cards.cards(at), free, host_take(pod), stranded, at)
+            return fragmentation.host_scores_of(TableRows(cards, at), free, host_take(pod), stranded, at)
         if fragmentation is not None and cycle.request is not None:
             return self._fragmentation_scores(cycle, pod, snapshot, rows)
         if memoizable(cycle):

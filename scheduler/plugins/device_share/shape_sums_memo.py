@@ -10,7 +10,9 @@ placement changes one node.
 
 The kept columns are computed for every kept shape at once (two at least): numpy then sums each
 node's cards in card order whatever the padding, as it does for the candidate nodes' arrays, so the
-sums equal those computed afresh to the last bit.
+sums equal those computed afresh to the last bit. A node's sums follow from the state of its cards
+alone (``card_states``): they are computed once per state, and a node brought up to date in a state
+another node is kept in is copied from it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.columns import columns
+from scheduler.plugins.device_share.card_states import CardStates, states_of
+from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
     Int64Array,
@@ -46,6 +49,7 @@ class ShapeSumsMemo:
         """(rows, kept shapes): the free share of the cards that do not."""
         self._free: FloatArray = np.zeros((0, 0), dtype=np.float64)
         """(rows, table width): each card's free share."""
+        self._states = CardStates([])
         self._synced = -1
         self._layout = -1
 
@@ -56,7 +60,7 @@ class ShapeSumsMemo:
         (distinct, two at least, in this order): (rows, K), (rows, K) and (rows,)."""
         assert len(shapes) >= 2, "one shape's sums round differently: computed afresh"
         self._brought_up_to_date(shapes)
-        at = np.asarray([self._column[s] for s in shapes], dtype=np.int64)
+        at = column_index(np.asarray([self._column[s] for s in shapes], dtype=np.int64))
         total: FloatArray = self._free[rows, :width].sum(axis=-1)
         # Rows, then columns: a 2-D fancy index (np.ix_) costs about three times more.
         return columns(self._fitting[rows], at), columns(self._stranded[rows], at), total
@@ -74,18 +78,31 @@ class ShapeSumsMemo:
 
     def _fresh(self, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        cards = table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))
+        self._states = CardStates(
+            states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64)))
+        )
+        one_of_each, each = self._states.one_of_each()
+        cards = table.cards_at_width(one_of_each)
         self._shapes, self._column = shapes, {s: k for k, s in enumerate(shapes)}
-        self._fitting, self._stranded, _ = shape_sums(
+        fitting, stranded, _ = shape_sums(
             cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(shapes, 1.0))
         )
-        self._free = free_share(cards.capacity, cards.used, cards.valid)
+        self._fitting, self._stranded = fitting[each], stranded[each]
+        self._free = free_share(cards.capacity, cards.used, cards.valid)[each]
 
     def _refresh(self, rows: list[int]) -> None:
-        at = np.asarray(rows, dtype=np.int64)
-        cards = self.store.cards().cards_at_width(at)
-        fitting, stranded, _ = shape_sums(
-            cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(self._shapes, 1.0))
+        table = self.store.cards()
+        new, to, of = self._states.move(
+            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
         )
-        self._fitting[at], self._stranded[at] = fitting, stranded
-        self._free[at] = free_share(cards.capacity, cards.used, cards.valid)
+        if new:
+            at = np.asarray(new, dtype=np.int64)
+            cards = table.cards_at_width(at)
+            fitting, stranded, _ = shape_sums(
+                cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(self._shapes, 1.0))
+            )
+            self._fitting[at], self._stranded[at] = fitting, stranded
+            self._free[at] = free_share(cards.capacity, cards.used, cards.valid)
+        if to.size:
+            for values in (self._fitting, self._stranded, self._free):
+                values[to] = values[of]

@@ -9,6 +9,9 @@ new shape adds its columns); only the mix's weights, its shapes' cpu and memory 
 free cpu and memory are brought in per pod (``fragmentation.single_card_combine``). The kept
 arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped least recently used
 beyond ``BUDGET_BYTES``.
+
+A node's parts follow from the state of its cards alone (``card_states``): they are computed once
+per state, and a node brought up to date in a state another node is kept in is copied from it.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.columns import columns
+from scheduler.plugins.device_share.card_states import CardStates, states_of
+from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardPicks,
@@ -55,6 +59,8 @@ class _Kept:
     card in the same state (capacity and use): a card's parts are those of any card like it, and
     a node's cards are mostly taken in minor order, so that alike cards are neighbours (alike
     cards apart are both rated, which changes no node's best)."""
+    states: CardStates
+    """The rows' cards as their parts were computed."""
 
     @property
     def nbytes(self) -> int:
@@ -142,9 +148,9 @@ class SingleCardMemo:
         )
 
     @staticmethod
-    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray:
-        """The kept columns of ``shapes``, in order."""
-        return np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes))
+    def _at(kept: _Kept, shapes: list[GPURequest]) -> IntArray | int:
+        """The kept columns of ``shapes``, in order (``columns.column_index``)."""
+        return column_index(np.fromiter((kept.column[s] for s in shapes), np.int64, len(shapes)))
 
     def _brought_up_to_date(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         store, table = self.store, self.store.cards()
@@ -157,7 +163,9 @@ class SingleCardMemo:
             if changed is None:
                 kept = None
             else:
-                self._refresh(kept, request, sorted(table.row[n] for n in changed))
+                rows = sorted(table.row[n] for n in changed)
+                if rows:
+                    self._refresh(kept, request, rows)
         new = [s for s in dict.fromkeys(shapes) if kept is None or s not in kept.column]
         grown = kept is None or bool(new)
         if kept is None or len(kept.shapes) + len(new) > _MAX_SHAPES_KEPT:
@@ -171,47 +179,56 @@ class SingleCardMemo:
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        rows = np.arange(table.rows_in_use, dtype=np.int64)
+        states = CardStates(states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))))
         card_side = _shape_only(shapes)
-        cards = table.cards_at_width(rows)
-        parts = single_card_parts(cards, request, card_side)
+        one_of_each, each = states.one_of_each()
+        cards = table.cards_at_width(one_of_each)
+        alike = single_card_parts(cards, request, card_side)
         kept = _Kept(
             shapes,
             {s: k for k, s in enumerate(shapes)},
-            parts,
+            SingleCardParts(*(getattr(alike, name)[each] for name in SingleCardParts.__slots__)),
             self.store.changes,
             table.layout,
             card_side,
-            _first_of_kind(cards, parts.ok),
+            _first_of_kind(cards, alike.ok)[each],
+            states,
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
         return kept
 
     def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
-        if not rows:
-            return
-        at = np.asarray(rows, dtype=np.int64)
-        cards = self.store.cards().cards_at_width(at)
-        fresh = single_card_parts(cards, request, kept.card_side)
+        table = self.store.cards()
+        new, to, of = kept.states.move(
+            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
+        )
         p = kept.parts
-        for name in SingleCardParts.__slots__:
-            getattr(p, name)[at] = getattr(fresh, name)
-        kept.first[at] = _first_of_kind(cards, fresh.ok)
+        if new:
+            at = np.asarray(new, dtype=np.int64)
+            cards = table.cards_at_width(at)
+            fresh = single_card_parts(cards, request, kept.card_side)
+            for name in SingleCardParts.__slots__:
+                getattr(p, name)[at] = getattr(fresh, name)
+            kept.first[at] = _first_of_kind(cards, fresh.ok)
+        if to.size:
+            for name in SingleCardParts.__slots__:
+                values = getattr(p, name)
+                values[to] = values[of]
+            kept.first[to] = kept.first[of]
 
     def _add_shapes(self, kept: _Kept, request: GPURequest, shapes: list[GPURequest]) -> None:
-        table = self.store.cards()
-        rows = np.arange(table.rows_in_use, dtype=np.int64)
-        more = single_card_parts(table.cards_at_width(rows), request, _shape_only(shapes))
+        one_of_each, each = kept.states.one_of_each()
+        more = single_card_parts(self.store.cards().cards_at_width(one_of_each), request, _shape_only(shapes))
         p = kept.parts
         kept.parts = SingleCardParts(
             p.ok,
             p.free,
             p.free_after,
-            np.concatenate([p.holds, more.holds], axis=-1),
-            np.concatenate([p.stranded, more.stranded], axis=-1),
-            np.concatenate([p.holds_c, more.holds_c], axis=-1),
-            np.concatenate([p.stranded_c, more.stranded_c], axis=-1),
+            np.concatenate([p.holds, more.holds[each]], axis=-1),
+            np.concatenate([p.stranded, more.stranded[each]], axis=-1),
+            np.concatenate([p.holds_c, more.holds_c[each]], axis=-1),
+            np.concatenate([p.stranded_c, more.stranded_c[each]], axis=-1),
         )
         for s in shapes:
             kept.column[s] = len(kept.shapes)

@@ -6,13 +6,17 @@ and given back between the asks and a Device comes."""
 from __future__ import annotations
 
 import random
+import unittest.mock
+from typing import Any
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apis.scheduling.device import Device
-from scheduler.plugins.device_share.fragmentation import shape_sums, shapes_of
+from scheduler.plugins.device_share import shape_sums_memo
+from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
+from scheduler.plugins.device_share.fragmentation import FloatArray, Int64Array, shape_sums, shapes_of
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.shape_sums_memo import ShapeSumsMemo
 from tests.examples import examples
@@ -54,3 +58,41 @@ def test_any_rows_and_shapes_equal_the_sums_afresh(seed: int) -> None:
         if step == 4:
             new: Device = device(f"late-{seed}", *(gpu(m, memory_gib=24) for m in range(rng.choice((1, 8)))))
             p.store.set_device(new)
+
+
+def test_a_node_in_a_state_kept_before_is_copied_not_computed() -> None:
+    """Three nodes alike: the second taking what the first took, and the first giving it back (as
+    the third is), are copied from the rows kept in those states, to the same sums."""
+    p, _ = plugin(*(device(n, *(gpu(m, memory_gib=32) for m in range(4))) for n in ("a", "b", "c")))
+    memo = ShapeSumsMemo(p.store)
+    shapes = SHAPES[:4]
+    computed = [0]
+
+    def counted(*args: Any) -> tuple[Int64Array, FloatArray, FloatArray]:
+        computed[0] += args[0].shape[0]
+        return shape_sums(*args)
+
+    def equal_to_afresh() -> None:
+        table = p.store.cards()
+        rows = np.arange(table.rows_in_use, dtype=np.int64)
+        cards = table.cards(rows)
+        got = memo.sums(shapes, rows, cards.capacity.shape[1])
+        expected = shape_sums(cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(shapes, 1.0)))
+        for kept, afresh in zip(got, expected, strict=True):
+            assert np.array_equal(kept, afresh)
+
+    def hold(uid: str, node: str) -> None:
+        card = p.store.gpus(node)[0]
+        p.store.hold(uid, node, [Allocation(card.minor, GPUUsage(50, card.memory // 2, 50))], assumed=False)
+
+    with unittest.mock.patch.object(shape_sums_memo, "shape_sums", counted):
+        equal_to_afresh()
+        states = computed[0]
+        hold("first", "a")
+        equal_to_afresh()
+        assert computed[0] == states + 1
+        hold("second", "b")
+        equal_to_afresh()
+        p.store.release("first")
+        equal_to_afresh()
+        assert computed[0] == states + 1

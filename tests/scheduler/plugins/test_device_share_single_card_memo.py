@@ -7,13 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import unittest.mock
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from apis.scheduling.device import Device
+from scheduler.plugins.device_share import DeviceShare, single_card_memo
+from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
 from scheduler.plugins.device_share.fragmentation import (
+    Cards,
     FloatArray,
+    Shapes,
     SingleCardParts,
     gemv_rows_alike,
     rows_alike,
@@ -25,6 +31,7 @@ from scheduler.plugins.device_share.fragmentation import (
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
 from tests.examples import examples
+from tests.scheduler.plugins.device_share_fixtures import gpu
 from tests.scheduler.plugins.test_device_share import plugin
 from tests.scheduler.plugins.test_device_share_vectorised import NODES, fill, node_device
 
@@ -121,3 +128,87 @@ def test_a_product_that_sums_a_row_by_its_place_in_the_block_is_found_out() -> N
     assert rows_alike(8, 18, _summed_in_order)
     assert not rows_alike(8, 18, _last_row_summed_backwards)
     assert not rows_alike(3, 18, _last_row_summed_backwards)
+
+
+class _Counted:
+    """``single_card_parts``, counting the rows computed."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __call__(self, cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+        self.rows += cards.capacity.shape[0]
+        return single_card_parts(cards, request, shapes)
+
+
+def _equal_to_afresh(
+    memo: SingleCardMemo, p: DeviceShare, request: GPURequest, shapes: list[GPURequest]
+) -> None:
+    table = p.store.cards()
+    rows = np.arange(table.rows_in_use, dtype=np.int64)
+    got = memo.parts(request, shapes, rows, table.capacity.shape[1])
+    expected = single_card_parts(table.cards_at_width(rows), request, shapes_of(dict.fromkeys(shapes, 1.0)))
+    for name in SingleCardParts.__slots__:
+        assert np.array_equal(getattr(got, name), getattr(expected, name)), name
+
+
+def _hold(p: DeviceShare, uid: str, node: str, share: int) -> None:
+    card = p.store.gpus(node)[0]
+    usage = GPUUsage(share, card.memory * share // 100, share)
+    p.store.hold(uid, node, [Allocation(card.minor, usage)], assumed=False)
+
+
+@settings(max_examples=examples(20, full=200), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_rows_brought_to_a_state_kept_before_are_copied_as_computing_them_would(seed: int) -> None:
+    """Nodes of two kinds take and give back shares of their first card: a row brought up to date
+    in a state some row is kept in is copied from it, and every row's parts equal those computed
+    afresh (one node changed per ask: one row computed at most)."""
+    rng = random.Random(seed)
+    kinds = (rng.random(), rng.random())
+    devices = (node_device(random.Random(kinds[i % 2]), n) for i, n in enumerate(NODES))
+    p, _ = plugin(*(d for d in devices if d is not None))
+    memo = SingleCardMemo(p.store)
+    request = rng.choice(SHAPES[:6])
+    shapes = rng.sample(SHAPES, rng.randint(1, len(SHAPES)))
+    counted = _Counted()
+    held: list[str] = []
+    with unittest.mock.patch.object(single_card_memo, "single_card_parts", counted):
+        _equal_to_afresh(memo, p, request, shapes)
+        for step in range(30):
+            if held and rng.random() < 0.4:
+                p.store.release(held.pop(rng.randrange(len(held))))
+            else:
+                node = rng.choice(NODES)
+                if p.store.gpus(node):
+                    held.append(f"held-{step}")
+                    _hold(p, held[-1], node, rng.choice((25, 50, 100)))
+            before = counted.rows
+            _equal_to_afresh(memo, p, request, shapes)
+            assert counted.rows - before <= 1
+
+
+def test_a_node_in_a_state_kept_before_is_not_computed_again() -> None:
+    """Three nodes alike: the second taking what the first took, and the first giving it back
+    (as the third is), are copied from the rows kept in those states."""
+    devices = [
+        Device.model_validate(
+            {"metadata": {"name": n}, "spec": {"devices": [gpu(m, memory_gib=32) for m in range(4)]}}
+        )
+        for n in ("a", "b", "c")
+    ]
+    p, _ = plugin(*devices)
+    memo = SingleCardMemo(p.store)
+    request, shapes = SHAPES[1], SHAPES[:6]
+    counted = _Counted()
+    with unittest.mock.patch.object(single_card_memo, "single_card_parts", counted):
+        _equal_to_afresh(memo, p, request, shapes)
+        every_row = counted.rows
+        _hold(p, "first", "a", 50)
+        _equal_to_afresh(memo, p, request, shapes)
+        assert counted.rows == every_row + 1  # a state new to the request
+        _hold(p, "second", "b", 50)
+        _equal_to_afresh(memo, p, request, shapes)
+        p.store.release("first")
+        _equal_to_afresh(memo, p, request, shapes)
+        assert counted.rows == every_row + 1
