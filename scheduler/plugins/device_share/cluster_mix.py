@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from scheduler.plugins.device_share.host_means import HostMeans
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["UNSERVED_KEPT", "ClusterMix"]
@@ -23,7 +24,7 @@ UNSERVED_KEPT = 4096
 """Pods deleted while pending that the mix keeps counting, the most recent."""
 
 
-class ClusterMix:
+class ClusterMix(HostMeans):
     def __init__(self, max_shapes: int) -> None:
         if max_shapes <= 0:
             raise ValueError("max_shapes must be positive")
@@ -96,12 +97,6 @@ class ClusterMix:
     def hosts_seen(self) -> dict[GPURequest, tuple[int, int]]:
         """The mean cpu and memory a pod of each shape asks of its node."""
         return dict(zip(self._host, self.hosts_of(self._host), strict=True))
-
-    def hosts(self, current: GPURequest, current_host: tuple[int, int]) -> dict[GPURequest, tuple[int, int]]:
-        """``hosts_seen``, with ``current_host`` for ``current`` when no pod of its shape is there."""
-        means = self.hosts_seen()
-        means.setdefault(current, current_host)
-        return means
 
     def hosts_of(
         self,

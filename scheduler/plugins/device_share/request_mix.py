@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from scheduler.plugins.device_share.host_means import HostMeans
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["RequestMix"]
@@ -21,7 +22,7 @@ __all__ = ["RequestMix"]
 _FORGET = 1e-3
 
 
-class RequestMix:
+class RequestMix(HostMeans):
     def __init__(self, half_life: int, max_shapes: int) -> None:
         if half_life <= 0 or max_shapes <= 0:
             raise ValueError("half_life and max_shapes must be positive")
@@ -64,13 +65,6 @@ class RequestMix:
         """The cpu and memory a pod of each recent shape asks of its node (weighted means)."""
         seen = [shape for shape in self._hosts if self._weights.get(shape, 0.0) > 0]
         return dict(zip(seen, self.hosts_of(seen), strict=True))
-
-    def hosts(self, current: GPURequest, current_host: tuple[int, int]) -> dict[GPURequest, tuple[int, int]]:
-        """The cpu and memory a pod of each shape asks of its node: the shape's weighted mean
-        (``current_host`` for ``current`` when the mix has not seen its shape)."""
-        means = self.hosts_seen()
-        means.setdefault(current, current_host)
-        return means
 
     def hosts_of(
         self,
