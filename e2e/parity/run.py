@@ -228,7 +228,8 @@ async def _claims_bound(api: Api, namespace: str, names: set[str], within: float
     before that would be unschedulable under either scheduler, by a race, not by a decision."""
     deadline = time.monotonic() + within
     while True:
-        claims, _ = await _volume_state(api, namespace)
+        items, _ = await api.list(OBJECT_PATHS["PersistentVolumeClaim"].format(namespace=namespace))
+        claims = [PersistentVolumeClaim.model_validate(item) for item in items]
         unbound = names - {c.metadata.name for c in claims if c.spec.volume_name}
         if not unbound:
             return
