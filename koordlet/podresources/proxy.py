@@ -72,10 +72,14 @@ class PodResourcesProxy:
                     await asyncio.sleep(self.retry_seconds)
             log.info("PodResources proxy serving on %s (the kubelet's %s)", self.socket, self.kubelet_socket)
             try:
-                await server.wait_for_termination()
+                # Shielded: a cancel that reached grpc's own wait cancelled the future its stop
+                # waits on too, so that stop raised and the socket was left behind.
+                await asyncio.shield(server.wait_for_termination())
             finally:
-                await server.stop(_STOP_GRACE_SECONDS)
-                self.socket.unlink(missing_ok=True)
+                try:
+                    await server.stop(_STOP_GRACE_SECONDS)
+                finally:
+                    self.socket.unlink(missing_ok=True)
 
     async def _wait_for_kubelet(self) -> None:
         for attempt in itertools.count():
