@@ -253,6 +253,9 @@ class _Listed(Generic[T]):
     """Pages handed out before the list's end (``paged``)."""
     streamed: bool = False
     """Read as one response with ``resourceVersion=0``, as it streamed in (``_streamed_list``)."""
+    first_byte_seconds: float | None = None
+    last_byte_seconds: float | None = None
+    """A streamed list's first and last bytes of its body, in seconds since it was asked for."""
 
 
 class KubernetesBackend:
@@ -424,6 +427,8 @@ class KubernetesBackend:
                             "decode_seconds": round(decode_seconds, 3),
                             "pages_ahead": listed.pages_ahead,
                             "streamed": listed.streamed,
+                            "first_byte_seconds": listed.first_byte_seconds,
+                            "last_byte_seconds": listed.last_byte_seconds,
                         }
                     },
                 )
@@ -477,6 +482,7 @@ class KubernetesBackend:
                 raise _ListFailed(str(exc)) from exc
             log.warning("list %s in one response failed: %s; listing it page by page", resource.plural, exc)
         listed.items, listed.resource_version, listed.pages_ahead, listed.streamed = [], "", 0, False
+        listed.first_byte_seconds = listed.last_byte_seconds = None
         async with aclosing(self._list(resource, field_selector, listed, True)) as pages:
             async for page in pages:
                 yield page
@@ -496,6 +502,7 @@ class KubernetesBackend:
             query.append(("fieldSelector", field_selector))
         timeout = aiohttp.ClientTimeout(total=None, connect=self._request_timeout, sock_read=120.0)
         await self._limiter.acquire()
+        asked = time.perf_counter()
         try:
             response = await send(
                 self._api,
@@ -522,7 +529,10 @@ class KubernetesBackend:
                     chunk = await anext(chunks, None)
                     waited += time.perf_counter() - wait_began
                     if chunk is None:
+                        listed.last_byte_seconds = round(time.perf_counter() - asked, 3)
                         break
+                    if listed.first_byte_seconds is None:
+                        listed.first_byte_seconds = round(time.perf_counter() - asked, 3)
                     cutter.feed(chunk)
                     while (data := cutter.page()) is not None:
                         try:
