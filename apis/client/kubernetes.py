@@ -257,6 +257,9 @@ class _Listed(Generic[T]):
     first_byte_seconds: float | None = None
     last_byte_seconds: float | None = None
     """A streamed list's first and last bytes of its body, in seconds since it was asked for."""
+    began: float = field(default_factory=time.perf_counter)
+    asked_ahead_seconds: float = 0.0
+    """How long before this list began it was asked for (``ask_first_list``)."""
 
 
 class KubernetesBackend:
@@ -319,6 +322,8 @@ class KubernetesBackend:
         self._closed = asyncio.Event()
         self._open_streams: set[aiohttp.ClientResponse] = set()
         self._watches: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+        self._asked_ahead: dict[ResourceType[Any], asyncio.Future[tuple[aiohttp.ClientResponse, float]]] = {}
+        """First lists asked for before anyone watches (``ask_first_list``), by resource."""
         self.stats = WatchStats()
 
     @classmethod
@@ -360,6 +365,14 @@ class KubernetesBackend:
     def api_client(self) -> k8s_client.ApiClient:
         """The shared ApiClient (the leader elector's Lease store uses it too)."""
         return self._api
+
+    def ask_first_list(self, resource: ResourceType[Any]) -> None:
+        """Ask for the first list of a ``paged_lists`` resource now, before anyone watches it: the
+        API server prepares it (seconds, at tens of thousands of pods) while the caller does other
+        work (the scheduler's imports); the first watch of the resource reads that response. Only
+        the request is made here: its body waits in the socket until the watch reads it."""
+        if resource in self._paged_lists and resource not in self._asked_ahead and not self.closed:
+            self._asked_ahead[resource] = asyncio.ensure_future(self._ask_streamed(resource, None))
 
     @property
     def closed(self) -> bool:
@@ -428,6 +441,7 @@ class KubernetesBackend:
                             "decode_seconds": round(decode_seconds, 3),
                             "pages_ahead": listed.pages_ahead,
                             "streamed": listed.streamed,
+                            "asked_ahead_seconds": listed.asked_ahead_seconds,
                             "first_byte_seconds": listed.first_byte_seconds,
                             "last_byte_seconds": listed.last_byte_seconds,
                         }
@@ -484,6 +498,7 @@ class KubernetesBackend:
             log.warning("list %s in one response failed: %s; listing it page by page", resource.plural, exc)
         listed.items, listed.resource_version, listed.pages_ahead, listed.streamed = [], "", 0, False
         listed.first_byte_seconds = listed.last_byte_seconds = None
+        listed.asked_ahead_seconds = 0.0
         async with aclosing(self._list(resource, field_selector, listed, True)) as pages:
             async for page in pages:
                 yield page
@@ -498,23 +513,12 @@ class KubernetesBackend:
         handed out when reading the body kept the list waiting ``page_wait_seconds`` since the last
         were; the last page never. Any failure raises BackendError."""
         what = f"list {resource.plural}"
-        query = [("resourceVersion", "0")]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        timeout = aiohttp.ClientTimeout(total=None, connect=self._request_timeout, sock_read=120.0)
-        await self._limiter.acquire()
-        asked = time.perf_counter()
+        ahead = self._asked_ahead.pop(resource, None) if field_selector is None else None
         try:
-            response = await send(
-                self._api,
-                "GET",
-                resource_path(resource),
-                query=query,
-                client_timeout=timeout,
-                headers=_UNCOMPRESSED,
-            )
+            response, asked = await (ahead or self._ask_streamed(resource, field_selector))
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        listed.asked_ahead_seconds = round(max(0.0, listed.began - asked), 3)
         self._open_streams.add(response)
         listed.streamed = True
         try:
@@ -559,6 +563,27 @@ class KubernetesBackend:
         )
         if not listed.resource_version:
             raise BackendError(f"{what}: the list has no resourceVersion")
+
+    async def _ask_streamed(
+        self, resource: ResourceType[Any], field_selector: str | None
+    ) -> tuple[aiohttp.ClientResponse, float]:
+        """The response to a list with ``resourceVersion=0``, its body unread, and when it was asked
+        for (``perf_counter``)."""
+        query = [("resourceVersion", "0")]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        timeout = aiohttp.ClientTimeout(total=None, connect=self._request_timeout, sock_read=120.0)
+        await self._limiter.acquire()
+        asked = time.perf_counter()
+        response = await send(
+            self._api,
+            "GET",
+            resource_path(resource),
+            query=query,
+            client_timeout=timeout,
+            headers=_UNCOMPRESSED,
+        )
+        return response, asked
 
     def _decode_timed(
         self, resource: ResourceType[T], data: bytes, what: str, listed: _Listed[T]
@@ -913,6 +938,11 @@ class KubernetesBackend:
         self._closed.set()
         for response in list(self._open_streams):
             response.close()
+        for ahead in self._asked_ahead.values():  # asked for, never watched
+            ahead.cancel()
+            if ahead.done() and not ahead.cancelled() and ahead.exception() is None:
+                ahead.result()[0].close()
+        self._asked_ahead.clear()
         # A consumer that stopped iterating leaves its generator suspended; closing it here runs
         # its cleanup now instead of when the garbage collector finds it (an unclosed socket).
         for stream in list(self._watches):

@@ -161,11 +161,12 @@ class StartupReport(BaseModel):
 
 def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
     """The start-up steps koord-scheduler logged (JSON lines with a ``startup`` or ``list`` field):
-    ``imports``, ``leader``, ``list <resource>`` and ``decode <resource>`` (part of the list),
-    each step of the first pod list's handling, ``sync`` (the app's start to synced) and
-    ``ready after start`` (seconds since the process started, by its own clock); for a streamed
-    list, when it was asked for (since the process started, by the log lines' times) and its
-    body's first and last bytes (since it was asked for)."""
+    ``imports`` (those before the first pod list is asked for), ``plugins, app and config`` (the
+    rest, and the configuration, imported and loaded after), ``leader``, ``list <resource>`` and
+    ``decode <resource>`` (part of the list), each step of the first pod list's handling, ``sync``
+    (the app's start to synced) and ``ready after start`` (seconds since the process started, by
+    its own clock); for a streamed list, when it was asked for (since the process started, by the
+    log lines' times) and its body's first and last bytes (since it was asked for)."""
     steps: dict[str, float] = {}
     started: float | None = None
     """The process's start, by the log's clock (the imports line's time less its seconds)."""
@@ -182,7 +183,8 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
             steps[f"list {listed['resource']}"] = listed["seconds"]
             steps[f"decode {listed['resource']}"] = listed["decode_seconds"]
             if started is not None and listed.get("streamed"):
-                asked = _log_time(record) - listed["seconds"] - started
+                began = _log_time(record) - listed["seconds"] - started
+                asked = began - listed.get("asked_ahead_seconds", 0.0)
                 steps[f"{listed['resource']} asked after start"] = round(asked, 3)
             for end in ("first", "last"):  # of the body, since the list was asked for (streamed)
                 if listed.get(f"{end}_byte_seconds") is not None:
@@ -195,6 +197,8 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
         if "imports_seconds" in startup:
             steps["imports"] = startup["imports_seconds"]
             started = _log_time(record) - startup["imports_seconds"]
+        if "imports_after_asking_seconds" in startup:  # the first pod list asked for meanwhile
+            steps["plugins, app and config"] = startup["imports_after_asking_seconds"]
         if "leader_seconds" in startup:
             steps.setdefault("leader", startup["leader_seconds"])
         if "spans" in startup and "sync" not in steps:
