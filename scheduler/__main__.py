@@ -233,7 +233,7 @@ async def start(args: argparse.Namespace) -> int:
     """Connect and ask for the first pod list, then import the rest and load the configuration
     (``scheduler.first_lists``), then ``run``."""
     ahead: KubernetesBackend | None = None
-    connection = client_connection_ahead(args.config)
+    connection = client_connection_ahead(args.config, args.leader_elect)
     if connection is not None:
         with contextlib.suppress(Exception):  # the whole configuration's connection says why
             ahead = await connect(args, connection)
