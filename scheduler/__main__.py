@@ -201,10 +201,12 @@ def kubeconfig_of(
     return kubeconfig
 
 
-async def connect(args: argparse.Namespace, connection: ClientConnectionConfiguration) -> KubernetesBackend:
+async def connect(
+    args: argparse.Namespace, connection: ClientConnectionConfiguration, bind_concurrency: int
+) -> KubernetesBackend:
     return await KubernetesBackend.connect(
         kubeconfig_of(args, connection),
-        max_concurrency=_BIND_CONCURRENCY,
+        max_concurrency=bind_concurrency,
         qps=connection.qps,
         burst=connection.burst,
         # Each page's pods shared (peak memory) and their PodInfos made while the next page comes.
@@ -236,7 +238,7 @@ async def start(args: argparse.Namespace) -> int:
     connection = client_connection_ahead(args.config, args.leader_elect)
     if connection is not None:
         with contextlib.suppress(Exception):  # the whole configuration's connection says why
-            ahead = await connect(args, connection)
+            ahead = await connect(args, connection, _BIND_CONCURRENCY)
             ahead.ask_first_list(PODS)
     try:
         config, seconds = await asyncio.to_thread(_import_and_load, args)
@@ -265,7 +267,7 @@ async def run(
 ) -> int:
     """The scheduler on ``backend`` (connected here where None) until SIGTERM/SIGINT."""
     from apis.client.leader import LeaderElector
-    from scheduler.app import SchedulerApp
+    from scheduler.app import AppSettings, SchedulerApp
     from scheduler.elected import ElectedScheduler
     from scheduler.http import SchedulerHTTPServer
     from scheduler.metrics import SchedulerMetrics
@@ -274,7 +276,7 @@ async def run(
     election = config.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
     if backend is None:
-        backend = await connect(args, config.client_connection)
+        backend = await connect(args, config.client_connection, AppSettings.bind_concurrency)
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
     settings = settings_of(config, args.feature_gates, whatif_advice_seconds=args.whatif_advice_seconds)
