@@ -24,33 +24,37 @@ import gc
 
 # The imports make about 200,000 objects, nearly all alive until the process ends; the cyclic
 # collector's full runs over them while they were made cost about a tenth of the imports' CPU.
+# Here only what connecting and asking for the first pod list needs; the rest (the plugins, the
+# app) is imported after that request (``_HEAVY``, ``scheduler.first_lists``).
 _COLLECTING = gc.isenabled()
 gc.disable()
 
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import signal
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from apis.client.backend import PODS, ClusterBackend
 from apis.client.kubernetes import KubernetesBackend
-from apis.client.leader import LeaderElector
 from apis.client.lease import KubernetesLeaseStore
 from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
-from scheduler.app import AppSettings, SchedulerApp
 from scheduler.cache.decode_ahead import decode_ahead
 from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
-from scheduler.debug import DebugFlags
-from scheduler.elected import ElectedScheduler
-from scheduler.http import SchedulerHTTPServer
+from scheduler.config.models import ClientConnectionConfiguration
+from scheduler.first_lists import client_connection_ahead
 from scheduler.logging_setup import configure_logging
-from scheduler.metrics import SchedulerMetrics
-from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
 from scheduler.startup_spans import seconds_since_process_start
+
+if TYPE_CHECKING:
+    from scheduler.app import AppSettings, SchedulerApp
+    from scheduler.debug import DebugFlags
 
 if _COLLECTING:
     gc.enable()
@@ -58,6 +62,20 @@ if _COLLECTING:
 log = logging.getLogger("koord-scheduler")
 
 EXIT_INVALID_CONFIG = 2
+
+_HEAVY = (
+    "scheduler.plugins",
+    "scheduler.app",
+    "scheduler.elected",
+    "scheduler.http",
+    "scheduler.metrics",
+    "scheduler.debug",
+    "apis.client.leader",
+)
+"""What ``run`` needs beyond the top of this module, imported once the first pod list is asked for."""
+_BIND_CONCURRENCY = 128
+"""``AppSettings.bind_concurrency`` (its default; no flag sets it), for the backend connected
+before ``scheduler.app`` is imported; ``start`` checks it against the class once imported."""
 
 
 _NOT_SERVED = "koord-scheduler serves plain HTTP on --bind-address:--port, without TLS or delegated auth"
@@ -143,12 +161,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def debug_flags_of(args: argparse.Namespace) -> DebugFlags:
     """The start values of what the debug API changes at run time (shared by the app and server)."""
+    from scheduler.debug import DebugFlags
+
     return DebugFlags(verbosity=args.verbosity, top_n_scores=args.debug_scores)
 
 
 def settings_of(
     config: SchedulerConfig, feature_gates: FeatureGates | None = None, *, whatif_advice_seconds: float = 0.0
 ) -> AppSettings:
+    from scheduler.app import AppSettings
+
     return AppSettings(
         profiles=tuple(config.profiles),
         whatif_advice_seconds=whatif_advice_seconds,
@@ -163,25 +185,28 @@ def settings_of(
 
 def load(args: argparse.Namespace) -> SchedulerConfig:
     """The configuration file (or the shipped default), checked against the plugin registry."""
+    from scheduler.plugins import DEFAULT_PLUGINS, DEFAULT_REGISTRY
+
     return load_config(args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
 
 
-def kubeconfig_of(args: argparse.Namespace, config: SchedulerConfig) -> Path | None:
+def kubeconfig_of(
+    args: argparse.Namespace, config: SchedulerConfig | ClientConnectionConfiguration
+) -> Path | None:
     """``--kubeconfig``, else ``clientConnection.kubeconfig``; None (in-cluster) when both are empty,
     as kube-scheduler's (``Path("")`` is ``.``: the chart's pods once tried to read a directory)."""
-    configured = config.client_connection.kubeconfig
+    connection = config.client_connection if isinstance(config, SchedulerConfig) else config
+    configured = connection.kubeconfig
     kubeconfig: Path | None = args.kubeconfig or (Path(configured) if configured else None)
     return kubeconfig
 
 
-async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
-    election = config.leader_election
-    leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
-    kubeconfig = kubeconfig_of(args, config)
-    connection = config.client_connection
-    backend = await KubernetesBackend.connect(
-        kubeconfig,
-        max_concurrency=AppSettings.bind_concurrency,
+async def connect(
+    args: argparse.Namespace, connection: ClientConnectionConfiguration, bind_concurrency: int
+) -> KubernetesBackend:
+    return await KubernetesBackend.connect(
+        kubeconfig_of(args, connection),
+        max_concurrency=bind_concurrency,
         qps=connection.qps,
         burst=connection.burst,
         # Each page's pods shared (peak memory) and their PodInfos made while the next page comes.
@@ -189,6 +214,69 @@ async def run(args: argparse.Namespace, config: SchedulerConfig) -> int:
         # The first pod list handled page by page, while the API server serializes the next page.
         paged_lists=(PODS,),
     )
+
+
+def _import_and_load(args: argparse.Namespace) -> tuple[SchedulerConfig, float]:
+    """The heavy imports and the whole configuration (in a thread: the first pod list is asked for
+    meanwhile); the seconds they took."""
+    began = time.perf_counter()
+    collecting = gc.isenabled()
+    gc.disable()  # as for the imports at the top, and for the same reason
+    try:
+        for module in _HEAVY:
+            importlib.import_module(module)
+    finally:
+        if collecting:
+            gc.enable()
+    return load(args), time.perf_counter() - began
+
+
+async def start(args: argparse.Namespace) -> int:
+    """Connect and ask for the first pod list, then import the rest and load the configuration
+    (``scheduler.first_lists``), then ``run``."""
+    ahead: KubernetesBackend | None = None
+    connection = client_connection_ahead(args.config, args.leader_elect)
+    if connection is not None:
+        with contextlib.suppress(Exception):  # the whole configuration's connection says why
+            ahead = await connect(args, connection, _BIND_CONCURRENCY)
+            ahead.ask_first_list(PODS)
+    try:
+        config, seconds = await asyncio.to_thread(_import_and_load, args)
+    except (ConfigError, OSError) as exc:
+        if ahead is not None:
+            await ahead.close()
+        print(f"koord-scheduler: {exc}", file=sys.stderr)
+        return EXIT_INVALID_CONFIG
+    from scheduler.app import AppSettings
+
+    log.info(
+        "plugins, app and configuration: %.2fs, after the pod list was asked for",
+        seconds,
+        extra={"startup": {"imports_after_asking_seconds": round(seconds, 3)}},
+    )
+    if ahead is not None and (
+        config.client_connection != connection or AppSettings.bind_concurrency != _BIND_CONCURRENCY
+    ):
+        await ahead.close()
+        ahead = None
+    return await run(args, config, ahead)
+
+
+async def run(
+    args: argparse.Namespace, config: SchedulerConfig, backend: KubernetesBackend | None = None
+) -> int:
+    """The scheduler on ``backend`` (connected here where None) until SIGTERM/SIGINT."""
+    from apis.client.leader import LeaderElector
+    from scheduler.app import AppSettings, SchedulerApp
+    from scheduler.elected import ElectedScheduler
+    from scheduler.http import SchedulerHTTPServer
+    from scheduler.metrics import SchedulerMetrics
+    from scheduler.plugins import DEFAULT_REGISTRY
+
+    election = config.leader_election
+    leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
+    if backend is None:
+        backend = await connect(args, config.client_connection, AppSettings.bind_concurrency)
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
     settings = settings_of(config, args.feature_gates, whatif_advice_seconds=args.whatif_advice_seconds)
@@ -254,12 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     log_flag_notes(args.flag_notes, log)
     try:
-        config = load(args)
-    except (ConfigError, OSError) as exc:
-        print(f"koord-scheduler: {exc}", file=sys.stderr)
-        return EXIT_INVALID_CONFIG
-    try:
-        return asyncio.run(run(args, config))
+        return asyncio.run(start(args))
     except KeyboardInterrupt:
         return 0
 

@@ -63,6 +63,7 @@ from apis.client.backend import (
 from apis.client.connection import client_configuration
 from apis.client.listhead import list_metadata_ahead_of_items
 from apis.client.liststream import BATCH_BYTES, ListCutter
+from apis.client.managedfields import strip_managed_fields
 from apis.client.ratelimit import ConcurrencyLimit, TokenBucket
 from apis.client.transport import JSON, send
 from apis.client.watch import (
@@ -253,6 +254,12 @@ class _Listed(Generic[T]):
     """Pages handed out before the list's end (``paged``)."""
     streamed: bool = False
     """Read as one response with ``resourceVersion=0``, as it streamed in (``_streamed_list``)."""
+    first_byte_seconds: float | None = None
+    last_byte_seconds: float | None = None
+    """A streamed list's first and last bytes of its body, in seconds since it was asked for."""
+    began: float = field(default_factory=time.perf_counter)
+    asked_ahead_seconds: float = 0.0
+    """How long before this list began it was asked for (``ask_first_list``)."""
 
 
 class KubernetesBackend:
@@ -315,6 +322,8 @@ class KubernetesBackend:
         self._closed = asyncio.Event()
         self._open_streams: set[aiohttp.ClientResponse] = set()
         self._watches: weakref.WeakSet[AsyncGenerator[Any, None]] = weakref.WeakSet()
+        self._asked_ahead: dict[ResourceType[Any], asyncio.Future[tuple[aiohttp.ClientResponse, float]]] = {}
+        """First lists asked for before anyone watches (``ask_first_list``), by resource."""
         self.stats = WatchStats()
 
     @classmethod
@@ -356,6 +365,14 @@ class KubernetesBackend:
     def api_client(self) -> k8s_client.ApiClient:
         """The shared ApiClient (the leader elector's Lease store uses it too)."""
         return self._api
+
+    def ask_first_list(self, resource: ResourceType[Any]) -> None:
+        """Ask for the first list of a ``paged_lists`` resource now, before anyone watches it: the
+        API server prepares it (seconds, at tens of thousands of pods) while the caller does other
+        work (the scheduler's imports); the first watch of the resource reads that response. Only
+        the request is made here: its body waits in the socket until the watch reads it."""
+        if resource in self._paged_lists and resource not in self._asked_ahead and not self.closed:
+            self._asked_ahead[resource] = asyncio.ensure_future(self._ask_streamed(resource, None))
 
     @property
     def closed(self) -> bool:
@@ -424,6 +441,9 @@ class KubernetesBackend:
                             "decode_seconds": round(decode_seconds, 3),
                             "pages_ahead": listed.pages_ahead,
                             "streamed": listed.streamed,
+                            "asked_ahead_seconds": listed.asked_ahead_seconds,
+                            "first_byte_seconds": listed.first_byte_seconds,
+                            "last_byte_seconds": listed.last_byte_seconds,
                         }
                     },
                 )
@@ -477,6 +497,8 @@ class KubernetesBackend:
                 raise _ListFailed(str(exc)) from exc
             log.warning("list %s in one response failed: %s; listing it page by page", resource.plural, exc)
         listed.items, listed.resource_version, listed.pages_ahead, listed.streamed = [], "", 0, False
+        listed.first_byte_seconds = listed.last_byte_seconds = None
+        listed.asked_ahead_seconds = 0.0
         async with aclosing(self._list(resource, field_selector, listed, True)) as pages:
             async for page in pages:
                 yield page
@@ -491,22 +513,12 @@ class KubernetesBackend:
         handed out when reading the body kept the list waiting ``page_wait_seconds`` since the last
         were; the last page never. Any failure raises BackendError."""
         what = f"list {resource.plural}"
-        query = [("resourceVersion", "0")]
-        if field_selector:
-            query.append(("fieldSelector", field_selector))
-        timeout = aiohttp.ClientTimeout(total=None, connect=self._request_timeout, sock_read=120.0)
-        await self._limiter.acquire()
+        ahead = self._asked_ahead.pop(resource, None) if field_selector is None else None
         try:
-            response = await send(
-                self._api,
-                "GET",
-                resource_path(resource),
-                query=query,
-                client_timeout=timeout,
-                headers=_UNCOMPRESSED,
-            )
+            response, asked = await (ahead or self._ask_streamed(resource, field_selector))
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise BackendError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        listed.asked_ahead_seconds = round(max(0.0, listed.began - asked), 3)
         self._open_streams.add(response)
         listed.streamed = True
         try:
@@ -522,7 +534,10 @@ class KubernetesBackend:
                     chunk = await anext(chunks, None)
                     waited += time.perf_counter() - wait_began
                     if chunk is None:
+                        listed.last_byte_seconds = round(time.perf_counter() - asked, 3)
                         break
+                    if listed.first_byte_seconds is None:
+                        listed.first_byte_seconds = round(time.perf_counter() - asked, 3)
                     cutter.feed(chunk)
                     while (data := cutter.page()) is not None:
                         try:
@@ -548,6 +563,27 @@ class KubernetesBackend:
         )
         if not listed.resource_version:
             raise BackendError(f"{what}: the list has no resourceVersion")
+
+    async def _ask_streamed(
+        self, resource: ResourceType[Any], field_selector: str | None
+    ) -> tuple[aiohttp.ClientResponse, float]:
+        """The response to a list with ``resourceVersion=0``, its body unread, and when it was asked
+        for (``perf_counter``)."""
+        query = [("resourceVersion", "0")]
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
+        timeout = aiohttp.ClientTimeout(total=None, connect=self._request_timeout, sock_read=120.0)
+        await self._limiter.acquire()
+        asked = time.perf_counter()
+        response = await send(
+            self._api,
+            "GET",
+            resource_path(resource),
+            query=query,
+            client_timeout=timeout,
+            headers=_UNCOMPRESSED,
+        )
+        return response, asked
 
     def _decode_timed(
         self, resource: ResourceType[T], data: bytes, what: str, listed: _Listed[T]
@@ -631,11 +667,12 @@ class KubernetesBackend:
     ) -> tuple[list[T], dict[str, Any]]:
         """A page's objects and its list metadata. The page is validated from its bytes in one go
         (a third less CPU than ``json.loads`` and then each object, which is most of a start-up with
-        many pods); when any object of it does not validate, the page is decoded object by object as
-        a watch event is, so that huge quantities are stood in and only what stays invalid is
-        dropped (each logged)."""
+        many pods), less its objects' managedFields, which no model reads
+        (``apis.client.managedfields``); when any object of it does not validate, the page is
+        decoded object by object as a watch event is, so that huge quantities are stood in and only
+        what stays invalid is dropped (each logged)."""
         try:
-            page = _page_model(resource.model).model_validate_json(data or b"{}")
+            page = _page_model(resource.model).model_validate_json(strip_managed_fields(data) or b"{}")
         except ValidationError as exc:
             if any(error["type"] == "json_invalid" for error in exc.errors()):
                 raise _NotJson(f"{what}: undecodable response: {exc.errors()[0]['msg']}") from None
@@ -901,6 +938,11 @@ class KubernetesBackend:
         self._closed.set()
         for response in list(self._open_streams):
             response.close()
+        for ahead in self._asked_ahead.values():  # asked for, never watched
+            ahead.cancel()
+            if ahead.done() and not ahead.cancelled() and ahead.exception() is None:
+                ahead.result()[0].close()
+        self._asked_ahead.clear()
         # A consumer that stopped iterating leaves its generator suspended; closing it here runs
         # its cleanup now instead of when the garbage collector finds it (an unclosed socket).
         for stream in list(self._watches):

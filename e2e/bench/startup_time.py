@@ -2,6 +2,7 @@
 
     python -m e2e.bench.startup_time [--nodes 5000] [--pending 25000] [--bound 25000] [-o table|json]
                                      [--keep] [--reuse] [--cluster-name bench-startup]
+                                     [--first koord|kube|random]
 
 Method
 ------
@@ -16,12 +17,14 @@ Method
    The pending pods name ``schedulerName: bench-startup``, the one profile of both schedulers'
    configurations (the throughput benchmark's, qps/burst included, no leader election), so each
    scheduler starts with the same backlog of its own.
-3. **One scheduler at a time**, koord-scheduler first, each as a real process: the clock runs from
+3. **One scheduler at a time**, koord-scheduler first unless ``--first`` says otherwise
+   (``random``: a coin per run; the order is printed), each as a real process: the clock runs from
    the process's start to the first 200 of its ``/readyz`` (koord-scheduler: nodes and pods listed,
    cache and queue built, every plugin informer synced; kube-scheduler: its informers synced and
    their handlers run). Its peak RSS (``VmHWM``) is read at that moment and the process is
    stopped at once, so the next one finds the same backlog (but for the few pods bound in the
-   moment between /readyz and the stop).
+   moment between /readyz and the stop). The CPU seconds the scheduler and the API server spent
+   from the start to ready are read from ``/proc`` alongside.
 4. **Bytecode.** The packages koord-scheduler imports are compiled to ``__pycache__`` before it
    starts, as the image compiles them at build time (``docs/image.md``): a checkout run with
    ``PYTHONDONTWRITEBYTECODE=1`` would otherwise compile about 300 modules at every start, which
@@ -42,9 +45,11 @@ import asyncio
 import compileall
 import json
 import os
+import random
 import sys
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +58,16 @@ from pydantic import BaseModel, Field
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
 from e2e.bench.kwok_cluster import start_cluster, stop_cluster
-from e2e.bench.processes import KOORD, KUBE, cluster_pids, kube_scheduler, peak_rss_mib, settle, wait_ready
+from e2e.bench.processes import (
+    KOORD,
+    KUBE,
+    cluster_pids,
+    cpu_seconds,
+    kube_scheduler,
+    peak_rss_mib,
+    settle,
+    wait_ready,
+)
 from e2e.bench.throughput_model import Options as ThroughputOptions
 from e2e.bench.throughput_workload import bench_description, pods_path, scheduler_config, workload
 from e2e.cluster.controlplane import ControlPlane, repo_root
@@ -75,6 +89,7 @@ PROFILE = "bench-startup"
 """The schedulerName of both schedulers' one profile, and of the pending pods."""
 PENDING_NAMESPACE = "bench-startup"
 BOUND_NAMESPACE = "bench-startup-bound"
+FIRST_CHOICES = ("koord", "kube", "random")
 KOORD_PACKAGES = ("apis", "scheduler")
 """What koord-scheduler imports of this checkout (compiled before it starts)."""
 
@@ -91,6 +106,9 @@ class StartupOptions(BaseModel, frozen=True):
     ready_timeout: float = 900.0
     skip_upstream: bool = False
     keep: bool = False
+    first: str = Field(default="koord", pattern="^(koord|kube|random)$")
+    """Which scheduler runs first; ``random``: a coin per run. The second one lists from an API
+    server that has just served the first one's lists, and may find it warmer or still busy."""
     reuse: bool = False
     """Measure on the cluster of that name left running (``keep``) by an earlier run: only what
     it lacks is created, and it is left running (it took minutes to fill). Runs of two versions
@@ -117,6 +135,10 @@ class StartupResult(BaseModel):
     """Process start to the first 200 of /readyz."""
     peak_rss_mib: float | None = None
     """``VmHWM`` when ready."""
+    cpu_seconds: float | None = None
+    """The scheduler's own CPU seconds (all threads) from its start to ready."""
+    apiserver_cpu_seconds: float | None = None
+    """kube-apiserver's CPU seconds over the same span."""
     breakdown: dict[str, float] = Field(default_factory=dict)
     """koord-scheduler's own start-up steps, in seconds (``koord_breakdown``)."""
     log: str = ""
@@ -127,6 +149,8 @@ class StartupReport(BaseModel):
     options: StartupOptions
     load_average: tuple[float, float, float]
     """At the start of the run."""
+    order: list[str] = Field(default_factory=list)
+    """The schedulers in the order they ran."""
     results: list[StartupResult] = Field(default_factory=list)
     phases: dict[str, float] = Field(default_factory=dict)
     errors: list[str] = Field(default_factory=list)
@@ -137,10 +161,15 @@ class StartupReport(BaseModel):
 
 def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
     """The start-up steps koord-scheduler logged (JSON lines with a ``startup`` or ``list`` field):
-    ``imports``, ``leader``, ``list <resource>`` and ``decode <resource>`` (part of the list),
-    each step of the first pod list's handling, ``sync`` (the app's start to synced) and
-    ``ready after start`` (seconds since the process started, by its own clock)."""
+    ``imports`` (those before the first pod list is asked for), ``plugins, app and config`` (the
+    rest, and the configuration, imported and loaded after), ``leader``, ``list <resource>`` and
+    ``decode <resource>`` (part of the list), each step of the first pod list's handling, ``sync``
+    (the app's start to synced) and ``ready after start`` (seconds since the process started, by
+    its own clock); for a streamed list, when it was asked for (since the process started, by the
+    log lines' times) and its body's first and last bytes (since it was asked for)."""
     steps: dict[str, float] = {}
+    started: float | None = None
+    """The process's start, by the log's clock (the imports line's time less its seconds)."""
     for line in log_lines:
         if not line.startswith("{"):
             continue
@@ -153,6 +182,13 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
         if isinstance(listed, dict) and listed["objects"] and f"list {listed['resource']}" not in steps:
             steps[f"list {listed['resource']}"] = listed["seconds"]
             steps[f"decode {listed['resource']}"] = listed["decode_seconds"]
+            if started is not None and listed.get("streamed"):
+                began = _log_time(record) - listed["seconds"] - started
+                asked = began - listed.get("asked_ahead_seconds", 0.0)
+                steps[f"{listed['resource']} asked after start"] = round(asked, 3)
+            for end in ("first", "last"):  # of the body, since the list was asked for (streamed)
+                if listed.get(f"{end}_byte_seconds") is not None:
+                    steps[f"{end} byte of {listed['resource']}"] = listed[f"{end}_byte_seconds"]
             if listed.get("pages_ahead"):  # a count, not seconds: pages handled before the list ended
                 steps[f"pages of {listed['resource']} handled ahead"] = listed["pages_ahead"]
         startup = record.get("startup")
@@ -160,6 +196,9 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
             continue
         if "imports_seconds" in startup:
             steps["imports"] = startup["imports_seconds"]
+            started = _log_time(record) - startup["imports_seconds"]
+        if "imports_after_asking_seconds" in startup:  # the first pod list asked for meanwhile
+            steps["plugins, app and config"] = startup["imports_after_asking_seconds"]
         if "leader_seconds" in startup:
             steps.setdefault("leader", startup["leader_seconds"])
         if "spans" in startup and "sync" not in steps:
@@ -168,6 +207,10 @@ def koord_breakdown(log_lines: Sequence[str]) -> dict[str, float]:
             if startup.get("since_process_start") is not None:
                 steps["ready after start"] = startup["since_process_start"]
     return steps
+
+
+def _log_time(record: dict[str, Any]) -> float:
+    return datetime.fromisoformat(str(record["time"]).replace("Z", "+00:00")).timestamp()
 
 
 async def _missing(api: Api, path: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -191,17 +234,27 @@ def _backlog(opts: StartupOptions, nodes: Sequence[str]) -> tuple[list[dict[str,
     return pending, bound
 
 
-async def _measure(component: LocalComponent, scheduler: str, ready_url: str, within: float) -> StartupResult:
+def _spent(before: float | None, after: float | None) -> float | None:
+    return None if before is None or after is None else round(after - before, 2)
+
+
+async def _measure(
+    component: LocalComponent, scheduler: str, ready_url: str, within: float, apiserver: int | None
+) -> StartupResult:
     result = StartupResult(scheduler=scheduler, log=str(component.log_file))
     component.log_file.unlink(missing_ok=True)
+    apiserver_before = cpu_seconds(apiserver) if apiserver is not None else None
     started = time.monotonic()
     component.start()
     pid = component.pid()
     try:
         ready_at = await wait_ready(component, ready_url, within)
         result.ready_seconds = round(ready_at - started, 2)
+        if apiserver is not None:
+            result.apiserver_cpu_seconds = _spent(apiserver_before, cpu_seconds(apiserver))
         if pid is not None:
             result.peak_rss_mib = peak_rss_mib(pid)
+            result.cpu_seconds = cpu_seconds(pid)
     except BenchError as exc:
         result.error = str(exc)
     finally:
@@ -238,29 +291,31 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
         config_text = scheduler_config(opts.throughput(), cp.kubeconfig, PROFILE)
         with phase(report.phases, "compile bytecode"):
             compile_bytecode(repo_root())
-        with phase(report.phases, f"settle before {KOORD}"):
-            # Each scheduler lists from an API server done with the creation and the other's list.
-            await settle(cluster_pids(cp))
-        with phase(report.phases, KOORD):
-            config = cp.state_dir / "koord-scheduler-startup.yaml"
-            config.write_text(config_text)
-            port = free_port()
-            component = koord_scheduler(
-                cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
-            )
-            koord = await _measure(component, KOORD, f"http://127.0.0.1:{port}/readyz", opts.ready_timeout)
-            koord.breakdown = koord_breakdown(_lines(component.log_file))
-            report.results.append(koord)
-        if not opts.skip_upstream:
-            with phase(report.phases, f"settle before {KUBE}"):
+        schedulers = [KOORD] if opts.skip_upstream else _order(opts.first)
+        report.order = schedulers
+        for scheduler in schedulers:
+            with phase(report.phases, f"settle before {scheduler}"):
+                # Each scheduler lists from an API server done with the creation and the other's list.
                 await settle(cluster_pids(cp))
-            with phase(report.phases, KUBE):
-                config = cp.state_dir / "kube-scheduler-startup.yaml"
-                config.write_text(config_text)
+            apiserver = cluster_pids(cp).get("kube-apiserver")
+            with phase(report.phases, scheduler):
                 port = free_port()
-                component = kube_scheduler(cp, config, port)
-                url = f"https://127.0.0.1:{port}/readyz"
-                report.results.append(await _measure(component, KUBE, url, opts.ready_timeout))
+                if scheduler == KOORD:
+                    config = cp.state_dir / "koord-scheduler-startup.yaml"
+                    config.write_text(config_text)
+                    component = koord_scheduler(
+                        cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
+                    )
+                    url = f"http://127.0.0.1:{port}/readyz"
+                else:
+                    config = cp.state_dir / "kube-scheduler-startup.yaml"
+                    config.write_text(config_text)
+                    component = kube_scheduler(cp, config, port)
+                    url = f"https://127.0.0.1:{port}/readyz"
+                result = await _measure(component, scheduler, url, opts.ready_timeout, apiserver)
+                if scheduler == KOORD:
+                    result.breakdown = koord_breakdown(_lines(component.log_file))
+                report.results.append(result)
     except (Exception, asyncio.CancelledError) as exc:
         report.errors.append(f"{type(exc).__name__}: {exc}")
         log_progress(f"failed: {type(exc).__name__}: {exc}")
@@ -268,6 +323,13 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
         await stop_cluster(cp, api, phases=report.phases, keep=opts.keep or opts.reuse)
     report.errors.extend(f"{r.scheduler}: {r.error}" for r in report.results if r.error)
     return report
+
+
+def _order(first: str) -> list[str]:
+    """Both schedulers, ``first`` first (``random``: a coin for this run)."""
+    if first == "random":
+        first = random.choice(("koord", "kube"))
+    return [KOORD, KUBE] if first == "koord" else [KUBE, KOORD]
 
 
 def _lines(path: Path) -> list[str]:
@@ -286,11 +348,13 @@ def render(report: StartupReport, output: str = "table") -> str:
         return report.model_dump_json(indent=2)
     opts = report.options
     one, five, fifteen = report.load_average
-    lines = [f"start-up at {opts.size}; load average {one:.2f} {five:.2f} {fifteen:.2f} at the start", ""]
-    lines.append(f"{'SCHEDULER':<16}{'READY':>12}{'PEAK RSS':>14}")
+    lines = [f"start-up at {opts.size}; load average {one:.2f} {five:.2f} {fifteen:.2f} at the start"]
+    lines += [f"order: {', '.join(report.order)}", ""]
+    lines.append(f"{'SCHEDULER':<16}{'READY':>12}{'PEAK RSS':>14}{'CPU':>10}{'APISERVER CPU':>16}")
     for r in report.results:
         lines.append(
             f"{r.scheduler:<16}{_value(r.ready_seconds, 's'):>12}{_value(r.peak_rss_mib, 'MiB'):>14}"
+            f"{_value(r.cpu_seconds, 's'):>10}{_value(r.apiserver_cpu_seconds, 's'):>16}"
         )
     koord, kube = report.result(KOORD), report.result(KUBE)
     if koord and kube and koord.ready_seconds and kube.ready_seconds:
@@ -329,6 +393,12 @@ def parse_args(argv: list[str] | None) -> tuple[StartupOptions, str]:
         action="store_true",
         help="measure on the running cluster --cluster-name (left by --keep); it stays running",
     )
+    parser.add_argument(
+        "--first",
+        choices=FIRST_CHOICES,
+        default="koord",
+        help="which scheduler runs first (random: a coin per run)",
+    )
     parser.add_argument("-o", "--output", choices=["table", "json"], default="table")
     args = parser.parse_args(argv)
     opts = StartupOptions(
@@ -342,6 +412,7 @@ def parse_args(argv: list[str] | None) -> tuple[StartupOptions, str]:
         skip_upstream=args.skip_upstream,
         keep=args.keep,
         reuse=args.reuse,
+        first=args.first,
     )
     return opts, args.output
 

@@ -42,12 +42,17 @@ class PartSharing:
     def share(self, pod: Pod) -> Pod:
         """``pod`` with its parts replaced by equal ones already seen (in place); returns it."""
         for owner, names in ((pod.spec, SHARED_SPEC_PARTS), (pod.metadata, _META_PARTS)):
+            # The fields read and written in the model's __dict__ as pydantic's own __setattr__
+            # does without validate_assignment, less its per-call dispatch (a fifth of sharing a
+            # pod, which is done for every pod listed).
+            fields = owner.__dict__
             for name in names:
-                value = getattr(owner, name)
+                value = fields[name]
                 if value:
                     shared = self._one(name, value)
                     if shared is not value:
-                        setattr(owner, name, shared)
+                        fields[name] = shared
+                        owner.__pydantic_fields_set__.add(name)
         return pod
 
     def _one(self, name: str, value: Any) -> Any:

@@ -36,6 +36,10 @@ def test_replicas_share_their_parts_and_keep_their_own_names() -> None:
     assert a.metadata.labels is b.metadata.labels
     assert (a.metadata.name, b.metadata.name) == ("a", "b")
     assert (a.spec.node_name, b.spec.node_name) == ("node-a", "node-b")
+    fresh = replica("b")
+    assert b == fresh
+    assert b.spec.model_fields_set == fresh.spec.model_fields_set
+    assert b.metadata.model_fields_set == fresh.metadata.model_fields_set
 
 
 def test_different_parts_are_not_shared() -> None:

@@ -6,6 +6,7 @@ falls back to the paginated list at once; a relist stays paginated."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -170,3 +171,51 @@ async def test_a_relist_after_410_is_paginated(streaming: tuple[FakeApiServer, K
     assert [q.get("resourceVersion") for q in fake.list_queries] == ["0", None]
     assert fake.list_queries[1]["limit"] == "5"
     assert backend.stats.relists == 1
+
+
+async def asked(fake: FakeApiServer, count: int) -> None:
+    """Until the fake has been asked for ``count`` lists."""
+    async with asyncio.timeout(5):
+        while len(fake.list_queries) < count:  # noqa: ASYNC110 (the fake records, it signals nothing)
+            await asyncio.sleep(0.01)
+
+
+async def test_a_list_asked_for_ahead_is_the_one_the_first_watch_reads(
+    streaming: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, backend = streaming
+    fake.lists = [Body(wire(page(PODS_LISTED, 200)), chunk=7)]
+    fake.watches = [Watch([line("ADDED", raw_pod("late", 201))], end="hang")]
+    backend.ask_first_list(PODS)
+    await asked(fake, 1)  # before anyone watches
+    events = await until_watching(backend.watch(PODS))
+    replaced = [e for e in events if e.type is EventType.REPLACED]
+    assert [p.metadata.name for p in replaced[0].objects] == [p["metadata"]["name"] for p in PODS_LISTED]
+    assert fake.list_queries == [{"resourceVersion": "0"}]  # that one request, not another
+    assert fake.watch_queries[0]["resourceVersion"] == "200"
+
+
+async def test_a_list_asked_for_ahead_and_refused_falls_back_to_the_paginated_list(
+    streaming: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, backend = streaming
+    fake.lists = [REFUSED, (200, page(PODS_LISTED, 300))]
+    fake.watches = [Watch([line("ADDED", raw_pod("late", 301))], end="hang")]
+    backend.ask_first_list(PODS)
+    await asked(fake, 1)
+    events = await until_watching(backend.watch(PODS))
+    replaced = [e for e in events if e.type is EventType.REPLACED]
+    assert [p.metadata.name for p in replaced[0].objects] == [p["metadata"]["name"] for p in PODS_LISTED]
+    assert [q.get("resourceVersion") for q in fake.list_queries] == ["0", None]
+
+
+async def test_a_list_asked_for_ahead_and_never_watched_is_closed_with_the_backend(
+    streaming: tuple[FakeApiServer, KubernetesBackend],
+) -> None:
+    fake, backend = streaming
+    fake.lists = [Body(wire(page(PODS_LISTED, 200)), chunk=7)]
+    backend.ask_first_list(PODS)
+    await asked(fake, 1)
+    await asyncio.sleep(0.05)  # the response's head has come
+    await backend.close()
+    assert backend.closed
