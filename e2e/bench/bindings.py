@@ -17,7 +17,7 @@ from apis.client.backend import BackendError
 from e2e.bench.harness import BenchError, log_progress
 from e2e.bench.kube_api import Api
 
-__all__ = ["BindWatcher", "sustained_rate"]
+__all__ = ["BindWatcher", "binding_profile", "sustained_rate"]
 
 
 class BindWatcher:
@@ -117,3 +117,14 @@ def sustained_rate(times: Sequence[float]) -> float | None:
     lo, hi = int(n * 0.1), math.ceil(n * 0.9) - 1
     span = ordered[hi] - ordered[lo]
     return (hi - lo) / span if span > 0 else None
+
+
+def binding_profile(times: Sequence[float], start: float, step: float = 0.5) -> list[int]:
+    """Bindings in each ``step`` seconds from ``start`` to the last binding: where a run's rate
+    ramps up, holds and tails off (a binding before ``start`` counts in the first slot)."""
+    if not times:
+        return []
+    slots = [0] * (int((max(times) - start) // step) + 1)
+    for at in times:
+        slots[max(0, int((at - start) // step))] += 1
+    return slots

@@ -99,6 +99,8 @@ class RunResult:
     """The scheduler process's peak resident memory (``VmHWM``) when its run ended."""
     first_binding_seconds: float | None = None
     """Start of the clock to the first binding (koord-scheduler cycles its whole backlog first)."""
+    profile: list[int] = field(default_factory=list)
+    """Bindings per 0.5 s from the start of the clock to the last binding (``bindings.binding_profile``)."""
     log: str = ""
     error: str = ""
 

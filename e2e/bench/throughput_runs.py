@@ -14,7 +14,7 @@ from apis.client.backend import RESERVATIONS
 from apis.core import Pod
 from apis.quantity import Quantity
 from apis.scheduling.reservation import Reservation
-from e2e.bench.bindings import BindWatcher, sustained_rate
+from e2e.bench.bindings import BindWatcher, binding_profile, sustained_rate
 from e2e.bench.harness import BenchError, log_progress, phase
 from e2e.bench.kube_api import Api, create_all, create_namespace
 from e2e.bench.kwok_cluster import start_cluster, stop_cluster
@@ -118,6 +118,7 @@ async def measure_scheduler(
             result.pods_per_second = round(result.bound / max(max(times) - clock, 1e-9), 1)
             sustained = sustained_rate(times)
             result.sustained_pods_per_second = None if sustained is None else round(sustained, 1)
+            result.profile = binding_profile(times, clock)
         if metrics_url is not None:
             await save_metrics(metrics_url, cp.state_dir / f"{component.name}-metrics.txt")
     finally:
