@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.card_states import CardStates, states_of
+from scheduler.plugins.device_share.card_states import CardStates
 from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
@@ -78,9 +78,7 @@ class ShapeSumsMemo:
 
     def _fresh(self, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        self._states = CardStates(
-            states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64)))
-        )
+        self._states = CardStates(table.states(range(table.rows_in_use)))
         one_of_each, each = self._states.one_of_each()
         cards = table.cards_at_width(one_of_each)
         self._shapes, self._column = shapes, {s: k for k, s in enumerate(shapes)}
@@ -92,9 +90,7 @@ class ShapeSumsMemo:
 
     def _refresh(self, rows: list[int]) -> None:
         table = self.store.cards()
-        new, to, of = self._states.move(
-            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
-        )
+        new, to, of = self._states.move(rows, table.states(rows))
         if new:
             at = np.asarray(new, dtype=np.int64)
             cards = table.cards_at_width(at)

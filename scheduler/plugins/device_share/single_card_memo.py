@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.card_states import CardStates, states_of
+from scheduler.plugins.device_share.card_states import CardStates
 from scheduler.plugins.device_share.columns import column_index, columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
@@ -179,7 +179,7 @@ class SingleCardMemo:
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        states = CardStates(states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))))
+        states = CardStates(table.states(range(table.rows_in_use)))
         card_side = _shape_only(shapes)
         one_of_each, each = states.one_of_each()
         cards = table.cards_at_width(one_of_each)
@@ -200,9 +200,7 @@ class SingleCardMemo:
 
     def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
         table = self.store.cards()
-        new, to, of = kept.states.move(
-            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
-        )
+        new, to, of = kept.states.move(rows, table.states(rows))
         p = kept.parts
         if new:
             at = np.asarray(new, dtype=np.int64)
