@@ -23,7 +23,7 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.card_states import CardStates
-from scheduler.plugins.device_share.columns import column_index, columns
+from scheduler.plugins.device_share.columns import column_index, rows_columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardPicks,
@@ -105,16 +105,16 @@ class SingleCardMemo:
         kept = self._brought_up_to_date(request, shapes)
         at = self._at(kept, shapes)
         p = kept.parts
-        # The rows' blocks are gathered, then the columns (a 3-D fancy index of rows x cards x
-        # shapes costs ~20x more).
+        # The rows are gathered with slices of the cards and columns (a 3-D fancy index of rows x
+        # cards x shapes costs ~20x more).
         return SingleCardParts(
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            columns(p.holds[rows], at),
-            columns(p.stranded[rows], at),
-            columns(p.holds_c[rows, :width], at),
-            columns(p.stranded_c[rows, :width], at),
+            rows_columns(p.holds, rows, at),
+            rows_columns(p.stranded, rows, at),
+            rows_columns(p.holds_c, rows, at, width),
+            rows_columns(p.stranded_c, rows, at, width),
         )
 
     def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
@@ -140,11 +140,11 @@ class SingleCardMemo:
             width,
             np.take(p.free.reshape(-1), picked),
             np.take(p.free_after.reshape(-1), picked),
-            columns(np.take(p.holds_c.reshape(-1, shapes_kept), picked, axis=0), at),
-            columns(np.take(p.stranded_c.reshape(-1, shapes_kept), picked, axis=0), at),
+            rows_columns(p.holds_c.reshape(-1, shapes_kept), picked, at),
+            rows_columns(p.stranded_c.reshape(-1, shapes_kept), picked, at),
             p.free[rows, :width],
-            columns(p.holds[rows], at),
-            columns(p.stranded[rows], at),
+            rows_columns(p.holds, rows, at),
+            rows_columns(p.stranded, rows, at),
         )
 
     @staticmethod
