@@ -30,6 +30,7 @@ from scheduler.plugins.device_share.request import GPURequest
 __all__ = [
     "CardPicks",
     "CardRows",
+    "CardTerms",
     "Cards",
     "Shapes",
     "SingleCardParts",
@@ -51,6 +52,8 @@ __all__ = [
     "single_card_combine",
     "single_card_deltas",
     "single_card_parts",
+    "single_card_sums",
+    "single_card_terms",
 ]
 
 Int64Array = npt.NDArray[np.int64]
@@ -338,7 +341,30 @@ class SingleCardParts:
     """(N, C, K): ``stranded`` with the request on card c."""
 
 
-def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+@dataclass(frozen=True, slots=True)
+class CardTerms:
+    """What each card brings to a one-card request's ``SingleCardParts``, from its own capacity
+    and use alone (``single_card_terms``): (N, C) and (N, C, K), summed over a node's cards by
+    ``single_card_sums``. Cards alike in capacity and use have the same terms."""
+
+    ok: BoolArray
+    """(N, C): the request fits card c."""
+    free: FloatArray
+    """(N, C): the card's free share now."""
+    free_after: FloatArray
+    """(N, C): its free share with the request on it."""
+    fit: BoolArray
+    """(N, C, K): the card fits each shape now."""
+    fit_after: BoolArray
+    """(N, C, K): it fits each shape with the request on it."""
+    held: FloatArray
+    """(N, C, K): its free share where it does not fit the shape now (0 where it does)."""
+    held_after: FloatArray
+    """(N, C, K): the same with the request on it."""
+
+
+def single_card_terms(cards: Cards, request: GPURequest, shapes: Shapes) -> CardTerms:
+    """``CardTerms`` of ``cards`` for ``request`` and ``shapes``' card-side needs, card by card."""
     want, ok = _single_card_want(cards, request)
     # Each card as it is and with the request on it, side by side (2, N, C, ...): the same
     # arithmetic element by element in half the numpy calls (a few nodes are brought up to date
@@ -347,10 +373,24 @@ def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> Sing
     free, free_after = free_share(cards.capacity, used, cards.valid)  # (N, C): card c after the move
     shape_want = _shared_want(cards.capacity, shapes)
     fit, fit_after = _fits(cards.capacity, used, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting, stranded = fit.sum(axis=-2), _over_cards(free[..., None] * ~fit)  # (N, K)
-    holds_c = fitting[:, None, :] - fit + fit_after >= shapes.count
-    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
-    return SingleCardParts(ok, free, free_after, fitting >= shapes.count, stranded, holds_c, stranded_c)
+    return CardTerms(
+        ok, free, free_after, fit, fit_after, free[..., None] * ~fit, free_after[..., None] * ~fit_after
+    )
+
+
+def single_card_sums(terms: CardTerms, shapes: Shapes) -> SingleCardParts:
+    """``SingleCardParts`` of nodes from their cards' ``terms``, summed over each node's cards in
+    card order."""
+    fitting, stranded = terms.fit.sum(axis=-2), _over_cards(terms.held)  # (N, K)
+    holds_c = fitting[:, None, :] - terms.fit + terms.fit_after >= shapes.count
+    stranded_c = stranded[:, None, :] - terms.held + terms.held_after
+    return SingleCardParts(
+        terms.ok, terms.free, terms.free_after, fitting >= shapes.count, stranded, holds_c, stranded_c
+    )
+
+
+def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+    return single_card_sums(single_card_terms(cards, request, shapes), shapes)
 
 
 def single_card_combine(

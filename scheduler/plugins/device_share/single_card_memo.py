@@ -23,6 +23,7 @@ import numpy as np
 
 from scheduler.cache.node_table import IntArray
 from scheduler.plugins.device_share.card_states import CardStates
+from scheduler.plugins.device_share.card_terms import KeptTerms
 from scheduler.plugins.device_share.columns import column_index, rows_columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
@@ -32,6 +33,7 @@ from scheduler.plugins.device_share.fragmentation import (
     SingleCardParts,
     shapes_of,
     single_card_parts,
+    single_card_sums,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.store import DeviceStore
@@ -61,6 +63,9 @@ class _Kept:
     cards apart are both rated, which changes no node's best)."""
     states: CardStates
     """The rows' cards as their parts were computed."""
+    terms: KeptTerms
+    """The cards' terms per card state, for ``card_side``: the rows brought up to date in a state
+    of their own are put together from them."""
 
     @property
     def nbytes(self) -> int:
@@ -193,6 +198,7 @@ class SingleCardMemo:
             card_side,
             _first_of_kind(cards, alike.ok)[each],
             states,
+            KeptTerms(request, card_side),
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
@@ -205,7 +211,7 @@ class SingleCardMemo:
         if new:
             at = np.asarray(new, dtype=np.int64)
             cards = table.cards_at_width(at)
-            fresh = single_card_parts(cards, request, kept.card_side)
+            fresh = single_card_sums(kept.terms.of(cards), kept.card_side)
             for name in SingleCardParts.__slots__:
                 getattr(p, name)[at] = getattr(fresh, name)
             kept.first[at] = _first_of_kind(cards, fresh.ok)
@@ -232,6 +238,7 @@ class SingleCardMemo:
             kept.column[s] = len(kept.shapes)
             kept.shapes.append(s)
         kept.card_side = _shape_only(kept.shapes)
+        kept.terms = KeptTerms(request, kept.card_side)
 
     def _within_budget(self) -> None:
         total = sum(k.nbytes for k in self._kept.values())
