@@ -1,45 +1,54 @@
-"""A one-card request's ``fragmentation.CardTerms`` kept per state of a card (capacity, use, and
-whether it is real), for bringing the kept one-card parts of changed nodes up to date
-(``single_card_memo``).
+"""What each card brings to the Fragmentation strategy's kept per-node arrays, kept per state of
+a card (capacity, use, and whether it is real), for bringing the rows of changed nodes up to date
+(``single_card_memo``: a one-card request's ``fragmentation.CardTerms``; ``shape_sums_memo``: the
+shapes' ``fragmentation.ShapeTerms``).
 
-A node's parts follow from its cards' terms, each from that card alone. A cluster's cards are in
+A node's entries follow from its cards' terms, each from that card alone. A cluster's cards are in
 few states (idle, or holding the shares of the common shapes) while its nodes' cards together are
 in many: most nodes brought up to date are in a state no kept node is in, where most of their
 cards are in a state some card was in. Terms are gathered per card and summed over each node's
-cards as ``single_card_parts`` sums them (``fragmentation.single_card_sums``), to the same bits:
-every term is computed element by element from its own card.
+cards as computing them afresh sums them (``fragmentation.single_card_sums``, ``shape_sums``), to
+the same bits: every term is computed element by element from its own card.
 """
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.fragmentation import Cards, CardTerms, Shapes, single_card_terms
+from scheduler.plugins.device_share.fragmentation import (
+    Cards,
+    CardTerms,
+    Shapes,
+    ShapeTerms,
+    shape_terms,
+    single_card_terms,
+)
 from scheduler.plugins.device_share.request import GPURequest
 
-__all__ = ["MAX_CARD_STATES", "KeptTerms"]
+__all__ = ["MAX_CARD_STATES", "CardIndex", "KeptShapeTerms", "KeptTerms"]
 
 MAX_CARD_STATES = 1 << 16
 """Beyond this, the kept states are dropped and kept afresh."""
 
 
-class KeptTerms:
-    def __init__(self, request: GPURequest, shapes: Shapes) -> None:
-        self.request = request
-        self.shapes = shapes
-        """The shapes' card-side needs (weights do not enter the terms)."""
+class CardIndex:
+    """Card states -> their places among the kept terms, in the order first seen."""
+
+    def __init__(self) -> None:
         self._index: dict[bytes, int] = {}
-        """A card's capacity, use and whether it is real, as bytes -> its place in ``_terms``."""
-        self._terms = self._computed(np.zeros((0, 7), dtype=np.int64))
 
-    def of(self, cards: Cards) -> CardTerms:
-        """``single_card_terms`` of ``cards``."""
-        ids = self._ids(cards)
-        kept = self._terms
-        return CardTerms(*(getattr(kept, name)[ids] for name in CardTerms.__slots__))
+    def __len__(self) -> int:
+        return len(self._index)
 
-    def _ids(self, cards: Cards) -> IntArray:
+    def clear(self) -> None:
+        self._index.clear()
+
+    def ids(self, cards: Cards) -> tuple[IntArray, Cards]:
+        """(N, C): each card's place, and the cards of the states new to the index (one card per
+        node, in the order of their places) whose terms are to be kept next."""
         count, width = cards.shape
         packed = np.concatenate(
             [
@@ -49,31 +58,19 @@ class KeptTerms:
             ],
             axis=1,
         )
-        keys: list[bytes] = (
-            packed.view(np.dtype((np.void, packed.shape[1] * packed.itemsize))).ravel().tolist()
+        # Each card's seven numbers as one bytes object (numpy's void scalars list as bytes).
+        keys = cast(
+            list[bytes], packed.view(np.dtype((np.void, packed.shape[1] * packed.itemsize))).ravel().tolist()
         )
         index = self._index
-        if any(key not in index for key in keys):
-            if len(index) > MAX_CARD_STATES:
-                index.clear()
-                self._terms = self._computed(packed[:0])
-            place = {key: i for i, key in enumerate(keys) if key not in index}
-            more, kept = self._computed(packed[list(place.values())]), self._terms
-            self._terms = CardTerms(
-                *(np.concatenate([getattr(kept, name), getattr(more, name)]) for name in CardTerms.__slots__)
-            )
-            for key in place:
-                index[key] = len(index)
+        place = {key: i for i, key in enumerate(keys) if key not in index}
+        for key in place:
+            index[key] = len(index)
         ids: IntArray = np.fromiter((index[key] for key in keys), np.int64, len(keys)).reshape(count, width)
-        return ids
-
-    def _computed(self, packed: IntArray) -> CardTerms:
-        """The terms of ``packed`` cards (as ``_ids`` packs them), one per card."""
-        terms = single_card_terms(_cards(packed), self.request, self.shapes)
-        return CardTerms(*(getattr(terms, name)[:, 0] for name in CardTerms.__slots__))
+        return ids, one_card_nodes(packed[list(place.values())])
 
 
-def _cards(packed: IntArray) -> Cards:
+def one_card_nodes(packed: IntArray) -> Cards:
     """Each card of ``packed`` (capacity, use and whether it is real) as a node of its own."""
     count = packed.shape[0]
     return Cards(
@@ -82,3 +79,61 @@ def _cards(packed: IntArray) -> Cards:
         packed[:, None, 6].astype(np.bool_),
         np.zeros((count, 1), dtype=np.int64),
     )
+
+
+_NO_CARDS = one_card_nodes(np.zeros((0, 7), dtype=np.int64))
+
+
+class KeptTerms:
+    """A one-card request's ``CardTerms`` per card state, for the shapes' card-side needs."""
+
+    def __init__(self, request: GPURequest, shapes: Shapes) -> None:
+        self.request = request
+        self.shapes = shapes
+        self._index = CardIndex()
+        self._terms = self._computed(_NO_CARDS)
+
+    def of(self, cards: Cards) -> CardTerms:
+        """``single_card_terms`` of ``cards``."""
+        if len(self._index) > MAX_CARD_STATES:
+            self._index.clear()
+            self._terms = self._computed(_NO_CARDS)
+        ids, new = self._index.ids(cards)
+        if new.valid.size:
+            kept, more = self._terms, self._computed(new)
+            self._terms = CardTerms(
+                *(np.concatenate([getattr(kept, name), getattr(more, name)]) for name in CardTerms.__slots__)
+            )
+        kept = self._terms
+        return CardTerms(*(getattr(kept, name)[ids] for name in CardTerms.__slots__))
+
+    def _computed(self, cards: Cards) -> CardTerms:
+        terms = single_card_terms(cards, self.request, self.shapes)
+        return CardTerms(*(getattr(terms, name)[:, 0] for name in CardTerms.__slots__))
+
+
+class KeptShapeTerms:
+    """The shapes' ``ShapeTerms`` per card state."""
+
+    def __init__(self, shapes: Shapes) -> None:
+        self.shapes = shapes
+        self._index = CardIndex()
+        self._terms = self._computed(_NO_CARDS)
+
+    def of(self, cards: Cards) -> ShapeTerms:
+        """``shape_terms`` of ``cards``."""
+        if len(self._index) > MAX_CARD_STATES:
+            self._index.clear()
+            self._terms = self._computed(_NO_CARDS)
+        ids, new = self._index.ids(cards)
+        if new.valid.size:
+            kept, more = self._terms, self._computed(new)
+            self._terms = ShapeTerms(
+                *(np.concatenate([getattr(kept, name), getattr(more, name)]) for name in ShapeTerms.__slots__)
+            )
+        kept = self._terms
+        return ShapeTerms(*(getattr(kept, name)[ids] for name in ShapeTerms.__slots__))
+
+    def _computed(self, cards: Cards) -> ShapeTerms:
+        terms = shape_terms(cards.capacity, cards.used, cards.valid, self.shapes)
+        return ShapeTerms(*(getattr(terms, name)[:, 0] for name in ShapeTerms.__slots__))

@@ -32,6 +32,7 @@ __all__ = [
     "CardRows",
     "CardTerms",
     "Cards",
+    "ShapeTerms",
     "Shapes",
     "SingleCardParts",
     "cards_of",
@@ -47,6 +48,8 @@ __all__ = [
     "rows_alike",
     "shape_hosts",
     "shape_sums",
+    "shape_terms",
+    "shape_terms_sums",
     "shapes_of",
     "single_card_best",
     "single_card_combine",
@@ -291,14 +294,37 @@ def fragmentation(
     return _combine(fitting >= shapes.count, stranded, total, shapes, host_fits(host_free, shapes))
 
 
+@dataclass(frozen=True, slots=True)
+class ShapeTerms:
+    """What each card brings to ``shape_sums``, from its own capacity and use alone."""
+
+    free: FloatArray
+    """(..., C): the card's free share."""
+    fit: BoolArray
+    """(..., C, K): the card fits each shape."""
+    held: FloatArray
+    """(..., C, K): its free share where it does not fit the shape (0 where it does)."""
+
+
+def shape_terms(capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes) -> ShapeTerms:
+    """``ShapeTerms`` of the cards, card by card."""
+    free = free_share(capacity, used, valid)  # (..., C)
+    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
+    return ShapeTerms(free, fit, free[..., None] * ~fit)
+
+
 def shape_sums(
     capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes
 ) -> tuple[Int64Array, FloatArray, FloatArray]:
     """(..., K) the cards that fit each shape, (..., K) the free share of those that do not, and
     (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
-    free = free_share(capacity, used, valid)  # (..., C)
-    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
-    return fit.sum(axis=-2), _over_cards(free[..., None] * ~fit), free.sum(axis=-1)
+    return shape_terms_sums(shape_terms(capacity, used, valid, shapes))
+
+
+def shape_terms_sums(terms: ShapeTerms) -> tuple[Int64Array, FloatArray, FloatArray]:
+    """``shape_sums`` of nodes from their cards' ``terms``, summed over each node's cards in card
+    order."""
+    return terms.fit.sum(axis=-2), _over_cards(terms.held), terms.free.sum(axis=-1)
 
 
 @functools.lru_cache(maxsize=256)

@@ -11,7 +11,8 @@ arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped leas
 beyond ``BUDGET_BYTES``.
 
 A node's parts follow from the state of its cards alone (``card_states``): they are computed once
-per state, and a node brought up to date in a state another node is kept in is copied from it.
+per state, and a node brought up to date in a state another node is kept in is copied from it; one
+in a state of its own is summed from its cards' terms, kept per card state (``card_terms``).
 """
 
 from __future__ import annotations

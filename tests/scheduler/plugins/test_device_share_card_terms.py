@@ -1,6 +1,7 @@
-"""The one-card terms kept per card state (``card_terms.KeptTerms``) are those computed afresh for
-the cards asked, to the bit, however the states asked before were kept (and dropped beyond the
-most kept); and parts put together from them are ``single_card_parts`` of the cards."""
+"""The terms kept per card state (``card_terms``: a one-card request's, the shapes') are those
+computed afresh for the cards asked, to the bit, however the states asked before were kept (and
+dropped beyond the most kept); and what is summed from them is what is computed afresh
+(``single_card_parts``, ``shape_sums``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from hypothesis import strategies as st
 
 from scheduler.plugins.device_share import card_terms
 from scheduler.plugins.device_share.card_table import CardTable
-from scheduler.plugins.device_share.card_terms import KeptTerms
+from scheduler.plugins.device_share.card_terms import KeptShapeTerms, KeptTerms
 from scheduler.plugins.device_share.fragmentation import (
     CardTerms,
+    ShapeTerms,
     SingleCardParts,
+    shape_sums,
+    shape_terms,
+    shape_terms_sums,
     shapes_of,
     single_card_parts,
     single_card_sums,
@@ -38,6 +43,7 @@ def test_kept_terms_are_the_terms_afresh(seed: int, most: int) -> None:
     shapes = shapes_of(dict.fromkeys(rng.sample(REQUESTS, rng.randint(1, len(REQUESTS))), 1.0))
     with unittest.mock.patch.object(card_terms, "MAX_CARD_STATES", most):
         kept = KeptTerms(request, shapes)
+        kept_shapes = KeptShapeTerms(shapes)
         for _ in range(6):
             rows = np.asarray(rng.choices(range(table.rows_in_use), k=rng.randint(1, 6)), dtype=np.int64)
             cards = table.cards_at_width(rows)
@@ -50,3 +56,14 @@ def test_kept_terms_are_the_terms_afresh(seed: int, most: int) -> None:
             afresh = single_card_parts(cards, request, shapes)
             for name in SingleCardParts.__slots__:
                 assert getattr(parts, name).tobytes() == getattr(afresh, name).tobytes(), name
+            got_shapes = kept_shapes.of(cards)
+            expected_shapes = shape_terms(cards.capacity, cards.used, cards.valid, shapes)
+            for name in ShapeTerms.__slots__:
+                a, b = getattr(got_shapes, name), getattr(expected_shapes, name)
+                assert (a.shape, a.dtype) == (b.shape, b.dtype), name
+                assert a.tobytes() == b.tobytes(), name
+            sums = shape_terms_sums(got_shapes)
+            for summed, computed in zip(
+                sums, shape_sums(cards.capacity, cards.used, cards.valid, shapes), strict=True
+            ):
+                assert summed.tobytes() == computed.tobytes()
