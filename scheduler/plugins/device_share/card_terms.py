@@ -39,12 +39,21 @@ class CardIndex:
 
     def __init__(self) -> None:
         self._index: dict[bytes, int] = {}
+        self._packed: list[IntArray] = []
+        """The cards of the states kept, as ``ids`` packs them, a batch per call that met some."""
 
     def __len__(self) -> int:
         return len(self._index)
 
     def clear(self) -> None:
         self._index.clear()
+        self._packed.clear()
+
+    def cards(self) -> Cards:
+        """A card of each state kept, in the order of their places (one card per node)."""
+        return one_card_nodes(
+            np.concatenate(self._packed) if self._packed else np.zeros((0, 7), dtype=np.int64)
+        )
 
     def ids(self, cards: Cards) -> tuple[IntArray, Cards]:
         """(N, C): each card's place, and the cards of the states new to the index (one card per
@@ -66,8 +75,11 @@ class CardIndex:
         place = {key: i for i, key in enumerate(keys) if key not in index}
         for key in place:
             index[key] = len(index)
+        new = packed[list(place.values())]
+        if place:
+            self._packed.append(new)
         ids: IntArray = np.fromiter((index[key] for key in keys), np.int64, len(keys)).reshape(count, width)
-        return ids, one_card_nodes(packed[list(place.values())])
+        return ids, one_card_nodes(new)
 
 
 def one_card_nodes(packed: IntArray) -> Cards:
@@ -107,8 +119,25 @@ class KeptTerms:
         kept = self._terms
         return CardTerms(*(getattr(kept, name)[ids] for name in CardTerms.__slots__))
 
-    def _computed(self, cards: Cards) -> CardTerms:
-        terms = single_card_terms(cards, self.request, self.shapes)
+    def add_shapes(self, shapes: Shapes, more: Shapes) -> None:
+        """The kept shapes are now ``shapes``: those kept and then ``more`` (card-side needs). Each
+        shape's terms depend on that shape alone: only ``more``'s are computed, for every state
+        kept (a request's kept shapes grow with the mix: dropping the states would compute again
+        each one met)."""
+        extra, kept = self._computed(self._index.cards(), more), self._terms
+        self.shapes = shapes
+        self._terms = CardTerms(
+            kept.ok,
+            kept.free,
+            kept.free_after,
+            *(
+                np.concatenate([getattr(kept, name), getattr(extra, name)], axis=-1)
+                for name in ("fit", "fit_after", "held", "held_after")
+            ),
+        )
+
+    def _computed(self, cards: Cards, shapes: Shapes | None = None) -> CardTerms:
+        terms = single_card_terms(cards, self.request, self.shapes if shapes is None else shapes)
         return CardTerms(*(getattr(terms, name)[:, 0] for name in CardTerms.__slots__))
 
 

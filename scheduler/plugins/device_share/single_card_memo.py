@@ -239,7 +239,7 @@ class SingleCardMemo:
             kept.column[s] = len(kept.shapes)
             kept.shapes.append(s)
         kept.card_side = _shape_only(kept.shapes)
-        kept.terms = KeptTerms(request, kept.card_side)
+        kept.terms.add_shapes(kept.card_side, _shape_only(shapes))
 
     def _within_budget(self) -> None:
         total = sum(k.nbytes for k in self._kept.values())

@@ -1,7 +1,7 @@
 """The terms kept per card state (``card_terms``: a one-card request's, the shapes') are those
 computed afresh for the cards asked, to the bit, however the states asked before were kept (and
-dropped beyond the most kept); and what is summed from them is what is computed afresh
-(``single_card_parts``, ``shape_sums``)."""
+dropped beyond the most kept, or the kept shapes grew); and what is summed from them is what is
+computed afresh (``single_card_parts``, ``shape_sums``)."""
 
 from __future__ import annotations
 
@@ -40,11 +40,18 @@ def test_kept_terms_are_the_terms_afresh(seed: int, most: int) -> None:
         gpus, usage = random_node(rng)
         table.write(f"node-{i}", gpus, usage, device=True, partitions=False)
     request = rng.choice([r for r in REQUESTS if r.count == 1])
-    shapes = shapes_of(dict.fromkeys(rng.sample(REQUESTS, rng.randint(1, len(REQUESTS))), 1.0))
+    kinds = rng.sample(REQUESTS, rng.randint(1, len(REQUESTS)))
+    first = rng.randint(1, len(kinds))
+    shapes = shapes_of(dict.fromkeys(kinds[:first], 1.0))
     with unittest.mock.patch.object(card_terms, "MAX_CARD_STATES", most):
         kept = KeptTerms(request, shapes)
         kept_shapes = KeptShapeTerms(shapes)
-        for _ in range(6):
+        for step in range(6):
+            if step == 3 and first < len(kinds):
+                # The request's kept shapes grow: the states kept get the new shapes' terms.
+                shapes = shapes_of(dict.fromkeys(kinds, 1.0))
+                kept.add_shapes(shapes, shapes_of(dict.fromkeys(kinds[first:], 1.0)))
+                kept_shapes = KeptShapeTerms(shapes)
             rows = np.asarray(rng.choices(range(table.rows_in_use), k=rng.randint(1, 6)), dtype=np.int64)
             cards = table.cards_at_width(rows)
             got, expected = kept.of(cards), single_card_terms(cards, request, shapes)
