@@ -30,8 +30,9 @@ from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["MAX_CARD_STATES", "CardIndex", "KeptShapeTerms", "KeptTerms"]
 
-MAX_CARD_STATES = 1 << 16
-"""Beyond this, the kept states are dropped and kept afresh."""
+MAX_CARD_STATES = 4096
+"""Beyond this, the kept states are dropped and kept afresh (a request's terms take up to
+18 bytes per state and shape)."""
 
 
 class CardIndex:
@@ -104,6 +105,10 @@ class KeptTerms:
         self.shapes = shapes
         self._index = CardIndex()
         self._terms = self._computed(_NO_CARDS)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(self._terms, name).nbytes for name in CardTerms.__slots__)
 
     def of(self, cards: Cards) -> CardTerms:
         """``single_card_terms`` of ``cards``."""

@@ -71,8 +71,12 @@ class _Kept:
     @property
     def nbytes(self) -> int:
         p = self.parts
-        return self.first.nbytes + sum(
-            a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
+        return (
+            self.first.nbytes
+            + self.terms.nbytes
+            + sum(
+                a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
+            )
         )
 
 
