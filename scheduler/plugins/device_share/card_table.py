@@ -10,12 +10,13 @@ with one index array (``index``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.plugins.device_share.allocator import GPU, GPUUsage
+from scheduler.plugins.device_share.card_states import states_of
 from scheduler.plugins.device_share.fragmentation import Cards
 from scheduler.plugins.device_share.host_share import FloatArray, card_shares
 
@@ -49,6 +50,10 @@ class CardTable:
         self._index_names: list[str] | None = None
         self._index_key: tuple[int, int] = (-1, -1)
         self._index: IntArray = np.zeros(0, dtype=np.int64)
+        self._states: list[bytes] = [b""] * row_capacity
+        """Each row's ``card_states.states_of`` at the table's width, empty until asked since the
+        row was last written: every kept request's one-card parts and the kept shape sums bring
+        the same changed rows up to date."""
 
     @property
     def width(self) -> int:
@@ -75,6 +80,7 @@ class CardTable:
             row = self._new_row(name)
         if len(gpus) > self.width:
             self._grow(cards=max(len(gpus), 2 * self.width))
+        self._states[row] = b""
         self.capacity[row] = 0
         self.used[row] = 0
         self.valid[row] = False
@@ -120,6 +126,7 @@ class CardTable:
             setattr(self, attr, grown(old, (new_rows,), old.dtype.type(0)))
         if (new_rows, new_cards) != (old_rows, old_cards):
             self.layout += 1
+            self._states = [b""] * new_rows
 
     # ---- reading -----------------------------------------------------------------------------
 
@@ -151,6 +158,17 @@ class CardTable:
     def cards_at_width(self, rows: IntArray) -> Cards:
         """The cards of card ``rows``, padded to the table's width."""
         return Cards(self.capacity[rows], self.used[rows], self.valid[rows], self.minors[rows])
+
+    def states(self, rows: Iterable[int]) -> list[bytes]:
+        """``states_of`` the cards of card ``rows`` at the table's width."""
+        rows = list(rows)
+        kept = self._states
+        missing = [row for row in rows if not kept[row]]
+        if missing:
+            fresh = states_of(self.cards_at_width(np.asarray(missing, dtype=np.int64)))
+            for row, state in zip(missing, fresh, strict=True):
+                kept[row] = state
+        return [kept[row] for row in rows]
 
     def position(self, row: int, minor: int) -> int | None:
         """The column of card ``minor`` in ``row``."""

@@ -30,7 +30,9 @@ from scheduler.plugins.device_share.request import GPURequest
 __all__ = [
     "CardPicks",
     "CardRows",
+    "CardTerms",
     "Cards",
+    "ShapeTerms",
     "Shapes",
     "SingleCardParts",
     "cards_of",
@@ -46,11 +48,15 @@ __all__ = [
     "rows_alike",
     "shape_hosts",
     "shape_sums",
+    "shape_terms",
+    "shape_terms_sums",
     "shapes_of",
     "single_card_best",
     "single_card_combine",
     "single_card_deltas",
     "single_card_parts",
+    "single_card_sums",
+    "single_card_terms",
 ]
 
 Int64Array = npt.NDArray[np.int64]
@@ -288,14 +294,37 @@ def fragmentation(
     return _combine(fitting >= shapes.count, stranded, total, shapes, host_fits(host_free, shapes))
 
 
+@dataclass(frozen=True, slots=True)
+class ShapeTerms:
+    """What each card brings to ``shape_sums``, from its own capacity and use alone."""
+
+    free: FloatArray
+    """(..., C): the card's free share."""
+    fit: BoolArray
+    """(..., C, K): the card fits each shape."""
+    held: FloatArray
+    """(..., C, K): its free share where it does not fit the shape (0 where it does)."""
+
+
+def shape_terms(capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes) -> ShapeTerms:
+    """``ShapeTerms`` of the cards, card by card."""
+    free = free_share(capacity, used, valid)  # (..., C)
+    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
+    return ShapeTerms(free, fit, free[..., None] * ~fit)
+
+
 def shape_sums(
     capacity: Int64Array, used: Int64Array, valid: BoolArray, shapes: Shapes
 ) -> tuple[Int64Array, FloatArray, FloatArray]:
     """(..., K) the cards that fit each shape, (..., K) the free share of those that do not, and
     (...) the free share of all: what ``fragmentation`` mixes, before the nodes' cpu and memory."""
-    free = free_share(capacity, used, valid)  # (..., C)
-    fit = _fits(capacity, used, valid, shapes)  # (..., C, K)
-    return fit.sum(axis=-2), _over_cards(free[..., None] * ~fit), free.sum(axis=-1)
+    return shape_terms_sums(shape_terms(capacity, used, valid, shapes))
+
+
+def shape_terms_sums(terms: ShapeTerms) -> tuple[Int64Array, FloatArray, FloatArray]:
+    """``shape_sums`` of nodes from their cards' ``terms``, summed over each node's cards in card
+    order."""
+    return terms.fit.sum(axis=-2), _over_cards(terms.held), terms.free.sum(axis=-1)
 
 
 @functools.lru_cache(maxsize=256)
@@ -338,7 +367,30 @@ class SingleCardParts:
     """(N, C, K): ``stranded`` with the request on card c."""
 
 
-def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+@dataclass(frozen=True, slots=True)
+class CardTerms:
+    """What each card brings to a one-card request's ``SingleCardParts``, from its own capacity
+    and use alone (``single_card_terms``): (N, C) and (N, C, K), summed over a node's cards by
+    ``single_card_sums``. Cards alike in capacity and use have the same terms."""
+
+    ok: BoolArray
+    """(N, C): the request fits card c."""
+    free: FloatArray
+    """(N, C): the card's free share now."""
+    free_after: FloatArray
+    """(N, C): its free share with the request on it."""
+    fit: BoolArray
+    """(N, C, K): the card fits each shape now."""
+    fit_after: BoolArray
+    """(N, C, K): it fits each shape with the request on it."""
+    held: FloatArray
+    """(N, C, K): its free share where it does not fit the shape now (0 where it does)."""
+    held_after: FloatArray
+    """(N, C, K): the same with the request on it."""
+
+
+def single_card_terms(cards: Cards, request: GPURequest, shapes: Shapes) -> CardTerms:
+    """``CardTerms`` of ``cards`` for ``request`` and ``shapes``' card-side needs, card by card."""
     want, ok = _single_card_want(cards, request)
     # Each card as it is and with the request on it, side by side (2, N, C, ...): the same
     # arithmetic element by element in half the numpy calls (a few nodes are brought up to date
@@ -347,10 +399,24 @@ def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> Sing
     free, free_after = free_share(cards.capacity, used, cards.valid)  # (N, C): card c after the move
     shape_want = _shared_want(cards.capacity, shapes)
     fit, fit_after = _fits(cards.capacity, used, cards.valid, shapes, shape_want)  # (N, C, K)
-    fitting, stranded = fit.sum(axis=-2), _over_cards(free[..., None] * ~fit)  # (N, K)
-    holds_c = fitting[:, None, :] - fit + fit_after >= shapes.count
-    stranded_c = stranded[:, None, :] - free[..., None] * ~fit + free_after[..., None] * ~fit_after
-    return SingleCardParts(ok, free, free_after, fitting >= shapes.count, stranded, holds_c, stranded_c)
+    return CardTerms(
+        ok, free, free_after, fit, fit_after, free[..., None] * ~fit, free_after[..., None] * ~fit_after
+    )
+
+
+def single_card_sums(terms: CardTerms, shapes: Shapes) -> SingleCardParts:
+    """``SingleCardParts`` of nodes from their cards' ``terms``, summed over each node's cards in
+    card order."""
+    fitting, stranded = terms.fit.sum(axis=-2), _over_cards(terms.held)  # (N, K)
+    holds_c = fitting[:, None, :] - terms.fit + terms.fit_after >= shapes.count
+    stranded_c = stranded[:, None, :] - terms.held + terms.held_after
+    return SingleCardParts(
+        terms.ok, terms.free, terms.free_after, fitting >= shapes.count, stranded, holds_c, stranded_c
+    )
+
+
+def single_card_parts(cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
+    return single_card_sums(single_card_terms(cards, request, shapes), shapes)
 
 
 def single_card_combine(

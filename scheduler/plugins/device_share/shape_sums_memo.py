@@ -12,7 +12,8 @@ The kept columns are computed for every kept shape at once (two at least): numpy
 node's cards in card order whatever the padding, as it does for the candidate nodes' arrays, so the
 sums equal those computed afresh to the last bit. A node's sums follow from the state of its cards
 alone (``card_states``): they are computed once per state, and a node brought up to date in a state
-another node is kept in is copied from it.
+another node is kept in is copied from it; one in a state of its own is summed from its cards'
+terms, kept per card state (``card_terms``).
 """
 
 from __future__ import annotations
@@ -20,13 +21,15 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.card_states import CardStates, states_of
-from scheduler.plugins.device_share.columns import column_index, columns
+from scheduler.plugins.device_share.card_states import CardStates
+from scheduler.plugins.device_share.card_terms import KeptShapeTerms
+from scheduler.plugins.device_share.columns import column_index, rows_columns
 from scheduler.plugins.device_share.fragmentation import (
     FloatArray,
     Int64Array,
     free_share,
     shape_sums,
+    shape_terms_sums,
     shapes_of,
 )
 from scheduler.plugins.device_share.request import GPURequest
@@ -50,6 +53,9 @@ class ShapeSumsMemo:
         self._free: FloatArray = np.zeros((0, 0), dtype=np.float64)
         """(rows, table width): each card's free share."""
         self._states = CardStates([])
+        self._terms = KeptShapeTerms(shapes_of({}))
+        """The kept shapes' terms per card state: the rows brought up to date in a state of their
+        own are summed from them."""
         self._synced = -1
         self._layout = -1
 
@@ -62,8 +68,8 @@ class ShapeSumsMemo:
         self._brought_up_to_date(shapes)
         at = column_index(np.asarray([self._column[s] for s in shapes], dtype=np.int64))
         total: FloatArray = self._free[rows, :width].sum(axis=-1)
-        # Rows, then columns: a 2-D fancy index (np.ix_) costs about three times more.
-        return columns(self._fitting[rows], at), columns(self._stranded[rows], at), total
+        # Rows with a slice of the columns: a 2-D fancy index (np.ix_) costs about three times more.
+        return rows_columns(self._fitting, rows, at), rows_columns(self._stranded, rows, at), total
 
     def _brought_up_to_date(self, shapes: list[GPURequest]) -> None:
         store, table = self.store, self.store.cards()
@@ -78,31 +84,24 @@ class ShapeSumsMemo:
 
     def _fresh(self, shapes: list[GPURequest]) -> None:
         table = self.store.cards()
-        self._states = CardStates(
-            states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64)))
-        )
+        self._states = CardStates(table.states(range(table.rows_in_use)))
         one_of_each, each = self._states.one_of_each()
         cards = table.cards_at_width(one_of_each)
         self._shapes, self._column = shapes, {s: k for k, s in enumerate(shapes)}
-        fitting, stranded, _ = shape_sums(
-            cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(shapes, 1.0))
-        )
+        self._terms = KeptShapeTerms(shapes_of(dict.fromkeys(shapes, 1.0)))
+        fitting, stranded, _ = shape_sums(cards.capacity, cards.used, cards.valid, self._terms.shapes)
         self._fitting, self._stranded = fitting[each], stranded[each]
         self._free = free_share(cards.capacity, cards.used, cards.valid)[each]
 
     def _refresh(self, rows: list[int]) -> None:
         table = self.store.cards()
-        new, to, of = self._states.move(
-            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
-        )
+        new, to, of = self._states.move(rows, table.states(rows))
         if new:
             at = np.asarray(new, dtype=np.int64)
-            cards = table.cards_at_width(at)
-            fitting, stranded, _ = shape_sums(
-                cards.capacity, cards.used, cards.valid, shapes_of(dict.fromkeys(self._shapes, 1.0))
-            )
+            terms = self._terms.of(table.cards_at_width(at))
+            fitting, stranded, _ = shape_terms_sums(terms)
             self._fitting[at], self._stranded[at] = fitting, stranded
-            self._free[at] = free_share(cards.capacity, cards.used, cards.valid)
+            self._free[at] = terms.free
         if to.size:
             for values in (self._fitting, self._stranded, self._free):
                 values[to] = values[of]

@@ -11,7 +11,8 @@ arrays take memory (rows x cards x shapes x 16 bytes): requests are dropped leas
 beyond ``BUDGET_BYTES``.
 
 A node's parts follow from the state of its cards alone (``card_states``): they are computed once
-per state, and a node brought up to date in a state another node is kept in is copied from it.
+per state, and a node brought up to date in a state another node is kept in is copied from it; one
+in a state of its own is summed from its cards' terms, kept per card state (``card_terms``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler.cache.node_table import IntArray
-from scheduler.plugins.device_share.card_states import CardStates, states_of
-from scheduler.plugins.device_share.columns import column_index, columns
+from scheduler.plugins.device_share.card_states import CardStates
+from scheduler.plugins.device_share.card_terms import KeptTerms
+from scheduler.plugins.device_share.columns import column_index, rows_columns
 from scheduler.plugins.device_share.fragmentation import (
     BoolArray,
     CardPicks,
@@ -32,6 +34,7 @@ from scheduler.plugins.device_share.fragmentation import (
     SingleCardParts,
     shapes_of,
     single_card_parts,
+    single_card_sums,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.store import DeviceStore
@@ -61,12 +64,19 @@ class _Kept:
     cards apart are both rated, which changes no node's best)."""
     states: CardStates
     """The rows' cards as their parts were computed."""
+    terms: KeptTerms
+    """The cards' terms per card state, for ``card_side``: the rows brought up to date in a state
+    of their own are put together from them."""
 
     @property
     def nbytes(self) -> int:
         p = self.parts
-        return self.first.nbytes + sum(
-            a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
+        return (
+            self.first.nbytes
+            + self.terms.nbytes
+            + sum(
+                a.nbytes for a in (p.ok, p.free, p.free_after, p.holds, p.stranded, p.holds_c, p.stranded_c)
+            )
         )
 
 
@@ -105,16 +115,16 @@ class SingleCardMemo:
         kept = self._brought_up_to_date(request, shapes)
         at = self._at(kept, shapes)
         p = kept.parts
-        # The rows' blocks are gathered, then the columns (a 3-D fancy index of rows x cards x
-        # shapes costs ~20x more).
+        # The rows are gathered with slices of the cards and columns (a 3-D fancy index of rows x
+        # cards x shapes costs ~20x more).
         return SingleCardParts(
             p.ok[rows, :width],
             p.free[rows, :width],
             p.free_after[rows, :width],
-            columns(p.holds[rows], at),
-            columns(p.stranded[rows], at),
-            columns(p.holds_c[rows, :width], at),
-            columns(p.stranded_c[rows, :width], at),
+            rows_columns(p.holds, rows, at),
+            rows_columns(p.stranded, rows, at),
+            rows_columns(p.holds_c, rows, at, width),
+            rows_columns(p.stranded_c, rows, at, width),
         )
 
     def picks(self, request: GPURequest, shapes: list[GPURequest], rows: IntArray, width: int) -> CardPicks:
@@ -140,11 +150,11 @@ class SingleCardMemo:
             width,
             np.take(p.free.reshape(-1), picked),
             np.take(p.free_after.reshape(-1), picked),
-            columns(np.take(p.holds_c.reshape(-1, shapes_kept), picked, axis=0), at),
-            columns(np.take(p.stranded_c.reshape(-1, shapes_kept), picked, axis=0), at),
+            rows_columns(p.holds_c.reshape(-1, shapes_kept), picked, at),
+            rows_columns(p.stranded_c.reshape(-1, shapes_kept), picked, at),
             p.free[rows, :width],
-            columns(p.holds[rows], at),
-            columns(p.stranded[rows], at),
+            rows_columns(p.holds, rows, at),
+            rows_columns(p.stranded, rows, at),
         )
 
     @staticmethod
@@ -179,7 +189,7 @@ class SingleCardMemo:
 
     def _fresh(self, request: GPURequest, shapes: list[GPURequest]) -> _Kept:
         table = self.store.cards()
-        states = CardStates(states_of(table.cards_at_width(np.arange(table.rows_in_use, dtype=np.int64))))
+        states = CardStates(table.states(range(table.rows_in_use)))
         card_side = _shape_only(shapes)
         one_of_each, each = states.one_of_each()
         cards = table.cards_at_width(one_of_each)
@@ -193,6 +203,7 @@ class SingleCardMemo:
             card_side,
             _first_of_kind(cards, alike.ok)[each],
             states,
+            KeptTerms(request, card_side),
         )
         self._kept[request] = kept
         self._kept.move_to_end(request)
@@ -200,14 +211,12 @@ class SingleCardMemo:
 
     def _refresh(self, kept: _Kept, request: GPURequest, rows: list[int]) -> None:
         table = self.store.cards()
-        new, to, of = kept.states.move(
-            rows, states_of(table.cards_at_width(np.asarray(rows, dtype=np.int64)))
-        )
+        new, to, of = kept.states.move(rows, table.states(rows))
         p = kept.parts
         if new:
             at = np.asarray(new, dtype=np.int64)
             cards = table.cards_at_width(at)
-            fresh = single_card_parts(cards, request, kept.card_side)
+            fresh = single_card_sums(kept.terms.of(cards), kept.card_side)
             for name in SingleCardParts.__slots__:
                 getattr(p, name)[at] = getattr(fresh, name)
             kept.first[at] = _first_of_kind(cards, fresh.ok)
@@ -234,6 +243,7 @@ class SingleCardMemo:
             kept.column[s] = len(kept.shapes)
             kept.shapes.append(s)
         kept.card_side = _shape_only(kept.shapes)
+        kept.terms.add_shapes(kept.card_side, _shape_only(shapes))
 
     def _within_budget(self) -> None:
         total = sum(k.nbytes for k in self._kept.values())

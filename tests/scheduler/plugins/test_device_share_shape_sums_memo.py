@@ -16,7 +16,14 @@ from hypothesis import strategies as st
 from apis.scheduling.device import Device
 from scheduler.plugins.device_share import shape_sums_memo
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
-from scheduler.plugins.device_share.fragmentation import FloatArray, Int64Array, shape_sums, shapes_of
+from scheduler.plugins.device_share.fragmentation import (
+    FloatArray,
+    Int64Array,
+    ShapeTerms,
+    shape_sums,
+    shape_terms_sums,
+    shapes_of,
+)
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.shape_sums_memo import ShapeSumsMemo
 from tests.examples import examples
@@ -62,7 +69,8 @@ def test_any_rows_and_shapes_equal_the_sums_afresh(seed: int) -> None:
 
 def test_a_node_in_a_state_kept_before_is_copied_not_computed() -> None:
     """Three nodes alike: the second taking what the first took, and the first giving it back (as
-    the third is), are copied from the rows kept in those states, to the same sums."""
+    the third is), are copied from the rows kept in those states, to the same sums (a state new to
+    the kept rows is summed from its cards' kept terms)."""
     p, _ = plugin(*(device(n, *(gpu(m, memory_gib=32) for m in range(4))) for n in ("a", "b", "c")))
     memo = ShapeSumsMemo(p.store)
     shapes = SHAPES[:4]
@@ -71,6 +79,10 @@ def test_a_node_in_a_state_kept_before_is_copied_not_computed() -> None:
     def counted(*args: Any) -> tuple[Int64Array, FloatArray, FloatArray]:
         computed[0] += args[0].shape[0]
         return shape_sums(*args)
+
+    def counted_terms(terms: ShapeTerms) -> tuple[Int64Array, FloatArray, FloatArray]:
+        computed[0] += terms.free.shape[0]
+        return shape_terms_sums(terms)
 
     def equal_to_afresh() -> None:
         table = p.store.cards()
@@ -85,7 +97,10 @@ def test_a_node_in_a_state_kept_before_is_copied_not_computed() -> None:
         card = p.store.gpus(node)[0]
         p.store.hold(uid, node, [Allocation(card.minor, GPUUsage(50, card.memory // 2, 50))], assumed=False)
 
-    with unittest.mock.patch.object(shape_sums_memo, "shape_sums", counted):
+    with (
+        unittest.mock.patch.object(shape_sums_memo, "shape_sums", counted),
+        unittest.mock.patch.object(shape_sums_memo, "shape_terms_sums", counted_terms),
+    ):
         equal_to_afresh()
         states = computed[0]
         hold("first", "a")

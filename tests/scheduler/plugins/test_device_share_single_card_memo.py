@@ -5,9 +5,11 @@ order asked); the best card of each node among the cards picked is the best of e
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import random
 import unittest.mock
+from collections.abc import Iterator
 
 import numpy as np
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from scheduler.plugins.device_share import DeviceShare, single_card_memo
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
 from scheduler.plugins.device_share.fragmentation import (
     Cards,
+    CardTerms,
     FloatArray,
     Shapes,
     SingleCardParts,
@@ -27,6 +30,7 @@ from scheduler.plugins.device_share.fragmentation import (
     single_card_best,
     single_card_deltas,
     single_card_parts,
+    single_card_sums,
 )
 from scheduler.plugins.device_share.request import GPURequest
 from scheduler.plugins.device_share.single_card_memo import SingleCardMemo
@@ -131,7 +135,8 @@ def test_a_product_that_sums_a_row_by_its_place_in_the_block_is_found_out() -> N
 
 
 class _Counted:
-    """``single_card_parts``, counting the rows computed."""
+    """``single_card_parts`` and ``single_card_sums`` (parts put together from the cards' kept
+    terms), counting the rows computed."""
 
     def __init__(self) -> None:
         self.rows = 0
@@ -139,6 +144,18 @@ class _Counted:
     def __call__(self, cards: Cards, request: GPURequest, shapes: Shapes) -> SingleCardParts:
         self.rows += cards.capacity.shape[0]
         return single_card_parts(cards, request, shapes)
+
+    def sums(self, terms: CardTerms, shapes: Shapes) -> SingleCardParts:
+        self.rows += terms.ok.shape[0]
+        return single_card_sums(terms, shapes)
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        with (
+            unittest.mock.patch.object(single_card_memo, "single_card_parts", self),
+            unittest.mock.patch.object(single_card_memo, "single_card_sums", self.sums),
+        ):
+            yield
 
 
 def _equal_to_afresh(
@@ -173,7 +190,7 @@ def test_rows_brought_to_a_state_kept_before_are_copied_as_computing_them_would(
     shapes = rng.sample(SHAPES, rng.randint(1, len(SHAPES)))
     counted = _Counted()
     held: list[str] = []
-    with unittest.mock.patch.object(single_card_memo, "single_card_parts", counted):
+    with counted.counting():
         _equal_to_afresh(memo, p, request, shapes)
         for step in range(30):
             if held and rng.random() < 0.4:
@@ -201,7 +218,7 @@ def test_a_node_in_a_state_kept_before_is_not_computed_again() -> None:
     memo = SingleCardMemo(p.store)
     request, shapes = SHAPES[1], SHAPES[:6]
     counted = _Counted()
-    with unittest.mock.patch.object(single_card_memo, "single_card_parts", counted):
+    with counted.counting():
         _equal_to_afresh(memo, p, request, shapes)
         every_row = counted.rows
         _hold(p, "first", "a", 50)
