@@ -13,7 +13,7 @@ the same bits: every term is computed element by element from its own card.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from scheduler.plugins.device_share.fragmentation import (
 from scheduler.plugins.device_share.request import GPURequest
 
 __all__ = ["MAX_CARD_STATES", "CardIndex", "KeptShapeTerms", "KeptTerms"]
+
+_T = TypeVar("_T", CardTerms, ShapeTerms)
 
 MAX_CARD_STATES = 4096
 """Beyond this, the kept states are dropped and kept afresh (a request's terms take up to
@@ -97,76 +99,78 @@ def one_card_nodes(packed: IntArray) -> Cards:
 _NO_CARDS = one_card_nodes(np.zeros((0, 7), dtype=np.int64))
 
 
-class KeptTerms:
-    """A one-card request's ``CardTerms`` per card state, for the shapes' card-side needs."""
+class _KeptPerState(Generic[_T]):
+    """Terms per card state: those of the states met so far, kept in the order of their places."""
 
-    def __init__(self, request: GPURequest, shapes: Shapes) -> None:
-        self.request = request
-        self.shapes = shapes
+    _kind: type[_T]
+
+    def __init__(self) -> None:
         self._index = CardIndex()
-        self._terms = self._computed(_NO_CARDS)
+        self._terms: _T = self._computed(_NO_CARDS)
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self._terms, name).nbytes for name in CardTerms.__slots__)
+        return sum(getattr(self._terms, name).nbytes for name in self._kind.__slots__)
 
-    def of(self, cards: Cards) -> CardTerms:
-        """``single_card_terms`` of ``cards``."""
+    def of(self, cards: Cards) -> _T:
+        """The terms of ``cards``, those of states not met before computed and kept."""
         if len(self._index) > MAX_CARD_STATES:
             self._index.clear()
             self._terms = self._computed(_NO_CARDS)
         ids, new = self._index.ids(cards)
         if new.valid.size:
-            kept, more = self._terms, self._computed(new)
-            self._terms = CardTerms(
-                *(np.concatenate([getattr(kept, name), getattr(more, name)]) for name in CardTerms.__slots__)
-            )
+            self._terms = self._joined(self._terms, self._computed(new))
         kept = self._terms
-        return CardTerms(*(getattr(kept, name)[ids] for name in CardTerms.__slots__))
+        return self._kind(*(getattr(kept, name)[ids] for name in self._kind.__slots__))
+
+    def _joined(self, kept: _T, more: _T, fields: tuple[str, ...] = (), axis: int = 0) -> _T:
+        """``kept`` with ``more``'s ``fields`` (all: more states) joined along ``axis``."""
+        joined = fields or self._kind.__slots__
+        return self._kind(
+            *(
+                np.concatenate([getattr(kept, name), getattr(more, name)], axis=axis)
+                if name in joined
+                else getattr(kept, name)
+                for name in self._kind.__slots__
+            )
+        )
+
+    def _computed(self, cards: Cards) -> _T:
+        raise NotImplementedError
+
+
+class KeptTerms(_KeptPerState[CardTerms]):
+    """A one-card request's ``CardTerms`` per card state, for the shapes' card-side needs."""
+
+    _kind = CardTerms
+
+    def __init__(self, request: GPURequest, shapes: Shapes) -> None:
+        self.request = request
+        self.shapes = shapes
+        super().__init__()
 
     def add_shapes(self, shapes: Shapes, more: Shapes) -> None:
         """The kept shapes are now ``shapes``: those kept and then ``more`` (card-side needs). Each
         shape's terms depend on that shape alone: only ``more``'s are computed, for every state
         kept (a request's kept shapes grow with the mix: dropping the states would compute again
         each one met)."""
-        extra, kept = self._computed(self._index.cards(), more), self._terms
+        extra = self._computed(self._index.cards(), more)
         self.shapes = shapes
-        self._terms = CardTerms(
-            kept.ok,
-            kept.free,
-            kept.free_after,
-            *(
-                np.concatenate([getattr(kept, name), getattr(extra, name)], axis=-1)
-                for name in ("fit", "fit_after", "held", "held_after")
-            ),
-        )
+        self._terms = self._joined(self._terms, extra, ("fit", "fit_after", "held", "held_after"), axis=-1)
 
     def _computed(self, cards: Cards, shapes: Shapes | None = None) -> CardTerms:
         terms = single_card_terms(cards, self.request, self.shapes if shapes is None else shapes)
         return CardTerms(*(getattr(terms, name)[:, 0] for name in CardTerms.__slots__))
 
 
-class KeptShapeTerms:
+class KeptShapeTerms(_KeptPerState[ShapeTerms]):
     """The shapes' ``ShapeTerms`` per card state."""
+
+    _kind = ShapeTerms
 
     def __init__(self, shapes: Shapes) -> None:
         self.shapes = shapes
-        self._index = CardIndex()
-        self._terms = self._computed(_NO_CARDS)
-
-    def of(self, cards: Cards) -> ShapeTerms:
-        """``shape_terms`` of ``cards``."""
-        if len(self._index) > MAX_CARD_STATES:
-            self._index.clear()
-            self._terms = self._computed(_NO_CARDS)
-        ids, new = self._index.ids(cards)
-        if new.valid.size:
-            kept, more = self._terms, self._computed(new)
-            self._terms = ShapeTerms(
-                *(np.concatenate([getattr(kept, name), getattr(more, name)]) for name in ShapeTerms.__slots__)
-            )
-        kept = self._terms
-        return ShapeTerms(*(getattr(kept, name)[ids] for name in ShapeTerms.__slots__))
+        super().__init__()
 
     def _computed(self, cards: Cards) -> ShapeTerms:
         terms = shape_terms(cards.capacity, cards.used, cards.valid, self.shapes)
