@@ -54,8 +54,9 @@ class AppSettings:
     profiles: tuple[ResolvedProfile, ...]
     parallelism: int = 16
     bind_concurrency: int = 128
-    """Bindings talking to the API server at once. kube-scheduler binds each pod in a goroutine of
-    its own (no cap); ours are asyncio tasks capped here, since each needs an HTTP/1.1 connection."""
+    """Bind calls talking to the API server at once. kube-scheduler binds each pod in a goroutine of
+    its own (no cap); ours are asyncio tasks capped here, since each needs an HTTP/1.1 connection.
+    PreBind is not under this cap: a PreBind waiting for its volumes must not hold a slot."""
     pod_initial_backoff_seconds: float = 1.0
     pod_max_backoff_seconds: float = 10.0
     percentage_of_nodes_to_score: int | None = None

@@ -1,5 +1,7 @@
 """The binding cycle, run concurrently with later scheduling cycles: WaitOnPermit -> PreBind ->
-Bind -> PostBind, with at most ``parallelism`` bindings talking to the API server at once.
+Bind -> PostBind, with at most ``parallelism`` Bind calls talking to the API server at once.
+PreBind is not capped here (as kube-scheduler's goroutine per binding is not): a PreBind may wait
+minutes (VolumeBinding, for the PV controller), and its writes are capped by the backend.
 
 On success the cache starts the confirmation deadline of the assumed pod and a ``Scheduled``
 event is written; on failure the pod is unreserved, forgotten by the cache (its resources come
@@ -91,13 +93,17 @@ class Binder:
         if self._metrics is not None:
             self._metrics.permit_wait(_result(status), time.perf_counter() - started)
         if status.ok:
-            async with self._limit:
-                started = time.perf_counter()
-                status = await fwk.run_pre_bind(state, pod, node)
-                if status.ok:
+            started = time.perf_counter()
+            # PreBind outside the cap: VolumeBinding's waits for the PV controller (up to
+            # bindTimeoutSeconds) would otherwise hold the binding slots, and a StatefulSet's
+            # claims on a slow provisioner would stop every other pod's binding. PreBind's own
+            # writes are capped by the backend's write slots, as every request is.
+            status = await fwk.run_pre_bind(state, pod, node)
+            if status.ok:
+                async with self._limit:
                     status = await fwk.run_bind(state, pod, node)
-                if self._metrics is not None:
-                    self._metrics.binding(_result(status), time.perf_counter() - started)
+            if self._metrics is not None:
+                self._metrics.binding(_result(status), time.perf_counter() - started)
         if not status.ok:
             self._failed(fwk, state, qp, node, status)
             return

@@ -14,24 +14,30 @@ from typing import Any
 
 import pytest
 
+from apis.storage import ANN_SELECTED_NODE
 from e2e.cluster.controlplane import ControlPlane
 from e2e.scheduler_process import Scheduler
 from e2e.workloads import apply, failed_scheduling, get_object, list_items, make_pod, pods, wait_for
+from scheduler.app import AppSettings
 
 NS = "volumes"
 CLASS = "koord-e2e-local"
 IMMEDIATE_CLASS = "koord-e2e-immediate"
+SLOW_CLASS = "koord-e2e-slow-provisioner"
+SLOW_LABEL = "koord-e2e/slow-provisioner"
 PRE_BOUND = "koord-e2e-pv-pre-bound"
 NODE = "cpu-3"
 RWOP_NODE = "cpu-4"
 
 
-def storage_class(name: str = CLASS, mode: str = "WaitForFirstConsumer") -> dict[str, Any]:
+def storage_class(
+    name: str = CLASS, mode: str = "WaitForFirstConsumer", provisioner: str = "kubernetes.io/no-provisioner"
+) -> dict[str, Any]:
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name},
-        "provisioner": "kubernetes.io/no-provisioner",
+        "provisioner": provisioner,
         "volumeBindingMode": mode,
     }
 
@@ -79,8 +85,10 @@ def claim(
     }
 
 
-def pod_with(name: str, claim_name: str) -> dict[str, Any]:
-    pod = make_pod(name, NS, cpu="100m", memory="64Mi")
+def pod_with(
+    name: str, claim_name: str, *, cpu: str = "100m", labels: dict[str, str] | None = None
+) -> dict[str, Any]:
+    pod = make_pod(name, NS, cpu=cpu, memory="64Mi", labels=labels)
     pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim_name}}]
     return pod
 
@@ -107,7 +115,9 @@ def volumes(
     yield control_plane
     control_plane.kubectl("delete", "namespace", NS, "--wait=false", check=False)
     control_plane.kubectl("delete", "pv", *volume_names, PRE_BOUND, "--wait=false", check=False)
-    control_plane.kubectl("delete", "storageclass", CLASS, IMMEDIATE_CLASS, "--wait=false", check=False)
+    control_plane.kubectl(
+        "delete", "storageclass", CLASS, IMMEDIATE_CLASS, SLOW_CLASS, "--wait=false", check=False
+    )
 
 
 def test_a_wait_for_first_consumer_claim_lands_on_its_volumes_node_and_binds(volumes: ControlPlane) -> None:
@@ -195,3 +205,43 @@ def test_a_pod_waiting_for_its_immediate_claim_is_bound_once_the_pv_controller_b
 
     assert wait_for(placed, timeout=60, what="the pod bound after its claim") == NODE
     assert get_object(cp, "pvc", "later", namespace=NS)["spec"]["volumeName"] == PRE_BOUND
+
+
+def test_pods_waiting_for_a_slow_provisioner_hold_up_no_other_binding(volumes: ControlPlane) -> None:
+    """More pods than koord-scheduler has binding slots wait in VolumeBinding's PreBind for a
+    provisioner that never answers (up to bindTimeoutSeconds, ten minutes); a pod without volumes
+    is still bound at once, as kube-scheduler, which binds each pod in a goroutine of its own,
+    binds it. While PreBind held a binding slot, those pods held every slot."""
+    cp = volumes
+    waiting = AppSettings.bind_concurrency + 2
+    slow = {SLOW_LABEL: "true"}
+    objects = [storage_class(SLOW_CLASS, provisioner="example.com/never-answers")]
+    for i in range(waiting):
+        slow_claim = claim(f"slow-{i}", storage_class=SLOW_CLASS)
+        slow_claim["metadata"]["labels"] = slow
+        objects += [slow_claim, pod_with(f"slow-{i}", f"slow-{i}", cpu="5m", labels=slow)]
+    try:
+        apply(cp, objects)
+
+        def claims_in_pre_bind() -> int | None:
+            claims = list_items(cp, "pvc", namespace=NS)
+            selected = sum(
+                1
+                for c in claims
+                if c["metadata"]["name"].startswith("slow-")
+                and ANN_SELECTED_NODE in (c["metadata"].get("annotations") or {})
+            )
+            return selected if selected >= AppSettings.bind_concurrency else None
+
+        # Every binding slot there is would be held now, were PreBind under the cap.
+        wait_for(claims_in_pre_bind, timeout=120, what="the slow pods in PreBind")
+        assert not any(p["spec"].get("nodeName") for p in pods(cp, NS, f"{SLOW_LABEL}=true"))
+        apply(cp, [make_pod("no-volumes", NS, cpu="10m", memory="16Mi")])
+
+        def placed() -> str | None:
+            pod = next((p for p in pods(cp, NS) if p["metadata"]["name"] == "no-volumes"), None)
+            return pod["spec"].get("nodeName") if pod else None
+
+        assert wait_for(placed, timeout=30, what="the pod without volumes bound")
+    finally:
+        cp.kubectl("delete", "pods,pvc", "-n", NS, "-l", f"{SLOW_LABEL}=true", "--wait=false", check=False)
