@@ -98,6 +98,12 @@ DEFAULT_WATCH_CONNECTIONS: Final = 16
 """Connections reserved for long-running watches on top of ``max_concurrency``."""
 EVENT_CONCURRENCY: Final = 8
 """Event writes in flight at once, apart from the other writes."""
+MAX_QUEUED_EVENTS: Final = 1000
+"""Events waiting to be written (in flight included) beyond which new ones are dropped: client-go's
+event broadcaster (``tools/events``, which kube-scheduler records through) queues 1,000 and drops
+the rest (``DropIfChannelFull``). Without a bound, a burst of 10,000 bindings left about 9,000
+Scheduled events waiting behind the event connections, in memory, long after their pods were
+bound, and lost at shutdown anyway."""
 
 _JSON: Final = JSON
 _MERGE_PATCH: Final = "application/merge-patch+json"
@@ -286,6 +292,7 @@ class KubernetesBackend:
         paged_lists: Collection[ResourceType[Any]] = (),
         page_wait_seconds: float = 0.005,
         list_batch_bytes: int = BATCH_BYTES,
+        max_queued_events: int = MAX_QUEUED_EVENTS,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -296,6 +303,12 @@ class KubernetesBackend:
         own broadcaster); a few connections suffice for them."""
         self._limiter = TokenBucket(qps, max(1, burst))
         """client-go's QPS/burst (clientConnection in the scheduler config); 0 QPS: unlimited."""
+        self._max_queued_events = max_queued_events
+        self._events_queued = 0
+        self._dropping_events = False
+        """A drop happened since the queue last drained (one warning per burst of drops)."""
+        self.events_dropped = 0
+        """Events not written because ``max_queued_events`` were waiting (``MAX_QUEUED_EVENTS``)."""
         self._event_limiter = TokenBucket(qps, max(1, burst))
         """Events have a limiter of their own, as kube-scheduler's separate event client has, so a
         burst of FailedScheduling events never delays a binding."""
@@ -896,7 +909,27 @@ class KubernetesBackend:
     async def record_event(self, event: EventRecord) -> None:
         """Create an events.k8s.io/v1 Event (what kube-scheduler writes; ``kubectl describe`` and
         ``kubectl get events`` show it). Failures are logged and swallowed: an event is never worth
-        failing a scheduling cycle."""
+        failing a scheduling cycle. Dropped, as client-go's broadcaster drops them, while
+        ``max_queued_events`` wait (``MAX_QUEUED_EVENTS``): one warning per burst of drops."""
+        if self._events_queued >= self._max_queued_events:
+            if not self._dropping_events:
+                self._dropping_events = True
+                log.warning(
+                    "%d events are waiting to be written: dropping new ones until they drain "
+                    "(as kube-scheduler's event broadcaster does)",
+                    self._events_queued,
+                )
+            self.events_dropped += 1
+            return
+        self._events_queued += 1
+        try:
+            await self._record_event(event)
+        finally:
+            self._events_queued -= 1
+            if not self._events_queued:
+                self._dropping_events = False
+
+    async def _record_event(self, event: EventRecord) -> None:
         ref = event.regarding
         namespace = ref.namespace or "default"  # cluster-scoped objects' events live in default
         regarding: dict[str, Any] = {"apiVersion": ref.api_version, "kind": ref.kind, "name": ref.name}

@@ -590,6 +590,43 @@ async def test_record_event_writes_events_k8s_io_and_swallows_failures(
     assert "could not record event" in caplog.text
 
 
+async def test_events_beyond_the_queue_are_dropped_as_kube_schedulers_broadcaster_drops_them(
+    server: tuple[FakeApiServer, KubernetesBackend], caplog: pytest.LogCaptureFixture
+) -> None:
+    """client-go's event broadcaster queues 1,000 events and drops the rest: a burst of bindings
+    must not leave thousands of Scheduled events waiting in memory. Once the queue drains, events
+    are written again."""
+    fake, bounded = server
+    queued = 1000  # client-go tools/events: maxQueuedEvents
+    release = asyncio.Event()
+    original = fake.handle
+
+    async def stuck(request: web.Request) -> web.StreamResponse:
+        await release.wait()
+        return await original(request)
+
+    fake.handle = stuck  # type: ignore[method-assign]
+
+    def event(name: str) -> EventRecord:
+        return EventRecord(
+            regarding=ObjectRef(kind="Pod", namespace="default", name=name), reason="Scheduled", message="m"
+        )
+
+    waiting = [asyncio.create_task(bounded.record_event(event(f"p{i}"))) for i in range(queued)]
+    await asyncio.sleep(0.1)
+    with caplog.at_level(logging.WARNING):
+        for i in range(queued, queued + 7):  # the queue is full: each returns at once, unwritten
+            await asyncio.wait_for(bounded.record_event(event(f"p{i}")), timeout=1)
+    assert bounded.events_dropped == 7
+    assert caplog.text.count("dropping new ones until they drain") == 1
+    release.set()
+    await asyncio.gather(*waiting)
+    await bounded.record_event(event("after"))
+    names = [body["regarding"]["name"] for _, path, _, body in fake.requests if path.endswith("/events")]
+    assert sorted(names) == sorted(["after", *(f"p{i}" for i in range(queued))])
+    assert bounded.events_dropped == 7
+
+
 async def test_writes_are_limited_by_the_semaphore(server: tuple[FakeApiServer, KubernetesBackend]) -> None:
     fake, backend = server
     limited = KubernetesBackend(backend.api_client, max_concurrency=2)
