@@ -354,6 +354,8 @@ class SchedulerApp:
             counts = self.queue.counts()
             self.metrics.set_pending(counts.active, counts.backoff, counts.unschedulable, counts.gated)
             self.metrics.set_unschedulable_pods(self.queue.unschedulable_by_plugin())
+            if self.loop.classes is not None:
+                self.metrics.count_class_hits(self.loop.classes.hits)
 
 
 class _StandIns:

@@ -202,6 +202,14 @@ class SchedulerMetrics:
             ["solver", "kind"],
             registry=r,
         )
+        self.equivalence_class_hits = Counter(
+            "koord_scheduler_equivalence_class_hits_total",
+            "Scheduling cycles whose row-local Filter and Score answers came from the pod's "
+            "equivalence class (the replicas of one template sharing them) instead of being asked "
+            "again for every node.",
+            registry=r,
+        )
+        self._class_hits_seen = 0
         # ---- leader election ---------------------------------------------------------------
         self.leader_status = Gauge(
             "leader_election_master_status",
@@ -321,6 +329,15 @@ class SchedulerMetrics:
     def solver_model(self, solver: str, variables: int, constraints: int) -> None:
         self.solver_model_size.labels(solver=solver, kind="variables").set(variables)
         self.solver_model_size.labels(solver=solver, kind="constraints").set(constraints)
+
+    def count_class_hits(self, total: int) -> None:
+        """``EquivalenceClasses.hits`` so far (read off the loop every second: no metric call in
+        the cycle); a total lower than the last one seen (new classes object) counts from zero."""
+        if total < self._class_hits_seen:
+            self._class_hits_seen = 0
+        if total > self._class_hits_seen:
+            self.equivalence_class_hits.inc(total - self._class_hits_seen)
+        self._class_hits_seen = total
 
     def set_leader(self, lease: str, leading: bool) -> None:
         """Whether this process holds ``lease`` now (client-go's leader_election_master_status)."""

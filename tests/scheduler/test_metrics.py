@@ -31,6 +31,7 @@ SOLVER_NAMES = [
     "koord_scheduler_solver_model_size",
     "koord_scheduler_solver_gap_ratio",
     "koord_scheduler_leadership_losses_total",
+    "koord_scheduler_equivalence_class_hits_total",
 ]
 
 
@@ -54,6 +55,7 @@ def recorded() -> SchedulerMetrics:
     m.solved("cpsat", "OPTIMAL", 0.03, fell_back=False, gap=0.004)
     m.set_leader("koordinator-system/koord-scheduler", True)
     m.leadership_lost()
+    m.count_class_hits(5)
     return m
 
 
@@ -248,3 +250,18 @@ def test_an_unschedulable_gauge_no_longer_rejecting_anyone_reads_zero() -> None:
     text = m.exposition().decode()
     assert 'scheduler_unschedulable_pods{plugin="ElasticQuota",profile="koord-scheduler"} 0.0' in text
     assert 'scheduler_unschedulable_pods{plugin="NodeResourcesFit",profile="koord-scheduler"} 2.0' in text
+
+
+def test_class_hits_are_counted_from_the_loops_running_total() -> None:
+    m = SchedulerMetrics()
+
+    def hits() -> float:
+        value = m.registry.get_sample_value("koord_scheduler_equivalence_class_hits_total")
+        return value or 0.0
+
+    m.count_class_hits(3)
+    m.count_class_hits(3)
+    m.count_class_hits(10)
+    assert hits() == 10
+    m.count_class_hits(2)  # a new classes object (a reloaded loop) counts from zero
+    assert hits() == 12
