@@ -13,6 +13,7 @@ the same bits: every term is computed element by element from its own card.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Generic, TypeVar, cast
 
 import numpy as np
@@ -99,7 +100,7 @@ def one_card_nodes(packed: IntArray) -> Cards:
 _NO_CARDS = one_card_nodes(np.zeros((0, 7), dtype=np.int64))
 
 
-class _KeptPerState(Generic[_T]):
+class _KeptPerState(ABC, Generic[_T]):
     """Terms per card state: those of the states met so far, kept in the order of their places."""
 
     _kind: type[_T]
@@ -135,8 +136,9 @@ class _KeptPerState(Generic[_T]):
             )
         )
 
+    @abstractmethod
     def _computed(self, cards: Cards) -> _T:
-        raise NotImplementedError
+        """The terms of ``cards`` (one card per node), computed afresh."""
 
 
 class KeptTerms(_KeptPerState[CardTerms]):
