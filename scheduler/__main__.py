@@ -46,7 +46,7 @@ from apis.client.lease import KubernetesLeaseStore
 from apis.features import FeatureGates, feature_gate_notes, parse_feature_gates
 from apis.goflags import SERVING_BOOL_FLAGS, SERVING_FLAGS, GoFlagParser, log_flag_notes
 from scheduler.cache.decode_ahead import decode_ahead
-from scheduler.config import DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
+from scheduler.config import BIND_CONCURRENCY, DEFAULT_CONFIG_YAML, ConfigError, SchedulerConfig, load_config
 from scheduler.config.models import ClientConnectionConfiguration
 from scheduler.first_lists import client_connection_ahead
 from scheduler.logging_setup import configure_logging
@@ -73,9 +73,6 @@ _HEAVY = (
     "apis.client.leader",
 )
 """What ``run`` needs beyond the top of this module, imported once the first pod list is asked for."""
-_BIND_CONCURRENCY = 128
-"""``AppSettings.bind_concurrency`` (its default; no flag sets it), for the backend connected
-before ``scheduler.app`` is imported; ``start`` checks it against the class once imported."""
 
 
 _NOT_SERVED = "koord-scheduler serves plain HTTP on --bind-address:--port, without TLS or delegated auth"
@@ -190,23 +187,18 @@ def load(args: argparse.Namespace) -> SchedulerConfig:
     return load_config(args.config if args.config else DEFAULT_CONFIG_YAML, DEFAULT_PLUGINS, DEFAULT_REGISTRY)
 
 
-def kubeconfig_of(
-    args: argparse.Namespace, config: SchedulerConfig | ClientConnectionConfiguration
-) -> Path | None:
+def kubeconfig_of(args: argparse.Namespace, connection: ClientConnectionConfiguration) -> Path | None:
     """``--kubeconfig``, else ``clientConnection.kubeconfig``; None (in-cluster) when both are empty,
     as kube-scheduler's (``Path("")`` is ``.``: the chart's pods once tried to read a directory)."""
-    connection = config.client_connection if isinstance(config, SchedulerConfig) else config
     configured = connection.kubeconfig
     kubeconfig: Path | None = args.kubeconfig or (Path(configured) if configured else None)
     return kubeconfig
 
 
-async def connect(
-    args: argparse.Namespace, connection: ClientConnectionConfiguration, bind_concurrency: int
-) -> KubernetesBackend:
+async def connect(args: argparse.Namespace, connection: ClientConnectionConfiguration) -> KubernetesBackend:
     return await KubernetesBackend.connect(
         kubeconfig_of(args, connection),
-        max_concurrency=bind_concurrency,
+        max_concurrency=BIND_CONCURRENCY,
         qps=connection.qps,
         burst=connection.burst,
         # Each page's pods shared (peak memory) and their PodInfos made while the next page comes.
@@ -238,7 +230,7 @@ async def start(args: argparse.Namespace) -> int:
     connection = client_connection_ahead(args.config, args.leader_elect)
     if connection is not None:
         with contextlib.suppress(Exception):  # the whole configuration's connection says why
-            ahead = await connect(args, connection, _BIND_CONCURRENCY)
+            ahead = await connect(args, connection)
             ahead.ask_first_list(PODS)
     try:
         config, seconds = await asyncio.to_thread(_import_and_load, args)
@@ -247,16 +239,12 @@ async def start(args: argparse.Namespace) -> int:
             await ahead.close()
         print(f"koord-scheduler: {exc}", file=sys.stderr)
         return EXIT_INVALID_CONFIG
-    from scheduler.app import AppSettings
-
     log.info(
         "plugins, app and configuration: %.2fs, after the pod list was asked for",
         seconds,
         extra={"startup": {"imports_after_asking_seconds": round(seconds, 3)}},
     )
-    if ahead is not None and (
-        config.client_connection != connection or AppSettings.bind_concurrency != _BIND_CONCURRENCY
-    ):
+    if ahead is not None and config.client_connection != connection:
         await ahead.close()
         ahead = None
     return await run(args, config, ahead)
@@ -267,7 +255,7 @@ async def run(
 ) -> int:
     """The scheduler on ``backend`` (connected here where None) until SIGTERM/SIGINT."""
     from apis.client.leader import LeaderElector
-    from scheduler.app import AppSettings, SchedulerApp
+    from scheduler.app import SchedulerApp
     from scheduler.elected import ElectedScheduler
     from scheduler.http import SchedulerHTTPServer
     from scheduler.metrics import SchedulerMetrics
@@ -276,7 +264,7 @@ async def run(
     election = config.leader_election
     leader_elect = election.leader_elect if args.leader_elect is None else args.leader_elect
     if backend is None:
-        backend = await connect(args, config.client_connection, AppSettings.bind_concurrency)
+        backend = await connect(args, config.client_connection)
     metrics = SchedulerMetrics()
     flags = debug_flags_of(args)
     settings = settings_of(config, args.feature_gates, whatif_advice_seconds=args.whatif_advice_seconds)

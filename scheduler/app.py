@@ -25,6 +25,7 @@ from scheduler.binder import Binder
 from scheduler.cache.cache import Cache
 from scheduler.cache.pod_info import PodInfo, decoding_once
 from scheduler.cache.snapshot import Snapshot
+from scheduler.config import BIND_CONCURRENCY
 from scheduler.debug import DebugFlags
 from scheduler.events import EventHandlers
 from scheduler.explain import ExplanationStore
@@ -53,7 +54,7 @@ log = logging.getLogger(__name__)
 class AppSettings:
     profiles: tuple[ResolvedProfile, ...]
     parallelism: int = 16
-    bind_concurrency: int = 128
+    bind_concurrency: int = BIND_CONCURRENCY
     """Bind calls talking to the API server at once. kube-scheduler binds each pod in a goroutine of
     its own (no cap); ours are asyncio tasks capped here, since each needs an HTTP/1.1 connection.
     PreBind is not under this cap: a PreBind waiting for its volumes must not hold a slot."""

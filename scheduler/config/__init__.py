@@ -26,7 +26,7 @@ profile, which ``scheduler.framework.runtime.Framework`` builds.
 from __future__ import annotations
 
 from scheduler.config.catalog import Implements, PluginCatalog
-from scheduler.config.default import DEFAULT_CONFIG_YAML
+from scheduler.config.default import BIND_CONCURRENCY, DEFAULT_CONFIG_YAML
 from scheduler.config.errors import ConfigError
 from scheduler.config.load import load_config
 from scheduler.config.models import (
@@ -49,6 +49,7 @@ from scheduler.config.resolve import SchedulerConfig, resolve
 __all__ = [
     "ACCEPTED_API_VERSIONS",
     "API_VERSION",
+    "BIND_CONCURRENCY",
     "DEFAULT_CONFIG_YAML",
     "DEFAULT_SCHEDULER_NAME",
     "KIND",

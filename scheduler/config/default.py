@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CONFIG_YAML"]
+__all__ = ["BIND_CONCURRENCY", "DEFAULT_CONFIG_YAML"]
+
+BIND_CONCURRENCY = 128
+"""Bind calls koord-scheduler has in flight at once (``AppSettings.bind_concurrency``), and its
+connection's write slots; no flag or field sets it. Here, not in ``scheduler.app``, because the
+backend is connected before the app is imported (``scheduler.first_lists``)."""
 
 DEFAULT_CONFIG_YAML = """\
 # koord-scheduler's configuration, as shipped in the Helm chart's ConfigMap.

@@ -1059,6 +1059,6 @@ def test_no_kubeconfig_anywhere_means_in_cluster_credentials() -> None:
     from scheduler.__main__ import kubeconfig_of, load, parse_args
 
     args = parse_args([])
-    assert kubeconfig_of(args, load(args)) is None
+    assert kubeconfig_of(args, load(args).client_connection) is None
     args = parse_args(["--kubeconfig", "/k"])
-    assert kubeconfig_of(args, load(args)) == Path("/k")
+    assert kubeconfig_of(args, load(args).client_connection) == Path("/k")
