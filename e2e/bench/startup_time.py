@@ -51,7 +51,7 @@ import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -89,7 +89,8 @@ PROFILE = "bench-startup"
 """The schedulerName of both schedulers' one profile, and of the pending pods."""
 PENDING_NAMESPACE = "bench-startup"
 BOUND_NAMESPACE = "bench-startup-bound"
-FIRST_CHOICES = ("koord", "kube", "random")
+First = Literal["koord", "kube", "random"]
+FIRST_CHOICES = get_args(First)
 KOORD_PACKAGES = ("apis", "scheduler")
 """What koord-scheduler imports of this checkout (compiled before it starts)."""
 
@@ -106,7 +107,7 @@ class StartupOptions(BaseModel, frozen=True):
     ready_timeout: float = 900.0
     skip_upstream: bool = False
     keep: bool = False
-    first: str = Field(default="koord", pattern="^(koord|kube|random)$")
+    first: First = "koord"
     """Which scheduler runs first; ``random``: a coin per run. The second one lists from an API
     server that has just served the first one's lists, and may find it warmer or still busy."""
     reuse: bool = False
@@ -300,16 +301,14 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
             apiserver = cluster_pids(cp).get("kube-apiserver")
             with phase(report.phases, scheduler):
                 port = free_port()
+                config = cp.state_dir / f"{scheduler}-startup.yaml"
+                config.write_text(config_text)
                 if scheduler == KOORD:
-                    config = cp.state_dir / "koord-scheduler-startup.yaml"
-                    config.write_text(config_text)
                     component = koord_scheduler(
                         cp, kubeconfig=cp.kubeconfig, port=port, config=config, leader_elect=False
                     )
                     url = f"http://127.0.0.1:{port}/readyz"
                 else:
-                    config = cp.state_dir / "kube-scheduler-startup.yaml"
-                    config.write_text(config_text)
                     component = kube_scheduler(cp, config, port)
                     url = f"https://127.0.0.1:{port}/readyz"
                 result = await _measure(component, scheduler, url, opts.ready_timeout, apiserver)
@@ -325,7 +324,7 @@ async def run_benchmark(opts: StartupOptions) -> StartupReport:
     return report
 
 
-def _order(first: str) -> list[str]:
+def _order(first: First) -> list[str]:
     """Both schedulers, ``first`` first (``random``: a coin for this run)."""
     if first == "random":
         first = random.choice(("koord", "kube"))
