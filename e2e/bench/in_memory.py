@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -66,11 +67,18 @@ async def in_memory_scheduler(
     config_text: str, cluster: ClusterDescription
 ) -> AsyncIterator[InMemoryScheduler]:
     """The app running on ``cluster``'s nodes and Devices with the configuration ``config_text``,
-    its caches synced; stopped on exit."""
+    its caches synced; stopped on exit.
+
+    The app keeps the cyclic collector as the ``koord-scheduler`` process does: what is alive at
+    its sync, and what survives each full collection after it, is frozen (``AppSettings.
+    freeze_synced_objects``). Without it a replay paid full collections over every pod bound so
+    far, which the real process does not pay. Only where nothing else froze objects, so that
+    unfreezing on exit hands back exactly what this app froze."""
     backend = cluster_backend(cluster)
     devices = backend.list(DEVICES)
+    freezing = gc.get_freeze_count() == 0
     # One pod at a time, nothing else is waiting: a retry may come at once.
-    app = memory_app(config_text, backend, backoff_seconds=(0.001, 0.001))
+    app = memory_app(config_text, backend, backoff_seconds=(0.001, 0.001), freeze_synced_objects=freezing)
     stop = asyncio.Event()
     runner = asyncio.create_task(app.run(stop))
     try:
@@ -79,4 +87,8 @@ async def in_memory_scheduler(
         yield InMemoryScheduler(app, backend, devices)
     finally:
         stop.set()
-        await runner
+        try:
+            await runner
+        finally:
+            if freezing:
+                gc.unfreeze()

@@ -127,10 +127,13 @@ def memory_app(
     *,
     backoff_seconds: tuple[float, float] = (0.01, 0.05),
     equivalence_classes: bool = True,
+    freeze_synced_objects: bool = False,
 ) -> SchedulerApp:
     """koord-scheduler with the KubeSchedulerConfiguration ``config_text`` on ``backend`` (not
     started). Backoff (initial, max) only spaces retries in time and changes no placement, so the
-    simulations keep it short."""
+    simulations keep it short. ``freeze_synced_objects``: the collector regime of the
+    ``koord-scheduler`` process (``AppSettings.freeze_synced_objects``), for a caller that
+    unfreezes what the app froze when it is done with it."""
     config = load_config(config_text, DEFAULT_PLUGINS, registry)
     settings = AppSettings(
         profiles=tuple(config.profiles),
@@ -139,6 +142,7 @@ def memory_app(
         pod_max_backoff_seconds=backoff_seconds[1],
         percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
         equivalence_classes=equivalence_classes,
+        freeze_synced_objects=freeze_synced_objects,
     )
     return SchedulerApp(settings, backend, registry, SchedulerMetrics())
 
