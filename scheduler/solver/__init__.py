@@ -6,7 +6,8 @@ plain values (`problem`), so callers copy what they need out of the scheduler ca
 
 The CP-SAT solvers are imported when first called: OR-Tools (with pandas) costs koord-scheduler's
 start 0.35 s of CPU and 54 MiB of memory, and a cluster without gangs or job-level preemption
-never needs it.
+never needs it. A configuration with job-level preemption imports them in the background as it
+starts instead (``scheduler.solver.warm``).
 """
 
 from __future__ import annotations

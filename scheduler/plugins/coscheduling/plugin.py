@@ -90,6 +90,7 @@ from scheduler.plugins.coscheduling.group_placement import GroupPlanner
 from scheduler.plugins.coscheduling.preemption import JobPreemption
 from scheduler.plugins.coscheduling.topology_score import normalize_reversed, selector_counts, topology_order
 from scheduler.solver.problem import SolveOptions
+from scheduler.solver.warm import warm_in_background
 
 __all__ = ["NAME", "RBAC", "Coscheduling", "CoschedulingArgs", "new"]
 
@@ -156,6 +157,8 @@ class Coscheduling(
                 soft_eviction=args.eviction_mode == "SoftEviction",
                 gang_floor=self.gang_floor,
             )
+            if self.options.strategy != "greedy":
+                warm_in_background()  # job-level preemption asked for: no cold CP-SAT in a cycle
 
     @property
     def name(self) -> str:
