@@ -12,6 +12,7 @@ import lock for the rest of it only.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import threading
@@ -23,9 +24,6 @@ log = logging.getLogger(__name__)
 SOLVER_MODULES = ("scheduler.solver.victim_cpsat", "scheduler.solver.gang_placement")
 """The modules that import OR-Tools, in the order the warm-up imports them."""
 
-_started = threading.Lock()
-_thread: threading.Thread | None = None
-
 
 def _import_solvers() -> None:
     for name in SOLVER_MODULES:
@@ -36,12 +34,10 @@ def _import_solvers() -> None:
             return
 
 
+@functools.cache
 def warm_in_background() -> threading.Thread:
-    """Start importing the CP-SAT solvers in a daemon thread (once per process: later calls
-    return the same thread)."""
-    global _thread
-    with _started:
-        if _thread is None:
-            _thread = threading.Thread(target=_import_solvers, name="cp-sat warm-up", daemon=True)
-            _thread.start()
-        return _thread
+    """Start importing the CP-SAT solvers in a daemon thread, once per process (a second thread
+    racing the first would only wait on the import lock)."""
+    thread = threading.Thread(target=_import_solvers, name="cp-sat warm-up", daemon=True)
+    thread.start()
+    return thread
