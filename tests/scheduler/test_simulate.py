@@ -221,3 +221,40 @@ async def test_the_run_freezes_the_workload_and_unfreezes_only_what_it_froze(
         assert 0 < gc.get_freeze_count() <= before
     finally:
         gc.unfreeze()
+
+
+async def test_the_submitted_workload_is_frozen_before_the_collector_is_back_on() -> None:
+    """The pods are applied with the collector off, so everything made meanwhile is young: were it
+    frozen only after the collector came back on, the first young collection would walk all of it
+    (0.2 s of CPU for 20,000 pods). Seen as the allocations pending when a collection starts."""
+    import gc
+
+    cluster = ClusterDescription.model_validate({"nodePools": [{"name": "n", "count": 10, "cpu": "64"}]})
+    pods = [
+        Pod.model_validate(
+            {
+                "metadata": {"name": f"p-{i}", "namespace": "default"},
+                "spec": {
+                    "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "10m"}}}]
+                },
+            }
+        )
+        for i in range(1000)
+    ]
+    threshold = gc.get_threshold()[0]
+    pending_at_start: list[int] = []
+
+    def watch(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            pending_at_start.append(gc.get_count()[0])
+
+    gc.unfreeze()
+    gc.callbacks.append(watch)
+    try:
+        result = await simulate(cluster, pods)
+    finally:
+        gc.callbacks.remove(watch)
+        gc.unfreeze()
+    assert len(result.scheduled) == 1000
+    assert pending_at_start  # the collector ran during the run
+    assert max(pending_at_start) < 5 * threshold, max(pending_at_start)
