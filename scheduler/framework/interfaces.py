@@ -90,7 +90,8 @@ class PreEnqueuePlugin(Plugin, Protocol):
 
 class QueueSortPlugin(Plugin, Protocol):
     def sort_key(self, pod: PodInfo) -> tuple[Any, ...]:
-        """Lower keys are popped first. Only one QueueSort plugin is enabled per scheduler."""
+        """Lower keys are popped first. Only one QueueSort plugin is enabled per scheduler. The
+        key has one length for every pod: the queue's heap holds it flattened into its entries."""
         ...
 
 

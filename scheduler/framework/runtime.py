@@ -351,7 +351,7 @@ class Framework:
         """The queueSort plugin's key, after the pod's priority and whether a ``QueuePrecedence``
         plugin sends it first among the pods of that priority."""
         first = any(p.queue_first(pod) for p in self._queue_precedence)
-        return (-pod.priority, not first, self._queue_sort.sort_key(pod))
+        return (-pod.priority, not first, *self._queue_sort.sort_key(pod))
 
     @_point(ExtensionPoint.PRE_ENQUEUE)
     def run_pre_enqueue(self, pod: PodInfo) -> Status:

@@ -108,7 +108,8 @@ class SchedulingQueue:
         self.max_unschedulable_seconds = max_unschedulable_seconds
         self._clock = clock
         self._seq = itertools.count()
-        self._active: list[tuple[tuple[Any, ...], int, str]] = []
+        self._active: list[tuple[Any, ...]] = []
+        """The heap of (*sort key, sequence, uid): flat, as nested keys cost a pop about twice."""
         self._in_active: dict[str, QueuedPodInfo] = {}
         self._backoff: dict[str, QueuedPodInfo] = {}
         self._unschedulable: dict[str, QueuedPodInfo] = {}
@@ -164,7 +165,7 @@ class SchedulingQueue:
         qp.gated_by = None
         qp.queued_at = self._clock()
         self._in_active[qp.pod.uid] = qp
-        heapq.heappush(self._active, (self._sort_key(qp.pod), next(self._seq), qp.pod.uid))
+        heapq.heappush(self._active, (*self._sort_key(qp.pod), next(self._seq), qp.pod.uid))
         self._incoming("active", event)
         self._wakeup.set()
 
@@ -181,7 +182,7 @@ class SchedulingQueue:
             if qp is not None:
                 qp.pod = pod
                 if where is self._in_active:  # its sort key may have changed
-                    heapq.heappush(self._active, (self._sort_key(pod), next(self._seq), uid))
+                    heapq.heappush(self._active, (*self._sort_key(pod), next(self._seq), uid))
                 return
         qp = self._unschedulable.get(uid)
         if qp is not None:
@@ -218,7 +219,7 @@ class SchedulingQueue:
 
     def _pop_active(self) -> QueuedPodInfo | None:
         while self._active:
-            _, _, uid = heapq.heappop(self._active)
+            uid = heapq.heappop(self._active)[-1]
             qp = self._in_active.pop(uid, None)
             if qp is not None:
                 return qp
