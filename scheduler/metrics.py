@@ -128,7 +128,7 @@ class SchedulerMetrics:
         )
         self.binding_duration = LeanHistogram(
             "scheduler_binding_duration_seconds",
-            "Binding latency in seconds (PreBind + Bind), by result.",
+            "Binding latency in seconds (PreBind + Bind, not the wait for a binding slot), by result.",
             ["result"],
             buckets=_ATTEMPT_BUCKETS,
             registry=r,
