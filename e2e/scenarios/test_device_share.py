@@ -99,7 +99,21 @@ def _place(cp: ControlPlane, name: str, resources: dict[str, str], hint: str | N
     apply(cp, [_pod(name, resources, annotations)])
     pod = _bound(cp, name)
     assert pod["spec"]["nodeName"] == NODE
+    # The record came with the Binding (the API server copies its annotations onto the pod), not
+    # in a patch of its own: the pod never has cards without its node, and costs one write.
+    assert _patched_the_record(pod) == []
     return [entry["minor"] for entry in _cards(pod)]
+
+
+def _patched_the_record(pod: dict[str, Any]) -> list[str]:
+    """The field managers that wrote the device-allocated annotation by a patch or an update (a
+    Binding's annotations are copied onto the pod without a managed-fields entry)."""
+    key = f'"f:{ANNOTATION_DEVICE_ALLOCATED}"'
+    return [
+        entry.get("manager", "")
+        for entry in pod["metadata"].get("managedFields", [])
+        if key in json.dumps(entry.get("fieldsV1", {}))
+    ]
 
 
 def _check_no_card_overcommitted(cp: ControlPlane) -> None:

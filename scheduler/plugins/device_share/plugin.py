@@ -357,7 +357,7 @@ class DeviceShare:
             return Status.success()
         nics = state.get(RDMA_ALLOCATED) or ()
         return await write_allocation(
-            self.handle, self.store, pod, node, allocated[1], nics, state.get(TEMPLATE)
+            self.handle, self.store, state, pod, node, allocated[1], nics, state.get(TEMPLATE)
         )
 
 

@@ -1,5 +1,12 @@
 """PreBind's writes: the ``device-allocated`` annotation on the pod (on the Reservation for a
-reserve pod), with what vendors' device plugins read (adapter.py) and their node lock."""
+reserve pod), with what vendors' device plugins read (adapter.py) and their node lock.
+
+A pod's annotations travel on its Binding (``BIND_ANNOTATIONS``, which DefaultBinder sends and the
+API server copies onto the pod), as NodeNUMAResource's and Coscheduling's do: one write per GPU
+pod instead of two, one watch event fewer for every informer of pods, and no pod bound without
+its cards' record (nor a record left on a pod whose binding failed). Koordinator's DefaultPreBind
+patches them just before the Binding. Labels a vendor's device plugin reads cannot ride on a
+Binding: with those the pod is patched first, as before."""
 
 from __future__ import annotations
 
@@ -10,6 +17,8 @@ from apis.client.backend import NODES, RESERVATIONS, BackendError
 from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
 from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.pod_info import PodInfo
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.extensions import BIND_ANNOTATIONS
 from scheduler.framework.handle import Handle
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.adapter import BindContext, adapt
@@ -24,6 +33,7 @@ __all__ = ["write_allocation"]
 async def write_allocation(
     handle: Handle,
     store: DeviceStore,
+    state: CycleState,
     pod: PodInfo,
     node: str,
     allocations: Sequence[Allocation],
@@ -37,6 +47,11 @@ async def write_allocation(
         refused = await _adapt(handle, store, pod, node, allocations, template, metadata)
         if refused is not None:
             return refused
+    if not reserve_pod and "labels" not in metadata:
+        carried = state.get(BIND_ANNOTATIONS) or {}
+        carried.update(metadata["annotations"])
+        state.write(BIND_ANNOTATIONS, carried)
+        return Status.success()
     try:
         if reserve_pod:
             # Koordinator records a reservation's cards on the Reservation object.

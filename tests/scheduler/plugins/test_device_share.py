@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.status import Code
+from scheduler.plugins.default_binder import DefaultBinder
 from scheduler.plugins.device_share import DeviceShare, DeviceShareArgs, new
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
 from scheduler.plugins.device_share.plugin import (
@@ -40,9 +42,13 @@ class RecordingBackend:
     def __init__(self) -> None:
         self.patches: list[tuple[str, dict[str, Any]]] = []
         self.custom_patches: list[tuple[str, dict[str, Any]]] = []
+        self.bindings: list[tuple[str, str, dict[str, str]]] = []
 
     async def patch_pod(self, pod: Pod, patch: dict[str, Any]) -> None:
         self.patches.append((pod.metadata.name or "", patch))
+
+    async def bind(self, pod: Pod, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+        self.bindings.append((pod.metadata.name or "", node_name, dict(annotations or {})))
 
     async def patch_custom(
         self, resource: Any, namespace: str | None, name: str, patch: dict[str, Any]
@@ -97,14 +103,30 @@ def schedule(
     names = [snap.table.names[r] for r in rows.tolist()]
     best = node or max(sorted(names), key=lambda n: int(scores[names.index(n)]))
     assert p.reserve(state, pod, best).ok
+    annotation = bound_annotations(p, state, pod, best).get(ANNOTATION_DEVICE_ALLOCATED)
+    if annotation is None:
+        return best, []
+    return best, json.loads(annotation)["gpu"]
+
+
+def bound_annotations(p: DeviceShare, state: CycleState, pod: PodInfo, node: str) -> dict[str, str]:
+    """PreBind, then DefaultBinder's Bind: the annotations the pod is given, patched before its
+    Binding or carried by it (the API server copies a Binding's annotations onto the pod)."""
     backend = p.handle.backend
     assert isinstance(backend, RecordingBackend)
-    before = len(backend.patches)
-    asyncio.run(p.pre_bind(state, pod, best))
-    if len(backend.patches) == before:
-        return best, []
-    annotation = backend.patches[-1][1]["metadata"]["annotations"][ANNOTATION_DEVICE_ALLOCATED]
-    return best, json.loads(annotation)["gpu"]
+    patched, bound = len(backend.patches), len(backend.bindings)
+
+    async def pre_bind_and_bind() -> None:
+        assert (await p.pre_bind(state, pod, node)).ok
+        assert (await DefaultBinder(p.handle).bind(state, pod, node)).ok
+
+    asyncio.run(pre_bind_and_bind())
+    annotations: dict[str, str] = {}
+    for _, patch in backend.patches[patched:]:
+        annotations.update(patch.get("metadata", {}).get("annotations", {}))
+    for _, _, carried in backend.bindings[bound:]:
+        annotations.update(carried)
+    return annotations
 
 
 def minors(entries: list[dict[str, Any]]) -> list[int]:
@@ -221,6 +243,7 @@ def test_insufficient_gpus_and_nodes_without_device() -> None:
     assert node == "plain"
     assert entries == []  # nothing allocated, nothing written
     assert backend.patches == []
+    assert backend.bindings[-1][2] == {}
 
 
 def test_shared_gpu_refused_on_unsupported_models_and_other_isolation_providers() -> None:

@@ -8,7 +8,6 @@ TestAutopilotAllocator: ``fakeDeviceCR``, an ``rdma: 1`` pod with the hint ``{"r
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -31,7 +30,7 @@ from scheduler.plugins.device_share.rdma import ERR_INSUFFICIENT_RDMA, ERR_INSUF
 from tests.scheduler.builders import make_node, make_pod, make_snapshot
 from tests.scheduler.plugins.device_share_fixtures import device, gpu
 from tests.scheduler.plugins.device_share_rdma_fixtures import koordinator_node, nic, vf_bus
-from tests.scheduler.plugins.test_device_share import RecordingBackend, filter_names, plugin, snapshot
+from tests.scheduler.plugins.test_device_share import bound_annotations, filter_names, plugin, snapshot
 
 VF_HINT = {"rdma": {"selector": {"matchLabels": {"type": "fakeW"}}, "vfSelector": {}}}
 JOINT = {"deviceTypes": ["gpu", "rdma"]}
@@ -72,12 +71,7 @@ def place(p: DeviceShare, info: PodInfo, snap: Snapshot, node: str = "n") -> dic
     names = [snap.table.names[r] for r in rows.tolist()]
     assert p.filter(state, info, snap, rows).feasible.tolist()[names.index(node)]
     assert p.reserve(state, info, node).ok
-    asyncio.run(p.pre_bind(state, info, node))
-    backend = p.handle.backend
-    assert isinstance(backend, RecordingBackend)
-    value: dict[str, Any] = json.loads(
-        backend.patches[-1][1]["metadata"]["annotations"][ANNOTATION_DEVICE_ALLOCATED]
-    )
+    value: dict[str, Any] = json.loads(bound_annotations(p, state, info, node)[ANNOTATION_DEVICE_ALLOCATED])
     return value
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -28,6 +29,7 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.handle import Handle
 from scheduler.framework.status import Code
+from scheduler.plugins.default_binder import DefaultBinder
 from scheduler.plugins.device_share import DeviceShare, DeviceShareArgs, new
 from scheduler.plugins.device_share.adapter import BindContext, adapt
 from scheduler.plugins.device_share.allocator import Allocation, GPUUsage
@@ -111,9 +113,13 @@ class Backend:
     def __init__(self) -> None:
         self.pod_patches: list[tuple[str, dict[str, Any]]] = []
         self.node_patches: list[tuple[str, dict[str, Any]]] = []
+        self.bindings: list[tuple[str, dict[str, str]]] = []
 
     async def patch_pod(self, pod: Any, patch: dict[str, Any]) -> None:
         self.pod_patches.append((pod.metadata.name or "", patch))
+
+    async def bind(self, pod: Any, node_name: str, *, annotations: Mapping[str, str] | None = None) -> None:
+        self.bindings.append((pod.metadata.name or "", dict(annotations or {})))
 
     async def patch_custom(
         self, resource: ResourceType[Any], namespace: str | None, name: str, patch: dict[str, Any]
@@ -169,18 +175,27 @@ def pod(name: str, labels: dict[str, str] | None = None, **requests: int) -> Pod
 
 
 def bind(p: DeviceShare, backend: Backend, info: PodInfo, node: str) -> tuple[bool, dict[str, Any]]:
-    """Reserve and PreBind on ``node``: whether it bound, and the pod's patched metadata."""
+    """Reserve, PreBind and DefaultBinder's Bind on ``node``: whether it bound, and the metadata
+    the pod is given: patched before its Binding (labels: a Binding carries none) or carried by it
+    (the API server copies a Binding's annotations onto the pod)."""
     state = CycleState()
     assert p.pre_filter(state, info, p.handle.snapshot()).status.ok
     if not p.reserve(state, info, node).ok:
         return False, {}
-    before = len(backend.pod_patches)
+    patched, bound = len(backend.pod_patches), len(backend.bindings)
     status = asyncio.run(p.pre_bind(state, info, node))
     if not status.ok:
         p.unreserve(state, info, node)
         return False, {}
-    assert len(backend.pod_patches) == before + 1
-    return True, backend.pod_patches[-1][1]["metadata"]
+    assert asyncio.run(DefaultBinder(p.handle).bind(state, info, node)).ok
+    assert len(backend.bindings) == bound + 1
+    meta: dict[str, Any] = {"annotations": {}}
+    for _, patch in backend.pod_patches[patched:]:
+        meta["annotations"].update(patch["metadata"].get("annotations", {}))
+        if "labels" in patch["metadata"]:
+            meta["labels"] = patch["metadata"]["labels"]
+    meta["annotations"].update(backend.bindings[-1][1])
+    return True, meta
 
 
 def gpu_entries(metadata: dict[str, Any]) -> list[dict[str, Any]]:
