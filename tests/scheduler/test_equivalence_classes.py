@@ -348,9 +348,11 @@ def test_a_failed_replica_is_diagnosed_from_its_class_without_filtering_again(
 def test_a_class_skips_the_prefilters_whose_skip_is_its_own_without_asking_them(
     monkeypatch: pytest.MonkeyPatch, volume: str | None
 ) -> None:
-    # After the first replica NodePorts and PodTopologySpread (spec only: the default profile's
-    # spread defaults are ScheduleAnyway) and VolumeBinding (volumes) are not asked but
-    # in the cycles that time each plugin (0, 10, 20); a pod with volumes asks VolumeBinding always.
+    # After the first replica NodePorts, DeviceShare (no GPU asked) and PodTopologySpread (spec
+    # only: the default profile's spread defaults are ScheduleAnyway) and VolumeBinding (volumes)
+    # are not asked but in the cycles that time each plugin (0, 10, 20); a pod with volumes asks
+    # VolumeBinding always.
+    from scheduler.plugins.device_share import DeviceShare
     from scheduler.plugins.node_ports import NodePorts
     from scheduler.plugins.pod_topology_spread.plugin import PodTopologySpread
     from scheduler.plugins.volume_binding.plugin import VolumeBinding
@@ -372,13 +374,19 @@ def test_a_class_skips_the_prefilters_whose_skip_is_its_own_without_asking_them(
     counting(NodePorts)
     counting(VolumeBinding)
     counting(PodTopologySpread)
+    counting(DeviceShare)
     alone, _ = asyncio.run(drive(cluster, [web], steps, None, classes=False))
-    assert asked == {"NodePorts": 30, "VolumeBinding": 30, "PodTopologySpread": 30}
+    assert asked == {"NodePorts": 30, "VolumeBinding": 30, "PodTopologySpread": 30, "DeviceShare": 30}
     asked.clear()
     shared, hits = asyncio.run(drive(cluster, [web], steps, None, classes=True))
     assert shared == alone
-    assert all("NodePorts" in skipped and "VolumeBinding" in skipped for *_, skipped in shared[2])
-    assert asked == {"NodePorts": 3, "VolumeBinding": 3 if volume is None else 30, "PodTopologySpread": 3}
+    assert all({"NodePorts", "VolumeBinding", "DeviceShare"} <= set(skipped) for *_, skipped in shared[2])
+    assert asked == {
+        "NodePorts": 3,
+        "VolumeBinding": 3 if volume is None else 30,
+        "PodTopologySpread": 3,
+        "DeviceShare": 3,
+    }
     assert hits == 29
 
 

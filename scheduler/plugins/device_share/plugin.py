@@ -36,6 +36,7 @@ from scheduler.framework.extensions import (
     NUMAHint,
     ReservationView,
     Room,
+    SkipReads,
 )
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import MAX_NODE_SCORE, ClusterEvent, FilterResult, PreFilterResult
@@ -137,6 +138,10 @@ class DeviceShare:
     @property
     def name(self) -> str:
         return NAME
+
+    pre_filter_skip_reads = SkipReads.SPEC
+    """``SkipByClass``: PreFilter skips exactly the pods that ask for no GPU and no RDMA (their
+    requests), leaving nothing behind."""
 
     def events_to_register(self) -> ClusterEvent:
         # A Device appearing or changing is a custom-resource event; a pod leaving frees its cards.
