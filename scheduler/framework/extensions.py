@@ -49,6 +49,7 @@ __all__ = [
     "RowLocal",
     "SkipByClass",
     "SkipReads",
+    "carry_on_binding",
 ]
 
 
@@ -319,6 +320,14 @@ the pod really took (``RESERVATION_TAKEN``)."""
 BIND_ANNOTATIONS = StateKey[dict[str, str]]("BindAnnotations")
 """Written at PreBind: annotations the Binding carries onto the pod (DefaultBinder sends them), so
 a plugin's record (``reservation-allocated``) costs no write of its own and lands with the node."""
+
+
+def carry_on_binding(state: CycleState, annotations: Mapping[str, str]) -> None:
+    """Add ``annotations`` to those the pod's Binding carries (``BIND_ANNOTATIONS``)."""
+    carried = state.get(BIND_ANNOTATIONS) or {}
+    carried.update(annotations)
+    state.write(BIND_ANNOTATIONS, carried)
+
 
 SCORE_ALWAYS = StateKey[frozenset[int]]("ScoreAlways")
 """Written by a Filter: rows the cycle scores even when it samples the feasible nodes

@@ -57,13 +57,13 @@ from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.dry_run import Choice, JobDryRun, PendingJob, PlacementSetting
 from scheduler.framework.extensions import (
-    BIND_ANNOTATIONS,
     GANG_PLAN,
     HOLD_ROOM,
     JobResolver,
     OffCycleWork,
     PreemptionExtension,
     QuotaRelease,
+    carry_on_binding,
 )
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
@@ -545,9 +545,7 @@ class Coscheduling(
         }
         # Carried by the Binding (the API server copies its annotations onto the pod): one write
         # per member instead of two, and no member bound without its gang record.
-        carried = state.get(BIND_ANNOTATIONS) or {}
-        carried.update(annotations)
-        state.write(BIND_ANNOTATIONS, carried)
+        carry_on_binding(state, annotations)
         return Status.success()
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:

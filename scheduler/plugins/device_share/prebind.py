@@ -18,7 +18,7 @@ from apis.extension.device import ANNOTATION_DEVICE_ALLOCATED
 from apis.extension.reservation import is_reserve_pod
 from scheduler.cache.pod_info import PodInfo
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.extensions import BIND_ANNOTATIONS
+from scheduler.framework.extensions import carry_on_binding
 from scheduler.framework.handle import Handle
 from scheduler.framework.status import Status
 from scheduler.plugins.device_share.adapter import BindContext, adapt
@@ -48,9 +48,7 @@ async def write_allocation(
         if refused is not None:
             return refused
     if not reserve_pod and "labels" not in metadata:
-        carried = state.get(BIND_ANNOTATIONS) or {}
-        carried.update(metadata["annotations"])
-        state.write(BIND_ANNOTATIONS, carried)
+        carry_on_binding(state, metadata["annotations"])
         return Status.success()
     try:
         if reserve_pod:

@@ -54,10 +54,10 @@ class NodeScorer:
         if cycle is None:
             if not any(host_take(pod)):
                 return scores
-            if not self.store.has_device:  # no card in the cluster: nothing to look up
-                return scores if fragmentation is None else scaled(np.zeros(rows.size, dtype=np.float64))
-            cards, at = self.store.cards(), self.card_rows(snapshot, rows)
-            if not cards.count[at].any():
+            cards = self.store.cards()
+            # (No card in the cluster: the nodes' card rows are not looked up.)
+            at = self.card_rows(snapshot, rows) if self.store.has_device else None
+            if at is None or not cards.count[at].any():
                 # No card on any of the nodes: none is stranded, and the Fragmentation strategy
                 # rates every node alike.
                 return scores if fragmentation is None else scaled(np.zeros(rows.size, dtype=np.float64))

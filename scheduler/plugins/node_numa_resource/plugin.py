@@ -35,7 +35,7 @@ from scheduler.cache.node_table import BoolArray, IntArray
 from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.extensions import BIND_ANNOTATIONS, NUMA_AFFINITY, Room
+from scheduler.framework.extensions import NUMA_AFFINITY, Room, carry_on_binding
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import ClusterEvent, FilterResult, PreFilterResult
 from scheduler.framework.status import Code, Status
@@ -296,8 +296,7 @@ class NodeNUMAResource:
             except BackendError as exc:
                 return Status.error(f"writing {ANNOTATION_RESOURCE_STATUS} on reservation {pod.name}: {exc}")
             return Status.success()
-        annotations = state.get(BIND_ANNOTATIONS) or {}
-        annotations[ANNOTATION_RESOURCE_STATUS] = resource_status_annotation(allocation)
+        annotations = {ANNOTATION_RESOURCE_STATUS: resource_status_annotation(allocation)}
         if bind.bind and (cycle.cpu.implicit_spec or bind.node_forced):
             spec = cycle.spec.model_copy()
             if bind.node_forced:
@@ -305,7 +304,7 @@ class NodeNUMAResource:
             else:
                 spec.preferred_cpu_bind_policy = bind.policy  # type: ignore[assignment]
             annotations[ANNOTATION_RESOURCE_SPEC] = spec.model_dump_json(by_alias=True, exclude_none=True)
-        state.write(BIND_ANNOTATIONS, annotations)
+        carry_on_binding(state, annotations)
         return Status.success()
 
 

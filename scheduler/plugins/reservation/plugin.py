@@ -54,11 +54,11 @@ from scheduler.cache.pod_info import PodInfo
 from scheduler.cache.snapshot import Snapshot
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.extensions import (
-    BIND_ANNOTATIONS,
     RESERVATION_CREDIT,
     RESERVATION_TAKEN,
     RESERVATIONS_MATCHED,
     SCORE_ALWAYS,
+    carry_on_binding,
 )
 from scheduler.framework.handle import Handle
 from scheduler.framework.interfaces import (
@@ -352,9 +352,7 @@ class ReservationPlugin:
         value = json.dumps({"name": reservation.name, "uid": reservation.uid}, separators=(",", ":"))
         # Carried by the Binding (one write instead of two): the pod gets its node and its record
         # of the reservation together.
-        annotations = state.get(BIND_ANNOTATIONS) or {}
-        annotations[ANNOTATION_RESERVATION_ALLOCATED] = value
-        state.write(BIND_ANNOTATIONS, annotations)
+        carry_on_binding(state, {ANNOTATION_RESERVATION_ALLOCATED: value})
         return Status.success()
 
     async def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
