@@ -83,6 +83,7 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
     parser.add_argument("--victim-sizes", help="victims: NODESxMEMBERS, comma-separated")
     parser.add_argument("--solver-seconds", type=float, help="time limit of each CP-SAT solve")
     parser.add_argument("--preemption-nodes", type=int)
+    parser.add_argument("--preemption-repeat", type=int, help="preemption: runs per scenario and scheduler")
     parser.add_argument("--openb-seed", type=int, help="openb: the shuffle and inflation seed")
     parser.add_argument("--openb-limit", type=int, help="openb: replay only the first N pods")
     parser.add_argument("--openb-nodes", type=int, help="openb: replay on N of the trace's nodes")
@@ -111,6 +112,7 @@ def parse_args(argv: list[str] | None) -> SuiteOptions:
         "victim_sizes": None if args.victim_sizes is None else tuple(args.victim_sizes.split(",")),
         "solver_seconds": args.solver_seconds,
         "preemption_nodes": args.preemption_nodes,
+        "preemption_repeat": args.preemption_repeat,
         "openb_seed": args.openb_seed,
         "openb_limit": args.openb_limit,
         "openb_nodes": args.openb_nodes,

@@ -73,6 +73,9 @@ class SuiteOptions(BaseModel, frozen=True):
     victim_trials: int = 3
     preemption_nodes: int = 8
     preemption_timeout: float = 30.0
+    preemption_repeat: int = 3
+    """Runs of each preemption scenario per scheduler: one job's time to run moves with the
+    machine's load (the median run is reported)."""
     openb_strategies: tuple[str, ...] = ("Fragmentation", "MostAllocated", "LeastAllocated")
     openb_seed: int = 42
     openb_limit: int | None = None

@@ -354,6 +354,7 @@ async def preemption_cluster(opts: SuiteOptions, results: SuiteResults) -> None:
         nodes=opts.preemption_nodes,
         timeout=opts.preemption_timeout,
         cluster_name=f"{opts.cluster_prefix}-preempt",
+        repeat=opts.preemption_repeat,
     )
     report = await preemption.run_benchmark(run_opts)
     results.details["preemption"] = report.to_json()
