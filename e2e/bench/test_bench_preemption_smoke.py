@@ -52,3 +52,22 @@ def test_preemption_harness_reports_every_scenario_and_koord_evicts_only_for_a_j
     assert len(decoded["rows"]) == 2 * len(SCENARIOS)
     assert not cluster.is_running()
     shutil.rmtree(cluster.state_dir, ignore_errors=True)
+
+
+def test_repeated_runs_alternate_the_schedulers_and_report_each_ones_median() -> None:
+    """``--repeat 2`` on one scenario: every run is in the report, koord-scheduler and
+    kube-scheduler alternating, and the table gives each scheduler's median run with its spread."""
+    cluster = ControlPlane(name=f"bench-preempt-repeat-{os.getpid()}")
+    opts = Options(
+        nodes=NODES, timeout=20.0, settle=1.0, scenarios=("v1.7",), cluster_name=cluster.name, repeat=2
+    )
+
+    report = asyncio.run(run_benchmark(opts))
+
+    assert report.errors == []
+    assert [(r.scheduler, r.attempt) for r in report.rows] == [(KOORD, 0), (KUBE, 0), (KOORD, 1), (KUBE, 1)]
+    assert all((r.bound, r.members) == (2, 2) for r in report.runs("v1.7", KOORD))
+    koord_line = next(line for line in render(report).splitlines() if line.split()[:2] == ["v1.7", KOORD])
+    assert koord_line.rstrip().endswith(" of 2)")
+    assert not cluster.is_running()
+    shutil.rmtree(cluster.state_dir, ignore_errors=True)
